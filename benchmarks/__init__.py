@@ -1,0 +1,1 @@
+"""benchmarks: transformer_np and minitensor timed beside PyTorch under the same dtype and thread count."""

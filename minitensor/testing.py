@@ -1,0 +1,67 @@
+"""The one place where tolerances live, and the comparison every check uses.
+
+Tests, the parity report and the benchmarks' sanity checks all read these numbers; none
+defines its own. Never loosen one to make a check pass: find the cause instead.
+
+Measure: for arrays `a` (ours) and `b` (the reference) we report
+    max_abs = max |a - b|
+    max_rel = max |a - b| / max(|b|, floor)      with floor = FLOOR[dtype] * max(1, max|b|)
+The floor keeps entries that should be zero (a masked attention weight, a gradient that
+cancels) from dividing by round-off: near zero the measure becomes an absolute error scaled
+by the array's magnitude. A check passes when max_rel <= rtol.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+# Op-by-op checks against PyTorch (tests/test_ops.py): rtol on the measure above.
+OP_RTOL = {"float64": 1e-10, "float32": 1e-5}
+
+# Whole-model checks (parity report, torch.nn.Transformer import).
+PARITY_RTOL = {"float64": 1e-9, "float32": 1e-4}
+
+# Parameters after N optimizer steps, MLP trained by each optimizer (tests/test_optim.py).
+TRAINING_ATOL_FLOAT64 = 1e-10
+
+# Finite differences (minitensor.autograd.gradcheck defaults).
+GRADCHECK = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
+
+# Relative floor used by the measure, per dtype (about 100 machine epsilons).
+FLOOR = {"float64": 1e-13, "float32": 1e-5}
+
+
+def _name(dtype) -> str:
+    return np.dtype(dtype).name
+
+
+def error_stats(ours, ref) -> tuple[float, float]:
+    """(max_abs, max_rel) of `ours` against `ref` with the floor of `ref`'s dtype."""
+    a = np.asarray(ours, dtype=np.float64)
+    b = np.asarray(ref, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"shape mismatch: ours {a.shape} vs reference {b.shape}")
+    if a.size == 0:
+        return 0.0, 0.0
+    if not (np.isfinite(a) == np.isfinite(b)).all() or not np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(b)]):
+        return float("inf"), float("inf")
+    fin = np.isfinite(b)
+    a, b = a[fin], b[fin]
+    if a.size == 0:
+        return 0.0, 0.0
+    diff = np.abs(a - b)
+    dtype = np.asarray(ref).dtype
+    floor = FLOOR.get(_name(dtype), FLOOR["float32"]) * max(1.0, float(np.abs(b).max()))
+    rel = diff / np.maximum(np.abs(b), floor)
+    return float(diff.max()), float(rel.max())
+
+
+def assert_close(ours, ref, rtol: float, what: str = "value") -> None:
+    """Raise AssertionError naming `what`, the errors and the worst element when max_rel > rtol."""
+    max_abs, max_rel = error_stats(ours, ref)
+    if not max_rel <= rtol:
+        a = np.asarray(ours, dtype=np.float64)
+        b = np.asarray(ref, dtype=np.float64)
+        idx = np.unravel_index(int(np.nanargmax(np.abs(a - b))), a.shape) if a.size else ()
+        raise AssertionError(
+            f"{what}: max relative error {max_rel:.3e} > rtol {rtol:.1e} (max abs {max_abs:.3e}); "
+            f"worst at {idx}: ours {a[idx] if a.size else None!r} vs reference {b[idx] if b.size else None!r}")

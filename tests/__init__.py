@@ -1,0 +1,1 @@
+"""Tests: every op, module, optimizer and the whole model against PyTorch."""
