@@ -1,0 +1,167 @@
+"""Thread settings applied before NumPy/PyTorch load, and the machine facts every report records.
+
+This module imports neither NumPy nor PyTorch at import time: `set_thread_env` must run before
+either is imported, because OpenBLAS, MKL and OpenMP read their thread counts once, when their
+shared library loads. Setting the variables afterwards silently does nothing.
+
+BLAS settings change NumPy's figures by up to 2x (OPENBLAS_CORETYPE picks the GEMM kernel), so
+`machine_facts()` records the BLAS library, the kernel OpenBLAS chose at run time, and every
+BLAS/OpenMP environment variable, next to the CPU and the library versions.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import warnings
+
+# The variables each BLAS / threading runtime reads when it loads.
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+# Anything else that changes what BLAS does; recorded (not set) in every report.
+BLAS_VARS = THREAD_VARS + ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "MKL_ENABLE_INSTRUCTIONS",
+                           "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY")
+
+
+def set_thread_env(threads: int) -> None:
+    """Pin every BLAS/OpenMP thread pool to `threads`; must run before numpy or torch is imported."""
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        raise ValueError(f"benchmarks: threads must be a positive int, got {threads!r}")
+    loaded = [m for m in ("numpy", "torch") if m in sys.modules]
+    if loaded:
+        # Too late for this process (the libraries already sized their pools); still set, for children.
+        warnings.warn(f"benchmarks: set_thread_env({threads}) called after {loaded} was imported; "
+                      "it only reaches subprocesses", RuntimeWarning, stacklevel=2)
+    for var in THREAD_VARS:
+        os.environ[var] = str(threads)
+
+
+def thread_env_from_argv(argv: list[str], default: int = 2) -> int:
+    """Read `--threads N` from a raw argv (before argparse, before numpy) and apply it."""
+    threads = default
+    for i, arg in enumerate(argv):
+        if arg == "--threads" and i + 1 < len(argv):
+            threads = int(argv[i + 1])
+        elif arg.startswith("--threads="):
+            threads = int(arg.split("=", 1)[1])
+    set_thread_env(threads)
+    return threads
+
+
+def set_torch_threads(threads: int) -> None:
+    """torch.set_num_threads plus one inter-op thread: eager CPU ops then use exactly `threads` cores."""
+    import torch
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # already set once in this process (it may only be set before any parallel work)
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cpu_flags() -> list[str]:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return sorted(flags & {"avx", "avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"})
+    except OSError:
+        pass
+    return []
+
+
+def _openblas_runtime() -> dict:
+    """Ask the OpenBLAS that NumPy loaded which kernel it picked and how many threads it uses."""
+    import ctypes
+    out: dict = {}
+    path = None
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                if "openblas" in line.lower() and ".so" in line:
+                    path = line.split()[-1]
+                    break
+    except OSError:
+        return out
+    if path is None:
+        return out
+    out["library_path"] = path
+    lib = ctypes.CDLL(path)
+    # scipy-openblas builds prefix and suffix the symbols; plain OpenBLAS builds do not.
+    for key, names, restype in (
+            ("corename", ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"),
+             ctypes.c_char_p),
+            ("config", ("scipy_openblas_get_config64_", "scipy_openblas_get_config", "openblas_get_config"),
+             ctypes.c_char_p),
+            ("num_threads", ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
+                             "openblas_get_num_threads"), ctypes.c_int)):
+        for name in names:
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = restype
+                val = fn()
+                out[key] = val.decode() if isinstance(val, bytes) else int(val)
+                break
+    return out
+
+
+def machine_facts(threads: int) -> dict:
+    """CPU, cores, BLAS libraries (build and run time), env settings, versions: JSON-ready."""
+    import numpy as np
+    facts: dict = {
+        "cpu_model": _cpu_model(),
+        "cpu_flags": _cpu_flags(),
+        "logical_cores": os.cpu_count(),
+        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "threads": threads,
+        "env": {v: os.environ.get(v) for v in BLAS_VARS},
+    }
+    try:
+        cfg = np.show_config(mode="dicts")
+        blas = cfg.get("Build Dependencies", {}).get("blas", {})
+        facts["numpy_blas"] = {k: blas.get(k) for k in ("name", "version", "openblas configuration")}
+        facts["numpy_simd"] = cfg.get("SIMD Extensions", {})
+    except Exception as exc:  # older NumPy without mode='dicts'
+        facts["numpy_blas"] = {"error": repr(exc)}
+    facts["numpy_blas_runtime"] = _openblas_runtime()
+    try:
+        import torch
+        facts["torch"] = torch.__version__
+        facts["torch_threads"] = torch.get_num_threads()
+        facts["torch_interop_threads"] = torch.get_num_interop_threads()
+        show = torch.__config__.show()
+        facts["torch_blas"] = next((p.split("=", 1)[1] for p in show.replace(",", "\n").split()
+                                    if p.startswith("BLAS_INFO=")), None)
+        facts["torch_mkl"] = next((line.strip(" -") for line in show.splitlines() if "Math Kernel" in line), None)
+        facts["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
+        facts["cuda_available"] = bool(torch.cuda.is_available())
+        if facts["cuda_available"]:
+            facts["cuda_device"] = torch.cuda.get_device_name(0)
+    except ImportError:
+        facts["torch"] = None
+    return facts
+
+
+def facts_line(facts: dict) -> str:
+    """One printable line: what a reader needs to compare two reports."""
+    rt = facts.get("numpy_blas_runtime", {})
+    return (f"CPU {facts['cpu_model']} ({facts['usable_cores']} usable cores), threads={facts['threads']} | "
+            f"numpy {facts['numpy']} + {facts.get('numpy_blas', {}).get('name')} "
+            f"{facts.get('numpy_blas', {}).get('version')} (kernel {rt.get('corename')}, "
+            f"{rt.get('num_threads')} threads, OPENBLAS_CORETYPE={facts['env'].get('OPENBLAS_CORETYPE')}) | "
+            f"torch {facts.get('torch')} + {facts.get('torch_blas')} ({facts.get('torch_threads')} threads, "
+            f"{facts.get('torch_cpu_capability')}) | python {facts['python']}")

@@ -1,0 +1,255 @@
+"""Op microbenchmarks: minitensor against PyTorch eager, one op at a time, forward and forward+backward.
+
+Each case is one line: a name, a size class ('small': a few hundred elements, where per-op
+Python overhead dominates; 'large': the shapes the base Transformer feeds the op), its input
+shapes, and one function written once for both libraries (same names: `F.linear`, `x.sum(dim)`).
+Inputs come from the same seeded NumPy arrays on both sides; backward uses a random upstream
+gradient (never all-ones). The forward outputs are compared with `error_stats` so a ratio is
+only reported for ops that compute the same thing.
+
+Run alone: `python -m benchmarks.ops [--quick] [--sizes small large] [--threads 2] [--out DIR]`.
+"""
+from __future__ import annotations
+
+import sys
+
+if __name__ == "__main__":
+    # Thread counts must be in the environment before numpy/torch load.
+    from benchmarks.env import thread_env_from_argv
+    thread_env_from_argv(sys.argv)
+
+import argparse
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from benchmarks.timing import calibrate, interleaved
+from minitensor.testing import OP_RTOL, error_stats
+
+
+@dataclass(frozen=True)
+class Index:
+    """An int64 input of `shape` with values in [0, high) (no gradient)."""
+    shape: tuple
+    high: int
+
+
+@dataclass(frozen=True)
+class Mask:
+    """A bool input of `shape`, True = keep; row 0 all True (no gradient)."""
+    shape: tuple
+
+
+@dataclass(frozen=True)
+class OpCase:
+    name: str
+    size: str                            # 'small' or 'large'
+    inputs: tuple                        # float shapes (require grad), Index or Mask
+    fn: Callable                         # fn(L, F, *inputs) with L = minitensor or torch, F = its functional
+
+
+def _attention(L, F, q, k, v, mask):
+    """softmax(q k^T / sqrt(Dh) masked) v: the attention core, as both models write it."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])                         # (B, H, T, T)
+    scores = scores.masked_fill(~mask, -1e9)
+    return F.softmax(scores, dim=-1) @ v                                                # (B, H, T, Dh)
+
+
+def _heads(x, B, T, H, Dh):
+    """(B, T, D) -> (B*H, T, Dh): the split-heads copy every attention layer makes (a real copy on both sides)."""
+    return x.reshape(B, T, H, Dh).transpose(1, 2).reshape(B * H, T, Dh)
+
+
+# Large shapes are the base model's: B 16, T 32, D 512, H 8, Dh 64, d_ff 2048, V 10000.
+CASES: list[OpCase] = [
+    OpCase("matmul", "small", ((8, 16), (16, 8)), lambda L, F, a, b: a @ b),
+    OpCase("matmul", "large", ((16, 8, 32, 64), (16, 8, 64, 32)), lambda L, F, a, b: a @ b),
+    OpCase("linear", "small", ((4, 8, 32), (32, 32), (32,)), lambda L, F, x, w, b: F.linear(x, w, b)),
+    OpCase("linear", "large", ((16, 32, 512), (2048, 512), (2048,)), lambda L, F, x, w, b: F.linear(x, w, b)),
+    OpCase("softmax", "small", ((4, 16),), lambda L, F, x: F.softmax(x, dim=-1)),
+    OpCase("softmax", "large", ((16, 8, 32, 32),), lambda L, F, x: F.softmax(x, dim=-1)),
+    OpCase("log_softmax", "small", ((4, 16),), lambda L, F, x: F.log_softmax(x, dim=-1)),
+    OpCase("log_softmax", "large", ((512, 10000),), lambda L, F, x: F.log_softmax(x, dim=-1)),
+    OpCase("layer_norm", "small", ((4, 8, 32), (32,), (32,)), lambda L, F, x, w, b: F.layer_norm(x, (32,), w, b)),
+    OpCase("layer_norm", "large", ((16, 32, 512), (512,), (512,)), lambda L, F, x, w, b: F.layer_norm(x, (512,), w, b)),
+    OpCase("cross_entropy", "small", ((16, 20), Index((16,), 20)),
+           lambda L, F, x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1)),
+    OpCase("cross_entropy", "large", ((512, 10000), Index((512,), 10000)),
+           lambda L, F, x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1)),
+    OpCase("gelu", "small", ((4, 32),), lambda L, F, x: F.gelu(x)),
+    OpCase("gelu", "large", ((16, 32, 2048),), lambda L, F, x: F.gelu(x)),
+    OpCase("relu", "small", ((4, 32),), lambda L, F, x: F.relu(x)),
+    OpCase("relu", "large", ((16, 32, 2048),), lambda L, F, x: F.relu(x)),
+    OpCase("add (broadcast)", "small", ((4, 8), (8,)), lambda L, F, a, b: a + b),
+    OpCase("add (broadcast)", "large", ((16, 32, 512), (512,)), lambda L, F, a, b: a + b),
+    OpCase("sum", "small", ((4, 8),), lambda L, F, x: x.sum(dim=-1)),
+    OpCase("sum", "large", ((16, 32, 512),), lambda L, F, x: x.sum(dim=-1)),
+    OpCase("transpose/reshape", "small", ((2, 4, 8),), lambda L, F, x: _heads(x, 2, 4, 2, 4)),
+    OpCase("transpose/reshape", "large", ((16, 32, 512),), lambda L, F, x: _heads(x, 16, 32, 8, 64)),
+    OpCase("getitem (slice)", "small", ((4, 8),), lambda L, F, x: x[:, 1:5]),
+    OpCase("getitem (slice)", "large", ((16, 32, 512),), lambda L, F, x: x[:, 1:, :256]),
+    OpCase("embedding", "small", (Index((4, 8), 20), (20, 32)), lambda L, F, i, w: F.embedding(i, w)),
+    OpCase("embedding", "large", (Index((16, 32), 10000), (10000, 512)), lambda L, F, i, w: F.embedding(i, w)),
+    OpCase("attention", "small", ((2, 2, 4, 8), (2, 2, 4, 8), (2, 2, 4, 8), Mask((2, 1, 4, 4))), _attention),
+    OpCase("attention", "large", ((16, 8, 32, 64), (16, 8, 32, 64), (16, 8, 32, 64), Mask((16, 1, 32, 32))),
+           _attention),
+]
+
+
+def _arrays(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for spec in case.inputs:
+        if isinstance(spec, Index):
+            out.append(rng.integers(0, spec.high, spec.shape).astype(np.int64))
+        elif isinstance(spec, Mask):
+            m = rng.random(spec.shape) < 0.8
+            m[0] = True                   # row 0 fully visible so no row is ever empty by chance alone
+            out.append(m)
+        else:
+            out.append(rng.standard_normal(spec).astype(np.float32))
+    return out
+
+
+def _make_runner(lib: str, case: OpCase, arrays: list[np.ndarray], upstream: np.ndarray | None):
+    """(forward, forward+backward, forward output as NumPy) closures for one library."""
+    if lib == "numpy":
+        import minitensor as L
+        import minitensor.nn.functional as F
+        wrap = L.tensor
+    else:
+        import torch as L
+        import torch.nn.functional as F
+        wrap = torch_from_numpy
+    leaves = []
+    inputs = []
+    for spec, arr in zip(case.inputs, arrays):
+        if isinstance(spec, (Index, Mask)):
+            inputs.append(wrap(arr))
+        else:
+            t = wrap(arr.copy())
+            t.requires_grad_(True)
+            leaves.append(t)
+            inputs.append(t)
+    g = None if upstream is None else wrap(upstream)
+
+    def forward():
+        with L.no_grad():
+            return case.fn(L, F, *inputs)
+
+    def fwd_bwd():
+        for t in leaves:
+            t.grad = None                # fresh gradients each call: no accumulation add on either side
+        out = case.fn(L, F, *inputs)
+        out.backward(g)
+        return out
+
+    def value():
+        out = forward()
+        return np.array(out.detach().numpy() if lib == "torch" else out.numpy())
+    return forward, fwd_bwd, value
+
+
+def torch_from_numpy(a: np.ndarray):
+    import torch
+    return torch.from_numpy(np.ascontiguousarray(a))
+
+
+def run_ops(sizes=("small", "large"), repeats: int = 15, warmup: int = 3, target_ms: float = 5.0,
+            names: list[str] | None = None) -> list[dict]:
+    """Time every case in `sizes` on both sides, interleaved; one dict per (op, size)."""
+    rows = []
+    for i, case in enumerate(CASES):
+        if case.size not in sizes or (names and case.name not in names):
+            continue
+        rng = np.random.default_rng(1000 + i)
+        arrays = _arrays(case, rng)
+        f_np, fb_np, v_np = _make_runner("numpy", case, arrays, None)
+        out_np = v_np()
+        # A random upstream gradient of the output's shape (a 0-d array for scalar losses).
+        upstream = rng.standard_normal(out_np.shape).astype(np.float32)
+        f_np, fb_np, v_np = _make_runner("numpy", case, arrays, upstream)
+        f_t, fb_t, v_t = _make_runner("torch", case, arrays, upstream)
+        max_abs, max_rel = error_stats(out_np, v_t())
+        cases = {"numpy_fwd": f_np, "torch_fwd": f_t, "numpy_fb": fb_np, "torch_fb": fb_t}
+        number = {k: calibrate(fn, target_ms) for k, fn in cases.items()}
+        st = interleaved(cases, warmup=warmup, repeats=repeats, number=number)
+        rows.append({
+            "op": case.name, "size": case.size,
+            "shapes": " ".join("x".join(map(str, s.shape if isinstance(s, (Index, Mask)) else s)) for s in case.inputs),
+            "numpy_fwd_ms": st["numpy_fwd"].median_ms, "torch_fwd_ms": st["torch_fwd"].median_ms,
+            "numpy_fb_ms": st["numpy_fb"].median_ms, "torch_fb_ms": st["torch_fb"].median_ms,
+            "ratio_fwd": st["numpy_fwd"].median_ms / st["torch_fwd"].median_ms,
+            "ratio_fb": st["numpy_fb"].median_ms / st["torch_fb"].median_ms,
+            "numpy_fb_iqr_ms": st["numpy_fb"].iqr_ms, "torch_fb_iqr_ms": st["torch_fb"].iqr_ms,
+            "fwd_max_rel": max_rel, "fwd_ok": bool(max_rel <= OP_RTOL["float32"]),
+        })
+    return rows
+
+
+def ops_markdown(rows: list[dict]) -> str:
+    """The op table: times in microseconds (medians), ratio = minitensor / PyTorch."""
+    lines = ["| op | size | shapes | fwd minitensor (us) | fwd torch (us) | fwd ratio | fwd+bwd minitensor (us) "
+             "| fwd+bwd torch (us) | fwd+bwd ratio | fwd max rel err |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['op']} | {r['size']} | {r['shapes']} | {r['numpy_fwd_ms'] * 1e3:.1f} | "
+                     f"{r['torch_fwd_ms'] * 1e3:.1f} | {r['ratio_fwd']:.2f} | {r['numpy_fb_ms'] * 1e3:.1f} | "
+                     f"{r['torch_fb_ms'] * 1e3:.1f} | {r['ratio_fb']:.2f} | "
+                     f"{r['fwd_max_rel']:.1e}{'' if r['fwd_ok'] else ' (MISMATCH)'} |")
+    return "\n".join(lines)
+
+
+def plot_ops(rows: list[dict], path: str) -> None:
+    """Horizontal bars of the forward+backward ratio per op, log scale, 1.0 marked."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = [f"{r['op']} ({r['size']})" for r in rows]
+    ratios = [r["ratio_fb"] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.2))
+    colors = ["tab:red" if x > 1.5 else "tab:orange" if x > 1.0 else "tab:green" for x in ratios]
+    ax.barh(range(len(rows)), ratios, color=colors)
+    ax.set_yticks(range(len(rows)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.axvline(1.0, color="k", lw=1)
+    ax.set_xlabel("forward+backward time, minitensor / PyTorch (log; < 1 = minitensor faster)")
+    ax.set_title("Op microbenchmarks (float32)")
+    for y, x in enumerate(ratios):
+        ax.text(x, y, f" {x:.2f}", va="center", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ops", description="minitensor vs PyTorch per-op timings")
+    ap.add_argument("--quick", action="store_true", help="fewer repeats")
+    ap.add_argument("--sizes", nargs="+", default=["small", "large"], choices=["small", "large"])
+    ap.add_argument("--ops", nargs="+", default=None, help="only these op names")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default="benchmarks/results")
+    args = ap.parse_args(argv)
+    from benchmarks.env import facts_line, machine_facts, set_torch_threads
+    set_torch_threads(args.threads)
+    facts = machine_facts(args.threads)
+    print(facts_line(facts))
+    rows = run_ops(args.sizes, repeats=5 if args.quick else 15, warmup=1 if args.quick else 3,
+                   target_ms=2.0 if args.quick else 5.0, names=args.ops)
+    table = ops_markdown(rows)
+    print(table)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "ops.md"), "w") as f:
+        f.write(f"# Op microbenchmarks\n\n{facts_line(facts)}\n\n{table}\n")
+    with open(os.path.join(args.out, "ops.json"), "w") as f:
+        json.dump({"machine": facts, "ops": rows}, f, indent=1)
+    plot_ops(rows, os.path.join(args.out, "ops.png"))
+    print(f"wrote {args.out}/ops.md, ops.json, ops.png")
+
+
+if __name__ == "__main__":
+    main()
