@@ -1,0 +1,68 @@
+"""Shared fixtures for the whole suite: seeding, the `cuda` marker, dtype parametrization.
+
+Every test starts from the same seeds (NumPy's global generator, minitensor's generator,
+torch's), so a failure reproduces by rerunning the one test. Tolerances are NOT here: they
+live only in minitensor/testing.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+try:  # the suite must still collect (and report clearly) if the core fails to import
+    import minitensor as mt
+except Exception:  # pragma: no cover - only while the core is broken
+    mt = None
+
+try:
+    import torch
+except Exception:  # pragma: no cover - torch is a dev dependency
+    torch = None
+
+SEED = 0
+
+# The two precisions every op is checked in; names index OP_RTOL / PARITY_RTOL.
+DTYPE_NAMES = ("float64", "float32")
+
+def pytest_collection_modifyitems(config, items):
+    """Skip tests marked `cuda` when no CUDA device is visible to torch."""
+    have_cuda = torch is not None and torch.cuda.is_available()
+    if have_cuda:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU: torch.cuda.is_available() is False")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _seed_everything():
+    """Seed every generator before each test, and restore minitensor's default dtype after it."""
+    np.random.seed(SEED)
+    if torch is not None:
+        torch.manual_seed(SEED)
+    if mt is not None and hasattr(mt, "manual_seed"):
+        mt.manual_seed(SEED)
+    default = mt.get_default_dtype() if mt is not None and hasattr(mt, "get_default_dtype") else None
+    yield
+    if default is not None:
+        mt.set_default_dtype(default)
+
+
+@pytest.fixture
+def rng():
+    """A fresh seeded NumPy generator for building test inputs (independent of the engine's)."""
+    return np.random.default_rng(SEED)
+
+
+@pytest.fixture(params=DTYPE_NAMES)
+def dtype_name(request):
+    """'float64' then 'float32': the name indexes the tolerance tables."""
+    return request.param
+
+
+@pytest.fixture
+def float64_default():
+    """Run a test with minitensor's default float dtype set to float64 (restored afterwards)."""
+    mt.set_default_dtype(mt.float64)
+    yield

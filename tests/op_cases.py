@@ -1,0 +1,478 @@
+"""The one table of op cases, and the one helper that runs a case against PyTorch.
+
+Each case is one line: a name, a function applied identically to minitensor and torch
+(`fn(t, *inputs, **kwargs)`, where `t` is the library namespace: `t.maximum`, `t.F.softmax`,
+`t.float64`), the input specs (a shape tuple means standard-normal floats; `Pos`, `Away`,
+`Int`, `Bool`, `Const`, `NegInf` say otherwise), the kwargs, and, rarely, a tolerance
+override with the reason or a torch-side spelling (`ref`) where torch has no such syntax.
+
+`run_case` builds both libraries' inputs from the same seeded NumPy arrays, compares the
+forward (values, shape, dtype), backpropagates the same random upstream gradient (never all
+ones: it would hide swapped axes) and compares every input's gradient. tests/test_ops.py runs
+the table in float64 and float32; tests/test_gradcheck.py runs its differentiable cases
+through minitensor's finite-difference gradcheck.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import zlib
+
+import numpy as np
+import torch
+
+import minitensor as mt
+from minitensor.testing import OP_RTOL, assert_close
+
+
+# ----------------------------------------------------------------------------- namespaces
+class Lib:
+    """What a case's function receives: the library's namespace plus `F` (its functional)."""
+
+    def __init__(self, module, functional, is_torch: bool):
+        self._module = module
+        self.F = functional
+        self.is_torch = is_torch
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+MT = Lib(mt, mt.nn.functional, is_torch=False)
+TORCH = Lib(torch, torch.nn.functional, is_torch=True)
+
+
+# ----------------------------------------------------------------------------- input specs
+@dataclass(frozen=True)
+class Arg:
+    """One input: `kind` picks the distribution; float inputs require grad unless grad=False."""
+
+    shape: tuple
+    kind: str = "normal"        # normal | pos | away | ties | neginf | int | bool | const
+    high: int = 0               # for kind='int': values in [0, high)
+    value: Any = None           # for kind='const'
+    grad: bool = True
+
+    @property
+    def is_float(self) -> bool:
+        if self.kind == "const":
+            return np.asarray(self.value).dtype.kind == "f"
+        return self.kind not in ("int", "bool")
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """A float64 (or int64/bool) master array; cast to the test dtype by the caller."""
+        shape = self.shape
+        if self.kind == "normal":
+            return rng.standard_normal(shape)
+        if self.kind == "pos":          # log, sqrt, non-integer powers: stay well inside the domain
+            return rng.uniform(0.5, 2.0, shape)
+        if self.kind == "away":         # divisors and kinks (abs): |x| >= 0.5
+            return rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+        if self.kind == "ties":         # small integers as floats: == and != see equal pairs
+            return rng.integers(-2, 3, shape).astype(np.float64)
+        if self.kind == "neginf":
+            # -inf where the index sum is 0 mod 3: every line of length >= 2 keeps a finite entry,
+            # so softmax along any dim has something to normalise.
+            x = rng.standard_normal(shape)
+            x[np.indices(shape).sum(axis=0) % 3 == 0] = -np.inf
+            return x
+        if self.kind == "int":
+            return rng.integers(0, self.high, shape).astype(np.int64)
+        if self.kind == "bool":
+            return rng.random(shape) < 0.5
+        if self.kind == "const":
+            return np.array(self.value)
+        raise ValueError(f"unknown Arg kind {self.kind!r}")
+
+
+def Pos(*shape): return Arg(shape, "pos")
+def Away(*shape): return Arg(shape, "away")
+def Ties(*shape): return Arg(shape, "ties")
+def NegInf(*shape): return Arg(shape, "neginf")
+def Int(shape, high): return Arg(tuple(shape), "int", high=high, grad=False)
+def Bool(*shape): return Arg(shape, "bool", grad=False)
+def Const(value, grad=False): return Arg(np.shape(value), "const", value=value, grad=grad)
+def NoGrad(*shape): return Arg(shape, "normal", grad=False)
+
+
+def _spec(a) -> Arg:
+    return a if isinstance(a, Arg) else Arg(tuple(a))
+
+
+# ----------------------------------------------------------------------------- the case
+@dataclass(frozen=True)
+class Case:
+    name: str
+    fn: Callable                        # fn(t, *inputs, **kwargs), same code for both libraries
+    args: tuple                         # input specs (shape tuples or Arg)
+    kwargs: dict = field(default_factory=dict)
+    rtol: dict = field(default_factory=dict)   # override per dtype name: ONLY with a reason in `why`
+    why: str = ""
+    ref: Callable | None = None         # torch-side function where torch spells it differently
+    grad: bool = True                   # compare gradients (False: forward-only op)
+    gradcheck: bool = True              # run finite differences in float64 (False: why in `why`)
+
+    @property
+    def specs(self) -> list[Arg]:
+        return [_spec(a) for a in self.args]
+
+    def tol(self, dtype_name: str) -> float:
+        return self.rtol.get(dtype_name, OP_RTOL[dtype_name])
+
+    def __str__(self):
+        return self.name
+
+
+def C(name, fn, args, kwargs=None, **opts) -> Case:
+    """Shorthand so each table entry fits on one line."""
+    return Case(name, fn, tuple(args), dict(kwargs or {}), **opts)
+
+
+# ----------------------------------------------------------------------------- the helper
+def case_seed(name: str) -> int:
+    """A stable per-case seed (Python's hash() is salted per process; crc32 is not)."""
+    return zlib.crc32(name.encode())
+
+
+def make_inputs(case: Case, dtype_name: str):
+    """(mt inputs, torch inputs, master arrays) built from the same seeded NumPy arrays."""
+    rng = np.random.default_rng(case_seed(case.name))
+    dtype = np.dtype(dtype_name)
+    xs_mt, xs_t, arrays = [], [], []
+    for spec in case.specs:
+        a = spec.sample(rng)
+        if spec.is_float:
+            a = a.astype(dtype)
+        arrays.append(a)
+        req = spec.grad and spec.is_float
+        xs_mt.append(mt.tensor(a.copy(), requires_grad=req))
+        xs_t.append(torch.tensor(a.copy(), requires_grad=req))
+    return xs_mt, xs_t, arrays
+
+
+def as_list(out) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def torch_dtype_name(x: torch.Tensor) -> str:
+    return str(x.dtype).removeprefix("torch.")
+
+
+def is_float_name(name: str) -> bool:
+    return name.startswith("float")
+
+
+def compare_forward(case: Case, outs_mt: list, outs_t: list, dtype_name: str) -> None:
+    assert len(outs_mt) == len(outs_t), f"{case}: {len(outs_mt)} outputs vs torch's {len(outs_t)}"
+    for i, (o, r) in enumerate(zip(outs_mt, outs_t)):
+        assert isinstance(o, mt.Tensor), f"{case}: output {i} is {type(o).__name__}, expected mt.Tensor"
+        assert o.shape == tuple(r.shape), f"{case}: output {i} shape {o.shape} vs torch {tuple(r.shape)}"
+        assert o.dtype.name == torch_dtype_name(r), \
+            f"{case}: output {i} dtype {o.dtype.name} vs torch {torch_dtype_name(r)}"
+        ref = r.detach().numpy()
+        if is_float_name(o.dtype.name):
+            assert_close(o.numpy(), ref, case.tol(dtype_name), what=f"{case} [{dtype_name}] forward {i}")
+        else:
+            np.testing.assert_array_equal(o.numpy(), ref, err_msg=f"{case} [{dtype_name}] forward {i}")
+
+
+def backward_both(outs_mt: list, outs_t: list, dtype_name: str, seed: int) -> None:
+    """Send the same random upstream gradient into both graphs."""
+    rng = np.random.default_rng(seed + 1)
+    pairs = [(o, r) for o, r in zip(outs_mt, outs_t) if r.requires_grad]
+    gs = [np.asarray(rng.standard_normal(r.shape) + 0.5, dtype=dtype_name) for _, r in pairs]
+    if len(pairs) == 1:
+        (o, r), g = pairs[0], gs[0]
+        o.backward(mt.tensor(g.copy()))
+        r.backward(torch.tensor(g.copy()))
+        return
+    # several outputs (split, chunk): one scalar sum_i <out_i, g_i> in each library
+    loss_mt = sum((o * mt.tensor(g.copy())).sum() for (o, _), g in zip(pairs, gs))
+    loss_t = sum((r * torch.tensor(g.copy())).sum() for (_, r), g in zip(pairs, gs))
+    loss_mt.backward()
+    loss_t.backward()
+
+
+def run_case(case: Case, dtype_name: str) -> None:
+    """Forward and backward of one case in one dtype, minitensor against torch."""
+    xs_mt, xs_t, _ = make_inputs(case, dtype_name)
+    outs_mt = as_list(case.fn(MT, *xs_mt, **case.kwargs))
+    outs_t = as_list((case.ref or case.fn)(TORCH, *xs_t, **case.kwargs))
+    compare_forward(case, outs_mt, outs_t, dtype_name)
+    if not case.grad or not any(r.requires_grad for r in outs_t):
+        return
+    backward_both(outs_mt, outs_t, dtype_name, case_seed(case.name))
+    for i, (x, r) in enumerate(zip(xs_mt, xs_t)):
+        if not r.requires_grad:
+            continue
+        what = f"{case} [{dtype_name}] grad of input {i}"
+        if r.grad is None:
+            assert x.grad is None or not np.any(x.grad.numpy()), f"{what}: torch has none, ours is nonzero"
+            continue
+        assert x.grad is not None, f"{what}: missing (torch has one)"
+        assert x.grad.shape == x.shape, f"{what}: shape {x.grad.shape} vs input {x.shape}"
+        assert x.grad.dtype == x.dtype, f"{what}: dtype {x.grad.dtype} vs input {x.dtype}"
+        assert_close(x.grad.numpy(), r.grad.numpy(), case.tol(dtype_name), what=what)
+
+
+# ----------------------------------------------------------------------------- the table
+inf = float("inf")
+IDX2 = np.array([[0, 2], [2, 2]])                  # repeated rows: gradients must accumulate
+TOKENS = np.array([[1, 0, 3, 3], [5, 1, 0, 3]])    # repeated ids and padding id 0
+TARGET = np.array([0, 3, 1, 3, 2])
+TARGET_IGN = np.array([0, -100, 1, 3, -100])       # default ignore_index
+TARGET_IGN1 = np.array([0, 1, 1, 3, 2])            # with ignore_index=1
+TARGET_ND = np.array([[0, 3, -100, 1, 2], [2, 2, 0, -100, 3], [1, 0, 0, 3, 3]])   # (N, d) for (N, C, d)
+KEEP = np.random.default_rng(7).random((3, 4, 5)) < 0.7
+
+CASES: list[Case] = [
+    # -------- arithmetic: tensor-tensor, broadcasting, scalars, reflected
+    C("add", lambda t, x, y: x + y, [(3, 4), (3, 4)]),
+    C("add_broadcast", lambda t, x, y: x + y, [(4, 1, 3), (2, 3)]),
+    C("add_scalar", lambda t, x: x + 2.5, [(3, 4)]),
+    C("radd_scalar", lambda t, x: 2.5 + x, [(3, 4)]),
+    C("sub", lambda t, x, y: x - y, [(3, 4), (3, 4)]),
+    C("sub_broadcast", lambda t, x, y: x - y, [(3, 1), (1, 4)]),
+    C("sub_scalar", lambda t, x: x - 2, [(3, 4)]),
+    C("rsub_scalar", lambda t, x: 2 - x, [(3, 4)]),
+    C("mul", lambda t, x, y: x * y, [(3, 4), (3, 4)]),
+    C("mul_broadcast", lambda t, x, y: x * y, [(2, 3, 4), (4,)]),
+    C("mul_scalar", lambda t, x: x * 3, [(3, 4)]),
+    C("rmul_scalar", lambda t, x: -1.5 * x, [(3, 4)]),
+    C("mul_0d", lambda t, x, y: x * y, [(3, 4), ()]),
+    C("div", lambda t, x, y: x / y, [(3, 4), Away(3, 4)]),
+    C("div_broadcast", lambda t, x, y: x / y, [(2, 1, 4), Away(3, 1)]),
+    C("div_scalar", lambda t, x: x / 4, [(3, 4)]),
+    C("rdiv_scalar", lambda t, x: 2 / x, [Away(3, 4)]),
+    C("pow_2", lambda t, x: x ** 2, [(3, 4)]),
+    C("pow_3", lambda t, x: x ** 3, [(3, 4)]),
+    C("pow_2.5", lambda t, x: x ** 2.5, [Pos(3, 4)]),
+    C("pow_neg1", lambda t, x: x ** -1, [Away(3, 4)]),
+    C("pow_0.5", lambda t, x: x ** 0.5, [Pos(3, 4)]),
+    C("rpow_scalar", lambda t, x: 2 ** x, [(3, 4)]),
+    C("pow_tensor", lambda t, x, y: x ** y, [Pos(3, 4), (3, 4)]),
+    C("pow_tensor_broadcast", lambda t, x, y: x ** y, [Pos(2, 3, 4), (3, 1)]),
+    C("neg_op", lambda t, x: -x, [(3, 4)]),
+    # -------- matmul
+    C("matmul_2d", lambda t, x, y: x @ y, [(3, 4), (4, 5)]),
+    C("matmul_batched", lambda t, x, y: x @ y, [(2, 3, 4), (2, 4, 5)]),
+    C("matmul_broadcast", lambda t, x, y: x @ y, [(2, 1, 3, 4), (5, 4, 6)]),
+    C("matmul_2d_3d", lambda t, x, y: x @ y, [(3, 4), (2, 4, 5)]),
+    C("matmul_1d_2d", lambda t, x, y: x @ y, [(4,), (4, 5)]),
+    C("matmul_2d_1d", lambda t, x, y: x @ y, [(3, 4), (4,)]),
+    C("matmul_1d_1d", lambda t, x, y: x @ y, [(4,), (4,)]),
+    C("matmul_1d_3d", lambda t, x, y: x @ y, [(4,), (2, 4, 5)]),
+    C("matmul_3d_1d", lambda t, x, y: x @ y, [(2, 3, 4), (4,)]),
+    C("matmul_fn", lambda t, x, y: t.matmul(x, y), [(2, 3, 4), (4, 5)]),
+    C("T_2d", lambda t, x: x.T, [(3, 4)]),
+    # -------- elementwise unary (methods and functions)
+    C("neg", lambda t, x: x.neg(), [(3, 4)]),
+    C("exp", lambda t, x: x.exp(), [(3, 4)]),
+    C("exp_fn", lambda t, x: t.exp(x), [(3, 4)]),
+    C("log", lambda t, x: x.log(), [Pos(3, 4)]),
+    C("log_fn", lambda t, x: t.log(x), [Pos(3, 4)]),
+    C("sqrt", lambda t, x: x.sqrt(), [Pos(3, 4)]),
+    C("abs", lambda t, x: x.abs(), [Away(3, 4)]),
+    C("tanh", lambda t, x: x.tanh(), [(3, 4)]),
+    C("tanh_fn", lambda t, x: t.tanh(x), [(3, 4)]),
+    C("sigmoid", lambda t, x: x.sigmoid(), [(3, 4)]),
+    C("sigmoid_fn", lambda t, x: t.sigmoid(x), [(3, 4)]),
+    C("sigmoid_large", lambda t, x: (x * 40).sigmoid(), [(3, 4)]),
+    C("relu", lambda t, x: x.relu(), [(3, 4)]),
+    C("relu_fn", lambda t, x: t.relu(x), [(3, 4)]),
+    C("clamp_min", lambda t, x: x.clamp(min=-0.5), [(3, 4)]),
+    C("clamp_max", lambda t, x: x.clamp(max=0.3), [(3, 4)]),
+    C("clamp_both", lambda t, x: x.clamp(-0.5, 0.5), [(3, 4)]),
+    C("clamp_fn", lambda t, x: t.clamp(x, min=-0.2, max=0.7), [(3, 4)]),
+    # -------- binary functions, where, masked_fill
+    C("maximum", lambda t, x, y: t.maximum(x, y), [(3, 4), (3, 4)]),
+    C("maximum_broadcast", lambda t, x, y: t.maximum(x, y), [(3, 1), (1, 4)]),
+    C("minimum", lambda t, x, y: t.minimum(x, y), [(3, 4), (3, 4)]),
+    C("minimum_broadcast", lambda t, x, y: t.minimum(x, y), [(2, 3, 4), (4,)]),
+    C("where", lambda t, c, x, y: t.where(c, x, y), [Bool(3, 4), (3, 4), (3, 4)]),
+    C("where_broadcast", lambda t, c, x, y: t.where(c, x, y), [Bool(3, 1), (1, 4), (3, 4)]),
+    C("where_from_compare", lambda t, x, y: t.where(x > 0, x, y), [(3, 4), (4,)]),
+    C("masked_fill", lambda t, x, m: x.masked_fill(m, -1.5), [(2, 3, 4), Bool(2, 3, 4)]),
+    C("masked_fill_broadcast", lambda t, x, m: x.masked_fill(m, -1e9), [(2, 3, 4), Bool(3, 1)]),
+    C("masked_fill_neginf", lambda t, x, m: x.masked_fill(m, -inf), [(2, 3, 4), Bool(1, 4)],
+      gradcheck=False, why="outputs hold -inf: central differences give inf - inf there"),
+    # -------- comparisons and boolean logic (forward only: no gradient exists)
+    C("eq", lambda t, x, y: x == y, [Ties(3, 4), Ties(3, 4)], grad=False),
+    C("ne", lambda t, x, y: x != y, [Ties(3, 4), Ties(3, 4)], grad=False),
+    C("lt", lambda t, x, y: x < y, [Ties(3, 4), Ties(3, 4)], grad=False),
+    C("le", lambda t, x, y: x <= y, [Ties(3, 4), Ties(4,)], grad=False),
+    C("gt", lambda t, x, y: x > y, [Ties(3, 1), Ties(3, 4)], grad=False),
+    C("ge", lambda t, x, y: x >= y, [Ties(3, 4), Ties(3, 4)], grad=False),
+    C("gt_scalar", lambda t, x: x > 0, [(3, 4)], grad=False),
+    C("eq_scalar", lambda t, x: x == 1.0, [Ties(3, 4)], grad=False),
+    C("and", lambda t, a, b: a & b, [Bool(3, 4), Bool(3, 4)], grad=False),
+    C("or", lambda t, a, b: a | b, [Bool(3, 4), Bool(1, 4)], grad=False),
+    C("invert", lambda t, a: ~a, [Bool(3, 4)], grad=False),
+    # -------- reductions
+    C("sum_all", lambda t, x: x.sum(), [(3, 4, 5)]),
+    C("sum_dim", lambda t, x, **k: x.sum(**k), [(3, 4, 5)], dict(dim=1)),
+    C("sum_dim_keepdim", lambda t, x, **k: x.sum(**k), [(3, 4, 5)], dict(dim=1, keepdim=True)),
+    C("sum_negdim", lambda t, x, **k: x.sum(**k), [(3, 4, 5)], dict(dim=-1)),
+    C("sum_tuple", lambda t, x, **k: x.sum(**k), [(3, 4, 5)], dict(dim=(0, 2))),
+    C("sum_tuple_keepdim", lambda t, x, **k: x.sum(**k), [(3, 4, 5)], dict(dim=(0, -1), keepdim=True)),
+    C("sum_fn", lambda t, x: t.sum(x, dim=0), [(3, 4)]),
+    C("mean_all", lambda t, x: x.mean(), [(3, 4, 5)]),
+    C("mean_dim", lambda t, x, **k: x.mean(**k), [(3, 4, 5)], dict(dim=-2)),
+    C("mean_tuple_keepdim", lambda t, x, **k: x.mean(**k), [(3, 4, 5)], dict(dim=(1, 2), keepdim=True)),
+    C("mean_none_keepdim", lambda t, x, **k: x.mean(**k), [(3, 4)], dict(dim=None, keepdim=True),
+      ref=lambda t, x, **k: x.mean(dim=(0, 1), keepdim=True)),
+    C("var_all", lambda t, x: x.var(), [(3, 4, 5)]),
+    C("var_all_biased", lambda t, x: x.var(unbiased=False), [(3, 4, 5)]),
+    C("var_dim", lambda t, x, **k: x.var(**k), [(3, 4, 5)], dict(dim=1)),
+    C("var_dim_biased_keepdim", lambda t, x, **k: x.var(**k), [(3, 4, 5)], dict(dim=-1, unbiased=False, keepdim=True)),
+    C("var_tuple", lambda t, x, **k: x.var(**k), [(3, 4, 5)], dict(dim=(0, 2), unbiased=True)),
+    C("max_all", lambda t, x: x.max(), [(3, 4, 5)]),
+    C("max_dim_values", lambda t, x: x.max(dim=1).values, [(3, 4, 5)]),
+    C("max_dim_keepdim", lambda t, x: x.max(dim=-1, keepdim=True)[0], [(3, 4, 5)]),
+    C("max_dim_indices", lambda t, x: x.max(dim=1).indices, [(3, 4, 5)], grad=False),
+    C("max_dim_tuple_unpack", lambda t, x: tuple(x.max(dim=0)), [(3, 4)]),
+    C("min_all", lambda t, x: x.min(), [(3, 4, 5)]),
+    C("min_dim_values", lambda t, x: x.min(dim=0).values, [(3, 4, 5)]),
+    C("min_dim_indices_keepdim", lambda t, x: x.min(dim=2, keepdim=True).indices, [(3, 4, 5)], grad=False),
+    C("logsumexp_dim", lambda t, x, **k: x.logsumexp(**k), [(3, 4, 5)], dict(dim=1)),
+    C("logsumexp_negdim_keepdim", lambda t, x, **k: x.logsumexp(**k), [(3, 4, 5)], dict(dim=-1, keepdim=True)),
+    C("logsumexp_tuple", lambda t, x, **k: x.logsumexp(**k), [(3, 4, 5)], dict(dim=(0, 2))),
+    C("logsumexp_large", lambda t, x: (x * 500).logsumexp(dim=1), [(3, 4)]),
+    C("logsumexp_fn", lambda t, x: t.logsumexp(x, dim=0), [(3, 4)]),
+    C("argmax_all", lambda t, x: x.argmax(), [(3, 4, 5)], grad=False),
+    C("argmax_dim", lambda t, x, **k: x.argmax(**k), [(3, 4, 5)], dict(dim=1), grad=False),
+    C("argmax_negdim_keepdim", lambda t, x, **k: x.argmax(**k), [(3, 4, 5)], dict(dim=-1, keepdim=True), grad=False),
+    C("argmin_dim", lambda t, x, **k: x.argmin(**k), [(3, 4, 5)], dict(dim=0), grad=False),
+    C("argmax_fn", lambda t, x: t.argmax(x, dim=1), [(3, 4)], grad=False),
+    # -------- shape ops
+    C("reshape", lambda t, x: x.reshape(6, 10), [(3, 4, 5)]),
+    C("reshape_tuple_infer", lambda t, x: x.reshape((2, -1)), [(3, 4, 5)]),
+    C("reshape_flat", lambda t, x: x.reshape(-1), [(3, 4, 5)]),
+    C("view", lambda t, x: x.view(3, 2, 10), [(3, 4, 5)]),
+    C("transpose", lambda t, x: x.transpose(0, 2), [(3, 4, 5)]),
+    C("transpose_neg", lambda t, x: x.transpose(-1, -2), [(3, 4, 5)]),
+    C("permute", lambda t, x: x.permute(2, 0, 1), [(3, 4, 5)]),
+    C("permute_tuple", lambda t, x: x.permute((1, 2, 0)), [(3, 4, 5)]),
+    C("unsqueeze", lambda t, x: x.unsqueeze(1), [(3, 4)]),
+    C("unsqueeze_neg", lambda t, x: x.unsqueeze(-1), [(3, 4)]),
+    C("squeeze_all", lambda t, x: x.squeeze(), [(3, 1, 4, 1)]),
+    C("squeeze_dim", lambda t, x: x.squeeze(1), [(3, 1, 4, 1)]),
+    C("squeeze_dim_noop", lambda t, x: x.squeeze(0), [(3, 1, 4)]),
+    C("flatten", lambda t, x: x.flatten(), [(2, 3, 4)]),
+    C("flatten_start", lambda t, x: x.flatten(1), [(2, 3, 4)]),
+    C("flatten_range", lambda t, x: x.flatten(0, 1), [(2, 3, 4, 5)]),
+    C("expand", lambda t, x: x.expand(3, 4, 5), [(3, 1, 5)]),
+    C("expand_new_dims", lambda t, x: x.expand(2, 4, 3), [(4, 1)]),
+    C("expand_minus1", lambda t, x: x.expand(2, -1, -1), [(1, 4, 5)]),
+    C("contiguous", lambda t, x: x.transpose(0, 1).contiguous(), [(3, 4)]),
+    C("repeat", lambda t, x: x.repeat(2, 1, 3), [(2, 3, 4)]),
+    C("repeat_new_dims", lambda t, x: x.repeat(2, 1, 3), [(3, 4)]),
+    C("cat_dim0", lambda t, x, y: t.cat([x, y], dim=0), [(2, 4), (3, 4)]),
+    C("cat_neg", lambda t, x, y, z: t.cat((x, y, z), dim=-1), [(3, 2), (3, 4), (3, 1)]),
+    C("stack_dim0", lambda t, x, y: t.stack([x, y], dim=0), [(3, 4), (3, 4)]),
+    C("stack_dim1", lambda t, x, y, z: t.stack([x, y, z], dim=1), [(3, 4), (3, 4), (3, 4)]),
+    C("stack_neg", lambda t, x, y: t.stack([x, y], dim=-1), [(3, 4), (3, 4)]),
+    C("split_int", lambda t, x: x.split(2, dim=1), [(3, 5)]),
+    C("split_sizes", lambda t, x: x.split([1, 3], dim=0), [(4, 3)]),
+    C("chunk", lambda t, x: x.chunk(3, dim=1), [(2, 6)]),
+    C("chunk_uneven", lambda t, x: x.chunk(2, dim=-1), [(2, 5)]),
+    C("tril", lambda t, x: x.tril(), [(4, 5)]),
+    C("tril_p1", lambda t, x: x.tril(1), [(4, 4)]),
+    C("tril_m1_batched", lambda t, x: x.tril(diagonal=-1), [(2, 4, 4)]),
+    C("triu", lambda t, x: x.triu(), [(4, 5)]),
+    C("triu_p1", lambda t, x: x.triu(1), [(2, 4, 4)]),
+    C("triu_m1", lambda t, x: x.triu(-1), [(5, 4)]),
+    # -------- dtype conversions (gradient flows back in the input's dtype)
+    C("to_float64", lambda t, x: x.to(t.float64) * 2, [(3, 4)]),
+    C("double", lambda t, x: x.double(), [(3, 4)]),
+    C("float", lambda t, x: x.float(), [(3, 4)]),
+    C("long", lambda t, x: (x * 3).long(), [(3, 4)], grad=False),
+    C("bool", lambda t, x: x.bool(), [Ties(3, 4)], grad=False),
+    C("type_as", lambda t, x, y: x.double().type_as(y) * y, [(3, 4), (3, 4)]),
+    # -------- indexing
+    C("getitem_int", lambda t, x: x[1], [(3, 4, 5)]),
+    C("getitem_negint", lambda t, x: x[-1, 2], [(3, 4, 5)]),
+    C("getitem_slice", lambda t, x: x[1:3], [(3, 4, 5)]),
+    C("getitem_slice_step", lambda t, x: x[:, ::2, 1:], [(3, 4, 5)]),
+    C("getitem_mixed", lambda t, x: x[1:, :-1, 2], [(3, 4, 5)]),
+    C("getitem_none", lambda t, x: x[None, :, 1], [(3, 4, 5)]),
+    C("getitem_ellipsis", lambda t, x: x[..., 1], [(3, 4, 5)]),
+    C("getitem_ellipsis_none", lambda t, x: x[..., None, 1:3], [(3, 4, 5)]),
+    C("getitem_negstep", lambda t, x: x[::-1], [(3, 4)], ref=lambda t, x: x.flip(0)),
+    C("getitem_negstep2", lambda t, x: x[:, ::-2], [(3, 5)], ref=lambda t, x: x.flip(1)[:, ::2]),
+    C("getitem_list_repeated", lambda t, x: x[[0, 2, 0, 0]], [(3, 4)]),
+    C("getitem_tensor_repeated", lambda t, x, i: x[i], [(3, 4), Const(IDX2)]),
+    C("getitem_tensor_dim1", lambda t, x: x[:, [1, 1, 3]], [(3, 4)]),
+    C("getitem_two_arrays", lambda t, x: x[[0, 1, 0], [2, 2, 2]], [(3, 4)]),
+    C("getitem_tensor_and_slice", lambda t, x, i: x[i, 1:3], [(3, 4, 5), Const(np.array([2, 0, 2]))]),
+    C("getitem_bool_mask", lambda t, x, m: x[m], [(3, 4), Bool(3, 4)]),
+    C("getitem_bool_rows", lambda t, x, m: x[m], [(3, 4), Const(np.array([True, False, True]))]),
+    C("getitem_compare_mask", lambda t, x: x[x > 0], [(3, 4)]),
+    # -------- nn.functional
+    C("F.linear", lambda t, x, w, b: t.F.linear(x, w, b), [(3, 4), (5, 4), (5,)]),
+    C("F.linear_nobias", lambda t, x, w: t.F.linear(x, w), [(3, 4), (5, 4)]),
+    C("F.linear_3d", lambda t, x, w, b: t.F.linear(x, w, b), [(2, 3, 4), (5, 4), (5,)]),
+    C("F.linear_1d", lambda t, x, w, b: t.F.linear(x, w, b), [(4,), (5, 4), (5,)]),
+    C("F.relu", lambda t, x: t.F.relu(x), [(2, 3, 4)]),
+    C("F.gelu", lambda t, x: t.F.gelu(x), [(2, 3, 4)]),
+    C("F.gelu_none", lambda t, x: t.F.gelu(x * 3, approximate="none"), [(2, 3, 4)]),
+    C("F.gelu_tanh", lambda t, x: t.F.gelu(x * 3, approximate="tanh"), [(2, 3, 4)]),
+    C("F.softmax_last", lambda t, x: t.F.softmax(x, dim=-1), [(2, 3, 4)]),
+    C("F.softmax_dim0", lambda t, x: t.F.softmax(x, dim=0), [(2, 3, 4)]),
+    C("F.softmax_dim1", lambda t, x: t.F.softmax(x, dim=1), [(2, 3, 4)]),
+    C("F.softmax_large", lambda t, x: t.F.softmax(x * 300, dim=-1), [(3, 4)]),
+    C("F.softmax_neginf", lambda t, x: t.F.softmax(x, dim=-1), [NegInf(2, 3, 4)],
+      gradcheck=False, why="inputs hold -inf: a finite-difference step cannot move them"),
+    C("F.softmax_neginf_dim1", lambda t, x: t.F.softmax(x, dim=1), [NegInf(2, 3, 4)], gradcheck=False,
+      why="inputs hold -inf"),
+    C("F.log_softmax_last", lambda t, x: t.F.log_softmax(x, dim=-1), [(2, 3, 4)]),
+    C("F.log_softmax_dim0", lambda t, x: t.F.log_softmax(x, dim=0), [(2, 3, 4)]),
+    C("F.log_softmax_dim1", lambda t, x: t.F.log_softmax(x, dim=1), [(2, 3, 4)]),
+    C("F.log_softmax_large", lambda t, x: t.F.log_softmax(x * 300, dim=-1), [(3, 4)]),
+    C("F.log_softmax_neginf", lambda t, x: t.F.log_softmax(x, dim=-1), [NegInf(2, 3, 4)],
+      gradcheck=False, why="inputs and outputs hold -inf"),
+    C("F.dropout_p0", lambda t, x: t.F.dropout(x, p=0.0, training=True), [(3, 4, 5)]),
+    C("F.dropout_eval", lambda t, x: t.F.dropout(x, p=0.5, training=False), [(3, 4, 5)]),
+    C("F.dropout_mask", lambda t, x: t.F.dropout(x, p=0.3, training=True, mask=KEEP), [(3, 4, 5)],
+      ref=lambda t, x: x * torch.from_numpy(KEEP) / (1 - 0.3)),
+    C("F.layer_norm_last", lambda t, x, w, b: t.F.layer_norm(x, (4,), w, b), [(2, 3, 4), (4,), (4,)]),
+    C("F.layer_norm_noaffine", lambda t, x: t.F.layer_norm(x, (4,)), [(2, 3, 4)]),
+    C("F.layer_norm_last2", lambda t, x, w, b: t.F.layer_norm(x, (3, 4), w, b), [(2, 3, 4), (3, 4), (3, 4)]),
+    C("F.layer_norm_last2_noaffine", lambda t, x: t.F.layer_norm(x, (3, 4)), [(2, 3, 4)]),
+    C("F.layer_norm_eps", lambda t, x, w, b: t.F.layer_norm(x * 1e-2, (5,), w, b, eps=1e-3), [(3, 5), (5,), (5,)]),
+    C("F.embedding", lambda t, i, w: t.F.embedding(i, w), [Const(TOKENS), (6, 4)]),
+    C("F.embedding_pad", lambda t, i, w: t.F.embedding(i, w, padding_idx=0), [Const(TOKENS), (6, 4)]),
+    C("F.cross_entropy", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET)]),
+    C("F.cross_entropy_ignore", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN)]),
+    C("F.cross_entropy_ignore1", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN1)],
+      dict(ignore_index=1)),
+    C("F.cross_entropy_sum", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN)],
+      dict(reduction="sum")),
+    C("F.cross_entropy_none", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN)],
+      dict(reduction="none")),
+    C("F.cross_entropy_smooth", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET)],
+      dict(label_smoothing=0.1)),
+    C("F.cross_entropy_smooth_ignore", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+      [(5, 4), Const(TARGET_IGN)], dict(label_smoothing=0.1)),
+    C("F.cross_entropy_smooth_sum", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+      [(5, 4), Const(TARGET_IGN)], dict(label_smoothing=0.1, reduction="sum")),
+    C("F.cross_entropy_smooth_none", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+      [(5, 4), Const(TARGET_IGN)], dict(label_smoothing=0.1, reduction="none")),
+    C("F.nll_loss", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(5, 4), Const(TARGET)]),
+    C("F.nll_loss_ignore", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(5, 4), Const(TARGET_IGN)]),
+    C("F.nll_loss_sum", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(5, 4), Const(TARGET_IGN)],
+      dict(reduction="sum")),
+    C("F.nll_loss_none", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(5, 4), Const(TARGET_IGN1)],
+      dict(reduction="none", ignore_index=1)),
+]
+
+# Cross-entropy over (N, C, d): the layout torch accepts for per-position targets.
+CASES_CE_ND = [
+    C("F.cross_entropy_NCd", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(3, 4, 5), Const(TARGET_ND)]),
+    C("F.cross_entropy_NCd_smooth_none", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+      [(3, 4, 5), Const(TARGET_ND)], dict(label_smoothing=0.1, reduction="none")),
+]
+
+_names = [c.name for c in CASES + CASES_CE_ND]
+assert len(_names) == len(set(_names)), "duplicate case names in the op table"

@@ -1,0 +1,335 @@
+"""The graph walk itself: depth, accumulation, graph freeing, hooks, grad modes, dtypes, memory.
+
+Op values are the table's business (tests/test_ops.py); here each test pins one behaviour
+of the engine that users of PyTorch rely on, checked against torch where torch defines it.
+"""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+import torch
+
+import minitensor as mt
+from minitensor.testing import OP_RTOL, assert_close
+
+RTOL = OP_RTOL["float64"]
+
+
+def _both(arr, requires_grad=True):
+    arr = np.asarray(arr, dtype=np.float64)
+    return mt.tensor(arr.copy(), requires_grad=requires_grad), torch.tensor(arr.copy(), requires_grad=requires_grad)
+
+
+# ----------------------------------------------------------------------------- depth
+def test_deep_chain_no_recursion_error():
+    """100,000 scalar ops in one chain: the walk must be iterative (no RecursionError)."""
+    a, b, n = 0.99999, 1e-5, 50_000          # two ops per step
+    x = mt.tensor(1.0, dtype=mt.float64, requires_grad=True)
+    y = x
+    for _ in range(n):
+        y = y * a + b
+    y.backward()
+    expected = 1.0
+    for _ in range(n):                       # the same multiplications, in the same order
+        expected *= a
+    assert_close(x.grad.numpy(), np.array(expected), RTOL, "d(chain)/dx")
+    del y                                    # freeing a 100k-deep graph must not overflow either
+
+
+# ----------------------------------------------------------------------------- accumulation, retain_graph
+def test_grad_accumulates_across_backward_calls(rng):
+    g1 = rng.standard_normal((3, 4))
+    (xm, xt) = _both(rng.standard_normal((3, 4)))
+    for x, lib in ((xm, mt), (xt, torch)):
+        (x * lib.tensor(g1)).sum().backward()
+        (x * x).sum().backward()
+    assert_close(xm.grad.numpy(), xt.grad.numpy(), RTOL, "accumulated grad")
+    assert_close(xm.grad.numpy(), g1 + 2 * xm.numpy(), RTOL, "g1 + 2x")
+
+
+def test_retain_graph_allows_second_backward(rng):
+    xm, xt = _both(rng.standard_normal(5))
+    for x in (xm, xt):
+        loss = (x.exp() * x).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+    assert_close(xm.grad.numpy(), xt.grad.numpy(), RTOL, "twice-accumulated grad")
+    assert_close(xm.grad.numpy(), 2 * np.exp(xm.numpy()) * (1 + xm.numpy()), RTOL, "2 * d/dx x e^x")
+
+
+def test_second_backward_without_retain_graph_raises(rng):
+    x = mt.tensor(rng.standard_normal(5), requires_grad=True)
+    loss = (x.exp() * x).sum()
+    loss.backward()
+    with pytest.raises(RuntimeError, match="retain_graph"):
+        loss.backward()
+
+
+def test_backward_non_scalar_needs_gradient(rng):
+    x = mt.tensor(rng.standard_normal((2, 3)), requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match=r"scalar"):
+        y.backward()
+    y.backward(mt.tensor(np.ones((2, 3)) * 0.5))     # with a gradient it works
+    assert_close(x.grad.numpy(), np.ones((2, 3)), RTOL, "x.grad")
+
+
+def test_backward_gradient_shape_checked(rng):
+    x = mt.tensor(rng.standard_normal((2, 3)), requires_grad=True)
+    y = x * 2
+    with pytest.raises((RuntimeError, ValueError), match=r"\(2, 3\)"):
+        y.backward(mt.tensor(np.ones((3, 2))))
+
+
+def test_backward_on_tensor_without_grad_raises():
+    x = mt.tensor([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="grad"):
+        x.sum().backward()
+
+
+# ----------------------------------------------------------------------------- hooks, retain_grad
+def test_register_hook_modifies_gradient(rng):
+    xm, xt = _both(rng.standard_normal(4))
+    g = rng.standard_normal(4)
+    seen = {}
+    for x, lib in ((xm, mt), (xt, torch)):
+        h = x * 3                                   # a non-leaf: its hook changes what flows on
+        h.register_hook(lambda grad: grad * 2)
+        x.register_hook(lambda grad, lib=lib: seen.setdefault(lib.__name__, grad.numpy().copy()))
+        (h.tanh() * lib.tensor(g)).sum().backward()
+    assert_close(xm.grad.numpy(), xt.grad.detach().numpy(), RTOL, "hooked grad")
+    assert_close(seen["minitensor"], seen["torch"], RTOL, "gradient seen by the leaf hook")
+
+
+def test_hook_handle_remove(rng):
+    x = mt.tensor(rng.standard_normal(3), requires_grad=True)
+    handle = x.register_hook(lambda grad: grad * 10)
+    if hasattr(handle, "remove"):
+        handle.remove()
+        (x * 1.0).sum().backward()
+        assert_close(x.grad.numpy(), np.ones(3), RTOL, "grad after hook removed")
+
+
+def test_retain_grad_on_non_leaf(rng):
+    xm, xt = _both(rng.standard_normal((2, 3)))
+    ys = []
+    for x in (xm, xt):
+        y = x * 2
+        y.retain_grad()
+        (y ** 2).sum().backward()
+        ys.append(y)
+    ym, yt = ys
+    assert not ym.is_leaf
+    assert_close(ym.grad.numpy(), yt.grad.numpy(), RTOL, "y.grad")
+    z = xm * 3                                          # without retain_grad: no .grad kept
+    (z * z).sum().backward()
+    assert z.grad is None
+
+
+def test_leaf_and_grad_fn():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    assert x.is_leaf and x.grad_fn is None
+    assert not y.is_leaf and y.grad_fn is not None
+    assert mt.tensor([1.0]).is_leaf
+
+
+# ----------------------------------------------------------------------------- grad modes, detach
+def test_no_grad_context_manager():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    with mt.no_grad():
+        assert not mt.is_grad_enabled()
+        y = x * 2
+        with mt.enable_grad():
+            assert mt.is_grad_enabled()
+            w = x * 2
+    assert mt.is_grad_enabled()
+    assert not y.requires_grad and y.grad_fn is None
+    assert w.requires_grad and w.grad_fn is not None
+
+
+def test_no_grad_decorator():
+    @mt.no_grad()
+    def f(x):
+        assert not mt.is_grad_enabled()
+        return x * 2 + 1
+
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    y = f(x)
+    assert not y.requires_grad and y.grad_fn is None
+    assert mt.is_grad_enabled()
+
+
+def test_no_grad_restores_on_exception():
+    with pytest.raises(KeyError):
+        with mt.no_grad():
+            raise KeyError("boom")
+    assert mt.is_grad_enabled()
+
+
+def test_detach_shares_memory_and_cuts_graph():
+    x = mt.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 2
+    d = y.detach()
+    assert not d.requires_grad and d.grad_fn is None and d.is_leaf
+    assert np.shares_memory(d.numpy(), y.numpy())   # like torch: same storage
+    loss = (y * d).sum()
+    loss.backward()
+    assert_close(x.grad.numpy(), 2 * d.numpy(), RTOL, "d is a constant")
+
+
+def test_requires_grad_on_int_tensor_refused():
+    with pytest.raises((RuntimeError, TypeError, ValueError), match="int64"):
+        mt.tensor([1, 2, 3], requires_grad=True)
+    t = mt.tensor([1, 2, 3])
+    with pytest.raises((RuntimeError, TypeError, ValueError), match="int64"):
+        t.requires_grad_()
+    with pytest.raises((RuntimeError, TypeError, ValueError), match="bool"):
+        mt.tensor([True, False], requires_grad=True)
+
+
+# ----------------------------------------------------------------------------- dtypes
+PROMOTIONS = [
+    # (name, make(lib) -> result)  the result's dtype must equal torch's
+    ("f32 + python float", lambda t: t.ones(2, dtype=t.float32) + 2.5),
+    ("python float * f32", lambda t: 2.5 * t.ones(2, dtype=t.float32)),
+    ("f32 + python int", lambda t: t.ones(2, dtype=t.float32) + 2),
+    ("f32 + f64 tensor", lambda t: t.ones(2, dtype=t.float32) + t.ones(2, dtype=t.float64)),
+    ("f64 @ f32", lambda t: t.ones(2, 2, dtype=t.float64) @ t.ones(2, 2, dtype=t.float32)),
+    ("int64 + python float", lambda t: t.tensor([1, 2]) + 0.5),
+    ("int64 * python float", lambda t: t.tensor([1, 2]) * 1.5),
+    ("int64 + python int", lambda t: t.tensor([1, 2]) + 3),
+    ("int64 + int64", lambda t: t.tensor([1, 2]) + t.tensor([3, 4])),
+    ("int32 + int64", lambda t: t.tensor([1, 2], dtype=t.int32) + t.tensor([3, 4])),
+    ("int64 + f32", lambda t: t.tensor([1, 2]) + t.ones(2, dtype=t.float32)),
+    ("int64 / int64", lambda t: t.tensor([1, 2]) / t.tensor([2, 2])),
+    ("int64 / python int", lambda t: t.tensor([1, 2]) / 2),
+    ("bool + int64", lambda t: t.tensor([True, False]) + t.tensor([1, 2])),
+    ("python list of floats", lambda t: t.tensor([1.0, 2.0])),
+    ("python list of ints", lambda t: t.tensor([1, 2])),
+    ("python list of bools", lambda t: t.tensor([True, False])),
+    ("f32 where f64", lambda t: t.where(t.tensor([True, False]), t.ones(2, dtype=t.float32),
+                                         t.zeros(2, dtype=t.float64))),
+    ("f32 masked_fill python float", lambda t: t.ones(2, dtype=t.float32).masked_fill(t.tensor([True, False]), -1e9)),
+    ("f32 ** python float", lambda t: t.ones(2, dtype=t.float32) ** 2.5),
+    ("python float ** f32", lambda t: 2.0 ** t.ones(2, dtype=t.float32)),
+    ("f32 sum", lambda t: t.ones(2, dtype=t.float32).sum()),
+    ("int64 sum", lambda t: t.tensor([1, 2]).sum()),
+    ("f32 mean", lambda t: t.ones(2, dtype=t.float32).mean()),
+]
+
+
+@pytest.mark.parametrize("name,make", PROMOTIONS, ids=[p[0] for p in PROMOTIONS])
+def test_type_promotion_matches_torch(name, make):
+    ours, ref = make(mt), make(torch)
+    assert ours.dtype.name == str(ref.dtype).removeprefix("torch."), \
+        f"{name}: {ours.dtype} vs torch {ref.dtype}"
+    np.testing.assert_allclose(ours.numpy(), ref.numpy())
+
+
+def test_numpy_arrays_keep_their_dtype():
+    assert mt.tensor(np.ones(2, dtype=np.float32)).dtype == mt.float32
+    assert mt.tensor(np.ones(2, dtype=np.float64)).dtype == mt.float64
+    assert mt.tensor(np.ones(2, dtype=np.int32)).dtype == mt.int32
+    assert mt.tensor(np.ones(2), dtype=mt.float32).dtype == mt.float32   # an explicit dtype wins
+
+
+def test_dtype_objects_are_numpy_dtypes():
+    assert mt.float32 is np.dtype("float32") or mt.float32 == np.dtype("float32")
+    assert mt.get_default_dtype() == mt.float32
+
+
+def test_default_dtype_switching():
+    assert mt.tensor([1.0]).dtype == mt.float32
+    mt.set_default_dtype(mt.float64)
+    torch_default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert mt.get_default_dtype() == mt.float64
+        assert mt.tensor([1.0]).dtype == mt.float64
+        assert mt.zeros(2).dtype == mt.float64 and mt.ones(2, 3).dtype == mt.float64
+        assert mt.randn(2).dtype == mt.float64 and mt.rand(2).dtype == mt.float64
+        assert mt.tensor([1, 2]).dtype == mt.int64                      # ints stay int64
+        assert mt.tensor(np.ones(2, dtype=np.float32)).dtype == mt.float32   # arrays keep theirs
+        assert (mt.tensor([1, 2]) * 0.5).dtype == mt.float64            # int * float -> default
+        assert (mt.tensor([1, 2]) * 0.5).dtype.name == str((torch.tensor([1, 2]) * 0.5).dtype)[6:]
+        assert (mt.ones(2, dtype=mt.float32) + 1.5).dtype == mt.float32  # scalars never promote
+    finally:
+        torch.set_default_dtype(torch_default)
+    mt.set_default_dtype(mt.float32)
+    assert mt.tensor([1.0]).dtype == mt.float32
+
+
+def test_float32_stays_float32_through_graph(rng):
+    """Forward and backward in float32 end to end: no silent float64 on the way."""
+    x = mt.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+    w = mt.tensor(rng.standard_normal((5, 4)).astype(np.float32), requires_grad=True)
+    y = mt.nn.functional.linear(x, w).tanh()
+    y = mt.nn.functional.log_softmax(y * 0.5 + 1, dim=-1)
+    loss = (y.exp() / 3 - 2 * y).mean()
+    assert y.dtype == mt.float32 and loss.dtype == mt.float32
+    loss.backward()
+    assert x.grad.dtype == mt.float32 and w.grad.dtype == mt.float32
+
+
+# ----------------------------------------------------------------------------- memory
+def _step(w, x, saved_refs=None):
+    h = (x @ w).tanh()              # intermediates referenced only by the graph
+    loss = (h * h).mean()
+    if saved_refs is not None:
+        saved_refs.append(weakref.ref(h))
+    return loss
+
+
+def test_graph_released_after_backward(rng):
+    """After backward (no retain_graph) the intermediates die even while `loss` is alive."""
+    w = mt.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    x = mt.tensor(rng.standard_normal((5, 4)))
+    refs = []
+    loss = _step(w, x, refs)
+    gc.collect()
+    loss.backward()
+    assert refs[0]() is None, "backward kept the intermediate tensor alive through the graph"
+
+
+def test_graph_freed_by_refcount_alone(rng):
+    """With the cycle collector off, dropping the loss frees the whole graph (no ref cycles)."""
+    w = mt.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    x = mt.tensor(rng.standard_normal((5, 4)))
+    gc.collect()
+    gc.disable()
+    try:
+        refs = []
+        loss = _step(w, x, refs)
+        assert refs[0]() is not None
+        del loss
+        assert refs[0]() is None, "the graph holds a reference cycle: freed only by the gc"
+    finally:
+        gc.enable()
+
+
+def _live_tensors() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if isinstance(o, mt.Tensor))
+
+
+def test_no_growth_of_live_objects_over_many_steps(rng):
+    w = mt.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    x = mt.tensor(rng.standard_normal((5, 4)))
+
+    def train(n):
+        for _ in range(n):
+            loss = _step(w, x)
+            loss.backward()
+            with mt.no_grad():
+                w.data -= 0.1 * w.grad.data
+            w.grad = None
+
+    train(5)
+    before = _live_tensors()
+    train(200)
+    after = _live_tensors()
+    assert after <= before, f"live tensors grew from {before} to {after} over 200 steps"
