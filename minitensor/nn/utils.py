@@ -1,0 +1,106 @@
+"""Gradient utilities: clip_grad_norm_, clip_grad_value_, parameters_to_vector, vector_to_parameters.
+
+All work on the raw arrays (`p.grad.data`, `p.data`) in place and record no graph.
+
+    clip_grad_norm_:  total = ||(||g_1||, ..., ||g_n||)||_p  (= the p-norm of all gradients joined);
+                      if max_norm / (total + 1e-6) < 1, every g_i *= max_norm / (total + 1e-6)
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
+
+
+def _param_list(where: str, parameters) -> list:
+    from ..tensor import Tensor
+    if isinstance(parameters, Tensor):
+        return [parameters]
+    try:
+        params = list(parameters)
+    except TypeError:
+        raise TypeError(f"{where}: expected a Tensor or an iterable of Tensors, got {type(parameters).__name__}") from None
+    for p in params:
+        if not isinstance(p, Tensor):
+            raise TypeError(f"{where}: expected Tensors, got {type(p).__name__}")
+    return params
+
+
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> float:
+    """Scale all gradients together so their joint norm is at most max_norm; return the norm before clipping.
+
+    torch's formula (clip_coef = max_norm / (total_norm + 1e-6), applied only when < 1).
+    Deviation, flagged: returns a Python float where torch returns a 0-d tensor.
+    Parameters whose .grad is None are skipped; with no gradients at all the norm is 0.0.
+    """
+    params = _param_list("clip_grad_norm_", parameters)
+    if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real) or max_norm < 0:
+        raise ValueError(f"clip_grad_norm_: max_norm must be a non-negative number, got {max_norm!r}")
+    norm_type = float(norm_type)
+    if not norm_type > 0:
+        raise ValueError(f"clip_grad_norm_: norm_type must be positive (or inf), got {norm_type}")
+    grads = [p.grad.data for p in params if p.grad is not None]
+    if not grads:
+        return 0.0
+    if norm_type == math.inf:
+        total = max(float(np.max(np.abs(g))) if g.size else 0.0 for g in grads)
+    elif norm_type == 2.0:
+        # per-array norms, then the norm of those: the order torch uses (vector_norm of norms)
+        norms = np.array([np.sqrt(np.vdot(g.ravel(), g.ravel())) for g in grads], dtype=np.float64)
+        total = float(np.sqrt(np.dot(norms, norms)))
+    else:
+        norms = np.array([np.sum(np.abs(g) ** norm_type) ** (1.0 / norm_type) for g in grads], dtype=np.float64)
+        total = float(np.sum(norms ** norm_type) ** (1.0 / norm_type))
+    if error_if_nonfinite and not math.isfinite(total):
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+                           f"non-finite ({total}); set error_if_nonfinite=False to clip anyway")
+    clip_coef = float(max_norm) / (total + 1e-6)
+    if clip_coef < 1.0:
+        for g in grads:
+            g *= clip_coef
+    return total
+
+
+def clip_grad_value_(parameters, clip_value: float) -> None:
+    """Clamp every gradient element into [-clip_value, clip_value], in place."""
+    params = _param_list("clip_grad_value_", parameters)
+    if isinstance(clip_value, bool) or not isinstance(clip_value, numbers.Real) or clip_value < 0:
+        raise ValueError(f"clip_grad_value_: clip_value must be a non-negative number, got {clip_value!r}")
+    for p in params:
+        if p.grad is not None:
+            np.clip(p.grad.data, -clip_value, clip_value, out=p.grad.data)
+
+
+def parameters_to_vector(parameters) -> "Tensor":
+    """All parameters flattened and joined into one 1-D Tensor (a copy, no graph)."""
+    from ..tensor import Tensor
+    params = _param_list("parameters_to_vector", parameters)
+    if not params:
+        raise ValueError("parameters_to_vector: got no parameters")
+    dtypes = {p.data.dtype for p in params}
+    if len(dtypes) != 1:
+        raise TypeError(f"parameters_to_vector: parameters have mixed dtypes {sorted(map(str, dtypes))}")
+    return Tensor._wrap(np.concatenate([p.data.ravel() for p in params]))
+
+
+def vector_to_parameters(vec, parameters) -> None:
+    """Copy slices of the 1-D `vec` back into the parameters, in order (inverse of parameters_to_vector)."""
+    from ..tensor import Tensor
+    params = _param_list("vector_to_parameters", parameters)
+    v = vec.data if isinstance(vec, Tensor) else vec
+    if not isinstance(v, np.ndarray) or v.ndim != 1:
+        raise TypeError(f"vector_to_parameters: expected a 1-D Tensor, got {type(vec).__name__} "
+                        f"of shape {getattr(v, 'shape', None)}")
+    total = sum(p.data.size for p in params)
+    if v.size != total:
+        raise ValueError(f"vector_to_parameters: vector has {v.size} elements, the parameters need {total}")
+    i = 0
+    for p in params:
+        n = p.data.size
+        if v.dtype != p.data.dtype:
+            raise TypeError(f"vector_to_parameters: vector dtype {v.dtype} differs from parameter dtype {p.data.dtype}")
+        p.data[...] = v[i:i + n].reshape(p.data.shape)
+        i += n

@@ -1,0 +1,123 @@
+"""Adam (L2 weight decay added to the gradient) and AdamW (decoupled weight decay).
+
+PyTorch's single-tensor implementation, term for term (t counts this parameter's steps from 1):
+    AdamW only:  p = p * (1 - lr * weight_decay)
+    Adam only:   g = grad + weight_decay * p
+    m = m + (1 - beta1) * (g - m)                 (torch's lerp form of beta1*m + (1-beta1)*g)
+    v = beta2 * v + (1 - beta2) * g * g
+    vmax = max(vmax, v)                           (amsgrad only; then used in place of v)
+    p = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+In one line: p -= lr * m_hat / (sqrt(v_hat) + eps), with the bias corrections placed as torch
+places them (eps is added after dividing sqrt(v) by sqrt(1 - beta2^t)).
+Everything runs in NumPy in place on `p.data`; m, v (and vmax) have the parameter's dtype, and
+one scratch array per parameter per step holds the intermediate terms.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .optimizer import Optimizer
+
+__all__ = ["Adam", "AdamW"]
+
+
+def _check_hparams(name, lr, betas, eps, weight_decay):
+    for n, v in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise TypeError(f"{name}: {n} must be a number, got {type(v).__name__}")
+        if v < 0:
+            raise ValueError(f"{name}: invalid {n} {v} (expected >= 0)")
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
+    for i, b in enumerate(betas):
+        if not 0.0 <= b < 1.0:
+            raise ValueError(f"{name}: invalid beta at index {i}: {b} (expected 0 <= beta < 1)")
+
+
+class Adam(Optimizer):
+    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, maximize=False)."""
+
+    _decoupled = False
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
+        _check_hparams(type(self).__name__, lr, betas, eps, weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                                      amsgrad=amsgrad, maximize=maximize))
+
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient; returns closure() if given."""
+        loss = None
+        if closure is not None:
+            from ..autograd import enable_grad
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr = group["lr"]
+            beta1, beta2 = group["betas"]
+            eps = group["eps"]
+            wd = group["weight_decay"]
+            amsgrad = group["amsgrad"]
+            maximize = group["maximize"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                w = p.data
+                g = p.grad.data
+                if maximize:
+                    g = -g
+                state = self.state_for(p)
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = np.zeros_like(w)
+                    state["exp_avg_sq"] = np.zeros_like(w)
+                    if amsgrad:
+                        state["max_exp_avg_sq"] = np.zeros_like(w)
+                state["step"] += 1
+                t = state["step"]
+                m, v = state["exp_avg"], state["exp_avg_sq"]
+
+                if wd != 0:
+                    if self._decoupled:
+                        w *= 1 - lr * wd
+                    else:
+                        g = g + wd * w
+                tmp = np.subtract(g, m)                 # the one scratch array
+                tmp *= 1 - beta1
+                m += tmp                                # m = lerp(m, g, 1 - beta1)
+                v *= beta2
+                np.multiply(g, 1 - beta2, out=tmp)
+                tmp *= g
+                v += tmp                                # v = beta2 v + (1 - beta2) g g
+
+                bias_correction1 = 1 - beta1 ** t
+                bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
+                step_size = lr / bias_correction1
+                if amsgrad:
+                    vmax = state["max_exp_avg_sq"]
+                    np.maximum(vmax, v, out=vmax)
+                    np.sqrt(vmax, out=tmp)
+                else:
+                    np.sqrt(v, out=tmp)
+                tmp /= bias_correction2_sqrt
+                tmp += eps                              # denom
+                np.divide(m, tmp, out=tmp)
+                tmp *= -step_size
+                w += tmp
+        return loss
+
+
+class AdamW(Adam):
+    """AdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, maximize=False).
+
+    Decoupled weight decay (Loshchilov & Hutter): p *= 1 - lr * weight_decay before the Adam step.
+    """
+
+    _decoupled = True
+
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, maximize=maximize)

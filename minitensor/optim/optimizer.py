@@ -1,0 +1,205 @@
+"""The optimizer base class: parameter groups, per-parameter state, zero_grad, state_dict.
+
+Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `step()` in raw NumPy, updating
+`p.data` in place: no Tensor is created and no graph is recorded during a step. Hyperparameters
+are read from `self.param_groups[i]` at every step, so a scheduler changes the learning rate by
+writing `group['lr']`, exactly as in PyTorch.
+
+state_dict layout (PyTorch's):
+    {'state': {index: {name: array or number}},      # index = position over all groups' params
+     'param_groups': [{hyperparameters..., 'params': [index, ...]}]}
+Arrays in it are copies, so training after `state_dict()` does not change a saved dict.
+"""
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+__all__ = ["Optimizer", "required"]
+
+
+class _Required:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _Required()
+
+
+def _is_tensor(x) -> bool:
+    from ..tensor import Tensor
+    return isinstance(x, Tensor)
+
+
+class _ParamState(dict):
+    """dict keyed by id(param) that also accepts the parameter itself as a key, like torch's
+    `optimizer.state[p]`. (Deviation: PyTorch keys by the Tensor; ours overloads `==`, so the
+    id keeps lookups independent of Tensor.__eq__/__hash__.)"""
+
+    @staticmethod
+    def _key(k):
+        return k if isinstance(k, int) else id(k)
+
+    def __getitem__(self, k):
+        return dict.__getitem__(self, self._key(k))
+
+    def __setitem__(self, k, v):
+        dict.__setitem__(self, self._key(k), v)
+
+    def __contains__(self, k):
+        return dict.__contains__(self, self._key(k))
+
+    def get(self, k, default=None):
+        return dict.get(self, self._key(k), default)
+
+
+class Optimizer:
+    """Base class: holds `param_groups` (list of dicts) and `state` (param -> dict)."""
+
+    def __init__(self, params, defaults: dict):
+        self.defaults = dict(defaults)
+        self.state: _ParamState = _ParamState()   # param (or id(param)) -> dict
+        self.param_groups: list[dict] = []
+        if _is_tensor(params):
+            raise TypeError(f"{type(self).__name__}: params should be an iterable of Tensors or dicts, "
+                            "got a single Tensor (wrap it in a list)")
+        if isinstance(params, Mapping) or not isinstance(params, Iterable):
+            raise TypeError(f"{type(self).__name__}: params should be an iterable of Tensors or dicts, "
+                            f"got {type(params).__name__}")
+        params = list(params)
+        if len(params) == 0:
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        if not isinstance(params[0], Mapping):
+            params = [{"params": params}]
+        for group in params:
+            self.add_param_group(group)
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(group):
+                if k != "params":
+                    lines.append(f"    {k}: {group[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    def add_param_group(self, param_group: Mapping) -> None:
+        """Append a group; missing hyperparameters come from the defaults."""
+        name = type(self).__name__
+        if not isinstance(param_group, Mapping):
+            raise TypeError(f"{name}: a param group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
+        if "params" not in group:
+            raise ValueError(f"{name}: a param group needs a 'params' entry")
+        params = group["params"]
+        if _is_tensor(params):
+            params = [params]
+        elif isinstance(params, (set, frozenset)):
+            raise TypeError(f"{name}: params must be an ordered collection (list/tuple), not a set")
+        params = list(params)
+        for p in params:
+            if not _is_tensor(p):
+                raise TypeError(f"{name}: can only optimize Tensors, got {type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError(f"{name}: can't optimize a non-leaf Tensor (shape {p.shape})")
+            if p.dtype.kind != "f":
+                raise TypeError(f"{name}: can only optimize floating-point Tensors, got dtype {p.dtype}")
+        ids = [id(p) for p in params]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"{name}: a param group contains the same parameter more than once")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if seen.intersection(ids):
+            raise ValueError(f"{name}: some parameters appear in more than one parameter group")
+        for k, v in self.defaults.items():
+            if v is required and k not in group:
+                raise ValueError(f"{name}: parameter group didn't specify a value of required "
+                                 f"optimization parameter {k!r}")
+            group.setdefault(k, v)
+        group["params"] = params
+        self.param_groups.append(group)
+
+    def state_for(self, p) -> dict:
+        """The state dict of parameter `p` (created empty on first use)."""
+        st = self.state.get(id(p))
+        if st is None:
+            st = self.state[id(p)] = {}
+        return st
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Drop (default) or zero every parameter's gradient."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.data[...] = 0
+
+    def step(self):
+        raise NotImplementedError
+
+    # ---- checkpointing -------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """PyTorch's layout; parameters are replaced by their index over all groups."""
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: copy.deepcopy(v) for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {}
+        for pid, i in index.items():
+            if pid in self.state and self.state[pid]:
+                state[i] = {k: (v.copy() if isinstance(v, np.ndarray) else copy.deepcopy(v))
+                            for k, v in self.state[pid].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict: Mapping) -> None:
+        """Restore hyperparameters and state; arrays are copied, must match shape and dtype."""
+        name = type(self).__name__
+        if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
+            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and 'param_groups'")
+        saved_groups = list(state_dict["param_groups"])
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"{name}.load_state_dict: the loaded state has {len(saved_groups)} parameter "
+                             f"groups, this optimizer has {len(self.param_groups)}")
+        for i, (g, s) in enumerate(zip(self.param_groups, saved_groups)):
+            if len(g["params"]) != len(s["params"]):
+                raise ValueError(f"{name}.load_state_dict: group {i} has {len(g['params'])} parameters, "
+                                 f"the loaded state has {len(s['params'])}")
+        by_index = {}
+        for g, s in zip(self.param_groups, saved_groups):
+            for p, idx in zip(g["params"], s["params"]):
+                by_index[int(idx)] = p
+        new_state: dict[int, dict] = {}
+        for idx, st in dict(state_dict["state"]).items():
+            idx = int(idx)
+            if idx not in by_index:
+                raise ValueError(f"{name}.load_state_dict: state for parameter index {idx}, which no group lists")
+            p = by_index[idx]
+            entry = {}
+            for k, v in st.items():
+                if isinstance(v, np.ndarray) and v.ndim > 0:
+                    if v.shape != p.shape:
+                        raise ValueError(f"{name}.load_state_dict: state[{idx}][{k!r}] has shape {v.shape}, "
+                                         f"the parameter has shape {p.shape}")
+                    if v.dtype != p.dtype:
+                        raise TypeError(f"{name}.load_state_dict: state[{idx}][{k!r}] has dtype {v.dtype}, "
+                                        f"the parameter has dtype {p.dtype} (cast it explicitly)")
+                    entry[k] = v.copy()
+                elif isinstance(v, np.ndarray):  # a 0-d array (e.g. 'step' after np round trip)
+                    entry[k] = v.item()
+                else:
+                    entry[k] = copy.deepcopy(v)
+            new_state[id(p)] = entry
+        self.state = _ParamState(new_state)
+        for g, s in zip(self.param_groups, saved_groups):
+            for k, v in s.items():
+                if k != "params":
+                    g[k] = tuple(v) if isinstance(g.get(k), tuple) and isinstance(v, list) else copy.deepcopy(v)

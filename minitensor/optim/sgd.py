@@ -1,0 +1,75 @@
+"""Stochastic gradient descent with momentum, dampening, Nesterov and L2 weight decay.
+
+The update is PyTorch's single-tensor SGD, term for term (so 20 steps agree to round-off):
+    g = grad + weight_decay * p
+    buf = g                                  on the first step (no dampening applied)
+    buf = momentum * buf + (1 - dampening) * g   afterwards
+    g = g + momentum * buf  (nesterov)   or   g = buf
+    p = p - lr * g
+computed in NumPy in place on `p.data`; the momentum buffer has the parameter's dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .optimizer import Optimizer
+
+__all__ = ["SGD"]
+
+
+class SGD(Optimizer):
+    """SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False)."""
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False):
+        for name, v in (("lr", lr), ("momentum", momentum), ("dampening", dampening), ("weight_decay", weight_decay)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise TypeError(f"SGD: {name} must be a number, got {type(v).__name__}")
+            if v < 0:
+                raise ValueError(f"SGD: invalid {name} {v} (expected >= 0)")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum > 0 and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+
+    def step(self, closure=None):
+        """One update of every parameter that has a gradient; returns closure() if given."""
+        loss = None
+        if closure is not None:
+            from ..autograd import enable_grad
+            with enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr = group["lr"]
+            momentum = group["momentum"]
+            dampening = group["dampening"]
+            wd = group["weight_decay"]
+            nesterov = group["nesterov"]
+            maximize = group["maximize"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                w = p.data
+                g = p.grad.data
+                if maximize:
+                    g = -g
+                if wd != 0:
+                    g = g + wd * w  # new array: the stored .grad is left untouched, as in torch
+                if momentum != 0:
+                    state = self.state_for(p)
+                    buf = state.get("momentum_buffer")
+                    if buf is None:
+                        buf = state["momentum_buffer"] = np.array(g, dtype=w.dtype, copy=True)
+                    else:
+                        buf *= momentum
+                        if dampening == 0:
+                            buf += g
+                        else:
+                            buf += (1 - dampening) * g
+                    if nesterov:
+                        g = g + momentum * buf
+                    else:
+                        g = buf
+                # p += (-lr) * g with one temporary; torch's add_(g, alpha=-lr) computes the same.
+                w += g * (-lr)
+        return loss
