@@ -1,0 +1,77 @@
+"""mt.profiler.profile(): where the time of a forward and backward pass goes, op by op.
+
+    with mt.profiler.profile() as prof:
+        loss = model(src, tgt) ...; loss.backward(); opt.step()
+    print(prof.table())
+
+Records, per primitive (a Function subclass: Linear, Softmax, MatMul, ...), the number of calls
+and the wall time spent in its forward and in its backward. Time outside primitives (Python glue,
+optimizer updates) is reported as the difference to the block's total wall time.
+"""
+from __future__ import annotations
+
+import time
+
+from . import autograd
+
+
+class profile:
+    """Context manager recording per-op call counts and forward/backward wall times."""
+
+    def __init__(self):
+        self.stats: dict[str, list] = {}   # op -> [forward calls, forward s, backward calls, backward s]
+        self.wall = 0.0
+        self._outer = None
+
+    def record(self, op: str, phase: str, seconds: float) -> None:
+        s = self.stats.get(op)
+        if s is None:
+            s = self.stats[op] = [0, 0.0, 0, 0.0]
+        if phase == "forward":
+            s[0] += 1
+            s[1] += seconds
+        else:
+            s[2] += 1
+            s[3] += seconds
+
+    def __enter__(self) -> "profile":
+        self._outer = autograd._PROFILE
+        autograd._PROFILE = self
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.wall += time.perf_counter() - self._t0
+        autograd._PROFILE = self._outer
+        return False
+
+    def rows(self) -> list[dict]:
+        """One dict per op, sorted by total time (forward + backward), largest first."""
+        out = []
+        for op, (fc, ft, bc, bt) in self.stats.items():
+            out.append({"op": op, "calls": fc, "forward_ms": ft * 1e3, "backward_calls": bc,
+                        "backward_ms": bt * 1e3, "total_ms": (ft + bt) * 1e3})
+        out.sort(key=lambda r: r["total_ms"], reverse=True)
+        return out
+
+    def total_op_ms(self) -> float:
+        return sum(r["total_ms"] for r in self.rows())
+
+    def table(self, top: int | None = None) -> str:
+        """A plain-text table sorted by total time, with each op's share of the recorded op time."""
+        rows = self.rows()
+        total = self.total_op_ms() or 1.0
+        lines = [f"{'op':<16}{'calls':>7}{'fwd ms':>10}{'bwd ms':>10}{'total ms':>10}{'share':>8}",
+                 "-" * 61]
+        for r in rows[:top]:
+            lines.append(f"{r['op']:<16}{r['calls']:>7}{r['forward_ms']:>10.2f}{r['backward_ms']:>10.2f}"
+                         f"{r['total_ms']:>10.2f}{r['total_ms'] / total:>8.1%}")
+        lines.append("-" * 61)
+        lines.append(f"{'ops total':<16}{'':>7}{'':>10}{'':>10}{total:>10.2f}")
+        if self.wall:
+            lines.append(f"{'block wall':<16}{'':>7}{'':>10}{'':>10}{self.wall * 1e3:>10.2f}"
+                         f"   (outside ops: {max(self.wall * 1e3 - total, 0):.2f} ms)")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()

@@ -1,0 +1,40 @@
+"""The one seeded random generator behind every random number minitensor draws.
+
+`mt.randn`, `mt.rand`, `mt.randint`, `nn.init`, and dropout all draw from `generator()`.
+`manual_seed` reseeds that same object in place, so a reference taken earlier stays valid.
+The default seed is fixed (PyTorch's default CPU seed), so an unseeded run is reproducible too.
+The streams are NumPy's PCG64, not PyTorch's Philox/MT: the same seed gives different numbers
+than torch, which is why the parity checks copy weights and dropout masks instead of reseeding.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_SEED = 67280421310721  # torch.initial_seed() of a fresh process
+
+_generator = np.random.Generator(np.random.PCG64(DEFAULT_SEED))
+
+
+def generator() -> np.random.Generator:
+    """The process-wide generator (the same object across manual_seed calls)."""
+    return _generator
+
+
+def manual_seed(seed: int) -> np.random.Generator:
+    """Reseed the generator; like torch.manual_seed, returns it."""
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
+    _generator.bit_generator.state = np.random.PCG64(int(seed) & ((1 << 128) - 1)).state
+    return _generator
+
+
+def get_rng_state() -> dict:
+    """The generator's state as a plain dict of ints and strings (JSON-serialisable)."""
+    return _generator.bit_generator.state
+
+
+def set_rng_state(state: dict) -> None:
+    """Restore a state returned by get_rng_state (e.g. from a checkpoint)."""
+    if not isinstance(state, dict) or state.get("bit_generator") != "PCG64":
+        raise ValueError(f"set_rng_state expects a PCG64 state dict from get_rng_state(), got {state!r:.80}")
+    _generator.bit_generator.state = state

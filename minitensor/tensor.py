@@ -1,0 +1,978 @@
+"""The Tensor: a NumPy array plus the bookkeeping reverse-mode autograd needs; factories; dtype promotion.
+
+Each method is one line that calls a primitive of ops.py (or a composite of them). Deviation from
+PyTorch, flagged: `.data` is the raw `np.ndarray` (in PyTorch it is a Tensor), so optimizers and
+initialisers write NumPy directly.
+
+Type promotion follows PyTorch: among the operands, dimensioned tensors outrank zero-dim tensors,
+which outrank Python scalars; a lower-ranked operand changes the result dtype only when it is of a
+higher category (bool < integer < float). So float32 tensor * 2.5 stays float32, int64 tensor * 2.5
+becomes the default float dtype, and float32 + float64 tensors give float64 (through a
+differentiable Cast, so the float32 input still gets a float32 gradient).
+"""
+from __future__ import annotations
+
+import builtins
+import collections
+import functools
+import math
+import numbers
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from . import autograd, ops
+from . import random as _random
+from .autograd import no_grad
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+float16 = np.dtype(np.float16)
+int64 = np.dtype(np.int64)
+int32 = np.dtype(np.int32)
+int16 = np.dtype(np.int16)
+int8 = np.dtype(np.int8)
+uint8 = np.dtype(np.uint8)
+bool_ = np.dtype(np.bool_)
+long, double, half = int64, float64, float16
+_SUPPORTED = {float16, float32, float64, int64, int32, int16, int8, uint8, bool_}
+
+_default_dtype = float32
+
+
+def set_default_dtype(dtype) -> None:
+    """Set the dtype of floating tensors made from Python numbers and of the float factories."""
+    global _default_dtype
+    dtype = np.dtype(dtype)
+    if dtype not in (float32, float64):
+        raise TypeError(f"set_default_dtype: only float32 and float64 are supported, got {dtype}")
+    _default_dtype = dtype
+
+
+def get_default_dtype() -> np.dtype:
+    return _default_dtype
+
+
+def _category(dt: np.dtype) -> int:
+    return 2 if dt.kind == "f" else (0 if dt.kind == "b" else 1)
+
+
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """torch.promote_types: int with float gives the float (NumPy would widen to float64)."""
+    ca, cb = _category(a), _category(b)
+    if ca == cb:
+        return np.promote_types(a, b)
+    return a if ca > cb else b
+
+
+def result_type(*operands) -> np.dtype:
+    """The dtype PyTorch gives an elementwise op on these tensors and Python scalars."""
+    ranks = ([], [], [])  # dimensioned tensors, zero-dim tensors, Python scalars
+    for o in operands:
+        if isinstance(o, Tensor):
+            ranks[0 if o.data.ndim else 1].append(o.data.dtype)
+        elif isinstance(o, (bool, np.bool_)):
+            ranks[2].append(bool_)
+        elif isinstance(o, numbers.Integral):
+            ranks[2].append(int64)
+        elif isinstance(o, numbers.Real):
+            ranks[2].append(_default_dtype)
+        else:
+            raise TypeError(f"unsupported operand of type {type(o).__name__}")
+    result = None
+    for group in ranks:
+        if group:
+            dt = functools.reduce(promote_types, group)
+            if result is None or _category(dt) > _category(result):
+                result = dt
+    return result
+
+
+def _operand(x, dtype: np.dtype) -> "Tensor":
+    if isinstance(x, Tensor):
+        return x if x.data.dtype == dtype else x.to(dtype)
+    return Tensor._wrap(np.asarray(x, dtype=dtype))
+
+
+def _binary(fn, a, b) -> "Tensor":
+    if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype == b.data.dtype:
+        return fn.apply(a, b)
+    dt = result_type(a, b)
+    return fn.apply(_operand(a, dt), _operand(b, dt))
+
+
+def _dims(dim, ndim: int, op: str):
+    """Normalise a dim argument (None, int or tuple) to None or a tuple of non-negative ints."""
+    if dim is None:
+        return None
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    out = []
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+            raise TypeError(f"{op}: dim must be an int or tuple of ints, got {dim!r}")
+        if not -builtins.max(ndim, 1) <= d < builtins.max(ndim, 1):
+            raise IndexError(f"{op}: dim {d} out of range for a tensor of {ndim} dimensions")
+        out.append(int(d) % builtins.max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: dim {dim!r} repeats a dimension")
+    return tuple(out)
+
+
+def _one_dim(dim, ndim: int, op: str) -> int:
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {dim!r}")
+    if not -builtins.max(ndim, 1) <= dim < builtins.max(ndim, 1):
+        raise IndexError(f"{op}: dim {dim} out of range for a tensor of {ndim} dimensions")
+    return int(dim) % builtins.max(ndim, 1)
+
+
+def _shape_arg(shape) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+_ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
+
+
+class Tensor:
+    """A NumPy array that can record the operations applied to it and backpropagate through them."""
+    __slots__ = ("data", "requires_grad", "grad", "_node", "_hooks", "__weakref__")
+    __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
+
+    def __init__(self, data, requires_grad: bool = False, dtype=None):
+        arr = data.data if isinstance(data, Tensor) else _to_array(data, dtype)
+        if dtype is not None and arr.dtype != np.dtype(dtype):
+            arr = arr.astype(dtype)
+        self.data = arr
+        self.grad = None
+        self._node = None
+        self._hooks = None
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, arr: np.ndarray) -> "Tensor":
+        """Fast constructor for arrays produced by ops (no checks, no copy)."""
+        t = object.__new__(Tensor)
+        t.data = arr
+        t.requires_grad = False
+        t.grad = None
+        t._node = None
+        t._hooks = None
+        return t
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def T(self) -> "Tensor":
+        if self.ndim > 2:
+            raise ValueError(f"T: expected a tensor of at most 2 dimensions, got shape {self.shape}; use permute")
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
+    @property
+    def mT(self) -> "Tensor":
+        return self.transpose(-2, -1)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[_one_dim(dim, self.ndim, "size")]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return self.data.size
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def numpy(self) -> np.ndarray:
+        return self.data
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def item(self):
+        if self.data.size != 1:
+            raise ValueError(f"item(): only a tensor with one element can be converted to a Python number, "
+                             f"got shape {self.shape} ({self.data.size} elements)")
+        return self.data.reshape(()).item()
+
+    def __array__(self, dtype=None, copy=None):
+        return self.data if dtype is None else self.data.astype(dtype)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", precision=4, prefix="tensor(")
+        extra = "" if self.dtype in (float32, int64, bool_) else f", dtype={self.dtype}"
+        if self._node is not None:
+            extra += f", grad_fn=<{self._node.name()}Backward>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    def __hash__(self):
+        return id(self)
+
+    def __bool__(self):
+        if self.data.size != 1:
+            raise ValueError(f"the truth value of a tensor with {self.data.size} elements is ambiguous; use .any() or .all()")
+        return bool(self.data.reshape(()))
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu" or self.data.size != 1:
+            raise TypeError(f"only an integer tensor with one element can be used as an index, got {self.dtype} {self.shape}")
+        return int(self.item())
+
+    # ------------------------------------------------------------------ autograd
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if requires_grad and self.dtype.kind != "f":
+            raise TypeError(f"only floating-point tensors can require gradients, got dtype {self.dtype}")
+        if not requires_grad and self._node is not None:
+            raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use .detach() instead")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> "Tensor":
+        """A new leaf sharing this tensor's array, outside the graph."""
+        return Tensor._wrap(self.data)
+
+    def backward(self, gradient=None, retain_graph: bool = False, create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) . gradient into every leaf's .grad."""
+        if create_graph:
+            raise NotImplementedError("backward(create_graph=True): higher-order gradients are not implemented yet")
+        if not self.requires_grad:
+            raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn "
+                               "(was it computed under no_grad, or from tensors without requires_grad=True?)")
+        if gradient is None:
+            if self.data.size != 1:
+                raise RuntimeError(f"backward(): grad can be implicitly created only for scalar outputs; "
+                                   f"this tensor has shape {self.shape}: pass gradient= of that shape")
+            g = np.ones(self.shape, dtype=self.dtype)
+        else:
+            g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
+            if g.shape != self.shape:
+                raise RuntimeError(f"backward(): gradient has shape {g.shape}, expected the tensor's shape {self.shape}")
+            if g.dtype != self.dtype:
+                raise TypeError(f"backward(): gradient has dtype {g.dtype}, expected {self.dtype}")
+        autograd.run_backward(self, g, retain_graph=retain_graph)
+
+    def retain_grad(self) -> None:
+        """Keep .grad on this non-leaf tensor after backward."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad() on a tensor that does not require grad")
+        if self._node is not None:
+            self._node.retained = self
+
+    def register_hook(self, hook):
+        """hook(grad) -> None or a replacement gradient, called when this tensor's gradient is computed."""
+        if not self.requires_grad:
+            raise RuntimeError("register_hook() on a tensor that does not require grad")
+        if self._node is not None:
+            self._node.hooks = (self._node.hooks or []) + [hook]
+            holder, attr = self._node, "hooks"
+        else:
+            self._hooks = (self._hooks or []) + [hook]
+            holder, attr = self, "_hooks"
+        return _HookHandle(holder, attr, hook)
+
+    # ------------------------------------------------------------------ in place, outside autograd
+    def _check_inplace(self, op: str) -> None:
+        if self._node is not None or (self.requires_grad and autograd.is_grad_enabled()):
+            raise RuntimeError(f"{op}: in-place change of a tensor that requires grad; wrap it in mt.no_grad()")
+
+    def zero_(self) -> "Tensor":
+        self._check_inplace("zero_")
+        self.data[...] = 0
+        return self
+
+    def fill_(self, value) -> "Tensor":
+        self._check_inplace("fill_")
+        self.data[...] = value
+        return self
+
+    def copy_(self, src) -> "Tensor":
+        self._check_inplace("copy_")
+        arr = src.data if isinstance(src, Tensor) else np.asarray(src)
+        try:
+            np.copyto(self.data, np.broadcast_to(arr, self.shape), casting="same_kind")
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}: {e}") from None
+        return self
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0) -> "Tensor":
+        self._check_inplace("uniform_")
+        self.data[...] = _random.generator().uniform(a, b, self.shape)
+        return self
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
+        self._check_inplace("normal_")
+        self.data[...] = _random.generator().normal(mean, std, self.shape)
+        return self
+
+    def __setitem__(self, index, value) -> None:
+        self._check_inplace("__setitem__")
+        index, _ = _normalize_index(index, self.shape)
+        self.data[index] = value.data if isinstance(value, Tensor) else value
+
+    # ------------------------------------------------------------------ dtype
+    def to(self, dtype=None, *args, **kwargs) -> "Tensor":
+        if isinstance(dtype, str) and dtype in ("cpu",):
+            return self
+        dtype = np.dtype(dtype)
+        if dtype == self.dtype:
+            return self
+        if dtype.kind == "f" and self.dtype.kind == "f":
+            return ops.Cast.apply(self, dtype=dtype)
+        return Tensor._wrap(self.data.astype(dtype))
+
+    def float(self) -> "Tensor":
+        return self.to(float32)
+
+    def double(self) -> "Tensor":
+        return self.to(float64)
+
+    def long(self) -> "Tensor":
+        return self.to(int64)
+
+    def int(self) -> "Tensor":
+        return self.to(int32)
+
+    def bool(self) -> "Tensor":
+        return self.to(bool_)
+
+    def type_as(self, other: "Tensor") -> "Tensor":
+        return self.to(other.dtype)
+
+    def is_floating_point(self) -> bool:
+        return self.dtype.kind == "f"
+
+    def clone(self) -> "Tensor":
+        return ops.Clone.apply(self)
+
+    def contiguous(self) -> "Tensor":
+        return self if self.data.flags.c_contiguous else ops.Clone.apply(self)
+
+    # ------------------------------------------------------------------ arithmetic
+    def __add__(self, other): return _binary(ops.Add, self, other)
+    def __radd__(self, other): return _binary(ops.Add, other, self)
+    def __sub__(self, other): return _binary(ops.Sub, self, other)
+    def __rsub__(self, other): return _binary(ops.Sub, other, self)
+    def __mul__(self, other): return _binary(ops.Mul, self, other)
+    def __rmul__(self, other): return _binary(ops.Mul, other, self)
+    def __truediv__(self, other): return _div(self, other)
+    def __rtruediv__(self, other): return _div(other, self)
+    def __pow__(self, other): return pow(self, other)
+    def __rpow__(self, other): return pow(other, self)
+    def __matmul__(self, other): return matmul(self, other)
+    def __rmatmul__(self, other): return matmul(other, self)
+    def __neg__(self): return ops.Neg.apply(self)
+    def __pos__(self): return self
+    def add(self, other): return self + other
+    def sub(self, other): return self - other
+    def mul(self, other): return self * other
+    def div(self, other): return self / other
+    def pow(self, exponent): return pow(self, exponent)
+    def matmul(self, other): return matmul(self, other)
+    def neg(self): return ops.Neg.apply(self)
+
+    # ------------------------------------------------------------------ comparisons and logic (no grad)
+    def __eq__(self, other): return _compare(np.equal, self, other)
+    def __ne__(self, other): return _compare(np.not_equal, self, other)
+    def __lt__(self, other): return _compare(np.less, self, other)
+    def __le__(self, other): return _compare(np.less_equal, self, other)
+    def __gt__(self, other): return _compare(np.greater, self, other)
+    def __ge__(self, other): return _compare(np.greater_equal, self, other)
+    def eq(self, other): return self == other
+    def ne(self, other): return self != other
+    def lt(self, other): return self < other
+    def le(self, other): return self <= other
+    def gt(self, other): return self > other
+    def ge(self, other): return self >= other
+    def __and__(self, other): return _logical(np.logical_and, "&", self, other)
+    def __rand__(self, other): return _logical(np.logical_and, "&", other, self)
+    def __or__(self, other): return _logical(np.logical_or, "|", self, other)
+    def __ror__(self, other): return _logical(np.logical_or, "|", other, self)
+    def __xor__(self, other): return _logical(np.logical_xor, "^", self, other)
+    def __invert__(self): return _invert(self)
+    def logical_not(self): return Tensor._wrap(np.logical_not(self.data))
+    def all(self, dim=None, keepdim=False): return Tensor._wrap(np.asarray(self.data.all(axis=_dims(dim, self.ndim, "all"), keepdims=keepdim)))
+    def any(self, dim=None, keepdim=False): return Tensor._wrap(np.asarray(self.data.any(axis=_dims(dim, self.ndim, "any"), keepdims=keepdim)))
+    def isnan(self): return Tensor._wrap(np.isnan(self.data))
+    def isfinite(self): return Tensor._wrap(np.isfinite(self.data))
+
+    # ------------------------------------------------------------------ elementwise
+    def exp(self): return ops.Exp.apply(_floating(self, "exp"))
+    def log(self): return ops.Log.apply(_floating(self, "log"))
+    def sqrt(self): return ops.Sqrt.apply(_floating(self, "sqrt"))
+    def rsqrt(self): return 1.0 / self.sqrt()
+    def abs(self): return ops.Abs.apply(self)
+    def tanh(self): return ops.Tanh.apply(_floating(self, "tanh"))
+    def sigmoid(self): return ops.Sigmoid.apply(_floating(self, "sigmoid"))
+    def relu(self): return ops.Relu.apply(self)
+    def square(self): return ops.PowScalar.apply(self, exponent=2)
+    def clamp(self, min=None, max=None): return clamp(self, min, max)
+    def clip(self, min=None, max=None): return clamp(self, min, max)
+    def maximum(self, other): return maximum(self, other)
+    def minimum(self, other): return minimum(self, other)
+    def masked_fill(self, mask, value): return masked_fill(self, mask, value)
+    def softmax(self, dim): return _F().softmax(self, dim)
+    def log_softmax(self, dim): return _F().log_softmax(self, dim)
+
+    # ------------------------------------------------------------------ reductions
+    def sum(self, dim=None, keepdim=False): return ops.Sum.apply(self, dim=_dims(dim, self.ndim, "sum"), keepdim=keepdim)
+    def mean(self, dim=None, keepdim=False): return ops.Mean.apply(_floating(self, "mean"), dim=_dims(dim, self.ndim, "mean"), keepdim=keepdim)
+    def var(self, dim=None, unbiased=True, keepdim=False, correction=None): return ops.Var.apply(_floating(self, "var"), dim=_dims(dim, self.ndim, "var"), correction=(int(unbiased) if correction is None else correction), keepdim=keepdim)
+    def std(self, dim=None, unbiased=True, keepdim=False): return self.var(dim, unbiased, keepdim).sqrt()
+    def max(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "max")
+    def min(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "min")
+    def amax(self, dim=None, keepdim=False): return ops.AMaxMin.apply(self, dim=_dims(dim, self.ndim, "amax"), keepdim=keepdim, mode="max")
+    def amin(self, dim=None, keepdim=False): return ops.AMaxMin.apply(self, dim=_dims(dim, self.ndim, "amin"), keepdim=keepdim, mode="min")
+    def logsumexp(self, dim, keepdim=False): return ops.LogSumExp.apply(_floating(self, "logsumexp"), dim=_dims(dim, self.ndim, "logsumexp"), keepdim=keepdim)
+    def argmax(self, dim=None, keepdim=False): return _arg(np.argmax, self, dim, keepdim)
+    def argmin(self, dim=None, keepdim=False): return _arg(np.argmin, self, dim, keepdim)
+
+    # ------------------------------------------------------------------ shape
+    def reshape(self, *shape): return _reshape(self, _shape_arg(shape))
+    def view(self, *shape): return _reshape(self, _shape_arg(shape))
+    def view_as(self, other): return _reshape(self, other.shape)
+    def reshape_as(self, other): return _reshape(self, other.shape)
+    def flatten(self, start_dim=0, end_dim=-1): return flatten(self, start_dim, end_dim)
+    def unflatten(self, dim, sizes): d = _one_dim(dim, self.ndim, "unflatten"); return _reshape(self, self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+    def transpose(self, dim0, dim1): return ops.Transpose.apply(self, dim0=_one_dim(dim0, self.ndim, "transpose"), dim1=_one_dim(dim1, self.ndim, "transpose"))
+    def t(self): return self.T
+    def permute(self, *dims): return permute(self, _shape_arg(dims))
+    def unsqueeze(self, dim): return _reshape(self, _unsqueezed(self.shape, dim))
+    def squeeze(self, dim=None): return _reshape(self, _squeezed(self.shape, dim))
+    def expand(self, *sizes): return expand(self, _shape_arg(sizes))
+    def expand_as(self, other): return expand(self, other.shape)
+    def repeat(self, *sizes): return repeat(self, _shape_arg(sizes))
+    def split(self, split_size_or_sections, dim=0): return split(self, split_size_or_sections, dim)
+    def chunk(self, chunks, dim=0): return chunk(self, chunks, dim)
+    def tril(self, diagonal=0): return tril(self, diagonal)
+    def triu(self, diagonal=0): return triu(self, diagonal)
+
+    def __getitem__(self, index):
+        index, advanced = _normalize_index(index, self.shape)
+        try:
+            return ops.GetItem.apply(self, index=index, advanced=advanced)
+        except IndexError as e:
+            raise IndexError(f"__getitem__ on a tensor of shape {self.shape}: {e}") from None
+
+
+class _HookHandle:
+    def __init__(self, holder, attr, hook):
+        self._holder, self._attr, self._hook = holder, attr, hook
+
+    def remove(self) -> None:
+        hooks = getattr(self._holder, self._attr) or []
+        setattr(self._holder, self._attr, [h for h in hooks if h is not self._hook] or None)
+
+
+@functools.lru_cache(maxsize=None)
+def _functional_module():
+    from .nn import functional
+    return functional
+
+
+def _F():
+    return _functional_module()
+
+
+# ---------------------------------------------------------------------- helpers behind the methods
+
+def _to_array(data, dtype=None) -> np.ndarray:
+    """Python data or an array to an ndarray, with PyTorch's inference of dtype."""
+    if isinstance(data, np.ndarray):
+        arr = data
+    elif isinstance(data, (np.generic,)):
+        arr = np.asarray(data)
+    else:
+        if isinstance(data, (list, tuple)) and builtins.any(isinstance(x, Tensor) for x in _flatten_list(data)):
+            data = _tensors_to_lists(data)
+        arr = np.asarray(data)
+        if arr.dtype.kind == "f" and dtype is None:
+            arr = arr.astype(_default_dtype)
+        elif arr.dtype.kind in "iu" and dtype is None:
+            arr = arr.astype(int64)
+    if arr.dtype.kind in "OUSVcM":
+        raise TypeError(f"cannot make a tensor from data of dtype {arr.dtype}: expected numbers or booleans")
+    if arr.dtype not in _SUPPORTED and dtype is None:
+        raise TypeError(f"unsupported dtype {arr.dtype}; supported: {sorted(str(d) for d in _SUPPORTED)}")
+    return arr
+
+
+def _flatten_list(x):
+    for item in x:
+        if isinstance(item, (list, tuple)):
+            yield from _flatten_list(item)
+        else:
+            yield item
+
+
+def _tensors_to_lists(x):
+    if isinstance(x, Tensor):
+        return x.data
+    if isinstance(x, (list, tuple)):
+        return [_tensors_to_lists(i) for i in x]
+    return x
+
+
+def _floating(t: Tensor, op: str) -> Tensor:
+    """Integer inputs of float ops are promoted to the default float dtype, as in PyTorch."""
+    return t if t.dtype.kind == "f" else t.to(_default_dtype)
+
+
+def _div(a, b) -> Tensor:
+    dt = result_type(a, b)
+    if dt.kind != "f":
+        dt = _default_dtype  # true division of integers gives floats, as in PyTorch
+    return ops.Div.apply(_operand(a, dt), _operand(b, dt))
+
+
+def _compare(fn, a, b) -> Tensor:
+    x = a.data if isinstance(a, Tensor) else a
+    y = b.data if isinstance(b, Tensor) else b
+    try:
+        return Tensor._wrap(np.asarray(fn(x, y)))
+    except ValueError as e:
+        raise ValueError(f"comparison {fn.__name__}: shapes {np.shape(x)} and {np.shape(y)} do not broadcast") from e
+
+
+def _logical(fn, sym: str, a, b) -> Tensor:
+    x = a.data if isinstance(a, Tensor) else np.asarray(a)
+    y = b.data if isinstance(b, Tensor) else np.asarray(b)
+    if x.dtype != bool_ or y.dtype != bool_:
+        if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+            op = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[sym]
+            return Tensor._wrap(np.asarray(op(x, y)))
+        raise TypeError(f"operator {sym}: expected bool (or integer) tensors, got {x.dtype} and {y.dtype}")
+    try:
+        return Tensor._wrap(np.asarray(fn(x, y)))
+    except ValueError as e:
+        raise ValueError(f"operator {sym}: shapes {x.shape} and {y.shape} do not broadcast") from e
+
+
+def _invert(a: Tensor) -> Tensor:
+    if a.dtype == bool_:
+        return Tensor._wrap(np.logical_not(a.data))
+    if a.dtype.kind in "iu":
+        return Tensor._wrap(np.invert(a.data))
+    raise TypeError(f"operator ~: expected a bool or integer tensor, got {a.dtype}")
+
+
+def _max_min(t: Tensor, dim, keepdim: bool, mode: str):
+    if isinstance(dim, Tensor):  # torch.max(a, b)
+        return maximum(t, dim) if mode == "max" else minimum(t, dim)
+    if t.data.size == 0:
+        raise ValueError(f"{mode}(): cannot reduce an empty tensor of shape {t.shape}")
+    if dim is None:
+        return ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode)
+    d = _one_dim(dim, t.ndim, mode)
+    values = ops.MaxMin.apply(t, dim=d, keepdim=keepdim, mode=mode)
+    idx = (np.argmax if mode == "max" else np.argmin)(t.data, axis=d)
+    if keepdim:
+        idx = np.expand_dims(idx, d)
+    return _ValuesIndices(values, Tensor._wrap(idx.astype(int64)))
+
+
+def _arg(fn, t: Tensor, dim, keepdim: bool) -> Tensor:
+    if t.data.size == 0:
+        raise ValueError(f"{fn.__name__}(): cannot reduce an empty tensor of shape {t.shape}")
+    if dim is None:
+        return Tensor._wrap(np.asarray(fn(t.data), dtype=int64))
+    d = _one_dim(dim, t.ndim, fn.__name__)
+    out = fn(t.data, axis=d)
+    return Tensor._wrap(np.asarray(np.expand_dims(out, d) if keepdim else out, dtype=int64))
+
+
+def _reshape(t: Tensor, shape: tuple) -> Tensor:
+    if shape == t.shape:
+        return t
+    known = math.prod(s for s in shape if s != -1)
+    if shape.count(-1) > 1 or builtins.any(s < -1 for s in shape):
+        ok = False
+    elif -1 in shape:
+        ok = known != 0 and t.data.size % known == 0
+    else:
+        ok = known == t.data.size
+    if not ok:
+        raise ValueError(f"reshape: shape {tuple(shape)} is invalid for a tensor of shape {t.shape} "
+                         f"({t.data.size} elements)")
+    return ops.Reshape.apply(t, shape=shape)
+
+
+def _unsqueezed(shape: tuple, dim: int) -> tuple:
+    n = len(shape) + 1
+    if not -n <= dim < n:
+        raise IndexError(f"unsqueeze: dim {dim} out of range for a result of {n} dimensions")
+    dim %= n
+    return shape[:dim] + (1,) + shape[dim:]
+
+
+def _squeezed(shape: tuple, dim) -> tuple:
+    if dim is None:
+        return tuple(s for s in shape if s != 1)
+    dims = _dims(dim, len(shape), "squeeze") or ()
+    return tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
+
+
+def _normalize_index(index, shape):
+    """Tensor indices to arrays, checking dtypes; returns (index, uses_advanced_indexing)."""
+    items = index if isinstance(index, tuple) else (index,)
+    out, advanced = [], False
+    for it in items:
+        if isinstance(it, Tensor):
+            it = it.data
+        elif isinstance(it, list):
+            it = np.asarray(it)
+            if it.dtype.kind == "f":
+                raise IndexError(f"__getitem__: tensors used as indices must be integer or bool, got float list")
+        if isinstance(it, np.ndarray):
+            if it.dtype.kind not in "iub":
+                raise IndexError(f"__getitem__: tensors used as indices must be integer or bool, got {it.dtype}")
+            advanced = True
+        elif isinstance(it, (float, np.floating)):
+            raise IndexError(f"__getitem__: index {it!r} is a float; indices must be integers, slices, None, ... or tensors")
+        out.append(it)
+    return (tuple(out) if isinstance(index, tuple) else out[0]), advanced
+
+
+# ---------------------------------------------------------------------- functions (torch.* names)
+
+def add(a, b): return _binary(ops.Add, a, b)
+def sub(a, b): return _binary(ops.Sub, a, b)
+def mul(a, b): return _binary(ops.Mul, a, b)
+def div(a, b): return _div(a, b)
+def neg(a): return ops.Neg.apply(a)
+def exp(a): return a.exp()
+def log(a): return a.log()
+def sqrt(a): return a.sqrt()
+def abs(a): return a.abs()
+def tanh(a): return a.tanh()
+def sigmoid(a): return a.sigmoid()
+def relu(a): return a.relu()
+
+
+def pow(a, b) -> Tensor:
+    """a ** b for tensors and Python numbers (either side)."""
+    if isinstance(a, Tensor) and not isinstance(b, Tensor):
+        if not isinstance(b, numbers.Real):
+            raise TypeError(f"pow: exponent must be a number or tensor, got {type(b).__name__}")
+        a = _floating(a, "pow") if isinstance(b, float) or b < 0 else a
+        return ops.PowScalar.apply(a, exponent=b)
+    if not isinstance(a, Tensor):
+        dt = result_type(a, b)
+        return ops.RPowScalar.apply(_operand(b, dt), base=a)
+    return _binary(ops.Pow, a, b)
+
+
+def matmul(a, b) -> Tensor:
+    """torch.matmul: batched with broadcasting; 1-D operands are promoted and the added dim removed."""
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError(f"matmul: expected two tensors, got {type(a).__name__} and {type(b).__name__}")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes {a.shape} and {b.shape}")
+    ka = a.shape[-1]
+    kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+    if ka != kb:
+        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
+                         f"{ka} (last dim of the first) != {kb} (the second's {'only' if b.ndim == 1 else 'second-to-last'} dim)")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions of {a.shape} and {b.shape} do not broadcast") from None
+    if a.dtype != b.dtype:
+        dt = result_type(a, b)
+        a, b = _operand(a, dt), _operand(b, dt)
+    return ops.MatMul.apply(a, b)
+
+
+def clamp(a: Tensor, min=None, max=None) -> Tensor:
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    return ops.Clamp.apply(a, min=min, max=max)
+
+
+def maximum(a, b) -> Tensor: return _binary(ops.Maximum, a, b)
+def minimum(a, b) -> Tensor: return _binary(ops.Minimum, a, b)
+
+
+def where(condition, input, other) -> Tensor:
+    """condition ? input : other, broadcasting all three; condition must be bool."""
+    cond = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
+    if cond.dtype != bool_:
+        raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
+    dt = result_type(input, other)
+    a, b = _operand(input, dt), _operand(other, dt)
+    try:
+        np.broadcast_shapes(cond.shape, a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"where: shapes condition {cond.shape}, input {a.shape}, other {b.shape} do not broadcast") from None
+    return ops.Where.apply(a, b, cond=cond)
+
+
+def masked_fill(input: Tensor, mask, value) -> Tensor:
+    """input with `value` wherever the bool `mask` (broadcastable to input's shape) is True."""
+    m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    if m.dtype != bool_:
+        raise TypeError(f"masked_fill: mask must be a bool tensor, got {m.dtype}")
+    try:
+        if np.broadcast_shapes(m.shape, input.shape) != input.shape:
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"masked_fill: mask of shape {m.shape} does not broadcast to the input's shape {input.shape}") from None
+    if isinstance(value, Tensor):
+        value = value.item()
+    return ops.MaskedFill.apply(input, mask=m, value=value)
+
+
+def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if t.ndim == 0:
+        return t.reshape(1)
+    s = _one_dim(start_dim, t.ndim, "flatten")
+    e = _one_dim(end_dim, t.ndim, "flatten")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    return _reshape(t, t.shape[:s] + (int(np.prod(t.shape[s:e + 1])),) + t.shape[e + 1:])
+
+
+def permute(t: Tensor, dims) -> Tensor:
+    dims = tuple(dims)
+    norm = _dims(dims, t.ndim, "permute") if dims else ()
+    if len(dims) != t.ndim:
+        raise ValueError(f"permute: got {len(dims)} dims {dims} for a tensor of {t.ndim} dimensions")
+    return ops.Permute.apply(t, dims=norm)
+
+
+def expand(t: Tensor, sizes: tuple) -> Tensor:
+    if len(sizes) < t.ndim:
+        raise ValueError(f"expand: {len(sizes)} sizes {sizes} for a tensor of {t.ndim} dimensions {t.shape}")
+    lead = len(sizes) - t.ndim
+    shape = tuple(t.shape[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(sizes))
+    for i in range(t.ndim):
+        if t.shape[i] != 1 and t.shape[i] != shape[i + lead]:
+            raise ValueError(f"expand: the size {t.shape[i]} of dim {i} (shape {t.shape}) cannot expand to {shape[i + lead]} (sizes {sizes})")
+    return t if shape == t.shape else ops.Expand.apply(t, shape=shape)
+
+
+def repeat(t: Tensor, sizes: tuple) -> Tensor:
+    if len(sizes) < t.ndim:
+        raise ValueError(f"repeat: {len(sizes)} repeat counts {sizes} for a tensor of {t.ndim} dimensions")
+    return ops.Repeat.apply(t, sizes=sizes)
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty sequence of tensors")
+    d = _one_dim(dim, tensors[0].ndim, "cat")
+    ref = tensors[0].shape
+    for i, x in enumerate(tensors):
+        if x.ndim != len(ref) or x.shape[:d] + x.shape[d + 1:] != ref[:d] + ref[d + 1:]:
+            raise ValueError(f"cat: tensor {i} has shape {x.shape}, incompatible with {ref} outside dim {d}")
+    dt = result_type(*tensors)
+    return ops.Cat.apply(*[_operand(x, dt) for x in tensors], dim=d)
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty sequence of tensors")
+    for i, x in enumerate(tensors):
+        if x.shape != tensors[0].shape:
+            raise ValueError(f"stack: tensor {i} has shape {x.shape}, expected {tensors[0].shape} like tensor 0")
+    n = tensors[0].ndim + 1
+    if not -n <= dim < n:
+        raise IndexError(f"stack: dim {dim} out of range for a result of {n} dimensions")
+    dt = result_type(*tensors)
+    return ops.Stack.apply(*[_operand(x, dt) for x in tensors], dim=dim % n)
+
+
+def split(t: Tensor, split_size_or_sections, dim: int = 0):
+    d = _one_dim(dim, t.ndim, "split")
+    n = t.shape[d]
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        if split_size_or_sections <= 0:
+            raise ValueError(f"split: split_size must be positive, got {split_size_or_sections}")
+        sizes = [split_size_or_sections] * (n // split_size_or_sections)
+        if n % split_size_or_sections:
+            sizes.append(n % split_size_or_sections)
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split: sections {sizes} sum to {builtins.sum(sizes)}, but dim {d} has size {n}")
+    out, start = [], 0
+    for s in sizes:
+        index = (slice(None),) * d + (slice(start, start + s),)
+        out.append(ops.GetItem.apply(t, index=index, advanced=False))
+        start += s
+    return tuple(out)
+
+
+def chunk(t: Tensor, chunks: int, dim: int = 0):
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    n = t.shape[_one_dim(dim, t.ndim, "chunk")]
+    size = -(-n // chunks)
+    return split(t, builtins.max(size, 1), dim)
+
+
+def tril(t: Tensor, diagonal: int = 0) -> Tensor:
+    if t.ndim < 2:
+        raise ValueError(f"tril: expected at least 2 dimensions, got shape {t.shape}")
+    return ops.Tril.apply(t, diagonal=diagonal)
+
+
+def triu(t: Tensor, diagonal: int = 0) -> Tensor:
+    if t.ndim < 2:
+        raise ValueError(f"triu: expected at least 2 dimensions, got shape {t.shape}")
+    return ops.Triu.apply(t, diagonal=diagonal)
+
+
+def sum(t, dim=None, keepdim=False): return t.sum(dim, keepdim)
+def mean(t, dim=None, keepdim=False): return t.mean(dim, keepdim)
+def var(t, dim=None, unbiased=True, keepdim=False): return t.var(dim, unbiased, keepdim)
+def max(t, dim=None, keepdim=False): return t.max(dim, keepdim)
+def min(t, dim=None, keepdim=False): return t.min(dim, keepdim)
+def logsumexp(t, dim, keepdim=False): return t.logsumexp(dim, keepdim)
+def argmax(t, dim=None, keepdim=False): return t.argmax(dim, keepdim)
+def argmin(t, dim=None, keepdim=False): return t.argmin(dim, keepdim)
+def reshape(t, shape): return t.reshape(shape)
+def transpose(t, dim0, dim1): return t.transpose(dim0, dim1)
+def unsqueeze(t, dim): return t.unsqueeze(dim)
+def squeeze(t, dim=None): return t.squeeze(dim)
+def softmax(t, dim): return t.softmax(dim)
+def log_softmax(t, dim): return t.log_softmax(dim)
+def all(t, dim=None, keepdim=False): return t.all(dim, keepdim)
+def any(t, dim=None, keepdim=False): return t.any(dim, keepdim)
+def equal(a, b) -> builtins.bool: return a.shape == b.shape and builtins.bool(np.array_equal(a.data, b.data))
+def allclose(a, b, rtol=1e-5, atol=1e-8) -> builtins.bool: return builtins.bool(np.allclose(a.data, b.data, rtol=rtol, atol=atol))
+def numel(t) -> int: return t.numel()
+def is_tensor(x) -> builtins.bool: return isinstance(x, Tensor)
+
+
+# ---------------------------------------------------------------------- factories
+
+def _float_dtype(dtype) -> np.dtype:
+    return _default_dtype if dtype is None else np.dtype(dtype)
+
+
+def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
+    t = Tensor._wrap(arr)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
+    """A new leaf tensor holding a copy of `data` (Python numbers/lists, arrays or tensors)."""
+    src = data.data if isinstance(data, Tensor) else data
+    arr = np.array(_to_array(src, dtype), copy=True)
+    if dtype is not None:
+        arr = arr.astype(np.dtype(dtype), copy=False)
+    if arr.dtype not in _SUPPORTED:
+        raise TypeError(f"tensor: unsupported dtype {arr.dtype}")
+    return _new(arr, requires_grad)
+
+
+def as_tensor(data, dtype=None) -> Tensor:
+    """Like tensor() but shares memory with a NumPy array when the dtype already matches."""
+    if isinstance(data, Tensor):
+        return data.to(dtype) if dtype is not None else data
+    arr = _to_array(data, dtype)
+    return Tensor._wrap(arr if dtype is None else arr.astype(np.dtype(dtype), copy=False))
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"from_numpy: expected np.ndarray, got {type(arr).__name__}")
+    return Tensor._wrap(_to_array(arr))
+
+
+def zeros(*size, dtype=None, requires_grad=False) -> Tensor: return _new(np.zeros(_shape_arg(size), _float_dtype(dtype)), requires_grad)
+def ones(*size, dtype=None, requires_grad=False) -> Tensor: return _new(np.ones(_shape_arg(size), _float_dtype(dtype)), requires_grad)
+def empty(*size, dtype=None, requires_grad=False) -> Tensor: return _new(np.empty(_shape_arg(size), _float_dtype(dtype)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False) -> Tensor:
+    if dtype is None:
+        dtype = bool_ if isinstance(fill_value, bool) else (int64 if isinstance(fill_value, numbers.Integral) else _default_dtype)
+    return _new(np.full(tuple(size) if isinstance(size, (tuple, list)) else (size,), fill_value, np.dtype(dtype)), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dtype = int64 if ints else _default_dtype
+    return _new(np.arange(start, end, step).astype(np.dtype(dtype)), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None) -> Tensor:
+    return Tensor._wrap(np.linspace(start, end, steps).astype(_float_dtype(dtype)))
+
+
+def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
+    return _new(np.eye(n, m, dtype=_float_dtype(dtype)), requires_grad)
+
+
+def randn(*size, dtype=None, requires_grad=False) -> Tensor:
+    dt = _float_dtype(dtype)
+    return _new(_random.generator().standard_normal(_shape_arg(size), dtype=dt if dt != float16 else float32).astype(dt, copy=False), requires_grad)
+
+
+def rand(*size, dtype=None, requires_grad=False) -> Tensor:
+    dt = _float_dtype(dtype)
+    return _new(_random.generator().random(_shape_arg(size), dtype=dt if dt != float16 else float32).astype(dt, copy=False), requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None) -> Tensor:
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: size is required, e.g. randint(0, 10, (3, 4))")
+    return Tensor._wrap(_random.generator().integers(low, high, size=tuple(size)).astype(np.dtype(dtype or int64)))
+
+
+def randperm(n, dtype=None) -> Tensor:
+    return Tensor._wrap(_random.generator().permutation(n).astype(np.dtype(dtype or int64)))
+
+
+def zeros_like(t, dtype=None, requires_grad=False) -> Tensor: return _new(np.zeros(t.shape, dtype or t.dtype), requires_grad)
+def ones_like(t, dtype=None, requires_grad=False) -> Tensor: return _new(np.ones(t.shape, dtype or t.dtype), requires_grad)
+def full_like(t, fill_value, dtype=None, requires_grad=False) -> Tensor: return _new(np.full(t.shape, fill_value, dtype or t.dtype), requires_grad)
+def empty_like(t, dtype=None, requires_grad=False) -> Tensor: return _new(np.empty(t.shape, dtype or t.dtype), requires_grad)
+def randn_like(t, dtype=None, requires_grad=False) -> Tensor: return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def rand_like(t, dtype=None, requires_grad=False) -> Tensor: return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+
+
+autograd._Tensor = Tensor
