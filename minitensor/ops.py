@@ -430,6 +430,8 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.dim is None:                     # a scalar spread over the input: a filled array is cheapest
+            return (np.full(ctx.shape, g, dtype=g.dtype),)
         g = _expand_reduced(g, ctx.shape, ctx.dim, ctx.keepdim)
         return (np.broadcast_to(g, ctx.shape),)
 

@@ -95,8 +95,15 @@ def _operand(x, dtype: np.dtype) -> "Tensor":
 
 
 def _binary(fn, a, b) -> "Tensor":
-    if isinstance(b, Tensor) and isinstance(a, Tensor) and a.data.dtype == b.data.dtype:
-        return fn.apply(a, b)
+    # fast paths: same-dtype tensors, and a float tensor with a Python number (which never promotes it)
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            if a.data.dtype == b.data.dtype:
+                return fn.apply(a, b)
+        elif type(b) in (float, int) and a.data.dtype.kind == "f":
+            return fn.apply(a, Tensor._wrap(np.asarray(b, a.data.dtype)))
+    elif isinstance(b, Tensor) and type(a) in (float, int) and b.data.dtype.kind == "f":
+        return fn.apply(Tensor._wrap(np.asarray(a, b.data.dtype)), b)
     dt = result_type(a, b)
     return fn.apply(_operand(a, dt), _operand(b, dt))
 
