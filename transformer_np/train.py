@@ -1,0 +1,499 @@
+"""Training, evaluation and checkpoints for transformer_np, on minitensor.
+
+What this file owns:
+- `train(model_cfg, train_cfg, out_dir, resume=False, progress=True, callback=None)`: the
+  paper's recipe on a task from `transformer_np.data.TASKS`: Adam (betas 0.9/0.98, eps 1e-9),
+  the warmup / StepLR / constant schedule named in TrainConfig, label-smoothed cross-entropy
+  that ignores PAD, gradient clipping, a tqdm bar (loss, lr, tokens/s), a history of loss,
+  lr and per-layer gradient norms in `out_dir/history.json`.
+- `evaluate`: teacher-forced loss and token accuracy (padding excluded), and exact-sequence
+  accuracy by greedy decoding.
+- Checkpoints (`out_dir/checkpoint.npz`, written by `mt.save`, never pickled): model,
+  optimizer and scheduler state, step, the RNG state, the data-order state (epoch, batch
+  index), both configs and both vocabularies. `resume=True` continues to bitwise the same
+  parameters as an uninterrupted run; Ctrl-C saves a checkpoint before re-raising.
+- `load_checkpoint(path)`: a trained model back, with its task and configs (decode, plots).
+
+Why resume is exact: the data order of epoch e is a permutation seeded by (seed, e) only, so
+(epoch, batch index) fully determines the next batch; dropout draws from the one minitensor
+generator, whose state is saved; Adam's moments and step counts and the scheduler's step are
+saved. Nothing else carries state across steps.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import minitensor as mt
+import minitensor.nn.functional as F
+from minitensor.random import get_rng_state, set_rng_state
+
+from .config import ModelConfig, TrainConfig, get_preset
+from .data import EOS_ID, BOS_ID, PAD_ID, Task, Vocab, check_lengths, get_task, iterate_forever, make_batches, shift_targets
+
+CHECKPOINT_NAME = "checkpoint.npz"
+HISTORY_NAME = "history.json"
+# Fields that may change between a run and its resumption: they do not alter the trajectory.
+RESUMABLE_FIELDS = ("steps", "eval_every", "checkpoint_every")
+
+
+# ----------------------------------------------------------------------------------------------
+# Configuration helpers
+# ----------------------------------------------------------------------------------------------
+def default_configs(task_name: str) -> tuple[ModelConfig, TrainConfig]:
+    """The preset recipe of a task, with the model's vocabulary sizes set to the task's.
+
+    Tasks without their own preset (reverse, sort, addition) train with copy-reverse's.
+    """
+    task = get_task(task_name)
+    preset = get_preset(task.preset)
+    model_cfg = config_for_task(preset.model, task)
+    train_cfg = preset.train.replace(task=task.name)
+    return model_cfg, train_cfg
+
+
+def config_for_task(model_cfg: ModelConfig, task: Task) -> ModelConfig:
+    """`model_cfg` with src/tgt vocabulary sizes equal to the task's (the toy corpus sets its own)."""
+    return model_cfg.replace(src_vocab_size=len(task.src_vocab), tgt_vocab_size=len(task.tgt_vocab))
+
+
+def _check_model_fits_task(model_cfg: ModelConfig, task: Task) -> None:
+    need = (len(task.src_vocab), len(task.tgt_vocab))
+    have = (model_cfg.src_vocab_size, model_cfg.tgt_vocab_size)
+    if have[0] < need[0] or have[1] < need[1]:
+        raise ValueError(f"train: task {task.name!r} needs src/tgt vocabularies of {need[0]}/{need[1]} tokens, "
+                         f"the model config has {have[0]}/{have[1]}; use config_for_task(model_cfg, task)")
+
+
+def config_diff(saved: dict, requested: dict, skip=()) -> list[str]:
+    """Human-readable differences 'field: checkpoint X vs requested Y' between two config dicts."""
+    out = []
+    for k in sorted(set(saved) | set(requested)):
+        if k in skip:
+            continue
+        a, b = saved.get(k, "<missing>"), requested.get(k, "<missing>")
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            a, b = list(a), list(b)
+        if a != b:
+            out.append(f"{k}: checkpoint {a!r} vs requested {b!r}")
+    return out
+
+
+def _train_cfg_from_dict(d: dict) -> TrainConfig:
+    d = dict(d)
+    d["betas"] = tuple(d["betas"])
+    return TrainConfig(**d)
+
+
+# ----------------------------------------------------------------------------------------------
+# Building blocks
+# ----------------------------------------------------------------------------------------------
+def build_model(model_cfg: ModelConfig, seed: int):
+    """A freshly initialised Transformer; the generator is seeded first so init is reproducible."""
+    from .model import Transformer
+    mt.manual_seed(seed)
+    return Transformer.from_config(model_cfg)
+
+
+def build_optimizer(model, train_cfg: TrainConfig):
+    # With the warmup schedule Adam's lr is the schedule's multiplier (the paper's 1.0 by default).
+    return mt.optim.Adam(model.parameters(), lr=train_cfg.lr, betas=tuple(train_cfg.betas), eps=train_cfg.eps,
+                         weight_decay=train_cfg.weight_decay)
+
+
+def build_scheduler(optimizer, model_cfg: ModelConfig, train_cfg: TrainConfig):
+    """The lr schedule named by train_cfg.schedule: 'warmup' (paper), 'step' (seed 003) or 'constant'."""
+    sched = mt.optim.lr_scheduler
+    if train_cfg.schedule == "warmup":
+        # lr = TrainConfig.lr * d_model^-0.5 * min(n^-0.5, n * warmup^-1.5): Adam's lr is the multiplier
+        return sched.WarmupInverseSqrt(optimizer, d_model=model_cfg.d_model, warmup_steps=train_cfg.warmup_steps)
+    if train_cfg.schedule == "step":
+        return sched.StepLR(optimizer, step_size=train_cfg.step_size, gamma=train_cfg.gamma)
+    if train_cfg.schedule == "constant":
+        return sched.LambdaLR(optimizer, lambda step: 1.0)
+    raise ValueError(f"train: unknown schedule {train_cfg.schedule!r}: expected 'warmup', 'step' or 'constant'")
+
+
+def schedule_curve(model_cfg: ModelConfig, train_cfg: TrainConfig, steps: int | None = None) -> np.ndarray:
+    """The lr at each of the first `steps` optimizer steps, from the real scheduler on a dummy parameter."""
+    steps = train_cfg.steps if steps is None else steps
+    p = mt.nn.Parameter(mt.zeros(1))
+    opt = mt.optim.Adam([p], lr=train_cfg.lr, betas=tuple(train_cfg.betas), eps=train_cfg.eps)
+    sch = build_scheduler(opt, model_cfg, train_cfg)
+    lrs = np.empty(steps)
+    for i in range(steps):
+        lrs[i] = opt.param_groups[0]["lr"]
+        sch.step()
+    return lrs
+
+
+def layer_groups(model) -> dict[str, list]:
+    """Parameters grouped by layer, for per-layer gradient norms: 'encoder.layers.0', 'src_embed', ..."""
+    groups: dict[str, list] = {}
+    for name, p in model.named_parameters():
+        parts = name.split(".")
+        if len(parts) > 2 and parts[1] == "layers":
+            key = ".".join(parts[:3])
+        elif parts[0] in ("encoder", "decoder") and len(parts) > 2:
+            key = ".".join(parts[:2])
+        else:
+            key = parts[0]
+        groups.setdefault(key, []).append(p)
+    return groups
+
+
+def _sq_norm(arr: np.ndarray) -> float:
+    flat = arr.reshape(-1)
+    return float(np.dot(flat, flat))
+
+
+def compute_loss(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float = 0.0):
+    """Teacher-forced loss: mean label-smoothed cross-entropy over non-PAD target tokens.
+
+    Returns (loss Tensor, logits Tensor (B, T-1, V), labels array (B, T-1)).
+    """
+    from .masks import padding_mask, target_mask
+    tgt_in, labels = shift_targets(tgt)                                 # (B, T-1) each
+    src_t, tgt_t = mt.tensor(src), mt.tensor(tgt_in)
+    logits = model(src_t, tgt_t, padding_mask(src_t, PAD_ID), target_mask(tgt_t, PAD_ID))  # (B, T-1, V)
+    V = logits.shape[-1]
+    loss = F.cross_entropy(logits.reshape(-1, V), mt.tensor(np.ascontiguousarray(labels).reshape(-1)),
+                           ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    return loss, logits, labels
+
+
+def train_step(model, optimizer, scheduler, params, src, tgt, train_cfg: TrainConfig, groups=None):
+    """One optimizer step on a batch: forward, backward, clip, Adam, schedule.
+
+    Returns (loss, total grad norm before clipping, {group: squared grad norm} or {}, labels).
+    """
+    optimizer.zero_grad()
+    loss, _, labels = compute_loss(model, src, tgt, train_cfg.label_smoothing)
+    loss.backward()
+    sq = {} if groups is None else {k: sum(_sq_norm(p.grad.data) for p in ps if p.grad is not None)
+                                    for k, ps in groups.items()}
+    if train_cfg.clip_grad_norm > 0:
+        total = float(mt.nn.utils.clip_grad_norm_(params, train_cfg.clip_grad_norm))
+    elif sq:
+        total = math.sqrt(sum(sq.values()))
+    else:
+        total = math.sqrt(sum(_sq_norm(p.grad.data) for p in params if p.grad is not None))
+    optimizer.step()
+    scheduler.step()
+    return loss.item(), total, sq, labels
+
+
+def fit(model_cfg: ModelConfig, train_cfg: TrainConfig, train_pairs, steps: int | None = None,
+        progress: bool = False, desc: str = "fit"):
+    """A bare training loop for experiments: no checkpoints, history file or evaluation.
+
+    Returns (model in eval mode, per-step losses, wall seconds).
+    """
+    steps = train_cfg.steps if steps is None else steps
+    check_lengths(train_pairs, model_cfg.max_len, "fit")
+    model = build_model(model_cfg, train_cfg.seed)
+    model.train()
+    optimizer = build_optimizer(model, train_cfg)
+    scheduler = build_scheduler(optimizer, model_cfg, train_cfg)
+    params = list(model.parameters())
+    batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed)
+    losses = []
+    it = range(steps)
+    if progress:
+        from tqdm.auto import tqdm
+        it = tqdm(it, desc=desc, unit="step", dynamic_ncols=True, leave=False)
+    t0 = time.perf_counter()
+    for _ in it:
+        _, _, (src, tgt) = next(batches)
+        losses.append(train_step(model, optimizer, scheduler, params, src, tgt, train_cfg)[0])
+    wall = time.perf_counter() - t0
+    model.eval()
+    return model, losses, wall
+
+
+def _strip(seq) -> list[int]:
+    """A decoded row without its leading <bos>, cut before the first <eos>, without padding."""
+    out = []
+    for i, t in enumerate(np.asarray(seq).reshape(-1).tolist()):
+        if i == 0 and t == BOS_ID:
+            continue
+        if t == EOS_ID:
+            break
+        if t != PAD_ID:
+            out.append(int(t))
+    return out
+
+
+def greedy_outputs(model, srcs: list[list[int]], max_new_tokens: int, batch_size: int = 100,
+                   use_cache: bool = True) -> list[list[int]]:
+    """Greedy decoding of each source; each result without <bos>/<eos>/padding."""
+    from .decode import greedy_decode
+    results: list[list[int]] = []
+    was_training = model.training
+    model.eval()
+    try:
+        with mt.no_grad():
+            for i in range(0, len(srcs), batch_size):
+                src = make_batches([(s, [BOS_ID, EOS_ID]) for s in srcs[i:i + batch_size]], batch_size)[0][0]
+                out = greedy_decode(model, mt.tensor(src), max_len=max_new_tokens, bos_id=BOS_ID, eos_id=EOS_ID,
+                                    pad_id=PAD_ID, use_cache=use_cache)
+                out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
+                results.extend(_strip(row) for row in out)
+    finally:
+        model.train(was_training)
+    return results
+
+
+def evaluate(model, pairs, batch_size: int = 100, label_smoothing: float = 0.0, exact: bool = True,
+             max_new_tokens: int | None = None) -> dict:
+    """Held-out metrics: loss (label smoothing as given, PAD ignored), token accuracy (PAD excluded),
+    and exact-sequence accuracy of greedy decoding (the whole target, up to <eos>, must match)."""
+    if len(pairs) == 0:
+        raise ValueError("evaluate: the evaluation set is empty")
+    was_training = model.training
+    model.eval()
+    total_loss, total_tokens, correct = 0.0, 0, 0
+    try:
+        with mt.no_grad():
+            for src, tgt in make_batches(pairs, batch_size):
+                loss, logits, labels = compute_loss(model, src, tgt, label_smoothing)
+                keep = labels != PAD_ID
+                n = int(keep.sum())
+                total_loss += loss.item() * n
+                total_tokens += n
+                correct += int((logits.data.argmax(-1) == labels)[keep].sum())
+    finally:
+        model.train(was_training)
+    out = {"loss": total_loss / total_tokens, "token_acc": correct / total_tokens, "num_examples": len(pairs)}
+    if exact:
+        longest = max(len(t) for _, t in pairs)
+        max_new = max_new_tokens if max_new_tokens is not None else longest + 2
+        preds = greedy_outputs(model, [s for s, _ in pairs], max_new, batch_size)
+        hits = sum(p == _strip(t) for p, (_, t) in zip(preds, pairs))
+        out["exact_acc"] = hits / len(pairs)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Checkpoints
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the model (eval mode), its task and configs, and the raw state."""
+    model: object
+    task: Task
+    model_cfg: ModelConfig
+    train_cfg: TrainConfig
+    step: int
+    state: dict = field(repr=False)
+    path: str = ""
+
+
+def checkpoint_path(path: str) -> str:
+    """A run directory or a checkpoint file to the checkpoint file; FileNotFoundError if absent."""
+    p = os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
+    if not os.path.isfile(p):
+        raise FileNotFoundError(f"no checkpoint at {path!r} (expected a run directory holding {CHECKPOINT_NAME} "
+                                f"or the file itself); train one with `python -m transformer_np train`")
+    return p
+
+
+def _task_from_state(state: dict) -> Task:
+    task = get_task(state["train_config"]["task"])
+    # The vocabularies travel with the checkpoint, so an edited corpus cannot silently remap ids.
+    task.src_vocab = Vocab.from_dict(state["src_vocab"])
+    task.tgt_vocab = Vocab.from_dict(state["tgt_vocab"])
+    return task
+
+
+def load_checkpoint(path: str) -> Checkpoint:
+    """Rebuild the model of a checkpoint (run dir or file), in eval mode, with its task and configs."""
+    file = checkpoint_path(path)
+    state = mt.load(file)
+    for key in ("model", "model_config", "train_config", "step"):
+        if key not in state:
+            raise ValueError(f"{file!r} is not a transformer_np checkpoint: missing {key!r}")
+    model_cfg = ModelConfig(**state["model_config"])
+    train_cfg = _train_cfg_from_dict(state["train_config"])
+    from .model import Transformer
+    model = Transformer.from_config(model_cfg)
+    model.load_state_dict(state["model"])
+    model.eval()
+    return Checkpoint(model, _task_from_state(state), model_cfg, train_cfg, int(state["step"]), state, file)
+
+
+def _save_checkpoint(out_dir, model, optimizer, scheduler, step, rng_state, data_state, model_cfg, train_cfg,
+                     task, history) -> str:
+    path = os.path.join(out_dir, CHECKPOINT_NAME)
+    mt.save({
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "step": int(step),
+        "rng": rng_state,
+        "data": dict(data_state),
+        "model_config": model_cfg.to_dict(),
+        "train_config": train_cfg.to_dict(),
+        "src_vocab": task.src_vocab.to_dict(),
+        "tgt_vocab": task.tgt_vocab.to_dict(),
+    }, path)
+    _write_history(out_dir, history)
+    return path
+
+
+def _write_history(out_dir: str, history: dict) -> None:
+    tmp = os.path.join(out_dir, HISTORY_NAME + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(history, f)
+    os.replace(tmp, os.path.join(out_dir, HISTORY_NAME))
+
+
+def load_history(path: str) -> dict:
+    """The history.json of a run directory."""
+    p = os.path.join(path, HISTORY_NAME) if os.path.isdir(path) else path
+    if not os.path.isfile(p):
+        raise FileNotFoundError(f"no training history at {p!r}")
+    with open(p) as f:
+        return json.load(f)
+
+
+# ----------------------------------------------------------------------------------------------
+# The training loop
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class TrainResult:
+    model: object
+    task: Task
+    history: dict
+    metrics: dict                 # final held-out metrics (evaluate)
+    out_dir: str
+    step: int
+    wall_time: float
+
+
+def _new_history(groups) -> dict:
+    return {"step": [], "loss": [], "lr": [], "grad_norm": [], "tokens_per_s": [],
+            "layer_grad_norms": {k: [] for k in groups}, "eval": []}
+
+
+def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False,
+          progress: bool = True, callback=None) -> TrainResult:
+    """Train a Transformer on `train_cfg.task` for `train_cfg.steps` optimizer steps; see the module docstring.
+
+    `callback(step, record)` runs after every completed step with that step's record (loss, lr,
+    grad norm, ...); it may raise KeyboardInterrupt to stop the run (a checkpoint is saved first).
+    With resume=True the run continues from `out_dir/checkpoint.npz`; its configuration must
+    equal the requested one except for RESUMABLE_FIELDS, else ValueError names the differences.
+    """
+    if not isinstance(model_cfg, ModelConfig) or not isinstance(train_cfg, TrainConfig):
+        raise TypeError(f"train: expected (ModelConfig, TrainConfig), got ({type(model_cfg).__name__}, "
+                        f"{type(train_cfg).__name__})")
+    if train_cfg.steps < 0:
+        raise ValueError(f"train: steps must be >= 0, got {train_cfg.steps}")
+    task = get_task(train_cfg.task)
+    _check_model_fits_task(model_cfg, task)
+    train_pairs, eval_pairs = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
+    check_lengths(train_pairs, model_cfg.max_len, "train")
+    check_lengths(eval_pairs, model_cfg.max_len, "train (held-out)")
+    os.makedirs(out_dir, exist_ok=True)
+
+    model = build_model(model_cfg, train_cfg.seed)
+    model.train()
+    optimizer = build_optimizer(model, train_cfg)
+    scheduler = build_scheduler(optimizer, model_cfg, train_cfg)
+    groups = layer_groups(model)
+    params = [p for ps in groups.values() for p in ps]
+    history = _new_history(groups)
+    step, epoch, batch_index = 0, 0, 0
+
+    if resume:
+        file = checkpoint_path(out_dir)
+        state = mt.load(file)
+        diffs = config_diff(state["model_config"], model_cfg.to_dict()) + \
+            config_diff(state["train_config"], train_cfg.to_dict(), skip=RESUMABLE_FIELDS)
+        if diffs:
+            raise ValueError(f"train: cannot resume from {file!r}, it was trained with a different configuration: "
+                             + "; ".join(diffs))
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        set_rng_state(state["rng"])
+        step = int(state["step"])
+        epoch, batch_index = int(state["data"]["epoch"]), int(state["data"]["batch_index"])
+        if os.path.isfile(os.path.join(out_dir, HISTORY_NAME)):
+            history = load_history(out_dir)
+            # a history written after the checkpoint (never by us) would duplicate steps: cut it
+            keep = sum(1 for s in history["step"] if s <= step)
+            for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
+                history[k] = history[k][:keep]
+            for k in history["layer_grad_norms"]:
+                history["layer_grad_norms"][k] = history["layer_grad_norms"][k][:keep]
+
+    batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed, epoch, batch_index)
+    # The state to save if interrupted: only ever a state between two completed steps.
+    safe = {"step": step, "rng": get_rng_state(), "data": {"epoch": epoch, "batch_index": batch_index}}
+
+    def save():
+        return _save_checkpoint(out_dir, model, optimizer, scheduler, safe["step"], safe["rng"], safe["data"],
+                                model_cfg, train_cfg, task, history)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=train_cfg.steps, initial=step, desc=f"train {task.name}", unit="step", dynamic_ncols=True)
+    t_start = time.perf_counter()
+    try:
+        while step < train_cfg.steps:
+            t0 = time.perf_counter()
+            epoch_i, index_i, (src, tgt) = next(batches)
+            lr = optimizer.param_groups[0]["lr"]
+            loss, total, sq, labels = train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups)
+            step += 1
+            # next batch position, after this one
+            epoch, batch_index = epoch_i, index_i + 1
+            safe = {"step": step, "rng": get_rng_state(), "data": {"epoch": epoch, "batch_index": batch_index}}
+
+            n_tokens = int(np.count_nonzero(src != PAD_ID) + np.count_nonzero(labels != PAD_ID))
+            dt = time.perf_counter() - t0
+            record = {"step": step, "loss": loss, "lr": float(lr), "grad_norm": total,
+                      "tokens_per_s": n_tokens / dt if dt > 0 else 0.0}
+            for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
+                history[k].append(record[k])
+            for k, v in sq.items():
+                history["layer_grad_norms"][k].append(math.sqrt(v))
+            if bar is not None:
+                bar.update(1)
+                if step % 10 == 0 or step == train_cfg.steps:
+                    bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+            if train_cfg.eval_every and step % train_cfg.eval_every == 0 and step < train_cfg.steps:
+                m = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
+                history["eval"].append({"step": step, **m})
+                if bar is not None:
+                    bar.write(f"step {step}: held-out loss {m['loss']:.4f}, token acc {m['token_acc']:.4f}, "
+                              f"exact {m['exact_acc']:.4f}")
+            if train_cfg.checkpoint_every and step % train_cfg.checkpoint_every == 0:
+                save()
+            if callback is not None:
+                callback(step, record)
+    except KeyboardInterrupt:
+        path = save()
+        if bar is not None:
+            bar.close()
+            bar = None
+        print(f"\ninterrupted: checkpoint of step {safe['step']} saved to {path}; continue with resume=True / --resume")
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    wall = time.perf_counter() - t_start
+
+    metrics = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
+    history["eval"].append({"step": step, **metrics})
+    history["wall_time"] = history.get("wall_time", 0.0) + wall
+    save()
+    return TrainResult(model, task, history, metrics, out_dir, step, wall)
