@@ -1,32 +1,123 @@
-"""The Transformer of "Attention Is All You Need" in PyTorch: the reference transformer_np is checked against.
+"""The encoder-decoder Transformer of "Attention Is All You Need", in PyTorch: the reference for transformer_np.
 
-This file mirrors transformer_np/model.py class for class and attribute for attribute, with the
-same parameter names and shapes, so weights move between the two by name (parity/convert.py)
-and `diff transformer_np/model.py parity/model.py` shows mostly spelling. Only the framework
-differs: torch.nn here, minitensor.nn there.
+What this file owns, bottom-up in the paper's order (section 3):
+    scaled_dot_product_attention   Attention(Q, K, V) = softmax(Q K^T / sqrt(Dh)) V        (3.2.1)
+    MultiHeadAttention             Concat(head_1..head_H) W_o                              (3.2.2)
+    PositionwiseFeedForward        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (3.3)
+    PositionalEncoding             sinusoids, or LearnedPositionalEmbedding                (3.5)
+    EncoderLayer, DecoderLayer     sublayers in residual blocks with LayerNorm             (3.1)
+    Encoder, Decoder               N layers, optional final LayerNorm
+    Transformer                    embeddings * sqrt(D), encoder, decoder, generator       (3.4)
+    KVCache                        keys/values reused by incremental decoding (decode.py)
 
-Masks are boolean, True = may attend, broadcastable to (B, H, T_q, T_k) (parity/masks.py). This
-is the opposite of torch.nn.MultiheadAttention's convention (True = blocked); convert.py converts.
-A query row with nothing to attend to yields zeros (no NaN), forward and gradient.
+This file mirrors transformer_np/model.py class for class and attribute for attribute, so weights
+move between the two by name (parity/convert.py) and a diff of the two files shows mostly spelling.
+The layers follow torch.nn.TransformerEncoderLayer / TransformerDecoderLayer exactly (dropout
+placement, the feed-forward's inner dropout, LayerNorm eps 1e-5, norm_first, final norms), so
+torch.nn.Transformer's weights load into this model.
+
+Masks are boolean, True = may attend, broadcastable to (B, H, T_q, T_k) (see parity/masks.py).
+A query row with nothing to attend to gets zero weights and a zero output, with finite
+gradients (PyTorch's own attention gives NaN there).
+
+Parameter names and shapes of the base model (V_src = V_tgt = 10000, D 512, H 8, d_ff 2048,
+6 + 6 layers; i is the layer index); every name appears in state_dict():
+
+    src_embed.weight                                   (V_src, D)    (10000, 512)
+    tgt_embed.weight                                   (V_tgt, D)    (10000, 512)
+    pos_encoding.pe          buffer, persistent=False  (max_len, D)  (5000, 512)   not in state_dict
+      or pos_encoding.embedding.weight  (learned)      (max_len, D)
+    encoder.layers.i.self_attn.W_{q,k,v,o}.weight      (D, D)        (512, 512)
+    encoder.layers.i.self_attn.W_{q,k,v,o}.bias        (D,)          (512,)
+    encoder.layers.i.feed_forward.linear1.weight       (d_ff, D)     (2048, 512)
+    encoder.layers.i.feed_forward.linear1.bias         (d_ff,)       (2048,)
+    encoder.layers.i.feed_forward.linear2.weight       (D, d_ff)     (512, 2048)
+    encoder.layers.i.feed_forward.linear2.bias         (D,)          (512,)
+    encoder.layers.i.norm{1,2}.{weight,bias}           (D,)          (512,)
+    decoder.layers.i.self_attn.W_{q,k,v,o}.{weight,bias}             as in the encoder
+    decoder.layers.i.cross_attn.W_{q,k,v,o}.{weight,bias}            as in the encoder
+    decoder.layers.i.feed_forward.linear{1,2}.{weight,bias}          as in the encoder
+    decoder.layers.i.norm{1,2,3}.{weight,bias}         (D,)          (512,)
+    encoder.norm.{weight,bias}, decoder.norm.{weight,bias}  (D,)     only when final_norm=True
+    generator.weight                                   (V_tgt, D)    (10000, 512)  tgt_embed.weight when tied
+    generator.bias                                     (V_tgt,)      (10000,)
+
+Token ids are integer arrays or Tensors (B, L); PAD=0 (transformer_np.data.PAD_ID).
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-
 from transformer_np.config import ModelConfig
+from transformer_np.data import PAD_ID
+from parity.masks import causal_mask, padding_mask, target_mask
 
 
+# ----------------------------------------------------------------------------------------------
+# Input checks (the model boundary)
+# ----------------------------------------------------------------------------------------------
+def _raw(x) -> torch.Tensor:
+    """A torch.Tensor as is, a NumPy array as a tensor (sharing its memory)."""
+    return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
+
+
+def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0, device=None) -> torch.Tensor:
+    """Check token ids (B, L): integer dtype, 2-D, non-empty, ids in [0, vocab_size), offset + L <= max_len."""
+    if not isinstance(tokens, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"{who}: expected token ids as a torch.Tensor or NumPy array of shape (B, L), "
+                        f"got {type(tokens).__name__}")
+    arr = _raw(tokens)
+    if arr.dtype.is_floating_point or arr.dtype.is_complex or arr.dtype == torch.bool:
+        raise TypeError(f"{who}: expected integer (int64) token ids, got dtype {arr.dtype}")
+    if arr.ndim != 2:
+        raise ValueError(f"{who}: expected token ids of shape (B, L), got shape {tuple(arr.shape)}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"{who}: expected a non-empty batch of shape (B, L) with B, L >= 1, "
+                         f"got shape {tuple(arr.shape)}")
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < 0 or hi >= vocab_size:
+        bad = lo if lo < 0 else hi
+        where = tuple(int(i) for i in torch.nonzero(arr == bad)[0])
+        raise ValueError(f"{who}: token id {bad} at {where} is out of range for a vocabulary of size "
+                         f"{vocab_size} (expected 0 <= id < {vocab_size})")
+    if offset + arr.shape[1] > max_len:
+        raise ValueError(f"{who}: sequence length {offset + arr.shape[1]} exceeds max_len {max_len}")
+    return arr if device is None else arr.to(device)
+
+
+def check_mask(mask, shape: tuple, who: str):
+    """Check that a mask is boolean and broadcastable to `shape` (B, H, T_q, T_k) without growing it."""
+    if mask is None:
+        return None
+    if not isinstance(mask, (torch.Tensor, np.ndarray)):
+        raise TypeError(f"{who}: expected a bool mask (torch.Tensor or NumPy array), got {type(mask).__name__}")
+    arr = _raw(mask)
+    if arr.dtype != torch.bool:
+        raise TypeError(f"{who}: expected a bool mask (True = may attend), got dtype {arr.dtype}")
+    try:
+        ok = arr.ndim <= len(shape) and np.broadcast_shapes(tuple(arr.shape), tuple(shape)) == tuple(shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{who}: mask of shape {tuple(arr.shape)} does not broadcast to the attention "
+                         f"scores' shape {tuple(shape)} (B, H, T_q, T_k)")
+    return mask
+
+
+# ----------------------------------------------------------------------------------------------
+# Dropout with minitensor's mask hook
+# ----------------------------------------------------------------------------------------------
 class Dropout(nn.Dropout):
-    """torch.nn.Dropout with the `mask_fn` hook of minitensor.nn.Dropout.
+    """torch.nn.Dropout with minitensor.nn.Dropout's `mask_fn` hook.
 
-    Extension (flagged, not in PyTorch): when `mask_fn` is set, the module is training and p > 0,
-    forward calls `keep = mask_fn(shape)` for a boolean keep-mask (NumPy array or Tensor of the
-    input's shape) instead of sampling, and returns input * keep / (1 - p). The parity report
+    Extension, flagged (not in PyTorch): when `mask_fn` is set, the module is training and p > 0,
+    forward calls `keep = mask_fn(shape)` for a boolean keep-mask of the input's shape (NumPy
+    array or tensor) instead of sampling, and returns input * keep / (1 - p). The parity report
     feeds both frameworks the same masks this way, so training-mode parity is checked too.
     """
 
@@ -35,78 +126,73 @@ class Dropout(nn.Dropout):
         self.mask_fn = None
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if self.mask_fn is not None and self.training and self.p > 0:
-            keep = torch.as_tensor(np.asarray(self.mask_fn(tuple(input.shape))), device=input.device)
-            if keep.dtype != torch.bool or tuple(keep.shape) != tuple(input.shape):
-                raise ValueError(f"Dropout.mask_fn: expected a bool mask of shape {tuple(input.shape)}, "
-                                 f"got {keep.dtype} of shape {tuple(keep.shape)}")
-            return input * keep / (1.0 - self.p)
-        return super().forward(input)
+        if self.mask_fn is None or not self.training or self.p == 0:
+            return super().forward(input)
+        keep = _raw(self.mask_fn(tuple(input.shape)))
+        if keep.dtype != torch.bool or tuple(keep.shape) != tuple(input.shape):
+            raise ValueError(f"Dropout.mask_fn: expected a bool keep-mask of shape {tuple(input.shape)}, "
+                             f"got {keep.dtype} of shape {tuple(keep.shape)}")
+        return input * keep.to(input.device) / (1.0 - self.p)
 
 
-class PositionalEncoding(nn.Module):
-    """x + PE[:T], then dropout, with PE(pos, 2i) = sin(pos / 10000^(2i/D)), PE(pos, 2i+1) = cos(same)."""
+# ----------------------------------------------------------------------------------------------
+# Attention
+# ----------------------------------------------------------------------------------------------
+def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: float = 0.0):
+    """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dh), weights (B, H, T_q, T_k)).
 
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
-        super().__init__()
-        self.dropout = Dropout(dropout)
-        # Computed in float64 NumPy, like transformer_np, so both sides hold the same table bit for bit.
-        position = np.arange(max_len, dtype=np.float64)[:, None]                       # (max_len, 1)
-        div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))
-        pe = np.zeros((max_len, d_model), dtype=np.float64)
-        pe[:, 0::2] = np.sin(position * div_term)
-        pe[:, 1::2] = np.cos(position * div_term[: d_model // 2])
-        self.register_buffer("pe", torch.as_tensor(pe, dtype=torch.get_default_dtype()), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        T = x.size(1)                                                                   # x: (B, T, D)
-        if T > self.pe.size(0):
-            raise ValueError(f"PositionalEncoding: sequence length {T} exceeds max_len {self.pe.size(0)}")
-        return self.dropout(x + self.pe[:T].to(x.dtype))
-
-
-class LearnedPositionalEmbedding(nn.Module):
-    """x + E[:T] with a learned table E (max_len, D), then dropout (BERT/GPT style; the paper found it on par)."""
-
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
-        super().__init__()
-        self.embedding = nn.Embedding(max_len, d_model)
-        self.dropout = Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        T = x.size(1)
-        if T > self.embedding.num_embeddings:
-            raise ValueError(f"LearnedPositionalEmbedding: sequence length {T} exceeds max_len "
-                             f"{self.embedding.num_embeddings}")
-        return self.dropout(x + self.embedding.weight[:T])
-
-
-def scaled_dot_product_attention(q, k, v, mask=None, dropout=None):
-    """softmax(q k^T / sqrt(Dh), masked) v, returning (output (B, H, T_q, Dh), weights (B, H, T_q, T_k)).
-
-    Masked scores are set to -inf's stand-in (the dtype's lowest value) before the softmax and the
-    weights are multiplied by the mask after it, so a query row with nothing to attend to gets zero
-    weights and a zero output (PyTorch's own attention gives NaN there).
+    Masking: scores where mask is False are set to the dtype's lowest finite value (a stand-in
+    for -inf) before the softmax, so they get exactly zero weight. A query row with nothing to
+    attend to would then be uniform; its weights are multiplied by 0 after the softmax, giving a
+    zero output and finite (zero) gradients. A true -inf would give NaN there, forward and back.
+    `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
+    float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
+    The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
     """
-    Dh = q.size(-1)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(Dh)                                    # (B, H, T_q, T_k)
+    if q.ndim != k.ndim or q.ndim != v.ndim or q.ndim < 2:
+        raise ValueError(f"scaled_dot_product_attention: q, k, v must have the same rank >= 2, "
+                         f"got shapes {q.shape}, {k.shape}, {v.shape}")
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(f"scaled_dot_product_attention: expected q (..., T_q, Dh), k (..., T_k, Dh), "
+                         f"v (..., T_k, Dv), got {q.shape}, {k.shape}, {v.shape}")
+    if dropout is not None and dropout_p:
+        raise ValueError("scaled_dot_product_attention: give dropout (module or p) or dropout_p, not both")
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    # Scaling q (T_q * Dh numbers) instead of the scores (T_q * T_k) is cheaper, as torch's MHA does.
+    scores = (q * scale) @ k.transpose(-2, -1)                                       # (B, H, T_q, T_k)
     if mask is not None:
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = F.softmax(scores, dim=-1)
-    if mask is not None:
-        weights = weights * mask
-    if dropout is not None:
+        check_mask(mask, scores.shape, "scaled_dot_product_attention")
+        keep = _raw(mask).to(scores.device)
+        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
+        weights = F.softmax(scores, dim=-1)
+        row_has_key = keep.any(dim=-1, keepdim=True)                                 # (.., T_q, 1)
+        if not row_has_key.all():
+            # Rows with no key allowed were uniform: zero them (forward and gradient).
+            weights = weights * row_has_key.to(weights.dtype)
+    else:
+        weights = F.softmax(scores, dim=-1)
+    if isinstance(dropout, nn.Module):
         weights = dropout(weights)
-    return weights @ v, weights
+    elif dropout:                                     # a float p
+        weights = F.dropout(weights, p=float(dropout), training=True)
+    elif dropout_p:
+        weights = F.dropout(weights, p=float(dropout_p), training=True)
+    return weights @ v, weights                                                      # (B, H, T_q, Dv)
 
 
 class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1..head_H) W_o, head_i = Attention(Q W_q^i, K W_k^i, V W_v^i)."""
+    """MultiHead(Q, K, V) = Concat(head_1..head_H) W_o, head_i = Attention(Q W_q^i, K W_k^i, V W_v^i).
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.1):
+    The H heads live in one (D, D) projection each, split as (B, H, T, Dh) with Dh = D / H.
+    `dropout` acts on the attention weights (as torch.nn.MultiheadAttention's). With
+    `store_attention` True, forward keeps the last weights (NumPy, detached) in `attn_weights`.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
         super().__init__()
-        if d_model % num_heads != 0:
-            raise ValueError(f"MultiHeadAttention: d_model {d_model} is not divisible by num_heads {num_heads}")
+        if num_heads < 1 or d_model % num_heads != 0:
+            raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by "
+                             f"num_heads ({num_heads})")
         self.d_model = d_model
         self.num_heads = num_heads
         self.d_head = d_model // num_heads
@@ -118,28 +204,43 @@ class MultiHeadAttention(nn.Module):
         self.store_attention = False
         self.attn_weights = None
 
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+    def split_heads(self, x):
         B, T, _ = x.shape
-        return x.view(B, T, self.num_heads, self.d_head).transpose(1, 2)               # (B, H, T, Dh)
+        return x.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)          # (B, H, T, Dh)
 
-    def merge_heads(self, x: torch.Tensor) -> torch.Tensor:
+    def merge_heads(self, x):
         B, _, T, _ = x.shape
-        return x.transpose(1, 2).reshape(B, T, self.d_model)                            # (B, T, D)
+        return x.transpose(1, 2).reshape(B, T, self.d_model)                         # (B, T, D)
 
     def forward(self, query, key, value, mask=None, cache=None):
-        q = self.split_heads(self.W_q(query))                                           # (B, H, T_q, Dh)
-        k = self.split_heads(self.W_k(key))                                             # (B, H, T_k, Dh)
-        v = self.split_heads(self.W_v(value))
-        if cache is not None:
-            k, v = cache.update(self, k, v)
+        """query (B, T_q, D), key/value (B, T_k, D), mask broadcastable to (B, H, T_q, T_k) -> (B, T_q, D).
+
+        cache: an AttentionCache (incremental decoding). For self-attention it holds the keys and
+        values of earlier positions and the new ones are appended; for cross-attention (static)
+        the memory's keys and values are projected on the first call and reused after.
+        """
+        if query.ndim != 3 or query.shape[-1] != self.d_model:
+            raise ValueError(f"MultiHeadAttention: expected query of shape (B, T, {self.d_model}), "
+                             f"got {query.shape}")
+        q = self.split_heads(self.W_q(query))                                        # (B, H, T_q, Dh)
+        if cache is not None and cache.static and cache.k is not None:
+            k, v = cache.k, cache.v                                                  # (B, H, S, Dh)
+        else:
+            k = self.split_heads(self.W_k(key))                                      # (B, H, T_k, Dh)
+            v = self.split_heads(self.W_v(value))
+            if cache is not None:
+                k, v = cache.update(k, v)
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
-            self.attn_weights = weights.detach().cpu().numpy()
-        return self.W_o(self.merge_heads(out))                                          # (B, T_q, D)
+            self.attn_weights = weights.detach().cpu().numpy()                       # NumPy, like transformer_np
+        return self.W_o(self.merge_heads(out))                                       # (B, T_q, D)
 
 
+# ----------------------------------------------------------------------------------------------
+# Feed-forward and positions
+# ----------------------------------------------------------------------------------------------
 class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = act(x W_1 + b_1) W_2 + b_2, dropout on the hidden layer."""
+    """FFN(x) = linear2(dropout(act(linear1(x)))), act = ReLU (paper) or GELU; d_model -> d_ff -> d_model."""
 
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", dropout: float = 0.1):
         super().__init__()
@@ -148,17 +249,73 @@ class PositionwiseFeedForward(nn.Module):
         self.activation = activation
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
+        # torch.nn.TransformerEncoderLayer's `dropout` between the two linears, not in the paper.
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.relu(self.linear1(x)) if self.activation == "relu" else F.gelu(self.linear1(x))  # (B, T, d_ff)
-        return self.linear2(self.dropout(h))
+    def forward(self, x):
+        h = self.linear1(x)                                                          # (B, T, d_ff)
+        h = F.relu(h) if self.activation == "relu" else F.gelu(h)
+        return self.linear2(self.dropout(h))                                         # (B, T, D)
 
 
+def sinusoidal_table(max_len: int, d_model: int) -> np.ndarray:
+    """(max_len, D) float64: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D))."""
+    position = np.arange(max_len, dtype=np.float64)[:, None]                         # (max_len, 1)
+    div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))
+    pe = np.zeros((max_len, d_model), dtype=np.float64)
+    pe[:, 0::2] = np.sin(position * div_term)
+    pe[:, 1::2] = np.cos(position * div_term[: d_model // 2])
+    return pe
+
+
+class PositionalEncoding(nn.Module):
+    """x + PE[offset : offset + T], then dropout; PE is the paper's fixed sinusoid table (a buffer)."""
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
+        super().__init__()
+        self.max_len = max_len
+        self.dropout = Dropout(dropout)
+        # Computed in float64, stored in the default dtype; persistent=False: rebuilt, never saved.
+        pe = torch.from_numpy(sinusoidal_table(max_len, d_model)).to(torch.get_default_dtype())
+        self.register_buffer("pe", pe, persistent=False)                            # (max_len, D)
+
+    def forward(self, x, offset: int = 0):
+        """x (B, T, D) holds positions offset .. offset+T-1 (offset > 0 in incremental decoding)."""
+        T = x.shape[1]
+        if offset + T > self.max_len:
+            raise ValueError(f"PositionalEncoding: sequence length {offset + T} exceeds max_len {self.max_len}")
+        return self.dropout(x + self.pe[offset:offset + T])                          # (B, T, D)
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """x + E[offset : offset + T] with a learned table E (max_len, D), then dropout (paper 3.5: on par)."""
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
+        super().__init__()
+        self.max_len = max_len
+        self.embedding = nn.Embedding(max_len, d_model)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x, offset: int = 0):
+        T = x.shape[1]
+        if offset + T > self.max_len:
+            raise ValueError(f"LearnedPositionalEmbedding: sequence length {offset + T} exceeds max_len "
+                             f"{self.max_len}")
+        return self.dropout(x + self.embedding.weight[offset:offset + T])            # (B, T, D)
+
+
+# ----------------------------------------------------------------------------------------------
+# Layers and stacks
+# ----------------------------------------------------------------------------------------------
 class EncoderLayer(nn.Module):
-    """Self-attention then feed-forward, each in a residual block: post-norm LN(x + drop(f(x))) or pre-norm x + drop(f(LN(x)))."""
+    """Self-attention, then feed-forward, each in a residual block.
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=False, activation="relu"):
+    post-norm (paper, norm_first=False): x = LayerNorm(x + dropout(sublayer(x)))
+    pre-norm  (norm_first=True):         x = x + dropout(sublayer(LayerNorm(x)))
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
+                 activation: str = "relu", norm_first: bool = False):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
@@ -169,6 +326,7 @@ class EncoderLayer(nn.Module):
         self.dropout2 = Dropout(dropout)
 
     def forward(self, x, mask=None):
+        """x (B, S, D), mask broadcastable to (B, H, S, S) -> (B, S, D)."""
         if self.norm_first:
             h = self.norm1(x)
             x = x + self.dropout1(self.self_attn(h, h, h, mask))
@@ -180,9 +338,10 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    """Masked self-attention, cross-attention over the encoder memory, feed-forward; residual blocks as in EncoderLayer."""
+    """Masked self-attention, cross-attention over the encoder memory, feed-forward; residual blocks as EncoderLayer."""
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=False, activation="relu"):
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
+                 activation: str = "relu", norm_first: bool = False):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
@@ -196,101 +355,249 @@ class DecoderLayer(nn.Module):
         self.dropout3 = Dropout(dropout)
 
     def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None):
+        """x (B, T, D), memory (B, S, D); tgt_mask to (B, H, T, T), src_mask to (B, H, T, S) -> (B, T, D).
+
+        cache: this layer's {'self_attn': AttentionCache, 'cross_attn': AttentionCache}, or None.
+        """
+        self_cache = cache["self_attn"] if cache is not None else None
+        cross_cache = cache["cross_attn"] if cache is not None else None
         if self.norm_first:
             h = self.norm1(x)
-            x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask, cache))
+            x = x + self.dropout1(self.self_attn(h, h, h, tgt_mask, self_cache))
             h = self.norm2(x)
-            x = x + self.dropout2(self.cross_attn(h, memory, memory, src_mask))
+            x = x + self.dropout2(self.cross_attn(h, memory, memory, src_mask, cross_cache))
             x = x + self.dropout3(self.feed_forward(self.norm3(x)))
         else:
-            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, tgt_mask, cache)))
-            x = self.norm2(x + self.dropout2(self.cross_attn(x, memory, memory, src_mask)))
+            x = self.norm1(x + self.dropout1(self.self_attn(x, x, x, tgt_mask, self_cache)))
+            x = self.norm2(x + self.dropout2(self.cross_attn(x, memory, memory, src_mask, cross_cache)))
             x = self.norm3(x + self.dropout3(self.feed_forward(x)))
         return x
 
 
 class Encoder(nn.Module):
-    """N encoder layers, then a final LayerNorm when final_norm (pre-norm stacks need it)."""
+    """N EncoderLayers, then LayerNorm when final_norm (pre-norm stacks need it; torch.nn.Transformer has it)."""
 
-    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.1, norm_first=False,
-                 final_norm=False, activation="relu"):
+    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
+                 activation: str = "relu", norm_first: bool = False, final_norm: bool = False):
         super().__init__()
-        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
+        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first)
                                      for _ in range(num_layers)])
-        self.norm = nn.LayerNorm(d_model) if final_norm else None
+        if final_norm:
+            self.norm = nn.LayerNorm(d_model)
+        else:
+            self.norm = None
 
     def forward(self, x, mask=None):
         for layer in self.layers:
             x = layer(x, mask)
-        return self.norm(x) if self.norm is not None else x                             # (B, S, D)
+        return self.norm(x) if self.norm is not None else x                          # (B, S, D)
 
 
 class Decoder(nn.Module):
-    """N decoder layers, then a final LayerNorm when final_norm."""
+    """N DecoderLayers, then LayerNorm when final_norm."""
 
-    def __init__(self, num_layers, d_model, num_heads, d_ff, dropout=0.1, norm_first=False,
-                 final_norm=False, activation="relu"):
+    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
+                 activation: str = "relu", norm_first: bool = False, final_norm: bool = False):
         super().__init__()
-        self.layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first, activation)
+        self.layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first)
                                      for _ in range(num_layers)])
-        self.norm = nn.LayerNorm(d_model) if final_norm else None
+        if final_norm:
+            self.norm = nn.LayerNorm(d_model)
+        else:
+            self.norm = None
 
     def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None):
+        for i, layer in enumerate(self.layers):
+            x = layer(x, memory, src_mask, tgt_mask, cache.layers[i] if cache is not None else None)
+        return self.norm(x) if self.norm is not None else x                          # (B, T, D)
+
+
+# ----------------------------------------------------------------------------------------------
+# Incremental decoding state
+# ----------------------------------------------------------------------------------------------
+class AttentionCache:
+    """One attention module's keys and values (B, H, t, Dh) during incremental decoding.
+
+    static=False (self-attention): each call appends the new positions' keys/values.
+    static=True (cross-attention): the memory's keys/values, set on the first call, reused after.
+    """
+
+    def __init__(self, static: bool):
+        self.static = static
+        self.k = None
+        self.v = None
+
+    def update(self, k, v):
+        """Store (append, unless static) k, v (B, H, t_new, Dh); return all keys/values so far."""
+        if self.k is not None and not self.static:
+            k = torch.cat([self.k, k], dim=2)                                        # (B, H, t + t_new, Dh)
+            v = torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+    def index_select(self, index: np.ndarray) -> None:
+        """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
+        if self.k is not None:
+            index = torch.as_tensor(index, device=self.k.device)
+            self.k = self.k.detach().index_select(0, index)
+            self.v = self.v.detach().index_select(0, index)
+
+
+class KVCache:
+    """What incremental decoding keeps between steps: per decoder layer the self-attention keys/values
+    of the target positions fed so far and the cross-attention keys/values of the memory, plus
+    `offset`, the number of target positions fed so far (the positional encoding's offset).
+
+    Use (decode.py): cache = model.init_cache(); then model.decode(newest_tokens, memory, src_mask,
+    cache=cache) per step. The result equals full recomputation up to round-off.
+    """
+
+    def __init__(self, num_layers: int):
+        self.offset = 0
+        self.layers = [{"self_attn": AttentionCache(static=False), "cross_attn": AttentionCache(static=True)}
+                       for _ in range(num_layers)]
+
+    def reorder(self, index, static: bool = False) -> None:
+        """Select batch rows `index` (int array) of every self-attention entry; of the cross-attention
+        (memory) entries too when static=True (needed when rows move between source sentences)."""
+        index = np.asarray(index)
         for layer in self.layers:
-            x = layer(x, memory, src_mask, tgt_mask, cache)
-        return self.norm(x) if self.norm is not None else x                             # (B, T, D)
+            layer["self_attn"].index_select(index)
+            if static:
+                layer["cross_attn"].index_select(index)
 
 
+# ----------------------------------------------------------------------------------------------
+# The model
+# ----------------------------------------------------------------------------------------------
 class Transformer(nn.Module):
-    """Encoder-decoder Transformer: logits = generator(decoder(embed(tgt), encoder(embed(src))))."""
+    """logits = generator(decoder(embed(tgt), encoder(embed(src)))), embed(x) = PE(E[x] * sqrt(D)).
 
-    def __init__(self, src_vocab_size, tgt_vocab_size, d_model=512, num_heads=8, num_encoder_layers=6,
-                 num_decoder_layers=6, d_ff=2048, dropout=0.1, max_len=5000, norm_first=False,
-                 final_norm=False, activation="relu", positional="sinusoidal", tie_embeddings=False):
+    Arguments are exactly ModelConfig's fields (transformer_np/config.py). Every parameter with
+    more than one dimension (embeddings included) starts Xavier-uniform, as in torch.nn.Transformer
+    and the Annotated Transformer; biases start at zero and LayerNorms at (1, 0).
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8,
+                 num_encoder_layers: int = 6, num_decoder_layers: int = 6, d_ff: int = 2048,
+                 dropout: float = 0.1, max_len: int = 5000, norm_first: bool = False,
+                 final_norm: bool = False, activation: str = "relu", positional: str = "sinusoidal",
+                 tie_embeddings: bool = False):
         super().__init__()
         if positional not in ("sinusoidal", "learned"):
             raise ValueError(f"Transformer: positional must be 'sinusoidal' or 'learned', got {positional!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"Transformer: dropout must be in [0, 1), got {dropout}")
         self.config = ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers,
                                   num_decoder_layers, d_ff, dropout, max_len, norm_first, final_norm,
                                   activation, positional, tie_embeddings)
         self.d_model = d_model
+        self.max_len = max_len
+        self.src_vocab_size = src_vocab_size
+        self.tgt_vocab_size = tgt_vocab_size
         self.src_embed = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
         if positional == "sinusoidal":
             self.pos_encoding = PositionalEncoding(d_model, max_len, dropout)
         else:
             self.pos_encoding = LearnedPositionalEmbedding(d_model, max_len, dropout)
-        self.encoder = Encoder(num_encoder_layers, d_model, num_heads, d_ff, dropout, norm_first, final_norm, activation)
-        self.decoder = Decoder(num_decoder_layers, d_model, num_heads, d_ff, dropout, norm_first, final_norm, activation)
+        self.encoder = Encoder(num_encoder_layers, d_model, num_heads, d_ff, dropout, activation,
+                               norm_first, final_norm)
+        self.decoder = Decoder(num_decoder_layers, d_model, num_heads, d_ff, dropout, activation,
+                               norm_first, final_norm)
         self.generator = nn.Linear(d_model, tgt_vocab_size)
-        self.reset_parameters()
         if tie_embeddings:
+            # Deviation from the paper's base recipe (it shares all three matrices): target only.
             self.generator.weight = self.tgt_embed.weight
+        self.reset_parameters()
 
     @classmethod
     def from_config(cls, config: ModelConfig) -> "Transformer":
         return cls(**config.to_dict())
 
     def reset_parameters(self) -> None:
-        """Xavier-uniform for every matrix, as in the Annotated Transformer; biases and LayerNorm keep torch's defaults."""
+        """Xavier-uniform for every parameter with dim > 1 (a tied matrix once); the rest keep their init."""
         for p in self.parameters():
-            if p.dim() > 1:
+            if p.ndim > 1:
                 nn.init.xavier_uniform_(p)
 
+    @property
+    def device(self) -> torch.device:
+        """Where the weights live: token ids given as NumPy arrays or on another device move here."""
+        return self.src_embed.weight.device
+
+    # -- attention maps ----------------------------------------------------------------------
     def store_attention(self, flag: bool = True) -> None:
+        """Switch every MultiHeadAttention's `store_attention` (off also drops the stored maps)."""
         for m in self.modules():
             if isinstance(m, MultiHeadAttention):
-                m.store_attention = flag
+                m.store_attention = bool(flag)
                 if not flag:
                     m.attn_weights = None
 
+    def attention_maps(self) -> dict:
+        """The last stored weights: {'encoder': [(B, H, S, S) per layer], 'decoder_self': [(B, H, T, T)],
+        'decoder_cross': [(B, H, T, S)]} (None for a layer that has not run with store_attention on)."""
+        return {
+            "encoder": [layer.self_attn.attn_weights for layer in self.encoder.layers],
+            "decoder_self": [layer.self_attn.attn_weights for layer in self.decoder.layers],
+            "decoder_cross": [layer.cross_attn.attn_weights for layer in self.decoder.layers],
+        }
+
+    def init_cache(self) -> KVCache:
+        """An empty KVCache for incremental decoding with this model's decoder."""
+        return KVCache(len(self.decoder.layers))
+
+    # -- the three entry points ----------------------------------------------------------------
     def encode(self, src, src_mask=None):
-        x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))            # (B, S, D)
-        return self.encoder(x, src_mask)
+        """src (B, S) ids -> memory (B, S, D). src_mask None: padding_mask(src) (PAD=0 keys ignored)."""
+        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.encode: src", device=self.device)
+        B, S = src.shape
+        if src_mask is None:
+            src_mask = padding_mask(src, PAD_ID)                                     # (B, 1, 1, S)
+        check_mask(src_mask, (B, self.config.num_heads, S, S), "Transformer.encode: src_mask")
+        x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))         # (B, S, D)
+        return self.encoder(x, src_mask)                                             # (B, S, D)
 
     def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None):
-        x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model))            # (B, T, D)
-        return self.generator(self.decoder(x, memory, src_mask, tgt_mask, cache))       # (B, T, V_tgt)
+        """tgt (B, T) ids, memory (B, S, D) -> logits (B, T, V_tgt).
+
+        tgt_mask None: target_mask(tgt) (causal & PAD keys ignored); with a cache, causal_mask(T,
+        offset) over every position fed so far (the cache keeps no token ids, so no padding mask).
+        src_mask None: every memory position may be attended (memory has no token ids to pad-mask).
+        cache: a KVCache; then tgt holds only the new positions (usually the newest token), placed
+        at cache.offset onward, and cache.offset advances by T.
+        """
+        offset = cache.offset if cache is not None else 0
+        tgt = check_tokens(tgt, self.tgt_vocab_size, self.max_len, "Transformer.decode: tgt", offset, self.device)
+        B, T = tgt.shape
+        if memory.ndim != 3 or memory.shape[0] != B or memory.shape[2] != self.d_model:
+            raise ValueError(f"Transformer.decode: expected memory of shape ({B}, S, {self.d_model}), "
+                             f"got {memory.shape}")
+        S = memory.shape[1]
+        if tgt_mask is None:
+            if cache is None:
+                tgt_mask = target_mask(tgt, PAD_ID)                                  # (B, 1, T, T)
+            elif T > 1:
+                tgt_mask = causal_mask(T, offset)                                    # (1, 1, T, offset + T)
+            # one new token with a cache: it may see every cached position and itself, no mask
+        H = self.config.num_heads
+        check_mask(tgt_mask, (B, H, T, offset + T), "Transformer.decode: tgt_mask")
+        check_mask(src_mask, (B, H, T, S), "Transformer.decode: src_mask")
+        x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
+        x = self.decoder(x, memory, src_mask, tgt_mask, cache)                        # (B, T, D)
+        if cache is not None:
+            cache.offset += T
+        return self.generator(x)                                                      # (B, T, V_tgt)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None):
-        return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
+        """src (B, S), tgt (B, T) ids -> logits (B, T, V_tgt) (teacher forcing).
+
+        Masks left None are built from PAD=0: src_mask = padding_mask(src) (B, 1, 1, S), used by the
+        encoder and the cross-attention; tgt_mask = target_mask(tgt) (B, 1, T, T), causal & padding.
+        """
+        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.forward: src", device=self.device)
+        if src_mask is None:
+            src_mask = padding_mask(src, PAD_ID)                                     # (B, 1, 1, S)
+        memory = self.encode(src, src_mask)                                          # (B, S, D)
+        return self.decode(tgt, memory, src_mask, tgt_mask)                          # (B, T, V_tgt)

@@ -1,0 +1,184 @@
+"""torch.nn.Transformer's weights imported into transformer_np (and parity), checked in float64.
+
+What is compared: nn.Transformer has no embeddings, positional encoding or output projection,
+so both sides get the same embedded inputs x_src (B, S, D) and x_tgt (B, T, D) and we compare
+the encoder stack's output (memory, after the final norm) and the decoder stack's output (after
+its final norm), then the gradients of both inputs and of every weight under a random upstream
+gradient. Masks: padding of some source and target keys, causal on the target; on the torch
+side as key-padding masks plus a boolean causal attn_mask (True = blocked), on ours as one
+boolean "True = may attend" mask each. nn.Transformer runs with grad enabled, which keeps it
+on its reference ("slow") path: the fused inference fast path and nested tensors are not used.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+import minitensor as mt
+from minitensor.testing import PARITY_RTOL, assert_close
+from parity import convert
+from parity.model import MultiHeadAttention as TorchMHA
+from parity.model import Transformer as TorchTransformer
+
+RTOL = PARITY_RTOL["float64"]
+D, H, FF, B, S, T = 32, 4, 64, 3, 7, 6
+
+
+def _nn_transformer(norm_first, activation="relu"):
+    torch.manual_seed(0)
+    ref = torch.nn.Transformer(D, H, 2, 2, FF, dropout=0.0, activation=activation, batch_first=True,
+                               norm_first=norm_first).double()
+    with torch.no_grad():                        # non-trivial norms and biases, so a swapped one shows
+        for name, p in ref.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return ref
+
+
+def _inputs(rng):
+    x_src = rng.standard_normal((B, S, D))
+    x_tgt = rng.standard_normal((B, T, D))
+    src_keep = np.ones((B, S), dtype=bool)
+    src_keep[1, 4:] = False
+    src_keep[2, 2:] = False
+    tgt_keep = np.ones((B, T), dtype=bool)
+    tgt_keep[0, 3:] = False
+    return x_src, x_tgt, src_keep, tgt_keep
+
+
+def _run_reference(ref, x_src, x_tgt, src_keep, tgt_keep, upstream):
+    xs = torch.tensor(x_src, requires_grad=True)
+    xt = torch.tensor(x_tgt, requires_grad=True)
+    causal_blocked = ~torch.ones(T, T, dtype=torch.bool).tril()
+    memory = ref.encoder(xs, src_key_padding_mask=torch.tensor(~src_keep))
+    out = ref.decoder(xt, memory, tgt_mask=causal_blocked, tgt_key_padding_mask=torch.tensor(~tgt_keep),
+                      memory_key_padding_mask=torch.tensor(~src_keep))
+    (out * torch.tensor(upstream)).sum().backward()
+    grads = copy.deepcopy(ref)
+    with torch.no_grad():
+        for (_, g), (_, p) in zip(grads.named_parameters(), ref.named_parameters()):
+            g.copy_(p.grad)
+    return memory.detach().numpy(), out.detach().numpy(), xs.grad.numpy(), xt.grad.numpy(), \
+        convert.torch_transformer_arrays(grads)
+
+
+def _our_masks(src_keep, tgt_keep):
+    src_mask = src_keep[:, None, None, :]                                       # (B, 1, 1, S)
+    tgt_mask = tgt_keep[:, None, None, :] & np.tri(T, dtype=bool)[None, None]   # (B, 1, T, T)
+    return src_mask, tgt_mask
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_transformer_np_equals_nn_transformer(norm_first, activation, rng, float64_default):
+    from transformer_np.model import Transformer
+    ref = _nn_transformer(norm_first, activation)
+    model = Transformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True,
+                        activation=activation)
+    convert.from_torch_transformer(ref, model)
+    x_src, x_tgt, src_keep, tgt_keep = _inputs(rng)
+    upstream = rng.standard_normal((B, T, D))
+    mem_ref, out_ref, gxs_ref, gxt_ref, grads_ref = _run_reference(ref, x_src, x_tgt, src_keep, tgt_keep, upstream)
+
+    src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
+    xs = mt.tensor(x_src, requires_grad=True)
+    xt = mt.tensor(x_tgt, requires_grad=True)
+    memory = model.encoder(xs, mt.tensor(src_mask))
+    out = model.decoder(xt, memory, mt.tensor(src_mask), mt.tensor(tgt_mask))
+    assert_close(memory.data, mem_ref, RTOL, "encoder memory")
+    assert_close(out.data, out_ref, RTOL, "decoder output")
+    (out * mt.tensor(upstream)).sum().backward()
+    assert_close(xs.grad.data, gxs_ref, RTOL, "grad x_src")
+    assert_close(xt.grad.data, gxt_ref, RTOL, "grad x_tgt")
+    ours = dict(model.named_parameters())
+    for name, g in grads_ref.items():
+        assert_close(ours[name].grad.data, g, RTOL, f"grad {name}")
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_parity_model_equals_nn_transformer(norm_first, rng):
+    ref = _nn_transformer(norm_first)
+    model = TorchTransformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True).double()
+    convert.from_torch_transformer(ref, model)
+    x_src, x_tgt, src_keep, tgt_keep = _inputs(rng)
+    upstream = rng.standard_normal((B, T, D))
+    mem_ref, out_ref, gxs_ref, gxt_ref, grads_ref = _run_reference(ref, x_src, x_tgt, src_keep, tgt_keep, upstream)
+    src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
+    xs = torch.tensor(x_src, requires_grad=True)
+    xt = torch.tensor(x_tgt, requires_grad=True)
+    memory = model.encoder(xs, torch.tensor(src_mask))
+    out = model.decoder(xt, memory, torch.tensor(src_mask), torch.tensor(tgt_mask))
+    assert_close(memory.detach().numpy(), mem_ref, RTOL, "encoder memory")
+    assert_close(out.detach().numpy(), out_ref, RTOL, "decoder output")
+    (out * torch.tensor(upstream)).sum().backward()
+    assert_close(xs.grad.numpy(), gxs_ref, RTOL, "grad x_src")
+    ours = dict(model.named_parameters())
+    for name, g in grads_ref.items():
+        assert_close(ours[name].grad.numpy(), g, RTOL, f"grad {name}")
+
+
+def test_mask_to_torch_drives_nn_transformer_like_key_padding(rng):
+    """Our general (B, H, T_q, T_k) masks, converted, give nn.Transformer the same result as its key-padding masks."""
+    ref = _nn_transformer(False)
+    x_src, x_tgt, src_keep, tgt_keep = _inputs(rng)
+    src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
+    xs, xt = torch.tensor(x_src), torch.tensor(x_tgt)
+    a = ref(xs, xt, src_mask=convert.mask_to_torch(src_mask, H, B, S, S),
+            tgt_mask=convert.mask_to_torch(tgt_mask, H, B, T, T), memory_mask=convert.mask_to_torch(src_mask, H, B, T, S))
+    b = ref(xs, xt, tgt_mask=~torch.ones(T, T, dtype=torch.bool).tril(), src_key_padding_mask=torch.tensor(~src_keep),
+            tgt_key_padding_mask=torch.tensor(~tgt_keep), memory_key_padding_mask=torch.tensor(~src_keep))
+    assert_close(a.detach().numpy(), b.detach().numpy(), RTOL, "converted masks")
+
+
+@pytest.mark.parametrize("side", ["transformer_np", "parity"])
+def test_multihead_attention_alone(side, rng, float64_default):
+    """nn.MultiheadAttention's packed in_proj splits into W_q, W_k, W_v: output and per-head weights equal."""
+    torch.manual_seed(0)
+    ref = torch.nn.MultiheadAttention(D, H, batch_first=True).double()
+    with torch.no_grad():
+        ref.in_proj_bias.normal_()
+        ref.out_proj.bias.normal_()
+    q, kv = rng.standard_normal((B, T, D)), rng.standard_normal((B, S, D))
+    key_keep = np.ones((B, S), dtype=bool)
+    key_keep[0, 5:] = False
+    upstream = rng.standard_normal((B, T, D))
+    tq, tkv = torch.tensor(q, requires_grad=True), torch.tensor(kv, requires_grad=True)
+    out_ref, w_ref = ref(tq, tkv, tkv, key_padding_mask=torch.tensor(~key_keep), need_weights=True,
+                         average_attn_weights=False)
+    (out_ref * torch.tensor(upstream)).sum().backward()
+    arrays = convert.from_torch_multihead_attention(ref)
+    mask = key_keep[:, None, None, :]
+    if side == "transformer_np":
+        from transformer_np.model import MultiHeadAttention
+        mha = MultiHeadAttention(D, H, dropout=0.0)
+        convert.load_arrays(mha, arrays)
+        mha.store_attention = True
+        xq, xkv = mt.tensor(q, requires_grad=True), mt.tensor(kv, requires_grad=True)
+        out = mha(xq, xkv, xkv, mt.tensor(mask))
+        (out * mt.tensor(upstream)).sum().backward()
+        out, gq, gkv = out.data, xq.grad.data, xkv.grad.data
+    else:
+        mha = TorchMHA(D, H, dropout=0.0).double()
+        convert.load_arrays(mha, arrays)
+        mha.store_attention = True
+        xq, xkv = torch.tensor(q, requires_grad=True), torch.tensor(kv, requires_grad=True)
+        out = mha(xq, xkv, xkv, torch.tensor(mask))
+        (out * torch.tensor(upstream)).sum().backward()
+        out, gq, gkv = out.detach().numpy(), xq.grad.numpy(), xkv.grad.numpy()
+    assert_close(out, out_ref.detach().numpy(), RTOL, "attention output")
+    assert_close(mha.attn_weights, w_ref.detach().numpy(), RTOL, "attention weights (B, H, T, S)")
+    assert_close(gq, tq.grad.numpy(), RTOL, "grad query")
+    assert_close(gkv, tkv.grad.numpy(), RTOL, "grad key/value")
+
+
+def test_import_rejects_a_mismatched_model():
+    ref = _nn_transformer(False)
+    wrong = TorchTransformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=True, final_norm=True).double()
+    with pytest.raises(ValueError, match="norm_first"):
+        convert.from_torch_transformer(ref, wrong)
+    no_final = TorchTransformer(10, 10, D, H, 2, 2, FF, dropout=0.0, final_norm=False).double()
+    with pytest.raises(ValueError, match="final_norm"):
+        convert.from_torch_transformer(ref, no_final)
