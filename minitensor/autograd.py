@@ -299,7 +299,7 @@ def gradcheck(fn: Callable, inputs: Sequence, eps: float = 1e-6, atol: float = 1
         err = np.abs(analytical - numerical) - (atol + rtol * np.abs(numerical))
         k = int(np.argmax(err)) if err.size else 0
         if err.size and err.reshape(-1)[k] > worst[0]:
-            idx = np.unravel_index(k, x.shape)
+            idx = tuple(int(j) for j in np.unravel_index(k, x.shape))  # (1, 2), not (np.int64(1), ...)
             worst = (float(err.reshape(-1)[k]), (i, idx, float(analytical[idx]), float(numerical[idx])))
     if worst[1] is None:
         return True
