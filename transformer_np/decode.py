@@ -120,7 +120,7 @@ def beam_search(model, src, beam_size: int = 5, max_len: int = 50, length_penalt
         B = memory.shape[0]
         # Row i * K + k of every per-beam array is beam k of the i-th sentence still searching.
         rows = np.repeat(np.arange(B), K)
-        memory_k = mt.tensor(memory.data[rows])                                       # (B*K, S, D)
+        memory_k = mt.from_numpy(memory.data[rows])                                       # (B*K, S, D)
         mask = _raw(src_mask)
         per_sentence_mask = mask.ndim == 4 and mask.shape[0] != 1
         mask_k = mask[rows] if per_sentence_mask else mask                            # (B*K, 1, 1, S)
@@ -181,7 +181,7 @@ def beam_search(model, src, beam_size: int = 5, max_len: int = 50, length_penalt
             shrink = len(keep) < n
             if shrink:
                 # Sentences left the batch: their memory rows go too (within a sentence they are equal).
-                memory_k = mt.tensor(memory_k.data[rows])
+                memory_k = mt.from_numpy(memory_k.data[rows])
                 if per_sentence_mask:
                     mask_k = mask_k[rows]
             if cache is not None:

@@ -1,6 +1,7 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in NumPy on minitensor.
 
 What this file owns, bottom-up in the paper's order (section 3):
+    AttentionWeights               softmax(Q K^T / sqrt(Dh)) with a mask, one fused primitive
     scaled_dot_product_attention   Attention(Q, K, V) = softmax(Q K^T / sqrt(Dh)) V        (3.2.1)
     MultiHeadAttention             Concat(head_1..head_H) W_o                              (3.2.2)
     PositionwiseFeedForward        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (3.3)
@@ -52,6 +53,7 @@ import numpy as np
 import minitensor as mt
 import minitensor.nn as nn
 import minitensor.nn.functional as F
+from minitensor.autograd import Function
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
 from transformer_np.masks import causal_mask, padding_mask, target_mask
@@ -86,7 +88,7 @@ def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 
                          f"{vocab_size} (expected 0 <= id < {vocab_size})")
     if offset + arr.shape[1] > max_len:
         raise ValueError(f"{who}: sequence length {offset + arr.shape[1]} exceeds max_len {max_len}")
-    return tokens if isinstance(tokens, mt.Tensor) else mt.tensor(tokens)
+    return tokens if isinstance(tokens, mt.Tensor) else mt.as_tensor(tokens)  # shares the array
 
 
 def check_mask(mask, shape: tuple, who: str):
@@ -111,13 +113,50 @@ def check_mask(mask, shape: tuple, who: str):
 # ----------------------------------------------------------------------------------------------
 # Attention
 # ----------------------------------------------------------------------------------------------
-def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: float = 0.0):
-    """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dh), weights (B, H, T_q, T_k)).
+class AttentionWeights(Function):
+    """w = softmax(q k^T * scale) over keys where keep is True; a row with no such key is all 0.
+    dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
 
-    Masking: scores where mask is False are set to the dtype's lowest finite value (a stand-in
-    for -inf) before the softmax, so they get exactly zero weight. A query row with nothing to
-    attend to would then be uniform; its weights are multiplied by 0 after the softmax, giving a
-    zero output and finite (zero) gradients. A true -inf would give NaN there, forward and back.
+    One fused primitive (flagged: parity/model.py writes the same math as torch composites,
+    masked_fill -> softmax -> multiply). Fusing keeps the (B, H, T_q, T_k) scores in one buffer
+    that is masked, exponentiated and normalised in place: for long sequences the composite's
+    extra full-size temporaries cost more than the arithmetic. Excluded keys get the dtype's
+    lowest finite value, not -inf, so an empty row stays finite (uniform) until it is zeroed.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, keep=None, scale=1.0):
+        sc = q.dtype.type(scale)
+        # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
+        w = np.matmul(q * sc, np.swapaxes(k, -1, -2))                                # (B, H, T_q, T_k)
+        if keep is not None:
+            np.copyto(w, np.finfo(w.dtype).min, where=~keep)
+        w -= w.max(axis=-1, keepdims=True)
+        np.exp(w, out=w)
+        w /= w.sum(axis=-1, keepdims=True)
+        if keep is not None:
+            row_has_key = keep.any(axis=-1, keepdims=True)                          # (.., T_q, 1)
+            if not row_has_key.all():
+                w *= row_has_key                                                     # empty rows: uniform -> 0
+        ctx.q, ctx.k, ctx.w, ctx.scale = q, k, w, sc
+        return w
+
+    @staticmethod
+    def backward(ctx, g):
+        w, sc = ctx.w, ctx.scale
+        ds = g * w                                                                   # (B, H, T_q, T_k)
+        ds -= w * ds.sum(axis=-1, keepdims=True)
+        need_q, need_k = ctx.needs_input_grad
+        dq = np.matmul(ds, ctx.k) * sc if need_q else None                           # (B, H, T_q, Dh)
+        dk = np.matmul(np.swapaxes(ds, -1, -2), ctx.q) * sc if need_k else None      # (B, H, T_k, Dh)
+        return dq, dk
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: float = 0.0):
+    """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dv), weights (B, H, T_q, T_k)).
+
+    Masking: keys where mask is False get exactly zero weight; a query row with nothing to attend
+    to gets zero weights and a zero output, with finite (zero) gradients (AttentionWeights).
     `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
     float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
@@ -128,22 +167,16 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise ValueError(f"scaled_dot_product_attention: expected q (..., T_q, Dh), k (..., T_k, Dh), "
                          f"v (..., T_k, Dv), got {q.shape}, {k.shape}, {v.shape}")
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise TypeError(f"scaled_dot_product_attention: q, k, v must share a dtype, "
+                        f"got {q.dtype}, {k.dtype}, {v.dtype}")
     if dropout is not None and dropout_p:
         raise ValueError("scaled_dot_product_attention: give dropout (module or p) or dropout_p, not both")
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    # Scaling q (T_q * Dh numbers) instead of the scores (T_q * T_k) is cheaper, as torch's MHA does.
-    scores = (q * scale) @ k.transpose(-2, -1)                                       # (B, H, T_q, T_k)
+    keep = None
     if mask is not None:
-        check_mask(mask, scores.shape, "scaled_dot_product_attention")
-        keep = _raw(mask)
-        scores = scores.masked_fill(~keep, float(np.finfo(scores.dtype).min))
-        weights = F.softmax(scores, dim=-1)
-        row_has_key = keep.any(axis=-1, keepdims=True)                               # (.., T_q, 1)
-        if not row_has_key.all():
-            # Rows with no key allowed were uniform: zero them (forward and gradient).
-            weights = weights * mt.tensor(row_has_key.astype(weights.dtype))
-    else:
-        weights = F.softmax(scores, dim=-1)
+        scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+        keep = _raw(check_mask(mask, scores_shape, "scaled_dot_product_attention"))
+    weights = AttentionWeights.apply(q, k, keep=keep, scale=1.0 / math.sqrt(q.shape[-1]))  # (B, H, T_q, T_k)
     if isinstance(dropout, nn.Module):
         weights = dropout(weights)
     elif dropout:                                     # a float p
@@ -250,7 +283,7 @@ class PositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
         # Computed in float64, stored in the default dtype; persistent=False: rebuilt, never saved.
         pe = sinusoidal_table(max_len, d_model).astype(mt.get_default_dtype())
-        self.register_buffer("pe", mt.tensor(pe), persistent=False)                 # (max_len, D)
+        self.register_buffer("pe", mt.from_numpy(pe), persistent=False)                 # (max_len, D)
 
     def forward(self, x, offset: int = 0):
         """x (B, T, D) holds positions offset .. offset+T-1 (offset > 0 in incremental decoding)."""
@@ -411,8 +444,8 @@ class AttentionCache:
     def index_select(self, index: np.ndarray) -> None:
         """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
         if self.k is not None:
-            self.k = mt.tensor(self.k.data[index])
-            self.v = mt.tensor(self.v.data[index])
+            self.k = mt.from_numpy(self.k.data[index])
+            self.v = mt.from_numpy(self.v.data[index])
 
 
 class KVCache:
