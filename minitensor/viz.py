@@ -72,8 +72,6 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
     # Each stack entry: (node, the tensor it produced). Iterative DFS, each node drawn once.
     stack = [(root, tensor)]
     drawn = set()
-    if root.inputs == () and root.ctx is None:
-        lines.append(f"  // graph already freed by backward(); only the last op is shown")
     while stack:
         node, produced = stack.pop()
         if id(node) in drawn:
@@ -81,6 +79,8 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
         drawn.add(id(node))
         nid = node_id(node)
         label = f"{node.name()}\n{_describe(produced)}"
+        if node.ctx is None and not node.inputs:   # backward() already freed what lay below
+            label += "\n(inputs freed by backward)"
         lines.append(f"  {nid} [label={_quote(label)}, fillcolor=\"#fff9c4\"];")
         for t in node.inputs:
             if t is None:

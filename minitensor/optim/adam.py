@@ -49,11 +49,7 @@ class Adam(Optimizer):
 
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns closure() if given."""
-        loss = None
-        if closure is not None:
-            from ..autograd import enable_grad
-            with enable_grad():
-                loss = closure()
+        loss = self._evaluate(closure)
         for group in self.param_groups:
             lr = group["lr"]
             beta1, beta2 = group["betas"]

@@ -139,8 +139,17 @@ class Optimizer:
                 else:
                     p.grad.data[...] = 0
 
-    def step(self):
+    def step(self, closure=None):
         raise NotImplementedError
+
+    @staticmethod
+    def _evaluate(closure):
+        """torch's closure protocol: re-evaluate the loss with grad enabled; None without a closure."""
+        if closure is None:
+            return None
+        from ..autograd import enable_grad
+        with enable_grad():
+            return closure()
 
     # ---- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict:
