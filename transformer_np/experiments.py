@@ -1,0 +1,291 @@
+"""The seeds' exercises as reproducible experiments: `python -m transformer_np experiment NAME --out DIR`.
+
+    heads       number of attention heads 1..16 (D fixed at 64): quality, parameters, time   (seed 004, ex. 1)
+    layers      encoder/decoder depth 1..6: train and held-out loss, parameters, time         (seed 004, ex. 5)
+    positional  sinusoidal vs learned positions, tested on sequences longer than trained on (seed 004, ex. 2)
+    beam        beam size 1..20 against exact match, model score and decoding time            (seed 004, ex. 4)
+    residual    gradient norm at the input of a deep stack with/without residuals and LayerNorm (seed 004)
+
+Each writes `results.md` (a Markdown table), `results.json` and a PNG into its output directory
+and returns {"rows", "markdown", "files"}. Defaults are sized for a 2-core machine: every
+experiment takes a few minutes at most (heads/layers/positional/beam train several small
+models for DEFAULT_STEPS[name] steps each; residual trains nothing). `--steps` overrides the
+step count (tests use a handful of steps: the numbers are then meaningless, only the plumbing
+is checked; with --steps <= SMOKE_STEPS every held-out set also shrinks to 16 examples so a
+smoke run takes seconds). The models are deliberately small (D=64, 2+2 layers, no dropout) so that the
+comparison, not the absolute quality, is what the few hundred steps show.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+import minitensor as mt
+
+from . import plots
+from .config import ModelConfig, TrainConfig
+from .data import BOS_ID, EOS_ID, PAD_ID, get_task, make_batches
+from .train import _strip, config_for_task, evaluate, fit
+
+DEFAULT_STEPS = {"heads": 300, "layers": 300, "positional": 500, "beam": 400, "residual": 0}
+SMOKE_STEPS = 10          # at or below this many steps, held-out sets shrink to SMOKE_EVAL examples
+SMOKE_EVAL = 16
+
+# The small model every training experiment varies one field of.
+BASE_MODEL = dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.0,
+                  max_len=64)
+BASE_TRAIN = dict(task="copy-reverse", batch_size=32, lr=1.0, schedule="warmup", warmup_steps=100,
+                  label_smoothing=0.0, clip_grad_norm=1.0, train_size=3000, eval_size=200, seed=0)
+
+
+def _eval_size(steps: int, default: int) -> int:
+    return SMOKE_EVAL if steps <= SMOKE_STEPS else default
+
+
+def _configs(task_name: str = "copy-reverse", steps: int = 1000, **model_changes):
+    task = get_task(task_name)
+    model_cfg = config_for_task(ModelConfig(src_vocab_size=1, tgt_vocab_size=1, **{**BASE_MODEL, **model_changes}), task)
+    train_cfg = TrainConfig(**{**BASE_TRAIN, "task": task_name, "steps": steps,
+                               "eval_size": _eval_size(steps, BASE_TRAIN["eval_size"])})
+    return task, model_cfg, train_cfg
+
+
+def _num_params(model) -> int:
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+def markdown_table(rows: list[dict], columns: list[str]) -> str:
+    """A GitHub Markdown table of `rows` (dicts) restricted to `columns`; floats get 4 significant digits."""
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _write(out_dir: str, name: str, title: str, note: str, rows: list[dict], columns: list[str],
+           figures: list[str], meta: dict) -> dict:
+    md = f"## {title}\n\n{note}\n\n{markdown_table(rows, columns)}\n"
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(md)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump({"experiment": name, "rows": rows, **meta}, f, indent=1)
+    files = [os.path.join(out_dir, "results.md"), os.path.join(out_dir, "results.json")] + figures
+    return {"rows": rows, "markdown": md, "files": files}
+
+
+def _train_and_score(task, model_cfg, train_cfg, steps, progress, desc) -> tuple[object, dict]:
+    train_pairs, held = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
+    model, losses, wall = fit(model_cfg, train_cfg, train_pairs, steps, progress, desc)
+    m = evaluate(model, held, label_smoothing=0.0)
+    tail = losses[-max(1, len(losses) // 10):]
+    return model, {"params": _num_params(model), "train_s": wall, "train_loss": float(np.mean(tail)) if tail else float("nan"),
+                   "heldout_loss": m["loss"], "token_acc": m["token_acc"], "exact_acc": m["exact_acc"]}
+
+
+# ----------------------------------------------------------------------------------------------
+def exp_heads(out_dir: str, steps: int, progress: bool = True) -> dict:
+    """Same model (D=64), H in 1, 2, 4, 8, 16: does splitting the width into more heads help?"""
+    rows = []
+    for H in (1, 2, 4, 8, 16):
+        task, model_cfg, train_cfg = _configs(steps=steps, num_heads=H)
+        _, r = _train_and_score(task, model_cfg, train_cfg, steps, progress, f"heads={H}")
+        rows.append({"heads": H, "head_dim": model_cfg.d_model // H, **r})
+    x = [r["heads"] for r in rows]
+    fig = plots.plot_lines(x, {"held-out exact match": [r["exact_acc"] for r in rows],
+                               "held-out token accuracy": [r["token_acc"] for r in rows]},
+                           os.path.join(out_dir, "heads.png"), "attention heads (D = 64 fixed)", "accuracy",
+                           f"copy-reverse after {steps} steps: effect of the head count", logx=True)
+    note = (f"copy-reverse, D=64, 2+2 layers, d_ff=128, {steps} steps of batch 32 per model; the parameter count "
+            "does not depend on H (the projections stay D x D), only the split of the width does.")
+    return _write(out_dir, "heads", "Number of attention heads", note, rows,
+                  ["heads", "head_dim", "params", "train_s", "train_loss", "heldout_loss", "token_acc", "exact_acc"],
+                  [fig], {"steps": steps, "model": BASE_MODEL})
+
+
+def exp_layers(out_dir: str, steps: int, progress: bool = True) -> dict:
+    """N = 1..6 encoder and decoder layers at D=64: loss, parameters and training time."""
+    rows = []
+    for N in range(1, 7):
+        task, model_cfg, train_cfg = _configs(steps=steps, num_encoder_layers=N, num_decoder_layers=N)
+        _, r = _train_and_score(task, model_cfg, train_cfg, steps, progress, f"layers={N}")
+        rows.append({"layers": N, **r})
+    x = [r["layers"] for r in rows]
+    fig = plots.plot_lines(x, {"train loss (last 10% of steps)": [r["train_loss"] for r in rows],
+                               "held-out loss": [r["heldout_loss"] for r in rows]},
+                           os.path.join(out_dir, "layers.png"), "encoder = decoder layers", "cross-entropy",
+                           f"copy-reverse after {steps} steps: effect of depth")
+    note = f"copy-reverse, D=64, 4 heads, d_ff=128, post-norm, {steps} steps of batch 32 per model."
+    return _write(out_dir, "layers", "Number of layers", note, rows,
+                  ["layers", "params", "train_s", "train_loss", "heldout_loss", "token_acc", "exact_acc"],
+                  [fig], {"steps": steps, "model": BASE_MODEL})
+
+
+def _reverse_pairs(rng: np.random.Generator, n: int, lo: int, hi: int) -> list:
+    """Reversal pairs with lengths lo..hi over the 16-symbol alphabet (ids 4..19)."""
+    pairs = []
+    for _ in range(n):
+        s = (rng.integers(0, 16, size=int(rng.integers(lo, hi + 1))) + 4).tolist()
+        pairs.append(([BOS_ID] + s + [EOS_ID], [BOS_ID] + s[::-1] + [EOS_ID]))
+    return pairs
+
+
+TRAIN_LENGTHS = (3, 10)
+TEST_BUCKETS = ((3, 10), (11, 14), (15, 20))
+
+
+def exp_positional(out_dir: str, steps: int, progress: bool = True) -> dict:
+    """Sinusoidal vs learned positions on reversal, trained on lengths 3-10, tested up to length 20.
+
+    A learned table has never updated the rows past the longest training position (12 with
+    <bos>/<eos>), so it cannot place those tokens; the sinusoid is defined everywhere, though
+    the model has not learned to use the unseen phases either.
+    """
+    rng = np.random.default_rng(0)
+    train_pairs = _reverse_pairs(rng, BASE_TRAIN["train_size"], *TRAIN_LENGTHS)
+    tests = {f"{lo}-{hi}": _reverse_pairs(rng, _eval_size(steps, 100), lo, hi) for lo, hi in TEST_BUCKETS}
+    rows = []
+    for positional in ("sinusoidal", "learned"):
+        task, model_cfg, train_cfg = _configs("reverse", steps, positional=positional)
+        model, losses, wall = fit(model_cfg, train_cfg, train_pairs, steps, progress, positional)
+        row = {"positional": positional, "params": _num_params(model), "train_s": wall,
+               "train_loss": float(np.mean(losses[-max(1, len(losses) // 10):])) if losses else float("nan")}
+        for name, pairs in tests.items():
+            m = evaluate(model, pairs, label_smoothing=0.0, max_new_tokens=min(24, model_cfg.max_len))
+            row[f"exact_{name}"] = m["exact_acc"]
+            row[f"token_acc_{name}"] = m["token_acc"]
+        rows.append(row)
+    x = np.arange(len(TEST_BUCKETS))
+    series = {r["positional"]: [r[f"exact_{lo}-{hi}"] for lo, hi in TEST_BUCKETS] for r in rows}
+    fig = plots.plot_lines(x, series, os.path.join(out_dir, "positional.png"),
+                           "test length bucket: " + ", ".join(f"{i}={lo}-{hi}" for i, (lo, hi) in enumerate(TEST_BUCKETS)),
+                           "held-out exact match", f"reversal trained on lengths {TRAIN_LENGTHS[0]}-{TRAIN_LENGTHS[1]}, "
+                           f"{steps} steps: length generalisation")
+    cols = ["positional", "params", "train_s", "train_loss"] + [f"exact_{lo}-{hi}" for lo, hi in TEST_BUCKETS] + \
+        [f"token_acc_{lo}-{hi}" for lo, hi in TEST_BUCKETS]
+    note = (f"reverse task, trained on lengths {TRAIN_LENGTHS[0]}-{TRAIN_LENGTHS[1]} for {steps} steps; 100 test "
+            "sequences per length bucket. Lengths 11+ never occur in training.")
+    return _write(out_dir, "positional", "Sinusoidal vs learned positional encoding", note, rows, cols, [fig],
+                  {"steps": steps, "train_lengths": TRAIN_LENGTHS, "test_buckets": TEST_BUCKETS})
+
+
+BEAM_SIZES = (1, 2, 3, 5, 10, 20)
+
+
+def exp_beam(out_dir: str, steps: int, progress: bool = True) -> dict:
+    """One copy-reverse model, decoded with beam sizes 1..20: exact match, mean score and time.
+
+    The model is trained briefly on purpose: a perfect model makes every beam size agree.
+    """
+    from .decode import beam_search, greedy_decode
+    task, model_cfg, train_cfg = _configs(steps=steps)
+    train_pairs, held = task.splits(train_cfg.train_size, _eval_size(steps, 100), train_cfg.seed)
+    model, _, wall = fit(model_cfg, train_cfg, train_pairs, steps, progress, "beam model")
+    src = make_batches(held, len(held))[0][0]
+    targets = [_strip(t) for _, t in held]
+    max_len = min(task.max_tgt_len + 4, model_cfg.max_len)
+    rows = []
+    t0 = time.perf_counter()
+    greedy = greedy_decode(model, mt.tensor(src), max_len=max_len)
+    greedy_s = time.perf_counter() - t0
+    greedy_acc = float(np.mean([_strip(g) == t for g, t in zip(greedy, targets)]))
+    for K in BEAM_SIZES:
+        t0 = time.perf_counter()
+        hyps = beam_search(model, mt.tensor(src), beam_size=K, max_len=max_len, length_penalty=0.6, n_best=1)
+        dt = time.perf_counter() - t0
+        best = [h[0] for h in hyps]
+        acc = float(np.mean([_strip(ids) == t for (ids, _), t in zip(best, targets)]))
+        rows.append({"beam": K, "exact_acc": acc, "mean_score": float(np.mean([s for _, s in best])),
+                     "ms_per_sentence": 1000 * dt / len(held)})
+    fig = plots.plot_lines([r["beam"] for r in rows],
+                           {"exact match": [r["exact_acc"] for r in rows],
+                            "decode time per sentence (s)": [r["ms_per_sentence"] / 1000 for r in rows]},
+                           os.path.join(out_dir, "beam.png"), "beam size", "exact match / seconds",
+                           f"copy-reverse model after {steps} steps: beam size vs quality and speed", logx=True)
+    note = (f"copy-reverse, one model trained {steps} steps ({wall:.0f} s); {len(held)} held-out sequences decoded "
+            f"as one batch; GNMT length penalty 0.6. Greedy decoding (cached): exact match {greedy_acc:.3f}, "
+            f"{1000 * greedy_s / len(held):.2f} ms per sentence. mean_score = mean of log P / lp(length).")
+    return _write(out_dir, "beam", "Beam size vs quality and speed", note, rows,
+                  ["beam", "exact_acc", "mean_score", "ms_per_sentence"], [fig],
+                  {"steps": steps, "greedy_exact_acc": greedy_acc, "greedy_ms_per_sentence": 1000 * greedy_s / len(held)})
+
+
+RESIDUAL_VARIANTS = ("plain", "layernorm", "residual", "residual+post-norm", "residual+pre-norm")
+RESIDUAL_DEPTHS = (1, 2, 4, 8, 16, 32)
+
+
+class _Stack(mt.nn.Module):
+    """`depth` blocks of Linear(D, D) + ReLU, wired as one of RESIDUAL_VARIANTS (seed 004's study)."""
+
+    def __init__(self, d: int, depth: int, variant: str):
+        super().__init__()
+        self.variant = variant
+        self.layers = mt.nn.ModuleList([mt.nn.Linear(d, d) for _ in range(depth)])
+        self.norms = mt.nn.ModuleList([mt.nn.LayerNorm(d) for _ in range(depth)])
+
+    def forward(self, x):
+        for f, norm in zip(self.layers, self.norms):
+            if self.variant == "plain":
+                x = f(x).relu()
+            elif self.variant == "layernorm":
+                x = norm(f(x).relu())
+            elif self.variant == "residual":
+                x = x + f(x).relu()
+            elif self.variant == "residual+post-norm":
+                x = norm(x + f(x).relu())              # the paper: LayerNorm(x + Sublayer(x))
+            else:
+                x = x + f(norm(x)).relu()              # pre-norm: x + Sublayer(LayerNorm(x))
+        return x
+
+
+def exp_residual(out_dir: str, steps: int = 0, progress: bool = True, d: int = 256, repeats: int = 3) -> dict:
+    """||dL/dx|| at the input of Linear+ReLU stacks of depth 1..32, five wirings, at initialisation.
+
+    L = sum(out * G) with a random upstream gradient G (never all ones: that hides structure);
+    each number is the mean over `repeats` seeds. `steps` is unused (nothing is trained).
+    """
+    rows = []
+    for variant in RESIDUAL_VARIANTS:
+        row = {"variant": variant}
+        for depth in RESIDUAL_DEPTHS:
+            norms = []
+            for r in range(repeats):
+                mt.manual_seed(1000 * r + depth)
+                net = _Stack(d, depth, variant)
+                x = mt.randn(16, d, requires_grad=True)
+                out = net(x)
+                g = mt.randn(*out.shape)
+                (out * g).sum().backward()
+                norms.append(float(np.linalg.norm(x.grad.data)))
+            row[f"depth_{depth}"] = float(np.mean(norms))
+        rows.append(row)
+    fig = plots.plot_lines(list(RESIDUAL_DEPTHS), {r["variant"]: [r[f"depth_{k}"] for k in RESIDUAL_DEPTHS] for r in rows},
+                           os.path.join(out_dir, "residual.png"), "number of blocks (Linear + ReLU)",
+                           "||dL/dx|| at the input", "Gradient reaching the input of a deep stack",
+                           logx=True, logy=True)
+    note = (f"Blocks of Linear({d}, {d}) + ReLU at initialisation (PyTorch's default Linear init), batch 16, a random "
+            f"upstream gradient; mean of {repeats} seeds. Without residual connections the gradient shrinks "
+            "geometrically with depth; the identity path of a residual keeps it from vanishing, and LayerNorm "
+            "keeps the residual stream's scale (and with it the gradient) from growing unboundedly.")
+    return _write(out_dir, "residual", "Residual connections and LayerNorm: gradient at the input", note, rows,
+                  ["variant"] + [f"depth_{k}" for k in RESIDUAL_DEPTHS], [fig],
+                  {"d": d, "repeats": repeats, "depths": RESIDUAL_DEPTHS})
+
+
+EXPERIMENTS = {"heads": exp_heads, "layers": exp_layers, "positional": exp_positional, "beam": exp_beam,
+               "residual": exp_residual}
+
+
+def run_experiment(name: str, out_dir: str, steps: int | None = None, progress: bool = True) -> dict:
+    """Run one experiment by name; unknown names are a ValueError listing the known ones."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}: expected one of {sorted(EXPERIMENTS)} (or 'all')")
+    if steps is not None and steps < 1 and name != "residual":
+        raise ValueError(f"experiment {name}: --steps must be >= 1, got {steps}")
+    os.makedirs(out_dir, exist_ok=True)
+    return EXPERIMENTS[name](out_dir, DEFAULT_STEPS[name] if steps is None else steps, progress)
