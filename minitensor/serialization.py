@@ -44,9 +44,8 @@ def _escape(component: str) -> str:
 
 
 def _is_tensor(x) -> bool:
-    # A local import would cycle (minitensor/__init__ imports this file); duck-type instead.
-    return type(x).__module__.startswith("minitensor") and hasattr(x, "grad_fn") and isinstance(
-        getattr(x, "data", None), np.ndarray)
+    from .tensor import Tensor  # imported late: this file must not depend on the import order
+    return isinstance(x, Tensor)
 
 
 def _flatten(obj, path: list[str], arrays: "OrderedDict[str, np.ndarray]"):

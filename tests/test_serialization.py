@@ -158,3 +158,15 @@ def test_plain_numpy_npz_loads_as_flat_dict(tmp_path):
 
 def test_mt_namespace_exports():
     assert mt.save is save and mt.load is load
+
+
+def test_model_checkpoint_through_a_file(tmp_path):
+    """state_dict -> save -> load -> load_state_dict restores a model exactly (Parameters saved as arrays)."""
+    mt.manual_seed(0)
+    a = mt.nn.Sequential(mt.nn.Embedding(7, 4, padding_idx=0), mt.nn.LayerNorm(4), mt.nn.Linear(4, 3))
+    mt.manual_seed(1)
+    b = mt.nn.Sequential(mt.nn.Embedding(7, 4, padding_idx=0), mt.nn.LayerNorm(4), mt.nn.Linear(4, 3))
+    save(a.state_dict(keep_vars=True), tmp_path / "m.npz")
+    b.load_state_dict(load(tmp_path / "m.npz"))
+    ids = mt.tensor([[1, 2, 0, 6]])
+    np.testing.assert_array_equal(a(ids).data, b(ids).data)
