@@ -49,7 +49,7 @@ def error_stats(ours, ref) -> tuple[float, float]:
         raise ValueError(f"shape mismatch: ours {a.shape} vs reference {b.shape}")
     if a.size == 0:
         return 0.0, 0.0
-    if not (np.isfinite(a) == np.isfinite(b)).all() or not np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(b)]):
+    if not (np.isfinite(a) == np.isfinite(b)).all() or not np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(b)], equal_nan=True):
         return float("inf"), float("inf")
     fin = np.isfinite(b)
     a, b = a[fin], b[fin]
@@ -68,7 +68,11 @@ def assert_close(ours, ref, rtol: float, what: str = "value") -> None:
     if not max_rel <= rtol:
         a = np.asarray(ours, dtype=np.float64)
         b = np.asarray(ref, dtype=np.float64)
-        idx = np.unravel_index(int(np.nanargmax(np.abs(a - b))), a.shape) if a.size else ()
+        with np.errstate(invalid="ignore"):     # inf - inf here must not turn into a RuntimeWarning
+            diff = np.abs(a - b)
+        diff[(a == b) | (np.isnan(a) & np.isnan(b))] = 0    # equal infinities and paired NaNs agree
+        diff[np.isnan(diff)] = np.inf                        # a NaN or inf against anything else is worst
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), a.shape)) if a.size else ()
         raise AssertionError(
             f"{what}: max relative error {max_rel:.3e} > rtol {rtol:.1e} (max abs {max_abs:.3e}); "
             f"worst at {idx}: ours {a[idx] if a.size else None!r} vs reference {b[idx] if b.size else None!r}")
