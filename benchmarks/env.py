@@ -129,6 +129,9 @@ def machine_facts(threads: int) -> dict:
         "numpy": np.__version__,
         "threads": threads,
         "env": {v: os.environ.get(v) for v in BLAS_VARS},
+        # Other processes compete for the same cores; a load above `threads` inflates every time,
+        # and PyTorch's OpenMP barriers suffer most (a preempted worker stalls the whole op).
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
     try:
         cfg = np.show_config(mode="dicts")
@@ -164,4 +167,5 @@ def facts_line(facts: dict) -> str:
             f"{facts.get('numpy_blas', {}).get('version')} (kernel {rt.get('corename')}, "
             f"{rt.get('num_threads')} threads, OPENBLAS_CORETYPE={facts['env'].get('OPENBLAS_CORETYPE')}) | "
             f"torch {facts.get('torch')} + {facts.get('torch_blas')} ({facts.get('torch_threads')} threads, "
-            f"{facts.get('torch_cpu_capability')}) | python {facts['python']}")
+            f"{facts.get('torch_cpu_capability')}) | python {facts['python']} | "
+            f"load avg {' '.join(f'{x:.1f}' for x in facts.get('load_average') or [])}")

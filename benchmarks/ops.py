@@ -59,6 +59,15 @@ def _attention(L, F, q, k, v, mask):
     return F.softmax(scores, dim=-1) @ v                                                # (B, H, T, Dh)
 
 
+def _model_attention(L, F, q, k, v, mask):
+    """Each model's own scaled_dot_product_attention (transformer_np's is a fused primitive)."""
+    if L.__name__ == "torch":
+        from parity.model import scaled_dot_product_attention
+    else:
+        from transformer_np.model import scaled_dot_product_attention
+    return scaled_dot_product_attention(q, k, v, mask)[0]
+
+
 def _heads(x, B, T, H, Dh):
     """(B, T, D) -> (B*H, T, Dh): the split-heads copy every attention layer makes (a real copy on both sides)."""
     return x.reshape(B, T, H, Dh).transpose(1, 2).reshape(B * H, T, Dh)
@@ -94,9 +103,10 @@ CASES: list[OpCase] = [
     OpCase("getitem (slice)", "large", ((16, 32, 512),), lambda L, F, x: x[:, 1:, :256]),
     OpCase("embedding", "small", (Index((4, 8), 20), (20, 32)), lambda L, F, i, w: F.embedding(i, w)),
     OpCase("embedding", "large", (Index((16, 32), 10000), (10000, 512)), lambda L, F, i, w: F.embedding(i, w)),
-    OpCase("attention", "small", ((2, 2, 4, 8), (2, 2, 4, 8), (2, 2, 4, 8), Mask((2, 1, 4, 4))), _attention),
-    OpCase("attention", "large", ((16, 8, 32, 64), (16, 8, 32, 64), (16, 8, 32, 64), Mask((16, 1, 32, 32))),
-           _attention),
+    OpCase("attention (composite)", "small", ((2, 2, 4, 8),) * 3 + (Mask((2, 1, 4, 4)),), _attention),
+    OpCase("attention (composite)", "large", ((16, 8, 32, 64),) * 3 + (Mask((16, 1, 32, 32)),), _attention),
+    OpCase("attention (model's)", "small", ((2, 2, 4, 8),) * 3 + (Mask((2, 1, 4, 4)),), _model_attention),
+    OpCase("attention (model's)", "large", ((16, 8, 32, 64),) * 3 + (Mask((16, 1, 32, 32)),), _model_attention),
 ]
 
 
@@ -155,7 +165,8 @@ def _make_runner(lib: str, case: OpCase, arrays: list[np.ndarray], upstream: np.
 
 def torch_from_numpy(a: np.ndarray):
     import torch
-    return torch.from_numpy(np.ascontiguousarray(a))
+    # not np.ascontiguousarray: it turns a 0-d upstream gradient into shape (1,)
+    return torch.from_numpy(a if a.flags.c_contiguous else a.copy())
 
 
 def run_ops(sizes=("small", "large"), repeats: int = 15, warmup: int = 3, target_ms: float = 5.0,
@@ -170,7 +181,7 @@ def run_ops(sizes=("small", "large"), repeats: int = 15, warmup: int = 3, target
         f_np, fb_np, v_np = _make_runner("numpy", case, arrays, None)
         out_np = v_np()
         # A random upstream gradient of the output's shape (a 0-d array for scalar losses).
-        upstream = rng.standard_normal(out_np.shape).astype(np.float32)
+        upstream = np.asarray(rng.standard_normal(out_np.shape), dtype=np.float32)
         f_np, fb_np, v_np = _make_runner("numpy", case, arrays, upstream)
         f_t, fb_t, v_t = _make_runner("torch", case, arrays, upstream)
         max_abs, max_rel = error_stats(out_np, v_t())

@@ -108,6 +108,14 @@ def _plt():
     return plt
 
 
+def _plain_log_ticks(axis) -> None:
+    """Log axis labelled 0.5, 1, 2 rather than 5x10^-1."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
 def plot_ratios(configs: dict, path: str) -> None:
     """Grouped bars: per config, one bar per workload, height = minitensor / PyTorch (log scale)."""
     plt = _plt()
@@ -128,6 +136,7 @@ def plot_ratios(configs: dict, path: str) -> None:
         del bars
     ax.axhline(1.0, color="k", lw=1)
     ax.set_yscale("log")
+    _plain_log_ticks(ax.yaxis)
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("time ratio minitensor / PyTorch (log)")
     ax.set_title("transformer_np vs PyTorch eager, float32, same weights and threads")
@@ -140,6 +149,7 @@ def plot_ratios(configs: dict, path: str) -> None:
 def plot_scaling(series: list[dict], key: str, path: str, title: str) -> None:
     """Log-log step time of both sides vs `key`, the attention part dashed, share % annotated."""
     plt = _plt()
+    from matplotlib.ticker import FuncFormatter
     xs = [p[key] for p in series]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for side, color, label in (("numpy", "tab:blue", "minitensor"), ("torch", "tab:orange", "PyTorch")):
@@ -161,6 +171,9 @@ def plot_scaling(series: list[dict], key: str, path: str, title: str) -> None:
         ax.plot(xs, [y0 * (x / xs[0]) ** power for x in xs], color="gray", ls=ls, lw=0.8, label=f"O(n^{power})")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+    _plain_log_ticks(ax.yaxis)
     ax.set_xlabel({"seq_len": "sequence length S = T", "d_model": "d_model (d_ff = 4 d_model)"}[key])
     ax.set_ylabel("median ms per training step")
     ax.set_title(title, fontsize=9)

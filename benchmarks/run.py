@@ -88,6 +88,18 @@ def _time_cases(cases: dict, settings: dict, sync=None) -> dict:
     return interleaved(cases, warmup=warm, repeats=rounds, sync=sync)
 
 
+def gemm_gflops(n: int, repeats: int) -> dict:
+    """float32 (n x n) @ (n x n) throughput of each side's BLAS (OpenBLAS via NumPy, MKL via torch)."""
+    import numpy as np
+    import torch
+    from benchmarks.timing import interleaved
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    st = interleaved({"numpy": lambda: a @ b, "torch": lambda: ta @ tb}, warmup=2, repeats=repeats)
+    return {"n": n, **{side: 2 * n ** 3 / (v.median_ms / 1e3) / 1e9 for side, v in st.items()}}
+
+
 def _tokens(cfg, batch, key: str) -> int:
     if key.startswith("greedy"):
         return cfg.batch_size * cfg.decode_tokens
@@ -202,9 +214,8 @@ def bench_memory(settings: dict, log) -> dict:
     out = {}
     for name in settings["configs"]:
         log(f"  memory {name} ...")
-        a = measure("numpy", name, settings["memory_steps"], settings["threads"])
-        b = measure("torch", name, settings["memory_steps"], settings["threads"])
-        m = {"numpy": a, "torch": b}
+        m = measure(name, settings["memory_steps"], settings["threads"])
+        a, b = m["numpy"], m["torch"]
         if "error" not in a and "error" not in b:
             m["ratio_peak"] = a["peak_kib"] / b["peak_kib"]
             m["ratio_delta"] = (a["peak_kib"] - a["baseline_kib"]) / max(1, b["peak_kib"] - b["baseline_kib"])
@@ -250,21 +261,24 @@ def evaluate_targets(results: dict) -> list[dict]:
 def run(args) -> dict:
     """Everything after the thread environment is set: returns the results dict it also writes."""
     from benchmarks.env import facts_line, machine_facts, set_torch_threads
+    t_start = time.perf_counter()
     settings = resolve_settings(args)
     set_torch_threads(settings["threads"])
     os.makedirs(args.out, exist_ok=True)
 
     def log(msg):
-        print(msg, flush=True)
+        print(f"[{time.perf_counter() - t_start:6.1f} s] {msg}", flush=True)
     facts = machine_facts(settings["threads"])
     log(facts_line(facts))
     from benchmarks import workloads as W
     for name in settings["configs"]:
         W.get_config(name)              # fail fast on a misspelled config
-    t_start = time.perf_counter()
     results = {"command": "python -m benchmarks " + " ".join(sys.argv[1:]),
                "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                "machine": facts, "settings": settings, "configs": {}}
+    results["gemm_gflops"] = gemm_gflops(512 if settings["quick"] else 1024, 5 if settings["quick"] else 11)
+    g = results["gemm_gflops"]
+    log(f"float32 GEMM {g['n']}^3: NumPy/OpenBLAS {g['numpy']:.0f} GFLOP/s, PyTorch/MKL {g['torch']:.0f} GFLOP/s")
     for name in settings["configs"]:
         log(f"config {name}")
         results["configs"][name] = bench_config(name, settings, log)
@@ -291,7 +305,10 @@ def write_outputs(results: dict, out: str) -> None:
     from benchmarks.ops import ops_markdown, plot_ops
     md = ["# transformer_np vs PyTorch benchmarks", "",
           f"Command: `{results['command']}`  ", f"Started {results['started_utc']}, took {results['elapsed_s']:.0f} s.  ",
-          f"Machine: {facts_line(results['machine'])}", "",
+          f"Machine: {facts_line(results['machine'])}  ",
+          (f"float32 GEMM {results['gemm_gflops']['n']}^3: NumPy/OpenBLAS {results['gemm_gflops']['numpy']:.0f} "
+           f"GFLOP/s, PyTorch/MKL {results['gemm_gflops']['torch']:.0f} GFLOP/s." if "gemm_gflops" in results else ""),
+          "",
           "Times are medians in ms with the interquartile range in parentheses; ratio = transformer_np time / "
           "PyTorch time (below 1: the NumPy engine is faster). Both sides float32, same weights, same threads, "
           "interleaved A B A B after warm-up. tokens/s counts source + target positions per step "

@@ -75,11 +75,13 @@ def interleaved(cases: dict[str, Callable[[], object]], *, warmup: int = 2, repe
             fn()
     if sync:
         sync()
+    # One full collection before the rounds, none between samples: with torch loaded a full
+    # collection costs ~0.2 s, and garbage an engine makes during its own samples is its cost.
+    gc.collect()
     samples: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeats):
         for name, fn in cases.items():
             k = numbers[name]
-            gc.collect()                 # outside the clock: each side starts a sample with a clean heap
             t0 = time.perf_counter()
             for _ in range(k):
                 fn()

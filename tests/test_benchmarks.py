@@ -59,7 +59,8 @@ def test_json_is_well_formed(tiny_run):
         assert mem[side]["peak_kib"] >= mem[side]["baseline_kib"] > 0
     assert [p["seq_len"] for p in res["scaling"]["seq_len"]] == [8, 16]
     assert [p["d_model"] for p in res["scaling"]["d_model"]] == [16, 32]
-    assert {r["op"] for r in res["ops"]} >= {"matmul", "linear", "softmax", "layer_norm", "cross_entropy", "attention"}
+    assert {r["op"] for r in res["ops"]} >= {"matmul", "linear", "softmax", "layer_norm", "cross_entropy",
+                                          "attention (model's)"}
     assert all(r["size"] == "small" and r["ratio_fb"] > 0 for r in res["ops"])
     assert len(res["targets"]) == 6
 
