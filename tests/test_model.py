@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import minitensor as mt
-from minitensor.testing import PARITY_RTOL, assert_close
+from minitensor.testing import GRADCHECK, PARITY_RTOL, assert_close
 from transformer_np.config import ModelConfig
 from transformer_np.masks import causal_mask, padding_mask
 from transformer_np.model import (DecoderLayer, EncoderLayer, LearnedPositionalEmbedding, MultiHeadAttention,
@@ -82,6 +82,17 @@ def test_attention_matches_torch_composite_forward_and_backward(rng, dtype_name)
     for name, ours, ref in (("q", mq, tq), ("k", mk, tk), ("v", mv, tv)):
         assert np.isfinite(ours.grad.numpy()).all(), f"grad {name} not finite"
         assert_close(ours.grad.numpy(), ref.grad.numpy(), rtol, f"grad {name}")
+
+
+def test_attention_gradcheck_with_an_empty_row_and_broadcast_keys(rng):
+    # k, v shared by the whole batch (leading dim 1): the engine sums their gradients back
+    B, H, T, S, Dh = 2, 2, 3, 4, 3
+    q = _leaf(rng.standard_normal((B, H, T, Dh)))
+    k = _leaf(rng.standard_normal((1, H, S, Dh)))
+    v = _leaf(rng.standard_normal((1, H, S, Dh)))
+    keep = _attention_mask(rng, B, T, S)
+    assert mt.autograd.gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, mt.tensor(keep)),
+                                 (q, k, v), **GRADCHECK)
 
 
 def test_attention_matches_torch_sdpa_when_every_row_sees_a_key(rng):

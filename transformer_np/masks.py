@@ -37,7 +37,7 @@ def _token_array(tokens, who: str) -> np.ndarray:
 def padding_mask(tokens, pad_id: int = PAD_ID) -> mt.Tensor:
     """(B, 1, 1, S) bool: True where tokens[b, s] != pad_id, so every query ignores padded keys."""
     arr = _token_array(tokens, "padding_mask")
-    return mt.from_numpy((arr != pad_id)[:, None, None, :])                              # (B, 1, 1, S)
+    return mt.from_numpy((arr != pad_id)[:, None, None, :])                          # (B, 1, 1, S)
 
 
 def causal_mask(size: int, offset: int = 0) -> mt.Tensor:
@@ -51,7 +51,7 @@ def causal_mask(size: int, offset: int = 0) -> mt.Tensor:
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
         raise ValueError(f"causal_mask: offset must be a non-negative int, got {offset!r}")
     tri = np.tri(int(size), int(offset) + int(size), k=int(offset), dtype=bool)      # (T, offset + T)
-    return mt.from_numpy(tri[None, None])                                                 # (1, 1, T, offset + T)
+    return mt.from_numpy(tri[None, None])                                            # (1, 1, T, offset + T)
 
 
 def target_mask(tgt, pad_id: int = PAD_ID) -> mt.Tensor:

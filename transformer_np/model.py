@@ -88,7 +88,7 @@ def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 
                          f"{vocab_size} (expected 0 <= id < {vocab_size})")
     if offset + arr.shape[1] > max_len:
         raise ValueError(f"{who}: sequence length {offset + arr.shape[1]} exceeds max_len {max_len}")
-    return tokens if isinstance(tokens, mt.Tensor) else mt.as_tensor(tokens)  # shares the array
+    return tokens if isinstance(tokens, mt.Tensor) else mt.as_tensor(tokens)         # shares the array
 
 
 def check_mask(mask, shape: tuple, who: str):
@@ -135,7 +135,7 @@ class AttentionWeights(Function):
         np.exp(w, out=w)
         w /= w.sum(axis=-1, keepdims=True)
         if keep is not None:
-            row_has_key = keep.any(axis=-1, keepdims=True)                          # (.., T_q, 1)
+            row_has_key = keep.any(axis=-1, keepdims=True)                           # (.., T_q, 1)
             if not row_has_key.all():
                 w *= row_has_key                                                     # empty rows: uniform -> 0
         ctx.q, ctx.k, ctx.w, ctx.scale = q, k, w, sc
@@ -179,7 +179,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
     weights = AttentionWeights.apply(q, k, keep=keep, scale=1.0 / math.sqrt(q.shape[-1]))  # (B, H, T_q, T_k)
     if isinstance(dropout, nn.Module):
         weights = dropout(weights)
-    elif dropout:                                     # a float p
+    elif dropout:                                                                    # a float p
         weights = F.dropout(weights, p=float(dropout), training=True)
     elif dropout_p:
         weights = F.dropout(weights, p=float(dropout_p), training=True)
@@ -283,7 +283,7 @@ class PositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(dropout)
         # Computed in float64, stored in the default dtype; persistent=False: rebuilt, never saved.
         pe = sinusoidal_table(max_len, d_model).astype(mt.get_default_dtype())
-        self.register_buffer("pe", mt.from_numpy(pe), persistent=False)                 # (max_len, D)
+        self.register_buffer("pe", mt.from_numpy(pe), persistent=False)              # (max_len, D)
 
     def forward(self, x, offset: int = 0):
         """x (B, T, D) holds positions offset .. offset+T-1 (offset > 0 in incremental decoding)."""
@@ -585,10 +585,10 @@ class Transformer(nn.Module):
         check_mask(tgt_mask, (B, H, T, offset + T), "Transformer.decode: tgt_mask")
         check_mask(src_mask, (B, H, T, S), "Transformer.decode: src_mask")
         x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
-        x = self.decoder(x, memory, src_mask, tgt_mask, cache)                        # (B, T, D)
+        x = self.decoder(x, memory, src_mask, tgt_mask, cache)                       # (B, T, D)
         if cache is not None:
             cache.offset += T
-        return self.generator(x)                                                      # (B, T, V_tgt)
+        return self.generator(x)                                                     # (B, T, V_tgt)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None):
         """src (B, S), tgt (B, T) ids -> logits (B, T, V_tgt) (teacher forcing).
