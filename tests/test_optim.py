@@ -386,3 +386,19 @@ def test_training_does_not_grow_memory():
     assert end - base < 512 * 1024, f"traced memory grew by {(end - base) / 1024:.0f} KiB over 900 steps"
     assert all(p.dtype == np.float32 for p in model.parameters())
     assert math.isfinite(step(0))
+
+
+@pytest.mark.parametrize("ours_cls,torch_cls,kw", [
+    (SGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
+    (Adam, torch.optim.Adam, dict(lr=0.01, weight_decay=0.01)),
+    (AdamW, torch.optim.AdamW, dict(lr=0.01, amsgrad=True)),
+], ids=["sgd", "adam", "adamw"])
+def test_maximize_matches_torch(rng, ours_cls, torch_cls, kw):
+    p = nn.Parameter(rng.standard_normal((3, 4)))
+    tp = torch.nn.Parameter(torch.from_numpy(p.data.copy()))
+    opt, topt = ours_cls([p], maximize=True, **kw), torch_cls([tp], maximize=True, foreach=False, **kw)
+    for _ in range(3):
+        g = rng.standard_normal((3, 4))
+        p.grad, tp.grad = mt.tensor(g), torch.from_numpy(g.copy())
+        opt.step(), topt.step()
+    assert np.abs(p.data - tp.detach().numpy()).max() <= TRAINING_ATOL_FLOAT64

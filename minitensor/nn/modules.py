@@ -27,6 +27,7 @@ import numpy as np
 from ..tensor import Tensor, get_default_dtype
 from . import functional as F
 from . import init
+from .utils import zero_grad_
 
 __all__ = ["Parameter", "Module", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
            "Identity", "Sequential", "ModuleList", "ModuleDict"]
@@ -322,13 +323,7 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop (default) or zero every parameter's .grad."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad.data[...] = 0
+        zero_grad_(self.parameters(), set_to_none)
 
     # ---- dtype -------------------------------------------------------------------------
     def to(self, dtype) -> "Module":

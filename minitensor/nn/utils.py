@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "zero_grad_"]
 
 
 def _param_list(where: str, parameters) -> list:
@@ -62,6 +62,19 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         for g in grads:
             g *= clip_coef
     return total
+
+
+def zero_grad_(parameters, set_to_none: bool = True) -> None:
+    """Drop every parameter's .grad (set_to_none) or fill it with zeros in place.
+
+    Shared by Module.zero_grad and Optimizer.zero_grad (torch has no public function of this name)."""
+    for p in parameters:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad.data[...] = 0
 
 
 def clip_grad_value_(parameters, clip_value: float) -> None:

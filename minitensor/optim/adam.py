@@ -56,14 +56,7 @@ class Adam(Optimizer):
             eps = group["eps"]
             wd = group["weight_decay"]
             amsgrad = group["amsgrad"]
-            maximize = group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                w = p.data
-                g = p.grad.data
-                if maximize:
-                    g = -g
+            for p, w, g in self._with_grads(group):
                 state = self.state_for(p)
                 if not state:
                     state["step"] = 0

@@ -130,17 +130,23 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop (default) or zero every parameter's gradient."""
+        from ..nn.utils import zero_grad_
         for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad.data[...] = 0
+            zero_grad_(group["params"], set_to_none)
 
     def step(self, closure=None):
         raise NotImplementedError
+
+    @staticmethod
+    def _with_grads(group: dict):
+        """(param, its array, its gradient array) for each parameter of `group` that has a gradient;
+        the gradient is negated (a new array) when the group maximizes."""
+        maximize = group.get("maximize", False)
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            g = p.grad.data
+            yield p, p.data, (-g if maximize else g)
 
     @staticmethod
     def _evaluate(closure):

@@ -41,14 +41,7 @@ class SGD(Optimizer):
             dampening = group["dampening"]
             wd = group["weight_decay"]
             nesterov = group["nesterov"]
-            maximize = group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                w = p.data
-                g = p.grad.data
-                if maximize:
-                    g = -g
+            for p, w, g in self._with_grads(group):
                 if wd != 0:
                     g = g + wd * w  # new array: the stored .grad is left untouched, as in torch
                 if momentum != 0:
