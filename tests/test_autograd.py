@@ -95,10 +95,16 @@ def test_register_hook_modifies_gradient(rng):
     xm, xt = _both(rng.standard_normal(4))
     g = rng.standard_normal(4)
     seen = {}
+
+    def observer(name):
+        def hook(grad):                             # returns None: observes, changes nothing
+            seen[name] = grad.numpy().copy()
+        return hook
+
     for x, lib in ((xm, mt), (xt, torch)):
         h = x * 3                                   # a non-leaf: its hook changes what flows on
         h.register_hook(lambda grad: grad * 2)
-        x.register_hook(lambda grad, lib=lib: seen.setdefault(lib.__name__, grad.numpy().copy()))
+        x.register_hook(observer(lib.__name__))
         (h.tanh() * lib.tensor(g)).sum().backward()
     assert_close(xm.grad.numpy(), xt.grad.detach().numpy(), RTOL, "hooked grad")
     assert_close(seen["minitensor"], seen["torch"], RTOL, "gradient seen by the leaf hook")
@@ -198,7 +204,6 @@ PROMOTIONS = [
     ("python float * f32", lambda t: 2.5 * t.ones(2, dtype=t.float32)),
     ("f32 + python int", lambda t: t.ones(2, dtype=t.float32) + 2),
     ("f32 + f64 tensor", lambda t: t.ones(2, dtype=t.float32) + t.ones(2, dtype=t.float64)),
-    ("f64 @ f32", lambda t: t.ones(2, 2, dtype=t.float64) @ t.ones(2, 2, dtype=t.float32)),
     ("int64 + python float", lambda t: t.tensor([1, 2]) + 0.5),
     ("int64 * python float", lambda t: t.tensor([1, 2]) * 1.5),
     ("int64 + python int", lambda t: t.tensor([1, 2]) + 3),
@@ -313,7 +318,7 @@ def test_graph_freed_by_refcount_alone(rng):
 
 def _live_tensors() -> int:
     gc.collect()
-    return sum(1 for o in gc.get_objects() if isinstance(o, mt.Tensor))
+    return sum(1 for o in gc.get_objects() if type(o) is mt.Tensor)   # type(): isinstance pokes lazy torch modules
 
 
 def test_no_growth_of_live_objects_over_many_steps(rng):

@@ -14,7 +14,7 @@ import minitensor as mt
 import minitensor.nn.functional as F
 from minitensor.testing import OP_RTOL, assert_close
 
-from .op_cases import CASES, CASES_CE_ND, run_case
+from .op_cases import CASES, run_case
 
 
 @pytest.mark.parametrize("dtype_name", ["float64", "float32"])
@@ -25,7 +25,7 @@ def test_op(case, dtype_name):
 
 def test_table_overrides_state_a_reason():
     """A tolerance override or a skipped finite-difference check must say why, in the case."""
-    for case in CASES + CASES_CE_ND:
+    for case in CASES:
         if case.rtol or not case.gradcheck:
             assert case.why, f"{case.name}: override without a reason"
         for name, rtol in case.rtol.items():
