@@ -402,3 +402,18 @@ def test_maximize_matches_torch(rng, ours_cls, torch_cls, kw):
         p.grad, tp.grad = mt.tensor(g), torch.from_numpy(g.copy())
         opt.step(), topt.step()
     assert np.abs(p.data - tp.detach().numpy()).max() <= TRAINING_ATOL_FLOAT64
+
+
+@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
+def test_float32_steps_match_torch(rng, opt_name):
+    """float32 end to end: state in float32, three updates equal torch's to float32 precision."""
+    make_opt, make_topt = OPTIMIZERS[opt_name]
+    p = nn.Parameter(rng.standard_normal((5, 4)).astype(np.float32))
+    tp = torch.nn.Parameter(torch.from_numpy(p.data.copy()))
+    opt, topt = make_opt([p]), make_topt([tp])
+    for _ in range(3):
+        g = rng.standard_normal((5, 4)).astype(np.float32)
+        p.grad, tp.grad = mt.tensor(g), torch.from_numpy(g.copy())
+        opt.step(), topt.step()
+    assert p.dtype == np.float32
+    assert_close(p.data, tp.detach().numpy(), OP_RTOL["float32"], f"{opt_name} float32 parameters")
