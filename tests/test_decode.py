@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor.testing import OP_RTOL, assert_close
+from minitensor.testing import OP_RTOL, PARITY_RTOL, assert_close
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_np.decode import beam_search, greedy_decode, length_penalty_gnmt
 from transformer_np.masks import causal_mask, padding_mask
@@ -134,7 +134,7 @@ def test_beam_cached_equals_uncached(rng, dtype):
         assert len(hf) == len(hs) == 3
         for (tf, sf), (ts, ss) in zip(hf, hs):
             np.testing.assert_array_equal(tf, ts)
-            assert abs(sf - ss) <= 1e-4 * max(1.0, abs(ss))
+            assert_close(np.array(sf), np.array(ss), PARITY_RTOL[dtype], "beam score, cached vs not")
 
 
 def test_beam_scores_are_penalized_log_probabilities(rng, float64_default):
@@ -155,7 +155,8 @@ def test_beam_scores_are_penalized_log_probabilities(rng, float64_default):
                 logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
                     - logits.max(-1, keepdims=True)
                 total = logp[np.arange(len(tokens)), tokens].sum()
-                assert abs(score - total / length_penalty_gnmt(len(tokens), alpha)) < 1e-9
+                assert_close(np.array(score), np.array(total / length_penalty_gnmt(len(tokens), alpha)),
+                             OP_RTOL["float64"], "beam score vs teacher-forced log P / lp")
 
 
 def test_beam_search_finds_the_exhaustive_optimum_with_a_wide_beam(rng, float64_default):
@@ -179,7 +180,7 @@ def test_beam_search_finds_the_exhaustive_optimum_with_a_wide_beam(rng, float64_
                     best, best_seq = total, seq
             tokens, score = beams[b][0]
             np.testing.assert_array_equal(tokens, best_seq)
-            assert abs(score - best) < 1e-9
+            assert_close(np.array(score), np.array(best), OP_RTOL["float64"], "best score vs exhaustive")
 
 
 def test_decode_argument_errors(rng):
