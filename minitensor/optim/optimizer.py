@@ -35,8 +35,8 @@ def _is_tensor(x) -> bool:
 
 class _ParamState(dict):
     """dict keyed by id(param) that also accepts the parameter itself as a key, like torch's
-    `optimizer.state[p]`. (Deviation: PyTorch keys by the Tensor; ours overloads `==`, so the
-    id keeps lookups independent of Tensor.__eq__/__hash__.)"""
+    `optimizer.state[p]`. Keying by id means a lookup never calls Tensor.__eq__ (which builds an
+    elementwise comparison tensor, not a bool). The optimizer holds every parameter, so ids stay unique."""
 
     @staticmethod
     def _key(k):
