@@ -238,7 +238,8 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.update(k, v)
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
-            self.attn_weights = weights.data                                         # detached view, not copied
+            # A detached copy: the array itself is saved for backward and must not be edited by a plot.
+            self.attn_weights = weights.data.copy()                                  # (B, H, T_q, T_k)
         return self.W_o(self.merge_heads(out))                                       # (B, T_q, D)
 
 
