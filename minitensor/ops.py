@@ -92,7 +92,11 @@ class Pow(Function):
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
         a, b = ctx.a, ctx.b
-        ga = g * b * np.power(a, b - 1) if na else None
+        ga = None
+        if na:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                # PyTorch defines da as 0 where b == 0 (0 * a^-1 would give NaN at a == 0)
+                ga = g * np.where(b == 0, 0, b * np.power(a, b - 1))
         gb = None
         if nb:
             with np.errstate(divide="ignore", invalid="ignore"):
