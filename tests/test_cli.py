@@ -1,0 +1,101 @@
+"""transformer_np/cli.py and experiments.py: every command on a tiny model in a temporary directory."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from transformer_np.cli import main
+from transformer_np.experiments import EXPERIMENTS
+
+TINY = ["--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1", "--num-decoder-layers", "1",
+        "--d-ff", "32", "--train-size", "60", "--eval-size", "8", "--batch-size", "8", "--warmup-steps", "4",
+        "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("cli") / "cr")
+    assert main(["train", "--task", "copy-reverse", "--out", out, "--steps", "4", "--checkpoint-every", "2",
+                 "--eval-every", "2", *TINY]) == 0
+    return out
+
+
+def test_train_writes_checkpoint_and_flags_reach_the_configs(run_dir, capsys):
+    import minitensor as mt
+    state = mt.load(os.path.join(run_dir, "checkpoint.npz"))
+    assert state["model_config"]["d_model"] == 16 and state["model_config"]["num_heads"] == 2
+    assert state["train_config"]["steps"] == 4 and state["train_config"]["train_size"] == 60
+    assert state["step"] == 4
+    with open(os.path.join(run_dir, "history.json")) as f:
+        assert len(json.load(f)["loss"]) == 4
+
+
+def test_train_resume_continues(run_dir, tmp_path, capsys):
+    import shutil
+    out = str(tmp_path / "cr")
+    shutil.copytree(run_dir, out)
+    assert main(["train", "--out", out, "--resume", "--steps", "6", "--no-progress"]) == 0
+    assert "done: 6 steps" in capsys.readouterr().out
+    # a resumed run may not change the model
+    assert main(["train", "--out", out, "--resume", "--steps", "8", "--d-model", "32", "--no-progress"]) == 2
+    assert "d_model: checkpoint 16 vs requested 32" in capsys.readouterr().err
+
+
+def test_decode_greedy_and_beam(run_dir, capsys):
+    assert main(["decode", "--checkpoint", run_dir, "--input", "3 4 5"]) == 0
+    out = capsys.readouterr().out
+    assert "input:  3 4 5" in out and "greedy:" in out
+    assert main(["decode", "--checkpoint", run_dir, "--input", "3 4 5", "--beam", "3", "--n-best", "2",
+                 "--max-len", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "beam 1 (score" in out and "beam 2 (score" in out
+
+
+def test_plot_writes_every_figure(run_dir, tmp_path, capsys):
+    out = str(tmp_path / "plots")
+    assert main(["plot", "--checkpoint", run_dir, "--out", out, "--input", "3 4 5 6"]) == 0
+    names = set(os.listdir(out))
+    for want in ("positional_encoding.png", "positional_curves.png", "causal_mask.png", "lr_schedule.png",
+                 "loss.png", "grad_norms.png", "attn_encoder_layer0_head0.png", "attn_decoder_self_layers.png",
+                 "attn_decoder_cross_layer0_heads.png"):
+        assert want in names
+        assert os.path.getsize(os.path.join(out, want)) > 1000
+
+
+def test_clear_errors_and_nonzero_exit(tmp_path, capsys):
+    assert main(["train", "--task", "nope", "--out", str(tmp_path / "x"), "--steps", "1"]) == 2
+    assert "unknown task 'nope'" in capsys.readouterr().err
+    assert main(["decode", "--checkpoint", str(tmp_path / "missing"), "--input", "3"]) == 2
+    assert "no checkpoint" in capsys.readouterr().err
+    assert main(["plot", "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "p")]) == 2
+    assert main(["experiment", "nope", "--out", str(tmp_path / "e")]) == 2
+    assert "unknown experiment 'nope'" in capsys.readouterr().err
+    assert main(["train", "--out", str(tmp_path / "y"), "--resume"]) == 2
+    with pytest.raises(SystemExit):
+        main(["frobnicate"])
+
+
+def test_decode_rejects_bad_input(run_dir, capsys):
+    assert main(["decode", "--checkpoint", run_dir, "--input", "3 99"]) == 2
+    assert "unknown source tokens ['99']" in capsys.readouterr().err
+    assert main(["decode", "--checkpoint", run_dir, "--input", "3", "--n-best", "2"]) == 2
+
+
+def test_python_dash_m_entry_point(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "transformer_np", "decode", "--checkpoint", str(tmp_path / "none"),
+                        "--input", "3"], capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 2 and "no checkpoint" in r.stderr
+
+
+@pytest.mark.parametrize("name", sorted(EXPERIMENTS))
+def test_each_experiment_runs_in_tiny_mode(name, tmp_path, capsys):
+    out = str(tmp_path / name)
+    assert main(["experiment", name, "--out", out, "--steps", "2", "--no-progress"]) == 0
+    with open(os.path.join(out, "results.json")) as f:
+        res = json.load(f)
+    assert res["experiment"] == name and res["rows"]
+    assert os.path.getsize(os.path.join(out, f"{name}.png")) > 1000
+    with open(os.path.join(out, "results.md")) as f:
+        assert sum(line.startswith("|---") for line in f.read().splitlines()) == 1
