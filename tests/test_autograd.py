@@ -143,6 +143,71 @@ def test_leaf_and_grad_fn():
     assert mt.tensor([1.0]).is_leaf
 
 
+def test_leaf_hook_replaces_gradient(rng):
+    xm, xt = _both(rng.standard_normal(4))
+    g = rng.standard_normal(4)
+    for x, lib in ((xm, mt), (xt, torch)):
+        x.register_hook(lambda grad: grad * -3)
+        (x.exp() * lib.tensor(g)).sum().backward()
+    assert_close(xm.grad.numpy(), xt.grad.numpy(), RTOL, "leaf grad after hook")
+
+
+def test_backward_on_leaf(rng):
+    x = mt.tensor(rng.standard_normal(3), requires_grad=True)
+    g = rng.standard_normal(3)
+    x.backward(mt.tensor(g))
+    assert_close(x.grad.numpy(), g, RTOL, "a leaf's backward deposits the gradient")
+
+
+# ----------------------------------------------------------------------------- custom Functions
+class MulAdd(mt.autograd.Function):
+    """out = a * b + c;  da = g b, db = g a, dc = g (c broadcast: the engine reduces it)."""
+
+    @staticmethod
+    def forward(ctx, a, b, c, scale=1.0):
+        ctx.a, ctx.b, ctx.scale = a, b, scale
+        return (a * b + c) * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb, nc = ctx.needs_input_grad
+        MulAdd.seen_needs = ctx.needs_input_grad
+        g = g * ctx.scale
+        return (g * ctx.b if na else None, g * ctx.a if nb else None, g if nc else None)
+
+
+def test_custom_function_matches_torch(rng):
+    a, b, c = rng.standard_normal((2, 3)), rng.standard_normal((2, 3)), rng.standard_normal(3)
+    am, bm, cm = mt.tensor(a, requires_grad=True), mt.tensor(b), mt.tensor(c, requires_grad=True)
+    at, bt, ct = torch.tensor(a, requires_grad=True), torch.tensor(b), torch.tensor(c, requires_grad=True)
+    out = MulAdd.apply(am, bm, cm, scale=0.5)
+    ref = (at * bt + ct) * 0.5
+    assert out.requires_grad and out.grad_fn is not None
+    g = rng.standard_normal((2, 3))
+    out.backward(mt.tensor(g))
+    ref.backward(torch.tensor(g))
+    assert_close(out.numpy(), ref.detach().numpy(), RTOL, "forward")
+    assert_close(am.grad.numpy(), at.grad.numpy(), RTOL, "grad a")
+    assert_close(cm.grad.numpy(), ct.grad.numpy(), RTOL, "grad c (broadcast, reduced by the engine)")
+    assert bm.grad is None
+    assert tuple(MulAdd.seen_needs) == (True, False, True)
+
+
+def test_requires_grad_propagation():
+    a, b = mt.tensor([1.0, 2.0], requires_grad=True), mt.tensor([3.0, 4.0])
+    assert (a * b).requires_grad and not (b * b).requires_grad
+    assert (b * b).grad_fn is None
+
+
+def test_inplace_on_leaf_requiring_grad_refused_outside_no_grad():
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="no_grad"):
+        x.zero_()
+    with mt.no_grad():
+        x.fill_(3.0)
+    np.testing.assert_array_equal(x.numpy(), [3.0, 3.0])
+
+
 # ----------------------------------------------------------------------------- grad modes, detach
 def test_no_grad_context_manager():
     x = mt.tensor([1.0, 2.0], requires_grad=True)

@@ -142,3 +142,22 @@ def test_reshape_permute_round_trip(shape, data):
     g = rng.standard_normal(shape)
     z.backward(mt.tensor(g.copy()))
     np.testing.assert_array_equal(xm.grad.numpy(), g)   # a round trip moves the gradient unchanged
+
+
+@SETTINGS
+@given(shapes=mutually_broadcastable_shapes(signature=np.matmul.signature, max_dims=3, max_side=4),
+       seed=st.integers(0, 2**31 - 1))
+def test_matmul_shapes(shapes, seed):
+    """np.matmul's signature '(n?,k),(k,m?)->(n?,m?)': 1-D operands and broadcast batch dims."""
+    rng = np.random.default_rng(seed)
+    sa, sb = shapes.input_shapes
+    (am, at), (bm, bt) = _pair(rng.standard_normal(sa)), _pair(rng.standard_normal(sb))
+    out_m, out_t = am @ bm, at @ bt
+    what = f"matmul {sa} @ {sb}"
+    assert out_m.shape == tuple(out_t.shape) == shapes.result_shape, what
+    assert_close(out_m.numpy(), out_t.detach().numpy(), RTOL, f"{what} forward")
+    g = np.asarray(rng.standard_normal(shapes.result_shape))
+    out_m.backward(mt.tensor(g.copy()))
+    out_t.backward(torch.tensor(g.copy()))
+    assert_close(am.grad.numpy(), at.grad.numpy(), RTOL, f"{what} grad a")
+    assert_close(bm.grad.numpy(), bt.grad.numpy(), RTOL, f"{what} grad b")
