@@ -535,6 +535,18 @@ CASES: list[Case] = [
     C("sum_of_getitem_steps", lambda t, x: x[:, ::2].sum(dim=0) * x[0, 1::2], [(3, 4)]),
     C("attention_like", lambda t, q, k, v: t.F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v,
       [(2, 3, 4), (2, 5, 4), (2, 5, 4)]),
+    # -------- transformer-sized shapes: float32 must still agree to OP_RTOL with longer sums
+    C("model_linear", lambda t, x, w, b: t.F.linear(x, w, b), [(4, 10, 64), (128, 64), (128,)], gradcheck=False,
+      why="model-sized: 5k inputs make central differences slow; small shapes of the same op are checked"),
+    C("model_layer_norm", lambda t, x, w, b: t.F.layer_norm(x, (64,), w, b), [(4, 10, 64), (64,), (64,)],
+      gradcheck=False, why="model-sized: slow; small shapes of the same op are checked"),
+    C("model_attention", lambda t, q, k, v, m: t.F.softmax((q @ k.transpose(-2, -1) / 4.0).masked_fill(m, -inf), dim=-1) @ v,
+      [(2, 4, 10, 16), (2, 4, 12, 16), (2, 4, 12, 16), Const(np.arange(12) >= 9)], gradcheck=False,
+      why="model-sized: slow; small shapes of the same ops are checked"),
+    C("model_cross_entropy", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(40, 100), Int((40,), 100)],
+      dict(label_smoothing=0.1), gradcheck=False, why="model-sized: slow; small shapes of the same op are checked"),
+    C("model_sum_mean_var", lambda t, x: x.var(dim=-1) + x.mean(dim=(0, 1)).sum(), [(8, 50, 64)], gradcheck=False,
+      why="model-sized: slow; small shapes of the same ops are checked"),
     # the (N, C, d) layout torch accepts for per-position targets, a single (C,) row, all rows ignored
     C("F.cross_entropy_NCd", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(3, 4, 5), Const(TARGET_ND)]),
     C("F.cross_entropy_NCd_smooth_none", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
