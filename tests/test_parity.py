@@ -1,0 +1,214 @@
+"""transformer_np against the PyTorch reference (parity/): the layer-by-layer report, weight transfer, decoding.
+
+The report runs on CPU with a small batch and two optimizer steps; it must pass, and its table
+must cover every parameter (gradient and value after the steps), every submodule's output and
+every attention block's weights.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import minitensor as mt
+from minitensor.testing import PARITY_RTOL, assert_close
+from parity import convert
+from parity import decode as pt_decode
+from parity import report as parity_report
+from parity.model import Dropout as TorchDropout
+from parity.model import MultiHeadAttention as TorchMHA
+from parity.report import build_models, run_report
+from transformer_np import decode as np_decode
+from transformer_np.config import get_preset
+from transformer_np.model import MultiHeadAttention as NpMHA
+
+
+def _assert_covers_everything(report, np_model, pt_model):
+    params = {name for name, _ in pt_model.named_parameters()}
+    assert params == {name for name, _ in np_model.named_parameters()}
+    assert params <= report.names("param.grad"), params - report.names("param.grad")
+    assert set(pt_model.state_dict()) <= report.names("param")
+    forward = {name.split("#")[0] for name in report.names("forward")}
+    called = {name for name, m in pt_model.named_modules()
+              if name and not isinstance(m, torch.nn.ModuleList)}
+    assert called <= forward, called - forward
+    attn = {name for name, m in pt_model.named_modules() if isinstance(m, TorchMHA)}
+    assert {f"{a}.attn_weights" for a in attn} == report.names("attn")
+    assert "loss" in report.names("loss")
+    # Every hooked output is on the loss's path, so every one has its gradient compared.
+    assert report.names("grad") == report.names("forward")
+
+
+CASES = [
+    # config, dtype, norm_first, activation, dropout
+    ("copy-reverse", "float64", False, "relu", None),
+    ("copy-reverse", "float32", False, "relu", None),
+    ("copy-reverse", "float64", True, "gelu", None),
+    ("copy-reverse", "float32", True, "gelu", 0.0),
+    ("copy", "float64", True, "relu", 0.0),
+    ("copy", "float32", False, "gelu", None),
+]
+
+
+@pytest.mark.parametrize("config,dtype,norm_first,activation,dropout", CASES,
+                         ids=["-".join(map(str, c)) for c in CASES])
+def test_report_passes_and_covers_every_module(config, dtype, norm_first, activation, dropout):
+    report = run_report(config, dtype, "cpu", steps=2, norm_first=norm_first, activation=activation,
+                        dropout=dropout, batch_size=3, seed=1)
+    assert report.passed, "\n" + report.table(only_failures=True)
+    np_model, pt_model = build_models(get_preset(config).model.replace(norm_first=norm_first, activation=activation),
+                                      dtype, "cpu", seed=1)
+    _assert_covers_everything(report, np_model, pt_model)
+    assert {r.group for r in report.rows} == set(parity_report.GROUPS)
+    assert all(r.rtol == PARITY_RTOL[dtype] for r in report.rows)
+
+
+def test_report_variants_learned_positions_tied_embeddings_final_norm():
+    report = run_report("copy", "float64", "cpu", steps=2, positional="learned", tie_embeddings=True,
+                        final_norm=True, batch_size=3)
+    assert report.passed, "\n" + report.table(only_failures=True)
+    assert "pos_encoding.embedding.weight" in report.names("param.grad")
+    assert {"encoder.norm", "decoder.norm"} <= report.names("forward")
+
+
+def test_report_catches_a_wrong_weight(monkeypatch):
+    """Not vacuous: one perturbed weight on the torch side fails its forward rows and its gradient."""
+    real = parity_report.np_to_torch
+
+    def sabotaged(np_model, torch_model):
+        real(np_model, torch_model)
+        with torch.no_grad():
+            torch_model.decoder.layers[1].feed_forward.linear2.bias[3] += 1e-4
+        return torch_model
+
+    monkeypatch.setattr(parity_report, "np_to_torch", sabotaged)
+    report = run_report("copy", "float64", "cpu", steps=1, dropout=0.0, batch_size=2)
+    failed_forward = {r.name for r in report.failures() if r.kind == "forward"}
+    assert not report.passed
+    assert "decoder.layers.1.feed_forward.linear2" in failed_forward
+    assert "decoder.layers.0.feed_forward.linear2" not in failed_forward       # upstream of the change
+    assert "generator" in failed_forward and "loss" in {r.name for r in report.failures()}
+    assert "decoder.layers.1.feed_forward.linear2.bias" in {r.name for r in report.failures() if r.kind == "param"}
+
+
+def test_dropout_masks_are_shared_in_call_order():
+    """With dropout on, the report runs both sides in training mode on the same keep-masks."""
+    report = run_report("copy", "float64", "cpu", steps=1, dropout=0.3, batch_size=2)
+    assert report.passed, "\n" + report.table(only_failures=True)
+    np_model, pt_model = build_models(get_preset("copy").model.replace(dropout=0.3), "float64", "cpu", seed=0)
+    masks = parity_report.SharedDropoutMasks(0)
+    masks.attach(np_model, pt_model)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4))
+    out_np = np_model.pos_encoding.dropout(mt.tensor(x))
+    out_pt = pt_model.pos_encoding.dropout(torch.tensor(x))
+    masks.finish_step()
+    assert_close(out_np.data, out_pt.numpy(), PARITY_RTOL["float64"], "dropout with a shared mask")
+    assert (out_np.data == 0).any() and (out_np.data != 0).any()
+
+
+def test_torch_dropout_mask_fn_checks_its_mask():
+    d = TorchDropout(0.5)
+    d.mask_fn = lambda shape: np.ones(shape, dtype=np.float32)
+    with pytest.raises(ValueError, match="bool keep-mask"):
+        d(torch.ones(2, 3))
+
+
+# ----------------------------------------------------------------------------------------------
+# Weight transfer
+# ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_weight_transfer_round_trips_exactly(dtype):
+    cfg = get_preset("copy").model.replace(positional="learned", final_norm=True)
+    np_model, pt_model = build_models(cfg, dtype, "cpu", seed=3)
+    a = convert.state_arrays(np_model)
+    assert all(np.array_equal(a[k], v) for k, v in convert.state_arrays(pt_model).items())
+    with torch.no_grad():
+        for p in pt_model.parameters():
+            p.mul_(-0.5)
+    convert.torch_to_np(pt_model, np_model)
+    b = convert.state_arrays(np_model)
+    assert all(np.array_equal(b[k], -0.5 * a[k]) for k in a)
+    assert all(b[k].dtype == np.dtype(dtype) for k in b)
+    fresh, pt2 = build_models(cfg, dtype, "cpu", seed=4)
+    convert.np_to_torch(np_model, pt2)
+    assert all(np.array_equal(v, b[k]) for k, v in convert.state_arrays(pt2).items())
+
+
+def test_weight_transfer_lists_differing_keys_and_dtypes():
+    cfg = get_preset("copy").model
+    np_model, _ = build_models(cfg, "float64", "cpu", seed=0)
+    _, pt_other = build_models(cfg.replace(final_norm=True, num_decoder_layers=1), "float64", "cpu", seed=0)
+    with pytest.raises(ValueError) as e:
+        convert.np_to_torch(np_model, pt_other)
+    msg = str(e.value)
+    assert "encoder.norm.weight" in msg and "decoder.layers.1.norm3.bias" in msg
+    _, pt32 = build_models(cfg, "float32", "cpu", seed=0)
+    with pytest.raises(TypeError, match="dtypes differ"):
+        convert.np_to_torch(np_model, pt32)
+
+
+def test_mask_to_torch_rejects_non_bool():
+    with pytest.raises(TypeError, match="bool mask"):
+        convert.mask_to_torch(torch.ones(1, 1, 1, 3), 2, 1, 1, 3)
+
+
+# ----------------------------------------------------------------------------------------------
+# The two models outside the report: eval-mode logits, empty rows, decoding
+# ----------------------------------------------------------------------------------------------
+def test_fully_masked_query_rows_give_zeros_on_both_sides(rng):
+    q = rng.standard_normal((2, 3, 8))
+    mask = np.ones((2, 1, 3, 3), dtype=bool)
+    mask[0, 0, 1, :] = False                                  # query 1 of sentence 0 sees nothing
+    mt.set_default_dtype(mt.float64)
+    a = NpMHA(8, 2, dropout=0.0)
+    b = TorchMHA(8, 2, dropout=0.0).double()
+    convert.load_arrays(b, convert.state_arrays(a))
+    x_np, x_pt = mt.tensor(q, requires_grad=True), torch.tensor(q, requires_grad=True)
+    out_np, out_pt = a(x_np, x_np, x_np, mt.tensor(mask)), b(x_pt, x_pt, x_pt, torch.tensor(mask))
+    g = rng.standard_normal(out_pt.shape)
+    (out_np * mt.tensor(g)).sum().backward()
+    (out_pt * torch.tensor(g)).sum().backward()
+    assert np.isfinite(x_pt.grad.numpy()).all()
+    assert_close(out_np.data, out_pt.detach().numpy(), PARITY_RTOL["float64"], "output")
+    assert_close(x_np.grad.data, x_pt.grad.numpy(), PARITY_RTOL["float64"], "grad")
+
+
+@pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no-cache"])
+def test_greedy_and_beam_decoding_agree(use_cache):
+    cfg = get_preset("copy").model.replace(num_encoder_layers=1, num_decoder_layers=1)
+    np_model, pt_model = build_models(cfg, "float64", "cpu", seed=2)
+    src, _ = parity_report.synthetic_batch(np.random.default_rng(0), 2, 6, 6, cfg.src_vocab_size, cfg.tgt_vocab_size)
+    a = np_decode.greedy_decode(np_model, src, max_len=8, use_cache=use_cache)
+    b = pt_decode.greedy_decode(pt_model, src, max_len=8, use_cache=use_cache)
+    np.testing.assert_array_equal(a, b)
+    beams_np = np_decode.beam_search(np_model, src, beam_size=3, max_len=5, n_best=2, use_cache=use_cache)
+    beams_pt = pt_decode.beam_search(pt_model, src, beam_size=3, max_len=5, n_best=2, use_cache=use_cache)
+    for hyps_np, hyps_pt in zip(beams_np, beams_pt):
+        assert [h[0].tolist() for h in hyps_np] == [h[0].tolist() for h in hyps_pt]
+        assert_close(np.array([h[1] for h in hyps_np]), np.array([h[1] for h in hyps_pt]),
+                     PARITY_RTOL["float64"], "beam scores")
+
+
+def test_parity_cached_decoding_equals_full_recomputation():
+    cfg = get_preset("copy").model
+    _, pt_model = build_models(cfg, "float64", "cpu", seed=5)
+    pt_model.eval()
+    src = torch.randint(4, cfg.src_vocab_size, (2, 6))
+    tgt = torch.randint(4, cfg.tgt_vocab_size, (2, 5))
+    with torch.no_grad():
+        memory = pt_model.encode(src)
+        full = pt_model.decode(tgt, memory)
+        cache = pt_model.init_cache()
+        steps = [pt_model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(5)]
+    assert_close(torch.cat(steps, dim=1).numpy(), full.numpy(), PARITY_RTOL["float64"], "cached logits")
+
+
+def test_parity_model_rejects_bad_input():
+    cfg = get_preset("copy").model
+    _, pt_model = build_models(cfg, "float32", "cpu", seed=0)
+    with pytest.raises(TypeError, match="integer"):
+        pt_model(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match="out of range"):
+        pt_model(torch.full((2, 3), cfg.src_vocab_size), torch.zeros(2, 3, dtype=torch.long))
+    with pytest.raises(TypeError, match="bool mask"):
+        pt_model(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long), src_mask=torch.ones(2, 1, 1, 3))
