@@ -603,6 +603,10 @@ def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str
     train = train_cfg if train_cfg is not None else preset.train
     device = resolve_device(device)
 
+    if device == "cuda":
+        # Full float32 matmuls: TF32 would round inputs to 10 mantissa bits (torch's default is off; make sure).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     np_model, pt_model = build_models(cfg, dtype, device, seed, np_model)
     np_model.train()
     pt_model.train()
