@@ -725,6 +725,8 @@ def matmul(a, b) -> Tensor:
 def clamp(a: Tensor, min=None, max=None) -> Tensor:
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
+    if a.dtype.kind != "f" and builtins.any(isinstance(v, float) for v in (min, max)):
+        a = a.to(_default_dtype)  # as in PyTorch: a float bound promotes an integer input (was silently truncated)
     return ops.Clamp.apply(a, min=min, max=max)
 
 
