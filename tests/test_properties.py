@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from hypothesis.extra.numpy import array_shapes, mutually_broadcastable_shapes
+from hypothesis.extra.numpy import array_shapes, basic_indices, mutually_broadcastable_shapes
 
 import minitensor as mt
 from minitensor.testing import OP_RTOL, assert_close
@@ -161,3 +161,46 @@ def test_matmul_shapes(shapes, seed):
     out_t.backward(torch.tensor(g.copy()))
     assert_close(am.grad.numpy(), at.grad.numpy(), RTOL, f"{what} grad a")
     assert_close(bm.grad.numpy(), bt.grad.numpy(), RTOL, f"{what} grad b")
+
+
+# ----------------------------------------------------------------------------- indexing
+# For indexing NumPy is the reference (torch follows the same rules but has no negative steps):
+# forward x[idx]; gradient: the upstream gradient scattered back with np.add.at, so repeated
+# indices accumulate.
+@SETTINGS
+@given(data=st.data(), shape=array_shapes(min_dims=1, max_dims=4, max_side=5))
+def test_basic_indexing(data, shape):
+    idx = data.draw(basic_indices(shape, allow_newaxis=True, allow_ellipsis=True), label="index")
+    _check_index(shape, idx)
+
+
+@SETTINGS
+@given(data=st.data(), shape=array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5))
+def test_integer_array_indexing(data, shape):
+    """One or two integer arrays (repeats and negatives allowed), possibly mixed with a slice."""
+    axes = data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=min(2, len(shape)), unique=True))
+    n = data.draw(st.integers(1, 6))
+    idx = [slice(None)] * len(shape)
+    for ax in axes:
+        idx[ax] = np.array(data.draw(st.lists(st.integers(-shape[ax], shape[ax] - 1), min_size=n, max_size=n)))
+    if len(axes) == 1 and len(shape) > 1 and data.draw(st.booleans()):
+        other = next(a for a in range(len(shape)) if a not in axes)
+        idx[other] = slice(None, None, 2)
+    as_tensor = data.draw(st.booleans())
+    index = tuple(mt.tensor(i) if as_tensor and isinstance(i, np.ndarray) else i for i in idx)
+    _check_index(shape, tuple(idx), index)
+
+
+def _check_index(shape, idx, mt_index=None):
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape)
+    xm = mt.tensor(x.copy(), requires_grad=True)
+    y = xm[idx if mt_index is None else mt_index]
+    ref = x[idx]
+    assert y.shape == ref.shape, f"{idx}: {y.shape} vs NumPy {ref.shape}"
+    np.testing.assert_array_equal(y.numpy(), ref)
+    g = rng.standard_normal(ref.shape)
+    y.backward(mt.tensor(np.asarray(g).copy()))
+    expected = np.zeros(shape)
+    np.add.at(expected, idx, g)
+    assert_close(xm.grad.numpy(), expected, RTOL, f"grad of x{idx}")
