@@ -139,12 +139,14 @@ class Dropout(nn.Dropout):
 # Attention
 # ----------------------------------------------------------------------------------------------
 def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: float = 0.0):
-    """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dh), weights (B, H, T_q, T_k)).
+    """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dv), weights (B, H, T_q, T_k)).
 
     Masking: scores where mask is False are set to the dtype's lowest finite value (a stand-in
     for -inf) before the softmax, so they get exactly zero weight. A query row with nothing to
     attend to would then be uniform; its weights are multiplied by 0 after the softmax, giving a
     zero output and finite (zero) gradients. A true -inf would give NaN there, forward and back.
+    Flagged: written as torch composites (masked_fill -> softmax -> multiply); transformer_np
+    fuses the same math into one primitive (AttentionWeights), so the parity report checks it.
     `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
     float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
@@ -157,6 +159,9 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
                          f"v (..., T_k, Dv), got {q.shape}, {k.shape}, {v.shape}")
     if dropout is not None and dropout_p:
         raise ValueError("scaled_dot_product_attention: give dropout (module or p) or dropout_p, not both")
+    if q.dtype != k.dtype or q.dtype != v.dtype:
+        raise TypeError(f"scaled_dot_product_attention: q, k, v must share a dtype, "
+                        f"got {q.dtype}, {k.dtype}, {v.dtype}")
     scale = 1.0 / math.sqrt(q.shape[-1])
     # Scaling q (T_q * Dh numbers) instead of the scores (T_q * T_k) is cheaper, as torch's MHA does.
     scores = (q * scale) @ k.transpose(-2, -1)                                       # (B, H, T_q, T_k)
@@ -173,7 +178,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
         weights = F.softmax(scores, dim=-1)
     if isinstance(dropout, nn.Module):
         weights = dropout(weights)
-    elif dropout:                                     # a float p
+    elif dropout:                                                                    # a float p
         weights = F.dropout(weights, p=float(dropout), training=True)
     elif dropout_p:
         weights = F.dropout(weights, p=float(dropout_p), training=True)
@@ -232,7 +237,8 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.update(k, v)
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
-            self.attn_weights = weights.detach().cpu().numpy()                       # NumPy, like transformer_np
+            # A detached copy: the tensor itself is saved for backward and must not be edited by a plot.
+            self.attn_weights = weights.detach().cpu().numpy().copy()                # (B, H, T_q, T_k)
         return self.W_o(self.merge_heads(out))                                       # (B, T_q, D)
 
 
@@ -585,10 +591,10 @@ class Transformer(nn.Module):
         check_mask(tgt_mask, (B, H, T, offset + T), "Transformer.decode: tgt_mask")
         check_mask(src_mask, (B, H, T, S), "Transformer.decode: src_mask")
         x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
-        x = self.decoder(x, memory, src_mask, tgt_mask, cache)                        # (B, T, D)
+        x = self.decoder(x, memory, src_mask, tgt_mask, cache)                       # (B, T, D)
         if cache is not None:
             cache.offset += T
-        return self.generator(x)                                                      # (B, T, V_tgt)
+        return self.generator(x)                                                     # (B, T, V_tgt)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None):
         """src (B, S), tgt (B, T) ids -> logits (B, T, V_tgt) (teacher forcing).

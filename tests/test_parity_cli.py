@@ -24,12 +24,15 @@ def _run(*args):
 
 def test_report_command_passes_and_writes_json_and_markdown(tmp_path):
     code, out, err = _run("report", "--config", "copy", "--dtype", "float32", "--device", "cpu", "--steps", "1",
-                          "--batch-size", "2", "--out", str(tmp_path))
+                          "--batch-size", "2", "--norm-first", "--activation", "gelu", "--dropout", "0.2",
+                          "--out", str(tmp_path))
     assert code == 0, out[-3000:] + err[-3000:]
     assert "PASS" in out and "decoder.layers.1.cross_attn.attn_weights" in out
     with open(tmp_path / "parity_copy_float32_cpu.json") as f:
         data = json.load(f)
     assert data["passed"] is True
+    assert data["meta"]["model"]["norm_first"] is True and data["meta"]["model"]["activation"] == "gelu"
+    assert data["meta"]["model"]["dropout"] == 0.2
     assert set(data["summary"]) == {"embeddings", "encoder", "decoder", "logits", "loss", "grads", "after-steps"}
     names = {r["name"] for r in data["rows"]}
     assert "generator.weight" in names and "loss" in names
