@@ -72,10 +72,10 @@ def _x():
     return mt.tensor(np.random.default_rng(3).standard_normal((3, 4)), requires_grad=True)
 
 
-def _check_fails(fn, x) -> str:
+def _check_fails(fn, *xs) -> str:
     """Run gradcheck expecting a failure; return its report (raised message or False)."""
     try:
-        ok = mt.autograd.gradcheck(fn, [x], **GRADCHECK)
+        ok = mt.autograd.gradcheck(fn, list(xs), **GRADCHECK)
     except Exception as e:  # torch-style: raise with a report
         return str(e)
     assert ok is False, "gradcheck accepted a wrong backward"
@@ -95,3 +95,17 @@ def test_gradcheck_names_worst_element():
     report = _check_fails(lambda x: SquareOneBadElement.apply(x), _x())
     # the one wrong entry is the worst one: its position must appear in the report
     assert "(1, 2)" in report or "[1, 2]" in report, report
+
+
+def test_gradcheck_refuses_float32_inputs():
+    x = mt.tensor(np.ones(3, dtype=np.float32), requires_grad=True)
+    with pytest.raises(TypeError, match="float32"):
+        mt.autograd.gradcheck(lambda x: x * 2, [x], **GRADCHECK)
+
+
+def test_gradcheck_checks_every_input():
+    """A wrong gradient on the second input only is still caught, and that input is named."""
+    def f(a, b):
+        return SquareRight.apply(a) + SquareWrongFactor.apply(b)
+    report = _check_fails(f, _x(), _x())
+    assert "input 1" in report, report

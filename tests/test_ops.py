@@ -68,3 +68,47 @@ def test_ieee_edges_match_torch(name):
         yt.backward(torch.tensor(g[: yt.numel()].reshape(yt.shape)))
     assert_close(y.numpy(), yt.detach().numpy(), OP_RTOL["float64"], f"{name} forward")
     assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL["float64"], f"{name} grad")
+
+
+# ----------------------------------------------------------------------------- dropout's random draw
+# The table drives dropout with a given mask; the random draw itself cannot equal torch's, so its
+# properties are checked instead: survivors scaled by exactly 1/(1-p), the drop rate near p, the
+# backward using the forward's mask, and reproducibility from mt.manual_seed.
+@pytest.mark.parametrize("dtype_name", ["float64", "float32"])
+def test_dropout_random_mask(dtype_name):
+    p, n = 0.3, 20_000
+    x = mt.tensor(np.random.default_rng(1).uniform(0.5, 2.0, n).astype(dtype_name), requires_grad=True)
+    y = F.dropout(x, p=p, training=True)
+    assert y.dtype == x.dtype
+    kept = y.numpy() != 0
+    # survivors are x / (1 - p) computed in the input's dtype, exactly as torch does
+    expected = x.numpy()[kept] * x.dtype.type(1 / (1 - p))
+    assert_close(y.numpy()[kept], expected, OP_RTOL[dtype_name], "dropout survivors")
+    rate, sigma = 1 - kept.mean(), np.sqrt(p * (1 - p) / n)
+    assert abs(rate - p) < 6 * sigma, f"drop rate {rate:.4f} vs p={p}"
+    g = np.random.default_rng(2).standard_normal(n).astype(dtype_name)
+    y.backward(mt.tensor(g))
+    assert_close(x.grad.numpy(), np.where(kept, g * x.dtype.type(1 / (1 - p)), 0), OP_RTOL[dtype_name], "dropout grad")
+
+
+def test_dropout_reproducible_from_manual_seed():
+    x = mt.ones(1000)
+    mt.manual_seed(123)
+    a = F.dropout(x, p=0.5).numpy().copy()
+    mt.manual_seed(123)
+    b = F.dropout(x, p=0.5).numpy().copy()
+    c = F.dropout(x, p=0.5).numpy().copy()
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(b, c), "two draws after one seed gave the same mask"
+
+
+def test_dropout_p1_and_eval_match_torch():
+    z = np.random.default_rng(3).standard_normal((3, 4))
+    for kw in (dict(p=1.0, training=True), dict(p=0.5, training=False)):
+        x, xt = mt.tensor(z, requires_grad=True), torch.tensor(z, requires_grad=True)
+        y, yt = F.dropout(x, **kw), torch.nn.functional.dropout(xt, **kw)
+        assert_close(y.numpy(), yt.detach().numpy(), OP_RTOL["float64"], f"dropout {kw}")
+        g = np.random.default_rng(4).standard_normal((3, 4))
+        y.backward(mt.tensor(g))
+        yt.backward(torch.tensor(g))
+        assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL["float64"], f"dropout {kw} grad")
