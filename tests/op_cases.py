@@ -14,10 +14,9 @@ through minitensor's finite-difference gradcheck.
 """
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
-
-import zlib
 
 import numpy as np
 import torch
@@ -533,6 +532,11 @@ CASES: list[Case] = [
     C("layer_norm_transposed", lambda t, x, w: t.F.layer_norm(x.transpose(0, 1), (3,), w), [(3, 2), (3,)]),
     C("getitem_of_expand", lambda t, x: x.expand(3, 4)[[0, 2, 2], 1:], [(1, 4)]),
     C("sum_of_getitem_steps", lambda t, x: x[:, ::2].sum(dim=0) * x[0, 1::2], [(3, 4)]),
+    C("F.linear_noncontig", lambda t, x, w, b: t.F.linear(x.transpose(0, 1), w.T, b), [(4, 3), (4, 5), (5,)]),
+    C("tied_embedding_generator", lambda t, i, w: t.F.linear(t.F.embedding(i, w, padding_idx=0) * 2.0, w),
+      [Const(TOKENS), (6, 4)], gradcheck=False,
+      why="padding_idx zeroes the pad row's embedding gradient by definition (torch too)"),
+    C("tied_embedding_generator_nopad", lambda t, i, w: t.F.linear(t.F.embedding(i, w), w), [Const(TOKENS), (6, 4)]),
     C("attention_like", lambda t, q, k, v: t.F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v,
       [(2, 3, 4), (2, 5, 4), (2, 5, 4)]),
     # -------- transformer-sized shapes: float32 must still agree to OP_RTOL with longer sums
