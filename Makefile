@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m transformer_np demo --out runs/demo
+	$(BIN)/python -m parity summary --checkpoint runs/demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
