@@ -192,3 +192,28 @@ def test_import_rejects_a_mismatched_model():
     no_final = TorchTransformer(10, 10, D, H, 2, 2, FF, dropout=0.0, final_norm=False).double()
     with pytest.raises(ValueError, match="final_norm"):
         convert.from_torch_transformer(ref, no_final)
+
+
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
+def test_single_layers_import(norm_first, rng, float64_default):
+    """nn.TransformerEncoderLayer / DecoderLayer alone -> transformer_np's EncoderLayer / DecoderLayer."""
+    from transformer_np.model import DecoderLayer, EncoderLayer
+    torch.manual_seed(1)
+    enc_ref = torch.nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first,
+                                               activation="gelu").double()
+    dec_ref = torch.nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first).double()
+    enc = EncoderLayer(D, H, FF, dropout=0.0, activation="gelu", norm_first=norm_first)
+    dec = DecoderLayer(D, H, FF, dropout=0.0, activation="relu", norm_first=norm_first)
+    convert.load_arrays(enc, convert.from_torch_encoder_layer(enc_ref))
+    convert.load_arrays(dec, convert.from_torch_decoder_layer(dec_ref))
+    x_src, x_tgt, src_keep, tgt_keep = _inputs(rng)
+    src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
+    with torch.no_grad():
+        mem_ref = enc_ref(torch.tensor(x_src), src_key_padding_mask=torch.tensor(~src_keep))
+        out_ref = dec_ref(torch.tensor(x_tgt), mem_ref, tgt_mask=~torch.ones(T, T, dtype=torch.bool).tril(),
+                          tgt_key_padding_mask=torch.tensor(~tgt_keep), memory_key_padding_mask=torch.tensor(~src_keep))
+    with mt.no_grad():
+        mem = enc(mt.tensor(x_src), mt.tensor(src_mask))
+        out = dec(mt.tensor(x_tgt), mt.tensor(mem_ref.numpy()), mt.tensor(src_mask), mt.tensor(tgt_mask))
+    assert_close(mem.data, mem_ref.numpy(), RTOL, "encoder layer")
+    assert_close(out.data, out_ref.numpy(), RTOL, "decoder layer")
