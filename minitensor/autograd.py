@@ -185,7 +185,7 @@ def run_backward(root, gradient: np.ndarray, retain_graph: bool = False) -> None
         return
     grads = {id(root._node): gradient}
     leaf_grads = {}                          # id(leaf) -> [leaf, summed gradient]
-    owned = set()                            # ids of arrays handed to leaves (never hand one out twice)
+    owned = {id(gradient)}                   # arrays a leaf must not take: the caller's gradient, any handed out
     prof = _PROFILE
     for node in _topological_order(root._node):
         g = grads.pop(id(node), None)
