@@ -90,6 +90,37 @@ def test_backward_on_tensor_without_grad_raises():
         x.sum().backward()
 
 
+ALIAS_GRAPHS = {
+    "x + z": lambda x, z: x + z,
+    "x + x + z": lambda x, z: x + x + z,
+    "views": lambda x, z: x.reshape(6).view(2, 3).transpose(0, 1).T + z.expand(2, 3),
+    "contiguous/clone-free": lambda x, z: x.contiguous() * 1.0 + z[...],
+    "cat/split": lambda x, z: sum(mt.cat([x, z], dim=0).split(2, dim=0)),
+}
+
+
+@pytest.mark.parametrize("name", list(ALIAS_GRAPHS))
+def test_leaf_grads_never_alias(name, rng):
+    """Each leaf's .grad is an array it owns: not the caller's gradient, another leaf's grad or any data.
+
+    Optimizers update p.grad.data and p.data in place; a shared array would silently corrupt another
+    parameter."""
+    x = mt.tensor(rng.standard_normal((2, 3)), requires_grad=True)
+    z = mt.tensor(rng.standard_normal((2, 3)), requires_grad=True)
+    y = ALIAS_GRAPHS[name](x, z)
+    g = mt.tensor(rng.standard_normal(y.shape))
+    y.backward(g)
+    arrays = {"x.grad": x.grad.numpy(), "z.grad": z.grad.numpy(), "g": g.numpy(), "x": x.numpy(), "z": z.numpy(),
+              "y": y.numpy()}
+    for a in ("x.grad", "z.grad"):
+        for b, arr in arrays.items():
+            if a != b:
+                assert not np.shares_memory(arrays[a], arr), f"{name}: {a} shares memory with {b}"
+    before = z.grad.numpy().copy()
+    x.grad.data *= 100.0                      # an optimizer-style in-place update on one leaf's grad
+    np.testing.assert_array_equal(z.grad.numpy(), before)
+
+
 # ----------------------------------------------------------------------------- hooks, retain_grad
 def test_register_hook_modifies_gradient(rng):
     xm, xt = _both(rng.standard_normal(4))
