@@ -112,7 +112,10 @@ def _dims(dim, ndim: int, op: str):
     """Normalise a dim argument (None, int or tuple) to None or a tuple of non-negative ints."""
     if dim is None:
         return None
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    try:
+        dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    except TypeError:  # a float or other non-iterable
+        raise TypeError(f"{op}: dim must be an int or tuple of ints, got {dim!r}") from None
     out = []
     for d in dims:
         if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
@@ -524,7 +527,10 @@ def _to_array(data, dtype=None) -> np.ndarray:
     else:
         if isinstance(data, (list, tuple)) and builtins.any(isinstance(x, Tensor) for x in _flatten_list(data)):
             data = _tensors_to_lists(data)
-        arr = np.asarray(data)
+        try:
+            arr = np.asarray(data)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError(f"tensor: cannot make a tensor from ragged nested sequences: {e}") from None
         if arr.dtype.kind == "f" and dtype is None:
             arr = arr.astype(_default_dtype)
         elif arr.dtype.kind in "iu" and dtype is None:

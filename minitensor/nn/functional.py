@@ -371,6 +371,8 @@ def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     ids = input.data if isinstance(input, Tensor) else np.asarray(input)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"embedding: ids must be an integer tensor, got dtype {ids.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
     n = weight.shape[0]
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         bad = ids[(ids < 0) | (ids >= n)].reshape(-1)[0]
