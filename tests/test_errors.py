@@ -165,3 +165,25 @@ def test_dropout_bad_p():
 def test_dropout_mask_shape():
     mask = np.ones((3, 5), dtype=bool)
     _raises(ValueError, lambda: F.dropout(_f(3, 4), p=0.1, mask=mask), "dropout", _shape(3, 4), _shape(3, 5))
+
+
+# ----------------------------------------------------------------------------- construction and arguments
+def test_ragged_nested_lists():
+    _raises(ValueError, lambda: mt.tensor([[1, 2], [3]]), "tensor", "ragged|inhomogeneous")
+
+
+def test_non_numeric_data():
+    _raises(TypeError, lambda: mt.tensor(["a", "b"]), "tensor", "<U1|str|number")
+
+
+def test_dim_of_wrong_type():
+    _raises(TypeError, lambda: _f(3, 4).sum(dim=1.5), "sum", "dim", "1.5")
+
+
+def test_embedding_weight_must_be_2d():
+    _raises(ValueError, lambda: F.embedding(mt.tensor([0, 1]), _f(5)), "embedding", "2-D|2 dim", _shape(5))
+
+
+def test_backward_gradient_dtype():
+    y = _f(2, grad=True) * 2
+    _raises(TypeError, lambda: y.backward(mt.ones(2, dtype=mt.float64)), "backward", "float64", "float32")
