@@ -324,13 +324,28 @@ def check_lengths(pairs: Sequence[Pair], max_len: int, what: str = "make_batches
                              f"longer than the model's max_len={max_len}")
 
 
-def batch_order(num_pairs: int, batch_size: int, shuffle: bool, seed: int, epoch: int = 0) -> list[np.ndarray]:
-    """Index arrays of each batch of one epoch. The permutation depends only on (seed, epoch),
-    so a resumed run can rebuild the order from those two numbers and a batch index."""
+def batch_order(num_pairs: int, batch_size: int, shuffle: bool, seed: int, epoch: int = 0,
+                lengths=None, bucket_batches: int = 50) -> list[np.ndarray]:
+    """Index arrays of each batch of one epoch. The order depends only on (seed, epoch), so a
+    resumed run rebuilds it from those two numbers and a batch index.
+
+    With `lengths` (one per example), batches are bucketed: each window of bucket_batches *
+    batch_size shuffled examples is sorted by length before it is cut into batches, and the
+    batches are then shuffled. Examples of similar length share a batch, so far less padding is
+    computed (the idea of torchtext's BucketIterator, which the Annotated Transformer uses).
+    """
     idx = np.arange(num_pairs)
+    rng = np.random.default_rng([seed, epoch])
     if shuffle:
-        idx = np.random.default_rng([seed, epoch]).permutation(num_pairs)
-    return [idx[i:i + batch_size] for i in range(0, num_pairs, batch_size)]
+        idx = rng.permutation(num_pairs)
+    if lengths is not None:
+        lengths = np.asarray(lengths)
+        w = batch_size * bucket_batches
+        idx = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in np.split(idx, range(w, num_pairs, w))])
+    batches = [idx[i:i + batch_size] for i in range(0, num_pairs, batch_size)]
+    if lengths is not None and shuffle:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches
 
 
 def collate(pairs: Sequence[Pair], indices=None) -> tuple[np.ndarray, np.ndarray]:
@@ -362,11 +377,15 @@ def shift_targets(tgt) -> tuple[np.ndarray, np.ndarray]:
     return tgt[:, :-1], tgt[:, 1:]
 
 
-def iterate_forever(pairs: Sequence[Pair], batch_size: int, seed: int, epoch: int = 0,
-                    start: int = 0) -> Iterator[tuple[int, int, tuple[np.ndarray, np.ndarray]]]:
-    """Endless shuffled batches as (epoch, index within epoch, batch), starting at (epoch, start)."""
+def iterate_forever(pairs: Sequence[Pair], batch_size: int, seed: int, epoch: int = 0, start: int = 0,
+                    bucket: bool = False) -> Iterator[tuple[int, int, tuple[np.ndarray, np.ndarray]]]:
+    """Endless shuffled batches as (epoch, index within epoch, batch), starting at (epoch, start).
+
+    bucket=True groups examples of similar source + target length (see batch_order).
+    """
+    lengths = [len(s) + len(t) for s, t in pairs] if bucket else None
     while True:
-        order = batch_order(len(pairs), batch_size, True, seed, epoch)
+        order = batch_order(len(pairs), batch_size, True, seed, epoch, lengths)
         for i in range(start, len(order)):
             yield epoch, i, collate(pairs, order[i])
         epoch, start = epoch + 1, 0
