@@ -227,6 +227,8 @@ def plot_ops(rows: list[dict], path: str) -> None:
     ax.set_yticks(range(len(rows)), labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    from benchmarks.report import _plain_log_ticks
+    _plain_log_ticks(ax.xaxis)
     ax.axvline(1.0, color="k", lw=1)
     ax.set_xlabel("forward+backward time, minitensor / PyTorch (log; < 1 = minitensor faster)")
     ax.set_title("Op microbenchmarks (float32)")

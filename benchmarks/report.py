@@ -182,3 +182,36 @@ def plot_scaling(series: list[dict], key: str, path: str, title: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def losses_markdown(results: dict, top: int = 10) -> str:
+    """Where the NumPy engine loses: step split (ops vs Python outside ops), top ops, worst op ratios."""
+    lines = []
+    prof_rows = []
+    for name, res in results.get("configs", {}).items():
+        pa, pb = res.get("profile_numpy") or {}, res.get("profile_torch") or {}
+        if not pa.get("rows"):
+            continue
+        train = res["measurements"].get("train", {})
+        prof_rows.append(f"| {name} | {_fmt_ratio(train.get('ratio'))} | {pa['wall_ms']:.1f} | {pa['ops_ms']:.1f} | "
+                         f"{pa['wall_ms'] - pa['ops_ms']:.1f} ({100 * (1 - pa['ops_ms'] / pa['wall_ms']):.0f}%) | "
+                         f"{pb.get('wall_ms', float('nan')):.1f} | "
+                         + ", ".join(f"{r['op']} {100 * r['total_ms'] / pa['wall_ms']:.0f}%" for r in pa["rows"][:5])
+                         + " |")
+    if prof_rows:
+        lines += ["One profiled training step per config: how much of minitensor's step is inside ops and how "
+                  "much is Python outside them (module calls, graph bookkeeping, optimizer loop), and the ops "
+                  "that take the most of the step.", "",
+                  "| config | train ratio | mt step ms (profiled) | in ops ms | outside ops ms | torch step ms "
+                  "(profiled) | top minitensor ops (share of step) |",
+                  "|---|---:|---:|---:|---:|---:|---|"] + prof_rows + [""]
+    ops = [r for r in results.get("ops", []) if r["ratio_fb"] > 1.0]
+    ops.sort(key=lambda r: (r["size"] != "large", -r["ratio_fb"]))
+    if ops:
+        lines += ["Ops slower than PyTorch in the microbenchmarks (forward+backward), Transformer-sized first:", "",
+                  "| op | size | fwd+bwd ratio | minitensor us | torch us | lost us per call |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for r in ops[:2 * top]:
+            lines.append(f"| {r['op']} | {r['size']} | {r['ratio_fb']:.2f} | {r['numpy_fb_ms'] * 1e3:.0f} | "
+                         f"{r['torch_fb_ms'] * 1e3:.0f} | {(r['numpy_fb_ms'] - r['torch_fb_ms']) * 1e3:.0f} |")
+    return "\n".join(lines)

@@ -270,6 +270,10 @@ def run(args) -> dict:
         print(f"[{time.perf_counter() - t_start:6.1f} s] {msg}", flush=True)
     facts = machine_facts(settings["threads"])
     log(facts_line(facts))
+    load = facts.get("load_average")
+    if load and load[0] > facts["usable_cores"]:
+        log(f"WARNING: load average {load[0]:.1f} exceeds the {facts['usable_cores']} usable cores: other "
+            "processes compete for the CPUs and every time below is inflated (multi-threaded ops most).")
     from benchmarks import workloads as W
     for name in settings["configs"]:
         W.get_config(name)              # fail fast on a misspelled config
@@ -295,6 +299,7 @@ def run(args) -> dict:
                                  warmup=1 if settings["quick"] else 3, target_ms=2.0 if settings["quick"] else 5.0)
     results["targets"] = evaluate_targets(results)
     results["elapsed_s"] = time.perf_counter() - t_start
+    results["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     write_outputs(results, args.out)
     return results
 
@@ -306,6 +311,9 @@ def write_outputs(results: dict, out: str) -> None:
     md = ["# transformer_np vs PyTorch benchmarks", "",
           f"Command: `{results['command']}`  ", f"Started {results['started_utc']}, took {results['elapsed_s']:.0f} s.  ",
           f"Machine: {facts_line(results['machine'])}  ",
+          (f"Load average at the end: {' '.join(f'{x:.1f}' for x in results['load_average_end'])} "
+           f"(above {results['machine']['usable_cores']} means other processes shared the cores: times inflated).  "
+           if results.get("load_average_end") else ""),
           (f"float32 GEMM {results['gemm_gflops']['n']}^3: NumPy/OpenBLAS {results['gemm_gflops']['numpy']:.0f} "
            f"GFLOP/s, PyTorch/MKL {results['gemm_gflops']['torch']:.0f} GFLOP/s." if "gemm_gflops" in results else ""),
           "",
@@ -350,6 +358,9 @@ def write_outputs(results: dict, out: str) -> None:
                     f"optimizer); PyTorch wall {pb['wall_ms']:.1f} ms (profiler on).", "",
                     profiling.top_ops_markdown(pa, pb), "", "<details><summary>mt.profiler table</summary>", "",
                     "```", pa["table"], "```", "", "</details>", ""]
+    lost = report.losses_markdown(results)
+    if lost:
+        md += ["## Where the NumPy engine loses", "", lost, ""]
     if prof_md:
         md += ["## Profiles of one training step", ""] + prof_md
     text = "\n".join(md)
