@@ -458,8 +458,8 @@ class Tensor:
 
     # ------------------------------------------------------------------ reductions
     def sum(self, dim=None, keepdim=False): return ops.Sum.apply(self, dim=_dims(dim, self.ndim, "sum"), keepdim=keepdim)
-    def mean(self, dim=None, keepdim=False): return ops.Mean.apply(_floating(self, "mean"), dim=_dims(dim, self.ndim, "mean"), keepdim=keepdim)
-    def var(self, dim=None, unbiased=True, keepdim=False, correction=None): return ops.Var.apply(_floating(self, "var"), dim=_dims(dim, self.ndim, "var"), correction=(int(unbiased) if correction is None else correction), keepdim=keepdim)
+    def mean(self, dim=None, keepdim=False): return ops.Mean.apply(_require_floating(self, "mean"), dim=_dims(dim, self.ndim, "mean"), keepdim=keepdim)
+    def var(self, dim=None, unbiased=True, keepdim=False, correction=None): return ops.Var.apply(_require_floating(self, "var"), dim=_dims(dim, self.ndim, "var"), correction=(int(unbiased) if correction is None else correction), keepdim=keepdim)
     def std(self, dim=None, unbiased=True, keepdim=False): return self.var(dim, unbiased, keepdim).sqrt()
     def max(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "max")
     def min(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "min")
@@ -559,8 +559,15 @@ def _tensors_to_lists(x):
 
 
 def _floating(t: Tensor, op: str) -> Tensor:
-    """Integer inputs of float ops are promoted to the default float dtype, as in PyTorch."""
+    """Integer inputs of elementwise float ops (exp, log, tanh, ...) are promoted to the default float dtype, as in PyTorch."""
     return t if t.dtype.kind == "f" else t.to(_default_dtype)
+
+
+def _require_floating(t: Tensor, op: str) -> Tensor:
+    """Reductions that average (mean, var) refuse integer inputs, as PyTorch does, rather than guess a dtype."""
+    if t.dtype.kind != "f":
+        raise TypeError(f"{op}(): expected a floating-point tensor, got dtype {t.dtype}; convert it first, e.g. .float()")
+    return t
 
 
 def _div(a, b) -> Tensor:
@@ -699,7 +706,9 @@ def pow(a, b) -> Tensor:
     if isinstance(a, Tensor) and not isinstance(b, Tensor):
         if not isinstance(b, numbers.Real):
             raise TypeError(f"pow: exponent must be a number or tensor, got {type(b).__name__}")
-        a = _floating(a, "pow") if isinstance(b, float) or b < 0 else a
+        if a.dtype.kind != "f" and isinstance(b, numbers.Integral) and b < 0:
+            raise ValueError(f"pow: integer tensor ({a.dtype}) to a negative integer power {b} is not allowed, as in PyTorch")
+        a = _floating(a, "pow") if isinstance(b, float) else a
         return ops.PowScalar.apply(a, exponent=b)
     if not isinstance(a, Tensor):
         dt = result_type(a, b)
