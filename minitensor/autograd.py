@@ -12,6 +12,12 @@ nodes topologically without recursion, runs each backward in raw NumPy (no Tenso
 backpropagating), sums a gradient back to its input's shape in one place (`unbroadcast`), and frees
 the saved arrays unless `retain_graph=True`.
 
+Deviation from PyTorch, flagged: after a backward without retain_graph, every node on the path
+is freed, also one that saved nothing (`y = x + 1`). PyTorch lets a second loss backpropagate
+through such save-nothing nodes; here it raises the "second time" error. The reason: a node here
+holds its input Tensors (and so their arrays), and dropping them at once is what returns the
+activations' memory even while the caller keeps the loss tensor alive.
+
 A backward never writes into the incoming `g` or a saved array: the same array can flow to
 several inputs (x + x), so gradients are combined by creating new arrays, and a leaf receives an
 array it owns alone.
