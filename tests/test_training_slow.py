@@ -23,7 +23,7 @@ RECIPES = {
     "copy": (dict(dropout=0.0), dict(steps=1500, warmup_steps=300, lr=1.0, label_smoothing=0.0, eval_size=200)),
     "copy-reverse": (dict(dropout=0.0), dict(steps=1500, batch_size=64, warmup_steps=200, lr=0.5,
                                              label_smoothing=0.0, eval_size=500)),
-    "toy-translation": (dict(), dict(steps=600)),
+    "toy-translation": (dict(dropout=0.0), dict(steps=800)),
 }
 THRESHOLDS = {"copy": 1.0, "copy-reverse": 0.98, "toy-translation": 1.0}
 

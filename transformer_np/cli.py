@@ -204,8 +204,8 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
     paths.append(plots.plot_positional_curves(pe, os.path.join(out_dir, "positional_curves.png")))
 
     if text is None:
-        _, held = task.splits(ckpt.train_cfg.train_size, min(ckpt.train_cfg.eval_size, 1) or 1, ckpt.train_cfg.seed)
-        src_ids = held[0][0]
+        # held-out pairs are drawn first, so this is the run's first held-out example
+        src_ids = task.splits(1, 1, ckpt.train_cfg.seed)[1][0][0]
     else:
         src_ids = task.encode_source(text)
     out_ids = greedy_outputs(model, [src_ids], min(task.max_tgt_len + 10, cfg.max_len))[0]
@@ -280,8 +280,8 @@ def cmd_experiment(args) -> int:
 
 # The demo's recipe: copy-reverse (seed 003's task), a model small enough for ~2-4 minutes on 2 cores.
 DEMO_MODEL = dict(d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=256, dropout=0.0)
-DEMO_TRAIN = dict(steps=1200, batch_size=32, lr=2.0, warmup_steps=200, train_size=5000, eval_size=200,
-                  eval_every=400, checkpoint_every=400, label_smoothing=0.0)
+DEMO_TRAIN = dict(steps=1500, batch_size=32, lr=1.0, warmup_steps=200, train_size=50000, eval_size=200,
+                  eval_every=500, checkpoint_every=500, label_smoothing=0.0)
 
 
 def cmd_demo(args) -> int:
