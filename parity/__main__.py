@@ -21,6 +21,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--steps", type=int, default=3, help="optimizer steps checked after the first backward (default 3)")
     p.add_argument("--batch-size", type=int, default=None, help="batch size (default: the preset's reference batch)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trajectory", default="auto",
+                   help="free (each side trains on its own gradients), lockstep (transformer_np takes torch's "
+                        "gradients after they are compared, each step) or auto (default: free in float64, "
+                        "lockstep in float32; see parity/report.py run_report)")
     p.add_argument("--out", default=None, help="directory for the JSON and Markdown reports")
 
 
@@ -55,9 +59,10 @@ def cmd_report(args) -> int:
                         norm_first=True if args.norm_first else None, activation=args.activation,
                         dropout=args.dropout, final_norm=True if args.final_norm else None,
                         positional=args.positional, tie_embeddings=True if args.tie_embeddings else None,
-                        batch_size=args.batch_size, seed=args.seed)
+                        batch_size=args.batch_size, seed=args.seed, trajectory=args.trajectory)
     m = report.meta
-    print(f"parity report: {m['config']} {m['dtype']} on {m['device']}, {m['batch']}, {m['steps']} steps, "
+    print(f"parity report: {m['config']} {m['dtype']} on {m['device']}, {m['batch']}, {m['steps']} steps "
+          f"({m['trajectory']}), "
           f"dropout {m['model']['dropout']}, norm_first={m['model']['norm_first']}, "
           f"activation={m['model']['activation']}")
     print(report.table(only_failures=args.failures_only))
@@ -77,9 +82,10 @@ def cmd_report(args) -> int:
 def cmd_summary(args) -> int:
     from .report import run_summary
     report, source = run_summary(checkpoint=args.checkpoint, config=args.config, dtype=args.dtype,
-                                 device=args.device, steps=args.steps, batch_size=args.batch_size, seed=args.seed)
+                                 device=args.device, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                                 trajectory=args.trajectory)
     m = report.meta
-    print(f"parity summary: {source}, {m['dtype']} on {m['device']}, {m['batch']}, {m['steps']} steps")
+    print(f"parity summary: {source}, {m['dtype']} on {m['device']}, {m['batch']}, {m['steps']} steps ({m['trajectory']})")
     print(report.summary_table())
     if args.out:
         jpath, mpath = report.write(args.out)

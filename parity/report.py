@@ -11,7 +11,8 @@ copied to parity/model.py by name), feeds both the same padded batch and compare
   both sides);
 - training: N optimizer steps on fresh batches (Adam betas 0.9/0.98 eps 1e-9, the warmup
   schedule as WarmupInverseSqrt on minitensor and LambdaLR on torch, clip_grad_norm_ 1.0), each
-  step's loss and total gradient norm, then every parameter after the last step.
+  step's loss, parameter gradients and total gradient norm, then every parameter after the last
+  step. The trajectory is free in float64 and lockstep in float32 (run_report says why).
 
 Dropout is checked in training mode with identical masks: every Dropout module on both sides
 gets a `mask_fn`; the minitensor side draws boolean keep-masks from one seeded generator and
@@ -142,7 +143,8 @@ class Report:
         m = self.meta
         out = [f"# Parity report: {m['config']} ({m['dtype']}, {m['device']})", "",
                f"transformer_np against parity/model.py (PyTorch {torch.__version__}), seed {m['seed']}, "
-               f"batch {m['batch']}, {m['steps']} optimizer steps, dropout {m['model']['dropout']}, "
+               f"batch {m['batch']}, {m['steps']} optimizer steps ({m['trajectory']} trajectory), "
+               f"dropout {m['model']['dropout']}, "
                f"norm_first={m['model']['norm_first']}, activation={m['model']['activation']}.", "",
                f"Result: **{'PASS' if self.passed else 'FAIL'}** ({len(self.rows)} checks, "
                f"{len(self.failures())} failed). Measure: minitensor.testing.error_stats, rtol PARITY_RTOL.", "",
@@ -518,7 +520,16 @@ class TorchSide:
             ignore_index=PAD_ID, label_smoothing=self.smoothing)
 
     def step(self):
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip) if self.clip > 0 else None
+        norm = None
+        if self.clip > 0:
+            # Deviation from torch.nn.utils.clip_grad_norm_, flagged: the total norm is accumulated in
+            # float64 (then clipped with torch's own clip_grads_with_norm_). torch's float32 norm sums
+            # squares in float32: about 1e-4 relative error for the base model's 5M-entry embedding
+            # gradient, more than PARITY_RTOL['float32'], so the reference would be the weaker side.
+            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64)
+                                                         for g in grads]))
+            torch.nn.utils.clip_grads_with_norm_(self.model.parameters(), self.clip, norm)
         self.opt.step()
         self.sched.step()
         return None if norm is None else float(norm)
@@ -592,15 +603,55 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
             report.add("grads", "grad", key, _np(ours.grad), _np(t.grad), rtol)
 
 
+def compare_step_grads(report: Report, npside: NpSide, ptside: TorchSide, step: int, dtype: str) -> None:
+    """One row for a later step's backward: the worst parameter-gradient error (W_k.bias: zero to round-off)."""
+    np_params = dict(npside.model.named_parameters())
+    pt_params = dict(ptside.model.named_parameters())
+    worst, worst_name, worst_abs, zero_ok = 0.0, "", 0.0, True
+    for name, p in pt_params.items():
+        ours, ref = _np(np_params[name].grad), _np(p.grad)
+        if structurally_zero_grad(name):
+            scale = float(np.abs(_np(pt_params[name.replace("W_k.bias", "W_q.bias")].grad)).max())
+            zero_ok &= zero_to_roundoff(ours, ref, dtype, scale)[2]
+            continue
+        a, r = error_stats(ours, ref)
+        if r >= worst:
+            worst, worst_name, worst_abs = r, name, a
+    rtol = PARITY_RTOL[dtype]
+    report.rows.append(Row("after-steps", "step", f"param grads step {step}", (), worst_abs, worst, rtol,
+                           worst <= rtol and zero_ok, f"worst: {worst_name}" + ("" if zero_ok else "; W_k.bias not 0")))
+
+
+def sync_grads(npside: NpSide, ptside: TorchSide) -> None:
+    """Lockstep: give transformer_np torch's gradients (already compared), so both optimizers see the same input."""
+    np_params = dict(npside.model.named_parameters())
+    for name, p in ptside.model.named_parameters():
+        np_params[name].grad.data[...] = _np(p.grad)
+
+
+TRAJECTORIES = ("auto", "free", "lockstep")
+
+
 def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str = "cpu", steps: int = 3,
                norm_first: bool | None = None, activation: str | None = None, dropout: float | None = None,
                final_norm: bool | None = None, positional: str | None = None, tie_embeddings: bool | None = None,
                batch_size: int | None = None, seed: int = 0, np_model=None, model_cfg: ModelConfig | None = None,
-               train_cfg=None, batches=None) -> Report:
+               train_cfg=None, batches=None, trajectory: str = "auto") -> Report:
     """Build, feed, compare; returns the Report (its `.passed` says whether every check is within tolerance).
 
     `np_model`/`model_cfg`/`train_cfg` (the summary of a trained checkpoint) replace the preset's
     fresh model; `batches` (a list of (src, tgt) int64 arrays, tgt with <bos>) replaces the synthetic ones.
+
+    trajectory: how the N optimizer steps run.
+      'free'      each side steps on its own gradients; the parameters after N steps must agree.
+                  Well-conditioned when gradient round-off is far below Adam's eps (1e-9): float64.
+      'lockstep'  each step's gradients are compared (a row per step), then transformer_np takes
+                  torch's, so both optimizers (clipping, schedule, Adam) see the same input and the
+                  parameters after N steps check the optimizer arithmetic over N steps. Needed in
+                  float32: a gradient entry within round-off (~1e-8) of 0 is comparable to eps, so
+                  Adam's first update lr * g / (|g| + eps) turns its round-off into a difference of
+                  up to lr between two correct implementations.
+      'auto'      free for float64, lockstep for float32.
     """
     preset = get_preset(config) if model_cfg is None else None
     resolve_dtype(dtype)
@@ -615,6 +666,10 @@ def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str
     cfg = cfg.replace(**{k: v for k, v in overrides.items() if v is not None})
     train = train_cfg if train_cfg is not None else preset.train
     device = resolve_device(device)
+    if trajectory not in TRAJECTORIES:
+        raise ValueError(f"unknown trajectory {trajectory!r}: expected one of {list(TRAJECTORIES)}")
+    if trajectory == "auto":
+        trajectory = "free" if dtype == "float64" else "lockstep"
 
     if device == "cuda":
         # Full float32 matmuls: TF32 would round inputs to 10 mantissa bits (torch's default is off; make sure).
@@ -640,7 +695,8 @@ def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str
     src, tgt = batches[0]
     report = Report(meta=dict(config=config, dtype=dtype, device=device, seed=seed, steps=steps,
                               batch=f"B={src.shape[0]} S={src.shape[1]} T={tgt.shape[1] - 1}",
-                              model=cfg.to_dict(), train=train.to_dict(), torch=torch.__version__))
+                              trajectory=trajectory, model=cfg.to_dict(), train=train.to_dict(),
+                              torch=torch.__version__))
 
     init = state_arrays(pt_model)
     compare_forward_backward(report, npside, ptside, src, tgt, masks, dtype)
@@ -656,6 +712,9 @@ def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str
             report.add("after-steps", "step", f"loss step {i + 1}", _np(np_loss), _np(pt_loss), rtol)
             np_loss.backward()
             pt_loss.backward()
+            compare_step_grads(report, npside, ptside, i + 1, dtype)
+        if trajectory == "lockstep":
+            sync_grads(npside, ptside)
         lrs.append(ptside.opt.param_groups[0]["lr"])
         n_np, n_pt = npside.step(), ptside.step()
         if n_np is not None:
@@ -663,7 +722,7 @@ def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str
     if steps > 0:
         ours, ref = state_arrays(np_model), state_arrays(pt_model)
         for name in ref:
-            if name in ours and structurally_zero_grad(name):
+            if name in ours and structurally_zero_grad(name) and trajectory == "free":
                 drift_row(report, name, ours[name], ref[name], init[name], float(sum(lrs)), dtype)
             elif name in ours:
                 report.add("after-steps", "param", name, ours[name], ref[name], rtol)
@@ -678,7 +737,8 @@ def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str
 
 
 def run_summary(checkpoint: str | None = None, config: str | None = None, dtype: str = "float64",
-                device: str = "auto", steps: int = 3, batch_size: int | None = None, seed: int = 0):
+                device: str = "auto", steps: int = 3, batch_size: int | None = None, seed: int = 0,
+                trajectory: str = "auto"):
     """(Report, description) for a trained transformer_np checkpoint, or for a preset's fresh model.
 
     A checkpoint's model (state via mt.save, configs in the same file; transformer_np/train.py) is
@@ -690,7 +750,8 @@ def run_summary(checkpoint: str | None = None, config: str | None = None, dtype:
     if (checkpoint is None) == (config is None):
         raise ValueError("summary: give exactly one of --checkpoint or --config")
     if config is not None:
-        return run_report(config, dtype, device, steps=steps, batch_size=batch_size, seed=seed), f"config {config}"
+        return (run_report(config, dtype, device, steps=steps, batch_size=batch_size, seed=seed,
+                           trajectory=trajectory), f"config {config}")
     from transformer_np.data import collate
     from transformer_np.train import load_checkpoint
     resolve_dtype(dtype)
@@ -703,7 +764,7 @@ def run_summary(checkpoint: str | None = None, config: str | None = None, dtype:
     train = ck.train_cfg.replace(schedule="warmup", weight_decay=0.0,
                                  clip_grad_norm=ck.train_cfg.clip_grad_norm or 1.0)
     report = run_report("checkpoint", dtype, device, steps=steps, seed=seed, np_model=ck.model,
-                        model_cfg=ck.model_cfg, train_cfg=train, batches=batches)
+                        model_cfg=ck.model_cfg, train_cfg=train, batches=batches, trajectory=trajectory)
     report.meta["checkpoint"] = ck.path
     report.meta["checkpoint_step"] = ck.step
     return report, f"checkpoint {ck.path} (step {ck.step}, task {ck.task.name})"

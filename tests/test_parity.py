@@ -61,6 +61,8 @@ def test_report_passes_and_covers_every_module(config, dtype, norm_first, activa
     _assert_covers_everything(report, np_model, pt_model)
     assert {r.group for r in report.rows} == set(parity_report.GROUPS)
     assert all(r.rtol == PARITY_RTOL[dtype] for r in report.rows)
+    assert {"loss step 2", "param grads step 2", "grad norm step 1", "grad norm step 2"} <= report.names("step")
+    assert report.meta["trajectory"] == ("free" if dtype == "float64" else "lockstep")
 
 
 def test_report_variants_learned_positions_tied_embeddings_final_norm():
@@ -89,6 +91,15 @@ def test_report_catches_a_wrong_weight(monkeypatch):
     assert "decoder.layers.0.feed_forward.linear2" not in failed_forward       # upstream of the change
     assert "generator" in failed_forward and "loss" in {r.name for r in report.failures()}
     assert "decoder.layers.1.feed_forward.linear2.bias" in {r.name for r in report.failures() if r.kind == "param"}
+
+
+def test_lockstep_and_free_trajectories_in_float64():
+    """In float64 both trajectories pass; lockstep's parameters after the steps agree at least as well."""
+    free = run_report("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="free")
+    lock = run_report("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="lockstep")
+    assert free.passed and lock.passed, "\n" + free.table(only_failures=True) + lock.table(only_failures=True)
+    with pytest.raises(ValueError, match="unknown trajectory"):
+        run_report("copy", "float64", "cpu", steps=1, trajectory="sideways")
 
 
 def test_dropout_masks_are_shared_in_call_order():
