@@ -239,6 +239,17 @@ def _unrows(g2: np.ndarray, shape: tuple) -> np.ndarray:
     return np.moveaxis(g2.reshape(moved), -1, 1)
 
 
+def _valid_targets(target: np.ndarray, C: int, ignore_index: int, op: str):
+    """Flatten targets; return (targets with ignored rows set to class 0, mask of non-ignored rows)."""
+    t = target.reshape(-1)
+    valid = t != ignore_index
+    tv = np.where(valid, t, 0)
+    if ((tv < 0) | (tv >= C)).any():
+        bad = t[valid & ((t < 0) | (t >= C))][0]
+        raise IndexError(f"{op}: target {bad} is out of range for {C} classes (ignore_index={ignore_index})")
+    return tv, valid
+
+
 def _reduce(losses: np.ndarray, valid: np.ndarray, reduction: str, target_shape: tuple):
     """Apply `reduction` to per-row losses; returns (loss, per-row scale of dL/dloss_row)."""
     dt = losses.dtype.type
@@ -257,13 +268,8 @@ class CrossEntropy(Function):
     @staticmethod
     def forward(ctx, x, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         x2 = _rows(x)                                             # (R, C)
-        t = target.reshape(-1)
         C = x2.shape[1]
-        valid = t != ignore_index
-        tv = np.where(valid, t, 0)
-        if ((tv < 0) | (tv >= C)).any():
-            bad = t[valid & ((t < 0) | (t >= C))][0]
-            raise IndexError(f"cross_entropy: target {bad} is out of range for {C} classes (ignore_index={ignore_index})")
+        tv, valid = _valid_targets(target, C, ignore_index, "cross_entropy")
         m = x2.max(axis=1, keepdims=True)
         shifted = x2 - m
         lse = np.log(np.exp(shifted).sum(axis=1, keepdims=True))
@@ -311,13 +317,8 @@ class NLLLoss(Function):
     @staticmethod
     def forward(ctx, x, target, ignore_index=-100, reduction="mean"):
         x2 = _rows(x)
-        t = target.reshape(-1)
         C = x2.shape[1]
-        valid = t != ignore_index
-        tv = np.where(valid, t, 0)
-        if ((tv < 0) | (tv >= C)).any():
-            bad = t[valid & ((t < 0) | (t >= C))][0]
-            raise IndexError(f"nll_loss: target {bad} is out of range for {C} classes (ignore_index={ignore_index})")
+        tv, valid = _valid_targets(target, C, ignore_index, "nll_loss")
         losses = np.where(valid, -x2[np.arange(x2.shape[0]), tv], x.dtype.type(0))
         out, scale = _reduce(losses, valid, reduction, target.shape)
         ctx.tv, ctx.valid, ctx.scale, ctx.shape, ctx.rows, ctx.reduction = tv, valid, scale, x.shape, x2.shape, reduction
