@@ -83,7 +83,10 @@ def _time_cases(cases: dict, settings: dict, sync=None) -> dict:
     if sync:
         sync()
     round_s = max(time.perf_counter() - t0, 1e-6)
-    rounds = int(max(settings["min_repeats"], min(settings["repeats"], settings["budget_s"] // round_s)))
+    # Fewer rounds for workloads whose one round already eats a third of the budget (slow decoding,
+    # a loaded machine), but never fewer than 3: a median needs something to stand between.
+    floor = 3 if round_s > settings["budget_s"] / 3 else settings["min_repeats"]
+    rounds = int(max(floor, min(settings["repeats"], settings["budget_s"] // round_s)))
     warm = max(0, settings["warmup"] - 1) if round_s < settings["budget_s"] / 4 else 0
     return interleaved(cases, warmup=warm, repeats=rounds, sync=sync)
 
