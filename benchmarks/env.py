@@ -19,12 +19,25 @@ import warnings
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 # Anything else that changes what BLAS does; recorded (not set) in every report.
-BLAS_VARS = THREAD_VARS + ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "MKL_ENABLE_INSTRUCTIONS",
-                           "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY")
+BLAS_VARS = THREAD_VARS + ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "OPENBLAS_THREAD_TIMEOUT", "MKL_ENABLE_INSTRUCTIONS",
+                           "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_WAIT_POLICY", "OMP_PROC_BIND",
+                           "GOMP_CPU_AFFINITY")
+
+# What idle worker threads do between parallel regions. Spinning (the libraries' default) wins on
+# an idle machine; on a shared one a spinning or preempted worker stalls every op of its process
+# (measured here, load 5 on 2 cores: copy training step 1.6 s with 2 OpenBLAS threads vs 0.08 s
+# with 1). 'passive' makes them sleep at once: OpenMP (torch) by OMP_WAIT_POLICY/KMP_BLOCKTIME,
+# OpenBLAS by the shortest spin timeout it accepts.
+WAIT_POLICIES = {
+    "default": {},
+    "passive": {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "OPENBLAS_THREAD_TIMEOUT": "4"},
+}
 
 
-def set_thread_env(threads: int) -> None:
-    """Pin every BLAS/OpenMP thread pool to `threads`; must run before numpy or torch is imported."""
+def set_thread_env(threads: int, wait_policy: str = "default") -> None:
+    """Pin every BLAS/OpenMP thread pool to `threads` (and its idle policy); run before numpy/torch load."""
+    if wait_policy not in WAIT_POLICIES:
+        raise ValueError(f"benchmarks: wait_policy must be one of {sorted(WAIT_POLICIES)}, got {wait_policy!r}")
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"benchmarks: threads must be a positive int, got {threads!r}")
     loaded = [m for m in ("numpy", "torch") if m in sys.modules]
@@ -34,17 +47,20 @@ def set_thread_env(threads: int) -> None:
                       "it only reaches subprocesses", RuntimeWarning, stacklevel=2)
     for var in THREAD_VARS:
         os.environ[var] = str(threads)
+    os.environ.update(WAIT_POLICIES[wait_policy])
 
 
 def thread_env_from_argv(argv: list[str], default: int = 2) -> int:
-    """Read `--threads N` from a raw argv (before argparse, before numpy) and apply it."""
-    threads = default
+    """Read `--threads N` and `--wait-policy P` from a raw argv (before argparse and numpy); apply them."""
+    found = {"--threads": str(default), "--wait-policy": "default"}
     for i, arg in enumerate(argv):
-        if arg == "--threads" and i + 1 < len(argv):
-            threads = int(argv[i + 1])
-        elif arg.startswith("--threads="):
-            threads = int(arg.split("=", 1)[1])
-    set_thread_env(threads)
+        for flag in found:
+            if arg == flag and i + 1 < len(argv):
+                found[flag] = argv[i + 1]
+            elif arg.startswith(flag + "="):
+                found[flag] = arg.split("=", 1)[1]
+    threads = int(found["--threads"])
+    set_thread_env(threads, found["--wait-policy"])
     return threads
 
 
@@ -165,7 +181,8 @@ def facts_line(facts: dict) -> str:
     return (f"CPU {facts['cpu_model']} ({facts['usable_cores']} usable cores), threads={facts['threads']} | "
             f"numpy {facts['numpy']} + {facts.get('numpy_blas', {}).get('name')} "
             f"{facts.get('numpy_blas', {}).get('version')} (kernel {rt.get('corename')}, "
-            f"{rt.get('num_threads')} threads, OPENBLAS_CORETYPE={facts['env'].get('OPENBLAS_CORETYPE')}) | "
+            f"{rt.get('num_threads')} threads, OPENBLAS_CORETYPE={facts['env'].get('OPENBLAS_CORETYPE')}, "
+            f"OMP_WAIT_POLICY={facts['env'].get('OMP_WAIT_POLICY')}) | "
             f"torch {facts.get('torch')} + {facts.get('torch_blas')} ({facts.get('torch_threads')} threads, "
             f"{facts.get('torch_cpu_capability')}) | python {facts['python']} | "
             f"load avg {' '.join(f'{x:.1f}' for x in facts.get('load_average') or [])}")

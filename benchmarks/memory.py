@@ -90,6 +90,7 @@ def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> di
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     procs = {}
     for side in ("numpy", "torch"):
+        # The environment (thread counts, wait policy) is inherited from the parent.
         cmd = [sys.executable, "-m", "benchmarks.memory", "--side", side, "--config", config,
                "--steps", str(steps), "--threads", str(threads)]
         procs[side] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -245,6 +245,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sizes", nargs="+", default=["small", "large"], choices=["small", "large"])
     ap.add_argument("--ops", nargs="+", default=None, help="only these op names")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--wait-policy", default="default", choices=["default", "passive"],
+                    help="applied before numpy/torch load (see benchmarks/env.py)")
     ap.add_argument("--out", default="benchmarks/results")
     args = ap.parse_args(argv)
     from benchmarks.env import facts_line, machine_facts, set_torch_threads

@@ -36,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
                    help="add PyTorch CUDA rows when a GPU is present (auto/cuda); the NumPy side is CPU only")
     r.add_argument("--threads", type=int, default=2, help="threads for both sides (BLAS, OpenMP, torch)")
+    r.add_argument("--wait-policy", default="default", choices=["default", "passive"],
+                   help="idle BLAS/OpenMP workers: library default (spin) or sleep at once (for a shared, loaded machine)")
     r.add_argument("--out", default="benchmarks/results")
     r.add_argument("--repeats", type=int, default=None, help="max timed rounds per workload (default 15; quick 5)")
     r.add_argument("--budget", type=float, default=None,
@@ -67,6 +69,7 @@ def resolve_settings(args) -> dict:
         "ops_sizes": args.ops_sizes,
         "ops_repeats": 3 if q else 11,
         "threads": args.threads,
+        "wait_policy": args.wait_policy,
         "device": args.device,
         "skip": list(args.skip),
         "quick": q,
@@ -394,5 +397,5 @@ def write_outputs(results: dict, out: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    set_thread_env(args.threads)         # before numpy / torch load, or it has no effect
+    set_thread_env(args.threads, args.wait_policy)   # before numpy / torch load, or it has no effect
     run(args)
