@@ -83,51 +83,45 @@ def _our_masks(src_keep, tgt_keep):
     return src_mask, tgt_mask
 
 
+# The two sides in one spelling: (tensor from array, array of tensor, tensor maker for masks).
+FRAMEWORKS = {
+    "transformer_np": (lambda a: mt.tensor(a, requires_grad=True), lambda t: t.data, mt.tensor),
+    "parity": (lambda a: torch.tensor(a, requires_grad=True), lambda t: t.detach().numpy(), torch.tensor),
+}
+
+
+def _our_transformer(side, norm_first, activation):
+    if side == "transformer_np":
+        from transformer_np.model import Transformer
+        return Transformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True,
+                           activation=activation)
+    return TorchTransformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True,
+                            activation=activation).double()
+
+
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
 @pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
-def test_transformer_np_equals_nn_transformer(norm_first, activation, rng, float64_default):
-    from transformer_np.model import Transformer
+@pytest.mark.parametrize("side", ["transformer_np", "parity"])
+def test_stacks_equal_nn_transformer(side, norm_first, activation, rng, float64_default):
     ref = _nn_transformer(norm_first, activation)
-    model = Transformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True,
-                        activation=activation)
+    model = _our_transformer(side, norm_first, activation)
     convert.from_torch_transformer(ref, model)
     x_src, x_tgt, src_keep, tgt_keep = _inputs(rng)
     upstream = rng.standard_normal((B, T, D))
     mem_ref, out_ref, gxs_ref, gxt_ref, grads_ref = _run_reference(ref, x_src, x_tgt, src_keep, tgt_keep, upstream)
 
+    leaf, array, const = FRAMEWORKS[side]
     src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
-    xs = mt.tensor(x_src, requires_grad=True)
-    xt = mt.tensor(x_tgt, requires_grad=True)
-    memory = model.encoder(xs, mt.tensor(src_mask))
-    out = model.decoder(xt, memory, mt.tensor(src_mask), mt.tensor(tgt_mask))
-    assert_close(memory.data, mem_ref, RTOL, "encoder memory")
-    assert_close(out.data, out_ref, RTOL, "decoder output")
-    (out * mt.tensor(upstream)).sum().backward()
-    assert_close(xs.grad.data, gxs_ref, RTOL, "grad x_src")
-    assert_close(xt.grad.data, gxt_ref, RTOL, "grad x_tgt")
-    _check_grads({k: p.grad.data for k, p in model.named_parameters() if p.grad is not None}, grads_ref)
-
-
-@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
-@pytest.mark.parametrize("norm_first", [False, True], ids=["post-norm", "pre-norm"])
-def test_parity_model_equals_nn_transformer(norm_first, rng):
-    ref = _nn_transformer(norm_first)
-    model = TorchTransformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True).double()
-    convert.from_torch_transformer(ref, model)
-    x_src, x_tgt, src_keep, tgt_keep = _inputs(rng)
-    upstream = rng.standard_normal((B, T, D))
-    mem_ref, out_ref, gxs_ref, gxt_ref, grads_ref = _run_reference(ref, x_src, x_tgt, src_keep, tgt_keep, upstream)
-    src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
-    xs = torch.tensor(x_src, requires_grad=True)
-    xt = torch.tensor(x_tgt, requires_grad=True)
-    memory = model.encoder(xs, torch.tensor(src_mask))
-    out = model.decoder(xt, memory, torch.tensor(src_mask), torch.tensor(tgt_mask))
-    assert_close(memory.detach().numpy(), mem_ref, RTOL, "encoder memory")
-    assert_close(out.detach().numpy(), out_ref, RTOL, "decoder output")
-    (out * torch.tensor(upstream)).sum().backward()
-    assert_close(xs.grad.numpy(), gxs_ref, RTOL, "grad x_src")
-    _check_grads({k: p.grad.numpy() for k, p in model.named_parameters() if p.grad is not None}, grads_ref)
+    xs, xt = leaf(x_src), leaf(x_tgt)
+    memory = model.encoder(xs, const(src_mask))
+    out = model.decoder(xt, memory, const(src_mask), const(tgt_mask))
+    assert_close(array(memory), mem_ref, RTOL, "encoder memory")
+    assert_close(array(out), out_ref, RTOL, "decoder output")
+    (out * const(upstream)).sum().backward()
+    assert_close(array(xs.grad), gxs_ref, RTOL, "grad x_src")
+    assert_close(array(xt.grad), gxt_ref, RTOL, "grad x_tgt")
+    _check_grads({k: array(p.grad) for k, p in model.named_parameters() if p.grad is not None}, grads_ref)
 
 
 def test_mask_to_torch_drives_nn_transformer_like_key_padding(rng):
