@@ -14,6 +14,9 @@ copied to parity/model.py by name), feeds both the same padded batch and compare
   step's loss, parameter gradients and total gradient norm, then every parameter after the last
   step. The trajectory is free in float64 and lockstep in float32 (run_report says why).
 
+The reference's total gradient norm for clipping is accumulated in float64 (TorchSide.step says
+why); everything else on the torch side is stock PyTorch in the report's dtype.
+
 Dropout is checked in training mode with identical masks: every Dropout module on both sides
 gets a `mask_fn`; the minitensor side draws boolean keep-masks from one seeded generator and
 records them per module in call order, the torch side replays them.
@@ -26,9 +29,10 @@ Two places where the math, not the code, decides, each judged by its own stated 
 `rule` and `note` say so, and its columns still show the plain comparison):
 - The key projection's bias W_k.bias has a gradient that is identically zero (softmax is
   shift-invariant along a query row); both sides compute round-off. Its gradient must be zero to
-  round-off (FLOOR[dtype] times the sibling W_q.bias gradient's scale), and after the steps each
-  side must stay within Adam's step bound (sum of the lrs) of its initial value, since Adam with
-  eps 1e-9 turns round-off into steps of up to lr (`structurally_zero_grad`, `drift_row`).
+  round-off (FLOOR[dtype] times the sibling W_q.bias gradient's scale), and, in the free
+  trajectory, after the steps each side must stay within Adam's step bound (sum of the lrs) of
+  its initial value, since Adam with eps 1e-9 turns round-off into steps of up to lr
+  (`structurally_zero_grad`, `drift_row`). In lockstep the plain comparison applies.
 - ReLU's derivative jumps at 0: a float32 pre-activation within round-off of 0 may land on
   different sides in the two frameworks. The torch side then takes transformer_np's branch for
   those entries only (`ReluBranchAligner`); the count is in the report's meta. GELU needs nothing.
