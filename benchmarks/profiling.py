@@ -48,8 +48,8 @@ def normalize_mt_rows(rows: list[dict]) -> list[dict]:
     return out
 
 
-def profile_numpy(step: Callable[[], object]) -> dict:
-    """One step under mt.profiler: its own table, normalized rows, the wall time of the step."""
+def profile_numpy(step: Callable[[], object], steps: int = 1) -> dict:
+    """`steps` steps under mt.profiler: its own table, normalized rows, wall time (all per step)."""
     import time
     import minitensor as mt
     profiler = getattr(mt, "profiler", None)
@@ -57,28 +57,34 @@ def profile_numpy(step: Callable[[], object]) -> dict:
         return {"error": "mt.profiler.profile() is not available (minitensor/profiler.py, lead-owned)"}
     t0 = time.perf_counter()
     with profiler.profile() as prof:
-        step()
-    wall = (time.perf_counter() - t0) * 1e3
+        for _ in range(steps):
+            step()
+    wall = (time.perf_counter() - t0) * 1e3 / steps
     rows = normalize_mt_rows(prof.rows())
-    return {"table": prof.table(), "rows": rows, "wall_ms": wall,
+    for r in rows:
+        for k in ("calls", "forward_ms", "backward_ms", "total_ms"):
+            r[k] = r[k] / steps if k != "calls" else r[k] // steps
+    return {"table": prof.table(), "rows": rows, "wall_ms": wall, "steps": steps,
             "ops_ms": sum(r["total_ms"] for r in rows)}
 
 
-def profile_torch(step: Callable[[], object], top: int = 20) -> dict:
-    """One step under torch.profiler (CPU): per aten op self time, its table, the wall time."""
+def profile_torch(step: Callable[[], object], top: int = 20, steps: int = 1) -> dict:
+    """`steps` steps under torch.profiler (CPU): per aten op self time, its table, wall time (per step)."""
     import time
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CPU]):
         step()                           # the profiler's first session pays its own start-up: discard it
     t0 = time.perf_counter()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step()
-    wall = (time.perf_counter() - t0) * 1e3
+        for _ in range(steps):
+            step()
+    wall = (time.perf_counter() - t0) * 1e3 / steps
     ka = prof.key_averages()
-    rows = [{"op": e.key, "calls": int(e.count), "self_ms": e.self_cpu_time_total / 1e3,
-             "total_ms": e.cpu_time_total / 1e3} for e in ka]
+    rows = [{"op": e.key, "calls": int(e.count) // steps, "self_ms": e.self_cpu_time_total / 1e3 / steps,
+             "total_ms": e.cpu_time_total / 1e3 / steps} for e in ka]
     rows.sort(key=lambda r: -r["self_ms"])
     return {"table": ka.table(sort_by="self_cpu_time_total", row_limit=top), "rows": rows, "wall_ms": wall,
+            "steps": steps,
             "ops_ms": sum(r["self_ms"] for r in rows)}
 
 
