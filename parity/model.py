@@ -481,7 +481,8 @@ class Transformer(nn.Module):
 
     Arguments are exactly ModelConfig's fields (transformer_np/config.py). Every parameter with
     more than one dimension (embeddings included) starts Xavier-uniform, as in torch.nn.Transformer
-    and the Annotated Transformer; biases start at zero and LayerNorms at (1, 0).
+    and the Annotated Transformer; biases keep nn.Linear's default U(-1/sqrt(in), 1/sqrt(in)) (as in
+    torch.nn.Transformer, which also re-initialises only the matrices) and LayerNorms start at (1, 0).
     """
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8,
