@@ -16,6 +16,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+# One subprocess run of ~20 s (torch import, memory children, short series): slow by the house rule.
+pytestmark = pytest.mark.slow
 WORKLOADS = ("forward", "fwd_bwd", "train", "greedy_nocache", "greedy_cache")
 
 
