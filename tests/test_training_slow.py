@@ -17,12 +17,20 @@ import pytest
 from transformer_np.train import default_configs, train
 
 # Recipe changes from each preset (transformer_np/config.py); the model architecture is untouched
-# except dropout. Dropout and label smoothing are off: on a noiseless task with a few thousand
-# examples they only slow convergence, and these runs must stay short.
+# except dropout. What the tuning runs showed (seed 0, 2 cores):
+# - dropout and label smoothing off: on a noiseless task they only slow convergence;
+# - a large training set (fresh sequences, as seed 000's generator draws them) instead of 5000:
+#   with 5000 the copy model memorises (held-out exact match stalls near 88-92%);
+# - StepLR (seed 003's schedule) from 1e-3, halved every few hundred steps, instead of the
+#   paper's warmup: the 1/sqrt(step) decay leaves the lr high enough for loss spikes near zero
+#   loss, so exact match wobbled (copy: 100% at step 1500, 97.5% at 2000); halving the lr
+#   settles the model (copy: 100% from step 1500 on, held-out loss 2e-5; copy-reverse: 96.0%
+#   after 2500 warmup steps, 99.8% after 2000 StepLR steps).
 RECIPES = {
-    "copy": (dict(dropout=0.0), dict(steps=1500, warmup_steps=300, lr=1.0, label_smoothing=0.0, eval_size=200)),
-    "copy-reverse": (dict(dropout=0.0), dict(steps=1500, batch_size=64, warmup_steps=200, lr=0.5,
-                                             label_smoothing=0.0, eval_size=500)),
+    "copy": (dict(dropout=0.0), dict(steps=2000, schedule="step", lr=1e-3, step_size=400, gamma=0.5,
+                                     label_smoothing=0.0, train_size=100_000, eval_size=200)),
+    "copy-reverse": (dict(dropout=0.0), dict(steps=2000, schedule="step", lr=1e-3, step_size=400, gamma=0.5,
+                                             label_smoothing=0.0, train_size=50_000, eval_size=500)),
     "toy-translation": (dict(dropout=0.0), dict(steps=800)),
 }
 THRESHOLDS = {"copy": 1.0, "copy-reverse": 0.98, "toy-translation": 1.0}
