@@ -161,3 +161,22 @@ def test_config_for_task_sets_vocab_sizes():
     task = get_task("toy-translation")
     cfg = config_for_task(ModelConfig(src_vocab_size=1, tgt_vocab_size=1), task)
     assert cfg.src_vocab_size == len(task.src_vocab) and cfg.tgt_vocab_size == len(task.tgt_vocab)
+
+
+def test_real_sigint_is_held_to_the_step_boundary(tmp_path):
+    import signal
+    m, t = tiny(checkpoint_every=100)
+    straight = train(m, t, str(tmp_path / "a"), progress=False)
+    seen = []
+
+    def ctrl_c_at_3(step, record):
+        seen.append(step)
+        if step == 3:
+            os.kill(os.getpid(), signal.SIGINT)        # what Ctrl-C sends
+
+    with pytest.raises(KeyboardInterrupt):
+        train(m, t, str(tmp_path / "b"), progress=False, callback=ctrl_c_at_3)
+    assert seen == [1, 2, 3] and load_checkpoint(str(tmp_path / "b")).step == 3
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # handler restored
+    resumed = train(m, t, str(tmp_path / "b"), resume=True, progress=False)
+    _assert_bitwise_equal(_params(straight.model), _params(resumed.model))

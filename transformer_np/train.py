@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -382,6 +384,32 @@ class TrainResult:
     wall_time: float
 
 
+class _DeferredInterrupt:
+    """Hold a Ctrl-C (SIGINT) that arrives in the middle of a step until the step is complete, so
+    the checkpoint written on interrupt is always at a step boundary and resumes bitwise.
+    A second Ctrl-C interrupts at once. Only the main thread can install signal handlers;
+    elsewhere this does nothing (KeyboardInterrupt then arrives wherever it arrives)."""
+
+    def __init__(self):
+        self.hit = False
+        self._old = None
+
+    def _handler(self, signum, frame):
+        if self.hit:
+            raise KeyboardInterrupt
+        self.hit = True
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+        return False
+
+
 def _new_history(groups) -> dict:
     return {"step": [], "loss": [], "lr": [], "grad_norm": [], "tokens_per_s": [],
             "layer_grad_norms": {k: [] for k in groups}, "eval": []}
@@ -453,39 +481,43 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
         from tqdm.auto import tqdm
         bar = tqdm(total=train_cfg.steps, initial=step, desc=f"train {task.name}", unit="step", dynamic_ncols=True)
     t_start = time.perf_counter()
+    guard = _DeferredInterrupt()
     try:
-        while step < train_cfg.steps:
-            t0 = time.perf_counter()
-            epoch_i, index_i, (src, tgt) = next(batches)
-            lr = optimizer.param_groups[0]["lr"]
-            loss, total, sq, labels = train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups)
-            step += 1
-            # next batch position, after this one
-            epoch, batch_index = epoch_i, index_i + 1
-            safe = {"step": step, "rng": get_rng_state(), "data": {"epoch": epoch, "batch_index": batch_index}}
+        with guard:
+            while step < train_cfg.steps:
+                t0 = time.perf_counter()
+                epoch_i, index_i, (src, tgt) = next(batches)
+                lr = optimizer.param_groups[0]["lr"]
+                loss, total, sq, labels = train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups)
+                step += 1
+                # next batch position, after this one
+                epoch, batch_index = epoch_i, index_i + 1
+                safe = {"step": step, "rng": get_rng_state(), "data": {"epoch": epoch, "batch_index": batch_index}}
 
-            n_tokens = int(np.count_nonzero(src != PAD_ID) + np.count_nonzero(labels != PAD_ID))
-            dt = time.perf_counter() - t0
-            record = {"step": step, "loss": loss, "lr": float(lr), "grad_norm": total,
-                      "tokens_per_s": n_tokens / dt if dt > 0 else 0.0}
-            for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
-                history[k].append(record[k])
-            for k, v in sq.items():
-                history["layer_grad_norms"][k].append(math.sqrt(v))
-            if bar is not None:
-                bar.update(1)
-                if step % 10 == 0 or step == train_cfg.steps:
-                    bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
-            if train_cfg.eval_every and step % train_cfg.eval_every == 0 and step < train_cfg.steps:
-                m = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
-                history["eval"].append({"step": step, **m})
+                n_tokens = int(np.count_nonzero(src != PAD_ID) + np.count_nonzero(labels != PAD_ID))
+                dt = time.perf_counter() - t0
+                record = {"step": step, "loss": loss, "lr": float(lr), "grad_norm": total,
+                          "tokens_per_s": n_tokens / dt if dt > 0 else 0.0}
+                for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
+                    history[k].append(record[k])
+                for k, v in sq.items():
+                    history["layer_grad_norms"][k].append(math.sqrt(v))
                 if bar is not None:
-                    bar.write(f"step {step}: held-out loss {m['loss']:.4f}, token acc {m['token_acc']:.4f}, "
-                              f"exact {m['exact_acc']:.4f}")
-            if train_cfg.checkpoint_every and step % train_cfg.checkpoint_every == 0:
-                save()
-            if callback is not None:
-                callback(step, record)
+                    bar.update(1)
+                    if step % 10 == 0 or step == train_cfg.steps:
+                        bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+                if train_cfg.eval_every and step % train_cfg.eval_every == 0 and step < train_cfg.steps:
+                    m = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
+                    history["eval"].append({"step": step, **m})
+                    if bar is not None:
+                        bar.write(f"step {step}: held-out loss {m['loss']:.4f}, token acc {m['token_acc']:.4f}, "
+                                  f"exact {m['exact_acc']:.4f}")
+                if train_cfg.checkpoint_every and step % train_cfg.checkpoint_every == 0:
+                    save()
+                if callback is not None:
+                    callback(step, record)
+                if guard.hit:  # a Ctrl-C held back during the step
+                    raise KeyboardInterrupt
     except KeyboardInterrupt:
         path = save()
         if bar is not None:
