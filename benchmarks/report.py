@@ -117,7 +117,7 @@ def _plain_log_ticks(axis) -> None:
 
 
 def plot_ratios(configs: dict, path: str) -> None:
-    """Grouped bars: per config, one bar per workload, height = minitensor / PyTorch (log scale)."""
+    """Grouped bars: per config, one bar per workload, height = minitensor / PyTorch."""
     plt = _plt()
     keys = list(MEASUREMENT_LABELS)
     names = list(configs)
@@ -132,13 +132,12 @@ def plot_ratios(configs: dict, path: str) -> None:
                 ys.append(r)
         bars = ax.bar(xs, ys, width, label=MEASUREMENT_LABELS[key])
         for x, y in zip(xs, ys):
-            ax.text(x, y, f"{y:.2f}", ha="center", va="bottom", fontsize=6, rotation=90)
+            ax.text(x, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7, rotation=90)
         del bars
     ax.axhline(1.0, color="k", lw=1)
-    ax.set_yscale("log")
-    _plain_log_ticks(ax.yaxis)
+    ax.set_ylim(0, None)                 # linear from 0: bar heights compare directly
     ax.set_xticks(range(len(names)), names)
-    ax.set_ylabel("time ratio minitensor / PyTorch (log)")
+    ax.set_ylabel("time ratio minitensor / PyTorch (1 = parity, lower = NumPy faster)")
     ax.set_title("transformer_np vs PyTorch eager, float32, same weights and threads")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
@@ -205,6 +204,19 @@ def losses_markdown(results: dict, top: int = 10) -> str:
                   "| config | train ratio | mt step ms (profiled) | in ops ms | outside ops ms | torch step ms "
                   "(profiled) | top minitensor ops (share of step) |",
                   "|---|---:|---:|---:|---:|---:|---|"] + prof_rows + [""]
+    phase_rows = []
+    for name, res in results.get("configs", {}).items():
+        ph = res.get("phases")
+        if not ph:
+            continue
+        for k in ph["numpy"]:
+            a, b = ph["numpy"][k], ph["torch"][k]
+            phase_rows.append(f"| {name} | {k} | {a:.2f} | {b:.2f} | {a / b if b > 0 else float('nan'):.2f} | "
+                              f"{a - b:+.2f} |")
+    if phase_rows:
+        lines += ["Training step split into phases (median of a few A B rounds, clock read between phases):", "",
+                  "| config | phase | minitensor ms | PyTorch ms | ratio | minitensor - PyTorch ms |",
+                  "|---|---|---:|---:|---:|---:|"] + phase_rows + [""]
     ops = [r for r in results.get("ops", []) if r["ratio_fb"] > 1.0]
     ops.sort(key=lambda r: (r["size"] != "large", -r["ratio_fb"]))
     if ops:

@@ -167,10 +167,22 @@ def bench_config(name: str, settings: dict, log) -> dict:
         res["cache_speedup"] = {s: gn[s]["median_ms"] / gc_[s]["median_ms"] for s in ("numpy", "torch")}
 
     if "profile" not in settings["skip"]:
+        log(f"  {name}: training-step phases ...")
+        res["phases"] = _phases(sides["numpy"], sides["torch"], 3 if settings["quick"] else 5)
         log(f"  {name}: profiling one training step per side ...")
         res["profile_numpy"] = profiling.profile_numpy(sides["numpy"].train)
         res["profile_torch"] = profiling.profile_torch(sides["torch"].train)
     return res
+
+
+def _phases(a, b, rounds: int) -> dict:
+    """Median ms per phase of a training step (zero_grad, forward+loss, backward, clip, optimizer), A B A B."""
+    import statistics
+    samples = {"numpy": [], "torch": []}
+    for _ in range(rounds):
+        samples["numpy"].append(a.train_phases())
+        samples["torch"].append(b.train_phases())
+    return {side: {ph: statistics.median(s[ph] for s in rows) for ph in rows[0]} for side, rows in samples.items()}
 
 
 def _decode_agreement(a, b) -> float | None:

@@ -156,6 +156,36 @@ class Side:
     eval_logits: Callable[[], np.ndarray]   # eval-mode forward as a NumPy array (the sanity check)
     model: object
     sync: Callable[[], None] | None = None
+    train_phases: Callable[[], dict] | None = None  # one training step, ms per phase
+
+
+PHASES = ("zero_grad", "forward+loss", "backward", "clip", "optimizer")
+
+
+def _phased(zero_grad, loss_fn, clip, step, sync=None) -> Callable[[], dict]:
+    """One training step with the clock read between phases: {phase: ms}."""
+    import time
+
+    def run() -> dict:
+        t = [time.perf_counter()]
+        zero_grad()
+        t.append(time.perf_counter())
+        loss = loss_fn()
+        if sync:
+            sync()
+        t.append(time.perf_counter())
+        loss.backward()
+        if sync:
+            sync()
+        t.append(time.perf_counter())
+        clip()
+        t.append(time.perf_counter())
+        step()
+        if sync:
+            sync()
+        t.append(time.perf_counter())
+        return {name: (b - a) * 1e3 for name, a, b in zip(PHASES, t, t[1:])}
+    return run
 
 
 def _call_decode(fn, model, src, src_mask, n_new, use_cache):
@@ -237,10 +267,14 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
                 return fn()
         return run
 
+    def phases():
+        model.train()
+        return _phased(opt.zero_grad, loss_fn, lambda: mt.nn.utils.clip_grad_norm_(params, CLIP), opt.step)()
+
     return Side("numpy", forward, fwd_bwd, train,
                 wrap(_greedy(np_decode, model, src, src_mask, cfg.decode_tokens, False)),
                 wrap(_greedy(np_decode, model, src, src_mask, cfg.decode_tokens, True)),
-                eval_logits, model)
+                eval_logits, model, train_phases=phases)
 
 
 def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: float = 1e-4) -> Side:
@@ -297,7 +331,13 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
         return run
 
     sync = torch.cuda.synchronize if dev.type == "cuda" else None
+
+    def phases():
+        model.train()
+        return _phased(opt.zero_grad, loss_fn, lambda: torch.nn.utils.clip_grad_norm_(params, CLIP), opt.step,
+                       sync)()
+
     return Side("torch" if dev.type == "cpu" else f"torch-{dev.type}", forward, fwd_bwd, train,
                 wrap(_greedy(t_decode, model, src, src_mask, cfg.decode_tokens, False)),
                 wrap(_greedy(t_decode, model, src, src_mask, cfg.decode_tokens, True)),
-                eval_logits, model, sync)
+                eval_logits, model, sync, train_phases=phases)

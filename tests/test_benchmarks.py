@@ -57,6 +57,9 @@ def test_json_is_well_formed(tiny_run):
             assert m["tokens_per_s"][side] > 0
         assert m["ratio"] > 0
     assert tiny["cache_speedup"]["numpy"] > 0
+    assert set(tiny["phases"]["numpy"]) == set(tiny["phases"]["torch"]) == {
+        "zero_grad", "forward+loss", "backward", "clip", "optimizer"}
+    assert tiny["profile_numpy"]["rows"] and tiny["profile_torch"]["rows"]
     mem = res["memory"]["tiny"]
     for side in ("numpy", "torch"):
         assert mem[side]["peak_kib"] >= mem[side]["baseline_kib"] > 0
