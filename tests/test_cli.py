@@ -99,3 +99,13 @@ def test_each_experiment_runs_in_tiny_mode(name, tmp_path, capsys):
     assert os.path.getsize(os.path.join(out, f"{name}.png")) > 1000
     with open(os.path.join(out, "results.md")) as f:
         assert sum(line.startswith("|---") for line in f.read().splitlines()) == 1
+
+
+def test_demo_runs_end_to_end_in_tiny_mode(tmp_path, capsys):
+    out = str(tmp_path / "demo")
+    assert main(["demo", "--out", out, "--steps", "1", "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "held-out (200 sequences never seen in training): exact match" in text
+    assert "beam 4:" in text
+    assert os.path.isfile(os.path.join(out, "checkpoint.npz"))
+    assert len([f for f in os.listdir(os.path.join(out, "plots")) if f.endswith(".png")]) == 15
