@@ -271,9 +271,10 @@ def exp_residual(out_dir: str, steps: int = 0, progress: bool = True, d: int = 2
                            "||dL/dx|| at the input", "Gradient reaching the input of a deep stack",
                            logx=True, logy=True)
     note = (f"Blocks of Linear({d}, {d}) + ReLU at initialisation (PyTorch's default Linear init), batch 16, a random "
-            f"upstream gradient; mean of {repeats} seeds. Without residual connections the gradient shrinks "
-            "geometrically with depth; the identity path of a residual keeps it from vanishing, and LayerNorm "
-            "keeps the residual stream's scale (and with it the gradient) from growing unboundedly.")
+            f"upstream gradient; mean of {repeats} seeds. What the default run shows: the plain stack's gradient "
+            "shrinks geometrically with depth (about 1e-11 at 32 blocks); LayerNorm alone rescales every block and "
+            "lets it grow instead; a residual alone keeps it from vanishing but lets it grow with depth; residual "
+            "plus LayerNorm (post- or pre-norm, the two Transformer wirings) keeps it within a small factor.")
     return _write(out_dir, "residual", "Residual connections and LayerNorm: gradient at the input", note, rows,
                   ["variant"] + [f"depth_{k}" for k in RESIDUAL_DEPTHS], [fig],
                   {"d": d, "repeats": repeats, "depths": RESIDUAL_DEPTHS})
