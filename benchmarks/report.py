@@ -137,8 +137,8 @@ def plot_ratios(configs: dict, path: str) -> None:
     ax.axhline(1.0, color="k", lw=1)
     ax.set_ylim(0, None)                 # linear from 0: bar heights compare directly
     ax.set_xticks(range(len(names)), names)
-    ax.set_ylabel("time ratio minitensor / PyTorch (1 = parity, lower = NumPy faster)")
-    ax.set_title("transformer_np vs PyTorch eager, float32, same weights and threads")
+    ax.set_ylabel("time, minitensor / PyTorch")
+    ax.set_title("transformer_np vs PyTorch eager (float32, same weights and threads; < 1 = NumPy faster)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
