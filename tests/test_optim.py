@@ -417,3 +417,23 @@ def test_float32_steps_match_torch(rng, opt_name):
         opt.step(), topt.step()
     assert p.dtype == np.float32
     assert_close(p.data, tp.detach().numpy(), OP_RTOL["float32"], f"{opt_name} float32 parameters")
+
+
+def test_adam_threaded_update_is_bitwise_the_sequential_one(monkeypatch):
+    """Large steps update parameters on a thread pool (optimizer.parallel_for); order must not matter."""
+    from minitensor.optim import optimizer as optmod
+
+    def run(threads):
+        monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
+        rng = np.random.default_rng(0)
+        params = [mt.nn.Parameter(mt.tensor(rng.standard_normal(s).astype(np.float32))) for s in [(700, 1000), (600, 900), (7,)]]
+        opt = mt.optim.Adam(params, lr=1e-3, weight_decay=0.01)
+        for _ in range(3):
+            for p in params:
+                p.grad = mt.tensor(rng.standard_normal(p.shape).astype(np.float32))
+            opt.step()
+        return [p.data.copy() for p in params]
+
+    assert sum(np.prod(s) for s in [(700, 1000), (600, 900)]) >= optmod._PARALLEL_MIN_NUMEL
+    for a, b in zip(run(1), run(2)):
+        assert np.array_equal(a, b)

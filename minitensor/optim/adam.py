@@ -10,7 +10,9 @@ PyTorch's single-tensor implementation, term for term (t counts this parameter's
 In one line: p -= lr * m_hat / (sqrt(v_hat) + eps), with the bias corrections placed as torch
 places them (eps is added after dividing sqrt(v) by sqrt(1 - beta2^t)).
 Everything runs in NumPy in place on `p.data`; m, v (and vmax) have the parameter's dtype, and
-one scratch array per parameter per step holds the intermediate terms.
+one scratch array per parameter per step holds the intermediate terms. Parameters are updated
+on a small thread pool when a step is large (optimizer.parallel_for): each update is independent,
+so the numbers are the same in any order.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import math
 
 import numpy as np
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, parallel_for
 
 __all__ = ["Adam", "AdamW"]
 
@@ -51,51 +53,57 @@ class Adam(Optimizer):
         """One update of every parameter that has a gradient; returns closure() if given."""
         loss = self._evaluate(closure)
         for group in self.param_groups:
-            lr = group["lr"]
-            beta1, beta2 = group["betas"]
-            eps = group["eps"]
-            wd = group["weight_decay"]
-            amsgrad = group["amsgrad"]
-            for p, w, g in self._with_grads(group):
-                state = self.state_for(p)
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = np.zeros_like(w)
-                    state["exp_avg_sq"] = np.zeros_like(w)
-                    if amsgrad:
-                        state["max_exp_avg_sq"] = np.zeros_like(w)
-                state["step"] += 1
-                t = state["step"]
-                m, v = state["exp_avg"], state["exp_avg_sq"]
-
-                if wd != 0:
-                    if self._decoupled:
-                        w *= 1 - lr * wd
-                    else:
-                        g = g + wd * w
-                tmp = np.subtract(g, m)                 # the one scratch array
-                tmp *= 1 - beta1
-                m += tmp                                # m = lerp(m, g, 1 - beta1)
-                v *= beta2
-                np.multiply(g, 1 - beta2, out=tmp)
-                tmp *= g
-                v += tmp                                # v = beta2 v + (1 - beta2) g g
-
-                bias_correction1 = 1 - beta1 ** t
-                bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
-                step_size = lr / bias_correction1
-                if amsgrad:
-                    vmax = state["max_exp_avg_sq"]
-                    np.maximum(vmax, v, out=vmax)
-                    np.sqrt(vmax, out=tmp)
-                else:
-                    np.sqrt(v, out=tmp)
-                tmp /= bias_correction2_sqrt
-                tmp += eps                              # denom
-                np.divide(m, tmp, out=tmp)
-                tmp *= -step_size
-                w += tmp
+            work = [(p, self.state_for(p)) for p in group["params"] if p.grad is not None]
+            parallel_for(lambda item: self._update(item[0], item[1], group), work,
+                         sum(p.data.size for p, _ in work))
         return loss
+
+    def _update(self, p, state: dict, group: dict) -> None:
+        lr = group["lr"]
+        beta1, beta2 = group["betas"]
+        eps = group["eps"]
+        wd = group["weight_decay"]
+        w = p.data
+        g = p.grad.data
+        if group["maximize"]:
+            g = -g
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = np.zeros_like(w)
+            state["exp_avg_sq"] = np.zeros_like(w)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = np.zeros_like(w)
+        state["step"] += 1
+        t = state["step"]
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+
+        if wd != 0:
+            if self._decoupled:
+                w *= 1 - lr * wd
+            else:
+                g = g + wd * w
+        tmp = np.subtract(g, m)                 # the one scratch array
+        tmp *= 1 - beta1
+        m += tmp                                # m = lerp(m, g, 1 - beta1)
+        v *= beta2
+        np.multiply(g, 1 - beta2, out=tmp)
+        tmp *= g
+        v += tmp                                # v = beta2 v + (1 - beta2) g g
+
+        bias_correction1 = 1 - beta1 ** t
+        bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
+        step_size = lr / bias_correction1
+        if group["amsgrad"]:
+            vmax = state["max_exp_avg_sq"]
+            np.maximum(vmax, v, out=vmax)
+            np.sqrt(vmax, out=tmp)
+        else:
+            np.sqrt(v, out=tmp)
+        tmp /= bias_correction2_sqrt
+        tmp += eps                              # denom
+        np.divide(m, tmp, out=tmp)
+        tmp *= -step_size
+        w += tmp
 
 
 class AdamW(Adam):

@@ -13,11 +13,46 @@ Arrays in it are copies, so training after `state_dict()` does not change a save
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterable, Mapping
 
 import numpy as np
 
 __all__ = ["Optimizer", "required"]
+
+
+def num_threads() -> int:
+    """Threads for elementwise optimizer updates: the BLAS setting (OMP/OPENBLAS_NUM_THREADS) or the cores."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        v = os.environ.get(var, "")
+        if v.isdigit() and int(v) > 0:
+            return int(v)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+_POOL = None
+_PARALLEL_MIN_NUMEL = 1 << 20   # below ~1M entries in a step, thread hand-off costs more than it saves
+
+
+def parallel_for(fn, items: list, numel: int) -> None:
+    """fn(item) for every item; on a thread pool when the work is large.
+
+    NumPy releases the GIL inside ufunc loops, so per-parameter updates (independent of each other,
+    hence bitwise the same in any order) run on several cores, as PyTorch's multi-threaded
+    optimizer kernels do. The pool has as many threads as the BLAS is allowed, so a comparison run
+    with the same thread count on both sides stays fair."""
+    global _POOL
+    n = num_threads()
+    if n <= 1 or numel < _PARALLEL_MIN_NUMEL or len(items) < 2:
+        for item in items:
+            fn(item)
+        return
+    if _POOL is None or _POOL._max_workers != n:
+        from concurrent.futures import ThreadPoolExecutor
+        _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="minitensor-optim")
+    # largest first, so the threads finish together
+    for f in [_POOL.submit(fn, item) for item in sorted(items, key=lambda it: -it[0].data.size)]:
+        f.result()
 
 
 class _Required:
