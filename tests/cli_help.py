@@ -1,0 +1,42 @@
+"""One check shared by the three command lines (transformer_np, parity, benchmarks): every flag explains itself.
+
+`undocumented_flags(parser)` walks a parser and its subcommands and returns one line per flag that has no help
+text, or whose rendered help does not show its default (flags without a meaningful default are exempt:
+switches such as `--resume` and flags whose default is None).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+_SWITCH_ACTIONS = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction,
+                   argparse._HelpAction, argparse._VersionAction, argparse._CountAction)
+
+
+def _subparsers(parser: argparse.ArgumentParser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def undocumented_flags(parser: argparse.ArgumentParser, prefix: str = "") -> list[str]:
+    """Flags of `parser` (and of every subcommand, recursively) lacking a help line or a shown default."""
+    problems = []
+    rendered = " ".join(parser.format_help().split())  # help text with line wrapping undone
+    name = prefix or parser.prog
+    for action in parser._actions:
+        if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+            continue
+        flag = action.option_strings[-1] if action.option_strings else action.dest
+        if not action.help or action.help == argparse.SUPPRESS:
+            problems.append(f"{name} {flag}: no help text")
+            continue
+        if isinstance(action, _SWITCH_ACTIONS) or action.default in (None, argparse.SUPPRESS):
+            continue
+        default = action.default
+        shown = ", ".join(map(str, default)) if isinstance(default, (list, tuple)) else str(default)
+        if f"default: {shown}" not in rendered and f"default {shown}" not in rendered:
+            problems.append(f"{name} {flag}: default {shown!r} not shown in --help")
+    for sub_name, sub in _subparsers(parser):
+        problems += undocumented_flags(sub, f"{name} {sub_name}")
+    return problems
