@@ -14,10 +14,12 @@ import minitensor as mt
 from minitensor.testing import PARITY_RTOL, assert_close
 from parity import convert
 from parity import decode as pt_decode
+from parity import render, results
 from parity import report as parity_report
+from parity.hooks import SharedDropoutMasks
 from parity.model import Dropout as TorchDropout
 from parity.model import MultiHeadAttention as TorchMHA
-from parity.report import build_models, run_report
+from parity.report import ReportConfig, build_models, run_report
 from transformer_np import decode as np_decode
 from transformer_np.config import get_preset
 from transformer_np.model import MultiHeadAttention as NpMHA
@@ -53,22 +55,24 @@ CASES = [
 @pytest.mark.parametrize("config,dtype,norm_first,activation,dropout", CASES,
                          ids=["-".join(map(str, c)) for c in CASES])
 def test_report_passes_and_covers_every_module(config, dtype, norm_first, activation, dropout):
-    report = run_report(config, dtype, "cpu", steps=2, norm_first=norm_first, activation=activation,
-                        dropout=dropout, batch_size=3, seed=1)
-    assert report.passed, "\n" + report.table(only_failures=True)
+    report = run_report(ReportConfig(config, dtype, "cpu", steps=2, norm_first=norm_first, activation=activation,
+                                     dropout=dropout, batch_size=3, seed=1))
+    assert report.passed, "\n" + render.table(report, failures_only=True)
     np_model, pt_model = build_models(get_preset(config).model.replace(norm_first=norm_first, activation=activation),
                                       dtype, "cpu", seed=1)
     _assert_covers_everything(report, np_model, pt_model)
-    assert {r.group for r in report.rows} == set(parity_report.GROUPS)
-    assert all(r.rtol == PARITY_RTOL[dtype] for r in report.rows)
+    assert {r.group for r in report.rows} == set(results.GROUPS)
+    assert all(r.limit == PARITY_RTOL[dtype] for r in report.rows if r.rule == "rel")
+    assert {r.name for r in report.rows if r.rule == "zero"} == (
+        {n for n in report.names("param.grad") if n.endswith("W_k.bias")} | {"key-bias grads step 2"})
     assert {"loss step 2", "param grads step 2", "grad norm step 1", "grad norm step 2"} <= report.names("step")
     assert report.meta["trajectory"] == ("free" if dtype == "float64" else "lockstep")
 
 
 def test_report_variants_learned_positions_tied_embeddings_final_norm():
-    report = run_report("copy", "float64", "cpu", steps=2, positional="learned", tie_embeddings=True,
-                        final_norm=True, batch_size=3)
-    assert report.passed, "\n" + report.table(only_failures=True)
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=2, positional="learned", tie_embeddings=True,
+                                     final_norm=True, batch_size=3))
+    assert report.passed, "\n" + render.table(report, failures_only=True)
     assert "pos_encoding.embedding.weight" in report.names("param.grad")
     assert {"encoder.norm", "decoder.norm"} <= report.names("forward")
 
@@ -84,7 +88,7 @@ def test_report_catches_a_wrong_weight(monkeypatch):
         return torch_model
 
     monkeypatch.setattr(parity_report, "np_to_torch", sabotaged)
-    report = run_report("copy", "float64", "cpu", steps=1, dropout=0.0, batch_size=2)
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=1, dropout=0.0, batch_size=2))
     failed_forward = {r.name for r in report.failures() if r.kind == "forward"}
     assert not report.passed
     assert "decoder.layers.1.feed_forward.linear2" in failed_forward
@@ -95,19 +99,19 @@ def test_report_catches_a_wrong_weight(monkeypatch):
 
 def test_lockstep_and_free_trajectories_in_float64():
     """In float64 both trajectories pass; lockstep's parameters after the steps agree at least as well."""
-    free = run_report("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="free")
-    lock = run_report("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="lockstep")
-    assert free.passed and lock.passed, "\n" + free.table(only_failures=True) + lock.table(only_failures=True)
+    free = run_report(ReportConfig("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="free"))
+    lock = run_report(ReportConfig("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="lockstep"))
+    assert free.passed and lock.passed, "\n" + render.table(free, True) + render.table(lock, True)
     with pytest.raises(ValueError, match="unknown trajectory"):
-        run_report("copy", "float64", "cpu", steps=1, trajectory="sideways")
+        ReportConfig("copy", "float64", "cpu", steps=1, trajectory="sideways")
 
 
 def test_dropout_masks_are_shared_in_call_order():
     """With dropout on, the report runs both sides in training mode on the same keep-masks."""
-    report = run_report("copy", "float64", "cpu", steps=1, dropout=0.3, batch_size=2)
-    assert report.passed, "\n" + report.table(only_failures=True)
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=1, dropout=0.3, batch_size=2))
+    assert report.passed, "\n" + render.table(report, failures_only=True)
     np_model, pt_model = build_models(get_preset("copy").model.replace(dropout=0.3), "float64", "cpu", seed=0)
-    masks = parity_report.SharedDropoutMasks(0)
+    masks = SharedDropoutMasks(0)
     masks.attach(np_model, pt_model)
     x = np.random.default_rng(0).standard_normal((2, 3, 4))
     out_np = np_model.pos_encoding.dropout(mt.tensor(x))
