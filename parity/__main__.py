@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 from transformer_np.config import PRESETS
 
@@ -43,6 +44,13 @@ def _rate(text: str) -> float:
     return value
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped without breaking a word at its hyphen (a preset name stays whole)."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def _common(p: argparse.ArgumentParser, out_default: str | None) -> None:
     p.add_argument("--dtype", default="float64", choices=sorted(DTYPES),
                    help="floating-point type of both sides (default: %(default)s)")
@@ -64,16 +72,17 @@ def _common(p: argparse.ArgumentParser, out_default: str | None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__.split("\n\n")[0],
+                                     formatter_class=_HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary}")
     presets = sorted(PRESETS)
 
-    p = sub.add_parser("report", help="layer-by-layer parity of transformer_np against PyTorch",
+    p = sub.add_parser("report", formatter_class=_HelpFormatter, help="layer-by-layer parity of transformer_np against PyTorch",
                        description="Every submodule's output, attention weights, the loss, every gradient and the "
                                    "parameters after N optimizer steps, transformer_np against PyTorch.")
     p.add_argument("--config", default="copy-reverse", choices=presets,
                    help="the preset whose model is checked (default: %(default)s)")
-    p.add_argument("--norm-first", action="store_true", help="pre-norm layers (default: the preset's; post-norm)")
+    p.add_argument("--norm-first", action="store_true", help="pre-norm layers (default: the preset's placement)")
     p.add_argument("--final-norm", action="store_true", help="a LayerNorm after each stack (default: the preset's)")
     p.add_argument("--activation", default=None, choices=("relu", "gelu"),
                    help="feed-forward activation (default: the preset's)")
@@ -87,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print only the failing rows (or 'no failures') and the summary")
     _common(p, "runs/parity")
 
-    p = sub.add_parser("summary", help="worst error per module group, for a checkpoint or a preset",
+    p = sub.add_parser("summary", formatter_class=_HelpFormatter, help="worst error per module group, for a checkpoint or a preset",
                        description="The report's checks, one line per group of the model, for a trained "
                                    "transformer_np checkpoint or a preset's fresh model.")
     src = p.add_mutually_exclusive_group(required=True)
@@ -108,7 +117,7 @@ def cmd_report(args) -> int:
     report = run_report(_report_config(args))
     print(render.text(report, failures_only=args.failures_only))
     if args.out:
-        print("wrote {} and {}".format(*render.write(report, args.out)))
+        print("\n".join("wrote " + path for path in render.write(report, args.out)))
     return 0 if report.passed else 1
 
 
@@ -121,7 +130,7 @@ def cmd_summary(args) -> int:
     print()
     print(render.summary_table(report))
     if args.out:
-        print("wrote {} and {}".format(*render.write(report, args.out)))
+        print("\n".join("wrote " + path for path in render.write(report, args.out)))
     print(render.verdict(report))
     return 0 if report.passed else 1
 
