@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary}")
     presets = sorted(PRESETS)
 
-    p = sub.add_parser("report", formatter_class=_HelpFormatter, help="layer-by-layer parity of transformer_np against PyTorch",
+    p = sub.add_parser("report", formatter_class=_HelpFormatter,
+                       help="layer-by-layer parity of transformer_np against PyTorch",
                        description="Every submodule's output, attention weights, the loss, every gradient and the "
                                    "parameters after N optimizer steps, transformer_np against PyTorch.")
     p.add_argument("--config", default="copy-reverse", choices=presets,
@@ -96,7 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print only the failing rows (or 'no failures') and the summary")
     _common(p, "runs/parity")
 
-    p = sub.add_parser("summary", formatter_class=_HelpFormatter, help="worst error per module group, for a checkpoint or a preset",
+    p = sub.add_parser("summary", formatter_class=_HelpFormatter,
+                       help="worst error per module group, for a checkpoint or a preset",
                        description="The report's checks, one line per group of the model, for a trained "
                                    "transformer_np checkpoint or a preset's fresh model.")
     src = p.add_mutually_exclusive_group(required=True)

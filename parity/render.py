@@ -55,20 +55,21 @@ def adjustments(meta: dict) -> list[str]:
     return out
 
 
+LEGEND = """\
+legend
+  kinds  forward: a submodule's output; attn: its attention weights; loss: the training loss
+         grad: an output's gradient; param.grad: a parameter's gradient; param: a parameter after the steps
+         step: a later optimizer step's loss, worst parameter gradient, key-bias gradients, gradient norm
+  rules  rel: value = max rel = max|ours - torch| / max(|torch|, {floor:g} * max|torch|) <= limit
+         zero: exact value 0; the largest |entry| of either side <= n*eps*sum|terms|, the round-off of its sum
+         drift: exact value constant; each side's largest change from its start <= Adam's bound, sum of its lrs
+  trajectory  free: each side steps on its own gradients; the parameters after the steps must agree
+              lockstep: gradients compared, then transformer_np takes torch's; isolates the optimizer arithmetic"""
+
+
 def legend(meta: dict) -> list[str]:
     """The row kinds, the rules and the trajectory modes, one line each."""
-    floor = FLOOR[meta["dtype"]]
-    return [
-        "legend",
-        "  kinds  forward: a submodule's output; attn: its attention weights; loss: the training loss",
-        "         grad: an output's gradient; param.grad: a parameter's gradient; param: a parameter after the steps",
-        "         step: a later optimizer step's loss, worst parameter gradient, key-bias gradients, gradient norm",
-        f"  rules  rel: value = max rel = max|ours - torch| / max(|torch|, {floor:g} * max|torch|) <= limit",
-        "         zero: exact value 0; the largest |entry| of either side <= n*eps*sum|terms|, the round-off of its sum",
-        "         drift: exact value constant; each side's largest change from its start <= sum of Adam's lrs",
-        "  trajectory  free: each side steps on its own gradients; the parameters after the steps must agree",
-        "              lockstep: gradients compared, then transformer_np takes torch's; isolates the optimizer arithmetic",
-    ]
+    return LEGEND.format(floor=FLOOR[meta["dtype"]]).splitlines()
 
 
 # The judged value only: for rule 'rel' it is the max rel; max abs and max rel of every row are in the Markdown.
@@ -137,7 +138,8 @@ def markdown(report: Report) -> str:
     out += [line.strip() for line in header(report)[1:]] + [""]
     out += ["```", *legend(m), "```", "", f"Result: **{'PASS' if report.passed else 'FAIL'}** ({verdict(report)}). "
             "Measure: minitensor.testing.error_stats (scale_free), limits: PARITY_RTOL and the rules above.", "",
-            "## Summary", "", "| group | checks | failed | worst | max rel | limit | result |", "|---|---|---|---|---|---|---|"]
+            "## Summary", "", "| group | checks | failed | worst | max rel | limit | result |",
+            "|---|---|---|---|---|---|---|"]
     for g, s in report.summary().items():
         out.append(f"| {g} | {s['checks']} | {s['failed']} | {s['kind']} `{s['worst']}` | {s['max_rel']:.2e} | "
                    f"{s['limit']:.1e} | {'ok' if s['ok'] else 'FAIL'} |")

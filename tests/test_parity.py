@@ -249,7 +249,8 @@ def test_parity_model_rejects_bad_input():
     with pytest.raises(ValueError, match="out of range"):
         pt_model(torch.full((2, 3), cfg.src_vocab_size), torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(TypeError, match="bool mask"):
-        pt_model(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long), src_mask=torch.ones(2, 1, 1, 3))
+        pt_model(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),
+                 src_mask=torch.ones(2, 1, 1, 3))
 
 
 # ----------------------------------------------------------------------------------------------

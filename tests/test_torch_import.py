@@ -136,7 +136,8 @@ def test_mask_to_torch_drives_nn_transformer_like_key_padding(rng):
     src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
     xs, xt = torch.tensor(x_src), torch.tensor(x_tgt)
     a = ref(xs, xt, src_mask=convert.mask_to_torch(src_mask, H, B, S, S),
-            tgt_mask=convert.mask_to_torch(tgt_mask, H, B, T, T), memory_mask=convert.mask_to_torch(src_mask, H, B, T, S))
+            tgt_mask=convert.mask_to_torch(tgt_mask, H, B, T, T),
+            memory_mask=convert.mask_to_torch(src_mask, H, B, T, S))
     b = ref(xs, xt, tgt_mask=~torch.ones(T, T, dtype=torch.bool).tril(), src_key_padding_mask=torch.tensor(~src_keep),
             tgt_key_padding_mask=torch.tensor(~tgt_keep), memory_key_padding_mask=torch.tensor(~src_keep))
     assert_close(a.detach().numpy(), b.detach().numpy(), RTOL, "converted masks")
