@@ -17,8 +17,8 @@ import textwrap
 
 from transformer_np.config import PRESETS
 
-from .report import DEVICES, DTYPES, TRAJECTORIES, DeviceError, ReportConfig, run_report, run_summary
 from . import render
+from .report import DEVICES, DTYPES, TRAJECTORIES, DeviceError, ReportConfig, run_report, run_summary
 
 
 def _count(minimum: int):
@@ -131,9 +131,10 @@ def cmd_summary(args) -> int:
     print("\n".join(render.header(report)[1:]))
     print()
     print(render.summary_table(report))
+    print()
+    print(render.verdict(report))
     if args.out:
         print("\n".join("wrote " + path for path in render.write(report, args.out)))
-    print(render.verdict(report))
     return 0 if report.passed else 1
 
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 import contextlib
 
 import numpy as np
-
 import torch
-from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
+
 from parity.masks import causal_mask, padding_mask
+from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
 
 
 @contextlib.contextmanager

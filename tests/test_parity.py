@@ -12,9 +12,8 @@ import torch
 
 import minitensor as mt
 from minitensor.testing import PARITY_RTOL, assert_close
-from parity import convert
+from parity import convert, render, results
 from parity import decode as pt_decode
-from parity import render, results
 from parity import report as parity_report
 from parity.hooks import SharedDropoutMasks
 from parity.model import Dropout as TorchDropout
