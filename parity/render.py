@@ -62,7 +62,7 @@ legend
          step: a later optimizer step's loss, worst parameter gradient, key-bias gradients, gradient norm
   rules  rel: value = max rel = max|ours - torch| / max(|torch|, {floor:g} * max|torch|) <= limit
          zero: exact value 0; the largest |entry| of either side <= n*eps*sum|terms|, the round-off of its sum
-         drift: exact value constant; each side's largest change from its start <= Adam's bound, sum of its lrs
+         drift: exact value constant; each side's change from its start <= sum lr*min(1, max|grad|/eps) + rounding
   trajectory  free: each side steps on its own gradients; the parameters after the steps must agree
               lockstep: gradients compared, then transformer_np takes torch's; isolates the optimizer arithmetic"""
 

@@ -9,8 +9,9 @@ with the floor relative to the array's own scale) and is judged by one of three 
            the round-off of its sum, n * eps * sum |terms| (minitensor.testing.sum_roundoff_limit).
            The key projection's bias gradient (`structurally_zero_grad`).
     drift  the exact value is constant (its gradient is identically 0): after the optimizer steps,
-           each side stays within Adam's step bound of its start: the sum of the learning rates, for
-           1 - beta1 <= sqrt(1 - beta2) as in the paper's recipe (parity.report.adam_step_bound).
+           each side stays within Adam's step bound of its start, the sum over the steps of
+           lr * min(1, max|grad| / eps) for 1 - beta1 <= sqrt(1 - beta2) as in the paper's recipe
+           (parity.report.adam_step_bound).
 """
 from __future__ import annotations
 
