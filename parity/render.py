@@ -27,17 +27,22 @@ def _wrap(text: str, indent: str = "") -> list[str]:
     return textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent + "  ")
 
 
+def title(meta: dict) -> str:
+    what = f"the {meta['config']} preset" if meta["config"] != "checkpoint" else f"checkpoint {meta.get('checkpoint')}"
+    return f"parity report: {what}, {meta['dtype']}, PyTorch reference on {meta['device']} (torch {meta['torch']})"
+
+
+def run_line(meta: dict) -> str:
+    model = meta["model"]
+    return (f"batch {meta['batch']}; {plural(meta['steps'], 'optimizer step')}, {meta['trajectory']} trajectory; "
+            f"seed {meta['seed']}; dropout {model['dropout']}, {'pre-norm' if model['norm_first'] else 'post-norm'}, "
+            f"activation {model['activation']}")
+
+
 def header(report: Report) -> list[str]:
     """What was run, and how the reference was adjusted (with counts); every line <= WIDTH."""
-    m = report.meta
-    model = m["model"]
-    what = f"the {m['config']} preset" if m["config"] != "checkpoint" else f"checkpoint {m.get('checkpoint', '')}"
-    lines = [f"parity report: {what}, {m['dtype']}, PyTorch reference on {m['device']} (torch {m['torch']})"]
-    lines += _wrap(f"batch {m['batch']}; {plural(m['steps'], 'optimizer step')}, {m['trajectory']} trajectory; "
-                   f"seed {m['seed']}; dropout {model['dropout']}, "
-                   f"{'pre-norm' if model['norm_first'] else 'post-norm'}, activation {model['activation']}", "  ")
-    lines.append("  reference adjusted, torch side only:")
-    for line in adjustments(m):
+    lines = [title(report.meta)] + _wrap(run_line(report.meta), "  ") + ["  reference adjusted, torch side only:"]
+    for line in adjustments(report.meta):
         lines += _wrap("- " + line, "    ")
     return lines
 
@@ -132,12 +137,17 @@ def text(report: Report, failures_only: bool = False) -> str:
                                                               summary_table(report), "", verdict(report)])
 
 
+def _md(text: str) -> str:
+    """Text for a Markdown table cell: a '|' would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def markdown(report: Report) -> str:
     m = report.meta
-    out = ["# " + header(report)[0], ""]
-    out += [line.strip() for line in header(report)[1:]] + [""]
-    out += ["```", *legend(m), "```", "", f"Result: **{'PASS' if report.passed else 'FAIL'}** ({verdict(report)}). "
-            "Measure: minitensor.testing.error_stats (scale_free), limits: PARITY_RTOL and the rules above.", "",
+    out = ["# " + title(m), "", run_line(m) + ".", "", "Reference adjusted, torch side only:", ""]
+    out += ["- " + line for line in adjustments(m)]
+    out += ["", "```", *legend(m), "```", "", f"Result: **{verdict(report)}**. Measure: "
+            "minitensor.testing.error_stats (scale_free); limits: PARITY_RTOL and the rules above.", "",
             "## Summary", "", "| group | checks | failed | worst | max rel | limit | result |",
             "|---|---|---|---|---|---|---|"]
     for g, s in report.summary().items():
@@ -149,7 +159,7 @@ def markdown(report: Report) -> str:
     for r in report.grouped():
         out.append(f"| {r.group} | {r.kind} | `{r.name}` | {'x'.join(map(str, r.shape))} | {r.max_abs:.2e} | "
                    f"{r.max_rel:.2e} | {r.rule} | {r.value:.2e} | {r.limit:.1e} | {'ok' if r.ok else 'FAIL'} | "
-                   f"{r.note} |")
+                   f"{_md(r.note)} |")
     return "\n".join(out) + "\n"
 
 

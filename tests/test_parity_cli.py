@@ -39,7 +39,7 @@ def test_report_command_passes_and_writes_json_and_markdown(tmp_path):
     names = {r["name"] for r in data["rows"]}
     assert "generator.weight" in names and "loss" in names
     md = (tmp_path / "parity_copy_float32_cpu.md").read_text()
-    assert "Result: **PASS**" in md and "| after-steps |" in md
+    assert "Result: **PASS: all" in md and "| after-steps |" in md
     assert "gradient clipping: the total norm is accumulated in float64" in md
     zero = [r for r in data["rows"] if r["rule"] == "zero"]
     assert zero and all(0 < r["limit"] < 1e-5 and r["value"] <= r["limit"] for r in zero)
