@@ -345,6 +345,37 @@ def compare_after_steps(report: Report, np_model, pt_model, init: dict, bound: f
             report.check_close("after-steps", "param", name, ours[name], ref[name], rtol)
 
 
+def compare_steps(report: Report, npside: NpSide, ptside: TorchSide, batches, masks, steps: int, trajectory: str,
+                  dtype: str) -> float:
+    """The N optimizer steps (the first on the gradients already compared), each later step's loss, gradients and
+    gradient norm compared; returns Adam's step bound for the key biases over these steps (adam_step_bound)."""
+    rtol = PARITY_RTOL[dtype]
+    keys = KeyProjectionGrads(ptside.model)
+    lrs, key_grads = [], []
+    for i in range(steps):
+        if i > 0:
+            s, t = batches[i % len(batches)]
+            npside.zero_grad()
+            ptside.zero_grad()
+            np_loss, pt_loss = npside.loss(s, t), ptside.loss(s, t)
+            if masks is not None:
+                masks.finish_step()
+            report.check_close("after-steps", "step", f"loss step {i + 1}", to_numpy(np_loss),
+                               to_numpy(pt_loss), rtol)
+            np_loss.backward()
+            pt_loss.backward()
+            compare_step_grads(report, npside, ptside, keys, i + 1, dtype)
+        if trajectory == "lockstep":
+            sync_grads(npside, ptside)
+        lrs.append(ptside.opt.param_groups[0]["lr"])
+        key_grads.append(key_bias_grad_max(npside, ptside))
+        n_np, n_pt = npside.step(), ptside.step()
+        if n_np is not None:
+            report.check_close("after-steps", "step", f"grad norm step {i + 1}", n_np, n_pt, rtol)
+    keys.remove()
+    return adam_step_bound(lrs, key_grads, npside.train.betas, npside.train.eps)
+
+
 # ----------------------------------------------------------------------------------------------
 # The report
 # ----------------------------------------------------------------------------------------------
@@ -377,30 +408,8 @@ def run_report(rc: ReportConfig) -> Report:
                               torch=torch.__version__))
     init = state_arrays(pt_model)
     compare_forward_backward(report, npside, ptside, src, tgt, masks, dtype)
-    keys = KeyProjectionGrads(pt_model)
-    lrs, key_grads = [], []
-    for i in range(rc.steps):
-        if i > 0:
-            s, t = batches[i % len(batches)]
-            npside.zero_grad()
-            ptside.zero_grad()
-            np_loss, pt_loss = npside.loss(s, t), ptside.loss(s, t)
-            if masks is not None:
-                masks.finish_step()
-            report.check_close("after-steps", "step", f"loss step {i + 1}", to_numpy(np_loss), to_numpy(pt_loss), rtol)
-            np_loss.backward()
-            pt_loss.backward()
-            compare_step_grads(report, npside, ptside, keys, i + 1, dtype)
-        if trajectory == "lockstep":
-            sync_grads(npside, ptside)
-        lrs.append(ptside.opt.param_groups[0]["lr"])
-        key_grads.append(key_bias_grad_max(npside, ptside))
-        n_np, n_pt = npside.step(), ptside.step()
-        if n_np is not None:
-            report.check_close("after-steps", "step", f"grad norm step {i + 1}", n_np, n_pt, rtol)
-    keys.remove()
+    bound = compare_steps(report, npside, ptside, batches, masks, rc.steps, trajectory, dtype)
     if rc.steps > 0:
-        bound = adam_step_bound(lrs, key_grads, train.betas, train.eps)
         compare_after_steps(report, np_model, pt_model, init, bound, rc.steps, trajectory, dtype)
     if masks is not None:
         masks.detach(np_model, pt_model)

@@ -38,6 +38,7 @@ class NpSide:
 
     def __init__(self, model, cfg, train):
         self.model = model
+        self.train = train
         self.opt = mt.optim.Adam(model.parameters(), lr=train.lr, betas=tuple(train.betas), eps=train.eps)
         # lr = train.lr * d^-0.5 * min(n^-0.5, n * warmup^-1.5): the base lr carries train.lr, factor 1,
         # exactly as torch's LambdaLR below multiplies its base lr.
