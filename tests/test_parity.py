@@ -6,6 +6,8 @@ every attention block's weights.
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
@@ -80,7 +82,8 @@ def test_report_variants_learned_positions_tied_embeddings_final_norm():
 def test_numpy_side_computes_the_training_loss_of_transformer_np(monkeypatch, rng):
     """The report's NumPy side runs train.compute_loss, whose loss is transformer_np.loss.sequence_loss; the
     torch side's parity.loss.sequence_loss is the same function (float64, PAD labels ignored, smoothing 0.1)."""
-    import transformer_np.train as np_train
+    # The module, not the `train` function that transformer_np's package root may export under the same name.
+    np_train = importlib.import_module("transformer_np.train")
     from parity.loss import sequence_loss as torch_loss
     from transformer_np.loss import sequence_loss as np_loss
     calls = []
