@@ -41,7 +41,7 @@ def _check_float(owner: str, name: str, value, low: float, high: float = math.in
 
 def _check_choice(owner: str, name: str, value, choices) -> None:
     if value not in choices:
-        raise ValueError(f"{owner}: {name} must be one of {', '.join(map(repr, choices))}, got {value!r}")
+        raise ValueError(f"{owner}: unknown {name} {value!r}: expected one of {', '.join(map(repr, choices))}")
 
 
 def _check_bool(owner: str, name: str, value) -> None:
