@@ -114,6 +114,30 @@ def check_out_dir(out_dir: str, resume: bool = False, overwrite: bool = False) -
                          "continue it with --resume or replace it with --overwrite")
 
 
+def check_run(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False,
+              overwrite: bool = False) -> tuple[Task, list, list]:
+    """Every check `train` makes before any work (also run by the command line before it prints):
+    the output directory, the task, the model's fit to it, and with resume the checkpoint's configs.
+    Returns (task, training pairs, held-out pairs)."""
+    if not isinstance(model_cfg, ModelConfig) or not isinstance(train_cfg, TrainConfig):
+        raise TypeError(f"train: expected (ModelConfig, TrainConfig), got ({type(model_cfg).__name__}, "
+                        f"{type(train_cfg).__name__})")
+    check_out_dir(out_dir, resume, overwrite)
+    if resume:
+        _, saved_model, saved_train = read_checkpoint(out_dir, RESUME_KEYS)
+        diffs = config_diff(saved_model.to_dict(), model_cfg.to_dict()) + \
+            config_diff(saved_train.to_dict(), train_cfg.to_dict(), skip=RESUMABLE_FIELDS)
+        if diffs:
+            raise ValueError(f"train: cannot resume from {checkpoint_path(out_dir)!r}, it was trained with a "
+                             "different configuration: " + "; ".join(diffs))
+    task = get_task(train_cfg.task)
+    _check_model_fits_task(model_cfg, task)
+    train_pairs, eval_pairs = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
+    check_lengths(train_pairs, model_cfg.max_len, "train")
+    check_lengths(eval_pairs, model_cfg.max_len, "train (held-out)")
+    return task, train_pairs, eval_pairs
+
+
 def resume_configs(out_dir: str) -> tuple[ModelConfig, TrainConfig]:
     """The configurations of the run checkpointed in `out_dir` (for `train --resume`)."""
     _, model_cfg, train_cfg = read_checkpoint(out_dir, RESUME_KEYS)
@@ -137,7 +161,7 @@ def build_optimizer(model, train_cfg: TrainConfig):
 
 
 def build_scheduler(optimizer, model_cfg: ModelConfig, train_cfg: TrainConfig):
-    """The lr schedule named by train_cfg.schedule: 'warmup' (paper), 'step' (seed 003) or 'constant'."""
+    """The lr schedule named by train_cfg.schedule: 'warmup' (paper), 'step' (StepLR) or 'constant'."""
     sched = mt.optim.lr_scheduler
     if train_cfg.schedule == "warmup":
         # lr = TrainConfig.lr * d_model^-0.5 * min(n^-0.5, n * warmup^-1.5): Adam's lr is the multiplier
@@ -489,16 +513,7 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
     equal the requested one except for RESUMABLE_FIELDS, else ValueError names the differences.
     A directory already holding a run is refused unless resume=True or overwrite=True.
     """
-    if not isinstance(model_cfg, ModelConfig) or not isinstance(train_cfg, TrainConfig):
-        raise TypeError(f"train: expected (ModelConfig, TrainConfig), got ({type(model_cfg).__name__}, "
-                        f"{type(train_cfg).__name__})")
-    check_out_dir(out_dir, resume, overwrite)
-    task = get_task(train_cfg.task)
-    _check_model_fits_task(model_cfg, task)
-    train_pairs, eval_pairs = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
-    check_lengths(train_pairs, model_cfg.max_len, "train")
-    check_lengths(eval_pairs, model_cfg.max_len, "train (held-out)")
-
+    task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite)
     model = build_model(model_cfg, train_cfg.seed)
     model.train()
     optimizer = build_optimizer(model, train_cfg)
@@ -510,11 +525,6 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
 
     if resume:
         state, _, _ = read_checkpoint(out_dir, RESUME_KEYS)
-        diffs = config_diff(state["model_config"], model_cfg.to_dict()) + \
-            config_diff(state["train_config"], train_cfg.to_dict(), skip=RESUMABLE_FIELDS)
-        if diffs:
-            raise ValueError(f"train: cannot resume from {checkpoint_path(out_dir)!r}, it was trained with a "
-                             "different configuration: " + "; ".join(diffs))
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
