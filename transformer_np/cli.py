@@ -189,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------------------------
 def _train_configs(args) -> tuple[ModelConfig, TrainConfig]:
     """The configs `train` will run: the task preset's (or the checkpoint's with --resume), then the flags."""
-    from .train import check_run, default_configs, resume_configs
+    from .train import default_configs, resume_configs
     if args.resume:
         model_cfg, train_cfg = resume_configs(args.out)
         if args.task is not None and args.task != train_cfg.task:
@@ -199,17 +199,18 @@ def _train_configs(args) -> tuple[ModelConfig, TrainConfig]:
         model_cfg, train_cfg = default_configs(args.task or "copy-reverse")
     model_cfg = model_cfg.replace(**_overrides(args, ModelConfig))
     train_cfg = train_cfg.replace(**_overrides(args, TrainConfig))
-    check_run(model_cfg, train_cfg, args.out, args.resume, args.overwrite)
     return model_cfg, train_cfg
 
 
 def cmd_train(args) -> int:
     from .train import CHECKPOINT_NAME, train
     model_cfg, train_cfg = _train_configs(args)
-    print(f"task {train_cfg.task}: {json.dumps(model_cfg.to_dict())}")
-    print(f"recipe: {json.dumps(train_cfg.to_dict())}")
+
+    def announce():
+        print(f"task {train_cfg.task}: {json.dumps(model_cfg.to_dict())}")
+        print(f"recipe: {json.dumps(train_cfg.to_dict())}")
     res = train(model_cfg, train_cfg, args.out, resume=args.resume, progress=not args.no_progress,
-                overwrite=args.overwrite)
+                overwrite=args.overwrite, on_start=announce)
     m = res.metrics
     print(f"done: {res.step} steps in {res.wall_time:.1f} s; held-out ({m['num_examples']} examples): "
           f"loss {m['loss']:.4f}, token accuracy {m['token_acc']:.4f}, exact match {m['exact_acc']:.4f}")
@@ -376,17 +377,19 @@ DEMO_TRAIN = dict(steps=2000, batch_size=32, schedule="step", lr=1e-3, step_size
 
 
 def cmd_demo(args) -> int:
-    from .train import check_run, default_configs, load_checkpoint, train
+    from .train import default_configs, load_checkpoint, train
     model_cfg, train_cfg = default_configs("copy-reverse")
     model_cfg = model_cfg.replace(**DEMO_MODEL)
     train_cfg = train_cfg.replace(**DEMO_TRAIN)
     if args.steps is not None:
         train_cfg = train_cfg.replace(steps=args.steps)
-    check_run(model_cfg, train_cfg, args.out, overwrite=args.overwrite)
     t0 = time.perf_counter()
-    print(f"demo: training copy-reverse (target = input + reversed input) for {train_cfg.steps} steps; "
-          f"model {json.dumps(model_cfg.to_dict())}")
-    res = train(model_cfg, train_cfg, args.out, progress=not args.no_progress, overwrite=args.overwrite)
+
+    def announce():
+        print(f"demo: training copy-reverse (target = input + reversed input) for {train_cfg.steps} steps; "
+              f"model {json.dumps(model_cfg.to_dict())}")
+    res = train(model_cfg, train_cfg, args.out, progress=not args.no_progress, overwrite=args.overwrite,
+                on_start=announce)
     m = res.metrics
     print(f"\nheld-out ({m['num_examples']} sequences never seen in training): exact match {m['exact_acc']:.1%}, "
           f"token accuracy {m['token_acc']:.1%}, loss {m['loss']:.4f}  [{res.wall_time:.0f} s of training]")

@@ -365,6 +365,12 @@ def _task_from_state(state: dict) -> Task:
     return task
 
 
+def _shorten(e: Exception, limit: int = 200) -> str:
+    """An exception's message cut to `limit` characters (a state-dict mismatch lists every parameter)."""
+    text = str(e)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 def read_checkpoint(path: str, keys=MODEL_KEYS) -> tuple[dict, ModelConfig, TrainConfig]:
     """(state, model config, train config) of a checkpoint (run dir or file) that holds `keys`.
 
@@ -393,8 +399,8 @@ def load_checkpoint(path: str) -> Checkpoint:
     try:
         model.load_state_dict(state["model"])
         task = _task_from_state(state)
-    except (TypeError, ValueError, KeyError, RuntimeError) as e:
-        raise ValueError(f"{file!r} does not hold the model its configuration describes: {e}") from None
+    except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as e:
+        raise ValueError(f"{file!r} does not hold the model its configuration describes: {_shorten(e)}") from None
     model.eval()
     return Checkpoint(model, task, model_cfg, train_cfg, int(state["step"]), state, file)
 
@@ -504,7 +510,7 @@ def _new_history(groups) -> dict:
 
 
 def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False,
-          progress: bool = True, callback=None, overwrite: bool = False) -> TrainResult:
+          progress: bool = True, callback=None, overwrite: bool = False, on_start=None) -> TrainResult:
     """Train a Transformer on `train_cfg.task` for `train_cfg.steps` optimizer steps; see the module docstring.
 
     `callback(step, record)` runs after every completed step with that step's record (loss, lr,
@@ -512,6 +518,8 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
     With resume=True the run continues from `out_dir/checkpoint.npz`; its configuration must
     equal the requested one except for RESUMABLE_FIELDS, else ValueError names the differences.
     A directory already holding a run is refused unless resume=True or overwrite=True.
+    `on_start()` runs once every check has passed and a resumed state is restored, before the
+    first step or file write (the command line prints the configuration there).
     """
     task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite)
     model = build_model(model_cfg, train_cfg.seed)
@@ -525,12 +533,16 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
 
     if resume:
         state, _, _ = read_checkpoint(out_dir, RESUME_KEYS)
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        set_rng_state(state["rng"])
-        step = int(state["step"])
-        epoch, batch_index = int(state["data"]["epoch"]), int(state["data"]["batch_index"])
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
+            step = int(state["step"])
+            epoch, batch_index = int(state["data"]["epoch"]), int(state["data"]["batch_index"])
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError) as e:
+            raise ValueError(f"{checkpoint_path(out_dir)!r} does not hold a run of its own configuration: "
+                             f"{_shorten(e)}") from None
         if os.path.isfile(os.path.join(out_dir, HISTORY_NAME)):
             history = load_history(out_dir)
             # a history saved ahead of its checkpoint (a crash between the two files) would repeat steps: cut it
@@ -540,6 +552,8 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
             for k in history["layer_grad_norms"]:
                 history["layer_grad_norms"][k] = history["layer_grad_norms"][k][:keep]
             history["eval"] = [e for e in history["eval"] if e["step"] <= step]
+    if on_start is not None:
+        on_start()
     os.makedirs(out_dir, exist_ok=True)
 
     batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed, epoch, batch_index)
