@@ -8,7 +8,8 @@ The model (`Transformer`, built from a `ModelConfig` with `Transformer.from_conf
 the toy tasks and their vocabularies, training with checkpoints and exact resume, and greedy and
 beam decoding with or without the key/value cache. Plots and experiments (which need matplotlib)
 and the command line are imported on use: `transformer_np.plots`, `transformer_np.experiments`,
-`python -m transformer_np --help`.
+`python -m transformer_np --help`. (`transformer_np.train` is the training function; its module
+stays importable as usual: `from transformer_np.train import load_checkpoint`.)
 """
 from .config import PRESETS, ModelConfig, Preset, TrainConfig, get_preset
 from .data import (BOS_ID, EOS_ID, PAD_ID, TASKS, UNK_ID, Task, Vocab, get_task, iterate_forever, make_batches,

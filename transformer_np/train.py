@@ -428,9 +428,14 @@ def _save_checkpoint(out_dir, model, optimizer, scheduler, step, rng_state, data
 
 def _write_history(out_dir: str, history: dict) -> None:
     tmp = os.path.join(out_dir, HISTORY_NAME + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(history, f)
-    os.replace(tmp, os.path.join(out_dir, HISTORY_NAME))
+    try:
+        with open(tmp, "w") as f:
+            json.dump(history, f)
+        os.replace(tmp, os.path.join(out_dir, HISTORY_NAME))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def load_history(path: str) -> dict:
