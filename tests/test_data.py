@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from transformer_np.data import (BOS_ID, EOS_ID, PAD_ID, TASKS, UNK_ID, Vocab, get_task, make_batches,
+from transformer_np.data import (BOS_ID, EOS_ID, TASKS, UNK_ID, Vocab, get_task, make_batches,
                                  pad_batch, read_corpus, shift_targets, iterate_forever, batch_order)
 
 

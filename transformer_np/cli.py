@@ -226,7 +226,8 @@ def decode_text(ckpt, text: str, beam: int = 0, n_best: int = 1, length_penalty:
     task, model = ckpt.task, ckpt.model
     src_ids = task.encode_source(text)
     if len(src_ids) > ckpt.model_cfg.max_len:
-        raise ValueError(f"decode: the input has {len(src_ids)} tokens, the model's max_len is {ckpt.model_cfg.max_len}")
+        raise ValueError(f"decode: the input has {len(src_ids)} tokens, "
+                         f"the model's max_len is {ckpt.model_cfg.max_len}")
     if max_len is None:
         max_len = min(task.max_tgt_len + 10, ckpt.model_cfg.max_len)
     src = mt.tensor(np.asarray([src_ids], dtype=np.int64))
@@ -275,7 +276,7 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
     """Every figure for a checkpoint: PE, causal mask, attention maps on a sample input, training curves."""
     import minitensor as mt
     from . import plots
-    from .data import BOS_ID, EOS_ID, PAD_ID
+    from .data import BOS_ID, EOS_ID
     from .masks import causal_mask
     from .model import sinusoidal_table
     from .train import greedy_outputs, load_history, schedule_curve
@@ -334,7 +335,7 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
     except FileNotFoundError:
         hist = None
     if hist and hist["step"]:
-        ev = [e for e in hist.get("eval", [])]
+        ev = hist.get("eval", [])
         paths.append(plots.plot_loss(hist["step"], hist["loss"], os.path.join(out_dir, "loss.png"),
                                      [e["step"] for e in ev], [e["loss"] for e in ev],
                                      f"Training loss ({task.name})"))

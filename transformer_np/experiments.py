@@ -1,4 +1,4 @@
-"""Small studies of the Transformer as reproducible experiments: `python -m transformer_np experiment NAME --out DIR`.
+"""Small studies of the Transformer, reproducible: `python -m transformer_np experiment NAME --out DIR`.
 
     heads       number of attention heads 1..16 (D fixed at 64): quality, parameters, time
     layers      encoder/decoder depth 1..6: train and held-out loss, parameters, time
@@ -8,9 +8,10 @@
 
 Each writes its own `NAME.md` (a Markdown table), `NAME.json` and `NAME.png` into its output
 directory, so several experiments share one directory; an existing result of the same
-experiment is refused unless overwrite=True. Each returns {"rows", "markdown", "files"}. Defaults are sized for a 2-core machine: every
-experiment takes a few minutes at most (heads/layers/positional/beam train several small
-models for DEFAULT_STEPS[name] steps each; residual trains nothing). `--steps` overrides the
+experiment is refused unless overwrite=True. Each returns {"rows", "markdown", "files"}.
+Defaults are sized for a 2-core machine: every experiment takes a few minutes at most
+(heads/layers/positional/beam train several small models for DEFAULT_STEPS[name] steps each;
+residual trains nothing). `--steps` overrides the
 step count (tests use a handful of steps: the numbers are then meaningless, only the plumbing
 is checked; with --steps <= SMOKE_STEPS every held-out set also shrinks to 16 examples so a
 smoke run takes seconds). The models are deliberately small (D=64, 2+2 layers, no dropout) so that the
@@ -28,7 +29,7 @@ import minitensor as mt
 
 from . import plots
 from .config import ModelConfig, TrainConfig
-from .data import BOS_ID, EOS_ID, PAD_ID, get_task, make_batches
+from .data import BOS_ID, EOS_ID, get_task, make_batches
 from .train import _strip, config_for_task, evaluate, fit
 
 DEFAULT_STEPS = {"heads": 300, "layers": 300, "positional": 500, "beam": 400, "residual": 0}

@@ -168,9 +168,7 @@ def build_scheduler(optimizer, model_cfg: ModelConfig, train_cfg: TrainConfig):
         return sched.WarmupInverseSqrt(optimizer, d_model=model_cfg.d_model, warmup_steps=train_cfg.warmup_steps)
     if train_cfg.schedule == "step":
         return sched.StepLR(optimizer, step_size=train_cfg.step_size, gamma=train_cfg.gamma)
-    if train_cfg.schedule == "constant":
-        return sched.LambdaLR(optimizer, lambda step: 1.0)
-    raise ValueError(f"train: unknown schedule {train_cfg.schedule!r}: expected 'warmup', 'step' or 'constant'")
+    return sched.LambdaLR(optimizer, lambda _: 1.0)                # 'constant' (TrainConfig allows no other)
 
 
 def schedule_curve(model_cfg: ModelConfig, train_cfg: TrainConfig, steps: int | None = None) -> np.ndarray:
