@@ -214,3 +214,39 @@ def test_a_save_interrupted_at_each_kind_of_stage_then_resume_is_bitwise_exact(s
 def test_a_save_interrupted_at_every_call_then_resume_is_bitwise_exact(straight, monkeypatch, tmp_path, capsys):
     n = len(_stages_of_one_save(monkeypatch, str(tmp_path)))
     assert _check_saves_interrupted_at(list(range(1, n + 1)), straight, monkeypatch, tmp_path) == 2 * n
+
+
+def test_ctrl_c_three_times_on_the_command_line_keeps_a_run_that_resumes_exactly(tmp_path):
+    """The real thing: `python -m transformer_np train` in its own process, Ctrl-C pressed three times in a row."""
+    import subprocess
+    import time
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = str(tmp_path / "run")
+    flags = ["--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1", "--num-decoder-layers", "1",
+             "--d-ff", "32", "--batch-size", "8", "--train-size", "40", "--eval-size", "8", "--warmup-steps", "4",
+             "--eval-every", "0", "--checkpoint-every", "0", "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": root, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "transformer_np", "train", "--out", out, "--steps", "100000",
+                             *flags], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().startswith("task copy-reverse")
+    time.sleep(1.0)                                   # some steps
+    for _ in range(3):
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.002)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr and "Traceback" not in stderr, stderr
+    state = train_module.mt.load(os.path.join(out, CHECKPOINT_NAME))
+    step = int(state["step"])
+    assert step > 0 and len(load_history(out)["step"]) == step
+    r = subprocess.run([sys.executable, "-m", "transformer_np", "train", "--out", out, "--resume", "--steps",
+                        str(step + 2), "--no-progress"], cwd=root, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    m, t = _configs()
+    t = t.replace(steps=step + 2, eval_every=0, checkpoint_every=0)
+    ref = train(m, t, str(tmp_path / "straight"), progress=False)
+    resumed = train_module.load_checkpoint(out)
+    assert resumed.step == step + 2
+    a, b = _params(resumed), _params(ref)
+    for k in a:
+        assert np.array_equal(a[k], b[k]), f"{k} differs"

@@ -477,10 +477,10 @@ class _InterruptGuard:
         self._old = None
 
     def _handler(self, signum, frame):
-        if self.stopping:
-            return
-        if self._depth:
+        if self.stopping or self._depth:
             self.pending = True
+            # os.write, not print: a signal handler may run in the middle of a print
+            os.write(2, b"\nCtrl-C: finishing the step in progress and saving a checkpoint first\n")
             return
         self.stopping = True
         raise KeyboardInterrupt
