@@ -84,7 +84,7 @@ def _row_labels(y_labels, predicts, n: int, what: str):
 def _query_axis_label(ylabel: str, predicts) -> str:
     if predicts is None:
         return ylabel
-    return f"{ylabel}\n(row t: decoder input token t, attending while it predicts token t+1)"
+    return f"{ylabel}\n(row t: decoder input token t,\nattending while it predicts token t+1)"
 
 
 # ----------------------------------------------------------------------------------------------
