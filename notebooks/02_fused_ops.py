@@ -162,7 +162,8 @@ report("cross-entropy", {
                                         [logits], g_scalar),
     "composite log_softmax": grads_of(ce_composite, [logits], g_scalar),
     "PyTorch": torch_grads_of(lambda z: torch.nn.functional.cross_entropy(z, torch.tensor(target),
-                                                                         label_smoothing=smoothing), [logits], g_scalar),
+                                                                         label_smoothing=smoothing),
+                              [logits], g_scalar),
 })
 print(f"loss {loss_by_hand:.6f}; the smallest it can be with smoothing {smoothing} is the entropy of q: "
       f"{-(q[0] * np.log(q[0])).sum():.6f} (a trained model's loss stops there, not at 0)")

@@ -96,7 +96,8 @@ print(f"held-out: loss {m['loss']:.3f}, token accuracy {m['token_acc']:.1%}, exa
 # %% [markdown]
 # Token accuracy counts correct next-token predictions under teacher forcing; exact match asks the model to
 # generate the whole target by itself (greedy decoding) and counts only perfect sequences, so it is much
-# stricter and rises later.
+# stricter and rises later. After 400 steps the model is far from done (token accuracy around one half, exact
+# match near zero): `make demo` trains the same model for 2000 steps to 99.8-100% exact match.
 #
 # ## The loss
 # The faint line is the loss of each batch; the solid line its running mean; dots are the held-out loss. With

@@ -238,9 +238,10 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
         last = len(layers) - 1
         paths.append(plots.plot_attention(layers[0][0], os.path.join(out_dir, f"attn_{kind}_layer0_head0.png"), xl, yl,
                                           f"{name}, {layer_name} 1 of {last + 1}, head 1", xlab, ylab, predicts))
-        paths.append(plots.plot_attention_heads(layers[last], os.path.join(out_dir, f"attn_{kind}_layer{last}_heads.png"),
-                                                xl, yl, f"{name}, {layer_name} {last + 1} of {last + 1} (the last), "
-                                                f"every head", xlab, ylab, predicts))
+        heads_png = os.path.join(out_dir, f"attn_{kind}_layer{last}_heads.png")
+        paths.append(plots.plot_attention_heads(layers[last], heads_png, xl, yl,
+                                                f"{name}, {layer_name} {last + 1} of {last + 1} (the last), every head",
+                                                xlab, ylab, predicts))
         paths.append(plots.plot_attention_layers(layers, os.path.join(out_dir, f"attn_{kind}_layers.png"), xl, yl,
                                                  f"{name}, mean over heads, every layer", xlab, ylab, layer_name,
                                                  predicts))
