@@ -99,3 +99,18 @@ def test_readme_links_the_glossary_and_the_notebooks():
         readme = f.read()
     assert "docs/glossary.md" in readme and "notebooks/" in readme
     assert os.path.isfile(os.path.join(ROOT, "docs", "glossary.md"))
+
+
+GLOSSARY_TERMS = ["Exact match", "Token accuracy", "Free trajectory", "Lockstep trajectory", "max relative error",
+                  "floor", "Beam score", "GNMT length penalty", "Post-norm, pre-norm", "Preset", "Warmup",
+                  "Label smoothing", "Teacher forcing", "KV cache", "tok/s", "IQR", "Judged", "Tolerance (rtol)"]
+
+
+def test_glossary_defines_the_terms_the_outputs_use():
+    with open(os.path.join(ROOT, "docs", "glossary.md")) as f:
+        glossary = f.read()
+    defined = re.findall(r"\*\*(.+?)\*\*", glossary)
+    missing = [t for t in GLOSSARY_TERMS if not any(t.lower() in d.lower() for d in defined)]
+    assert not missing, f"docs/glossary.md does not define {missing}"
+    for preset in ("copy", "copy-reverse", "toy-translation", "base", "long"):
+        assert f"| `{preset}` |" in glossary, f"the presets table lacks {preset}"
