@@ -125,7 +125,7 @@ def plot_positional_curves(pe, path: str, dims: Sequence[int] = (0, 1, 2, 3),
         ax.set_ylabel("encoding value")
         ax.set_title(sub, fontsize=10)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8, ncol=2)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)   # outside: the curves fill the axes
     bottom.set_xlabel("position")
     fig.suptitle(title)
     return _save(fig, path)
@@ -140,8 +140,10 @@ def plot_causal_mask(mask, path: str, title: str = "Causal (look-ahead) mask") -
     T = m.shape[0]
     fig = Figure(figsize=(5.2, 4.5))
     ax = fig.subplots()
-    im = ax.imshow(m, cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
-    cb = fig.colorbar(im, ax=ax, ticks=[0, 1])
+    from matplotlib.colors import ListedColormap
+    # two colours for two values (a continuous colour bar would suggest values in between)
+    im = ax.imshow(m, cmap=ListedColormap(["#f7fbff", "#08306b"]), vmin=-0.5, vmax=1.5, interpolation="nearest")
+    cb = fig.colorbar(im, ax=ax, ticks=[0, 1], boundaries=[-0.5, 0.5, 1.5], shrink=0.4)
     cb.ax.set_yticklabels(["blocked (False)", "may attend (True)"])
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
@@ -291,10 +293,13 @@ def plot_loss(steps, losses, path: str, eval_steps=None, eval_losses=None,
         raise ValueError(f"plot_loss: {steps.shape[0]} steps but {losses.shape[0]} losses")
     fig = Figure(figsize=(9, 4.5))
     ax = fig.subplots()
-    ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="train (per step)")
     window = max(1, len(losses) // 50)
-    ax.plot(steps, _smooth(losses.astype(float), window), color="tab:blue", linewidth=1.8,
-            label=f"train (mean of {window})")
+    if window > 1:       # a noisy per-step line, and its running mean on top
+        ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="train (per step)")
+        ax.plot(steps, _smooth(losses.astype(float), window), color="tab:blue", linewidth=1.8,
+                label=f"train (running mean of {window} steps)")
+    else:                # too few steps to smooth: the per-step line is the curve
+        ax.plot(steps, losses, color="tab:blue", linewidth=1.5, label="train (per step)")
     if eval_steps is not None and eval_losses is not None and len(eval_steps):
         ax.plot(eval_steps, eval_losses, "o-", color="tab:orange", label="held-out")
     ax.set_xlabel("optimizer step")
