@@ -124,7 +124,8 @@ for dtype in ("float64", "float32"):
     print(f"{dtype}: OP_RTOL {OP_RTOL[dtype]:.0e}, PARITY_RTOL {PARITY_RTOL[dtype]:.0e}, FLOOR {FLOOR[dtype]:.0e}")
 worst = max(rows, key=lambda r: r["max_rel"] / r["rtol"])
 print(f"\nfloat64 report, worst row relative to its tolerance: {worst['kind']} {worst['name']}: "
-      f"max_rel {worst['max_rel']:.1e} = {worst['max_rel'] / worst['rtol']:.0e} of rtol {worst['rtol']:.0e}")
+      f"max_rel {worst['max_rel']:.1e} = {worst['max_rel'] / worst['rtol']:.0e} of rtol {worst['rtol']:.0e}"
+      + (f"\n  ({worst['note']})" if worst.get("note") else ""))
 
 # %% [markdown]
 # ## Free and lockstep trajectories (the `after-steps` rows)
