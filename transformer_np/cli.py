@@ -312,18 +312,26 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
     sample = f"input: {' '.join(src_labels)}  ->  output: {task.decode_target(tgt_next)}"
     with open(os.path.join(out_dir, "sample.txt"), "w") as f:
         f.write(sample + "\n")
-    kinds = {"encoder": ("encoder self-attention", src_labels, src_labels, "source key", "source query"),
-             "decoder_self": ("decoder self-attention", tgt_labels, tgt_labels, "target key", "target query"),
-             "decoder_cross": ("decoder cross-attention", src_labels, tgt_labels, "source key", "target query")}
-    for kind, (name, xl, yl, xlab, ylab) in kinds.items():
+    next_labels = [task.tgt_vocab.itos[i] for i in tgt_next]
+    # Layers and heads are numbered from 1 in the figures; files keep the 0-based index of the parameter names.
+    kinds = {"encoder": ("encoder self-attention", "encoder layer", src_labels, src_labels, "source key",
+                         "source query", None),
+             "decoder_self": ("decoder self-attention", "decoder layer", tgt_labels, tgt_labels, "target key",
+                              "target query", next_labels),
+             "decoder_cross": ("decoder cross-attention", "decoder layer", src_labels, tgt_labels, "source key",
+                               "target query", next_labels)}
+    for kind, (name, layer_name, xl, yl, xlab, ylab, predicts) in kinds.items():
         layers = maps[kind]
         last = len(layers) - 1
         paths.append(plots.plot_attention(layers[0][0], os.path.join(out_dir, f"attn_{kind}_layer0_head0.png"), xl, yl,
-                                          f"{name}, layer 0, head 0", xlab, ylab))
-        paths.append(plots.plot_attention_heads(layers[last], os.path.join(out_dir, f"attn_{kind}_layer{last}_heads.png"),
-                                                xl, yl, f"{name}, layer {last}, all heads", xlab, ylab))
+                                          f"{name}, {layer_name} 1 of {last + 1}, head 1", xlab, ylab, predicts))
+        heads_png = os.path.join(out_dir, f"attn_{kind}_layer{last}_heads.png")
+        paths.append(plots.plot_attention_heads(layers[last], heads_png, xl, yl,
+                                                f"{name}, {layer_name} {last + 1} of {last + 1} (the last), every head",
+                                                xlab, ylab, predicts))
         paths.append(plots.plot_attention_layers(layers, os.path.join(out_dir, f"attn_{kind}_layers.png"), xl, yl,
-                                                 f"{name}, mean over heads, every layer", xlab, ylab))
+                                                 f"{name}, mean over heads, every layer", xlab, ylab, layer_name,
+                                                 predicts))
 
     steps = max(ckpt.train_cfg.steps, 1)
     lrs = schedule_curve(cfg, ckpt.train_cfg, steps)
