@@ -490,6 +490,9 @@ class Transformer(nn.Module):
                  dropout: float = 0.1, max_len: int = 5000, norm_first: bool = False,
                  final_norm: bool = False, activation: str = "relu", positional: str = "sinusoidal",
                  tie_embeddings: bool = False):
+        # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
+        ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers, num_decoder_layers,
+                    d_ff, dropout, max_len, norm_first, final_norm, activation, positional, tie_embeddings)
         super().__init__()
         if positional not in ("sinusoidal", "learned"):
             raise ValueError(f"Transformer: positional must be 'sinusoidal' or 'learned', got {positional!r}")
