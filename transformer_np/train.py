@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import minitensor as mt
-import minitensor.nn.functional as F
 from minitensor.random import get_rng_state, set_rng_state
 
 from .config import ModelConfig, TrainConfig, get_preset
 from .data import (BOS_ID, EOS_ID, PAD_ID, Task, Vocab, check_lengths, get_task, iterate_forever, make_batches,
                    shift_targets)
+from .loss import sequence_loss
 
 CHECKPOINT_NAME = "checkpoint.npz"
 HISTORY_NAME = "history.json"
@@ -213,9 +213,7 @@ def compute_loss(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float
     tgt_in, labels = shift_targets(tgt)                                 # (B, T-1) each
     src_t, tgt_t = mt.tensor(src), mt.tensor(tgt_in)
     logits = model(src_t, tgt_t, padding_mask(src_t, PAD_ID), target_mask(tgt_t, PAD_ID))  # (B, T-1, V)
-    V = logits.shape[-1]
-    loss = F.cross_entropy(logits.reshape(-1, V), mt.tensor(np.ascontiguousarray(labels).reshape(-1)),
-                           ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    loss = sequence_loss(logits, labels, label_smoothing)
     return loss, logits, labels
 
 
