@@ -210,6 +210,10 @@ def serve(side: str, threads: int) -> None:
             import traceback
             traceback.print_exc()
             out = {"error": f"{type(exc).__name__}: {exc}"}
+        if host.hosted == ["numpy"] and "torch" in sys.modules:
+            # A NumPy-side figure taken with torch's thread pool in the process is not a NumPy-alone figure.
+            out = {"error": f"the numpy worker imported torch while serving {req['op']}: its timings would not "
+                            "be NumPy's alone"}
         reply.write(json.dumps(out, default=float) + "\n")
         reply.flush()
 
