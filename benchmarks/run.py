@@ -424,4 +424,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = build_parser()
     args = ap.parse_args(argv)
     check_args(ap, args)
-    run(args)
+    from benchmarks.worker import WorkerError
+    try:
+        run(args)
+    except WorkerError as exc:           # a worker failed: its message in one line, not a traceback
+        print(f"python -m benchmarks: {exc}", file=sys.stderr)
+        sys.exit(1)
