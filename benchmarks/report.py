@@ -205,7 +205,7 @@ def plot_ratios(configs: dict, path: str, title: str) -> None:
     ax.axhline(1.0, color="k", lw=1)
     ax.set_ylim(0, None)                 # linear from 0: bar heights compare directly
     ax.set_xticks(range(len(names)), names)
-    ax.set_ylabel("time, minitensor / PyTorch (whiskers: IQR of per-round ratios)")
+    ax.set_ylabel("time, minitensor / PyTorch")
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
@@ -360,8 +360,9 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
         md += [f"One profiled training step: minitensor wall {pa['wall_ms']:.1f} ms of which {pa['ops_ms']:.1f} ms "
                f"inside ops ({pa['wall_ms'] - pa['ops_ms']:.1f} ms outside: module calls, graph walk, "
                f"optimizer); PyTorch wall {pb['wall_ms']:.1f} ms (profiler on).", "",
-               profiling.top_ops_markdown(pa, pb), "", "<details><summary>mt.profiler table</summary>", "",
-               "```", pa["table"], "```", "", "</details>", ""]
+               profiling.top_ops_markdown(pa, pb), ""]
+        if pa.get("table"):              # results.json keeps the rows only
+            md += ["<details><summary>mt.profiler table</summary>", "", "```", pa["table"], "```", "", "</details>", ""]
     return md
 
 
@@ -396,7 +397,8 @@ def write_outputs(results: dict, out: str) -> str:
     for n, section in results["threads"].items():
         how = "one process" if results["method"] == "in-process" else "a process per side"
         plot_ratios(section["configs"], os.path.join(out, f"ratios_t{n}.png"),
-                    f"transformer_np vs PyTorch eager, {n} thread(s), {how} (float32; < 1 = NumPy faster)")
+                    f"transformer_np vs PyTorch eager, {n} thread(s), {how}\n"
+                    "float32; < 1 = NumPy faster; whiskers: IQR of the per-round ratios")
         sc = section.get("scaling")
         if sc and sc["seq_len"]:
             plot_scaling(sc["seq_len"], "seq_len", os.path.join(out, f"scaling_length_t{n}.png"),

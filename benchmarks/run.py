@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--configs", nargs="+", default=None, choices=names, metavar="CONFIG",
                    help=f"configs to time, from {{{', '.join(names)}}} ('tiny' is a smoke-test model) "
                         f"(default: {' '.join(FULL_CONFIGS)}; with --quick: {' '.join(QUICK_CONFIGS)})")
-    r.add_argument("--threads", type=_thread_list, default="2",
+    r.add_argument("--threads", type=_thread_list, default="2", metavar="N[,N...]",
                    help="thread counts for both sides (BLAS, OpenMP, torch); a list such as 1,2 runs everything "
                         "at each and gives the report a section per count (default: 2)")
     r.add_argument("--in-process", action="store_true",
