@@ -19,9 +19,9 @@ import warnings
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 # Anything else that changes what BLAS does; recorded (not set) in every report.
-BLAS_VARS = THREAD_VARS + ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "OPENBLAS_THREAD_TIMEOUT", "MKL_ENABLE_INSTRUCTIONS",
-                           "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_WAIT_POLICY", "OMP_PROC_BIND",
-                           "GOMP_CPU_AFFINITY")
+BLAS_VARS = THREAD_VARS + ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "OPENBLAS_THREAD_TIMEOUT",
+                           "MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "KMP_BLOCKTIME",
+                           "OMP_WAIT_POLICY", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY")
 
 # What idle worker threads do between parallel regions. Spinning (the libraries' default) wins on
 # an idle machine; on a shared one a spinning or preempted worker stalls every op of its process

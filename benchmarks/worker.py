@@ -33,6 +33,7 @@ if __name__ == "__main__":
     thread_env_from_argv(sys.argv)
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -53,7 +54,8 @@ class _Host:
         self.key = None
         self.cfg = self.batch = None
         self.sides: dict = {}
-        self.op_runners: dict = {}
+        self.op_runners: dict = {}       # (side, case index) -> the op's closures
+        self.op_numbers: dict = {}       # (side, case index) -> calls per sample (forward, forward+backward)
         if any(s.startswith("torch") for s in self.hosted):
             from benchmarks.env import set_torch_threads
             set_torch_threads(threads)
@@ -79,7 +81,7 @@ class _Host:
         return self.sides
 
     def op_runner(self, side: str, index: int):
-        """(forward, forward+backward) closures of op case `index` for `side`, built once."""
+        """(forward, forward+backward, forward output) closures of op case `index` for `side`, built once."""
         if (side, index) not in self.op_runners:
             from benchmarks.ops import case_runner
             self.op_runners[side, index] = case_runner("numpy" if side == "numpy" else "torch", index)
@@ -95,8 +97,15 @@ def _timed(fn, sync=None) -> float:
 
 
 def _samples(fn, calls: int, warmup: int = 0, sync=None) -> list[float]:
+    """`calls` timed calls (ms) after `warmup` untimed ones.
+
+    After a warm-up, one full garbage collection: the setup's garbage is nobody's cost, while
+    what a side's own calls leave for the collector is (none is forced between samples).
+    """
     for _ in range(warmup):
         fn()
+    if warmup:
+        gc.collect()
     return [_timed(fn, sync) for _ in range(calls)]
 
 
@@ -119,8 +128,9 @@ def _ops(host: _Host, side: str, cases: list[int], target_ms: float) -> dict:
     out = {}
     for i in cases:
         fwd, fb = host.op_runner(side, i)[:2]
-        numbers = host.op_runners.setdefault(("number", side, i), (calibrate(fwd, target_ms),
-                                                                    calibrate(fb, target_ms)))
+        if (side, i) not in host.op_numbers:
+            host.op_numbers[side, i] = (calibrate(fwd, target_ms), calibrate(fb, target_ms))
+        numbers = host.op_numbers[side, i]
         row = {}
         for name, fn, k in (("fwd_ms", fwd, numbers[0]), ("fb_ms", fb, numbers[1])):
             t0 = time.perf_counter()

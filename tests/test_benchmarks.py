@@ -162,7 +162,8 @@ def tiny_run(tmp_path_factory):
            "--memory-steps", "1", "--ops-sizes", "small"]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, f"benchmark run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (f"benchmark run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                                  f"{proc.stderr[-3000:]}")
     return out, proc.stdout
 
 
