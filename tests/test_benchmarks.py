@@ -90,6 +90,18 @@ def test_ratio_stats_summarize_per_round_ratios():
         ratio_stats([1.0], [1.0, 2.0])
 
 
+@pytest.mark.parametrize("after, verdict", [([70.0, 71.0, 69.0], "INTERFERENCE"), ([35.5, 34.9, 35.2], "no interference")])
+def test_interference_line_states_both_times_and_the_factor(after, verdict):
+    from benchmarks.report import interference_markdown
+    it = run.interference_summary({"interference": {"torch_alone_ms": [35.0, 36.0, 34.0],
+                                                    "torch_after_numpy_ms": after}})
+    assert it["differs"] == (verdict == "INTERFERENCE")
+    line = interference_markdown({"configs": {"copy": {"interference": it}}})
+    assert line.startswith("- Interference check, copy: ") and verdict in line
+    assert "35.00 ms alone" in line and f"{sorted(after)[1]:.2f} ms right after a NumPy step" in line
+    assert f"(x{it['factor']:.2f})" in line
+
+
 def test_real_workers_time_tiny_each_in_its_own_process():
     """A numpy and a torch worker on 'tiny': samples come back, and the numpy process never loads torch."""
     from benchmarks.worker import Worker
