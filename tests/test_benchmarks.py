@@ -90,7 +90,8 @@ def test_ratio_stats_summarize_per_round_ratios():
         ratio_stats([1.0], [1.0, 2.0])
 
 
-@pytest.mark.parametrize("after, verdict", [([70.0, 71.0, 69.0], "INTERFERENCE"), ([35.5, 34.9, 35.2], "no interference")])
+@pytest.mark.parametrize("after, verdict", [([70.0, 71.0, 69.0], "INTERFERENCE"),
+                                            ([35.5, 34.9, 35.2], "no interference")])
 def test_interference_line_states_both_times_and_the_factor(after, verdict):
     from benchmarks.report import interference_markdown
     it = run.interference_summary({"interference": {"torch_alone_ms": [35.0, 36.0, 34.0],
