@@ -18,14 +18,14 @@ import numbers
 
 import numpy as np
 
-from .. import random as _random
+from ..random import generator
+from ..tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"]
 
 
 def _array(fn: str, tensor) -> np.ndarray:
-    from ..tensor import Tensor
     if not isinstance(tensor, Tensor):
         raise TypeError(f"init.{fn}: expected a Tensor, got {type(tensor).__name__}")
     return tensor.data
@@ -78,7 +78,7 @@ def uniform_(tensor, a: float = 0.0, b: float = 1.0):
     a, b = _number("uniform_", "a", a), _number("uniform_", "b", b)
     if a > b:
         raise ValueError(f"init.uniform_: expected a <= b, got a={a}, b={b}")
-    arr[...] = _random.generator().uniform(a, b, size=arr.shape)
+    arr[...] = generator().uniform(a, b, size=arr.shape)
     return tensor
 
 
@@ -88,7 +88,7 @@ def normal_(tensor, mean: float = 0.0, std: float = 1.0):
     mean, std = _number("normal_", "mean", mean), _number("normal_", "std", std)
     if std < 0:
         raise ValueError(f"init.normal_: std must be >= 0, got {std}")
-    arr[...] = _random.generator().normal(mean, std, size=arr.shape)
+    arr[...] = generator().normal(mean, std, size=arr.shape)
     return tensor
 
 
@@ -97,7 +97,7 @@ def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, 
     arr = _float_array("trunc_normal_", tensor)
     if not a < b:
         raise ValueError(f"init.trunc_normal_: expected a < b, got a={a}, b={b}")
-    gen = _random.generator()
+    gen = generator()
     out = gen.normal(mean, std, size=arr.shape)
     bad = (out < a) | (out > b)
     while bad.any():
