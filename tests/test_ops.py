@@ -14,7 +14,7 @@ import minitensor as mt
 import minitensor.nn.functional as F
 from minitensor.testing import OP_RTOL, assert_close
 
-from .op_cases import CASES, run_case
+from .op_cases import CASES, MT, make_inputs, run_case
 
 
 @pytest.mark.parametrize("dtype_name", ["float64", "float32"])
@@ -30,6 +30,33 @@ def test_table_overrides_state_a_reason():
             assert case.why, f"{case.name}: override without a reason"
         for name, rtol in case.rtol.items():
             assert rtol >= OP_RTOL[name], f"{case.name}: an override may only loosen with a reason"
+
+
+def _subclasses(cls) -> set:
+    out = set()
+    for sub in cls.__subclasses__():
+        out |= {sub} | _subclasses(sub)
+    return out
+
+
+def test_every_primitive_has_a_case():
+    """Each Function subclass of the engine (walked through the subclasses) runs in some case of the table.
+
+    The table's functions are run under the profiler, which records every primitive called."""
+    primitives = {c.__name__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor.")}
+    assert {"Add", "MatMul", "Softmax", "AttentionWeights", "AMaxMin"} <= primitives   # the walk sees all homes
+    with mt.profiler.profile() as prof:
+        for case in CASES:
+            xs, _, _ = make_inputs(case, "float64")
+            case.fn(MT, *xs, **case.kwargs)
+    missing = sorted(primitives - set(prof.stats))
+    assert not missing, f"primitives without a case in tests/op_cases.py: {missing}"
+
+
+def test_every_primitive_lives_in_the_ops_package():
+    homes = {c.__name__: c.__module__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor")}
+    elsewhere = {name: mod for name, mod in homes.items() if not mod.startswith("minitensor.ops.")}
+    assert not elsewhere, f"Function subclasses outside minitensor/ops/: {elsewhere}"
 
 
 # ----------------------------------------------------------------------------- IEEE edges
