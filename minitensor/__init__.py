@@ -22,7 +22,7 @@ from .random import manual_seed
 from .tensor import (Tensor, abs, add, all, allclose, amax, amin, any, argmax, argmin, cat, chunk, clamp, div, equal,
                      exp, expand, flatten, is_tensor, log, log_softmax, logsumexp, masked_fill, matmul, max, maximum,
                      mean, min, minimum, mul, neg, numel, permute, pow, relu, repeat, reshape, sigmoid, softmax, split,
-                     sqrt, squeeze, stack, sub, sum, tanh, transpose, tril, triu, unsqueeze, var, where)
+                     sqrt, squeeze, stack, std, sub, sum, tanh, transpose, tril, triu, unsqueeze, var, where)
 from . import nn, optim, profiler, viz
 from .serialization import load, save
 
@@ -35,7 +35,7 @@ __all__ = ["autograd", "ops", "random", "Function", "enable_grad", "is_grad_enab
            "cat", "chunk", "clamp", "div", "equal", "exp", "expand", "flatten", "is_tensor", "log", "log_softmax",
            "logsumexp", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg", "numel",
            "permute", "pow", "relu", "repeat", "reshape", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack",
-           "sub", "sum", "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where", "nn", "optim", "profiler",
-           "viz", "load", "save"]
+           "std", "sub", "sum", "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where", "nn", "optim",
+           "profiler", "viz", "load", "save"]
 
 __version__ = "0.1.0"

@@ -11,9 +11,17 @@ nodes topologically without recursion, runs each backward in raw NumPy (no Tenso
 backpropagating), sums a gradient back to its input's shape in one place (`unbroadcast`), and frees
 the saved arrays unless `retain_graph=True`.
 
+In-place safety (PyTorch's version counters): every tensor carries a VersionCounter that each
+in-place change bumps (fill_, add_, __setitem__, an optimizer step, ...); a view shares its base's
+counter. A node records the versions of the inputs and output it saved (`save_for_backward`), and
+its backward refuses to run on an array that changed since: a wrong gradient becomes an error.
+
+Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyTorch: forwards and
+the backward walk run under `ieee_quiet()`, the one place NumPy's RuntimeWarnings are turned off.
+
 This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,
-`accumulate_grad(g)` and `wrap(array)` (a new Tensor around an array). tensor.py's Tensor provides
-them, so the import order is one way: tensor.py -> ops/ -> autograd.py.
+`dtype`, `version_counter`, `accumulate_grad(g)` and `wrap(array)` (a new Tensor around an array).
+tensor.py's Tensor provides them, so the import order is one way: tensor.py -> ops/ -> autograd.py.
 
 Deviation from PyTorch, flagged: after a backward without retain_graph, every node on the path
 is freed, also one that saved nothing (`y = x + 1`). PyTorch lets a second loss backpropagate
@@ -79,6 +87,19 @@ class set_grad_enabled(_GradMode):
         self.mode = bool(mode)
 
 
+def ieee_quiet():
+    """NumPy's floating-point warnings off: ops return IEEE values (inf, NaN) silently, as PyTorch does."""
+    return np.errstate(all="ignore")
+
+
+class VersionCounter:
+    """How many in-place changes a tensor's array has had; a view shares its base's counter."""
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
 # --------------------------------------------------------------------------------------------
 # How a primitive is called (the profiler's attachment point)
 # --------------------------------------------------------------------------------------------
@@ -123,12 +144,13 @@ class Context:
 
 class Node:
     """One recorded op application: the output tensor's grad_fn."""
-    __slots__ = ("fn", "ctx", "inputs", "hooks", "retained", "__weakref__")
+    __slots__ = ("fn", "ctx", "inputs", "saved", "hooks", "retained", "__weakref__")
 
-    def __init__(self, fn, ctx, inputs):
+    def __init__(self, fn, ctx, inputs, saved=()):
         self.fn = fn            # the Function subclass
         self.ctx = ctx          # its Context; None once freed
         self.inputs = inputs    # per forward input: the Tensor if it requires grad, else None
+        self.saved = saved      # (VersionCounter, version when saved, array) per saved input/output
         self.hooks = None       # the (non-leaf) output tensor's hooks, as array -> array functions
         self.retained = None    # the output tensor when retain_grad() was called on it
 
@@ -146,18 +168,45 @@ class Node:
             self.retained.accumulate_grad(g.copy())
         return g
 
-    def backward(self, g: np.ndarray) -> tuple:
-        """The input gradients of this op for output gradient g (the Function's backward)."""
+    def backward(self, g: np.ndarray) -> list:
+        """The gradient of each input (in that input's shape, None where it needs none) for output gradient g."""
         if self.ctx is None:
             raise RuntimeError(
                 f"backward through {self.name()} a second time: its saved arrays were freed by the first "
                 f"backward(); pass retain_graph=True to the first backward() to keep them")
-        return _op_calls.backward(self.fn, self.ctx, g)
+        for counter, version, arr in self.saved:
+            if counter.value != version:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{arr.dtype} {arr.shape}], saved by {self.name()}Backward, is at version "
+                    f"{counter.value}; expected version {version} instead. Change it before the forward "
+                    f"that uses it, or give that forward a .clone()")
+        grads = _op_calls.backward(self.fn, self.ctx, g)
+        return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,))
+
+    def _per_input(self, grads) -> list:
+        """Check a backward's result against the inputs: one gradient per input, each summed back to
+        its input's shape (unbroadcast) and of its dtype."""
+        if len(grads) != len(self.inputs):
+            raise RuntimeError(
+                f"function {self.name()}Backward returned {len(grads)} gradients, but {self.name()}.forward "
+                f"took {len(self.inputs)} tensor inputs: return one per input (None for no gradient)")
+        out = list(grads)
+        for i, (t, gi) in enumerate(zip(self.inputs, grads)):
+            if t is None or gi is None:
+                continue
+            if gi.shape != t.data.shape:
+                out[i] = gi = unbroadcast(gi, t.data.shape, f"{self.name()}Backward, input {i}")
+            if gi.dtype != t.data.dtype:
+                raise RuntimeError(f"function {self.name()}Backward returned a {gi.dtype} gradient for input {i}, "
+                                   f"a {t.dtype} tensor")
+        return out
 
     def free(self) -> None:
         """Drop the saved arrays and the inputs, so their memory returns now."""
         self.ctx = None
         self.inputs = ()
+        self.saved = ()
 
 
 class Function:
@@ -171,31 +220,61 @@ class Function:
     def backward(ctx, g):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    returns_view = False    # True where forward may return a view of its first input (shares its version)
+
     @classmethod
     def apply(cls, *tensors, **kwargs):
+        arrays = [_array_of(cls, i, t) for i, t in enumerate(tensors)]
+        if not arrays:
+            raise TypeError(f"{cls.__name__}.apply: expected at least one Tensor argument")
         ctx = Context()
-        out = _op_calls.forward(cls, ctx, [t.data for t in tensors], kwargs)
+        with ieee_quiet():
+            out = _op_calls.forward(cls, ctx, arrays, kwargs)
         result = tensors[0].wrap(out)
+        if cls.returns_view and np.may_share_memory(out, arrays[0]):
+            result.version_counter = tensors[0].version_counter
         if _grad_enabled:
             needs = tuple(t.requires_grad for t in tensors)
             if any(needs):
                 ctx.needs_input_grad = needs
                 result.requires_grad = True
-                result.grad_fn = Node(cls, ctx, tuple(t if n else None for t, n in zip(tensors, needs)))
+                inputs = tuple(t if n else None for t, n in zip(tensors, needs))
+                result.grad_fn = Node(cls, ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
         return result
+
+
+def _array_of(fn, i: int, t) -> np.ndarray:
+    """The array of tensor argument i of fn.apply (a clear TypeError for anything else)."""
+    if isinstance(t, np.ndarray) or not hasattr(t, "version_counter"):
+        hint = "; wrap it in mt.tensor(...)" if isinstance(t, np.ndarray) else ""
+        raise TypeError(f"{fn.__name__}.apply: argument {i} must be a Tensor, got {type(t).__name__}{hint} "
+                        f"(non-tensor arguments go by keyword)")
+    return t.data
+
+
+def _saved_versions(saved_arrays, tensors, result) -> tuple:
+    """(counter, version, array) for each saved array that is an input's or the output's array: what
+    Node.backward compares. Arrays the forward made itself are private to the node and need no check."""
+    versions = []
+    for arr in saved_arrays:
+        for t in (*tensors, result):
+            if t.data is arr:
+                versions.append((t.version_counter, t.version_counter.value, arr))
+                break
+    return tuple(versions)
 
 
 # --------------------------------------------------------------------------------------------
 # The graph walk
 # --------------------------------------------------------------------------------------------
 
-def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
+def unbroadcast(g: np.ndarray, shape: tuple, who: str = "backward") -> np.ndarray:
     """Sum a gradient of a broadcast result back to the operand's `shape` (the one place this happens)."""
     if g.shape == shape:
         return g
     extra = g.ndim - len(shape)
-    if extra < 0:
-        raise RuntimeError(f"internal: gradient of shape {g.shape} cannot reduce to operand shape {shape}")
+    if extra < 0 or any(n != 1 and n != m for n, m in zip(shape, g.shape[extra:])):
+        raise RuntimeError(f"{who}: a gradient of shape {g.shape} does not sum back to the input's shape {shape}")
     kept = tuple(i + extra for i, n in enumerate(shape) if n == 1 and g.shape[i + extra] != 1)
     axes = tuple(range(extra)) + kept
     if axes:
@@ -230,21 +309,21 @@ def run_backward(root, gradient: np.ndarray, retain_graph: bool = False) -> None
         return
     grads = {root.grad_fn: gradient}                          # node -> gradient of its output, summed
     leaves = _LeafGrads(gradient)
-    for node in topological_order(root.grad_fn):
-        g = grads.pop(node, None)
-        if g is None:                                         # nothing flows into this node
-            continue
-        for t, gi in zip(node.inputs, node.backward(node.receive(g))):
-            if t is None or gi is None:
+    with ieee_quiet():
+        for node in topological_order(root.grad_fn):
+            g = grads.pop(node, None)
+            if g is None:                                     # nothing flows into this node
                 continue
-            gi = unbroadcast(gi, t.shape)
-            if t.grad_fn is None:
-                leaves.add(t, gi)
-            else:
-                grads[t.grad_fn] = grads[t.grad_fn] + gi if t.grad_fn in grads else gi
-        if not retain_graph:
-            node.free()
-    leaves.deliver()
+            for t, gi in zip(node.inputs, node.backward(node.receive(g))):
+                if t is None or gi is None:
+                    continue
+                if t.grad_fn is None:
+                    leaves.add(t, gi)
+                else:
+                    grads[t.grad_fn] = grads[t.grad_fn] + gi if t.grad_fn in grads else gi
+            if not retain_graph:
+                node.free()
+        leaves.deliver()
 
 
 class _LeafGrads:

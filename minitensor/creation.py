@@ -22,6 +22,14 @@ def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
     return t
 
 
+def _shape(size: tuple, op: str) -> tuple:
+    """A factory's sizes, f(2, 3) or f((2, 3)): non-negative integers (a float size is a TypeError)."""
+    shape = size_args(size, op)
+    if any(s < 0 for s in shape):
+        raise ValueError(f"{op}: sizes must be non-negative, got {shape}")
+    return shape
+
+
 def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of `data` (Python numbers/lists, arrays or tensors)."""
     src = data.data if isinstance(data, Tensor) else data
@@ -48,15 +56,15 @@ def from_numpy(arr: np.ndarray) -> Tensor:
 
 
 def zeros(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.zeros(size_args(size), float_dtype(dtype)), requires_grad)
+    return _new(np.zeros(_shape(size, "zeros"), float_dtype(dtype)), requires_grad)
 
 
 def ones(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.ones(size_args(size), float_dtype(dtype)), requires_grad)
+    return _new(np.ones(_shape(size, "ones"), float_dtype(dtype)), requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.empty(size_args(size), float_dtype(dtype)), requires_grad)
+    return _new(np.empty(_shape(size, "empty"), float_dtype(dtype)), requires_grad)
 
 
 def full(size, fill_value, dtype=None, requires_grad=False) -> Tensor:
@@ -65,7 +73,7 @@ def full(size, fill_value, dtype=None, requires_grad=False) -> Tensor:
             dtype = bool_
         else:
             dtype = int64 if isinstance(fill_value, numbers.Integral) else get_default_dtype()
-    shape = tuple(size) if isinstance(size, (tuple, list)) else (size,)
+    shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "full")
     return _new(np.full(shape, fill_value, np.dtype(dtype)), requires_grad)
 
 
@@ -83,22 +91,23 @@ def linspace(start, end, steps, dtype=None) -> Tensor:
 
 
 def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
+    n, m = _shape((n, n if m is None else m), "eye")
     return _new(np.eye(n, m, dtype=float_dtype(dtype)), requires_grad)
 
 
-def _draw(method: str, size: tuple, dtype) -> np.ndarray:
+def _draw(op: str, method: str, size: tuple, dtype) -> np.ndarray:
     """A standard_normal or random draw in dtype (NumPy draws float16 as float32, then casts)."""
     dt = float_dtype(dtype)
-    arr = getattr(generator(), method)(size_args(size), dtype=float32 if dt == float16 else dt)
+    arr = getattr(generator(), method)(_shape(size, op), dtype=float32 if dt == float16 else dt)
     return arr.astype(dt, copy=False)
 
 
 def randn(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(_draw("standard_normal", size, dtype), requires_grad)
+    return _new(_draw("randn", "standard_normal", size, dtype), requires_grad)
 
 
 def rand(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(_draw("random", size, dtype), requires_grad)
+    return _new(_draw("rand", "random", size, dtype), requires_grad)
 
 
 def randint(low, high=None, size=None, dtype=None) -> Tensor:
@@ -106,10 +115,12 @@ def randint(low, high=None, size=None, dtype=None) -> Tensor:
         low, high = 0, low
     if size is None:
         raise TypeError("randint: size is required, e.g. randint(0, 10, (3, 4))")
-    return Tensor.wrap(generator().integers(low, high, size=tuple(size)).astype(np.dtype(dtype or int64)))
+    shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "randint")
+    return Tensor.wrap(generator().integers(low, high, size=shape).astype(np.dtype(dtype or int64)))
 
 
 def randperm(n, dtype=None) -> Tensor:
+    (n,) = _shape((n,), "randperm")
     return Tensor.wrap(generator().permutation(n).astype(np.dtype(dtype or int64)))
 
 

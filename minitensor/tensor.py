@@ -15,12 +15,13 @@ import builtins
 import collections
 import math
 import numbers
+import operator
 from typing import Sequence
 
 import numpy as np
 
 from . import ops
-from .autograd import is_grad_enabled, run_backward
+from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, run_backward
 from .dtypes import SUPPORTED, bool_, float32, float64, get_default_dtype, int32, int64, result_type
 from .random import generator
 
@@ -31,18 +32,48 @@ def _operand(x, dtype: np.dtype) -> "Tensor":
     return Tensor.wrap(np.asarray(x, dtype=dtype))
 
 
-def _binary(fn, a, b) -> "Tensor":
-    # fast paths: same-dtype tensors, and a float tensor with a Python number (which never promotes it)
-    if isinstance(a, Tensor):
-        if isinstance(b, Tensor):
-            if a.data.dtype == b.data.dtype:
-                return fn.apply(a, b)
-        elif type(b) in (float, int) and a.data.dtype.kind == "f":
-            return fn.apply(a, Tensor.wrap(np.asarray(b, a.data.dtype)))
-    elif isinstance(b, Tensor) and type(a) in (float, int) and b.data.dtype.kind == "f":
-        return fn.apply(Tensor.wrap(np.asarray(a, b.data.dtype)), b)
-    dt = result_type(a, b)
-    return fn.apply(_operand(a, dt), _operand(b, dt))
+def _binary(fn, a, b, dtype=None) -> "Tensor":
+    """fn.apply on a and b (tensors or Python numbers) promoted as PyTorch does, or to `dtype`;
+    operands that do not broadcast give an error naming the op and both shapes."""
+    x, y = _operands(a, b, dtype)
+    try:
+        return fn.apply(x, y)
+    except ValueError:
+        if _shapes_broadcast(x.shape, y.shape):        # some other error: NumPy's message says it
+            raise
+        raise ValueError(f"{fn.__name__.lower()}: shapes {x.shape} and {y.shape} do not broadcast") from None
+
+
+def _operands(a, b, dtype=None) -> tuple:
+    if dtype is None:
+        # fast paths: same-dtype tensors, and a float tensor with a Python number (which never promotes it)
+        if isinstance(a, Tensor):
+            if isinstance(b, Tensor):
+                if a.data.dtype == b.data.dtype:
+                    return a, b
+            elif type(b) in (float, int) and a.data.dtype.kind == "f":
+                return a, Tensor.wrap(np.asarray(b, a.data.dtype))
+        elif isinstance(b, Tensor) and type(a) in (float, int) and b.data.dtype.kind == "f":
+            return Tensor.wrap(np.asarray(a, b.data.dtype)), b
+        dtype = result_type(a, b)
+    return _operand(a, dtype), _operand(b, dtype)
+
+
+def _shapes_broadcast(a: tuple, b: tuple) -> builtins.bool:
+    try:
+        np.broadcast_shapes(a, b)
+        return True
+    except ValueError:
+        return False
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> builtins.bool:
+    """Whether an operand of `shape` broadcasts to exactly `target` (as an in-place operand must)."""
+    return _shapes_broadcast(shape, target) and np.broadcast_shapes(shape, target) == tuple(target)
+
+
+def _scaled(other, alpha):
+    return other if alpha == 1 else other * alpha
 
 
 def _dims(dim, ndim: int, op: str):
@@ -73,11 +104,14 @@ def _one_dim(dim, ndim: int, op: str) -> int:
     return int(dim) % builtins.max(ndim, 1)
 
 
-def size_args(shape) -> tuple:
-    """Sizes given as f(2, 3) or f((2, 3)), as a tuple."""
+def size_args(shape, op: str) -> tuple:
+    """Sizes given as f(2, 3) or f((2, 3)), as a tuple of ints (a float size is a TypeError, as in PyTorch)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{op}: sizes must be integers, got {shape!r}") from None
 
 
 _ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
@@ -85,7 +119,7 @@ _ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
 
 class Tensor:
     """A NumPy array that can record the operations applied to it and backpropagate through them."""
-    __slots__ = ("data", "requires_grad", "grad", "grad_fn", "_hooks", "__weakref__")
+    __slots__ = ("data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks", "__weakref__")
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
     def __init__(self, data, requires_grad: bool = False, dtype=None):
@@ -93,8 +127,9 @@ class Tensor:
         if dtype is not None and arr.dtype != np.dtype(dtype):
             arr = arr.astype(dtype)
         self.data = arr
-        self.grad = None
+        self._grad = None
         self.grad_fn = None     # the autograd Node that produced this tensor; None for a leaf
+        self.version_counter = VersionCounter()   # bumped by every in-place change (shared with views)
         self._hooks = None      # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
         self.requires_grad = False
         if requires_grad:
@@ -106,10 +141,37 @@ class Tensor:
         t = object.__new__(Tensor)
         t.data = arr
         t.requires_grad = False
-        t.grad = None
+        t._grad = None
         t.grad_fn = None
+        t.version_counter = VersionCounter()
         t._hooks = None
         return t
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward(); assigning one of another shape or dtype is an error."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
+            if value.dtype != self.dtype:
+                raise RuntimeError(f"assigned grad has dtype {value.dtype}, but the tensor has dtype {self.dtype}")
+        self._grad = value
+
+    @property
+    def _version(self) -> int:
+        """The number of in-place changes so far (torch's Tensor._version)."""
+        return self.version_counter.value
+
+    def bump_version(self) -> None:
+        """Record an in-place change made through .data (optimizers, nn.init, clip_grad_norm_), so that a
+        graph which saved this tensor refuses to backpropagate with the changed values."""
+        self.version_counter.value += 1
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -207,8 +269,10 @@ class Tensor:
         return self
 
     def detach(self) -> "Tensor":
-        """A new leaf sharing this tensor's array, outside the graph."""
-        return Tensor.wrap(self.data)
+        """A new leaf sharing this tensor's array (and its version counter), outside the graph."""
+        t = Tensor.wrap(self.data)
+        t.version_counter = self.version_counter
+        return t
 
     def backward(self, gradient=None, retain_graph: bool = False, create_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) . gradient into every leaf's .grad."""
@@ -237,10 +301,10 @@ class Tensor:
             g = hook(g)
         if g.dtype != self.data.dtype:
             raise RuntimeError(f"internal: gradient dtype {g.dtype} differs from the tensor's dtype {self.data.dtype}")
-        if self.grad is None:
-            self.grad = Tensor.wrap(g)
+        if self._grad is None:
+            self._grad = Tensor.wrap(g)
         else:
-            self.grad.data = self.grad.data + g
+            self._grad.data = self._grad.data + g
 
     def retain_grad(self) -> None:
         """Keep .grad on this non-leaf tensor after backward."""
@@ -259,44 +323,73 @@ class Tensor:
         return handle
 
     # ------------------------------------------------------------------ in place, outside autograd
+    # Each in-place method refuses a tensor that requires grad (outside no_grad) or a graph output,
+    # and bumps the version counter, so that a graph which saved the old values raises at backward.
     def _check_inplace(self, op: str) -> None:
         if self.grad_fn is not None or (self.requires_grad and is_grad_enabled()):
             raise RuntimeError(f"{op}: in-place change of a tensor that requires grad; wrap it in mt.no_grad()")
 
-    def zero_(self) -> "Tensor":
-        self._check_inplace("zero_")
-        self.data[...] = 0
+    def _write(self, op: str, index, value) -> "Tensor":
+        """self.data[index] = value, broadcast; errors name the op and both shapes."""
+        self._check_inplace(op)
+        value = value.data if isinstance(value, Tensor) else value
+        try:
+            with ieee_quiet():
+                self.data[index] = value
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{op}: cannot write a value of shape {np.shape(value)} into a {self.dtype} tensor of "
+                             f"shape {self.shape} at {index!r}: {e}") from None
+        self.version_counter.value += 1
         return self
 
-    def fill_(self, value) -> "Tensor":
-        self._check_inplace("fill_")
-        self.data[...] = value
+    def _update(self, op: str, ufunc, other) -> "Tensor":
+        """self = ufunc(self, other) in place: the result keeps this tensor's shape and dtype."""
+        self._check_inplace(op)
+        o = other.data if isinstance(other, Tensor) else other
+        try:
+            with ieee_quiet():
+                ufunc(self.data, o, out=self.data, casting="same_kind")
+        except (ValueError, TypeError):
+            raise ValueError(f"{op}: an operand of shape {np.shape(o)} and dtype {np.asarray(o).dtype} cannot "
+                             f"update a {self.dtype} tensor of shape {self.shape} in place") from None
+        self.version_counter.value += 1
         return self
+
+    def zero_(self) -> "Tensor": return self._write("zero_", Ellipsis, 0)
+    def fill_(self, value) -> "Tensor": return self._write("fill_", Ellipsis, value)
+    def add_(self, other, alpha=1) -> "Tensor": return self._update("add_", np.add, _scaled(other, alpha))
+    def sub_(self, other, alpha=1) -> "Tensor": return self._update("sub_", np.subtract, _scaled(other, alpha))
+    def mul_(self, other) -> "Tensor": return self._update("mul_", np.multiply, other)
+    def div_(self, other) -> "Tensor": return self._update("div_", np.true_divide, other)
 
     def copy_(self, src) -> "Tensor":
-        self._check_inplace("copy_")
         arr = src.data if isinstance(src, Tensor) else np.asarray(src)
-        try:
-            np.copyto(self.data, np.broadcast_to(arr, self.shape), casting="same_kind")
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}: "
-                             f"{e}") from None
-        return self
+        if not np.can_cast(arr.dtype, self.dtype, casting="same_kind"):
+            raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}")
+        return self._write("copy_", Ellipsis, arr)
+
+    def masked_fill_(self, mask, value) -> "Tensor":
+        m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        if m.dtype != bool_:
+            raise TypeError(f"masked_fill_: mask must be a bool tensor, got {m.dtype}")
+        if not _broadcasts_to(m.shape, self.shape):
+            raise ValueError(f"masked_fill_: mask of shape {m.shape} does not broadcast to the tensor's shape "
+                             f"{self.shape}")
+        return self._write("masked_fill_", np.broadcast_to(m, self.shape), value)
+
+    def clamp_(self, min=None, max=None) -> "Tensor":
+        if min is None and max is None:
+            raise ValueError("clamp_: at least one of min and max must be given")
+        return self._write("clamp_", Ellipsis, np.clip(self.data, min, max))
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> "Tensor":
-        self._check_inplace("uniform_")
-        self.data[...] = generator().uniform(a, b, self.shape)
-        return self
+        return self._write("uniform_", Ellipsis, generator().uniform(a, b, self.shape))
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
-        self._check_inplace("normal_")
-        self.data[...] = generator().normal(mean, std, self.shape)
-        return self
+        return self._write("normal_", Ellipsis, generator().normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
-        self._check_inplace("__setitem__")
-        index, _ = _normalize_index(index)
-        self.data[index] = value.data if isinstance(value, Tensor) else value
+        self._write("__setitem__", _normalize_index(index)[0], value)
 
     # ------------------------------------------------------------------ dtype
     def to(self, dtype=None, device=None) -> "Tensor":
@@ -415,7 +508,11 @@ class Tensor:
         correction = int(unbiased) if correction is None else correction
         return _reduce("var", ops.Var, _require_floating(self, "var"), dim, keepdim, correction=correction)
 
-    def std(self, dim=None, unbiased=True, keepdim=False): return self.var(dim, unbiased, keepdim).sqrt()
+
+    def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        correction = int(unbiased) if correction is None else correction
+        return _reduce("std", ops.Std, _require_floating(self, "std"), dim, keepdim, correction=correction)
+
     def max(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "max")
     def min(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "min")
     def amax(self, dim=(), keepdim=False): return amax(self, dim, keepdim)
@@ -425,20 +522,20 @@ class Tensor:
     def argmin(self, dim=None, keepdim=False): return _arg(np.argmin, self, dim, keepdim)
 
     # ------------------------------------------------------------------ shape
-    def reshape(self, *shape): return _reshape(self, size_args(shape))
-    def view(self, *shape): return _reshape(self, size_args(shape))
+    def reshape(self, *shape): return _reshape(self, size_args(shape, "reshape"))
+    def view(self, *shape): return _reshape(self, size_args(shape, "view"))
     def view_as(self, other): return _reshape(self, other.shape)
     def reshape_as(self, other): return _reshape(self, other.shape)
     def flatten(self, start_dim=0, end_dim=-1): return flatten(self, start_dim, end_dim)
     def unflatten(self, dim, sizes): return unflatten(self, dim, sizes)
     def transpose(self, dim0, dim1): return transpose(self, dim0, dim1)
     def t(self): return self.T
-    def permute(self, *dims): return permute(self, size_args(dims))
+    def permute(self, *dims): return permute(self, size_args(dims, "permute"))
     def unsqueeze(self, dim): return _reshape(self, _unsqueezed(self.shape, dim))
     def squeeze(self, dim=None): return _reshape(self, _squeezed(self.shape, dim))
-    def expand(self, *sizes): return expand(self, size_args(sizes))
+    def expand(self, *sizes): return expand(self, size_args(sizes, "expand"))
     def expand_as(self, other): return expand(self, other.shape)
-    def repeat(self, *sizes): return repeat(self, size_args(sizes))
+    def repeat(self, *sizes): return repeat(self, size_args(sizes, "repeat"))
     def split(self, split_size_or_sections, dim=0): return split(self, split_size_or_sections, dim)
     def chunk(self, chunks, dim=0): return chunk(self, chunks, dim)
     def tril(self, diagonal=0): return tril(self, diagonal)
@@ -488,6 +585,7 @@ def as_array(data, dtype=None) -> np.ndarray:
             arr = np.asarray(data)
         except ValueError as e:  # ragged nested lists
             raise ValueError(f"tensor: cannot make a tensor from ragged nested sequences: {e}") from None
+        _check_int_range(arr, int64 if dtype is None else np.dtype(dtype))
         if arr.dtype.kind == "f" and dtype is None:
             arr = arr.astype(get_default_dtype())
         elif arr.dtype.kind in "iu" and dtype is None:
@@ -497,6 +595,23 @@ def as_array(data, dtype=None) -> np.ndarray:
     if arr.dtype not in SUPPORTED and dtype is None:
         raise TypeError(f"unsupported dtype {arr.dtype}; supported: {sorted(str(d) for d in SUPPORTED)}")
     return arr
+
+
+def _check_int_range(arr: np.ndarray, dtype: np.dtype) -> None:
+    """Python integers that the integer dtype cannot hold raise OverflowError (NumPy would wrap them,
+    or infer uint64 / object for ints past int64)."""
+    if dtype.kind not in "iu" or (arr.dtype.kind not in "iuO") or arr.size == 0:
+        return
+    if arr.dtype.kind == "O":
+        if not builtins.all(isinstance(v, numbers.Integral) for v in arr.reshape(-1)):
+            return
+        lo, hi = builtins.min(int(v) for v in arr.reshape(-1)), builtins.max(int(v) for v in arr.reshape(-1))
+    else:
+        lo, hi = int(arr.min()), int(arr.max())
+    info = np.iinfo(dtype)
+    if lo < info.min or hi > info.max:
+        bad = lo if lo < info.min else hi
+        raise OverflowError(f"tensor: value {bad} does not fit in {dtype} (range {info.min} to {info.max})")
 
 
 def _flatten_list(x):
@@ -533,7 +648,7 @@ def _div(a, b) -> Tensor:
     dt = result_type(a, b)
     if dt.kind != "f":
         dt = get_default_dtype()  # true division of integers gives floats, as in PyTorch
-    return ops.Div.apply(_operand(a, dt), _operand(b, dt))
+    return _binary(ops.Div, a, b, dt)
 
 
 def _compare(fn, a, b) -> Tensor:
@@ -858,6 +973,7 @@ def triu(t: Tensor, diagonal: int = 0) -> Tensor:
 def sum(t, dim=None, keepdim=False): return t.sum(dim, keepdim)
 def mean(t, dim=None, keepdim=False): return t.mean(dim, keepdim)
 def var(t, dim=None, unbiased=True, keepdim=False): return t.var(dim, unbiased, keepdim)
+def std(t, dim=None, unbiased=True, keepdim=False): return t.std(dim, unbiased, keepdim)
 def max(t, dim=None, keepdim=False): return t.max(dim, keepdim)
 def min(t, dim=None, keepdim=False): return t.min(dim, keepdim)
 def logsumexp(t, dim, keepdim=False): return t.logsumexp(dim, keepdim)

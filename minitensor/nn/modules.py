@@ -430,6 +430,7 @@ class Module:
             raise (TypeError if (dtype_errors or type_errors) and not structural else ValueError)(msg)
         for t, v in values:
             t.data[...] = v
+            t.bump_version()
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- printing ----------------------------------------------------------------------
@@ -510,6 +511,7 @@ class Embedding(Module):
         init.normal_(self.weight)
         if self.padding_idx is not None:
             self.weight.data[self.padding_idx] = 0
+            self.weight.bump_version()
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx)

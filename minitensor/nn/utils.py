@@ -75,8 +75,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
                            f"non-finite ({total}); set error_if_nonfinite=False to clip anyway")
     clip_coef = float(max_norm) / (total + 1e-6)
     if clip_coef < 1.0:
-        for g in grads:
-            g *= clip_coef
+        for p in params:
+            if p.grad is not None:
+                p.grad.data *= clip_coef
+                p.grad.bump_version()
     return total
 
 
@@ -91,6 +93,7 @@ def zero_grad_(parameters, set_to_none: bool = True) -> None:
             p.grad = None
         else:
             p.grad.data[...] = 0
+            p.grad.bump_version()
 
 
 def clip_grad_value_(parameters, clip_value: float) -> None:
@@ -101,6 +104,7 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
     for p in params:
         if p.grad is not None:
             np.clip(p.grad.data, -clip_value, clip_value, out=p.grad.data)
+            p.grad.bump_version()
 
 
 def parameters_to_vector(parameters) -> "Tensor":
@@ -130,4 +134,5 @@ def vector_to_parameters(vec, parameters) -> None:
         if v.dtype != p.data.dtype:
             raise TypeError(f"vector_to_parameters: vector dtype {v.dtype} differs from parameter dtype {p.data.dtype}")
         p.data[...] = v[i:i + n].reshape(p.data.shape)
+        p.bump_version()
         i += n

@@ -10,7 +10,7 @@ writes into `g` or into a saved array.
     elementwise.py   Add Sub Mul Div Pow PowScalar RPowScalar Neg Exp Log Sqrt Abs Tanh Sigmoid Relu
                      Gelu Clamp Maximum Minimum Where MaskedFill Cast Clone
     matmul.py        MatMul
-    reductions.py    Sum Mean Var MaxMin AMaxMin LogSumExp
+    reductions.py    Sum Mean Var Std MaxMin AMaxMin LogSumExp
     shape.py         Reshape Transpose Permute Expand Repeat Cat Stack Tril Triu
     indexing.py      GetItem Embedding
     fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy NLLLoss Dropout AttentionWeights
@@ -20,11 +20,11 @@ from .elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Gelu, Log, Mas
 from .fused import AttentionWeights, CrossEntropy, Dropout, LayerNorm, Linear, LogSoftmax, NLLLoss, Softmax
 from .indexing import Embedding, GetItem
 from .matmul import MatMul
-from .reductions import AMaxMin, LogSumExp, MaxMin, Mean, Sum, Var
+from .reductions import AMaxMin, LogSumExp, MaxMin, Mean, Std, Sum, Var
 from .shape import Cat, Expand, Permute, Repeat, Reshape, Stack, Transpose, Tril, Triu
 
 __all__ = ["Abs", "Add", "Cast", "Clamp", "Clone", "Div", "Exp", "Gelu", "Log", "MaskedFill", "Maximum",
            "Minimum", "Mul", "Neg", "Pow", "PowScalar", "Relu", "RPowScalar", "Sigmoid", "Sqrt", "Sub", "Tanh",
            "Where", "AttentionWeights", "CrossEntropy", "Dropout", "LayerNorm", "Linear", "LogSoftmax", "NLLLoss",
-           "Softmax", "Embedding", "GetItem", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Sum", "Var",
+           "Softmax", "Embedding", "GetItem", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Std", "Sum", "Var",
            "Cat", "Expand", "Permute", "Repeat", "Reshape", "Stack", "Transpose", "Tril", "Triu"]

@@ -79,9 +79,8 @@ class Pow(Function):
     def backward(ctx, g):
         a, b, out = ctx.saved_arrays
         need_a, need_b = ctx.needs_input_grad
-        with np.errstate(divide="ignore", invalid="ignore"):      # the masked entries may be inf or NaN
-            ga = g * np.where(b == 0, 0, b * np.power(a, b - 1)) if need_a else None
-            gb = g * np.where((a == 0) & (b >= 0), 0, out * np.log(a)) if need_b else None
+        ga = g * np.where(b == 0, 0, b * np.power(a, b - 1)) if need_a else None
+        gb = g * np.where((a == 0) & (b >= 0), 0, out * np.log(a)) if need_b else None
         return ga, gb
 
 
@@ -102,18 +101,23 @@ class PowScalar(Function):
 
 
 class RPowScalar(Function):
-    """out = c ** a (c a Python number);  da = g * out * log(c)"""
+    """out = c ** a (c a Python number);  da = g * out * log(c)
+    (PyTorch's value at c == 0: 0 where a >= 0, where out * log(c) would be 0 * -inf)"""
     @staticmethod
     def forward(ctx, a, base):
         out = np.power(a.dtype.type(base), a)
-        ctx.save_for_backward(out)
-        ctx.log_c = math.log(base) if base > 0 else float("nan")
+        ctx.save_for_backward(a, out)
+        ctx.base = base
         return out
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_arrays
-        return (g * out * out.dtype.type(ctx.log_c),)
+        a, out = ctx.saved_arrays
+        log_c = out.dtype.type(math.log(ctx.base) if ctx.base > 0 else (-math.inf if ctx.base == 0 else math.nan))
+        da = out * log_c
+        if ctx.base == 0:
+            da = np.where(a >= 0, out.dtype.type(0), da)
+        return (g * da,)
 
 
 class Neg(Function):

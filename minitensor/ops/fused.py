@@ -53,7 +53,7 @@ class Linear(Function):
         gx = (g2 @ weight).reshape(x.shape) if need_x else None
         gw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
         gb = g2.sum(axis=0) if need_b else None
-        return gx, gw, gb
+        return (gx, gw, gb)[:len(ctx.needs_input_grad)]          # the bias is an optional input
 
 
 # ----------------------------------------------------------------------------- softmax family
@@ -62,10 +62,8 @@ class Softmax(Function):
     """y = e^{x - max} / sum e^{x - max};  dx = y * (g - sum(g * y))"""
     @staticmethod
     def forward(ctx, x, dim):
-        m = x.max(axis=dim, keepdims=True)
-        with np.errstate(invalid="ignore"):                # an all -inf row gives NaN, as in PyTorch
-            e = np.exp(x - m)
-            e /= e.sum(axis=dim, keepdims=True)
+        e = np.exp(x - x.max(axis=dim, keepdims=True))    # an all -inf row gives NaN, as in PyTorch
+        e /= e.sum(axis=dim, keepdims=True)
         ctx.save_for_backward(e)
         ctx.dim = dim
         return e
@@ -82,10 +80,8 @@ class LogSoftmax(Function):
     """y = x - max - log sum e^{x - max};  dx = g - e^y * sum(g)"""
     @staticmethod
     def forward(ctx, x, dim):
-        m = x.max(axis=dim, keepdims=True)
-        with np.errstate(invalid="ignore"):
-            shifted = x - m
-            out = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+        shifted = x - x.max(axis=dim, keepdims=True)
+        out = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
         ctx.save_for_backward(out)
         ctx.dim = dim
         return out
@@ -132,7 +128,7 @@ class LayerNorm(Function):
             gx = dxhat - dxhat.mean(axis=axes, keepdims=True)
             gx -= xhat * (dxhat * xhat).mean(axis=axes, keepdims=True)
             gx *= rstd
-        return gx, gw, gb
+        return (gx, gw, gb)[:len(ctx.needs_input_grad)]          # weight and bias are optional inputs
 
 
 # ----------------------------------------------------------------------------- losses
@@ -172,9 +168,8 @@ def _reduce(losses: np.ndarray, valid: np.ndarray, reduction: str, target_shape:
         return losses.reshape(target_shape), None
     if reduction == "sum":
         return np.asarray(losses.sum()), dt(1)
-    count = valid.sum()
-    with np.errstate(invalid="ignore", divide="ignore"):   # every row ignored: 0/0 = NaN, as in PyTorch
-        return np.asarray(losses.sum() / dt(count)), dt(1) / dt(count) if count else dt(np.nan)
+    count = dt(valid.sum())                                 # every row ignored: 0/0 = NaN, as in PyTorch
+    return np.asarray(losses.sum() / count), dt(1) / count
 
 
 def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
@@ -245,7 +240,7 @@ class Dropout(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return (g * ctx.m,)
+        return g * ctx.m, None
 
 
 # ----------------------------------------------------------------------------- attention

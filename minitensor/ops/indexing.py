@@ -10,6 +10,8 @@ from ..autograd import Function
 class GetItem(Function):
     """out = a[index];  da = zeros with g written (basic index) or scatter-added (integer arrays:
     repeated indices accumulate) at index"""
+    returns_view = True                 # a basic index gives a view (an integer-array index a copy)
+
     @staticmethod
     def forward(ctx, a, index, advanced):
         ctx.shape, ctx.index, ctx.advanced = a.shape, index, advanced

@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, var, max/min (with and without indices), amax/amin, logsumexp.
+"""Reductions: sum, mean, var, std, max/min (with and without indices), amax/amin, logsumexp.
 
 `dim` arrives normalised (None or a tuple of non-negative ints; one int for max/min with indices).
 Each backward first puts the reduced axes back into g (`expand_reduced`) so that it broadcasts
@@ -57,22 +57,44 @@ class Mean(Function):
         return (np.broadcast_to(g / g.dtype.type(ctx.n), ctx.shape),)
 
 
+def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
+    """sum((a - mean)^2) over dim and the divisor n - correction; saves what Var and Std need."""
+    mean = a.mean(axis=dim, keepdims=True)
+    centered = a - mean
+    denom = a.dtype.type(a.size // max(mean.size, 1) - correction)  # n - correction; <= 0 gives inf/NaN
+    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, denom, dim, keepdim
+    return (centered * centered).sum(axis=dim, keepdims=keepdim), denom
+
+
 class Var(Function):
     """out = sum((a - mean)^2) / (n - correction);  da = g * 2 (a - mean) / (n - correction)"""
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
-        mean = a.mean(axis=dim, keepdims=True)
-        centered = a - mean
-        n = a.size // max(mean.size, 1)                        # elements per reduced line
-        with np.errstate(divide="ignore", invalid="ignore"):   # n <= correction: inf or NaN, as in PyTorch
-            out = (centered * centered).sum(axis=dim, keepdims=keepdim) / a.dtype.type(n - correction)
-        ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, n - correction, dim, keepdim
-        return np.asarray(out)
+        squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
+        return np.asarray(squares / denom)
 
     @staticmethod
     def backward(ctx, g):
         g = expand_reduced(g, ctx.centered.ndim, ctx.dim, ctx.keepdim)
-        return (g * ctx.centered * g.dtype.type(2.0 / ctx.denom),)
+        return (g * ctx.centered * (2 / ctx.denom),)
+
+
+class Std(Function):
+    """out = sqrt(var);  da = g * (a - mean) / ((n - correction) out), and 0 where out == 0
+    (PyTorch's value on a constant line, where the formula would be 0/0)"""
+    @staticmethod
+    def forward(ctx, a, dim=None, correction=1, keepdim=False):
+        squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
+        out = np.asarray(np.sqrt(squares / denom))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_arrays
+        g_over_out = np.where(out == 0, g.dtype.type(0), g / out)
+        g_over_out = expand_reduced(g_over_out, ctx.centered.ndim, ctx.dim, ctx.keepdim)
+        return (g_over_out * ctx.centered / ctx.denom,)
 
 
 class MaxMin(Function):
@@ -123,8 +145,7 @@ class LogSumExp(Function):
     def forward(ctx, a, dim=None, keepdim=False):
         m = np.max(a, axis=dim, keepdims=True) if a.size else np.zeros((1,) * a.ndim, a.dtype)
         m = np.where(np.isfinite(m), m, 0).astype(a.dtype, copy=False)
-        with np.errstate(divide="ignore"):                     # an all -inf line: log 0 = -inf, as in PyTorch
-            out = np.log(np.exp(a - m).sum(axis=dim, keepdims=True)) + m
+        out = np.log(np.exp(a - m).sum(axis=dim, keepdims=True)) + m   # an all -inf line: log 0 = -inf
         ctx.save_for_backward(a)
         ctx.out_keepdim, ctx.dim, ctx.keepdim = out, dim, keepdim
         return np.asarray(_drop_reduced(out, dim, keepdim))
@@ -133,5 +154,4 @@ class LogSumExp(Function):
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
-        with np.errstate(invalid="ignore"):                    # -inf - (-inf) on an all -inf line
-            return (g * np.exp(a - ctx.out_keepdim),)
+        return (g * np.exp(a - ctx.out_keepdim),)              # an all -inf line: NaN, as in PyTorch

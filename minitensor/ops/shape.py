@@ -12,6 +12,8 @@ from ..autograd import Function
 
 class Reshape(Function):
     """out = a viewed with a new shape (a copy only when NumPy cannot view);  da = g reshaped back"""
+    returns_view = True
+
     @staticmethod
     def forward(ctx, a, shape):
         ctx.shape = a.shape
@@ -24,6 +26,8 @@ class Reshape(Function):
 
 class Transpose(Function):
     """out = a with dims d0 and d1 swapped (a view);  da = g swapped back"""
+    returns_view = True
+
     @staticmethod
     def forward(ctx, a, dim0, dim1):
         ctx.dims = (dim0, dim1)
@@ -36,6 +40,8 @@ class Transpose(Function):
 
 class Permute(Function):
     """out = a with axes reordered (a view);  da = g with the inverse permutation"""
+    returns_view = True
+
     @staticmethod
     def forward(ctx, a, dims):
         ctx.inverse = tuple(np.argsort(dims))
@@ -48,6 +54,8 @@ class Permute(Function):
 
 class Expand(Function):
     """out = a broadcast to shape (a read-only view);  da = g summed back by the graph walk"""
+    returns_view = True
+
     @staticmethod
     def forward(ctx, a, shape):
         return np.broadcast_to(a, shape)

@@ -187,10 +187,22 @@ class Optimizer:
         if closure is not None:                   # torch's closure protocol: re-evaluate with grad enabled
             with enable_grad():
                 loss = closure()
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
+        groups = [(group, [p for p in group["params"] if p.grad is not None]) for group in self.param_groups]
+        for _, params in groups:
+            self._check_grads(params)
+        for group, params in groups:
             update_pool.run(functools.partial(self.update_parameter, group=group), params)
+            for p in params:
+                p.bump_version()                  # a graph that saved p now refuses to backpropagate
         return loss
+
+    def _check_grads(self, params: list) -> None:
+        """Every gradient has its parameter's shape and dtype (one set through .grad.data could differ):
+        an update never broadcasts a gradient into a parameter."""
+        for p in params:
+            if p.grad.shape != p.shape or p.grad.dtype != p.dtype:
+                raise RuntimeError(f"{type(self).__name__}.step: a parameter of shape {p.shape} ({p.dtype}) has a "
+                                   f"gradient of shape {p.grad.shape} ({p.grad.dtype}); no parameter was updated")
 
     def update_parameter(self, p, group: dict) -> None:
         """The update rule of one parameter with a gradient (p.data in place): each optimizer's formula."""
