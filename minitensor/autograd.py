@@ -16,8 +16,9 @@ in-place change bumps (fill_, add_, __setitem__, an optimizer step, ...); a view
 counter. A node records the versions of the inputs and output it saved (`save_for_backward`), and
 its backward refuses to run on an array that changed since: a wrong gradient becomes an error.
 
-Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyTorch: forwards and
-the backward walk run under `ieee_quiet()`, the one place NumPy's RuntimeWarnings are turned off.
+Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyTorch: forwards
+(Function.apply) and the backward walk (Tensor.backward) run under `ieee_quiet()`, the one place
+NumPy's RuntimeWarnings are turned off.
 
 This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,
 `dtype`, `version_counter`, `accumulate_grad(g)` and `wrap(array)` (a new Tensor around an array).
@@ -309,21 +310,20 @@ def run_backward(root, gradient: np.ndarray, retain_graph: bool = False) -> None
         return
     grads = {root.grad_fn: gradient}                          # node -> gradient of its output, summed
     leaves = _LeafGrads(gradient)
-    with ieee_quiet():
-        for node in topological_order(root.grad_fn):
-            g = grads.pop(node, None)
-            if g is None:                                     # nothing flows into this node
+    for node in topological_order(root.grad_fn):
+        g = grads.pop(node, None)
+        if g is None:                                         # nothing flows into this node
+            continue
+        for t, gi in zip(node.inputs, node.backward(node.receive(g))):
+            if t is None or gi is None:
                 continue
-            for t, gi in zip(node.inputs, node.backward(node.receive(g))):
-                if t is None or gi is None:
-                    continue
-                if t.grad_fn is None:
-                    leaves.add(t, gi)
-                else:
-                    grads[t.grad_fn] = grads[t.grad_fn] + gi if t.grad_fn in grads else gi
-            if not retain_graph:
-                node.free()
-        leaves.deliver()
+            if t.grad_fn is None:
+                leaves.add(t, gi)
+            else:
+                grads[t.grad_fn] = grads[t.grad_fn] + gi if t.grad_fn in grads else gi
+        if not retain_graph:
+            node.free()
+    leaves.deliver()
 
 
 class _LeafGrads:

@@ -3,7 +3,11 @@
 Each method is one line that calls a primitive of the ops/ package (or a composite of them), or a
 torch-named function below that validates its arguments first. Deviation from PyTorch, flagged:
 `.data` is the raw `np.ndarray` (in PyTorch it is a Tensor), so optimizers and initialisers write
-NumPy directly.
+NumPy directly; such writers call `bump_version()`, and `.data` itself stays the unchecked escape hatch.
+
+In-place methods (fill_, add_, __setitem__, ...) refuse a tensor that requires grad outside no_grad
+and bump the tensor's version counter (shared with its views): a graph that saved the old values
+then raises at backward instead of returning a wrong gradient (autograd.py).
 
 Dtypes and promotion live in dtypes.py, the factories (tensor, zeros, randn, ...) in creation.py.
 Mixed-dtype operands are promoted as PyTorch does (dtypes.result_type); a float operand that must
@@ -293,7 +297,8 @@ class Tensor:
                                    f"expected the tensor's shape {self.shape}")
             if g.dtype != self.dtype:
                 raise TypeError(f"backward(): gradient has dtype {g.dtype}, expected {self.dtype}")
-        run_backward(self, g, retain_graph=retain_graph)
+        with ieee_quiet():                    # IEEE values at the edges, no NumPy warnings (as PyTorch)
+            run_backward(self, g, retain_graph=retain_graph)
 
     def accumulate_grad(self, g: np.ndarray) -> None:
         """Add gradient g (an array of this tensor's shape, owned by the caller) into .grad, after the hooks."""
@@ -403,7 +408,8 @@ class Tensor:
         dtype = np.dtype(dtype)
         if dtype.kind == "f" and self.dtype.kind == "f":
             return ops.Cast.apply(self, dtype=dtype)
-        return Tensor.wrap(self.data.astype(dtype))
+        with ieee_quiet():                    # NaN or inf to an integer dtype: NumPy's value, no warning
+            return Tensor.wrap(self.data.astype(dtype))
 
     def float(self) -> "Tensor":
         return self.to(float32)
