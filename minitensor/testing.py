@@ -59,7 +59,8 @@ def error_stats(ours, ref, *, scale_free: bool = False) -> tuple[float, float]:
         raise ValueError(f"shape mismatch: ours {a.shape} vs reference {b.shape}")
     if a.size == 0:
         return 0.0, 0.0
-    if not (np.isfinite(a) == np.isfinite(b)).all() or not np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(b)], equal_nan=True):
+    same_non_finite = np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(b)], equal_nan=True)
+    if not (np.isfinite(a) == np.isfinite(b)).all() or not same_non_finite:
         return float("inf"), float("inf")
     fin = np.isfinite(b)
     a, b = a[fin], b[fin]

@@ -53,7 +53,6 @@ import numpy as np
 import minitensor as mt
 import minitensor.nn as nn
 import minitensor.nn.functional as F
-from minitensor.autograd import Function
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
 from transformer_np.masks import causal_mask, padding_mask, target_mask
@@ -113,45 +112,6 @@ def check_mask(mask, shape: tuple, who: str):
 # ----------------------------------------------------------------------------------------------
 # Attention
 # ----------------------------------------------------------------------------------------------
-class AttentionWeights(Function):
-    """w = softmax(q k^T * scale) over keys where keep is True; a row with no such key is all 0.
-    dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
-
-    One fused primitive (flagged: parity/model.py writes the same math as torch composites,
-    masked_fill -> softmax -> multiply). Fusing keeps the (B, H, T_q, T_k) scores in one buffer
-    that is masked, exponentiated and normalised in place: for long sequences the composite's
-    extra full-size temporaries cost more than the arithmetic. Excluded keys get the dtype's
-    lowest finite value, not -inf, so an empty row stays finite (uniform) until it is zeroed.
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, keep=None, scale=1.0):
-        sc = q.dtype.type(scale)
-        # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
-        w = np.matmul(q * sc, np.swapaxes(k, -1, -2))                                # (B, H, T_q, T_k)
-        if keep is not None:
-            np.copyto(w, np.finfo(w.dtype).min, where=~keep)
-        w -= w.max(axis=-1, keepdims=True)
-        np.exp(w, out=w)
-        w /= w.sum(axis=-1, keepdims=True)
-        if keep is not None:
-            row_has_key = keep.any(axis=-1, keepdims=True)                           # (.., T_q, 1)
-            if not row_has_key.all():
-                w *= row_has_key                                                     # empty rows: uniform -> 0
-        ctx.q, ctx.k, ctx.w, ctx.scale = q, k, w, sc
-        return w
-
-    @staticmethod
-    def backward(ctx, g):
-        w, sc = ctx.w, ctx.scale
-        ds = g * w                                                                   # (B, H, T_q, T_k)
-        ds -= w * ds.sum(axis=-1, keepdims=True)
-        need_q, need_k = ctx.needs_input_grad
-        dq = np.matmul(ds, ctx.k) * sc if need_q else None                           # (B, H, T_q, Dh)
-        dk = np.matmul(np.swapaxes(ds, -1, -2), ctx.q) * sc if need_k else None      # (B, H, T_k, Dh)
-        return dq, dk
-
-
 def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: float = 0.0):
     """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dv), weights (B, H, T_q, T_k)).
 
@@ -176,7 +136,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
     if mask is not None:
         scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
         keep = _raw(check_mask(mask, scores_shape, "scaled_dot_product_attention"))
-    weights = AttentionWeights.apply(q, k, keep=keep, scale=1.0 / math.sqrt(q.shape[-1]))  # (B, H, T_q, T_k)
+    weights = F.attention_weights(q, k, keep, scale=1.0 / math.sqrt(q.shape[-1]))      # (B, H, T_q, T_k)
     if isinstance(dropout, nn.Module):
         weights = dropout(weights)
     elif dropout:                                                                    # a float p
