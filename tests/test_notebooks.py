@@ -103,7 +103,7 @@ def test_readme_links_the_glossary_and_the_notebooks():
 
 GLOSSARY_TERMS = ["Exact match", "Token accuracy", "Free trajectory", "Lockstep trajectory", "max relative error",
                   "floor", "Beam score", "GNMT length penalty", "Post-norm, pre-norm", "Preset", "Warmup",
-                  "Label smoothing", "Teacher forcing", "KV cache", "tok/s", "IQR", "Judged", "Tolerance (rtol)"]
+                  "Label smoothing", "Teacher forcing", "KV cache", "tok/s", "IQR", "Rule, value, limit", "Tolerance (rtol)"]
 
 
 def test_glossary_defines_the_terms_the_outputs_use():
