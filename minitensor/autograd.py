@@ -422,3 +422,4 @@ def _numerical_vjp(outputs: Callable, vs: list, x: np.ndarray, eps: float) -> np
             flat[j] = orig
             numerical.reshape(-1)[j] = (fp - fm) / (2 * eps)
     return numerical
+from . import autograd_functional as functional  # noqa: E402  (mt.autograd.functional, as in torch.autograd.functional)

@@ -1,0 +1,80 @@
+"""The curvature experiment: power iteration, the tiny run end to end, its refusals, and PyTorch's eigenvalue."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from minitensor.testing import PARITY_RTOL
+from transformer_np import plots
+from transformer_np.cli import main
+from transformer_np.experiments import CURVATURE_SIZES, exp_curvature, power_iteration
+
+from .test_cli import user_error
+
+
+def test_power_iteration_finds_the_largest_magnitude_eigenvalue(rng):
+    """A symmetric matrix with known spectrum, H v given as lists of arrays (two blocks, as a model's parameters)."""
+    q, _ = np.linalg.qr(rng.standard_normal((7, 7)))
+    eigenvalues = np.array([5.0, -2.0, 1.5, 1.0, 0.5, 0.1, 0.0])
+    h = q @ np.diag(eigenvalues) @ q.T
+
+    def hvp(vs):
+        y = h @ np.concatenate([vs[0].reshape(-1), vs[1]])
+        return [y[:4].reshape(2, 2), y[4:]]
+    top = power_iteration(hvp, [rng.standard_normal((2, 2)), rng.standard_normal(3)], iterations=200, tol=1e-12)
+    assert top["eigenvalue"] == pytest.approx(5.0, rel=1e-10)
+    assert top["residual"] < 1e-5 and top["iterations"] < 200                # stopped by the tolerance
+    assert [h["eigenvalue"] for h in top["history"]][-1] == top["eigenvalue"]
+    # the residual of an exact eigenvector is 0 at the first iteration
+    exact = q[:, 0]
+    top = power_iteration(hvp, [exact[:4].reshape(2, 2), exact[4:]], iterations=5, tol=1e-12)
+    assert top["history"][0]["residual"] < 1e-12 and top["iterations"] == 2
+
+
+def test_curvature_runs_tiny_from_the_command_line_and_refuses_to_overwrite(tmp_path, capsys):
+    out = str(tmp_path / "curv")
+    assert main(["experiment", "curvature", "--tiny", "--out", out, "--no-progress"]) == 0
+    assert sorted(os.listdir(out)) == ["curvature.json", "curvature.md", "curvature.png"]
+    with open(os.path.join(out, "curvature.json")) as f:
+        res = json.load(f)
+    assert res["experiment"] == "curvature" and res["tiny"] and res["steps"] == CURVATURE_SIZES["tiny"]["steps"]
+    assert [r["step"] for r in res["rows"]] == res["measured_at"] == [0, 2, 4]
+    for label in ("post-norm", "pre-norm"):
+        run = res["runs"][label]
+        assert len(run["lr"]) == len(run["grad_norm"]) == len(run["loss"]) == 4
+        for row, point in zip(res["rows"], run["points"]):
+            assert np.isfinite(row[f"{label} top eig"]) and row[f"{label} top eig"] == point["eigenvalue"]
+            assert 1 <= row[f"{label} iters"] == len(point["history"]) <= CURVATURE_SIZES["tiny"]["iterations"]
+            assert row[f"{label} residual"] >= 0 and row[f"{label} grad norm"] > 0
+    assert res["model"]["norm_first"] is True                        # the last placement's config
+    assert res["rows"][0]["post-norm top eig"] != res["rows"][0]["pre-norm top eig"]
+    assert os.path.getsize(os.path.join(out, "curvature.png")) > 10000
+    md = open(os.path.join(out, "curvature.md")).read()
+    assert "| step | lr | post-norm top eig | post-norm iters |" in md and "power iteration" in md
+    before = open(os.path.join(out, "curvature.json")).read()
+    err = user_error(["experiment", "curvature", "--tiny", "--out", out, "--no-progress"], capsys)
+    assert "already holds a result" in err and open(os.path.join(out, "curvature.json")).read() == before
+    err = user_error(["experiment", "heads", "--tiny", "--out", str(tmp_path / "h"), "--no-progress"], capsys)
+    assert "--tiny is only for the curvature experiment" in err
+
+
+def test_top_eigenvalue_equals_pytorchs_on_the_same_weights(tmp_path):
+    """Each measurement repeated on the PyTorch twin (parity/curvature.py): same iterations, same start, float32."""
+    from parity.curvature import torch_hvp
+    res = exp_curvature(str(tmp_path), 4, progress=False, tiny=True, reference=torch_hvp)
+    for row in res["rows"]:
+        for label in ("post-norm", "pre-norm"):
+            ours, ref = row[f"{label} top eig"], row[f"{label} torch eig"]
+            assert abs(ours - ref) <= PARITY_RTOL["float32"] * abs(ref), (row["step"], label, ours, ref)
+    assert "torch eig" in res["markdown"]
+
+
+def test_plot_curvature_checks_its_series(tmp_path):
+    good = dict(eigenvalues={"post-norm": [3.0, 5.0]}, lrs={"post-norm": [1e-3, 2e-3]},
+                grad_norms={"post-norm": [1.0, 0.5]}, residuals={"post-norm": [0.5, 0.1, 0.01]})
+    assert os.path.getsize(plots.plot_curvature([0, 2], path=str(tmp_path / "c.png"), **good)) > 1000
+    with pytest.raises(ValueError, match="1 eigenvalues for 2 steps"):
+        plots.plot_curvature([0, 2], path=str(tmp_path / "d.png"), **{**good, "eigenvalues": {"post-norm": [3.0]}})
