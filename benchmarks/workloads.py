@@ -184,7 +184,7 @@ class Side:
 
 
 def hvp_direction(model, seed: int = 1) -> list[np.ndarray]:
-    """The HVP workloads' direction v: one seeded standard-normal float32 array per parameter, as in named_parameters."""
+    """The HVP workloads' direction v: a seeded standard-normal float32 array per parameter (named_parameters order)."""
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(tuple(p.shape)).astype(np.float32) for _, p in model.named_parameters()]
 

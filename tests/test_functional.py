@@ -223,7 +223,8 @@ def tiny(request):
     params = ([p.detach() for p in ours.parameters()], [p.detach() for p in ref.parameters()])
     rng = np.random.default_rng(2)
     v = [rng.standard_normal(tuple(p.shape)) for p in params[0]]
-    return dict(names=names, loss=(np_loss, pt_loss), logits=(np_logits, pt_logits), params=params, v=_sides(v), model=ours)
+    return dict(names=names, loss=(np_loss, pt_loss), logits=(np_logits, pt_logits), params=params, v=_sides(v),
+                model=ours)
 
 
 @pytest.mark.parametrize("name", ["vjp", "hvp", "vhp", "jvp"])

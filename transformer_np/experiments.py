@@ -12,10 +12,11 @@ directory, so several experiments share one directory; an existing result of the
 experiment is refused unless overwrite=True. Each returns {"rows", "markdown", "files"}.
 Defaults are sized for a 2-core machine: every experiment takes a few minutes at most
 (heads/layers/positional/beam train several small models for DEFAULT_STEPS[name] steps each;
-residual trains nothing). `--steps` overrides the
-step count (tests use a handful of steps: the numbers are then meaningless, only the plumbing
-is checked; with --steps <= SMOKE_STEPS every held-out set also shrinks to 16 examples so a
-smoke run takes seconds; curvature has its own `tiny=True` size for that). The models are deliberately small (D=64, 2+2 layers, no dropout) so that the
+residual trains nothing; curvature trains the copy-reverse preset twice and takes about ten minutes).
+`--steps` overrides the step count (tests use a handful of steps: the numbers are then meaningless,
+only the plumbing is checked; with --steps <= SMOKE_STEPS every held-out set also shrinks to 16
+examples so a smoke run takes seconds; curvature also has `tiny=True`, a tiny model). Except for
+curvature, the models are deliberately small (D=64, 2+2 layers, no dropout) so that the
 comparison, not the absolute quality, is what the few hundred steps show.
 """
 from __future__ import annotations
@@ -371,7 +372,8 @@ def exp_curvature(out_dir: str, steps: int, progress: bool = True, tiny: bool = 
     """
     size = CURVATURE_SIZES["tiny" if tiny else "full"]
     if steps <= SMOKE_STEPS:                 # a smoke run (tests): the tiny size's batch and iteration counts
-        size = {**size, **{k: CURVATURE_SIZES["tiny"][k] for k in ("points", "iterations", "batch_size", "train_size")}}
+        smoke = ("points", "iterations", "batch_size", "train_size")
+        size = {**size, **{k: CURVATURE_SIZES["tiny"][k] for k in smoke}}
     task = get_task("copy-reverse")
     model_cfg, train_cfg = default_configs("copy-reverse")
     model_cfg = model_cfg.replace(**size["model"])
