@@ -49,7 +49,7 @@ def test_curvature_runs_tiny_from_the_command_line_and_refuses_to_overwrite(tmp_
             assert np.isfinite(row[f"{label} top eig"]) and row[f"{label} top eig"] == point["eigenvalue"]
             assert 1 <= row[f"{label} iters"] == len(point["history"]) <= CURVATURE_SIZES["tiny"]["iterations"]
             assert row[f"{label} residual"] >= 0 and row[f"{label} grad norm"] > 0
-    assert res["model"]["norm_first"] is True                        # the last placement's config
+    assert res["model"]["d_model"] == 16 and res["placements"] == {"post-norm": False, "pre-norm": True}
     assert res["rows"][0]["post-norm top eig"] != res["rows"][0]["pre-norm top eig"]
     assert os.path.getsize(os.path.join(out, "curvature.png")) > 10000
     md = open(os.path.join(out, "curvature.md")).read()

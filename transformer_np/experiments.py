@@ -443,7 +443,8 @@ def exp_curvature(out_dir: str, steps: int, progress: bool = True, tiny: bool = 
             f"on that batch; 'lr': the rate of the next step.")
     if reference is not None:
         note += " 'torch eig': the same iterations from the same start on PyTorch's H v (parity/curvature.py)."
-    meta = {"steps": steps, "tiny": tiny, "model": model_cfg.to_dict(), "train": train_cfg.to_dict(),
+    meta = {"steps": steps, "tiny": tiny, "model": model_cfg.to_dict(), "placements": placements,
+            "train": train_cfg.to_dict(),
             "measured_at": at, "power_tol": POWER_TOL,
             "runs": runs}
     return _write(out_dir, "curvature", "Curvature of the loss over training: post-norm vs pre-norm", note, rows,
