@@ -293,7 +293,7 @@ def exp_residual(out_dir: str, steps: int = 0, progress: bool = True, d: int = 2
 # warmup schedule, 400 steps, label smoothing 0.1, clipping 1.0), dropout off so the loss is a function
 # of the weights alone. tiny: a model small enough for CI, same code path.
 CURVATURE_SIZES = {
-    "full": dict(model=dict(dropout=0.0), points=11, iterations=20, batch_size=32, train_size=20000),
+    "full": dict(model=dict(dropout=0.0), points=11, iterations=40, batch_size=32, train_size=20000),
     "tiny": dict(model=dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
                             dropout=0.0), points=3, iterations=4, batch_size=4, train_size=200, steps=4),
 }
