@@ -17,7 +17,7 @@ import torch.nn.functional as tF
 import minitensor as mt
 import minitensor.nn.functional as mF
 from minitensor.autograd_functional import functional_call
-from minitensor.testing import OP_RTOL, PARITY_RTOL, assert_close
+from minitensor.testing import GRADCHECK, OP_RTOL, PARITY_RTOL, assert_close
 
 MF = mt.autograd.functional
 RTOL = OP_RTOL["float64"]
@@ -45,9 +45,11 @@ def _assert_same(ours, ref, rtol, what="result"):
 SHAPES = [(3, 4), (4, 5), (5,), (5,), (5,), (5, 2)]
 
 
-def _mlp(lib, F):
+def _mlp(lib, F, layer_norm=None):
+    layer_norm = layer_norm or F.layer_norm
+
     def f(x, w1, b1, gamma, beta, w2):
-        h = F.layer_norm(x @ w1 + b1, (5,), gamma, beta)
+        h = layer_norm(x @ w1 + b1, (5,), gamma, beta)
         return h.tanh() @ w2                                         # (3, 2)
     return f
 
@@ -73,7 +75,7 @@ def mlp(rng):
     vec_f = (_mlp(mt, mF), _mlp(torch, tF))
     c = rng.standard_normal((3, 2))
     scalar_f = (_scalar(vec_f[0], mt.tensor, c), _scalar(vec_f[1], torch.tensor, c))
-    return dict(inputs=_sides(xs), vec=vec_f, scalar=scalar_f,
+    return dict(inputs=_sides(xs), vec=vec_f, scalar=scalar_f, c=c,
                 v_out=_sides([rng.standard_normal((3, 2))]), v_in=_sides(_arrays(rng, SHAPES)))
 
 
@@ -127,14 +129,26 @@ def test_vectorize_is_accepted_with_the_same_values(mlp):
     _assert_same(MF.jacobian(f, x, vectorize=True), TF.jacobian(g, tx, vectorize=True), RTOL, "jacobian")
 
 
-def test_create_graph_results_differentiate_again_into_the_callers_graph(mlp):
-    """hvp(create_graph=True) of an input that requires grad: d<Hv, w>/dx is the third derivative, as torch's."""
-    (s, ts), (x, tx) = _one_input(mlp["scalar"], mlp["inputs"])
+def _composite_layer_norm(x, shape, gamma, beta, eps=1e-5):
+    """torch's layer norm from primitives: F.layer_norm's third derivative is wrong in torch 2.13 (its double
+    backward treats the saved mean and 1/std as constants; pytorch/pytorch#175754), the composite's is right."""
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    return (x - mean) / (var + eps).sqrt() * gamma + beta
+
+
+def test_create_graph_results_differentiate_again_into_the_callers_graph(mlp, rng):
+    """hvp(create_graph=True) of an input that requires grad: d<Hv, w>/dx is a third derivative, equal to
+    torch's (its layer norm written from primitives, see _composite_layer_norm) and to finite differences."""
+    (s, _), (x, tx) = _one_input(mlp["scalar"], mlp["inputs"], k=0)
+    c = mlp["c"]
+    f = lambda x0: _scalar(_mlp(torch, None, _composite_layer_norm), torch.tensor, c)(  # noqa: E731
+        x0, *mlp["inputs"][1][1:])
     x, tx = x.detach().requires_grad_(), tx.detach().requires_grad_()
-    v, tv = mlp["v_in"][0][1], mlp["v_in"][1][1]
-    w = np.random.default_rng(5).standard_normal(tuple(x.shape))
+    v, tv = mlp["v_in"][0][0], mlp["v_in"][1][0]
+    w = rng.standard_normal(tuple(x.shape))
     results = []
-    for lib, fn, inp, vec in ((MF, s, x, v), (TF, ts, tx, tv)):
+    for lib, fn, inp, vec in ((MF, s, x, v), (TF, f, tx, tv)):
         _, h = lib.hvp(fn, inp, vec, create_graph=True)
         assert h.requires_grad
         (h * (mt.tensor(w) if lib is MF else torch.tensor(w))).sum().backward()
@@ -142,6 +156,13 @@ def test_create_graph_results_differentiate_again_into_the_callers_graph(mlp):
     _assert_same(results[0], results[1], RTOL, "third derivative")
     _, plain = MF.hvp(s, x.detach(), v)
     assert not plain.requires_grad
+    eps, numerical = GRADCHECK["eps"], np.empty(tuple(x.shape))
+    for i in np.ndindex(*x.shape):
+        step = np.zeros(tuple(x.shape))
+        step[i] = eps
+        along = [float((MF.hvp(s, mt.tensor(x.data + sign * step), v)[1].data * w).sum()) for sign in (1, -1)]
+        numerical[i] = (along[0] - along[1]) / (2 * eps)
+    np.testing.assert_allclose(results[0].data, numerical, rtol=GRADCHECK["rtol"], atol=GRADCHECK["atol"])
 
 
 def test_an_unused_input_gives_zeros_or_a_strict_error_as_in_torch(mlp):
