@@ -180,14 +180,20 @@ def _prepare_v(v, refs: tuple, is_refs_tuple: bool, fn_name: str, create_graph: 
 # The functions
 # --------------------------------------------------------------------------------------------
 
+def _call(func, inputs, create_graph: bool, strict: bool, fn_name: str) -> tuple:
+    """func on fresh leaves of the inputs, under enable_grad: (is_inputs_tuple, inputs, is_outputs_tuple, outputs)."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
+    inputs = _preprocess(inputs, create_graph, need_graph=True)
+    outputs = func(*inputs)
+    is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", fn_name)
+    _check_requires_grad(outputs, "outputs", strict)
+    return is_inputs_tuple, inputs, is_outputs_tuple, outputs
+
+
 def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), v^T J): the vector-Jacobian product of func at inputs with v (one backward)."""
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
-        inputs = _preprocess(inputs, create_graph, need_graph=True)
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "vjp")
-        _check_requires_grad(outputs, "outputs", strict)
+        is_inputs_tuple, inputs, is_outputs_tuple, outputs = _call(func, inputs, create_graph, strict, "vjp")
         v = _prepare_v(v, outputs, is_outputs_tuple, "vjp", create_graph,
                        "The vector v can only be None if the user-provided function returns a single Tensor with "
                        "a single element.")
@@ -231,11 +237,7 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False, vec
                          f"got {strategy!r}")
     from .tensor import stack
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
-        inputs = _preprocess(inputs, create_graph, need_graph=True)
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jacobian")
-        _check_requires_grad(outputs, "outputs", strict)
+        is_inputs_tuple, inputs, is_outputs_tuple, outputs = _call(func, inputs, create_graph, strict, "jacobian")
         result = []
         for i, out in enumerate(outputs):
             rows = [[] for _ in inputs]                      # rows[j]: d out_flat[k] / d inputs[j], per k
