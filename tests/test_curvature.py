@@ -34,6 +34,11 @@ def test_power_iteration_finds_the_largest_magnitude_eigenvalue(rng):
     assert top["history"][0]["residual"] < 1e-12 and top["iterations"] == 2
 
 
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
 def test_curvature_runs_tiny_from_the_command_line_and_refuses_to_overwrite(tmp_path, capsys):
     out = str(tmp_path / "curv")
     assert main(["experiment", "curvature", "--tiny", "--out", out, "--no-progress"]) == 0
@@ -52,11 +57,11 @@ def test_curvature_runs_tiny_from_the_command_line_and_refuses_to_overwrite(tmp_
     assert res["model"]["d_model"] == 16 and res["placements"] == {"post-norm": False, "pre-norm": True}
     assert res["rows"][0]["post-norm top eig"] != res["rows"][0]["pre-norm top eig"]
     assert os.path.getsize(os.path.join(out, "curvature.png")) > 10000
-    md = open(os.path.join(out, "curvature.md")).read()
+    md = _read(os.path.join(out, "curvature.md"))
     assert "| step | lr | post-norm top eig | post-norm iters |" in md and "power iteration" in md
-    before = open(os.path.join(out, "curvature.json")).read()
+    before = _read(os.path.join(out, "curvature.json"))
     err = user_error(["experiment", "curvature", "--tiny", "--out", out, "--no-progress"], capsys)
-    assert "already holds a result" in err and open(os.path.join(out, "curvature.json")).read() == before
+    assert "already holds a result" in err and _read(os.path.join(out, "curvature.json")) == before
     err = user_error(["experiment", "heads", "--tiny", "--out", str(tmp_path / "h"), "--no-progress"], capsys)
     assert "--tiny is only for the curvature experiment" in err
 

@@ -279,7 +279,7 @@ def test_jacobian_and_hessian_on_part_of_the_transformer_equal_torch(tiny):
 
 
 def test_functional_call_restores_the_modules_parameters(tiny):
-    model, names = tiny["model"], tiny["names"]
+    model = tiny["model"]
     before = {n: p for n, p in model.named_parameters()}
     zeros = {n: mt.zeros(*p.shape, dtype=p.dtype) for n, p in before.items()}
     tiny["loss"][0](*zeros.values())
