@@ -452,13 +452,18 @@ def plot_curvature(measured_steps, eigenvalues: Mapping[str, Sequence[float]], l
             raise ValueError(f"plot_curvature: {name!r} has {eig.shape[0]} eigenvalues for {x.shape[0]} steps")
         top.plot(x, eig, "o-", color=color, label=name)
         lr = np.asarray(lrs[name], dtype=float)
-        lr_ax.plot(np.arange(len(lr)), lr, color=color, linewidth=1.5, label=name)
+        shared = all(np.array_equal(lr, np.asarray(other, dtype=float)) for other in lrs.values())
+        if not shared or name == next(iter(lrs)):       # one line when every run has the same schedule
+            lr_ax.plot(np.arange(len(lr)), lr, color="tab:green" if shared else color, linewidth=1.5,
+                       label=" and ".join(lrs) if shared else name)
         gn = np.asarray(grad_norms[name], dtype=float)
-        if gn.size:
+        window = max(1, len(gn) // 50)
+        if window > 1:   # a noisy per-step line, and its running mean on top
             gn_ax.plot(np.arange(len(gn)), gn, color=color, alpha=0.25, linewidth=0.7)
-            window = max(1, len(gn) // 50)
             gn_ax.plot(np.arange(len(gn)), _smooth(gn, window), color=color, linewidth=1.6,
-                       label=f"{name} (running mean of {window})")
+                       label=f"{name} (running mean of {window} steps)")
+        elif gn.size:
+            gn_ax.plot(np.arange(len(gn)), gn, color=color, linewidth=1.5, label=name)
         res = np.asarray(residuals[name], dtype=float)
         conv_ax.plot(np.arange(1, len(res) + 1), res, "o-", color=color, label=name)
     all_eig = np.concatenate([np.asarray(v, dtype=float) for v in eigenvalues.values()])
@@ -468,7 +473,7 @@ def plot_curvature(measured_steps, eigenvalues: Mapping[str, Sequence[float]], l
     top.set_title("sharpness (power iteration on H v)")
     lr_ax.set_ylabel("learning rate")
     lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
-    lr_ax.set_title("learning rate (the same schedule for both)")
+    lr_ax.set_title("learning rate of each step")
     gn_ax.set_ylabel("gradient 2-norm (before clipping)")
     gn_ax.set_title("gradient norm of each training batch")
     if gn_ax.lines and all(np.all(np.asarray(grad_norms[n], dtype=float) > 0) for n in grad_norms):
@@ -478,12 +483,14 @@ def plot_curvature(measured_steps, eigenvalues: Mapping[str, Sequence[float]], l
     conv_ax.set_title("convergence of the last eigenvalue estimate")
     if all(np.all(np.asarray(r, dtype=float) > 0) for r in residuals.values()):
         _log_axis(conv_ax, "y")
+    from matplotlib.ticker import MaxNLocator
     for ax in (top, lr_ax, gn_ax):
         ax.set_xlabel("optimizer step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in (top, lr_ax, gn_ax, conv_ax):
         ax.grid(True, alpha=0.3, which="both")
         if ax.lines:
             ax.legend(fontsize=8)
-    conv_ax.xaxis.get_major_locator().set_params(integer=True)
+    conv_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(title)
     return _save(fig, path)
