@@ -10,7 +10,7 @@ import pytest
 from minitensor.testing import PARITY_RTOL
 from transformer_np import plots
 from transformer_np.cli import main
-from transformer_np.experiments import CURVATURE_SIZES, exp_curvature, power_iteration
+from transformer_np.experiments import CURVATURE_SIZES, exp_curvature, power_iteration, top_eigenvalue
 
 from .test_cli import user_error
 
@@ -34,6 +34,21 @@ def test_power_iteration_finds_the_largest_magnitude_eigenvalue(rng):
     assert top["history"][0]["residual"] < 1e-12 and top["iterations"] == 2
 
 
+def test_top_eigenvalue_is_the_most_positive_even_when_a_negative_one_dominates(rng):
+    """Spectrum {5, -8, 1, 0.5, 0}: power iteration alone finds -8; the shifted second phase finds 5."""
+    q, _ = np.linalg.qr(rng.standard_normal((5, 5)))
+    h = q @ np.diag([5.0, -8.0, 1.0, 0.5, 0.0]) @ q.T
+    hvp = lambda vs: [h @ vs[0]]  # noqa: E731
+    v0 = [rng.standard_normal(5)]
+    top = top_eigenvalue(hvp, v0, iterations=500, tol=1e-12)
+    assert top["negative"] == pytest.approx(-8.0, rel=1e-9) and top["eigenvalue"] == pytest.approx(5.0, rel=1e-9)
+    assert top["iterations"] == sum(top["phases"]) and len(top["phases"]) == 2 and top["residual"] < 1e-5
+    again = top_eigenvalue(hvp, v0, iterations=500, counts=top["phases"])        # a reference run repeats it
+    assert again["eigenvalue"] == top["eigenvalue"] and again["phases"] == top["phases"]
+    positive = top_eigenvalue(lambda vs: [-h @ vs[0] + 0.0], v0, iterations=500, tol=1e-12)   # spectrum negated
+    assert positive["negative"] is None and positive["eigenvalue"] == pytest.approx(8.0, rel=1e-9)
+
+
 def _read(path: str) -> str:
     with open(path) as f:
         return f.read()
@@ -52,13 +67,15 @@ def test_curvature_runs_tiny_from_the_command_line_and_refuses_to_overwrite(tmp_
         assert len(run["lr"]) == len(run["grad_norm"]) == len(run["loss"]) == 4
         for row, point in zip(res["rows"], run["points"]):
             assert np.isfinite(row[f"{label} top eig"]) and row[f"{label} top eig"] == point["eigenvalue"]
-            assert 1 <= row[f"{label} iters"] == len(point["history"]) <= CURVATURE_SIZES["tiny"]["iterations"]
+            most = CURVATURE_SIZES["tiny"]["iterations"]
+            assert 1 <= len(point["history"]) <= row[f"{label} iters"] <= (2 if point["negative"] else 1) * most
             assert row[f"{label} residual"] >= 0 and row[f"{label} grad norm"] > 0
     assert res["model"]["d_model"] == 16 and res["placements"] == {"post-norm": False, "pre-norm": True}
     assert res["rows"][0]["post-norm top eig"] != res["rows"][0]["pre-norm top eig"]
     assert os.path.getsize(os.path.join(out, "curvature.png")) > 10000
     md = _read(os.path.join(out, "curvature.md"))
-    assert "| step | lr | post-norm top eig | post-norm iters |" in md and "power iteration" in md
+    assert "| step | lr | post-norm top eig | post-norm iters | post-norm residual | post-norm neg eig |" in md
+    assert "power iteration" in md
     before = _read(os.path.join(out, "curvature.json"))
     err = user_error(["experiment", "curvature", "--tiny", "--out", out, "--no-progress"], capsys)
     assert "already holds a result" in err and _read(os.path.join(out, "curvature.json")) == before

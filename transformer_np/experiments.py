@@ -347,15 +347,39 @@ def loss_hvp(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float):
     return loss.item(), [g.data for g in grads], hvp
 
 
+def top_eigenvalue(hvp, v0: list, iterations: int, tol: float = POWER_TOL, counts: tuple | None = None) -> dict:
+    """The largest (most positive) eigenvalue of a symmetric H given as v -> H v: the sharpness.
+
+    Power iteration finds the eigenvalue of largest magnitude. When that one is negative (negative
+    curvature dominates), a second power iteration on H - s I, s that negative eigenvalue, finds
+    lambda_max - s, the largest eigenvalue of a matrix whose spectrum [0, lambda_max - s] is
+    non-negative; lambda_max follows. `counts` forces the iterations of each phase (a reference run
+    repeating another one). Returns power_iteration's dict for lambda_max (residual ||Hv - lambda v|| /
+    |lambda|), with `negative` (the dominant negative eigenvalue, or None) and `phases` (iterations each).
+    """
+    first = power_iteration(hvp, v0, counts[0] if counts else iterations, 0.0 if counts else tol)
+    if first["eigenvalue"] >= 0:
+        return {**first, "negative": None, "phases": (first["iterations"],)}
+    shift = first["eigenvalue"]
+    shifted_hvp = lambda v: [h - shift * x for h, x in zip(hvp(v), v)]  # noqa: E731  (H - s I) v
+    top = power_iteration(shifted_hvp, v0, counts[1] if counts else iterations, 0.0 if counts else tol)
+    lam = top["eigenvalue"] + shift
+    # the residual of (H - sI) v = mu v is the residual of H v = (mu + s) v: rescale it to |lambda|
+    return {**top, "eigenvalue": lam, "residual": top["residual"] * abs(top["eigenvalue"]) / max(abs(lam), 1e-300),
+            "iterations": first["iterations"] + top["iterations"], "negative": shift,
+            "phases": (first["iterations"], top["iterations"])}
+
+
 def _measure(model, cfg, src, tgt, smoothing, v0, iterations, reference=None) -> tuple[dict, list]:
     """One row's figures for one norm placement: the top eigenvalue with its convergence, the batch's
-    loss and gradient norm; with `reference`, the same power iteration on another framework's H v."""
+    loss and gradient norm; with `reference`, the same iterations on another framework's H v."""
     loss, grads, hvp = loss_hvp(model, src, tgt, smoothing)
-    top = power_iteration(hvp, v0, iterations)
+    top = top_eigenvalue(hvp, v0, iterations)
     row = {"eigenvalue": top["eigenvalue"], "iterations": top["iterations"], "residual": top["residual"],
-           "grad_norm": float(np.sqrt(_dot(grads, grads))), "loss": loss, "history": top["history"]}
+           "negative": top["negative"], "grad_norm": float(np.sqrt(_dot(grads, grads))), "loss": loss,
+           "history": top["history"]}
     if reference is not None:
-        ref = power_iteration(reference(model, cfg, src, tgt, smoothing), v0, top["iterations"], tol=0.0)
+        ref = top_eigenvalue(reference(model, cfg, src, tgt, smoothing), v0, iterations, counts=top["phases"])
         row["reference_eigenvalue"] = ref["eigenvalue"]
     return row, top["vector"]
 
@@ -415,7 +439,8 @@ def exp_curvature(out_dir: str, steps: int, progress: bool = True, tiny: bool = 
         for label, run in runs.items():
             p = run["points"][i]
             row.update({f"{label} top eig": p["eigenvalue"], f"{label} iters": p["iterations"],
-                        f"{label} residual": p["residual"], f"{label} grad norm": p["grad_norm"]})
+                        f"{label} residual": p["residual"], f"{label} grad norm": p["grad_norm"],
+                        f"{label} neg eig": "" if p["negative"] is None else p["negative"]})
             if reference is not None:
                 row[f"{label} torch eig"] = p["reference_eigenvalue"]
         rows.append(row)
@@ -427,22 +452,25 @@ def exp_curvature(out_dir: str, steps: int, progress: bool = True, tiny: bool = 
         f"copy-reverse ({model_cfg.num_encoder_layers}+{model_cfg.num_decoder_layers} layers, d_model "
         f"{model_cfg.d_model}), {steps} steps: sharpness of the loss")
     columns = ["step", "lr"] + [f"{label} {c}" for label in placements for c in
-                                ("top eig", "iters", "residual", "grad norm")]
+                                ("top eig", "iters", "residual", "neg eig", "grad norm")]
     if reference is not None:
         columns += [f"{label} torch eig" for label in placements]
     note = (f"copy-reverse, {model_cfg.num_encoder_layers}+{model_cfg.num_decoder_layers} layers, d_model "
             f"{model_cfg.d_model}, {model_cfg.num_heads} heads, d_ff {model_cfg.d_ff}, dropout 0; {steps} steps of "
             f"batch {train_cfg.batch_size} with the preset's recipe ({train_cfg.schedule} schedule, "
             f"{train_cfg.warmup_steps} warmup steps, label smoothing {train_cfg.label_smoothing}, clipping "
-            f"{train_cfg.clip_grad_norm}); both placements from the same seed and batches. 'top eig': the Hessian "
-            f"eigenvalue of largest magnitude of the training loss on one fixed held-out batch of "
-            f"{len(held)}, by power iteration on Hessian-vector products (double backward), warm-started from "
-            f"the previous step's eigenvector; 'iters': iterations until the estimate changed by < {POWER_TOL:g} "
-            f"(at most {size['iterations']}); 'residual': ||Hv - lambda v|| / |lambda| at the last one (0 for an "
+            f"{train_cfg.clip_grad_norm}); both placements from the same seed and batches. 'top eig': the largest "
+            f"eigenvalue of the Hessian of the training loss on one fixed held-out batch of {len(held)}, by power "
+            f"iteration on Hessian-vector products (double backward), warm-started from the previous step's "
+            f"eigenvector; 'neg eig': when the eigenvalue of largest magnitude is negative (power iteration finds "
+            f"that one first), its value; the top one then comes from a second power iteration on H - neg I. "
+            f"'iters': iterations in all, each phase stopping when its estimate changes by < {POWER_TOL:g} (at "
+            f"most {size['iterations']} each); 'residual': ||Hv - lambda v|| / |lambda| at the last one (0 for an "
             f"exact eigenvector; the eigenvalue converges faster than the vector). 'grad norm': the gradient norm "
             f"on that batch; 'lr': the rate of the next step.")
     if reference is not None:
-        note += " 'torch eig': the same iterations from the same start on PyTorch's H v (parity/curvature.py)."
+        note += (" 'torch eig': the top eigenvalue by the same iterations from the same start on PyTorch's H v "
+                 "(parity/curvature.py).")
     meta = {"steps": steps, "tiny": tiny, "model": model_cfg.to_dict(), "placements": placements,
             "train": train_cfg.to_dict(),
             "measured_at": at, "power_tol": POWER_TOL,
