@@ -16,6 +16,8 @@ import json
 import math
 import os
 
+from minitensor.testing import PARITY_RTOL
+
 MEASUREMENT_LABELS = {
     "forward": "forward (eval, no_grad)",
     "fwd_bwd": "forward + backward",
@@ -265,6 +267,11 @@ def hvp_markdown(hvp: dict) -> str:
             cost = res["cost_in_gradients"].get(key, {"numpy": 1.0, "torch": 1.0})
             lines.append(f"| {name} | {label} | {_ms(m['numpy'])} | {_ms(m['torch'])} | {_spread(m)} | "
                          f"{cost['numpy']:.2f} | {cost['torch']:.2f} |")
+    checks = [f"{name}: max rel {res['parity']['max_rel']:.2e} ({'ok' if res['parity']['ok'] else 'DIFFERS'})"
+              for name, res in hvp.items() if "parity" in res]
+    if checks:
+        lines += ["", "H v of the two sides, compared in one process (float32 limit PARITY_RTOL "
+                  f"{PARITY_RTOL['float32']:g}): " + "; ".join(checks) + "."]
     return "\n".join(lines)
 
 

@@ -306,12 +306,15 @@ def bench_scaling(timed: dict, settings: dict, log) -> dict:
     return out
 
 
-def bench_hvp(timed: dict, settings: dict, log) -> dict:
-    """Per HVP config: one gradient and one HVP in each form, alternating processes as every workload; the HVP's
-    cost in gradients on each side (median HVP time / median gradient time; theory: a small constant, 2 to 4)."""
+def bench_hvp(timed: dict, both, settings: dict, log) -> dict:
+    """Per HVP config: the two sides' H v compared (one process holding both), then one gradient and one HVP in
+    each form, alternating processes as every workload; the HVP's cost in gradients on each side (median HVP
+    time / median gradient time; theory: a small constant, 2 to 4)."""
     out = {}
     for name in settings["hvp_configs"]:
-        spec, res = {"name": name}, {}
+        spec = {"name": name}
+        res = {"parity": both.request({"op": "hvp_check", "config": spec})}
+        log(f"  hvp {name}: H v of the two sides, max rel {res['parity']['max_rel']:.2e}")
         for key in HVP_WORKLOADS:
             log(f"  hvp {name}: {key} ...")
             res[key] = time_workload(timed, spec, key, settings)
@@ -408,7 +411,7 @@ def run_threads(threads: int, settings: dict, log) -> dict:
             section["configs"][name] = bench_config(name, timed, both, settings, log)
         if "hvp" not in settings["skip"]:
             log("Hessian-vector products")
-            section["hvp"] = bench_hvp(timed, settings, log)
+            section["hvp"] = bench_hvp(timed, both, settings, log)
         if "memory" not in settings["skip"]:
             log("memory (fresh subprocess per side)")
             section["memory"] = bench_memory(settings, threads, log)

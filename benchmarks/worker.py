@@ -21,6 +21,7 @@ Requests (each answered by a dict; a failure by {"error": "..."}):
     ops      {side, cases, target_ms}                 -> {case: {fwd_ms, fb_ms}}: one sample per op case
     check    {config, calls}                          -> same logits, decode agreement, interference ('both')
     ops_check {cases}                                 -> {case: forward max rel err} ('both')
+    hvp_check {config}                                -> the two sides' H v compared ('both')
     facts    {}                                       -> machine facts of this process
 """
 from __future__ import annotations
@@ -177,6 +178,19 @@ def _ops_check(host: _Host, cases: list[int]) -> dict:
             for i in cases}
 
 
+def _hvp_check(host: _Host, spec: dict) -> dict:
+    """Both sides' H v (double-backward form) in this one process: max rel error over all parameters, float32."""
+    import numpy as np
+    from minitensor.testing import PARITY_RTOL, error_stats
+    sides = host.load(spec)
+
+    def flat(hs) -> np.ndarray:        # torch tensors or minitensor Tensors, as one NumPy vector
+        return np.concatenate([(h.detach().cpu().numpy() if hasattr(h, "detach") else np.asarray(h.data)).ravel()
+                               for h in hs])
+    _, max_rel = error_stats(flat(sides["numpy"].hvp()), flat(sides["torch"].hvp()), scale_free=True)
+    return {"max_rel": max_rel, "ok": bool(max_rel <= PARITY_RTOL["float32"])}
+
+
 def handle(host: _Host, req: dict) -> dict:
     op = req["op"]
     if op == "facts":
@@ -190,6 +204,8 @@ def handle(host: _Host, req: dict) -> dict:
         return _ops_check(host, req["cases"])
     if op == "check":
         return _check(host, req["config"], req["calls"])
+    if op == "hvp_check":
+        return _hvp_check(host, req["config"])
     side = host.load(req["config"])[req["side"]]
     if op == "time":
         fn = getattr(side, req["workload"])

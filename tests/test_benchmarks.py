@@ -226,6 +226,7 @@ def test_json_is_well_formed(tiny_run):
         assert all(r["size"] == "small" and r["ratio_fb"] > 0 and r["fwd_ok"] for r in section["ops"])
         assert len(section["targets"]) == 14
         hvp = section["hvp"]["tiny"]
+        assert hvp["parity"]["ok"], f"H v of the two sides differ: {hvp['parity']}"
         for key in ("grad", "hvp", "hvp_functional"):
             assert hvp[key]["numpy"]["median_ms"] > 0 and hvp[key]["torch"]["median_ms"] > 0 and hvp[key]["ratio"] > 0
         for key in ("hvp", "hvp_functional"):
@@ -258,6 +259,8 @@ def test_markdown_report_format(tiny_run):
         assert "minitensor cost in gradients" in head and "PyTorch cost in gradients" in head
         for label in ("one gradient (the unit)", "HVP, double backward", "HVP, autograd.functional.hvp"):
             assert any(x.startswith(f"| tiny | {label} | ") for x in lines), label
+        assert any(x.startswith("H v of the two sides, compared in one process") and "tiny: max rel" in x
+                   for x in lines)
         rows = [x for x in lines if x.startswith("| ")]
         for label in ("forward (eval, no_grad)", "forward + backward", "training step", "greedy decode, no cache",
                       "greedy decode, KV cache"):
