@@ -290,8 +290,9 @@ def exp_residual(out_dir: str, steps: int = 0, progress: bool = True, d: int = 2
 # Curvature: the top eigenvalue of the loss Hessian, by power iteration on Hessian-vector products
 # ----------------------------------------------------------------------------------------------
 # full: the copy-reverse preset (3+3 layers, d_model 128, 8 heads, d_ff 512) and its recipe (the paper's
-# warmup schedule, 400 steps, label smoothing 0.1, clipping 1.0), dropout off so the loss is a function
-# of the weights alone. tiny: a model small enough for CI, same code path.
+# warmup schedule with 400 warmup steps, label smoothing 0.1, clipping 1.0) for DEFAULT_STEPS["curvature"]
+# steps, dropout off so that the loss is a function of the weights alone. tiny: a model small enough for
+# CI, the same code path.
 CURVATURE_SIZES = {
     "full": dict(model=dict(dropout=0.0), points=11, iterations=40, batch_size=32, train_size=20000),
     "tiny": dict(model=dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
@@ -318,8 +319,8 @@ def power_iteration(hvp, v0: list, iterations: int, tol: float = POWER_TOL) -> d
     for i in range(1, iterations + 1):
         hv = hvp(v)
         new = _dot(v, hv)
-        residual = float(np.sqrt(sum(float(np.sum((h - new * x) ** 2)) for h, x in zip(hv, v)))) / max(abs(new),
-                                                                                                        1e-300)
+        error = [h - new * x for h, x in zip(hv, v)]                                  # H v - lambda v
+        residual = float(np.sqrt(_dot(error, error))) / max(abs(new), 1e-300)
         history.append({"eigenvalue": new, "residual": residual})
         converged = lam is not None and abs(new - lam) <= tol * abs(new)
         lam = new
