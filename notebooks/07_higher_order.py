@@ -144,11 +144,13 @@ print(f"curvature along v: v . H v / |v|^2 = {ours @ v_flat / (v_flat @ v_flat):
 # ## A small curvature study
 # How sharp is the loss where training goes? The top eigenvalue of the Hessian (its largest curvature) is found
 # by power iteration: v <- H v / |H v|, each step one HVP, the Rayleigh quotient v . H v converging to the
-# eigenvalue of largest magnitude. `python -m transformer_np experiment curvature` does this on the copy-reverse
-# preset (3+3 layers, d_model 128) during training, for post-norm and pre-norm, at evenly spaced steps. Its
-# table shows the iterations used and the residual |H v - lambda v| / |lambda| (how close v is to an
-# eigenvector), next to the learning rate and the gradient norm. Here a shorter run (the tiny size: a small
-# model and 4 steps).
+# eigenvalue of largest magnitude. That one can be negative (a direction of negative curvature, common away from
+# a minimum); then a second power iteration on H - neg I, whose eigenvalues are all >= 0, finds the top one (the
+# table shows the negative one as `neg eig`). `python -m transformer_np experiment curvature` does this on the
+# copy-reverse preset (3+3 layers, d_model 128) during training, for post-norm and pre-norm, at evenly spaced
+# steps. Its table shows the iterations used and the residual |H v - lambda v| / |lambda| (how close v is to an
+# eigenvector), next to the learning rate and the gradient norm. Here a shorter run: 200 steps (under the
+# notebooks' tiny switch, 4 steps of a tiny model).
 
 # %%
 from transformer_np.experiments import run_experiment  # noqa: E402
