@@ -10,7 +10,7 @@ import pytest
 from minitensor.testing import PARITY_RTOL
 from transformer_np import plots
 from transformer_np.cli import main
-from transformer_np.experiments import CURVATURE_SIZES, exp_curvature, power_iteration, top_eigenvalue
+from transformer_np.experiments import CURVATURE_SIZES, power_iteration, top_eigenvalue
 
 from .test_cli import user_error
 
@@ -83,15 +83,23 @@ def test_curvature_runs_tiny_from_the_command_line_and_refuses_to_overwrite(tmp_
     assert "--tiny is only for the curvature experiment" in err
 
 
-def test_top_eigenvalue_equals_pytorchs_on_the_same_weights(tmp_path):
-    """Each measurement repeated on the PyTorch twin (parity/curvature.py): same iterations, same start, float32."""
-    from parity.curvature import torch_hvp
-    res = exp_curvature(str(tmp_path), 4, progress=False, tiny=True, reference=torch_hvp)
+def test_top_eigenvalue_equals_pytorchs_on_the_same_weights(tmp_path, capsys):
+    """`python -m parity.curvature --tiny`: each measurement repeated on the PyTorch twin (same iterations, same
+    start), float32; a second run into the same folder is refused in one line."""
+    from parity.curvature import main as parity_curvature
+    out = str(tmp_path / "curv")
+    assert parity_curvature(["--tiny", "--out", out, "--no-progress"]) == 0
+    res = json.loads(_read(os.path.join(out, "curvature.json")))
     for row in res["rows"]:
         for label in ("post-norm", "pre-norm"):
             ours, ref = row[f"{label} top eig"], row[f"{label} torch eig"]
             assert abs(ours - ref) <= PARITY_RTOL["float32"] * abs(ref), (row["step"], label, ours, ref)
-    assert "torch eig" in res["markdown"]
+    assert "torch eig" in _read(os.path.join(out, "curvature.md"))
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        parity_curvature(["--tiny", "--out", out, "--no-progress"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "already holds a result" in err and "Traceback" not in err
 
 
 def test_plot_curvature_checks_its_series(tmp_path):
