@@ -486,7 +486,7 @@ def plot_curvature(measured_steps, eigenvalues: Mapping[str, Sequence[float]], l
     from matplotlib.ticker import MaxNLocator
     for ax in (top, lr_ax, gn_ax):
         ax.set_xlabel("optimizer step")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
     for ax in (top, lr_ax, gn_ax, conv_ax):
         ax.grid(True, alpha=0.3, which="both")
         if ax.lines:
