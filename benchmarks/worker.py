@@ -61,11 +61,12 @@ class _Host:
             from benchmarks.env import set_torch_threads
             set_torch_threads(threads)
 
-    def load(self, spec: dict):
-        """Build (or keep) the models of `spec`; the previous config's models are dropped first."""
+    def load(self, spec: dict, fresh: bool = False):
+        """Build (or keep) the models of `spec`; the previous config's models are dropped first. fresh=True
+        rebuilds them even when kept: a training workload has moved each side's weights on its own."""
         from benchmarks import workloads as W
         key = json.dumps(spec, sort_keys=True)
-        if key == self.key:
+        if key == self.key and not fresh:
             return self.sides
         self.sides, self.key = {}, None
         self.cfg = W.config_from_spec(spec)
@@ -182,7 +183,7 @@ def _hvp_check(host: _Host, spec: dict) -> dict:
     """Both sides' H v (double-backward form) in this one process: max rel error over all parameters, float32."""
     import numpy as np
     from minitensor.testing import PARITY_RTOL, error_stats
-    sides = host.load(spec)
+    sides = host.load(spec, fresh=True)          # equal weights again (the interference check trained both)
     ours = np.concatenate([np.asarray(h.data).ravel() for h in sides["numpy"].hvp()])
     ref = np.concatenate([h.detach().cpu().numpy().ravel() for h in sides["torch"].hvp()])
     _, max_rel = error_stats(ours, ref, scale_free=True)
