@@ -144,7 +144,8 @@ def _unflatten(node, read, where: str, depth: int = 0):
     if depth > MAX_DEPTH:
         raise _Malformed(f"its structure nests deeper than {MAX_DEPTH} containers")
     if not isinstance(node, dict) or len(node) != 1:
-        raise _Malformed(f"is corrupt: malformed structure entry at {where}: expected a one-key object, got {_short(node)}")
+        raise _Malformed(f"is corrupt: malformed structure entry at {where}: expected a one-key object, "
+                         f"got {_short(node)}")
     (kind, val), = node.items()
     expected = {"a": str, "v": (str, bool, type(None)), "i": str, "f": str, "d": list, "l": list, "t": list}
     if kind not in expected:
@@ -159,7 +160,8 @@ def _unflatten(node, read, where: str, depth: int = 0):
         try:
             return int(val) if kind == "i" else float(val)
         except ValueError:
-            raise _Malformed(f"is corrupt: malformed {'int' if kind == 'i' else 'float'} {_short(val)} at {where}") from None
+            what = "int" if kind == "i" else "float"
+            raise _Malformed(f"is corrupt: malformed {what} {_short(val)} at {where}") from None
     if kind == "d":
         out = OrderedDict()
         for item in val:
