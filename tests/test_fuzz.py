@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, note, reject, settings
+from hypothesis import HealthCheck, Phase, given, note, reject, settings
 from hypothesis import strategies as st
 
 import minitensor as mt
@@ -62,15 +62,15 @@ MT, TORCH = Lib(mt, F), Lib(torch, torch.nn.functional)
 @dataclass(frozen=True)
 class Profile:
     name: str
-    examples: int
+    examples: int               # the fast profile: per entry of FOCUS (62 of them); the long one: in all
     max_ops: int
     special_values: bool        # leaves may hold inf, -inf, NaN, -0.0 and huge values
     known_issues: bool          # include inputs that hit the known engine issues (see the module docstring)
     max_side: int = 4
 
 
-FAST = Profile("fast", examples=80, max_ops=6, special_values=False, known_issues=False)
-LONG = Profile("long", examples=2500, max_ops=10, special_values=True, known_issues=True)
+FAST = Profile("fast", examples=5, max_ops=6, special_values=False, known_issues=False)     # per op and form
+LONG = Profile("long", examples=3000, max_ops=10, special_values=True, known_issues=True)
 
 # Inputs the fast profile steps around (the long profile keeps them): the known engine issues being fixed, and the
 # findings reported to the engine and kept as strict xfails in tests/test_fuzz_findings.py, so that `make test`
@@ -86,8 +86,9 @@ KNOWN = {
     "mask_times_nonfinite": "relu/clamp/minimum (and x ** 0) backward multiply an inf or NaN upstream gradient by a "
                             "0 mask (NaN; torch selects: 0); the fast profile keeps every op off its singular points "
                             "(x/0, log 0, 0 ** -1, sqrt' at 0), where such gradients come from",
-    "inf_upstream_formula": "an infinite upstream gradient through cross_entropy, or layer_norm with an infinite "
-                            "weight: ours +-inf where torch's formula gives NaN",
+    "nonfinite_upstream": "an inf or NaN upstream gradient placed differently from torch's formulas: cross_entropy "
+                          "and layer_norm with an infinite weight (ours +-inf, torch NaN), amax (torch spreads a NaN "
+                          "over the whole slice, ours keeps it at the maximum)",
     "empty_reduction": "softmax/log_softmax/max/amax/logsumexp over a zero-size tensor raise NumPy's bare "
                        "'zero-size array to reduction operation' (torch: softmax returns the empty tensor)",
     "std_error_names_var": "std(dim=out of range) raises an error naming var, not std",
@@ -346,8 +347,8 @@ POWERS = [2, 3, 0, -1, -2, 0.5, 1.5, -0.5]
 SCALARS = [2.5, -1.0, 0.0, 1e-3]
 
 
-def op_unary(p: Program) -> bool:
-    name = p.draw(st.sampled_from(sorted(UNARY)), "unary op")
+def op_unary(p: Program, name: str | None = None) -> bool:
+    name = name or p.draw(st.sampled_from(sorted(UNARY)), "unary op")
     fn, domain = UNARY[name]
     x = p.pick(_no_negatives if domain else (lambda n: True), make=_positive_leaf(p) if domain else None)
     if p.avoid("nan_input_backward", name in ("abs", "relu") and _has_nan(x)):
@@ -360,7 +361,7 @@ def op_unary(p: Program) -> bool:
     return True
 
 
-def op_power(p: Program) -> bool:
+def op_power(p: Program, name: str | None = None) -> bool:
     e = p.draw(st.sampled_from(POWERS), "exponent")
     fractional = e != int(e)
     x = p.pick(_no_negatives if fractional else (lambda n: True), make=_positive_leaf(p) if fractional else None)
@@ -370,9 +371,12 @@ def op_power(p: Program) -> bool:
     return True
 
 
-def op_scalar(p: Program) -> bool:
+SCALAR_FORMS = ["x + c", "c - x", "x * c", "x / c", "c / x", "c ** x", "clamp"]
+
+
+def op_scalar(p: Program, form: str | None = None) -> bool:
     c = p.draw(st.sampled_from(SCALARS), "scalar")
-    form = p.draw(st.sampled_from(["x + c", "c - x", "x * c", "x / c", "c / x", "c ** x", "clamp"]), "form")
+    form = form or p.draw(st.sampled_from(SCALAR_FORMS), "form")
     if form == "c ** x" and c < 0:
         c = -c      # torch: a negative base to a real power is NaN
     if p.avoid("rpow_zero_base", form == "c ** x" and c == 0):
@@ -431,8 +435,8 @@ BINARY = {
 }
 
 
-def op_binary(p: Program) -> bool:
-    name = p.draw(st.sampled_from(sorted(BINARY) + ["pow"]), "binary op")
+def op_binary(p: Program, name: str | None = None) -> bool:
+    name = name or p.draw(st.sampled_from(sorted(BINARY) + ["pow"]), "binary op")
     if name == "pow":       # torch: a negative base to a real power is NaN, so the base stays >= 0
         x = p.pick(_no_negatives, make=_positive_leaf(p))
         # exponents stay within +-4: x ** 30 turns round-off into errors beyond OP_RTOL on both sides
@@ -455,7 +459,7 @@ def op_binary(p: Program) -> bool:
     return True
 
 
-def op_masked_fill(p: Program) -> bool:
+def op_masked_fill(p: Program, name: str | None = None) -> bool:
     x = p.pick()
     m = _other_operand(p, x)
     grows = _broadcasts(m.shape, x.shape) and np.broadcast_shapes(m.shape, x.shape) != x.shape
@@ -470,8 +474,16 @@ def op_masked_fill(p: Program) -> bool:
 def _dim(p: Program, ndim: int, label: str = "dim") -> int:
     """A dim in range most of the time; one step out of range now and then (both sides must refuse it)."""
     lo, hi = -max(ndim, 1), max(ndim, 1) - 1
-    return p.draw(st.integers(lo - 1, hi + 1) if p.draw(st.integers(0, 7), f"{label} out of range?") == 0
-                  else st.integers(lo, hi), label)
+    if p.draw(st.integers(0, 11), f"{label} out of range?") == 0:
+        return p.draw(st.sampled_from([lo - 1, hi + 1]), label)
+    return p.draw(st.integers(lo, hi), label)
+
+
+def _index(p: Program, n: int) -> int:
+    """An index into a dim of size n, in range most of the time; n or -n-1 now and then (both must refuse)."""
+    if n == 0 or p.draw(st.integers(0, 11), "index out of range?") == 0:
+        return p.draw(st.sampled_from([n, -n - 1]), "index")
+    return p.draw(st.integers(-n, n - 1), "index")
 
 
 def _constant_slice(x: np.ndarray, dim) -> bool:
@@ -484,9 +496,11 @@ def _constant_slice(x: np.ndarray, dim) -> bool:
     return bool(np.any(np.max(x, axis=axes) == np.min(x, axis=axes)))
 
 
-def op_reduce(p: Program) -> bool:
-    name = p.draw(st.sampled_from(["sum", "mean", "var", "std", "max", "min", "amax", "logsumexp", "argmax"]),
-                  "reduction")
+REDUCTIONS = ["sum", "mean", "var", "std", "max", "min", "amax", "logsumexp", "argmax"]
+
+
+def op_reduce(p: Program, name: str | None = None) -> bool:
+    name = name or p.draw(st.sampled_from(REDUCTIONS), "reduction")
     x = p.pick()
     keepdim = p.draw(st.booleans(), "keepdim")
     form = p.draw(st.sampled_from(["all", "dim", "tuple"] if name in ("sum", "mean", "var", "std", "amax")
@@ -538,12 +552,14 @@ def _reduced_size(shape: tuple, dim) -> int:
     return math.prod(shape[d] for d in np.atleast_1d(dim))
 
 
-def op_index(p: Program) -> bool:
+INDEX_FORMS = ["int", "slice", "slice_step", "none", "ellipsis", "list", "tensor", "mask", "two_lists"]
+
+
+def op_index(p: Program, form: str | None = None) -> bool:
     x = p.pick(lambda n: len(n.shape) >= 1, make=lambda: p.leaf(p.shape(min_dims=1)))
     n0 = x.shape[0]
-    form = p.draw(st.sampled_from(["int", "slice", "slice_step", "none", "ellipsis", "list", "tensor", "mask",
-                                   "two_lists"]), "index form")
-    i = p.draw(st.integers(-n0 - 1, n0), "index")       # n0 and -n0-1 are out of range: both must refuse
+    form = form or p.draw(st.sampled_from(INDEX_FORMS), "index form")
+    i = _index(p, n0)
     j = p.draw(st.integers(-n0, n0), "stop")
     rows = p.draw(st.lists(st.integers(-n0, max(n0 - 1, 0)), min_size=1, max_size=4), "rows")
     if p.draw(st.integers(0, 9), "bad row?") == 0:
@@ -570,11 +586,13 @@ def op_index(p: Program) -> bool:
     return True
 
 
-def op_shape(p: Program) -> bool:
+SHAPE_FORMS = ["reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "expand"]
+
+
+def op_shape(p: Program, form: str | None = None) -> bool:
     x = p.pick()
     ndim = len(x.shape)
-    form = p.draw(st.sampled_from(["reshape", "permute", "transpose", "unsqueeze", "squeeze", "flatten", "expand"]),
-                  "shape op")
+    form = form or p.draw(st.sampled_from(SHAPE_FORMS), "shape op")
     if p.avoid("dim_of_0d", ndim == 0 and form in ("transpose", "squeeze", "flatten")):
         return False
     if form == "reshape":
@@ -611,7 +629,7 @@ def op_shape(p: Program) -> bool:
     return True
 
 
-def op_matmul(p: Program) -> bool:
+def op_matmul(p: Program, name: str | None = None) -> bool:
     x = p.pick()
     shape = x.shape
     k = shape[-1] if shape else 3
@@ -627,10 +645,13 @@ def op_matmul(p: Program) -> bool:
     return True
 
 
-def op_softmax(p: Program) -> bool:
+SOFTMAXES = ["softmax", "log_softmax", "softmax_method"]
+
+
+def op_softmax(p: Program, name: str | None = None) -> bool:
     x = p.pick()
     dim = _dim(p, len(x.shape))
-    name = p.draw(st.sampled_from(["softmax", "log_softmax", "softmax_method"]), "which")
+    name = name or p.draw(st.sampled_from(SOFTMAXES), "which")
     fns = {"softmax": lambda t, a: t.F.softmax(a, dim=dim), "log_softmax": lambda t, a: t.F.log_softmax(a, dim=dim),
            "softmax_method": lambda t, a: a.softmax(dim)}
     if p.avoid("empty_reduction", not x.ref.numel()):
@@ -639,7 +660,7 @@ def op_softmax(p: Program) -> bool:
     return True
 
 
-def op_layer_norm(p: Program) -> bool:
+def op_layer_norm(p: Program, name: str | None = None) -> bool:
     x = p.pick(lambda n: len(n.shape) >= 1, make=lambda: p.leaf(p.shape(min_dims=1)))
     k = p.draw(st.integers(1, len(x.shape)), "normalized dims")
     shape = x.shape[len(x.shape) - k:]
@@ -654,14 +675,14 @@ def op_layer_norm(p: Program) -> bool:
     affine = p.draw(st.sampled_from(["none", "weight", "both"]), "affine")
     eps = p.draw(st.sampled_from([1e-5, 1e-3]), "eps")
     params = [p.leaf(shape) for _ in range({"none": 0, "weight": 1, "both": 2}[affine])]
-    if p.avoid("inf_upstream_formula", any(np.isinf(w.value).any() for w in params)):
+    if p.avoid("nonfinite_upstream", any(np.isinf(w.value).any() for w in params)):
         return False
     p.apply(f"layer_norm({x.name}, {shape}, {', '.join(n.name for n in params)}, eps={eps})", ("layer_norm",),
             lambda t, a, *wb: t.F.layer_norm(a, shape, *wb, eps=eps), x, *params)
     return True
 
 
-def op_linear(p: Program) -> bool:
+def op_linear(p: Program, name: str | None = None) -> bool:
     x = p.pick(lambda n: len(n.shape) >= 1, make=lambda: p.leaf(p.shape(min_dims=1)))
     fan_in = x.shape[-1] + (1 if p.draw(st.integers(0, 9), "bad fan-in?") == 0 else 0)
     out = p.draw(st.integers(1, 3), "out features")
@@ -674,7 +695,7 @@ def op_linear(p: Program) -> bool:
     return True
 
 
-def op_embedding(p: Program) -> bool:
+def op_embedding(p: Program, name: str | None = None) -> bool:
     w = p.pick(lambda n: len(n.shape) == 2 and n.shape[0] > 0, make=lambda: p.leaf(p.shape(min_dims=2, max_dims=2)))
     vocab = w.shape[0]
     ids = np.array(p.draw(st.lists(st.integers(0, vocab - 1), min_size=1, max_size=5), "ids"))
@@ -687,7 +708,7 @@ def op_embedding(p: Program) -> bool:
     return True
 
 
-def op_cross_entropy(p: Program) -> bool:
+def op_cross_entropy(p: Program, name: str | None = None) -> bool:
     x = p.pick(lambda n: 1 <= len(n.shape) <= 3, make=lambda: p.leaf(p.shape(min_dims=1)))
     shape = x.shape
     classes = shape[0] if len(shape) == 1 else shape[1]
@@ -709,18 +730,27 @@ def op_cross_entropy(p: Program) -> bool:
     return True
 
 
+# Every op and, for those with several, every name or form: the fast profile starts one program from each.
+FOCUS = [(op_unary, n) for n in sorted(UNARY)] + [(op_binary, n) for n in sorted(BINARY) + ["pow"]] + \
+    [(op_reduce, n) for n in REDUCTIONS] + [(op_index, f) for f in INDEX_FORMS] + \
+    [(op_shape, f) for f in SHAPE_FORMS] + [(op_scalar, f) for f in SCALAR_FORMS] + \
+    [(op_softmax, n) for n in SOFTMAXES] + [(op, None) for op in (op_power, op_masked_fill, op_matmul, op_layer_norm,
+                                                                  op_linear, op_embedding, op_cross_entropy)]
 OPS = [op_unary, op_unary, op_power, op_scalar, op_binary, op_binary, op_masked_fill, op_reduce, op_reduce,
        op_index, op_shape, op_shape, op_matmul, op_softmax, op_layer_norm, op_linear, op_embedding, op_cross_entropy]
 
 
-def run_program(data, profile: Profile) -> None:
+def run_program(data, profile: Profile, focus=None) -> None:
+    """One random program; with `focus` = (op, name), its first op is that one."""
     p = Program(data, profile)
     p.leaf(p.shape())
-    for _ in range(p.draw(st.integers(1, profile.max_ops), "number of ops")):
-        op = p.draw(st.sampled_from(OPS), "op")
-        op(p)
+    if focus is not None:
+        op, name = focus
+        op(p, name)
+    for _ in range(p.draw(st.integers(0 if focus else 1, profile.max_ops - (focus is not None)), "number of ops")):
         if p.stopped:
             break
+        p.draw(st.sampled_from(OPS), "op")(p)
     if not p.stopped:
         p.backward()
     p.check_leaves_unmodified()
@@ -732,10 +762,15 @@ def _settings(profile: Profile):
                                            HealthCheck.data_too_large], print_blob=True)
 
 
-@_settings(FAST)
-@given(st.data())
-def test_fuzz_fast(data):
-    run_program(data, FAST)
+def _focus_id(focus) -> str:
+    op, name = focus
+    return op.__name__.removeprefix("op_") + (f"-{name}" if name else "")
+
+
+@pytest.mark.parametrize("focus", FOCUS, ids=_focus_id)
+def test_fuzz_fast(focus):
+    """A few programs starting with each op (and each of its forms), so that none goes untested."""
+    _settings(FAST)(given(st.data())(lambda data: run_program(data, FAST, focus)))()
 
 
 @pytest.mark.fuzz
@@ -744,3 +779,26 @@ def test_fuzz_long(request):
     if "fuzz" not in (request.config.option.markexpr or ""):
         pytest.skip("the long fuzz profile runs with `pytest -m fuzz tests/test_fuzz.py`")
     _settings(LONG)(given(st.data())(lambda data: run_program(data, LONG)))()
+
+
+# ----------------------------------------------------------------------------- the fuzzer catches a planted bug
+def _tanh_with_wrong_gradient(self):
+    """tanh's exact value, but a gradient of 0.5 everywhere: y = tanh(x.detach()) + 0.5 * (x - x.detach())."""
+    return _TANH(self.detach()) + (self - self.detach()) * 0.5
+
+
+def _tanh_with_wrong_value(self):
+    return _TANH(self) * (1 + 1e-8)
+
+
+_TANH = mt.Tensor.tanh
+
+
+@pytest.mark.parametrize("planted", [_tanh_with_wrong_gradient, _tanh_with_wrong_value])
+def test_fuzzer_catches_a_planted_bug(monkeypatch, planted):
+    """The fast profile's examples must notice a wrong tanh, in its value or in its gradient alone."""
+    monkeypatch.setattr(mt.Tensor, "tanh", planted)
+    explore = settings(max_examples=FAST.examples, deadline=None, derandomize=True, database=None,
+                       phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    with pytest.raises(AssertionError, match=r"gradient of leaf|= tanh\(v\d+\): max relative error"):
+        explore(given(st.data())(lambda data: run_program(data, FAST, (op_unary, "tanh"))))()

@@ -146,6 +146,12 @@ def test_cross_entropy_backward_with_an_infinite_upstream_gradient():
     same_grad(ce, [[0.2, -0.3], [1.0, 0.5]], upstream=[inf, 1.0])
 
 
+@pytest.mark.xfail(strict=True, reason="amax backward of a NaN upstream gradient: torch spreads the NaN over the "
+                                       "slice (grad * mask / count), ours keeps it at the maximum (judgement call)")
+def test_amax_backward_with_a_nan_upstream_gradient():
+    same_grad(lambda v: v.amax(dim=1), [[1.0, 3.0], [2.0, 0.0]], upstream=[nan, 1.0])
+
+
 # ---------------------------------------------------------------------------------------- NaN inputs
 @pytest.mark.xfail(strict=True, reason="abs backward at a NaN input: ours NaN, torch 0 (sign(NaN) = 0)")
 def test_abs_backward_at_nan():
