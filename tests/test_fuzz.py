@@ -17,11 +17,13 @@ negative, the unbiased variance of a single element); everywhere else, including
 both libraries must agree exactly, inf and NaN placement included.
 
 Profiles. The fast one runs in `make test` (derandomized, no example database: the same examples on every run).
-The long one (`pytest -m fuzz tests/test_fuzz.py`) draws many more programs, adds inf/NaN/-0.0/huge leaves, and
+The long one (`pytest -m fuzz tests/test_fuzz.py`) draws many more programs, adds inf/NaN/0/-0.0 leaves, and
 includes the inputs the fast one leaves out, which are exactly those hitting an engine issue already known and
 being fixed: the var/std backward at a constant row (NaN, torch 0), broadcasting errors that do not name the op,
 RuntimeWarnings leaking from log(0), x/0 and friends, and the findings kept as strict xfails in
 tests/test_fuzz_findings.py (`KNOWN` below). When one is fixed, delete its entry and its guard here.
+`-m fuzz` runs it twice: as `long`, which fails until every entry of `KNOWN` is fixed, and as `long_new`, which
+steps around them like the fast one, so that anything it reports is a new discrepancy.
 
 A failure prints the program as it ran (`v3 = v1 @ v2`, shapes and leaf values) through hypothesis' notes.
 """
@@ -64,13 +66,15 @@ class Profile:
     name: str
     examples: int               # the fast profile: per entry of FOCUS (62 of them); the long one: in all
     max_ops: int
-    special_values: bool        # leaves may hold inf, -inf, NaN, -0.0 and huge values
+    special_values: bool        # leaves may hold inf, -inf, NaN, 0.0 and -0.0
     known_issues: bool          # include inputs that hit the known engine issues (see the module docstring)
     max_side: int = 4
 
 
 FAST = Profile("fast", examples=5, max_ops=6, special_values=False, known_issues=False)     # per op and form
 LONG = Profile("long", examples=3000, max_ops=10, special_values=True, known_issues=True)
+# The long profile's inputs minus the known issues: what it reports is new (run beside LONG by `-m fuzz`).
+LONG_NEW = Profile("long_new", examples=3000, max_ops=10, special_values=True, known_issues=False)
 
 # Inputs the fast profile steps around (the long profile keeps them): the known engine issues being fixed, and the
 # findings reported to the engine and kept as strict xfails in tests/test_fuzz_findings.py, so that `make test`
@@ -212,6 +216,10 @@ class Program:
         outs = [n for n in self.nodes if n.leaf is None and not n.used and n.is_float and n.ref.requires_grad]
         if not outs:
             return
+        # an inf or NaN anywhere in the forward sends non-finite gradients back, which two known issues mishandle
+        nonfinite = any(n.is_float and not np.isfinite(n.value).all() for n in self.nodes)
+        if self.avoid("mask_times_nonfinite", nonfinite) or self.avoid("nonfinite_upstream", nonfinite):
+            return
         rng = np.random.default_rng(self.draw(st.integers(0, 2 ** 32 - 1), "upstream seed"))
         gs = [rng.standard_normal(n.shape) + 0.5 for n in outs]     # off zero mean: sums do not cancel
         self.log(f"backward from {[n.name for n in outs]}")
@@ -256,11 +264,13 @@ def _leaf_values(rng: np.random.Generator, shape: tuple, kind: str) -> np.ndarra
     if kind == "ties":          # small integers as floats: zeros, equal maxima, kinks of relu/abs/clamp
         return rng.integers(-2, 3, shape).astype(np.float64)
     if kind == "wide":          # exp and powers reach large values, softmax meets big differences
-        return rng.standard_normal(shape) * 30.0
+        return rng.standard_normal(shape) * 8.0
     if kind == "special":
         a = rng.standard_normal(shape)
-        # no subnormals: torch computes 0.0 / 5e-324 as 0 * (1 / 5e-324) = NaN, a quirk not worth matching
-        specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e300, -1e300])
+        # No subnormals: torch computes 0.0 / 5e-324 as 0 * (1 / 5e-324) = NaN, a quirk not worth matching.
+        # No huge finite values: terms of 1e300 that cancel leave round-off of 1e284 in a small result, beyond
+        # any relative tolerance on either side (the overflow they were for is tested in test_fuzz_findings.py).
+        specials = np.array([0.0, -0.0, np.inf, -np.inf, np.nan])
         spots = rng.random(shape) < 0.3
         a[spots] = rng.choice(specials, size=int(spots.sum()))
         return a
@@ -452,6 +462,8 @@ def op_binary(p: Program, name: str | None = None) -> bool:
         x, y = y, x
     if p.avoid("mask_times_nonfinite", name == "div" and _has_zero(y)):
         return False
+    if name == "div" and x is y:
+        return False    # x / x: an exact-zero gradient from cancelling terms; round-off exceeds OP_RTOL's floor
     if p.avoid("nan_input_backward", name in ("maximum", "minimum") and (_has_nan(x) or _has_nan(y))):
         return False
     names = ("where", "comparison") if name == "where" else (name,)     # where's condition is a comparison
@@ -664,8 +676,10 @@ def op_layer_norm(p: Program, name: str | None = None) -> bool:
     x = p.pick(lambda n: len(n.shape) >= 1, make=lambda: p.leaf(p.shape(min_dims=1)))
     k = p.draw(st.integers(1, len(x.shape)), "normalized dims")
     shape = x.shape[len(x.shape) - k:]
-    if math.prod(shape) == 1:
-        return False    # a single normalized element: the output is the bias and torch's weight gradient is round-off
+    if math.prod(shape) <= 2:
+        # one or two normalized elements: xhat is 0 or +-1 whatever x is, so the input gradient is pure
+        # cancellation of terms of size rstd, and both libraries' round-off exceeds OP_RTOL's floor
+        return False
     if p.avoid("var_std_constant_row", _constant_slice(x.value, tuple(range(-k, 0)))):
         return False
     if p.avoid("layer_norm_overflow", bool(np.any(np.abs(x.value[np.isfinite(x.value)]) > 1e150))):
@@ -774,11 +788,14 @@ def test_fuzz_fast(focus):
 
 
 @pytest.mark.fuzz
-def test_fuzz_long(request):
-    """Runs only when asked for: `pytest -m fuzz tests/test_fuzz.py` (a few minutes)."""
+@pytest.mark.parametrize("profile", [LONG, LONG_NEW], ids=lambda prof: prof.name)
+def test_fuzz_long(request, profile):
+    """Runs only when asked for: `pytest -m fuzz tests/test_fuzz.py` (about a minute each when nothing fails).
+
+    `long` fails until every entry of KNOWN is fixed; `long_new` steps around them and reports only new ones."""
     if "fuzz" not in (request.config.option.markexpr or ""):
-        pytest.skip("the long fuzz profile runs with `pytest -m fuzz tests/test_fuzz.py`")
-    _settings(LONG)(given(st.data())(lambda data: run_program(data, LONG)))()
+        pytest.skip("the long fuzz profiles run with `pytest -m fuzz tests/test_fuzz.py`")
+    _settings(profile)(given(st.data())(lambda data: run_program(data, profile)))()
 
 
 # ----------------------------------------------------------------------------- the fuzzer catches a planted bug
