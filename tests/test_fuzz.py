@@ -71,7 +71,7 @@ class Profile:
     max_side: int = 4
 
 
-FAST = Profile("fast", examples=5, max_ops=6, special_values=False, known_issues=False)     # per op and form
+FAST = Profile("fast", examples=8, max_ops=6, special_values=False, known_issues=False)     # per op and form
 LONG = Profile("long", examples=3000, max_ops=10, special_values=True, known_issues=True)
 # The long profile's inputs minus the known issues: what it reports is new (run beside LONG by `-m fuzz`).
 LONG_NEW = Profile("long_new", examples=3000, max_ops=10, special_values=True, known_issues=False)

@@ -16,25 +16,24 @@ import minitensor as mt
 from minitensor.serialization import load, save
 
 
-def _assert_same(a, b, path="<root>"):
-    """Exact structural equality: container types, key types, array dtypes/shapes/values."""
-    assert type(a) is type(b) or (isinstance(a, dict) and isinstance(b, dict)), (path, type(a), type(b))
+def _same_exactly(a, b, where="<root>"):
+    """Exact structural equality, bit for bit: container and key types, array dtypes, shapes and bytes (-0.0 != 0.0)."""
+    assert type(a) is type(b) or (isinstance(a, dict) and isinstance(b, dict)), (where, type(a), type(b))
     if isinstance(a, dict):
-        assert list(a.keys()) == list(b.keys()), path
+        assert [(type(k), k) for k in a] == [(type(k), k) for k in b], where
         for k in a:
-            assert type(k) is type(list(b.keys())[list(a.keys()).index(k)]), (path, k)
-            _assert_same(a[k], b[k], f"{path}/{k}")
+            _same_exactly(a[k], b[k], f"{where}/{k!r}")
     elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), path
+        assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b)):
-            _assert_same(x, y, f"{path}/{i}")
+            _same_exactly(x, y, f"{where}/{i}")
     elif isinstance(a, np.ndarray):
-        assert a.dtype == b.dtype and a.shape == b.shape, path
-        np.testing.assert_array_equal(a, b)
-    elif isinstance(a, float) and math.isnan(a):
-        assert math.isnan(b), path
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), where
+        assert a.tobytes() == b.tobytes(), where
+    elif isinstance(a, float):
+        assert repr(a) == repr(b), (where, a, b)
     else:
-        assert a == b, (path, a, b)
+        assert a == b, (where, a, b)
 
 
 def test_flat_state_dict_round_trip_keeps_keys_order_dtypes(tmp_path, rng):
@@ -48,7 +47,7 @@ def test_flat_state_dict_round_trip_keeps_keys_order_dtypes(tmp_path, rng):
     path = tmp_path / "model.npz"
     save(sd, path)
     back = load(path)
-    _assert_same(sd, back)
+    _same_exactly(sd, back)
     # the names are the archive's member names: readable with plain NumPy
     with np.load(path, allow_pickle=False) as npz:
         assert [k for k in npz.files if k != "__minitensor__"] == list(sd)
@@ -70,7 +69,7 @@ def test_nested_optimizer_state_round_trip(tmp_path, rng):
     path = tmp_path / "ckpt.npz"
     save(state, path)
     back = load(path)
-    _assert_same(state, back)
+    _same_exactly(state, back)
     assert isinstance(back["optimizer"]["param_groups"][0]["betas"], tuple)
     assert list(back["optimizer"]["state"]) == [0, 1]          # int keys stay int
     with np.load(path, allow_pickle=False) as npz:
@@ -187,26 +186,6 @@ from hypothesis import strategies as st  # noqa: E402
 from hypothesis.extra import numpy as hnp  # noqa: E402
 
 from minitensor import serialization  # noqa: E402
-
-
-def _same_exactly(a, b, where="<root>"):
-    """Like `_assert_same`, but bit-exact: -0.0 differs from 0.0, NaN payloads and key types count."""
-    assert type(a) is type(b) or (isinstance(a, dict) and isinstance(b, dict)), (where, type(a), type(b))
-    if isinstance(a, dict):
-        assert [(type(k), k) for k in a] == [(type(k), k) for k in b], where
-        for k in a:
-            _same_exactly(a[k], b[k], f"{where}/{k!r}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b)):
-            _same_exactly(x, y, f"{where}/{i}")
-    elif isinstance(a, np.ndarray):
-        assert (a.dtype, a.shape) == (b.dtype, b.shape), where
-        assert a.tobytes() == b.tobytes(), where
-    elif isinstance(a, float):
-        assert repr(a) == repr(b), (where, a, b)
-    else:
-        assert a == b, (where, a, b)
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
