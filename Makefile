@@ -5,12 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast bench bench-quick clean
+.PHONY: demo test test-fast bench bench-quick notebooks clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,notebooks]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,5 +29,15 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks run --quick
 
+# The notebooks as .ipynb (git-ignored, into notebooks/build/), from the percent-format sources in notebooks/.
+# Open them with any Jupyter front end; the sources also run as scripts: python notebooks/01_engine_from_zero.py
+notebooks: $(STAMP)
+	mkdir -p notebooks/build
+	cp notebooks/nbutil.py notebooks/build/
+	for f in notebooks/[0-9][0-9]_*.py; do \
+		$(BIN)/python -m jupytext --quiet --to ipynb -o notebooks/build/$$(basename $$f .py).ipynb $$f || exit 1; \
+	done
+	@echo "notebooks/build/*.ipynb written: open them with Jupyter (the kernel needs this project installed: make installs it)"
+
 clean:
-	rm -rf $(VENV) runs benchmarks/results .pytest_cache
+	rm -rf $(VENV) runs benchmarks/results .pytest_cache notebooks/build

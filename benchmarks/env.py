@@ -19,9 +19,9 @@ import warnings
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 # Anything else that changes what BLAS does; recorded (not set) in every report.
-BLAS_VARS = THREAD_VARS + ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "OPENBLAS_THREAD_TIMEOUT", "MKL_ENABLE_INSTRUCTIONS",
-                           "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "KMP_BLOCKTIME", "OMP_WAIT_POLICY", "OMP_PROC_BIND",
-                           "GOMP_CPU_AFFINITY")
+BLAS_VARS = THREAD_VARS + ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "OPENBLAS_THREAD_TIMEOUT",
+                           "MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "KMP_BLOCKTIME",
+                           "OMP_WAIT_POLICY", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY")
 
 # What idle worker threads do between parallel regions. Spinning (the libraries' default) wins on
 # an idle machine; on a shared one a spinning or preempted worker stalls every op of its process
@@ -34,20 +34,24 @@ WAIT_POLICIES = {
 }
 
 
-def set_thread_env(threads: int, wait_policy: str = "default") -> None:
-    """Pin every BLAS/OpenMP thread pool to `threads` (and its idle policy); run before numpy/torch load."""
+def thread_env(threads: int, wait_policy: str = "default") -> dict:
+    """The environment variables that pin every BLAS/OpenMP pool to `threads` with idle policy `wait_policy`."""
     if wait_policy not in WAIT_POLICIES:
         raise ValueError(f"benchmarks: wait_policy must be one of {sorted(WAIT_POLICIES)}, got {wait_policy!r}")
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"benchmarks: threads must be a positive int, got {threads!r}")
+    return {**{var: str(threads) for var in THREAD_VARS}, **WAIT_POLICIES[wait_policy]}
+
+
+def set_thread_env(threads: int, wait_policy: str = "default") -> None:
+    """Pin every BLAS/OpenMP thread pool to `threads` (and its idle policy); run before numpy/torch load."""
+    env = thread_env(threads, wait_policy)
     loaded = [m for m in ("numpy", "torch") if m in sys.modules]
     if loaded:
         # Too late for this process (the libraries already sized their pools); still set, for children.
         warnings.warn(f"benchmarks: set_thread_env({threads}) called after {loaded} was imported; "
                       "it only reaches subprocesses", RuntimeWarning, stacklevel=2)
-    for var in THREAD_VARS:
-        os.environ[var] = str(threads)
-    os.environ.update(WAIT_POLICIES[wait_policy])
+    os.environ.update(env)
 
 
 def thread_env_from_argv(argv: list[str], default: int = 2) -> int:

@@ -112,13 +112,18 @@ def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> di
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
+    from benchmarks.workloads import CONFIGS
     ap = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
-    ap.add_argument("--side", required=True, choices=["numpy", "torch"])
-    ap.add_argument("--config", required=True)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args(argv)
+    ap.add_argument("--side", required=True, choices=["numpy", "torch"], help="which framework this child measures")
+    ap.add_argument("--config", required=True, choices=sorted(CONFIGS), help="benchmark config to train")
+    ap.add_argument("--steps", type=int, default=3, help="training steps before the peak is read (default: 3)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for BLAS/OpenMP/torch (default: 2)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     print(json.dumps(child(args.side, args.config, args.steps, args.threads)))
 
 

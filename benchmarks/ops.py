@@ -7,16 +7,11 @@ Inputs come from the same seeded NumPy arrays on both sides; backward uses a ran
 gradient (never all-ones). The forward outputs are compared with `error_stats` so a ratio is
 only reported for ops that compute the same thing.
 
-Run alone: `python -m benchmarks.ops [--quick] [--sizes small large] [--threads 2] [--out DIR]`.
+Each side times the table in its own worker process (benchmarks/worker.py), whole passes
+alternating A B A B. Run alone: `python -m benchmarks.ops [--quick] [--sizes small large] [--threads 2]`.
 """
 from __future__ import annotations
 
-import sys
-
-if __name__ == "__main__":
-    # Thread counts must be in the environment before numpy/torch load.
-    from benchmarks.env import thread_env_from_argv
-    thread_env_from_argv(sys.argv)
 
 import argparse
 import json
@@ -27,8 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from benchmarks.timing import calibrate, interleaved
-from minitensor.testing import OP_RTOL, error_stats
+from minitensor.testing import OP_RTOL
 
 
 @dataclass(frozen=True)
@@ -169,34 +163,53 @@ def torch_from_numpy(a: np.ndarray):
     return torch.from_numpy(a if a.flags.c_contiguous else a.copy())
 
 
-def run_ops(sizes=("small", "large"), repeats: int = 15, warmup: int = 3, target_ms: float = 5.0,
-            names: list[str] | None = None) -> list[dict]:
-    """Time every case in `sizes` on both sides, interleaved; one dict per (op, size)."""
+def case_runner(lib: str, index: int):
+    """(forward, forward+backward, forward output as NumPy) of CASES[index] for 'numpy' or 'torch'.
+
+    Inputs and the random upstream gradient come from a generator seeded by the case's index, so
+    the two sides, each in its own process, draw the very same arrays.
+    """
+    case = CASES[index]
+    rng = np.random.default_rng(1000 + index)
+    arrays = _arrays(case, rng)
+    out = _make_runner(lib, case, arrays, None)[2]()
+    # A random upstream gradient of the output's shape (a 0-d array for scalar losses).
+    upstream = np.asarray(rng.standard_normal(out.shape), dtype=np.float32)
+    return _make_runner(lib, case, arrays, upstream)
+
+
+def selected_cases(sizes, names=None) -> list[int]:
+    """Indices into CASES of the chosen size classes (and op names, when given)."""
+    return [i for i, c in enumerate(CASES) if c.size in sizes and (not names or c.name in names)]
+
+
+def run_ops(workers: dict, checker, cases: list[int], rounds: int, target_ms: float = 5.0,
+            settle_s: float = 0.0) -> list[dict]:
+    """Time op cases on both sides, each in its worker process, alternating whole passes A B A B.
+
+    One pass times every case once (forward and forward+backward, each a loop of calls calibrated
+    to ~target_ms); `rounds` passes per side. Ratios are medians of per-pass ratios. `checker`
+    (a worker hosting both sides) compares the forward outputs.
+    """
+    from benchmarks.timing import alternate, ratio_stats, summarize
+    passes = alternate(workers, {"op": "ops", "cases": cases, "target_ms": target_ms}, rounds, settle_s)
+    max_rel = checker.request({"op": "ops_check", "cases": cases})
     rows = []
-    for i, case in enumerate(CASES):
-        if case.size not in sizes or (names and case.name not in names):
-            continue
-        rng = np.random.default_rng(1000 + i)
-        arrays = _arrays(case, rng)
-        f_np, fb_np, v_np = _make_runner("numpy", case, arrays, None)
-        out_np = v_np()
-        # A random upstream gradient of the output's shape (a 0-d array for scalar losses).
-        upstream = np.asarray(rng.standard_normal(out_np.shape), dtype=np.float32)
-        f_np, fb_np, v_np = _make_runner("numpy", case, arrays, upstream)
-        f_t, fb_t, v_t = _make_runner("torch", case, arrays, upstream)
-        max_abs, max_rel = error_stats(out_np, v_t())
-        cases = {"numpy_fwd": f_np, "torch_fwd": f_t, "numpy_fb": fb_np, "torch_fb": fb_t}
-        number = {k: calibrate(fn, target_ms) for k, fn in cases.items()}
-        st = interleaved(cases, warmup=warmup, repeats=repeats, number=number)
+    for i in cases:
+        case, k = CASES[i], str(i)
+        st = {f"{side}_{p}": summarize([r[k][f"{p}_ms"] for r in passes[side]]) for side in ("numpy", "torch")
+              for p in ("fwd", "fb")}
+        ratios = {p: ratio_stats([a[k][f"{p}_ms"] for a in passes["numpy"]], [b[k][f"{p}_ms"] for b in passes["torch"]])
+                  for p in ("fwd", "fb")}
         rows.append({
             "op": case.name, "size": case.size,
             "shapes": " ".join("x".join(map(str, s.shape if isinstance(s, (Index, Mask)) else s)) for s in case.inputs),
             "numpy_fwd_ms": st["numpy_fwd"].median_ms, "torch_fwd_ms": st["torch_fwd"].median_ms,
             "numpy_fb_ms": st["numpy_fb"].median_ms, "torch_fb_ms": st["torch_fb"].median_ms,
-            "ratio_fwd": st["numpy_fwd"].median_ms / st["torch_fwd"].median_ms,
-            "ratio_fb": st["numpy_fb"].median_ms / st["torch_fb"].median_ms,
+            "ratio_fwd": ratios["fwd"]["median"], "ratio_fb": ratios["fb"]["median"],
+            "ratio_fb_spread": ratios["fb"],
             "numpy_fb_iqr_ms": st["numpy_fb"].iqr_ms, "torch_fb_iqr_ms": st["torch_fb"].iqr_ms,
-            "fwd_max_rel": max_rel, "fwd_ok": bool(max_rel <= OP_RTOL["float32"]),
+            "fwd_max_rel": max_rel[k], "fwd_ok": bool(max_rel[k] <= OP_RTOL["float32"]),
         })
     return rows
 
@@ -239,27 +252,48 @@ def plot_ops(rows: list[dict], path: str) -> None:
     plt.close(fig)
 
 
+def build_parser() -> argparse.ArgumentParser:
+    from benchmarks.env import WAIT_POLICIES
+    names = sorted({c.name for c in CASES})
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.ops",
+                                 description="minitensor vs PyTorch per-op timings, each in its own process")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds, shorter samples")
+    ap.add_argument("--sizes", nargs="+", default=["small", "large"], choices=["small", "large"],
+                    help="size classes to time (default: small, large)")
+    ap.add_argument("--ops", nargs="+", default=None, choices=names, metavar="OP",
+                    help=f"only these op names, from {{{', '.join(names)}}} (default: all)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for both sides (default: 2)")
+    ap.add_argument("--settle", type=float, default=0.2,
+                    help="seconds between handing the cores from one side's process to the other's (default: 0.2)")
+    ap.add_argument("--wait-policy", default="default", choices=sorted(WAIT_POLICIES),
+                    help="idle BLAS/OpenMP workers: spin or sleep (see benchmarks/env.py) (default: default)")
+    ap.add_argument("--out", default="benchmarks/results", help="output folder (default: benchmarks/results)")
+    return ap
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.ops", description="minitensor vs PyTorch per-op timings")
-    ap.add_argument("--quick", action="store_true", help="fewer repeats")
-    ap.add_argument("--sizes", nargs="+", default=["small", "large"], choices=["small", "large"])
-    ap.add_argument("--ops", nargs="+", default=None, help="only these op names")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--wait-policy", default="default", choices=["default", "passive"],
-                    help="applied before numpy/torch load (see benchmarks/env.py)")
-    ap.add_argument("--out", default="benchmarks/results")
+    ap = build_parser()
     args = ap.parse_args(argv)
-    from benchmarks.env import facts_line, machine_facts, set_torch_threads
-    set_torch_threads(args.threads)
-    facts = machine_facts(args.threads)
-    print(facts_line(facts))
-    rows = run_ops(args.sizes, repeats=5 if args.quick else 15, warmup=1 if args.quick else 3,
-                   target_ms=2.0 if args.quick else 5.0, names=args.ops)
+    if args.threads < 1 or args.settle < 0:
+        ap.error(f"expected --threads >= 1 and --settle >= 0, got {args.threads} and {args.settle}")
+    from benchmarks.env import facts_line
+    from benchmarks.worker import Worker
+    workers = {side: Worker(side, args.threads, args.wait_policy) for side in ("numpy", "torch")}
+    checker = Worker("both", args.threads, args.wait_policy)
+    try:
+        facts = checker.request({"op": "facts"})
+        print(facts_line(facts))
+        rows = run_ops(workers, checker, selected_cases(args.sizes, args.ops), rounds=5 if args.quick else 15,
+                       target_ms=2.0 if args.quick else 5.0, settle_s=args.settle)
+    finally:
+        for w in (*workers.values(), checker):
+            w.close()
     table = ops_markdown(rows)
     print(table)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "ops.md"), "w") as f:
-        f.write(f"# Op microbenchmarks\n\n{facts_line(facts)}\n\n{table}\n")
+        f.write(f"# Op microbenchmarks\n\n{facts_line(facts)}\n\nEach side in its own process; ratios are "
+                f"medians of per-pass ratios.\n\n{table}\n")
     with open(os.path.join(args.out, "ops.json"), "w") as f:
         json.dump({"machine": facts, "ops": rows}, f, indent=1)
     plot_ops(rows, os.path.join(args.out, "ops.png"))

@@ -1,13 +1,20 @@
 """Turning a results dict into results.md and PNG charts.
 
-Every table cell is a median in milliseconds with its spread (IQR) beside it; every ratio is
-minitensor/transformer_np time over PyTorch time (below 1 = the NumPy engine is faster).
-Charts: `ratios.png` (ratio bars per config and workload), `scaling_length.png` and
-`scaling_dmodel.png` (log-log step time with the attention share marked), `ops.png`.
+The report has one section per thread count. Each opens with the headline: the training step of
+every config, each framework timed in its own process, the ratio (median of per-round ratios)
+with its spread, each side's fraction of its own library's GEMM rate, and the peak-memory ratio;
+then the interference check, the targets, one table per config, memory, scaling, the op table
+and the profiles. Every time is a median in milliseconds (of per-round medians) with its
+interquartile range; every ratio is transformer_np time over PyTorch time (below 1 = the NumPy
+engine is faster). Charts per thread count N: `ratios_tN.png` (ratio bars per config and
+workload, with the per-round spread), `scaling_length_tN.png` and `scaling_dmodel_tN.png`
+(log-log step time with the attention share marked), `ops_tN.png`.
 """
 from __future__ import annotations
 
+import json
 import math
+import os
 
 MEASUREMENT_LABELS = {
     "forward": "forward (eval, no_grad)",
@@ -28,37 +35,94 @@ def _fmt_ratio(r) -> str:
     return "n/a" if r is None or (isinstance(r, float) and math.isnan(r)) else f"{r:.2f}"
 
 
+def _spread(m: dict) -> str:
+    """A ratio with the quartiles and extremes of its per-round ratios: 0.95 [0.93-0.97; 0.90-1.01]."""
+    sp = m.get("ratio_spread")
+    if not sp:
+        return _fmt_ratio(m.get("ratio"))
+    return f"{sp['median']:.2f} [{sp['q1']:.2f}-{sp['q3']:.2f}; {sp['min']:.2f}-{sp['max']:.2f}]"
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
 def _tps(x) -> str:
     return "n/a" if x is None else f"{x:,.0f}"
 
 
 def config_markdown(name: str, res: dict) -> str:
-    """One config's table: workload, both medians (IQR), ratio, tokens/s both sides (+ CUDA rows)."""
+    """One config's table: workload, both medians (IQR), ratio with spread, GEMM fractions, tokens/s (+ CUDA)."""
     b = res["batch"]
-    lines = [f"### {name}", "",
+    rate = res.get("gemm_rate", {})
+    lines = [f"#### {name}", "",
              f"{res.get('description', '')}  ",
              f"B={b['batch_size']}, S={b['src_len']}, T={b['tgt_len']}, D={res['model']['d_model']}, "
              f"H={res['model']['num_heads']}, layers {res['model']['num_encoder_layers']}+"
              f"{res['model']['num_decoder_layers']}, d_ff={res['model']['d_ff']}, V={res['model']['src_vocab_size']}/"
              f"{res['model']['tgt_vocab_size']}; decode {res['decode_tokens']} tokens. "
              f"Eval logits agree: max rel err {res['parity']['max_rel']:.1e} "
-             f"({'ok' if res['parity']['ok'] else 'MISMATCH'} at PARITY_RTOL float32).", ""]
+             f"({'ok' if res['parity']['ok'] else 'MISMATCH'} at PARITY_RTOL float32).  ",
+             (f"GEMM rate on this config's dominant product {'x'.join(map(str, rate['shape']))} (M x K x N): "
+              f"NumPy {rate['numpy']:.1f} GFLOP/s, PyTorch {rate['torch']:.1f} GFLOP/s." if rate else ""), ""]
     has_cuda = any("torch-cuda" in m for m in res["measurements"].values())
-    head = "| workload | minitensor ms (IQR) | PyTorch ms (IQR) | ratio | minitensor tok/s | PyTorch tok/s |"
-    sep = "|---|---:|---:|---:|---:|---:|"
+    head = ("| workload | minitensor ms (IQR) | PyTorch ms (IQR) | ratio [IQR; min-max] | GFLOP | minitensor % of GEMM "
+            "rate | PyTorch % of GEMM rate | minitensor tok/s | PyTorch tok/s |")
+    sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     if has_cuda:
         head += " PyTorch CUDA ms (IQR) |"
         sep += "---:|"
     lines += [head, sep]
     for key, m in res["measurements"].items():
-        row = (f"| {MEASUREMENT_LABELS.get(key, key)} | {_ms(m.get('numpy'))} | {_ms(m.get('torch'))} | "
-               f"{_fmt_ratio(m.get('ratio'))} | {_tps(m.get('tokens_per_s', {}).get('numpy'))} | "
-               f"{_tps(m.get('tokens_per_s', {}).get('torch'))} |")
+        frac, tps = m.get("gemm_fraction", {}), m.get("tokens_per_s", {})
+        gflop = f"{m['gflop']:.3g}" if "gflop" in m else "n/a"
+        row = (f"| {MEASUREMENT_LABELS.get(key, key)} | {_ms(m.get('numpy'))} | {_ms(m.get('torch'))} | {_spread(m)} | "
+               f"{gflop} | {_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | {_tps(tps.get('numpy'))} | "
+               f"{_tps(tps.get('torch'))} |")
         if has_cuda:
             row += f" {_ms(m.get('torch-cuda'))} |"
         lines.append(row)
+    if "cache_speedup" in res:
+        cs = res["cache_speedup"]
+        lines += ["", f"KV-cache speed-up (uncached / cached): minitensor {cs['numpy']:.2f}x, "
+                  f"PyTorch {cs['torch']:.2f}x."
+                  + (f" Greedy outputs agree on {100 * res['decode_agreement']:.0f}% of tokens."
+                     if res.get("decode_agreement") is not None else "")]
     for note in res.get("notes", []):
         lines.append(f"\n_Note: {note}_")
+    return "\n".join(lines)
+
+
+def headline_markdown(section: dict) -> str:
+    """The training step of every config: times, ratio with spread, GEMM fractions, memory ratio."""
+    lines = ["| config | minitensor ms | PyTorch ms | ratio [IQR; min-max of per-round ratios] | rounds | "
+             "minitensor % of GEMM rate | PyTorch % of GEMM rate | peak memory ratio |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, res in section["configs"].items():
+        m = res["measurements"].get("train")
+        if not m:
+            continue
+        frac = m.get("gemm_fraction", {})
+        mem = section.get("memory", {}).get(name, {}).get("ratio_peak")
+        lines.append(f"| {name} | {m['numpy']['median_ms']:.2f} | {m['torch']['median_ms']:.2f} | {_spread(m)} | "
+                     f"{m['ratio_spread']['rounds']} | {_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | "
+                     f"{_fmt_ratio(mem)} |")
+    return "\n".join(lines)
+
+
+def interference_markdown(section: dict) -> str:
+    """One line per config: PyTorch's training step alone and right after a NumPy step, in one process."""
+    lines = []
+    for name, res in section["configs"].items():
+        it = res.get("interference")
+        if not it:
+            continue
+        a, b, f = it["torch_alone_ms"]["median_ms"], it["torch_after_numpy_ms"]["median_ms"], it["factor"]
+        verdict = (f"INTERFERENCE: they differ by more than {100 * (it['threshold'] - 1):.0f}%, so timing both "
+                   "frameworks in one process would misstate PyTorch's time" if it["differs"] else
+                   f"no interference (within {100 * (it['threshold'] - 1):.0f}%)")
+        lines.append(f"- Interference check, {name}: PyTorch's training step in one process with NumPy took "
+                     f"{a:.2f} ms alone and {b:.2f} ms right after a NumPy step (x{f:.2f}): {verdict}.")
     return "\n".join(lines)
 
 
@@ -80,12 +144,14 @@ def memory_markdown(mem: dict) -> str:
 
 def scaling_markdown(series: list[dict], key: str) -> str:
     label = {"seq_len": "S = T", "d_model": "d_model"}[key]
-    lines = [f"| {label} | minitensor ms (IQR) | PyTorch ms (IQR) | ratio | attention share mt | attention share torch |",
-             "|---:|---:|---:|---:|---:|---:|"]
+    lines = [f"| {label} | minitensor ms (IQR) | PyTorch ms (IQR) | ratio [IQR; min-max] | minitensor % of GEMM rate "
+             "| PyTorch % of GEMM rate | attention share mt | attention share torch |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p in series:
-        sa, sb = p.get("attention_share_numpy"), p.get("attention_share_torch")
-        lines.append(f"| {p[key]} | {_ms(p['numpy'])} | {_ms(p['torch'])} | {p['ratio']:.2f} | "
-                     f"{'n/a' if sa is None else f'{100 * sa:.0f}%'} | {'n/a' if sb is None else f'{100 * sb:.0f}%'} |")
+        frac = p.get("gemm_fraction", {})
+        lines.append(f"| {p[key]} | {_ms(p['numpy'])} | {_ms(p['torch'])} | {_spread(p)} | {_pct(frac.get('numpy'))} | "
+                     f"{_pct(frac.get('torch'))} | {_pct(p.get('attention_share_numpy'))} | "
+                     f"{_pct(p.get('attention_share_torch'))} |")
     return "\n".join(lines)
 
 
@@ -116,29 +182,31 @@ def _plain_log_ticks(axis) -> None:
     axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
-def plot_ratios(configs: dict, path: str) -> None:
-    """Grouped bars: per config, one bar per workload, height = minitensor / PyTorch."""
+def plot_ratios(configs: dict, path: str, title: str) -> None:
+    """Grouped bars: per config, one bar per workload, height = median per-round ratio, whiskers = its IQR."""
     plt = _plt()
     keys = list(MEASUREMENT_LABELS)
     names = list(configs)
     width = 0.8 / len(keys)
     fig, ax = plt.subplots(figsize=(max(6, 1.9 * len(names) + 2), 4.2))
     for j, key in enumerate(keys):
-        xs, ys = [], []
+        xs, ys, lo, hi = [], [], [], []
         for i, n in enumerate(names):
-            r = configs[n]["measurements"].get(key, {}).get("ratio")
+            m = configs[n]["measurements"].get(key, {})
+            r, sp = m.get("ratio"), m.get("ratio_spread")
             if r is not None and r > 0:
                 xs.append(i + (j - (len(keys) - 1) / 2) * width)
                 ys.append(r)
-        bars = ax.bar(xs, ys, width, label=MEASUREMENT_LABELS[key])
-        for x, y in zip(xs, ys):
-            ax.text(x, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7, rotation=90)
-        del bars
+                lo.append(r - sp["q1"] if sp else 0)
+                hi.append(sp["q3"] - r if sp else 0)
+        ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, error_kw={"lw": 0.8}, label=MEASUREMENT_LABELS[key])
+        for x, y, h in zip(xs, ys, hi):
+            ax.text(x, y + h, f"{y:.2f}", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.axhline(1.0, color="k", lw=1)
     ax.set_ylim(0, None)                 # linear from 0: bar heights compare directly
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("time, minitensor / PyTorch")
-    ax.set_title("transformer_np vs PyTorch eager (float32, same weights and threads; < 1 = NumPy faster)", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -227,3 +295,117 @@ def losses_markdown(results: dict, top: int = 10) -> str:
             lines.append(f"| {r['op']} | {r['size']} | {r['ratio_fb']:.2f} | {r['numpy_fb_ms'] * 1e3:.0f} | "
                          f"{r['torch_fb_ms'] * 1e3:.0f} | {(r['numpy_fb_ms'] - r['torch_fb_ms']) * 1e3:.0f} |")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------- the report
+METHOD_SEPARATE = (
+    "Method: each framework runs in its own long-lived worker process (the NumPy process never imports torch), "
+    "warmed up, and the two processes take turns A B A B, {settle} s apart so that the idle BLAS/OpenMP threads of "
+    "the last one stop spinning; a round is the median of a few calls; a time is the median of the per-round "
+    "figures (IQR in parentheses); a ratio is the median of the per-round ratios, with their IQR and min-max. "
+    "% of GEMM rate = the step's matrix-product FLOPs (benchmarks/flops.py: forward from the model's shapes, "
+    "3x for forward+backward) / its median time, over the float32 GEMM rate of the same library measured in the "
+    "same run, in the same process, on the config's dominant product shape.")
+METHOD_IN_PROCESS = (
+    "**Method: in-process (`--in-process`), not the headline method.** Both frameworks ran in one process, "
+    "alternating A B A B; NumPy's BLAS threads spinning after a NumPy call can slow the PyTorch call that follows "
+    "(see the interference check), so PyTorch's times and every ratio here may favour NumPy. Measure without "
+    "`--in-process` for figures to quote.")
+
+
+def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
+    """The report's section for one thread count."""
+    from benchmarks import profiling
+    from benchmarks.env import facts_line
+    from benchmarks.ops import ops_markdown
+    n = section["threads"]
+    g = section["gemm_reference"]
+    md = [f"## {n} thread{'s' if n > 1 else ''}", "", f"Machine: {facts_line(section['machine'])}  ",
+          f"float32 GEMM {'x'.join(map(str, g['shape']))}: NumPy/OpenBLAS {g['numpy']:.0f} GFLOP/s, "
+          f"PyTorch {g['torch']:.0f} GFLOP/s (each in its own process).", ""]
+    md += [METHOD_IN_PROCESS if method == "in-process" else METHOD_SEPARATE.format(settle=settle_s), ""]
+    md += [f"_Note: {note}_" for note in section.get("notes", [])]
+    label = "both frameworks in ONE process (in-process mode)" if method == "in-process" else "separate processes"
+    md += [f"### Training step, {label}", "", headline_markdown(section), "", interference_markdown(section), ""]
+    if section.get("targets"):
+        md += ["### Targets", "", targets_markdown(section["targets"]), ""]
+    md += ["### Per config", ""]
+    for name, res in section["configs"].items():
+        md += [config_markdown(name, res), ""]
+    if section.get("memory"):
+        md += ["### Peak memory (VmHWM of a fresh child after N training steps)", "",
+               memory_markdown(section["memory"]), ""]
+    if section.get("scaling"):
+        sc = section["scaling"]
+        md += [f"### Scaling (training step, model of '{sc['base']}')", "", "#### vs sequence length", "",
+               scaling_markdown(sc["seq_len"], "seq_len"), "", "#### vs d_model", "",
+               scaling_markdown(sc["d_model"], "d_model"), "",
+               "Attention share: profiled time of the attention-only ops (scores matmul, mask, softmax, "
+               "weights x values, and their backward) over all profiled op time; approximate (see "
+               "benchmarks/profiling.py for the op names counted).", ""]
+    if section.get("ops"):
+        md += ["### Op microbenchmarks", "", "Each side in its own process, whole passes over the op table "
+               "alternating; ratios are medians of per-pass ratios.", "", ops_markdown(section["ops"]), ""]
+    lost = losses_markdown(section)
+    if lost:
+        md += ["### Where the NumPy engine loses", "", lost, ""]
+    for name, res in section["configs"].items():
+        pa, pb = res.get("profile_numpy"), res.get("profile_torch")
+        if not pa:
+            continue
+        md += [f"#### Profile of one training step: {name}", ""]
+        if "error" in pa:
+            md += [f"_minitensor profile unavailable: {pa['error']}_", ""]
+            continue
+        md += [f"One profiled training step: minitensor wall {pa['wall_ms']:.1f} ms of which {pa['ops_ms']:.1f} ms "
+               f"inside ops ({pa['wall_ms'] - pa['ops_ms']:.1f} ms outside: module calls, graph walk, "
+               f"optimizer); PyTorch wall {pb['wall_ms']:.1f} ms (profiler on).", "",
+               profiling.top_ops_markdown(pa, pb), ""]
+        if pa.get("table"):              # results.json keeps the rows only
+            md += ["<details><summary>mt.profiler table</summary>", "", "```", pa["table"], "```", "", "</details>", ""]
+    return md
+
+
+def write_outputs(results: dict, out: str) -> str:
+    """results.md, results.json and the PNGs of every thread count into `out`; returns the Markdown."""
+    from benchmarks.ops import plot_ops
+    counts = ", ".join(results["threads"])
+    md = ["# transformer_np vs PyTorch benchmarks", "",
+          f"Command: `{results['command']}`  ",
+          f"Started {results['started_utc']}, took {results['elapsed_s']:.0f} s; thread counts: {counts}; "
+          f"method: **{results['method']}**.  ",
+          (f"Load average at the end: {' '.join(f'{x:.1f}' for x in results['load_average_end'])} "
+           "(above the usable cores means other processes shared them: times inflated)."
+           if results.get("load_average_end") else ""), "",
+          "Times are medians in ms with the interquartile range in parentheses; ratio = transformer_np time / "
+          "PyTorch time (below 1: the NumPy engine is faster). Both sides float32, same weights, same threads. "
+          "tokens/s counts source + target positions per step (decoding: generated tokens).", ""]
+    for n, section in results["threads"].items():
+        md += section_markdown(section, results["method"], results["settings"]["settle_s"])
+    text = "\n".join(md)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(text + "\n")
+    slim = json.loads(json.dumps(results, default=float))
+    for section in slim["threads"].values():     # tables are in results.md; keep the JSON to data
+        for res in section["configs"].values():
+            for k in ("profile_numpy", "profile_torch"):
+                if isinstance(res.get(k), dict):
+                    res[k].pop("table", None)
+                    res[k]["rows"] = res[k].get("rows", [])[:40]
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(slim, f, indent=1)
+    for n, section in results["threads"].items():
+        how = "one process" if results["method"] == "in-process" else "a process per side"
+        plot_ratios(section["configs"], os.path.join(out, f"ratios_t{n}.png"),
+                    f"transformer_np vs PyTorch eager, {n} thread(s), {how}\n"
+                    "float32; < 1 = NumPy faster; whiskers: IQR of the per-round ratios")
+        sc = section.get("scaling")
+        if sc and sc["seq_len"]:
+            plot_scaling(sc["seq_len"], "seq_len", os.path.join(out, f"scaling_length_t{n}.png"),
+                         f"training step vs sequence length ({sc['base']} model, {n} thread(s))")
+        if sc and sc["d_model"]:
+            plot_scaling(sc["d_model"], "d_model", os.path.join(out, f"scaling_dmodel_t{n}.png"),
+                         f"training step vs d_model ({sc['base']} model, {n} thread(s))")
+        if section.get("ops"):
+            plot_ops(section["ops"], os.path.join(out, f"ops_t{n}.png"))
+    return text

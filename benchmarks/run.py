@@ -1,74 +1,143 @@
 """`python -m benchmarks run`: the whole benchmark, from thread settings to results.md.
 
-For each config: forward, forward+backward, training step and greedy decoding (without and with
-the key/value cache), transformer_np against parity's PyTorch model holding the same weights,
-interleaved A B A B after warm-up (benchmarks/timing.py). Then peak memory per side in fresh
-subprocesses (benchmarks/memory.py), the scaling series (step time vs sequence length and vs
-d_model, attention share from the profilers), the op microbenchmarks (benchmarks/ops.py), one
-profiled training step per config, and the targets of the issue, each met or missed.
-
-This module imports neither numpy nor torch at import time: `main` sets the thread environment
-first (benchmarks/env.py) and only then loads them.
+At each thread count of `--threads` (a list: `--threads 1,2`), every measurement runs with each
+framework in its own worker process (benchmarks/worker.py), the two processes taking turns
+A B A B over several rounds (benchmarks/timing.py); the ratio is the median of the per-round
+ratios, reported with their spread. Per config: forward, forward+backward, training step and
+greedy decoding (without and with the key/value cache), transformer_np against parity's PyTorch
+model holding the same weights; beside each time, the fraction of the machine's GEMM rate it
+reaches (benchmarks/flops.py counts the matrix-product FLOPs; the rate is measured in the same
+run, in each side's own process, on the config's dominant product shape). A third process
+holding both sides checks that they compute the same logits and tokens, and measures the
+interference that one process would add: PyTorch's training step alone and right after a NumPy
+step. Then peak memory per side in fresh subprocesses (benchmarks/memory.py), the scaling series,
+the op microbenchmarks (benchmarks/ops.py), the training-step phases and profiles, and the
+targets, each met or missed. `--in-process` times both sides in one process instead: kept to
+show the difference, labelled as such, never the headline.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
+import statistics
 import sys
 import time
-
-from benchmarks.env import set_thread_env
 
 FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
 QUICK_CONFIGS = ["copy", "copy-reverse"]
 MEASUREMENTS = ["forward", "greedy_nocache", "greedy_cache", "fwd_bwd", "train"]  # train last: it moves the weights
+# In one process, a PyTorch step slower than alone by this factor (or faster by its inverse) is reported
+# as interference; quieter differences are within what a shared machine's noise gives.
+INTERFERENCE_FACTOR = 1.10
+SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode"]
+
+
+def _thread_list(text: str) -> list[int]:
+    """'1,2' -> [1, 2]: positive, distinct thread counts."""
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected thread counts like 2 or 1,2, got {text!r}") from None
+    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(f"expected distinct positive thread counts like 1,2, got {text!r}")
+    return counts
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks", description="transformer_np (NumPy) vs PyTorch benchmarks")
-    sub = ap.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run the benchmarks and write results.md / results.json / PNGs")
-    r.add_argument("--quick", action="store_true", help="small configs, few repeats, short scaling series (< 2 min)")
-    r.add_argument("--configs", nargs="+", default=None,
-                   help=f"configs to time (default {FULL_CONFIGS}; --quick: {QUICK_CONFIGS}); 'tiny' is a smoke-test model")
+    from benchmarks.env import WAIT_POLICIES
+    from benchmarks.workloads import CONFIGS
+    names = sorted(CONFIGS)
+    ap = argparse.ArgumentParser(prog="python -m benchmarks", description="transformer_np (NumPy) vs PyTorch "
+                                 "benchmarks, each framework timed in its own process")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run}")
+    r = sub.add_parser("run", help="run the benchmarks and write results.md / results.json / PNGs",
+                       description="Time transformer_np against PyTorch, each in its own process, A B A B.")
+    r.add_argument("--quick", action="store_true",
+                   help="copy and copy-reverse only, fewer rounds, short scaling series (about 3 min at 2 threads)")
+    r.add_argument("--configs", nargs="+", default=None, choices=names, metavar="CONFIG",
+                   help=f"configs to time, from {{{', '.join(names)}}} ('tiny' is a smoke-test model) "
+                        f"(default: {' '.join(FULL_CONFIGS)}; with --quick: {' '.join(QUICK_CONFIGS)})")
+    r.add_argument("--threads", type=_thread_list, default="2", metavar="N[,N...]",
+                   help="thread counts for both sides (BLAS, OpenMP, torch); a list such as 1,2 runs everything "
+                        "at each and gives the report a section per count (default: 2)")
+    r.add_argument("--in-process", action="store_true",
+                   help="time both frameworks in one process instead of one process each (labelled in the report: "
+                        "PyTorch's times can be inflated by NumPy's spinning BLAS threads)")
+    r.add_argument("--settle", type=float, default=0.2,
+                   help="seconds to pause before handing the cores to the other side's process, so that the idle "
+                        "BLAS/OpenMP threads of the last one stop spinning (default: 0.2)")
     r.add_argument("--device", default="auto", choices=["cpu", "cuda", "auto"],
-                   help="add PyTorch CUDA rows when a GPU is present (auto/cuda); the NumPy side is CPU only")
-    r.add_argument("--threads", type=int, default=2, help="threads for both sides (BLAS, OpenMP, torch)")
-    r.add_argument("--wait-policy", default="default", choices=["default", "passive"],
-                   help="idle BLAS/OpenMP workers: library default (spin) or sleep at once (for a shared, loaded machine)")
-    r.add_argument("--out", default="benchmarks/results")
-    r.add_argument("--repeats", type=int, default=None, help="max timed rounds per workload (default 15; quick 5)")
+                   help="cuda/auto: add PyTorch CUDA rows when a GPU is present; the NumPy side is CPU only "
+                        "(default: auto)")
+    r.add_argument("--wait-policy", default="default", choices=sorted(WAIT_POLICIES),
+                   help="idle BLAS/OpenMP workers: library default (spin) or sleep at once (for a shared, loaded "
+                        "machine) (default: default)")
+    r.add_argument("--out", default="benchmarks/results", help="folder for the report (default: benchmarks/results)")
+    r.add_argument("--repeats", type=int, default=None,
+                   help="most rounds per workload (default: 15; with --quick: 5)")
+    r.add_argument("--calls", type=int, default=None,
+                   help="timed calls per round; the round's figure is their median (default: 3; with --quick: 2; "
+                        "1 for a workload whose round would eat much of the budget)")
     r.add_argument("--budget", type=float, default=None,
-                   help="seconds per workload and config that bound the rounds (default 25; quick 4)")
-    r.add_argument("--skip", nargs="*", default=[], choices=["memory", "scaling", "ops", "profile", "decode"],
-                   help="parts to leave out")
-    r.add_argument("--scaling-base", default=None, help="config whose model the scaling series varies (default long)")
-    r.add_argument("--scaling-lengths", type=int, nargs="+", default=None)
-    r.add_argument("--scaling-dims", type=int, nargs="+", default=None)
-    r.add_argument("--scaling-dims-len", type=int, default=None, help="sequence length of the d_model series")
-    r.add_argument("--memory-steps", type=int, default=None, help="training steps per memory child (default 3)")
-    r.add_argument("--ops-sizes", nargs="+", default=["small", "large"], choices=["small", "large"])
+                   help="seconds per workload and config that bound the rounds (default: 25; with --quick: 4)")
+    r.add_argument("--skip", nargs="*", default=[], choices=SKIPPABLE, metavar="PART",
+                   help=f"parts to leave out, from {{{', '.join(SKIPPABLE)}}} (default: none)")
+    r.add_argument("--scaling-base", default="long", choices=names, metavar="CONFIG",
+                   help="config whose model the scaling series varies (default: long)")
+    r.add_argument("--scaling-lengths", type=int, nargs="+", default=None, metavar="L",
+                   help="sequence lengths S = T of the length series (default: 32 64 128 256 512; "
+                        "with --quick: 32 64 128)")
+    r.add_argument("--scaling-dims", type=int, nargs="+", default=None, metavar="D",
+                   help="d_model values of the width series (default: 64 128 256 512; with --quick: 64 128 256)")
+    r.add_argument("--scaling-dims-len", type=int, default=None,
+                   help="sequence length of the d_model series (default: 128; with --quick: 32)")
+    r.add_argument("--memory-steps", type=int, default=None,
+                   help="training steps per peak-memory child (default: 3; with --quick: 2)")
+    r.add_argument("--ops-sizes", nargs="+", default=["small", "large"], choices=["small", "large"],
+                   help="op microbenchmark size classes (default: small, large)")
     return ap
+
+
+def check_args(ap: argparse.ArgumentParser, args) -> None:
+    """Refuse impossible values in one line (exit status 2) before any process starts."""
+    for flag in ("repeats", "calls", "scaling_dims_len", "memory_steps"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            ap.error(f"--{flag.replace('_', '-')}: expected a positive integer, got {v}")
+    for flag in ("scaling_lengths", "scaling_dims"):
+        v = getattr(args, flag)
+        if v is not None and min(v) < 1:
+            ap.error(f"--{flag.replace('_', '-')}: expected positive integers, got {v}")
+    if args.budget is not None and args.budget <= 0:
+        ap.error(f"--budget: expected a positive number of seconds, got {args.budget}")
+    if args.settle < 0:
+        ap.error(f"--settle: expected seconds >= 0, got {args.settle}")
 
 
 def resolve_settings(args) -> dict:
     q = args.quick
     return {
         "configs": args.configs or (QUICK_CONFIGS if q else FULL_CONFIGS),
+        "threads": args.threads,
+        "in_process": args.in_process,
+        "settle_s": 0.0 if args.in_process else args.settle,
         "repeats": args.repeats or (5 if q else 15),
         "min_repeats": 3 if q else 5,
+        "calls": args.calls or (2 if q else 3),
         "warmup": 1 if q else 2,
         "budget_s": args.budget or (4.0 if q else 25.0),
-        "scaling_base": args.scaling_base or "long",
+        "interference_calls": 3 if q else 7,
+        "gemm_rounds": 3 if q else 5,
+        "gemm_reference_n": 512 if q else 1024,
+        "scaling_base": args.scaling_base,
         "scaling_lengths": args.scaling_lengths or ([32, 64, 128] if q else [32, 64, 128, 256, 512]),
         "scaling_dims": args.scaling_dims or ([64, 128, 256] if q else [64, 128, 256, 512]),
         "scaling_dims_len": args.scaling_dims_len or (32 if q else 128),
         "memory_steps": args.memory_steps or (2 if q else 3),
         "ops_sizes": args.ops_sizes,
         "ops_repeats": 3 if q else 11,
-        "threads": args.threads,
+        "ops_target_ms": 2.0 if q else 5.0,
         "wait_policy": args.wait_policy,
         "device": args.device,
         "skip": list(args.skip),
@@ -76,167 +145,163 @@ def resolve_settings(args) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------------- workers
+def start_workers(threads: int, settings: dict):
+    """({side: Worker} for the timed sides, the Worker hosting both sides for the checks)."""
+    from benchmarks.worker import Worker
+    both = Worker("both", threads, settings["wait_policy"])
+    if settings["in_process"]:
+        return {"numpy": both, "torch": both}, both
+    return {"numpy": Worker("numpy", threads, settings["wait_policy"]),
+            "torch": Worker("torch", threads, settings["wait_policy"])}, both
+
+
+def close_workers(timed: dict, both) -> None:
+    for w in {id(w): w for w in [*timed.values(), both]}.values():
+        w.close()
+
+
 # -------------------------------------------------------------------------------------- timing
-def _time_cases(cases: dict, settings: dict, sync=None) -> dict:
-    """Interleaved timing with the round count bounded by the time budget (one probe call first)."""
-    from benchmarks.timing import interleaved
-    t0 = time.perf_counter()
-    for fn in cases.values():       # probe: also the first warm-up call of each case
-        fn()
-    if sync:
-        sync()
-    round_s = max(time.perf_counter() - t0, 1e-6)
-    # Fewer rounds for workloads whose one round already eats a third of the budget (slow decoding,
-    # a loaded machine), but never fewer than 3: a median needs something to stand between.
-    floor = 3 if round_s > settings["budget_s"] / 3 else settings["min_repeats"]
-    rounds = int(max(floor, min(settings["repeats"], settings["budget_s"] // round_s)))
-    warm = max(0, settings["warmup"] - 1) if round_s < settings["budget_s"] / 4 else 0
-    return interleaved(cases, warmup=warm, repeats=rounds, sync=sync)
+def time_workload(timed: dict, spec: dict, workload: str, settings: dict) -> dict:
+    """One workload on every timed side, alternating processes; per-round medians, their summary, the ratio.
+
+    A probe round (after the warm-up calls) sizes the run: as many rounds as the time budget
+    allows, between the minimum and `repeats`, and a single call per round when one call alone
+    eats a large part of the budget.
+    """
+    from benchmarks.timing import alternate, ratio_stats, round_medians, summarize
+    req = {"op": "time", "config": spec, "workload": workload}
+    probe = alternate(timed, {**req, "calls": 1, "warmup": settings["warmup"]}, 1, settings["settle_s"])
+    call_s = sum(r[0]["samples_ms"][0] for r in probe.values()) / 1e3 + settings["settle_s"] * len(timed)
+    budget = settings["budget_s"]
+    calls = settings["calls"] if call_s * settings["calls"] * settings["min_repeats"] <= budget else 1
+    floor = 3 if call_s * calls > budget / 3 else settings["min_repeats"]
+    rounds = int(max(floor, min(settings["repeats"], budget // (call_s * calls))))
+    replies = alternate(timed, {**req, "calls": calls, "warmup": 0}, rounds, settings["settle_s"])
+    medians = {side: round_medians(r) for side, r in replies.items()}
+    m = {side: {**summarize(med).to_dict(), "calls_per_round": calls,
+                "all_samples_ms": [x for r in replies[side] for x in r["samples_ms"]]}
+         for side, med in medians.items()}
+    spread = ratio_stats(medians["numpy"], medians["torch"])
+    return {**m, "ratio": spread["median"], "ratio_spread": spread}
 
 
-def gemm_gflops(n: int, repeats: int) -> dict:
-    """float32 (n x n) @ (n x n) throughput of each side's BLAS (OpenBLAS via NumPy, MKL via torch)."""
-    import numpy as np
-    import torch
-    from benchmarks.timing import interleaved
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
-    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-    st = interleaved({"numpy": lambda: a @ b, "torch": lambda: ta @ tb}, warmup=2, repeats=repeats)
-    return {"n": n, **{side: 2 * n ** 3 / (v.median_ms / 1e3) / 1e9 for side, v in st.items()}}
+def gemm_rate(timed: dict, shape, settings: dict) -> dict:
+    """GFLOP/s of a float32 (M, K) @ (K, N) in each CPU side's own process, alternating: {side: GFLOP/s}."""
+    from benchmarks.timing import alternate, round_medians
+    M, K, N = shape
+    calls = max(3, min(50, int(2e9 / max(1, 2 * M * K * N))))   # enough calls for ~2 GFLOP a round
+    sides = {s: w for s, w in timed.items() if s in ("numpy", "torch")}
+    replies = alternate(sides, {"op": "gemm", "shape": list(shape), "calls": calls}, settings["gemm_rounds"],
+                        settings["settle_s"])
+    rate = {s: 2 * M * K * N / (statistics.median(round_medians(r)) / 1e3) / 1e9 for s, r in replies.items()}
+    return {"shape": [M, K, N], **rate}
 
 
-def _tokens(cfg, batch, key: str) -> int:
+def _gemm_fractions(m: dict, flops: int | None, rate: dict) -> None:
+    """Add GFLOP and each side's fraction of its own library's GEMM rate to measurement `m` (in place)."""
+    if flops is None:
+        return
+    m["gflop"] = flops / 1e9
+    m["gemm_fraction"] = {s: flops / (m[s]["median_ms"] / 1e3) / 1e9 / rate[s] for s in ("numpy", "torch")}
+
+
+def interference_summary(check: dict) -> dict:
+    from benchmarks.timing import summarize
+    it = check["interference"]
+    alone, after = summarize(it["torch_alone_ms"]), summarize(it["torch_after_numpy_ms"])
+    factor = after.median_ms / alone.median_ms
+    return {"torch_alone_ms": alone.to_dict(), "torch_after_numpy_ms": after.to_dict(), "factor": factor,
+            "differs": bool(factor >= INTERFERENCE_FACTOR or factor <= 1 / INTERFERENCE_FACTOR),
+            "threshold": INTERFERENCE_FACTOR}
+
+
+def _tokens(cfg, key: str) -> int:
     if key.startswith("greedy"):
         return cfg.batch_size * cfg.decode_tokens
-    return batch.tokens
+    return cfg.batch_size * (cfg.src_len + cfg.tgt_len)
 
 
-def bench_config(name: str, settings: dict, log) -> dict:
-    """All workloads of one config, both sides (plus torch CUDA when asked and present)."""
-    import torch
-    from benchmarks import profiling, workloads as W
-    from minitensor.testing import PARITY_RTOL, error_stats
+def _per_side(timed: dict, request: dict, settle_s: float) -> dict:
+    """One request to each CPU side in turn (phases, profiles): {side: reply}."""
+    from benchmarks.timing import alternate
+    sides = {s: w for s, w in timed.items() if s in ("numpy", "torch")}
+    return {s: r[0] for s, r in alternate(sides, request, 1, settle_s).items()}
 
+
+def bench_config(name: str, timed: dict, both, settings: dict, log) -> dict:
+    """All workloads of one config, both sides, with the same-output and interference checks."""
+    from benchmarks import flops, workloads as W
     cfg = W.get_config(name)
-    batch = W.make_batch(cfg)
-    np_model = W.build_numpy_model(cfg)
-    t_model = W.copy_to_torch(np_model, cfg)
-    sides = {"numpy": W.numpy_side(cfg, np_model, batch), "torch": W.torch_side(cfg, t_model, batch)}
+    spec = {"name": name}
+    log(f"  {name}: same logits, same tokens, interference check (one process holding both sides) ...")
+    check = both.request({"op": "check", "config": spec, "calls": settings["interference_calls"]})
     notes = []
-    if settings["device"] in ("cuda", "auto"):
-        if torch.cuda.is_available():
-            sides["torch-cuda"] = W.torch_side(cfg, W.copy_to_torch(np_model, cfg, "cuda"), batch, device="cuda")
-        else:
-            notes.append("no CUDA device (torch.cuda.is_available() is False): CUDA rows skipped")
-
-    # Sanity first, before any optimizer step moves the weights apart: same weights, same logits.
-    # The EOS column is left out: its -1e4 bias would set the error measure's floor (relative to
-    # max |logit|) so high that any real disagreement elsewhere would pass unnoticed.
-    keep = [v for v in range(cfg.model.tgt_vocab_size) if v != W.EOS]
-    _, max_rel = error_stats(sides["numpy"].eval_logits()[..., keep], sides["torch"].eval_logits()[..., keep])
-    parity = {"max_rel": max_rel, "ok": bool(max_rel <= PARITY_RTOL["float32"])}
-    if not parity["ok"]:
-        notes.append(f"eval logits differ beyond PARITY_RTOL float32: max rel {max_rel:.2e}")
-
+    if not check["parity"]["ok"]:
+        notes.append(f"eval logits differ beyond PARITY_RTOL float32: max rel {check['parity']['max_rel']:.2e}")
+    inter = interference_summary(check)
+    log(f"    PyTorch train step in one process: {inter['torch_alone_ms']['median_ms']:.2f} ms alone, "
+        f"{inter['torch_after_numpy_ms']['median_ms']:.2f} ms right after a NumPy step (x{inter['factor']:.2f})")
+    rate = gemm_rate(timed, flops.dominant_gemm(cfg), settings)
+    log(f"    float32 GEMM {rate['shape']}: NumPy {rate['numpy']:.0f} GFLOP/s, PyTorch {rate['torch']:.0f} GFLOP/s")
     res = {"description": cfg.description, "model": cfg.model.to_dict(), "decode_tokens": cfg.decode_tokens,
            "batch": {"batch_size": cfg.batch_size, "src_len": cfg.src_len, "tgt_len": cfg.tgt_len,
-                     "tokens_per_step": batch.tokens}, "parity": parity, "measurements": {}, "notes": notes}
+                     "tokens_per_step": _tokens(cfg, "train")},
+           "parity": check["parity"], "decode_agreement": check.get("decode_agreement"), "interference": inter,
+           "gemm_rate": rate, "measurements": {}, "notes": notes}
     for key in MEASUREMENTS:
         if key.startswith("greedy") and "decode" in settings["skip"]:
             continue
-        cases = {s: getattr(side, key) for s, side in sides.items() if getattr(side, key) is not None}
-        if "numpy" not in cases or "torch" not in cases:
-            notes.append(f"{key}: no greedy_decode found in transformer_np/decode.py or parity/decode.py; skipped")
-            continue
-        if key.startswith("greedy") and key == "greedy_nocache":
-            agree = _decode_agreement(cases["numpy"](), cases["torch"]())
-            res["decode_agreement"] = agree
         log(f"  {name}: {key} ...")
-        sync = sides["torch-cuda"].sync if "torch-cuda" in cases else None
-        st = _time_cases(cases, settings, sync=sync)
-        m = {s: v.to_dict() for s, v in st.items()}
-        m["ratio"] = st["numpy"].median_ms / st["torch"].median_ms
-        ntok = _tokens(cfg, batch, key)
-        m["tokens_per_s"] = {s: ntok / (v.median_ms / 1e3) for s, v in st.items()}
+        m = time_workload(timed, spec, key, settings)
+        m["tokens_per_s"] = {s: _tokens(cfg, key) / (m[s]["median_ms"] / 1e3) for s in timed}
+        _gemm_fractions(m, flops.workload_flops(cfg, key), rate)
         res["measurements"][key] = m
-        log(f"    numpy {st['numpy'].median_ms:.2f} ms, torch {st['torch'].median_ms:.2f} ms, "
-            f"ratio {m['ratio']:.2f}")
+        log(f"    numpy {m['numpy']['median_ms']:.2f} ms, torch {m['torch']['median_ms']:.2f} ms, "
+            f"ratio {m['ratio']:.2f} [{m['ratio_spread']['min']:.2f}-{m['ratio_spread']['max']:.2f}]")
     gc_, gn = res["measurements"].get("greedy_cache"), res["measurements"].get("greedy_nocache")
     if gc_ and gn:
         res["cache_speedup"] = {s: gn[s]["median_ms"] / gc_[s]["median_ms"] for s in ("numpy", "torch")}
-
     if "profile" not in settings["skip"]:
-        log(f"  {name}: training-step phases ...")
-        res["phases"] = _phases(sides["numpy"], sides["torch"], 3 if settings["quick"] else 5)
-        log(f"  {name}: profiling one training step per side ...")
-        res["profile_numpy"] = profiling.profile_numpy(sides["numpy"].train)
-        res["profile_torch"] = profiling.profile_torch(sides["torch"].train)
+        log(f"  {name}: training-step phases and one profiled step per side ...")
+        res["phases"] = _per_side(timed, {"op": "phases", "config": spec, "rounds": 3 if settings["quick"] else 5},
+                                  settings["settle_s"])
+        prof = _per_side(timed, {"op": "profile", "config": spec, "steps": 1}, settings["settle_s"])
+        res["profile_numpy"], res["profile_torch"] = prof["numpy"], prof["torch"]
     return res
 
 
-def _phases(a, b, rounds: int) -> dict:
-    """Median ms per phase of a training step (zero_grad, forward+loss, backward, clip, optimizer), A B A B."""
-    import statistics
-    samples = {"numpy": [], "torch": []}
-    for _ in range(rounds):
-        samples["numpy"].append(a.train_phases())
-        samples["torch"].append(b.train_phases())
-    return {side: {ph: statistics.median(s[ph] for s in rows) for ph in rows[0]} for side, rows in samples.items()}
-
-
-def _decode_agreement(a, b) -> float | None:
-    """Fraction of equal tokens between the two sides' greedy outputs (None if shapes differ)."""
-    import numpy as np
-
-    def arr(x):
-        if isinstance(x, (tuple, list)) and x and not np.isscalar(x[0]):
-            x = x[0]
-        if hasattr(x, "detach"):
-            x = x.detach().cpu().numpy()
-        return np.asarray(getattr(x, "data", x))
-    try:
-        x, y = arr(a), arr(b)
-    except Exception:
-        return None
-    if x.shape != y.shape:
-        return None
-    return float((x == y).mean())
-
-
-def bench_scaling(settings: dict, log) -> dict:
+def bench_scaling(timed: dict, settings: dict, log) -> dict:
     """Training-step time vs sequence length and vs d_model on the scaling base model."""
-    from benchmarks import profiling, workloads as W
-    base = W.get_config(settings["scaling_base"])
-    out = {"base": base.name, "seq_len": [], "d_model": []}
-    points = [("seq_len", L, W.scaled_config(base, seq_len=L)) for L in settings["scaling_lengths"]]
-    points += [("d_model", D, W.scaled_config(W.scaled_config(base, seq_len=settings["scaling_dims_len"]), d_model=D))
+    from benchmarks import flops, profiling, workloads as W
+    base = settings["scaling_base"]
+    out = {"base": base, "seq_len": [], "d_model": []}
+    points = [("seq_len", L, {"name": base, "seq_len": L}) for L in settings["scaling_lengths"]]
+    points += [("d_model", D, {"name": base, "seq_len": settings["scaling_dims_len"], "d_model": D})
                for D in settings["scaling_dims"]]
-    for key, x, cfg in points:
+    for key, x, spec in points:
         log(f"  scaling {key}={x} ...")
-        batch = W.make_batch(cfg)
-        np_model = W.build_numpy_model(cfg)
-        t_model = W.copy_to_torch(np_model, cfg)
-        a, b = W.numpy_side(cfg, np_model, batch), W.torch_side(cfg, t_model, batch)
-        st = _time_cases({"numpy": a.train, "torch": b.train}, settings)
-        p = {key: x, "numpy": st["numpy"].to_dict(), "torch": st["torch"].to_dict(),
-             "ratio": st["numpy"].median_ms / st["torch"].median_ms,
+        cfg = W.config_from_spec(spec)
+        p = {key: x, **time_workload(timed, spec, "train", settings),
              "batch_size": cfg.batch_size, "seq_len_used": cfg.src_len, "d_model_used": cfg.model.d_model}
+        rate = gemm_rate(timed, flops.dominant_gemm(cfg), settings)
+        _gemm_fractions(p, flops.workload_flops(cfg, "train"), rate)
+        p["gemm_rate"] = rate
         if "profile" not in settings["skip"]:
             # Three profiled steps: one step's share is too noisy on a shared machine.
-            pa, pb = profiling.profile_numpy(a.train, steps=3), profiling.profile_torch(b.train, steps=3)
-            p["attention_share_numpy"] = profiling.attention_share(pa, "numpy")
-            p["attention_share_torch"] = profiling.attention_share(pb, "torch")
+            prof = _per_side(timed, {"op": "profile", "config": spec, "steps": 3}, settings["settle_s"])
+            p["attention_share_numpy"] = profiling.attention_share(prof["numpy"], "numpy")
+            p["attention_share_torch"] = profiling.attention_share(prof["torch"], "torch")
         out[key].append(p)
     return out
 
 
-def bench_memory(settings: dict, log) -> dict:
+def bench_memory(settings: dict, threads: int, log) -> dict:
     from benchmarks.memory import measure
     out = {}
     for name in settings["configs"]:
         log(f"  memory {name} ...")
-        m = measure(name, settings["memory_steps"], settings["threads"])
+        m = measure(name, settings["memory_steps"], threads)
         a, b = m["numpy"], m["torch"]
         if "error" not in a and "error" not in b:
             m["ratio_peak"] = a["peak_kib"] / b["peak_kib"]
@@ -259,159 +324,109 @@ def _target(desc, value, limit, ok_when_le=True, why=""):
     return {"target": desc, "value": value, "limit": limit, "met": bool(met), "margin": margin}
 
 
-def evaluate_targets(results: dict) -> list[dict]:
-    cfgs, mem = results.get("configs", {}), results.get("memory", {})
+def evaluate_targets(section: dict) -> list[dict]:
+    """The targets of the project's speed work at this thread count: ratios from separate processes."""
+    cfgs, mem = section.get("configs", {}), section.get("memory", {})
 
-    def ratio(name, key):
-        return cfgs.get(name, {}).get("measurements", {}).get(key, {}).get("ratio")
-    t = [_target("train step ratio NumPy/PyTorch on copy <= 1.5", ratio("copy", "train"), 1.5,
-                 why="copy not run"),
-         _target("train step ratio NumPy/PyTorch on copy-reverse <= 1.5", ratio("copy-reverse", "train"), 1.5,
-                 why="copy-reverse not run"),
-         _target("train step ratio NumPy/PyTorch on base <= 1.0", ratio("base", "train"), 1.0, why="base not run"),
-         _target("peak RSS on base, NumPy/PyTorch <= 1.2", mem.get("base", {}).get("ratio_peak"), 1.2,
-                 why="base memory not run"),
-         _target("length-512 train step ratio NumPy/PyTorch (long) <= 1.0", ratio("long", "train"), 1.0,
-                 why="long not run"),
-         _target("cached greedy speed-up over uncached, 64 tokens on copy-reverse (NumPy) >= 3",
-                 cfgs.get("copy-reverse", {}).get("cache_speedup", {}).get("numpy"), 3.0, ok_when_le=False,
-                 why="copy-reverse decoding not run")]
+    def meas(name, key):
+        return cfgs.get(name, {}).get("measurements", {}).get(key, {})
+    t = []
+    for name in FULL_CONFIGS:
+        t.append(_target(f"training step on {name}, NumPy/PyTorch <= 0.8", meas(name, "train").get("ratio"), 0.8,
+                         why=f"{name} not run"))
+    for name in FULL_CONFIGS:
+        t.append(_target(f"peak memory on {name}, NumPy/PyTorch <= 0.8", mem.get(name, {}).get("ratio_peak"), 0.8,
+                         why=f"{name} memory not run"))
+    for name in FULL_CONFIGS:
+        t.append(_target(f"cached greedy decoding on {name}, NumPy/PyTorch <= 0.8",
+                         meas(name, "greedy_cache").get("ratio"), 0.8, why=f"{name} decoding not run"))
+    t.append(_target("base training step, NumPy's fraction of the GEMM rate >= 0.9",
+                     meas("base", "train").get("gemm_fraction", {}).get("numpy"), 0.9, ok_when_le=False,
+                     why="base not run"))
+    t.append(_target("cached greedy speed-up over uncached, 64 tokens on copy-reverse (NumPy) >= 3",
+                     cfgs.get("copy-reverse", {}).get("cache_speedup", {}).get("numpy"), 3.0, ok_when_le=False,
+                     why="copy-reverse decoding not run"))
     return t
 
 
 # ---------------------------------------------------------------------------------------- main
+def run_threads(threads: int, settings: dict, log) -> dict:
+    """Everything at one thread count: a section of the report."""
+    from benchmarks.ops import run_ops, selected_cases
+    from benchmarks.worker import Worker
+    timed, both = start_workers(threads, settings)
+    try:
+        facts = both.request({"op": "facts"})
+        section = {"threads": threads, "machine": facts, "configs": {}, "notes": []}
+        load = facts.get("load_average")
+        if load and load[0] > facts["usable_cores"]:
+            section["notes"].append(
+                f"load average {load[0]:.1f} exceeds the {facts['usable_cores']} usable cores: other processes "
+                "compete for the CPUs and every time here is inflated (multi-threaded ops most)")
+            log("WARNING: " + section["notes"][-1])
+        if settings["device"] != "cpu" and facts.get("cuda_available"):
+            if settings["in_process"]:
+                section["notes"].append("CUDA rows are timed only with a process per side (no --in-process)")
+            else:
+                timed["torch-cuda"] = Worker("torch-cuda", threads, settings["wait_policy"])
+        elif settings["device"] == "cuda":
+            section["notes"].append("no CUDA device (torch.cuda.is_available() is False): CUDA rows skipped")
+        n = settings["gemm_reference_n"]
+        section["gemm_reference"] = gemm_rate(timed, (n, n, n), settings)
+        g = section["gemm_reference"]
+        log(f"float32 GEMM {n}^3: NumPy/OpenBLAS {g['numpy']:.0f} GFLOP/s, PyTorch {g['torch']:.0f} GFLOP/s")
+        for name in settings["configs"]:
+            log(f"config {name}")
+            section["configs"][name] = bench_config(name, timed, both, settings, log)
+        if "memory" not in settings["skip"]:
+            log("memory (fresh subprocess per side)")
+            section["memory"] = bench_memory(settings, threads, log)
+        if "scaling" not in settings["skip"]:
+            log("scaling series")
+            section["scaling"] = bench_scaling(timed, settings, log)
+        if "ops" not in settings["skip"]:
+            log("op microbenchmarks")
+            cpu = {s: w for s, w in timed.items() if s in ("numpy", "torch")}
+            section["ops"] = run_ops(cpu, both, selected_cases(settings["ops_sizes"]), settings["ops_repeats"],
+                                     settings["ops_target_ms"], settings["settle_s"])
+    finally:
+        close_workers(timed, both)
+    section["targets"] = evaluate_targets(section)
+    return section
+
+
 def run(args) -> dict:
-    """Everything after the thread environment is set: returns the results dict it also writes."""
-    from benchmarks.env import facts_line, machine_facts, set_torch_threads
+    """Every thread count in turn; returns the results dict it also writes."""
+    from benchmarks import report
     t_start = time.perf_counter()
     settings = resolve_settings(args)
-    set_torch_threads(settings["threads"])
     os.makedirs(args.out, exist_ok=True)
 
     def log(msg):
         print(f"[{time.perf_counter() - t_start:6.1f} s] {msg}", flush=True)
-    facts = machine_facts(settings["threads"])
-    log(facts_line(facts))
-    load = facts.get("load_average")
-    if load and load[0] > facts["usable_cores"]:
-        log(f"WARNING: load average {load[0]:.1f} exceeds the {facts['usable_cores']} usable cores: other "
-            "processes compete for the CPUs and every time below is inflated (multi-threaded ops most).")
-    from benchmarks import workloads as W
-    for name in settings["configs"]:
-        W.get_config(name)              # fail fast on a misspelled config
     results = {"command": "python -m benchmarks " + " ".join(sys.argv[1:]),
                "started_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               "machine": facts, "settings": settings, "configs": {}}
-    results["gemm_gflops"] = gemm_gflops(512 if settings["quick"] else 1024, 5 if settings["quick"] else 11)
-    g = results["gemm_gflops"]
-    log(f"float32 GEMM {g['n']}^3: NumPy/OpenBLAS {g['numpy']:.0f} GFLOP/s, PyTorch/MKL {g['torch']:.0f} GFLOP/s")
-    for name in settings["configs"]:
-        log(f"config {name}")
-        results["configs"][name] = bench_config(name, settings, log)
-    if "memory" not in settings["skip"]:
-        log("memory (fresh subprocess per side)")
-        results["memory"] = bench_memory(settings, log)
-    if "scaling" not in settings["skip"]:
-        log("scaling series")
-        results["scaling"] = bench_scaling(settings, log)
-    if "ops" not in settings["skip"]:
-        log("op microbenchmarks")
-        from benchmarks.ops import run_ops
-        results["ops"] = run_ops(settings["ops_sizes"], repeats=settings["ops_repeats"],
-                                 warmup=1 if settings["quick"] else 3, target_ms=2.0 if settings["quick"] else 5.0)
-    results["targets"] = evaluate_targets(results)
+               "method": "in-process" if settings["in_process"] else "separate processes",
+               "settings": settings, "threads": {}}
+    for threads in settings["threads"]:
+        log(f"=== {threads} thread{'s' if threads > 1 else ''} "
+            f"({'both sides in one process' if settings['in_process'] else 'one process per side'}) ===")
+        results["threads"][str(threads)] = run_threads(threads, settings, log)
     results["elapsed_s"] = time.perf_counter() - t_start
     results["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    write_outputs(results, args.out)
+    text = report.write_outputs(results, args.out)
+    print(text)
+    print(f"\nwrote {args.out}/results.md, results.json, *.png")
     return results
 
 
-def write_outputs(results: dict, out: str) -> None:
-    from benchmarks import profiling, report
-    from benchmarks.env import facts_line
-    from benchmarks.ops import ops_markdown, plot_ops
-    md = ["# transformer_np vs PyTorch benchmarks", "",
-          f"Command: `{results['command']}`  ", f"Started {results['started_utc']}, took {results['elapsed_s']:.0f} s.  ",
-          f"Machine: {facts_line(results['machine'])}  ",
-          (f"Load average at the end: {' '.join(f'{x:.1f}' for x in results['load_average_end'])} "
-           f"(above {results['machine']['usable_cores']} means other processes shared the cores: times inflated).  "
-           if results.get("load_average_end") else ""),
-          (f"float32 GEMM {results['gemm_gflops']['n']}^3: NumPy/OpenBLAS {results['gemm_gflops']['numpy']:.0f} "
-           f"GFLOP/s, PyTorch/MKL {results['gemm_gflops']['torch']:.0f} GFLOP/s." if "gemm_gflops" in results else ""),
-          "",
-          "Times are medians in ms with the interquartile range in parentheses; ratio = transformer_np time / "
-          "PyTorch time (below 1: the NumPy engine is faster). Both sides float32, same weights, same threads, "
-          "interleaved A B A B after warm-up. tokens/s counts source + target positions per step "
-          "(decoding: generated tokens).", ""]
-    if results.get("targets"):
-        md += ["## Targets", "", report.targets_markdown(results["targets"]), ""]
-    md += ["## Per config", ""]
-    for name, res in results["configs"].items():
-        md += [report.config_markdown(name, res), ""]
-        if "cache_speedup" in res:
-            cs = res["cache_speedup"]
-            md += [f"KV-cache speed-up (uncached / cached): minitensor {cs['numpy']:.2f}x, PyTorch {cs['torch']:.2f}x."
-                   + (f" Greedy outputs agree on {100 * res['decode_agreement']:.0f}% of tokens."
-                      if res.get("decode_agreement") is not None else ""), ""]
-    if results.get("memory"):
-        md += ["## Peak memory (ru_maxrss of a fresh child after N training steps)", "",
-               report.memory_markdown(results["memory"]), ""]
-    if results.get("scaling"):
-        sc = results["scaling"]
-        md += [f"## Scaling (training step, model of '{sc['base']}')", "", "### vs sequence length", "",
-               report.scaling_markdown(sc["seq_len"], "seq_len"), "", "### vs d_model", "",
-               report.scaling_markdown(sc["d_model"], "d_model"), "",
-               "Attention share: profiled time of the attention-only ops (scores matmul, mask, softmax, "
-               "weights x values, and their backward) over all profiled op time; approximate (see "
-               "benchmarks/profiling.py for the op names counted).", ""]
-    if results.get("ops"):
-        md += ["## Op microbenchmarks", "", ops_markdown(results["ops"]), ""]
-    prof_md = []
-    for name, res in results["configs"].items():
-        pa, pb = res.get("profile_numpy"), res.get("profile_torch")
-        if not pa:
-            continue
-        prof_md += [f"### {name}", ""]
-        if "error" in pa:
-            prof_md += [f"_minitensor profile unavailable: {pa['error']}_", ""]
-            continue
-        prof_md += [f"One profiled training step: minitensor wall {pa['wall_ms']:.1f} ms of which {pa['ops_ms']:.1f} ms "
-                    f"inside ops ({pa['wall_ms'] - pa['ops_ms']:.1f} ms outside: module calls, graph walk, "
-                    f"optimizer); PyTorch wall {pb['wall_ms']:.1f} ms (profiler on).", "",
-                    profiling.top_ops_markdown(pa, pb), "", "<details><summary>mt.profiler table</summary>", "",
-                    "```", pa["table"], "```", "", "</details>", ""]
-    lost = report.losses_markdown(results)
-    if lost:
-        md += ["## Where the NumPy engine loses", "", lost, ""]
-    if prof_md:
-        md += ["## Profiles of one training step", ""] + prof_md
-    text = "\n".join(md)
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(text + "\n")
-    slim = json.loads(json.dumps(results, default=float))
-    for res in slim["configs"].values():     # tables are in results.md; keep the JSON to data
-        for k in ("profile_numpy", "profile_torch"):
-            if isinstance(res.get(k), dict):
-                res[k].pop("table", None)
-                res[k]["rows"] = res[k].get("rows", [])[:40]
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump(slim, f, indent=1)
-    report.plot_ratios(results["configs"], os.path.join(out, "ratios.png"))
-    if results.get("scaling"):
-        sc = results["scaling"]
-        if sc["seq_len"]:
-            report.plot_scaling(sc["seq_len"], "seq_len", os.path.join(out, "scaling_length.png"),
-                                f"training step vs sequence length ({sc['base']} model)")
-        if sc["d_model"]:
-            report.plot_scaling(sc["d_model"], "d_model", os.path.join(out, "scaling_dmodel.png"),
-                                f"training step vs d_model ({sc['base']} model)")
-    if results.get("ops"):
-        plot_ops(results["ops"], os.path.join(out, "ops.png"))
-    print(text)
-    print(f"\nwrote {out}/results.md, results.json, *.png")
-
-
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    set_thread_env(args.threads, args.wait_policy)   # before numpy / torch load, or it has no effect
-    run(args)
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    check_args(ap, args)
+    from benchmarks.worker import WorkerError
+    try:
+        run(args)
+    except WorkerError as exc:           # a worker failed: its message in one line, not a traceback
+        print(f"python -m benchmarks: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -1,14 +1,16 @@
-"""Interleaved timing: every case runs once per round, A B A B, so drift hits all sides alike.
+"""Alternating timing: each side in its own process, one round each in turn, A B A B.
 
 On a shared 2-core machine the clock speed and the neighbours' load change over a run. Timing
 side A for a minute and then side B for a minute would charge that drift to one side; running
-them in alternation within each round spreads it evenly. Each case gets its own warm-up first
-(allocator pools, BLAS buffers, first-call imports). We report the median and the spread
+them in alternation round by round spreads it evenly. Each side runs in its own worker process
+(benchmarks/worker.py), because two frameworks that own thread pools slow each other down in one
+process. Each case is warmed up in its worker first (allocator pools, BLAS buffers, first-call
+imports). A round yields a few calls; its median is the round's figure; a side's time is the
+median of its round figures and the ratio the median of the per-round ratios, with their spread
 (interquartile range and min/max), never the mean, which one preempted sample can drag.
 """
 from __future__ import annotations
 
-import gc
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -60,32 +62,36 @@ def calibrate(fn: Callable[[], object], target_ms: float = 5.0, max_number: int 
     return int(min(max_number, max(1, target_ms / max(dt, 1e-4))))
 
 
-def interleaved(cases: dict[str, Callable[[], object]], *, warmup: int = 2, repeats: int = 10,
-                number: int | dict[str, int] = 1, sync: Callable[[], None] | None = None) -> dict[str, Stats]:
-    """Time each case `repeats` rounds, one sample per case per round, after `warmup` calls each.
+def alternate(workers: dict, request: dict, rounds: int, settle_s: float = 0.0) -> dict[str, list]:
+    """Send `request` to each side's worker in turn, A B A B, `rounds` times: {side: [reply per round]}.
 
-    `number` (an int, or a dict per case) loops cheap calls inside one sample; the result is per call.
-    `sync` (e.g. torch.cuda.synchronize) runs before each clock read so asynchronous work is counted.
+    `workers` maps a side ('numpy', 'torch', ...) to its benchmarks.worker.Worker; the side's name is
+    added to the request. Before a request goes to a different process than the last one, the
+    parent sleeps `settle_s`: long enough for the other process's idle BLAS/OpenMP threads to stop
+    spinning (OpenBLAS spins about 0.1 s after its last product), so neither side starts a round
+    with the other's threads still holding the cores. When both sides share one worker (the
+    in-process mode) there is nothing to settle.
     """
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"interleaved: expected repeats >= 1 and warmup >= 0, got {repeats}, {warmup}")
-    numbers = number if isinstance(number, dict) else {name: number for name in cases}
-    for name, fn in cases.items():
-        for _ in range(warmup):
-            fn()
-    if sync:
-        sync()
-    # One full collection before the rounds, none between samples: with torch loaded a full
-    # collection costs ~0.2 s, and garbage an engine makes during its own samples is its cost.
-    gc.collect()
-    samples: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(repeats):
-        for name, fn in cases.items():
-            k = numbers[name]
-            t0 = time.perf_counter()
-            for _ in range(k):
-                fn()
-            if sync:
-                sync()
-            samples[name].append((time.perf_counter() - t0) * 1e3 / k)
-    return {name: summarize(samples[name], numbers[name]) for name in cases}
+    replies: dict[str, list] = {side: [] for side in workers}
+    last = None
+    for _ in range(rounds):
+        for side, worker in workers.items():
+            if last is not None and worker is not last and settle_s > 0:
+                time.sleep(settle_s)
+            replies[side].append(worker.request({**request, "side": side}))
+            last = worker
+    return replies
+
+
+def round_medians(replies: list[dict]) -> list[float]:
+    """Per-round medians of the samples a `time` request returned, one per round."""
+    return [statistics.median(r["samples_ms"]) for r in replies]
+
+
+def ratio_stats(a: list[float], b: list[float]) -> dict:
+    """Per-round ratios a/b summarized: median, quartiles, extremes and the ratios themselves."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"ratio_stats: expected two equally long non-empty lists, got {len(a)} and {len(b)}")
+    st = summarize([x / y for x, y in zip(a, b)])
+    return {"median": st.median_ms, "q1": st.q1_ms, "q3": st.q3_ms, "min": st.min_ms, "max": st.max_ms,
+            "rounds": st.n, "per_round": st.samples_ms}

@@ -82,6 +82,20 @@ def scaled_config(base: BenchConfig, *, seq_len: int | None = None, d_model: int
     return cfg
 
 
+def config_from_spec(spec: dict) -> BenchConfig:
+    """A config from its JSON-ready spec, {"name": ...} plus optional "seq_len" / "d_model" (a scaling point).
+
+    The spec is what the parent sends to a worker process (benchmarks/worker.py), so both sides
+    rebuild the very same config.
+    """
+    cfg = get_config(spec["name"])
+    if spec.get("seq_len") is not None:
+        cfg = scaled_config(cfg, seq_len=spec["seq_len"])
+    if spec.get("d_model") is not None:
+        cfg = scaled_config(cfg, d_model=spec["d_model"])
+    return cfg
+
+
 # ----------------------------------------------------------------------------------------- batch
 @dataclass
 class Batch:
@@ -341,3 +355,17 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
                 wrap(_greedy(t_decode, model, src, src_mask, cfg.decode_tokens, False)),
                 wrap(_greedy(t_decode, model, src, src_mask, cfg.decode_tokens, True)),
                 eval_logits, model, sync, train_phases=phases)
+
+
+def decode_agreement(a, b) -> float | None:
+    """Fraction of equal tokens between the two sides' greedy outputs (None if shapes differ)."""
+    def arr(x):
+        if isinstance(x, (tuple, list)) and x and not np.isscalar(x[0]):
+            x = x[0]
+        if hasattr(x, "detach"):
+            x = x.detach().cpu().numpy()
+        return np.asarray(getattr(x, "data", x))
+    x, y = arr(a), arr(b)
+    if x.shape != y.shape:
+        return None
+    return float((x == y).mean())

@@ -12,11 +12,33 @@ from __future__ import annotations
 
 import time
 
-from . import autograd
+from .autograd import OpCalls, set_op_calls
+
+
+class _TimedCalls(OpCalls):
+    """The engine's way of calling primitives, with each call timed into a profile."""
+
+    def __init__(self, prof: "profile"):
+        self.prof = prof
+
+    def forward(self, fn, ctx, arrays, kwargs):
+        t0 = time.perf_counter()
+        out = fn.forward(ctx, *arrays, **kwargs)
+        self.prof.record(fn.__name__, "forward", time.perf_counter() - t0)
+        return out
+
+    def backward(self, fn, ctx, g):
+        t0 = time.perf_counter()
+        grads = fn.backward(ctx, g)
+        self.prof.record(fn.__name__, "backward", time.perf_counter() - t0)
+        return grads
 
 
 class profile:
-    """Context manager recording per-op call counts and forward/backward wall times."""
+    """Context manager recording per-op call counts and forward/backward wall times.
+
+    On entry it installs a timing hook into the engine (autograd.set_op_calls); on exit it puts
+    back the previous one, so profiles nest."""
 
     def __init__(self):
         self.stats: dict[str, list] = {}   # op -> [forward calls, forward s, backward calls, backward s]
@@ -35,16 +57,14 @@ class profile:
             s[3] += seconds
 
     def __enter__(self) -> "profile":
-        self._outer = autograd._PROFILE
-        autograd._PROFILE = self
+        self._outer = set_op_calls(_TimedCalls(self))
         self._t0 = time.perf_counter()
         return self
 
     def __exit__(self, *exc) -> bool:
         self.wall += time.perf_counter() - self._t0
-        autograd._PROFILE = self._outer
+        set_op_calls(self._outer)
         return False
-
     def rows(self) -> list[dict]:
         """One dict per op, sorted by total time (forward + backward), largest first."""
         out = []

@@ -1,111 +1,83 @@
-"""The Tensor: a NumPy array plus the bookkeeping reverse-mode autograd needs; factories; dtype promotion.
+"""The Tensor: a NumPy array plus the bookkeeping reverse-mode autograd needs, and the torch.* functions.
 
-Each method is one line that calls a primitive of ops.py (or a composite of them). Deviation from
-PyTorch, flagged: `.data` is the raw `np.ndarray` (in PyTorch it is a Tensor), so optimizers and
-initialisers write NumPy directly.
+Each method is one line that calls a primitive of the ops/ package (or a composite of them), or a
+torch-named function below that validates its arguments first. Deviation from PyTorch, flagged:
+`.data` is the raw `np.ndarray` (in PyTorch it is a Tensor), so optimizers and initialisers write
+NumPy directly; such writers call `bump_version()`, and `.data` itself stays the unchecked escape hatch.
 
-Type promotion follows PyTorch: among the operands, dimensioned tensors outrank zero-dim tensors,
-which outrank Python scalars; a lower-ranked operand changes the result dtype only when it is of a
-higher category (bool < integer < float). So float32 tensor * 2.5 stays float32, int64 tensor * 2.5
-becomes the default float dtype, and float32 + float64 tensors give float64 (through a
-differentiable Cast, so the float32 input still gets a float32 gradient).
+In-place methods (fill_, add_, __setitem__, ...) refuse a tensor that requires grad outside no_grad
+and bump the tensor's version counter (shared with its views): a graph that saved the old values
+then raises at backward instead of returning a wrong gradient (autograd.py).
+
+Dtypes and promotion live in dtypes.py, the factories (tensor, zeros, randn, ...) in creation.py.
+Mixed-dtype operands are promoted as PyTorch does (dtypes.result_type); a float operand that must
+widen goes through a differentiable Cast, so a float32 input still gets a float32 gradient.
 """
 from __future__ import annotations
 
 import builtins
 import collections
-import functools
 import math
 import numbers
-from typing import Iterable, Sequence
+import operator
+from typing import Sequence
 
 import numpy as np
 
-from . import autograd, ops
-from . import random as _random
-from .autograd import no_grad
-
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-float16 = np.dtype(np.float16)
-int64 = np.dtype(np.int64)
-int32 = np.dtype(np.int32)
-int16 = np.dtype(np.int16)
-int8 = np.dtype(np.int8)
-uint8 = np.dtype(np.uint8)
-bool_ = np.dtype(np.bool_)
-long, double, half = int64, float64, float16
-_SUPPORTED = {float16, float32, float64, int64, int32, int16, int8, uint8, bool_}
-
-_default_dtype = float32
-
-
-def set_default_dtype(dtype) -> None:
-    """Set the dtype of floating tensors made from Python numbers and of the float factories."""
-    global _default_dtype
-    dtype = np.dtype(dtype)
-    if dtype not in (float32, float64):
-        raise TypeError(f"set_default_dtype: only float32 and float64 are supported, got {dtype}")
-    _default_dtype = dtype
-
-
-def get_default_dtype() -> np.dtype:
-    return _default_dtype
-
-
-def _category(dt: np.dtype) -> int:
-    return 2 if dt.kind == "f" else (0 if dt.kind == "b" else 1)
-
-
-def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
-    """torch.promote_types: int with float gives the float (NumPy would widen to float64)."""
-    ca, cb = _category(a), _category(b)
-    if ca == cb:
-        return np.promote_types(a, b)
-    return a if ca > cb else b
-
-
-def result_type(*operands) -> np.dtype:
-    """The dtype PyTorch gives an elementwise op on these tensors and Python scalars."""
-    ranks = ([], [], [])  # dimensioned tensors, zero-dim tensors, Python scalars
-    for o in operands:
-        if isinstance(o, Tensor):
-            ranks[0 if o.data.ndim else 1].append(o.data.dtype)
-        elif isinstance(o, (bool, np.bool_)):
-            ranks[2].append(bool_)
-        elif isinstance(o, numbers.Integral):
-            ranks[2].append(int64)
-        elif isinstance(o, numbers.Real):
-            ranks[2].append(_default_dtype)
-        else:
-            raise TypeError(f"unsupported operand of type {type(o).__name__}")
-    result = None
-    for group in ranks:
-        if group:
-            dt = functools.reduce(promote_types, group)
-            if result is None or _category(dt) > _category(result):
-                result = dt
-    return result
+from . import ops
+from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, run_backward
+from .dtypes import SUPPORTED, bool_, float32, float64, get_default_dtype, int32, int64, result_type
+from .random import generator
 
 
 def _operand(x, dtype: np.dtype) -> "Tensor":
     if isinstance(x, Tensor):
         return x if x.data.dtype == dtype else x.to(dtype)
-    return Tensor._wrap(np.asarray(x, dtype=dtype))
+    return Tensor.wrap(np.asarray(x, dtype=dtype))
 
 
-def _binary(fn, a, b) -> "Tensor":
-    # fast paths: same-dtype tensors, and a float tensor with a Python number (which never promotes it)
-    if isinstance(a, Tensor):
-        if isinstance(b, Tensor):
-            if a.data.dtype == b.data.dtype:
-                return fn.apply(a, b)
-        elif type(b) in (float, int) and a.data.dtype.kind == "f":
-            return fn.apply(a, Tensor._wrap(np.asarray(b, a.data.dtype)))
-    elif isinstance(b, Tensor) and type(a) in (float, int) and b.data.dtype.kind == "f":
-        return fn.apply(Tensor._wrap(np.asarray(a, b.data.dtype)), b)
-    dt = result_type(a, b)
-    return fn.apply(_operand(a, dt), _operand(b, dt))
+def _binary(fn, a, b, dtype=None) -> "Tensor":
+    """fn.apply on a and b (tensors or Python numbers) promoted as PyTorch does, or to `dtype`;
+    operands that do not broadcast give an error naming the op and both shapes."""
+    x, y = _operands(a, b, dtype)
+    try:
+        return fn.apply(x, y)
+    except ValueError:
+        if _shapes_broadcast(x.shape, y.shape):        # some other error: NumPy's message says it
+            raise
+        raise ValueError(f"{fn.__name__.lower()}: shapes {x.shape} and {y.shape} do not broadcast") from None
+
+
+def _operands(a, b, dtype=None) -> tuple:
+    if dtype is None:
+        # fast paths: same-dtype tensors, and a float tensor with a Python number (which never promotes it)
+        if isinstance(a, Tensor):
+            if isinstance(b, Tensor):
+                if a.data.dtype == b.data.dtype:
+                    return a, b
+            elif type(b) in (float, int) and a.data.dtype.kind == "f":
+                return a, Tensor.wrap(np.asarray(b, a.data.dtype))
+        elif isinstance(b, Tensor) and type(a) in (float, int) and b.data.dtype.kind == "f":
+            return Tensor.wrap(np.asarray(a, b.data.dtype)), b
+        dtype = result_type(a, b)
+    return _operand(a, dtype), _operand(b, dtype)
+
+
+def _shapes_broadcast(a: tuple, b: tuple) -> builtins.bool:
+    try:
+        np.broadcast_shapes(a, b)
+        return True
+    except ValueError:
+        return False
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> builtins.bool:
+    """Whether an operand of `shape` broadcasts to exactly `target` (as an in-place operand must)."""
+    return _shapes_broadcast(shape, target) and np.broadcast_shapes(shape, target) == tuple(target)
+
+
+def _scaled(other, alpha):
+    return other if alpha == 1 else other * alpha
 
 
 def _dims(dim, ndim: int, op: str):
@@ -136,10 +108,14 @@ def _one_dim(dim, ndim: int, op: str) -> int:
     return int(dim) % builtins.max(ndim, 1)
 
 
-def _shape_arg(shape) -> tuple:
+def size_args(shape, op: str) -> tuple:
+    """Sizes given as f(2, 3) or f((2, 3)), as a tuple of ints (a float size is a TypeError, as in PyTorch)."""
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{op}: sizes must be integers, got {shape!r}") from None
 
 
 _ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
@@ -147,31 +123,59 @@ _ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
 
 class Tensor:
     """A NumPy array that can record the operations applied to it and backpropagate through them."""
-    __slots__ = ("data", "requires_grad", "grad", "_node", "_hooks", "__weakref__")
+    __slots__ = ("data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks", "__weakref__")
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
     def __init__(self, data, requires_grad: bool = False, dtype=None):
-        arr = data.data if isinstance(data, Tensor) else _to_array(data, dtype)
+        arr = data.data if isinstance(data, Tensor) else as_array(data, dtype)
         if dtype is not None and arr.dtype != np.dtype(dtype):
             arr = arr.astype(dtype)
         self.data = arr
-        self.grad = None
-        self._node = None
-        self._hooks = None
+        self._grad = None
+        self.grad_fn = None     # the autograd Node that produced this tensor; None for a leaf
+        self.version_counter = VersionCounter()   # bumped by every in-place change (shared with views)
+        self._hooks = None      # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
 
-    @classmethod
-    def _wrap(cls, arr: np.ndarray) -> "Tensor":
-        """Fast constructor for arrays produced by ops (no checks, no copy)."""
+    @staticmethod
+    def wrap(arr: np.ndarray) -> "Tensor":
+        """A new Tensor around `arr`, no checks, no copy: how ops build their results."""
         t = object.__new__(Tensor)
         t.data = arr
         t.requires_grad = False
-        t.grad = None
-        t._node = None
+        t._grad = None
+        t.grad_fn = None
+        t.version_counter = VersionCounter()
         t._hooks = None
         return t
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward(); assigning one of another shape or dtype is an error."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
+            if value.shape != self.shape:
+                raise RuntimeError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
+            if value.dtype != self.dtype:
+                raise RuntimeError(f"assigned grad has dtype {value.dtype}, but the tensor has dtype {self.dtype}")
+        self._grad = value
+
+    @property
+    def _version(self) -> int:
+        """The number of in-place changes so far (torch's Tensor._version)."""
+        return self.version_counter.value
+
+    def bump_version(self) -> None:
+        """Record an in-place change made through .data (optimizers, nn.init, clip_grad_norm_), so that a
+        graph which saved this tensor refuses to backpropagate with the changed values."""
+        self.version_counter.value += 1
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -187,12 +191,8 @@ class Tensor:
         return self.data.dtype
 
     @property
-    def grad_fn(self):
-        return self._node
-
-    @property
     def is_leaf(self) -> bool:
-        return self._node is None
+        return self.grad_fn is None
 
     @property
     def T(self) -> "Tensor":
@@ -236,8 +236,8 @@ class Tensor:
     def __repr__(self) -> str:
         body = np.array2string(self.data, separator=", ", precision=4, prefix="tensor(")
         extra = "" if self.dtype in (float32, int64, bool_) else f", dtype={self.dtype}"
-        if self._node is not None:
-            extra += f", grad_fn=<{self._node.name()}Backward>"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{self.grad_fn.name()}Backward>"
         elif self.requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
@@ -247,7 +247,8 @@ class Tensor:
 
     def __bool__(self):
         if self.data.size != 1:
-            raise ValueError(f"the truth value of a tensor with {self.data.size} elements is ambiguous; use .any() or .all()")
+            raise ValueError(f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
+                             "use .any() or .all()")
         return bool(self.data.reshape(()))
 
     def __float__(self):
@@ -258,21 +259,24 @@ class Tensor:
 
     def __index__(self):
         if self.dtype.kind not in "iu" or self.data.size != 1:
-            raise TypeError(f"only an integer tensor with one element can be used as an index, got {self.dtype} {self.shape}")
+            raise TypeError(f"only an integer tensor with one element can be used as an index, "
+                            f"got {self.dtype} {self.shape}")
         return int(self.item())
 
     # ------------------------------------------------------------------ autograd
     def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
         if requires_grad and self.dtype.kind != "f":
             raise TypeError(f"only floating-point tensors can require gradients, got dtype {self.dtype}")
-        if not requires_grad and self._node is not None:
+        if not requires_grad and self.grad_fn is not None:
             raise RuntimeError("requires_grad_(False) on a non-leaf tensor: use .detach() instead")
         self.requires_grad = bool(requires_grad)
         return self
 
     def detach(self) -> "Tensor":
-        """A new leaf sharing this tensor's array, outside the graph."""
-        return Tensor._wrap(self.data)
+        """A new leaf sharing this tensor's array (and its version counter), outside the graph."""
+        t = Tensor.wrap(self.data)
+        t.version_counter = self.version_counter
+        return t
 
     def backward(self, gradient=None, retain_graph: bool = False, create_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) . gradient into every leaf's .grad."""
@@ -289,79 +293,123 @@ class Tensor:
         else:
             g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
             if g.shape != self.shape:
-                raise RuntimeError(f"backward(): gradient has shape {g.shape}, expected the tensor's shape {self.shape}")
+                raise RuntimeError(f"backward(): gradient has shape {g.shape}, "
+                                   f"expected the tensor's shape {self.shape}")
             if g.dtype != self.dtype:
                 raise TypeError(f"backward(): gradient has dtype {g.dtype}, expected {self.dtype}")
-        autograd.run_backward(self, g, retain_graph=retain_graph)
+        with ieee_quiet():                    # IEEE values at the edges, no NumPy warnings (as PyTorch)
+            run_backward(self, g, retain_graph=retain_graph)
+
+    def accumulate_grad(self, g: np.ndarray) -> None:
+        """Add gradient g (an array of this tensor's shape, owned by the caller) into .grad, after the hooks."""
+        for hook in self._hooks or ():
+            g = hook(g)
+        if g.dtype != self.data.dtype:
+            raise RuntimeError(f"internal: gradient dtype {g.dtype} differs from the tensor's dtype {self.data.dtype}")
+        if self._grad is None:
+            self._grad = Tensor.wrap(g)
+        else:
+            self._grad.data = self._grad.data + g
 
     def retain_grad(self) -> None:
         """Keep .grad on this non-leaf tensor after backward."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad() on a tensor that does not require grad")
-        if self._node is not None:
-            self._node.retained = self
+        if self.grad_fn is not None:
+            self.grad_fn.retained = self
 
     def register_hook(self, hook):
         """hook(grad) -> None or a replacement gradient, called when this tensor's gradient is computed."""
         if not self.requires_grad:
             raise RuntimeError("register_hook() on a tensor that does not require grad")
-        if self._node is not None:
-            self._node.hooks = (self._node.hooks or []) + [hook]
-            holder, attr = self._node, "hooks"
-        else:
-            self._hooks = (self._hooks or []) + [hook]
-            holder, attr = self, "_hooks"
-        return _HookHandle(holder, attr, hook)
+        holder, attr = (self.grad_fn, "hooks") if self.grad_fn is not None else (self, "_hooks")
+        handle = _HookHandle(holder, attr, hook)
+        setattr(holder, attr, (getattr(holder, attr) or []) + [handle.on_array])
+        return handle
 
     # ------------------------------------------------------------------ in place, outside autograd
+    # Each in-place method refuses a tensor that requires grad (outside no_grad) or a graph output,
+    # and bumps the version counter, so that a graph which saved the old values raises at backward.
     def _check_inplace(self, op: str) -> None:
-        if self._node is not None or (self.requires_grad and autograd.is_grad_enabled()):
+        if self.grad_fn is not None or (self.requires_grad and is_grad_enabled()):
             raise RuntimeError(f"{op}: in-place change of a tensor that requires grad; wrap it in mt.no_grad()")
 
-    def zero_(self) -> "Tensor":
-        self._check_inplace("zero_")
-        self.data[...] = 0
+    def _write(self, op: str, index, value) -> "Tensor":
+        """self.data[index] = value, broadcast; errors name the op and both shapes."""
+        self._check_inplace(op)
+        value = value.data if isinstance(value, Tensor) else value
+        try:
+            with ieee_quiet():
+                self.data[index] = value
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{op}: cannot write a value of shape {np.shape(value)} into a {self.dtype} tensor of "
+                             f"shape {self.shape} at {index!r}: {e}") from None
+        self.version_counter.value += 1
         return self
 
-    def fill_(self, value) -> "Tensor":
-        self._check_inplace("fill_")
-        self.data[...] = value
+    def _update(self, op: str, ufunc, other) -> "Tensor":
+        """self = ufunc(self, other) in place: the result keeps this tensor's shape and dtype."""
+        self._check_inplace(op)
+        o = other.data if isinstance(other, Tensor) else other
+        try:
+            with ieee_quiet():
+                ufunc(self.data, o, out=self.data, casting="same_kind")
+        except (ValueError, TypeError):
+            raise ValueError(f"{op}: an operand of shape {np.shape(o)} and dtype {np.asarray(o).dtype} cannot "
+                             f"update a {self.dtype} tensor of shape {self.shape} in place") from None
+        self.version_counter.value += 1
         return self
+
+    def zero_(self) -> "Tensor": return self._write("zero_", Ellipsis, 0)
+    def fill_(self, value) -> "Tensor": return self._write("fill_", Ellipsis, value)
+    def add_(self, other, alpha=1) -> "Tensor": return self._update("add_", np.add, _scaled(other, alpha))
+    def sub_(self, other, alpha=1) -> "Tensor": return self._update("sub_", np.subtract, _scaled(other, alpha))
+    def mul_(self, other) -> "Tensor": return self._update("mul_", np.multiply, other)
+    def div_(self, other) -> "Tensor": return self._update("div_", np.true_divide, other)
 
     def copy_(self, src) -> "Tensor":
-        self._check_inplace("copy_")
         arr = src.data if isinstance(src, Tensor) else np.asarray(src)
-        try:
-            np.copyto(self.data, np.broadcast_to(arr, self.shape), casting="same_kind")
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}: {e}") from None
-        return self
+        if not np.can_cast(arr.dtype, self.dtype, casting="same_kind"):
+            raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}")
+        return self._write("copy_", Ellipsis, arr)
+
+    def masked_fill_(self, mask, value) -> "Tensor":
+        m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        if m.dtype != bool_:
+            raise TypeError(f"masked_fill_: mask must be a bool tensor, got {m.dtype}")
+        if not _broadcasts_to(m.shape, self.shape):
+            raise ValueError(f"masked_fill_: mask of shape {m.shape} does not broadcast to the tensor's shape "
+                             f"{self.shape}")
+        return self._write("masked_fill_", np.broadcast_to(m, self.shape), value)
+
+    def clamp_(self, min=None, max=None) -> "Tensor":
+        if min is None and max is None:
+            raise ValueError("clamp_: at least one of min and max must be given")
+        return self._write("clamp_", Ellipsis, np.clip(self.data, min, max))
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> "Tensor":
-        self._check_inplace("uniform_")
-        self.data[...] = _random.generator().uniform(a, b, self.shape)
-        return self
+        return self._write("uniform_", Ellipsis, generator().uniform(a, b, self.shape))
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
-        self._check_inplace("normal_")
-        self.data[...] = _random.generator().normal(mean, std, self.shape)
-        return self
+        return self._write("normal_", Ellipsis, generator().normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
-        self._check_inplace("__setitem__")
-        index, _ = _normalize_index(index, self.shape)
-        self.data[index] = value.data if isinstance(value, Tensor) else value
+        self._write("__setitem__", _normalize_index(index)[0], value)
 
     # ------------------------------------------------------------------ dtype
-    def to(self, dtype=None, *args, **kwargs) -> "Tensor":
-        if isinstance(dtype, str) and dtype in ("cpu",):
+    def to(self, dtype=None, device=None) -> "Tensor":
+        """This tensor in `dtype` (differentiable between float dtypes); the only device is 'cpu'."""
+        if isinstance(dtype, str) and dtype == "cpu":
+            dtype, device = None, dtype
+        if device not in (None, "cpu"):
+            raise ValueError(f"to: minitensor runs on the CPU only, got device {device!r}")
+        if dtype is None or np.dtype(dtype) == self.dtype:
             return self
         dtype = np.dtype(dtype)
-        if dtype == self.dtype:
-            return self
         if dtype.kind == "f" and self.dtype.kind == "f":
             return ops.Cast.apply(self, dtype=dtype)
-        return Tensor._wrap(self.data.astype(dtype))
+        with ieee_quiet():                    # NaN or inf to an integer dtype: NumPy's value, no warning
+            return Tensor.wrap(self.data.astype(dtype))
 
     def float(self) -> "Tensor":
         return self.to(float32)
@@ -432,20 +480,20 @@ class Tensor:
     def __ror__(self, other): return _logical(np.logical_or, "|", other, self)
     def __xor__(self, other): return _logical(np.logical_xor, "^", self, other)
     def __invert__(self): return _invert(self)
-    def logical_not(self): return Tensor._wrap(np.logical_not(self.data))
-    def all(self, dim=None, keepdim=False): return Tensor._wrap(np.asarray(self.data.all(axis=_dims(dim, self.ndim, "all"), keepdims=keepdim)))
-    def any(self, dim=None, keepdim=False): return Tensor._wrap(np.asarray(self.data.any(axis=_dims(dim, self.ndim, "any"), keepdims=keepdim)))
-    def isnan(self): return Tensor._wrap(np.isnan(self.data))
-    def isfinite(self): return Tensor._wrap(np.isfinite(self.data))
+    def logical_not(self): return Tensor.wrap(np.logical_not(self.data))
+    def all(self, dim=None, keepdim=False): return _all_any(np.all, self, dim, keepdim)
+    def any(self, dim=None, keepdim=False): return _all_any(np.any, self, dim, keepdim)
+    def isnan(self): return Tensor.wrap(np.isnan(self.data))
+    def isfinite(self): return Tensor.wrap(np.isfinite(self.data))
 
     # ------------------------------------------------------------------ elementwise
-    def exp(self): return ops.Exp.apply(_floating(self, "exp"))
-    def log(self): return ops.Log.apply(_floating(self, "log"))
-    def sqrt(self): return ops.Sqrt.apply(_floating(self, "sqrt"))
+    def exp(self): return ops.Exp.apply(_floating(self))
+    def log(self): return ops.Log.apply(_floating(self))
+    def sqrt(self): return ops.Sqrt.apply(_floating(self))
     def rsqrt(self): return 1.0 / self.sqrt()
     def abs(self): return ops.Abs.apply(self)
-    def tanh(self): return ops.Tanh.apply(_floating(self, "tanh"))
-    def sigmoid(self): return ops.Sigmoid.apply(_floating(self, "sigmoid"))
+    def tanh(self): return ops.Tanh.apply(_floating(self))
+    def sigmoid(self): return ops.Sigmoid.apply(_floating(self))
     def relu(self): return ops.Relu.apply(self)
     def square(self): return ops.PowScalar.apply(self, exponent=2)
     def clamp(self, min=None, max=None): return clamp(self, min, max)
@@ -453,44 +501,54 @@ class Tensor:
     def maximum(self, other): return maximum(self, other)
     def minimum(self, other): return minimum(self, other)
     def masked_fill(self, mask, value): return masked_fill(self, mask, value)
-    def softmax(self, dim): return _F().softmax(self, dim)
-    def log_softmax(self, dim): return _F().log_softmax(self, dim)
+    def softmax(self, dim, dtype=None): return softmax(self, dim, dtype)
+    def log_softmax(self, dim, dtype=None): return log_softmax(self, dim, dtype)
 
     # ------------------------------------------------------------------ reductions
-    def sum(self, dim=None, keepdim=False): return ops.Sum.apply(self, dim=_dims(dim, self.ndim, "sum"), keepdim=keepdim)
-    def mean(self, dim=None, keepdim=False): return ops.Mean.apply(_require_floating(self, "mean"), dim=_dims(dim, self.ndim, "mean"), keepdim=keepdim)
-    def var(self, dim=None, unbiased=True, keepdim=False, correction=None): return ops.Var.apply(_require_floating(self, "var"), dim=_dims(dim, self.ndim, "var"), correction=(int(unbiased) if correction is None else correction), keepdim=keepdim)
-    def std(self, dim=None, unbiased=True, keepdim=False): return self.var(dim, unbiased, keepdim).sqrt()
+    def sum(self, dim=None, keepdim=False): return _reduce("sum", ops.Sum, self, dim, keepdim)
+
+    def mean(self, dim=None, keepdim=False):
+        return _reduce("mean", ops.Mean, _require_floating(self, "mean"), dim, keepdim)
+
+    def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        correction = int(unbiased) if correction is None else correction
+        return _reduce("var", ops.Var, _require_floating(self, "var"), dim, keepdim, correction=correction)
+
+
+    def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        correction = int(unbiased) if correction is None else correction
+        return _reduce("std", ops.Std, _require_floating(self, "std"), dim, keepdim, correction=correction)
+
     def max(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "max")
     def min(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "min")
-    def amax(self, dim=None, keepdim=False): return ops.AMaxMin.apply(self, dim=_dims(dim, self.ndim, "amax"), keepdim=keepdim, mode="max")
-    def amin(self, dim=None, keepdim=False): return ops.AMaxMin.apply(self, dim=_dims(dim, self.ndim, "amin"), keepdim=keepdim, mode="min")
-    def logsumexp(self, dim, keepdim=False): return ops.LogSumExp.apply(_floating(self, "logsumexp"), dim=_dims(dim, self.ndim, "logsumexp"), keepdim=keepdim)
+    def amax(self, dim=(), keepdim=False): return amax(self, dim, keepdim)
+    def amin(self, dim=(), keepdim=False): return amin(self, dim, keepdim)
+    def logsumexp(self, dim, keepdim=False): return _reduce("logsumexp", ops.LogSumExp, _floating(self), dim, keepdim)
     def argmax(self, dim=None, keepdim=False): return _arg(np.argmax, self, dim, keepdim)
     def argmin(self, dim=None, keepdim=False): return _arg(np.argmin, self, dim, keepdim)
 
     # ------------------------------------------------------------------ shape
-    def reshape(self, *shape): return _reshape(self, _shape_arg(shape))
-    def view(self, *shape): return _reshape(self, _shape_arg(shape))
+    def reshape(self, *shape): return _reshape(self, size_args(shape, "reshape"))
+    def view(self, *shape): return _reshape(self, size_args(shape, "view"))
     def view_as(self, other): return _reshape(self, other.shape)
     def reshape_as(self, other): return _reshape(self, other.shape)
     def flatten(self, start_dim=0, end_dim=-1): return flatten(self, start_dim, end_dim)
-    def unflatten(self, dim, sizes): d = _one_dim(dim, self.ndim, "unflatten"); return _reshape(self, self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
-    def transpose(self, dim0, dim1): return ops.Transpose.apply(self, dim0=_one_dim(dim0, self.ndim, "transpose"), dim1=_one_dim(dim1, self.ndim, "transpose"))
+    def unflatten(self, dim, sizes): return unflatten(self, dim, sizes)
+    def transpose(self, dim0, dim1): return transpose(self, dim0, dim1)
     def t(self): return self.T
-    def permute(self, *dims): return permute(self, _shape_arg(dims))
+    def permute(self, *dims): return permute(self, size_args(dims, "permute"))
     def unsqueeze(self, dim): return _reshape(self, _unsqueezed(self.shape, dim))
     def squeeze(self, dim=None): return _reshape(self, _squeezed(self.shape, dim))
-    def expand(self, *sizes): return expand(self, _shape_arg(sizes))
+    def expand(self, *sizes): return expand(self, size_args(sizes, "expand"))
     def expand_as(self, other): return expand(self, other.shape)
-    def repeat(self, *sizes): return repeat(self, _shape_arg(sizes))
+    def repeat(self, *sizes): return repeat(self, size_args(sizes, "repeat"))
     def split(self, split_size_or_sections, dim=0): return split(self, split_size_or_sections, dim)
     def chunk(self, chunks, dim=0): return chunk(self, chunks, dim)
     def tril(self, diagonal=0): return tril(self, diagonal)
     def triu(self, diagonal=0): return triu(self, diagonal)
 
     def __getitem__(self, index):
-        index, advanced = _normalize_index(index, self.shape)
+        index, advanced = _normalize_index(index)
         try:
             return ops.GetItem.apply(self, index=index, advanced=advanced)
         except IndexError as e:
@@ -498,27 +556,29 @@ class Tensor:
 
 
 class _HookHandle:
-    def __init__(self, holder, attr, hook):
-        self._holder, self._attr, self._hook = holder, attr, hook
+    """A registered tensor hook: `on_array` is what the graph walk calls (array in, array out);
+    `remove()` unregisters it."""
+
+    def __init__(self, holder, attr: str, hook):
+        self._holder, self._attr, self.hook = holder, attr, hook
+
+    def on_array(self, g: np.ndarray) -> np.ndarray:
+        r = self.hook(Tensor.wrap(g))
+        if r is None:
+            return g
+        r = r.data if isinstance(r, Tensor) else np.asarray(r)
+        if r.shape != g.shape:
+            raise ValueError(f"hook {self.hook!r} returned a gradient of shape {r.shape}, expected {g.shape}")
+        return r
 
     def remove(self) -> None:
         hooks = getattr(self._holder, self._attr) or []
-        setattr(self._holder, self._attr, [h for h in hooks if h is not self._hook] or None)
-
-
-@functools.lru_cache(maxsize=None)
-def _functional_module():
-    from .nn import functional
-    return functional
-
-
-def _F():
-    return _functional_module()
+        setattr(self._holder, self._attr, [h for h in hooks if h != self.on_array] or None)
 
 
 # ---------------------------------------------------------------------- helpers behind the methods
 
-def _to_array(data, dtype=None) -> np.ndarray:
+def as_array(data, dtype=None) -> np.ndarray:
     """Python data or an array to an ndarray, with PyTorch's inference of dtype."""
     if isinstance(data, np.ndarray):
         arr = data
@@ -531,15 +591,33 @@ def _to_array(data, dtype=None) -> np.ndarray:
             arr = np.asarray(data)
         except ValueError as e:  # ragged nested lists
             raise ValueError(f"tensor: cannot make a tensor from ragged nested sequences: {e}") from None
+        _check_int_range(arr, int64 if dtype is None else np.dtype(dtype))
         if arr.dtype.kind == "f" and dtype is None:
-            arr = arr.astype(_default_dtype)
+            arr = arr.astype(get_default_dtype())
         elif arr.dtype.kind in "iu" and dtype is None:
             arr = arr.astype(int64)
     if arr.dtype.kind in "OUSVcM":
         raise TypeError(f"cannot make a tensor from data of dtype {arr.dtype}: expected numbers or booleans")
-    if arr.dtype not in _SUPPORTED and dtype is None:
-        raise TypeError(f"unsupported dtype {arr.dtype}; supported: {sorted(str(d) for d in _SUPPORTED)}")
+    if arr.dtype not in SUPPORTED and dtype is None:
+        raise TypeError(f"unsupported dtype {arr.dtype}; supported: {sorted(str(d) for d in SUPPORTED)}")
     return arr
+
+
+def _check_int_range(arr: np.ndarray, dtype: np.dtype) -> None:
+    """Python integers that the integer dtype cannot hold raise OverflowError (NumPy would wrap them,
+    or infer uint64 / object for ints past int64)."""
+    if dtype.kind not in "iu" or (arr.dtype.kind not in "iuO") or arr.size == 0:
+        return
+    if arr.dtype.kind == "O":
+        if not builtins.all(isinstance(v, numbers.Integral) for v in arr.reshape(-1)):
+            return
+        lo, hi = builtins.min(int(v) for v in arr.reshape(-1)), builtins.max(int(v) for v in arr.reshape(-1))
+    else:
+        lo, hi = int(arr.min()), int(arr.max())
+    info = np.iinfo(dtype)
+    if lo < info.min or hi > info.max:
+        bad = lo if lo < info.min else hi
+        raise OverflowError(f"tensor: value {bad} does not fit in {dtype} (range {info.min} to {info.max})")
 
 
 def _flatten_list(x):
@@ -558,30 +636,32 @@ def _tensors_to_lists(x):
     return x
 
 
-def _floating(t: Tensor, op: str) -> Tensor:
-    """Integer inputs of elementwise float ops (exp, log, tanh, ...) are promoted to the default float dtype, as in PyTorch."""
-    return t if t.dtype.kind == "f" else t.to(_default_dtype)
+def _floating(t: Tensor) -> Tensor:
+    """Integer inputs of elementwise float ops (exp, log, tanh, ...) are promoted to the default float dtype,
+    as in PyTorch."""
+    return t if t.dtype.kind == "f" else t.to(get_default_dtype())
 
 
 def _require_floating(t: Tensor, op: str) -> Tensor:
     """Reductions that average (mean, var) refuse integer inputs, as PyTorch does, rather than guess a dtype."""
     if t.dtype.kind != "f":
-        raise TypeError(f"{op}(): expected a floating-point tensor, got dtype {t.dtype}; convert it first, e.g. .float()")
+        raise TypeError(f"{op}(): expected a floating-point tensor, got dtype {t.dtype}; "
+                        "convert it first, e.g. .float()")
     return t
 
 
 def _div(a, b) -> Tensor:
     dt = result_type(a, b)
     if dt.kind != "f":
-        dt = _default_dtype  # true division of integers gives floats, as in PyTorch
-    return ops.Div.apply(_operand(a, dt), _operand(b, dt))
+        dt = get_default_dtype()  # true division of integers gives floats, as in PyTorch
+    return _binary(ops.Div, a, b, dt)
 
 
 def _compare(fn, a, b) -> Tensor:
     x = a.data if isinstance(a, Tensor) else a
     y = b.data if isinstance(b, Tensor) else b
     try:
-        return Tensor._wrap(np.asarray(fn(x, y)))
+        return Tensor.wrap(np.asarray(fn(x, y)))
     except ValueError as e:
         raise ValueError(f"comparison {fn.__name__}: shapes {np.shape(x)} and {np.shape(y)} do not broadcast") from e
 
@@ -592,19 +672,19 @@ def _logical(fn, sym: str, a, b) -> Tensor:
     if x.dtype != bool_ or y.dtype != bool_:
         if x.dtype.kind in "iu" and y.dtype.kind in "iu":
             op = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[sym]
-            return Tensor._wrap(np.asarray(op(x, y)))
+            return Tensor.wrap(np.asarray(op(x, y)))
         raise TypeError(f"operator {sym}: expected bool (or integer) tensors, got {x.dtype} and {y.dtype}")
     try:
-        return Tensor._wrap(np.asarray(fn(x, y)))
+        return Tensor.wrap(np.asarray(fn(x, y)))
     except ValueError as e:
         raise ValueError(f"operator {sym}: shapes {x.shape} and {y.shape} do not broadcast") from e
 
 
 def _invert(a: Tensor) -> Tensor:
     if a.dtype == bool_:
-        return Tensor._wrap(np.logical_not(a.data))
+        return Tensor.wrap(np.logical_not(a.data))
     if a.dtype.kind in "iu":
-        return Tensor._wrap(np.invert(a.data))
+        return Tensor.wrap(np.invert(a.data))
     raise TypeError(f"operator ~: expected a bool or integer tensor, got {a.dtype}")
 
 
@@ -620,17 +700,26 @@ def _max_min(t: Tensor, dim, keepdim: bool, mode: str):
     idx = (np.argmax if mode == "max" else np.argmin)(t.data, axis=d)
     if keepdim:
         idx = np.expand_dims(idx, d)
-    return _ValuesIndices(values, Tensor._wrap(idx.astype(int64)))
+    return _ValuesIndices(values, Tensor.wrap(idx.astype(int64)))
 
 
 def _arg(fn, t: Tensor, dim, keepdim: bool) -> Tensor:
     if t.data.size == 0:
         raise ValueError(f"{fn.__name__}(): cannot reduce an empty tensor of shape {t.shape}")
     if dim is None:
-        return Tensor._wrap(np.asarray(fn(t.data), dtype=int64))
+        return Tensor.wrap(np.asarray(fn(t.data), dtype=int64))
     d = _one_dim(dim, t.ndim, fn.__name__)
     out = fn(t.data, axis=d)
-    return Tensor._wrap(np.asarray(np.expand_dims(out, d) if keepdim else out, dtype=int64))
+    return Tensor.wrap(np.asarray(np.expand_dims(out, d) if keepdim else out, dtype=int64))
+
+
+def _reduce(op: str, fn, t: Tensor, dim, keepdim: bool, **kwargs) -> Tensor:
+    """The reduction primitive `fn` over the normalised dim (None = all dims)."""
+    return fn.apply(t, dim=_dims(dim, t.ndim, op), keepdim=keepdim, **kwargs)
+
+
+def _all_any(fn, t: Tensor, dim, keepdim: bool) -> Tensor:
+    return Tensor.wrap(np.asarray(fn(t.data, axis=_dims(dim, t.ndim, fn.__name__), keepdims=keepdim)))
 
 
 def _reshape(t: Tensor, shape: tuple) -> Tensor:
@@ -664,7 +753,7 @@ def _squeezed(shape: tuple, dim) -> tuple:
     return tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
 
 
-def _normalize_index(index, shape):
+def _normalize_index(index):
     """Tensor indices to arrays, checking dtypes; returns (index, uses_advanced_indexing)."""
     items = index if isinstance(index, tuple) else (index,)
     out, advanced = [], False
@@ -674,13 +763,14 @@ def _normalize_index(index, shape):
         elif isinstance(it, list):
             it = np.asarray(it)
             if it.dtype.kind == "f":
-                raise IndexError(f"__getitem__: tensors used as indices must be integer or bool, got float list")
+                raise IndexError("__getitem__: tensors used as indices must be integer or bool, got float list")
         if isinstance(it, np.ndarray):
             if it.dtype.kind not in "iub":
                 raise IndexError(f"__getitem__: tensors used as indices must be integer or bool, got {it.dtype}")
             advanced = True
         elif isinstance(it, (float, np.floating)):
-            raise IndexError(f"__getitem__: index {it!r} is a float; indices must be integers, slices, None, ... or tensors")
+            raise IndexError(f"__getitem__: index {it!r} is a float; "
+                             "indices must be integers, slices, None, ... or tensors")
         out.append(it)
     return (tuple(out) if isinstance(index, tuple) else out[0]), advanced
 
@@ -707,8 +797,9 @@ def pow(a, b) -> Tensor:
         if not isinstance(b, numbers.Real):
             raise TypeError(f"pow: exponent must be a number or tensor, got {type(b).__name__}")
         if a.dtype.kind != "f" and isinstance(b, numbers.Integral) and b < 0:
-            raise ValueError(f"pow: integer tensor ({a.dtype}) to a negative integer power {b} is not allowed, as in PyTorch")
-        a = _floating(a, "pow") if isinstance(b, float) else a
+            raise ValueError(f"pow: integer tensor ({a.dtype}) to a negative integer power {b} is not allowed, "
+                             "as in PyTorch")
+        a = _floating(a) if isinstance(b, float) else a
         return ops.PowScalar.apply(a, exponent=b)
     if not isinstance(a, Tensor):
         dt = result_type(a, b)
@@ -726,7 +817,8 @@ def matmul(a, b) -> Tensor:
     kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if ka != kb:
         raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
-                         f"{ka} (last dim of the first) != {kb} (the second's {'only' if b.ndim == 1 else 'second-to-last'} dim)")
+                         f"{ka} (last dim of the first) != {kb} "
+                         f"(the second's {'only' if b.ndim == 1 else 'second-to-last'} dim)")
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
@@ -741,7 +833,7 @@ def clamp(a: Tensor, min=None, max=None) -> Tensor:
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     if a.dtype.kind != "f" and builtins.any(isinstance(v, float) for v in (min, max)):
-        a = a.to(_default_dtype)  # as in PyTorch: a float bound promotes an integer input (was silently truncated)
+        a = a.to(get_default_dtype())  # as in PyTorch: a float bound promotes an integer input
     return ops.Clamp.apply(a, min=min, max=max)
 
 
@@ -759,7 +851,8 @@ def where(condition, input, other) -> Tensor:
     try:
         np.broadcast_shapes(cond.shape, a.shape, b.shape)
     except ValueError:
-        raise ValueError(f"where: shapes condition {cond.shape}, input {a.shape}, other {b.shape} do not broadcast") from None
+        raise ValueError(f"where: shapes condition {cond.shape}, input {a.shape}, other {b.shape} "
+                         "do not broadcast") from None
     return ops.Where.apply(a, b, cond=cond)
 
 
@@ -772,7 +865,8 @@ def masked_fill(input: Tensor, mask, value) -> Tensor:
         if np.broadcast_shapes(m.shape, input.shape) != input.shape:
             raise ValueError
     except ValueError:
-        raise ValueError(f"masked_fill: mask of shape {m.shape} does not broadcast to the input's shape {input.shape}") from None
+        raise ValueError(f"masked_fill: mask of shape {m.shape} does not broadcast to the input's shape "
+                         f"{input.shape}") from None
     if isinstance(value, Tensor):
         value = value.item()
     return ops.MaskedFill.apply(input, mask=m, value=value)
@@ -803,7 +897,8 @@ def expand(t: Tensor, sizes: tuple) -> Tensor:
     shape = tuple(t.shape[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(sizes))
     for i in range(t.ndim):
         if t.shape[i] != 1 and t.shape[i] != shape[i + lead]:
-            raise ValueError(f"expand: the size {t.shape[i]} of dim {i} (shape {t.shape}) cannot expand to {shape[i + lead]} (sizes {sizes})")
+            raise ValueError(f"expand: the size {t.shape[i]} of dim {i} (shape {t.shape}) cannot expand to "
+                             f"{shape[i + lead]} (sizes {sizes})")
     return t if shape == t.shape else ops.Expand.apply(t, shape=shape)
 
 
@@ -884,119 +979,61 @@ def triu(t: Tensor, diagonal: int = 0) -> Tensor:
 def sum(t, dim=None, keepdim=False): return t.sum(dim, keepdim)
 def mean(t, dim=None, keepdim=False): return t.mean(dim, keepdim)
 def var(t, dim=None, unbiased=True, keepdim=False): return t.var(dim, unbiased, keepdim)
+def std(t, dim=None, unbiased=True, keepdim=False): return t.std(dim, unbiased, keepdim)
 def max(t, dim=None, keepdim=False): return t.max(dim, keepdim)
 def min(t, dim=None, keepdim=False): return t.min(dim, keepdim)
 def logsumexp(t, dim, keepdim=False): return t.logsumexp(dim, keepdim)
 def argmax(t, dim=None, keepdim=False): return t.argmax(dim, keepdim)
 def argmin(t, dim=None, keepdim=False): return t.argmin(dim, keepdim)
 def reshape(t, shape): return t.reshape(shape)
-def transpose(t, dim0, dim1): return t.transpose(dim0, dim1)
+def transpose(t: Tensor, dim0: int, dim1: int) -> Tensor:
+    return ops.Transpose.apply(t, dim0=_one_dim(dim0, t.ndim, "transpose"), dim1=_one_dim(dim1, t.ndim, "transpose"))
+
+
+def unflatten(t: Tensor, dim: int, sizes) -> Tensor:
+    d = _one_dim(dim, t.ndim, "unflatten")
+    return _reshape(t, t.shape[:d] + tuple(sizes) + t.shape[d + 1:])
+
+
+def amax(t: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+    """Largest value over dim (all dims when dim is () or None); the gradient is shared evenly between ties."""
+    return _reduce("amax", ops.AMaxMin, t, dim or None, keepdim, mode="max")
+
+
+def amin(t: Tensor, dim=(), keepdim: bool = False) -> Tensor:
+    """Smallest value over dim (all dims when dim is () or None); the gradient is shared evenly between ties."""
+    return _reduce("amin", ops.AMaxMin, t, dim or None, keepdim, mode="min")
+
 def unsqueeze(t, dim): return t.unsqueeze(dim)
 def squeeze(t, dim=None): return t.squeeze(dim)
-def softmax(t, dim): return t.softmax(dim)
-def log_softmax(t, dim): return t.log_softmax(dim)
+
+
+def _float_input(t: Tensor, dtype, op: str) -> Tensor:
+    if dtype is not None:
+        t = t.to(dtype)
+    if t.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating tensor, got {t.dtype}")
+    return t
+
+
+def softmax(t: Tensor, dim: int, dtype=None) -> Tensor:
+    """e^x / sum e^x along dim (one fused node); `dtype` converts the input first, as in PyTorch."""
+    t = _float_input(t, dtype, "softmax")
+    return ops.Softmax.apply(t, dim=_one_dim(dim, t.ndim, "softmax"))
+
+
+def log_softmax(t: Tensor, dim: int, dtype=None) -> Tensor:
+    """x - log sum e^x along dim (one fused node)."""
+    t = _float_input(t, dtype, "log_softmax")
+    return ops.LogSoftmax.apply(t, dim=_one_dim(dim, t.ndim, "log_softmax"))
+
+
 def all(t, dim=None, keepdim=False): return t.all(dim, keepdim)
 def any(t, dim=None, keepdim=False): return t.any(dim, keepdim)
 def equal(a, b) -> builtins.bool: return a.shape == b.shape and builtins.bool(np.array_equal(a.data, b.data))
-def allclose(a, b, rtol=1e-5, atol=1e-8) -> builtins.bool: return builtins.bool(np.allclose(a.data, b.data, rtol=rtol, atol=atol))
+def allclose(a, b, rtol=1e-5, atol=1e-8) -> builtins.bool:
+    return builtins.bool(np.allclose(a.data, b.data, rtol=rtol, atol=atol))
 def numel(t) -> int: return t.numel()
 def is_tensor(x) -> builtins.bool: return isinstance(x, Tensor)
 
 
-# ---------------------------------------------------------------------- factories
-
-def _float_dtype(dtype) -> np.dtype:
-    return _default_dtype if dtype is None else np.dtype(dtype)
-
-
-def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
-    t = Tensor._wrap(arr)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A new leaf tensor holding a copy of `data` (Python numbers/lists, arrays or tensors)."""
-    src = data.data if isinstance(data, Tensor) else data
-    arr = np.array(_to_array(src, dtype), copy=True)
-    if dtype is not None:
-        arr = arr.astype(np.dtype(dtype), copy=False)
-    if arr.dtype not in _SUPPORTED:
-        raise TypeError(f"tensor: unsupported dtype {arr.dtype}")
-    return _new(arr, requires_grad)
-
-
-def as_tensor(data, dtype=None) -> Tensor:
-    """Like tensor() but shares memory with a NumPy array when the dtype already matches."""
-    if isinstance(data, Tensor):
-        return data.to(dtype) if dtype is not None else data
-    arr = _to_array(data, dtype)
-    return Tensor._wrap(arr if dtype is None else arr.astype(np.dtype(dtype), copy=False))
-
-
-def from_numpy(arr: np.ndarray) -> Tensor:
-    if not isinstance(arr, np.ndarray):
-        raise TypeError(f"from_numpy: expected np.ndarray, got {type(arr).__name__}")
-    return Tensor._wrap(_to_array(arr))
-
-
-def zeros(*size, dtype=None, requires_grad=False) -> Tensor: return _new(np.zeros(_shape_arg(size), _float_dtype(dtype)), requires_grad)
-def ones(*size, dtype=None, requires_grad=False) -> Tensor: return _new(np.ones(_shape_arg(size), _float_dtype(dtype)), requires_grad)
-def empty(*size, dtype=None, requires_grad=False) -> Tensor: return _new(np.empty(_shape_arg(size), _float_dtype(dtype)), requires_grad)
-
-
-def full(size, fill_value, dtype=None, requires_grad=False) -> Tensor:
-    if dtype is None:
-        dtype = bool_ if isinstance(fill_value, bool) else (int64 if isinstance(fill_value, numbers.Integral) else _default_dtype)
-    return _new(np.full(tuple(size) if isinstance(size, (tuple, list)) else (size,), fill_value, np.dtype(dtype)), requires_grad)
-
-
-def arange(start, end=None, step=1, dtype=None, requires_grad=False) -> Tensor:
-    if end is None:
-        start, end = 0, start
-    if dtype is None:
-        ints = builtins.all(isinstance(v, numbers.Integral) for v in (start, end, step))
-        dtype = int64 if ints else _default_dtype
-    return _new(np.arange(start, end, step).astype(np.dtype(dtype)), requires_grad)
-
-
-def linspace(start, end, steps, dtype=None) -> Tensor:
-    return Tensor._wrap(np.linspace(start, end, steps).astype(_float_dtype(dtype)))
-
-
-def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.eye(n, m, dtype=_float_dtype(dtype)), requires_grad)
-
-
-def randn(*size, dtype=None, requires_grad=False) -> Tensor:
-    dt = _float_dtype(dtype)
-    return _new(_random.generator().standard_normal(_shape_arg(size), dtype=dt if dt != float16 else float32).astype(dt, copy=False), requires_grad)
-
-
-def rand(*size, dtype=None, requires_grad=False) -> Tensor:
-    dt = _float_dtype(dtype)
-    return _new(_random.generator().random(_shape_arg(size), dtype=dt if dt != float16 else float32).astype(dt, copy=False), requires_grad)
-
-
-def randint(low, high=None, size=None, dtype=None) -> Tensor:
-    if high is None:
-        low, high = 0, low
-    if size is None:
-        raise TypeError("randint: size is required, e.g. randint(0, 10, (3, 4))")
-    return Tensor._wrap(_random.generator().integers(low, high, size=tuple(size)).astype(np.dtype(dtype or int64)))
-
-
-def randperm(n, dtype=None) -> Tensor:
-    return Tensor._wrap(_random.generator().permutation(n).astype(np.dtype(dtype or int64)))
-
-
-def zeros_like(t, dtype=None, requires_grad=False) -> Tensor: return _new(np.zeros(t.shape, dtype or t.dtype), requires_grad)
-def ones_like(t, dtype=None, requires_grad=False) -> Tensor: return _new(np.ones(t.shape, dtype or t.dtype), requires_grad)
-def full_like(t, fill_value, dtype=None, requires_grad=False) -> Tensor: return _new(np.full(t.shape, fill_value, dtype or t.dtype), requires_grad)
-def empty_like(t, dtype=None, requires_grad=False) -> Tensor: return _new(np.empty(t.shape, dtype or t.dtype), requires_grad)
-def randn_like(t, dtype=None, requires_grad=False) -> Tensor: return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
-def rand_like(t, dtype=None, requires_grad=False) -> Tensor: return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
-
-
-autograd._Tensor = Tensor

@@ -15,7 +15,13 @@ gradient) carries the round-off of its largest terms, not of its own small value
 makes the allowed absolute error of such entries rtol * FLOOR * max|b|:
     float64: 1e-10 * 1e-3 = 1e-13 of the array's scale (about 450 ulps),
     float32: 1e-5 * 1e-1 = 1e-6 of the array's scale (about 8 ulps).
-Entries larger than FLOOR * max|b| are held to the full relative tolerance.
+Entries larger than FLOOR * max|b| are held to the full relative tolerance. With max(1, .), an
+array whose scale is below 1 is judged on absolute error below FLOOR; `error_stats(...,
+scale_free=True)` (the parity report) takes the floor relative to the array's own scale instead.
+
+A quantity that is exactly zero in exact arithmetic, a sum whose terms cancel, has no relative
+error to measure: `sum_roundoff_limit` derives its allowed magnitude from the dtype's epsilon and
+the size of the sum.
 """
 from __future__ import annotations
 
@@ -41,15 +47,20 @@ def _name(dtype) -> str:
     return np.dtype(dtype).name
 
 
-def error_stats(ours, ref) -> tuple[float, float]:
-    """(max_abs, max_rel) of `ours` against `ref` with the floor of `ref`'s dtype."""
+def error_stats(ours, ref, *, scale_free: bool = False) -> tuple[float, float]:
+    """(max_abs, max_rel) of `ours` against `ref` with the floor of `ref`'s dtype.
+
+    scale_free=True: floor = FLOOR * max|b| (not FLOOR * max(1, max|b|)), so the measure does not
+    change when both arrays are multiplied by a constant (an all-zero reference keeps the floor FLOOR).
+    """
     a = np.asarray(ours, dtype=np.float64)
     b = np.asarray(ref, dtype=np.float64)
     if a.shape != b.shape:
         raise ValueError(f"shape mismatch: ours {a.shape} vs reference {b.shape}")
     if a.size == 0:
         return 0.0, 0.0
-    if not (np.isfinite(a) == np.isfinite(b)).all() or not np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(b)], equal_nan=True):
+    same_non_finite = np.array_equal(a[~np.isfinite(a)], b[~np.isfinite(b)], equal_nan=True)
+    if not (np.isfinite(a) == np.isfinite(b)).all() or not same_non_finite:
         return float("inf"), float("inf")
     fin = np.isfinite(b)
     a, b = a[fin], b[fin]
@@ -57,7 +68,10 @@ def error_stats(ours, ref) -> tuple[float, float]:
         return 0.0, 0.0
     diff = np.abs(a - b)
     dtype = np.asarray(ref).dtype
-    floor = FLOOR.get(_name(dtype), FLOOR["float32"]) * max(1.0, float(np.abs(b).max()))
+    scale = float(np.abs(b).max())
+    if not scale_free or scale == 0.0:
+        scale = max(1.0, scale)
+    floor = FLOOR.get(_name(dtype), FLOOR["float32"]) * scale
     rel = diff / np.maximum(np.abs(b), floor)
     return float(diff.max()), float(rel.max())
 
@@ -76,3 +90,15 @@ def assert_close(ours, ref, rtol: float, what: str = "value") -> None:
         raise AssertionError(
             f"{what}: max relative error {max_rel:.3e} > rtol {rtol:.1e} (max abs {max_abs:.3e}); "
             f"worst at {idx}: ours {a[idx] if a.size else None!r} vs reference {b[idx] if b.size else None!r}")
+
+
+def sum_roundoff_limit(terms, dtype) -> np.ndarray:
+    """Per entry, the round-off of a sum over axis 0 of `terms`: n * eps[dtype] * sum_i |terms_i|.
+
+    Summing n numbers in floating point, in any order, errs by at most (n - 1) * u * sum |x_i|, u = eps / 2
+    (Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed., sec. 4.2); the limit doubles that
+    to cover the rounding of the terms themselves. A quantity that is exactly zero in exact arithmetic
+    (terms that cancel) is judged |computed| <= this limit.
+    """
+    t = np.abs(np.asarray(terms, dtype=np.float64))
+    return t.shape[0] * float(np.finfo(np.dtype(dtype)).eps) * t.sum(axis=0)

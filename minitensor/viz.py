@@ -16,6 +16,8 @@ import os
 import shutil
 import subprocess
 
+from .tensor import Tensor
+
 __all__ = ["to_dot", "render"]
 
 _FORMATS = ("svg", "png", "pdf")
@@ -35,7 +37,6 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
     `params`: optional name -> Tensor mapping (e.g. dict(model.named_parameters())) used to
     label leaves. `name`: the label of the root tensor.
     """
-    from .tensor import Tensor
     if not isinstance(tensor, Tensor):
         raise TypeError(f"to_dot: expected a Tensor, got {type(tensor).__name__}")
     names = {}
@@ -58,7 +59,7 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
             ids[key] = f"n{len(ids)}"
         return ids[key]
 
-    root = tensor._node
+    root = tensor.grad_fn
     out_id = "out"
     lines.append(f"  {out_id} [label={_quote(name + chr(10) + _describe(tensor))}, fillcolor=\"#c8e6c9\"];")
     if root is None:
@@ -85,10 +86,10 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
         for t in node.inputs:
             if t is None:
                 continue
-            if t._node is not None:
-                lines.append(f"  {node_id(t._node)} -> {nid};")
-                if id(t._node) not in drawn:
-                    stack.append((t._node, t))
+            if t.grad_fn is not None:
+                lines.append(f"  {node_id(t.grad_fn)} -> {nid};")
+                if id(t.grad_fn) not in drawn:
+                    stack.append((t.grad_fn, t))
             else:
                 lid = node_id(t)
                 if lid not in drawn:

@@ -13,90 +13,132 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+
+from transformer_np.config import PRESETS
+
+from . import render
+from .report import DEVICES, DTYPES, TRAJECTORIES, DeviceError, ReportConfig, run_report, run_summary
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dtype", default="float64", help="float64 (default) or float32")
-    p.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available; default)")
-    p.add_argument("--steps", type=int, default=3, help="optimizer steps checked after the first backward (default 3)")
-    p.add_argument("--batch-size", type=int, default=None, help="batch size (default: the preset's reference batch)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--trajectory", default="auto",
-                   help="free (each side trains on its own gradients), lockstep (transformer_np takes torch's "
-                        "gradients after they are compared, each step) or auto (default: free in float64, "
-                        "lockstep in float32; see parity/report.py run_report)")
-    p.add_argument("--out", default=None, help="directory for the JSON and Markdown reports")
+def _count(minimum: int):
+    """An argparse type: an int >= minimum, or a one-line error naming the bound."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {value}")
+    return value
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's help, wrapped without breaking a word at its hyphen (a preset name stays whole)."""
+
+    def _split_lines(self, text, width):
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
+def _common(p: argparse.ArgumentParser, out_default: str | None) -> None:
+    p.add_argument("--dtype", default="float64", choices=sorted(DTYPES),
+                   help="floating-point type of both sides (default: %(default)s)")
+    p.add_argument("--device", default="auto", choices=DEVICES,
+                   help="where the PyTorch reference runs; auto = cuda when available (default: %(default)s)")
+    p.add_argument("--steps", type=_count(0), default=3,
+                   help="optimizer steps checked after the first backward (default: %(default)s)")
+    p.add_argument("--batch-size", type=_count(1), default=None,
+                   help="sentences per batch (default: the preset's reference batch; 16 for a checkpoint)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the weights, batches and dropout masks "
+                                                       "(default: %(default)s)")
+    p.add_argument("--trajectory", default="auto", choices=TRAJECTORIES,
+                   help="free: each side trains on its own gradients; lockstep: transformer_np takes torch's "
+                        "gradients after they are compared, each step; auto: free in float64, lockstep in "
+                        "float32 (default: %(default)s)")
+    p.add_argument("--out", default=out_default,
+                   help="directory for the JSON and Markdown reports (default: "
+                        + ("%(default)s)" if out_default else "none written)"))
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__.split("\n\n")[0],
+                                     formatter_class=_HelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary}")
+    presets = sorted(PRESETS)
 
-    p = sub.add_parser("report", help="layer-by-layer parity of transformer_np against PyTorch")
-    p.add_argument("--config", default="copy-reverse", help="a preset name from transformer_np.config.PRESETS")
-    p.add_argument("--norm-first", action="store_true", help="pre-norm layers (default: post-norm, the paper's)")
-    p.add_argument("--final-norm", action="store_true", help="a LayerNorm after each stack")
-    p.add_argument("--activation", default=None, help="relu or gelu (default: the preset's)")
-    p.add_argument("--dropout", type=float, default=None,
-                   help="dropout rate (default: the preset's); > 0 is checked with identical masks on both sides")
-    p.add_argument("--positional", default=None, help="sinusoidal or learned (default: the preset's)")
-    p.add_argument("--tie-embeddings", action="store_true")
-    p.add_argument("--failures-only", action="store_true", help="print only the failing rows and the summary")
-    _common(p)
-    p.set_defaults(out="runs/parity")
+    p = sub.add_parser("report", formatter_class=_HelpFormatter,
+                       help="layer-by-layer parity of transformer_np against PyTorch",
+                       description="Every submodule's output, attention weights, the loss, every gradient and the "
+                                   "parameters after N optimizer steps, transformer_np against PyTorch.")
+    p.add_argument("--config", default="copy-reverse", choices=presets,
+                   help="the preset whose model is checked (default: %(default)s)")
+    p.add_argument("--norm-first", action="store_true", help="pre-norm layers (default: the preset's placement)")
+    p.add_argument("--final-norm", action="store_true", help="a LayerNorm after each stack (default: the preset's)")
+    p.add_argument("--activation", default=None, choices=("relu", "gelu"),
+                   help="feed-forward activation (default: the preset's)")
+    p.add_argument("--dropout", type=_rate, default=None,
+                   help="dropout rate; > 0 is checked with identical masks on both sides (default: the preset's)")
+    p.add_argument("--positional", default=None, choices=("sinusoidal", "learned"),
+                   help="positional encoding (default: the preset's)")
+    p.add_argument("--tie-embeddings", action="store_true",
+                   help="share the target embedding with the output projection (default: the preset's)")
+    p.add_argument("--failures-only", action="store_true",
+                   help="print only the failing rows (or 'no failures') and the summary")
+    _common(p, "runs/parity")
 
-    p = sub.add_parser("summary", help="worst error per module group, for a checkpoint or a preset")
+    p = sub.add_parser("summary", formatter_class=_HelpFormatter,
+                       help="worst error per module group, for a checkpoint or a preset",
+                       description="The report's checks, one line per group of the model, for a trained "
+                                   "transformer_np checkpoint or a preset's fresh model.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="a transformer_np run directory or checkpoint file (e.g. runs/demo)")
-    src.add_argument("--config", help="a preset name from transformer_np.config.PRESETS")
-    _common(p)
+    src.add_argument("--config", choices=presets, help="a preset whose fresh model is checked")
+    _common(p, None)
     return parser
 
 
-def cmd_report(args) -> int:
-    from .report import run_report
-    report = run_report(args.config, args.dtype, args.device, steps=args.steps,
+def _report_config(args) -> ReportConfig:
+    return ReportConfig(args.config, args.dtype, args.device, args.steps, args.trajectory, args.seed, args.batch_size,
                         norm_first=True if args.norm_first else None, activation=args.activation,
                         dropout=args.dropout, final_norm=True if args.final_norm else None,
-                        positional=args.positional, tie_embeddings=True if args.tie_embeddings else None,
-                        batch_size=args.batch_size, seed=args.seed, trajectory=args.trajectory)
-    m = report.meta
-    print(f"parity report: {m['config']} {m['dtype']} on {m['device']}, {m['batch']}, {m['steps']} steps "
-          f"({m['trajectory']}), "
-          f"dropout {m['model']['dropout']}, norm_first={m['model']['norm_first']}, "
-          f"activation={m['model']['activation']}")
-    print(report.table(only_failures=args.failures_only))
-    print()
-    print(report.summary_table())
-    if m.get("relu_branches_aligned"):
-        print(f"note: {m['relu_branches_aligned']} ReLU input(s) within round-off of 0 took different branches; "
-              f"torch's were aligned to transformer_np's (see parity/report.py, ReluBranchAligner)")
+                        positional=args.positional, tie_embeddings=True if args.tie_embeddings else None)
+
+
+def cmd_report(args) -> int:
+    report = run_report(_report_config(args))
+    print(render.text(report, failures_only=args.failures_only))
     if args.out:
-        jpath, mpath = report.write(args.out)
-        print(f"wrote {jpath} and {mpath}")
-    failed = report.failures()
-    print(f"{'PASS' if report.passed else 'FAIL'}: {len(report.rows) - len(failed)}/{len(report.rows)} checks within tolerance")
+        print("\n".join("wrote " + path for path in render.write(report, args.out)))
     return 0 if report.passed else 1
 
 
 def cmd_summary(args) -> int:
-    from .report import run_summary
     report, source = run_summary(checkpoint=args.checkpoint, config=args.config, dtype=args.dtype,
                                  device=args.device, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
                                  trajectory=args.trajectory)
-    m = report.meta
-    print(f"parity summary: {source}, {m['dtype']} on {m['device']}, {m['batch']}, {m['steps']} steps ({m['trajectory']})")
-    print(report.summary_table())
+    print(f"parity summary: {source}")
+    print("\n".join(render.header(report)[1:]))
+    print()
+    print(render.summary_table(report))
+    print()
+    print(render.verdict(report))
     if args.out:
-        jpath, mpath = report.write(args.out)
-        print(f"wrote {jpath} and {mpath}")
-    print(f"{'PASS' if report.passed else 'FAIL'}: transformer_np matches PyTorch "
-          f"{'in every' if report.passed else 'NOT in every'} check ({len(report.rows)} checks)")
+        print("\n".join("wrote " + path for path in render.write(report, args.out)))
     return 0 if report.passed else 1
 
 
 def main(argv=None) -> int:
-    from .report import DeviceError
     args = build_parser().parse_args(argv)
     try:
         return {"report": cmd_report, "summary": cmd_summary}[args.command](args)

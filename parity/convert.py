@@ -107,7 +107,8 @@ def torch_to_np(torch_model, np_model):
 def from_torch_multihead_attention(mha: nn.MultiheadAttention, prefix: str = "") -> dict[str, np.ndarray]:
     """nn.MultiheadAttention -> {prefix + 'W_q.weight', ...}: the packed in-projection splits into q, k, v."""
     if not mha._qkv_same_embed_dim or mha.in_proj_weight is None:
-        raise ValueError("from_torch_multihead_attention: only kdim == vdim == embed_dim (packed in_proj_weight) is supported")
+        raise ValueError("from_torch_multihead_attention: only kdim == vdim == embed_dim "
+                         "(packed in_proj_weight) is supported")
     if mha.in_proj_bias is None or mha.out_proj.bias is None or mha.bias_k is not None:
         raise ValueError("from_torch_multihead_attention: expected bias=True and add_bias_kv=False "
                          "(our Linear layers always carry a bias and no extra key/value rows)")
@@ -210,7 +211,8 @@ def from_torch_transformer(nn_transformer: nn.Transformer, model):
 
 
 def mask_to_torch(mask, num_heads: int, batch_size: int, q_len: int, k_len: int) -> torch.Tensor | None:
-    """Our bool mask (True = may attend), broadcastable to (B, H, T_q, T_k) -> torch attn_mask (B*H, T_q, T_k), True = blocked."""
+    """Our bool mask (True = may attend), broadcastable to (B, H, T_q, T_k) -> torch attn_mask (B*H, T_q, T_k),
+    True = blocked."""
     if mask is None:
         return None
     m = mask if isinstance(mask, torch.Tensor) else torch.as_tensor(_to_numpy(mask))

@@ -1,9 +1,5 @@
 """Generation with the PyTorch reference: transformer_np/decode.py for parity/model.py, line for line.
 
-The benchmarks time both sides' greedy decoding with and without the KV cache; the tokens are
-the same as transformer_np's for the same weights (tests/test_parity.py). Token ids go in and
-come out as NumPy arrays on the CPU, whatever device the model is on.
-
 Both run under torch.no_grad() with the model in eval mode (its training flag is restored after),
 encode the source once, and feed the decoder one position per step. With use_cache=True the
 decoder gets only the newest token and reuses the keys/values of earlier positions (model.KVCache);
@@ -13,13 +9,16 @@ tokens (tests/test_decode.py); the cache turns each step's cost from O(t^2) into
 Conventions: max_len counts generated tokens (BOS excluded, EOS included), so the decoder is fed
 at most max_len positions (BOS + max_len - 1 tokens) and max_len must not exceed the model's.
 Returned sequences never contain BOS; they end at EOS when one was produced.
+
+Token ids go in and come out as NumPy arrays on the CPU, whatever device the model is on; the
+benchmarks time both sides' greedy decoding, and the tokens equal transformer_np's for the same
+weights (tests/test_parity.py).
 """
 from __future__ import annotations
 
 import contextlib
 
 import numpy as np
-
 import torch
 
 from parity.masks import causal_mask, padding_mask
@@ -47,13 +46,18 @@ def _check_int(name: str, value, low: int, high: int | None = None, who: str = "
     return int(value)
 
 
+def _raw(logits: torch.Tensor) -> np.ndarray:
+    return logits.detach().cpu().numpy()
+
+
 def _tokens(model, src) -> torch.Tensor:
     """Source ids (NumPy or tensor) as a tensor on the model's device."""
     return torch.as_tensor(src, device=model.device)
 
 
-def _numpy(logits: torch.Tensor) -> np.ndarray:
-    return logits.detach().cpu().numpy()
+def _rows(x: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
+    """x[rows] for NumPy row indices, on x's device."""
+    return x[torch.as_tensor(rows, device=x.device)]
 
 
 def greedy_decode(model, src, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
@@ -68,26 +72,26 @@ def greedy_decode(model, src, max_len: int, bos_id: int = BOS_ID, eos_id: int = 
     with _inference(model):
         src = _tokens(model, src)
         if src_mask is None:
-            src_mask = padding_mask(src, pad_id)                                      # (B, 1, 1, S)
-        memory = model.encode(src, src_mask)                                          # (B, S, D)
+            src_mask = padding_mask(src, pad_id)                                     # (B, 1, 1, S)
+        memory = model.encode(src, src_mask)                                         # (B, S, D)
         B = memory.shape[0]
         cache = model.init_cache() if use_cache else None
-        ys = np.full((B, 1), bos_id, dtype=np.int64)                                  # decoder input so far
+        ys = np.full((B, 1), bos_id, dtype=np.int64)                                 # decoder input so far
         out = np.full((B, max_len), pad_id, dtype=np.int64)
         finished = np.zeros(B, dtype=bool)
         for t in range(max_len):
             if use_cache:
-                logits = model.decode(ys[:, -1:], memory, src_mask, cache=cache)       # (B, 1, V)
+                logits = model.decode(ys[:, -1:], memory, src_mask, cache=cache)     # (B, 1, V)
             else:
                 # Causal only (no padding mask on the prefix): the cached path cannot see token ids.
-                logits = model.decode(ys, memory, src_mask, causal_mask(t + 1))        # (B, t + 1, V)
-            next_tok = _numpy(logits[:, -1]).argmax(axis=-1)                           # (B,)
+                logits = model.decode(ys, memory, src_mask, causal_mask(t + 1))      # (B, t + 1, V)
+            next_tok = _raw(logits[:, -1]).argmax(axis=-1)                           # (B,)
             next_tok = np.where(finished, pad_id, next_tok)
             out[:, t] = next_tok
             finished |= next_tok == eos_id
             if finished.all():
                 return out[:, :t + 1]
-            ys = np.concatenate([ys, next_tok[:, None]], axis=1)                       # (B, t + 2)
+            ys = np.concatenate([ys, next_tok[:, None]], axis=1)                     # (B, t + 2)
     return out
 
 
@@ -127,33 +131,33 @@ def beam_search(model, src, beam_size: int = 5, max_len: int = 50, length_penalt
     with _inference(model):
         src = _tokens(model, src)
         if src_mask is None:
-            src_mask = padding_mask(src, pad_id)                                      # (B, 1, 1, S)
-        memory = model.encode(src, src_mask)                                          # (B, S, D)
+            src_mask = padding_mask(src, pad_id)                                     # (B, 1, 1, S)
+        memory = model.encode(src, src_mask)                                         # (B, S, D)
         B = memory.shape[0]
         # Row i * K + k of every per-beam array is beam k of the i-th sentence still searching.
         rows = np.repeat(np.arange(B), K)
-        memory_k = memory[torch.as_tensor(rows, device=memory.device)]               # (B*K, S, D)
+        memory_k = _rows(memory, rows)                                               # (B*K, S, D)
         mask = torch.as_tensor(src_mask, device=memory.device)
         per_sentence_mask = mask.ndim == 4 and mask.shape[0] != 1
-        mask_k = mask[torch.as_tensor(rows, device=mask.device)] if per_sentence_mask else mask  # (B*K, 1, 1, S)
-        alive = np.arange(B)                                                          # sentence ids still searching
-        tokens = np.full((B * K, 1), bos_id, dtype=np.int64)                          # (n*K, t + 1), BOS first
-        scores = np.full((B, K), -np.inf)                                             # cumulative log P, float64
-        scores[:, 0] = 0.0                                                            # one live beam at the start
+        mask_k = _rows(mask, rows) if per_sentence_mask else mask                    # (B*K, 1, 1, S)
+        alive = np.arange(B)                                                         # sentence ids still searching
+        tokens = np.full((B * K, 1), bos_id, dtype=np.int64)                         # (n*K, t + 1), BOS first
+        scores = np.full((B, K), -np.inf)                                            # cumulative log P, float64
+        scores[:, 0] = 0.0                                                           # one live beam at the start
         finished: list[list[tuple[np.ndarray, float]]] = [[] for _ in range(B)]
         cache = model.init_cache() if use_cache else None
 
         for t in range(max_len):
             n = len(alive)
             if use_cache:
-                logits = model.decode(tokens[:, -1:], memory_k, mask_k, cache=cache)   # (n*K, 1, V)
+                logits = model.decode(tokens[:, -1:], memory_k, mask_k, cache=cache)  # (n*K, 1, V)
             else:
-                logits = model.decode(tokens, memory_k, mask_k, causal_mask(t + 1))    # (n*K, t + 1, V)
-            logp = _log_softmax64(_numpy(logits[:, -1]))                               # (n*K, V)
+                logits = model.decode(tokens, memory_k, mask_k, causal_mask(t + 1))  # (n*K, t + 1, V)
+            logp = _log_softmax64(_raw(logits[:, -1]))                               # (n*K, V)
             V = logp.shape[-1]
-            cand = (scores[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)      # (n, K*V)
+            cand = (scores[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)    # (n, K*V)
             n_cand = min(2 * K, K * V)
-            order = np.argsort(-cand, axis=1, kind="stable")[:, :n_cand]              # (n, 2K) best first
+            order = np.argsort(-cand, axis=1, kind="stable")[:, :n_cand]             # (n, 2K) best first
             cand_scores = np.take_along_axis(cand, order, axis=1)
             new_origin = np.zeros((n, K), dtype=np.int64)
             new_token = np.full((n, K), pad_id, dtype=np.int64)
@@ -186,17 +190,16 @@ def beam_search(model, src, beam_size: int = 5, max_len: int = 50, length_penalt
             if done.all():
                 break
             keep = np.flatnonzero(~done)
-            rows = (keep[:, None] * K + new_origin[keep]).reshape(-1)                 # (n'*K,) rows to continue
+            rows = (keep[:, None] * K + new_origin[keep]).reshape(-1)                # (n'*K,) rows to continue
             tokens = np.concatenate([tokens[rows], new_token[keep].reshape(-1, 1)], axis=1)
             scores = new_scores[keep]
             alive = alive[keep]
             shrink = len(keep) < n
             if shrink:
                 # Sentences left the batch: their memory rows go too (within a sentence they are equal).
-                index = torch.as_tensor(rows, device=memory_k.device)
-                memory_k = memory_k[index]
+                memory_k = _rows(memory_k, rows)
                 if per_sentence_mask:
-                    mask_k = mask_k[index]
+                    mask_k = _rows(mask_k, rows)
             if cache is not None:
                 cache.reorder(rows, static=shrink)
 

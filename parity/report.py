@@ -1,248 +1,128 @@
 """The layer-by-layer parity report: transformer_np against the PyTorch reference, module by module.
 
-`run_report(...)` builds both models from one seed (transformer_np initialises, the weights are
-copied to parity/model.py by name), feeds both the same padded batch and compares:
+`run_report(ReportConfig(...))` builds both models from one seed (transformer_np initialises, the
+weights are copied to parity/model.py by name), feeds both the same padded batch and compares:
 
 - forward: the output of every submodule (forward hooks on both sides, one row per call, the
   second call of a module suffixed `#2`: the shared positional encoding runs for the source,
-  then the target), every attention block's weights (`<attn>.attn_weights`), and the loss
-  (label-smoothed cross-entropy that ignores PAD);
+  then the target), every attention block's weights (`<attn>.attn_weights`), and the training
+  loss (transformer_np.loss.sequence_loss against its twin parity.loss.sequence_loss);
 - backward: the gradient of every parameter, and of every hooked activation (retain_grad on
   both sides);
 - training: N optimizer steps on fresh batches (Adam betas 0.9/0.98 eps 1e-9, the warmup
   schedule as WarmupInverseSqrt on minitensor and LambdaLR on torch, clip_grad_norm_ 1.0), each
   step's loss, parameter gradients and total gradient norm, then every parameter after the last
-  step. The trajectory is free in float64 and lockstep in float32 (run_report says why).
+  step. The trajectory is free in float64 and lockstep in float32 (ReportConfig says why).
 
-The reference's total gradient norm for clipping is accumulated in float64 (TorchSide.step says
-why); everything else on the torch side is stock PyTorch in the report's dtype.
-
-Dropout is checked in training mode with identical masks: every Dropout module on both sides
-gets a `mask_fn`; the minitensor side draws boolean keep-masks from one seeded generator and
-records them per module in call order, the torch side replays them.
-
-Errors use `minitensor.testing.error_stats` (max abs, and max relative with a near-zero floor)
-against `PARITY_RTOL[dtype]`; torch is the reference. Rows are grouped (embeddings, encoder,
-decoder, logits, loss, grads, after-steps) for the summary.
-
-Two places where the math, not the code, decides, each judged by its own stated rule (the row's
-`rule` and `note` say so, and its columns still show the plain comparison):
-- The key projection's bias W_k.bias has a gradient that is identically zero (softmax is
-  shift-invariant along a query row); both sides compute round-off. Its gradient must be zero to
-  round-off (FLOOR[dtype] times the sibling W_q.bias gradient's scale), and, in the free
-  trajectory, after the steps each side must stay within Adam's step bound (sum of the lrs) of
-  its initial value, since Adam with eps 1e-9 turns round-off into steps of up to lr
-  (`structurally_zero_grad`, `drift_row`). In lockstep the plain comparison applies.
-- ReLU's derivative jumps at 0: a float32 pre-activation within round-off of 0 may land on
-  different sides in the two frameworks. The torch side then takes transformer_np's branch for
-  those entries only (`ReluBranchAligner`); the count is in the report's meta. GELU needs nothing.
+Dropout is checked in training mode with identical masks (parity.hooks.SharedDropoutMasks).
+How each row is judged: parity/results.py. The two sides: parity/sides.py. The hooks, including
+the two adjustments of the reference that every report's header states with their counts (the
+float64-accumulated clipping norm, the ReLU branches aligned in float32): parity/hooks.py.
+The table, Markdown and JSON: parity/render.py.
 """
 from __future__ import annotations
 
-import json
-import math
-import os
-from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 import minitensor as mt
-import minitensor.nn.functional as mF
-from minitensor.testing import FLOOR, PARITY_RTOL, error_stats
-from transformer_np import masks as np_masks
-from transformer_np.config import ModelConfig, get_preset
+from minitensor.testing import PARITY_RTOL, error_stats, sum_roundoff_limit
+from transformer_np.config import ModelConfig, TrainConfig, get_preset
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
 
-from . import masks as pt_masks
 from .convert import load_arrays, np_to_torch, state_arrays
-from .model import Dropout as TorchDropout
+from .hooks import Capture, KeyProjectionGrads, ReluBranchAligner, SharedDropoutMasks, to_numpy
 from .model import Transformer as TorchTransformer
+from .results import Report, group_of, key_projection, structurally_zero_grad
+from .sides import CLIP_NORM_ADJUSTMENT, NpSide, TorchSide
 
 DTYPES = {"float64": (mt.float64, torch.float64), "float32": (mt.float32, torch.float32)}
-GROUPS = ("embeddings", "encoder", "decoder", "logits", "loss", "grads", "after-steps")
+DEVICES = ("cpu", "cuda", "auto")
+TRAJECTORIES = ("auto", "free", "lockstep")
 FIRST_TOKEN = 4                     # ids below are PAD, BOS, EOS, UNK
 
 
-# ----------------------------------------------------------------------------------------------
-# Rows and the report
-# ----------------------------------------------------------------------------------------------
-@dataclass
-class Row:
-    group: str                      # one of GROUPS
-    kind: str                       # 'forward', 'attn', 'loss', 'grad', 'param.grad', 'step', 'param'
-    name: str                       # module path or parameter name
-    shape: tuple
-    max_abs: float
-    max_rel: float
-    rtol: float
-    ok: bool
-    note: str = ""
-    rule: str = "rtol"              # 'rtol': max_rel <= rtol; 'zero' / 'drift': judged as the note says
+class DeviceError(RuntimeError):
+    """A device was asked for that this machine does not have."""
 
 
-@dataclass
-class Report:
-    meta: dict
-    rows: list = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.rows) and all(r.ok for r in self.rows)
-
-    def failures(self) -> list:
-        return [r for r in self.rows if not r.ok]
-
-    def add(self, group, kind, name, ours, ref, rtol, note=""):
-        ours = np.asarray(ours)
-        ref = np.asarray(ref)
-        if ours.shape != ref.shape:
-            self.rows.append(Row(group, kind, name, tuple(ref.shape), math.inf, math.inf, rtol, False,
-                                 f"shape {tuple(ours.shape)} vs reference {tuple(ref.shape)}"))
-            return
-        a, r = error_stats(ours, ref)
-        self.rows.append(Row(group, kind, name, tuple(ref.shape), a, r, rtol, bool(r <= rtol), note))
-
-    def missing(self, group, kind, name, rtol, note):
-        self.rows.append(Row(group, kind, name, (), math.inf, math.inf, rtol, False, note))
-
-    def names(self, kind: str) -> set:
-        return {r.name for r in self.rows if r.kind == kind}
-
-    def summary(self) -> dict:
-        """Worst relative error and pass/fail per group."""
-        out = {}
-        for g in GROUPS:
-            rows = [r for r in self.rows if r.group == g]
-            if rows:
-                plain = [r for r in rows if r.rule == "rtol"] or rows
-                worst = max(plain, key=lambda r: r.max_rel)
-                out[g] = dict(rows=len(rows), worst=worst.name, kind=worst.kind, max_abs=worst.max_abs,
-                              max_rel=worst.max_rel, rtol=worst.rtol, ok=all(r.ok for r in rows))
-        return out
-
-    def table(self, only_failures: bool = False) -> str:
-        rows = self.failures() if only_failures else self.rows
-        head = ("group", "kind", "module / parameter", "shape", "max abs", "max rel", "rtol", "")
-        body = [(r.group, r.kind, r.name, "x".join(map(str, r.shape)) or "()", f"{r.max_abs:.2e}",
-                 f"{r.max_rel:.2e}", f"{r.rtol:.0e}", ("ok" if r.ok else "FAIL") + (f" {r.note}" if r.note else ""))
-                for r in rows]
-        widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-        line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
-        return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
-
-    def summary_table(self) -> str:
-        lines = [f"{'group':<12} {'rows':>5}  {'max rel':>9}  {'rtol':>6}  result  worst"]
-        for g, s in self.summary().items():
-            lines.append(f"{g:<12} {s['rows']:>5}  {s['max_rel']:9.2e}  {s['rtol']:6.0e}  "
-                         f"{'ok' if s['ok'] else 'FAIL':<6}  {s['kind']} {s['worst']}")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return dict(meta=self.meta, passed=self.passed, summary=self.summary(),
-                    rows=[dict(asdict(r), shape=list(r.shape)) for r in self.rows])
-
-    def to_markdown(self) -> str:
-        m = self.meta
-        out = [f"# Parity report: {m['config']} ({m['dtype']}, {m['device']})", "",
-               f"transformer_np against parity/model.py (PyTorch {torch.__version__}), seed {m['seed']}, "
-               f"batch {m['batch']}, {m['steps']} optimizer steps ({m['trajectory']} trajectory), "
-               f"dropout {m['model']['dropout']}, "
-               f"norm_first={m['model']['norm_first']}, activation={m['model']['activation']}.", "",
-               f"Result: **{'PASS' if self.passed else 'FAIL'}** ({len(self.rows)} checks, "
-               f"{len(self.failures())} failed). Measure: minitensor.testing.error_stats, rtol PARITY_RTOL.", "",
-               "## Summary", "", "| group | rows | worst | max rel | rtol | result |", "|---|---|---|---|---|---|"]
-        for g, s in self.summary().items():
-            out.append(f"| {g} | {s['rows']} | {s['kind']} `{s['worst']}` | {s['max_rel']:.2e} | {s['rtol']:.0e} | "
-                       f"{'ok' if s['ok'] else 'FAIL'} |")
-        out += ["", "## Every check", "", "| group | kind | module / parameter | shape | max abs | max rel | rtol | result |",
-                "|---|---|---|---|---|---|---|---|"]
-        for r in self.rows:
-            out.append(f"| {r.group} | {r.kind} | `{r.name}` | {'x'.join(map(str, r.shape))} | {r.max_abs:.2e} | "
-                       f"{r.max_rel:.2e} | {r.rtol:.0e} | {'ok' if r.ok else 'FAIL'}{' ' + r.note if r.note else ''} |")
-        return "\n".join(out) + "\n"
-
-    def write(self, out_dir: str) -> tuple[str, str]:
-        os.makedirs(out_dir, exist_ok=True)
-        stem = f"parity_{self.meta['config']}_{self.meta['dtype']}_{self.meta['device']}"
-        jpath, mpath = os.path.join(out_dir, stem + ".json"), os.path.join(out_dir, stem + ".md")
-        with open(jpath, "w") as f:
-            json.dump(self.to_dict(), f, indent=1)
-        with open(mpath, "w") as f:
-            f.write(self.to_markdown())
-        return jpath, mpath
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def group_of(name: str) -> str:
-    """The summary group of a module path or parameter name."""
-    head = name.split(".")[0].split("#")[0]
-    if head in ("src_embed", "tgt_embed", "pos_encoding"):
-        return "embeddings"
-    if head in ("encoder", "decoder"):
-        return head
-    if head == "generator":
-        return "logits"
-    return "loss"
+def check_options(dtype: str, device: str, steps: int, batch_size: int | None, trajectory: str) -> None:
+    """ValueError naming the first option that is not one of its allowed values."""
+    resolve_dtype(dtype)
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}: expected one of {list(DEVICES)}")
+    if not (_int(steps) and steps >= 0):
+        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
+    if batch_size is not None and not (_int(batch_size) and batch_size > 0):
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if trajectory not in TRAJECTORIES:
+        raise ValueError(f"unknown trajectory {trajectory!r}: expected one of {list(TRAJECTORIES)}")
 
 
-# ----------------------------------------------------------------------------------------------
-# Quantities fixed by the math, not by the arithmetic
-# ----------------------------------------------------------------------------------------------
-def structurally_zero_grad(name: str) -> bool:
-    """True for parameters whose gradient is identically zero: the key projection's bias.
+@dataclass(frozen=True)
+class ReportConfig:
+    """What one parity report checks. Validated on creation, before any model is built.
 
-    softmax is shift-invariant along each query row, and q . (k_j + b_k) = q . k_j + q . b_k adds
-    the same number to every key j of the row, so d loss / d b_k = 0 for any input. Both sides
-    compute round-off there (~eps times the magnitude of the terms that cancel), which no
-    relative measure can compare; torch.nn.MultiheadAttention's in_proj_bias[D:2D] is the same.
+    trajectory: how the N optimizer steps run.
+      'free'      each side steps on its own gradients; the parameters after N steps must agree.
+                  Well-conditioned when gradient round-off is far below Adam's eps (1e-9): float64.
+      'lockstep'  each step's gradients are compared (a row per step), then transformer_np takes
+                  torch's, so both optimizers (clipping, schedule, Adam) see the same input and the
+                  parameters after N steps check the optimizer arithmetic over N steps. Needed in
+                  float32: a gradient entry within round-off (~1e-8) of 0 is comparable to eps, so
+                  Adam's first update lr * g / (|g| + eps) turns its round-off into a difference of
+                  up to lr between two correct implementations.
+      'auto'      free for float64, lockstep for float32.
     """
-    return name.endswith("W_k.bias")
+    config: str = "copy-reverse"          # a preset of transformer_np.config.PRESETS (or a label with model_cfg)
+    dtype: str = "float64"                # 'float64' or 'float32', both sides
+    device: str = "cpu"                   # the torch side's device: 'cpu', 'cuda' or 'auto'
+    steps: int = 3                        # optimizer steps checked after the first backward
+    trajectory: str = "auto"              # 'free', 'lockstep' or 'auto' (above)
+    seed: int = 0                         # weights, batches and dropout masks
+    batch_size: int | None = None         # None: the preset's reference batch
+    # Overrides of the preset's model; None keeps the preset's value.
+    norm_first: bool | None = None
+    activation: str | None = None
+    dropout: float | None = None
+    final_norm: bool | None = None
+    positional: str | None = None
+    tie_embeddings: bool | None = None
+    # A trained model instead of the preset's fresh one (run_summary): its configs and batches.
+    np_model: object = None
+    model_cfg: ModelConfig | None = None
+    train_cfg: TrainConfig | None = None
+    batches: list | None = None           # (src, tgt) int64 arrays, tgt with <bos>
 
+    def __post_init__(self):
+        if self.model_cfg is None:
+            get_preset(self.config)
+        check_options(self.dtype, self.device, self.steps, self.batch_size, self.trajectory)
 
-def zero_to_roundoff(ours, ref, dtype: str, scale: float) -> tuple[float, float, bool]:
-    """(deviation, limit, ok) for a quantity that is exactly zero in exact arithmetic.
+    def model_config(self) -> ModelConfig:
+        cfg = self.model_cfg if self.model_cfg is not None else get_preset(self.config).model
+        overrides = dict(norm_first=self.norm_first, activation=self.activation, dropout=self.dropout,
+                         final_norm=self.final_norm, positional=self.positional, tie_embeddings=self.tie_embeddings)
+        return cfg.replace(**{k: v for k, v in overrides.items() if v is not None})
 
-    Both |ours| and |ref| must stay within round-off: FLOOR[dtype] (about 100 machine epsilons)
-    times max(1, scale), `scale` the magnitude of a sibling quantity built the same way (the floor
-    error_stats uses, with that scale).
-    """
-    dev = max(float(np.abs(ours).max(initial=0.0)), float(np.abs(ref).max(initial=0.0)))
-    limit = FLOOR[dtype] * max(1.0, scale)
-    return dev, limit, dev <= limit
+    def train_config(self) -> TrainConfig:
+        return self.train_cfg if self.train_cfg is not None else get_preset(self.config).train
 
-
-def zero_row(report: "Report", group: str, kind: str, name: str, ours, ref, scale: float, dtype: str, what: str) -> None:
-    """Judge a quantity that is exactly zero in exact arithmetic (zero_to_roundoff); the columns
-    still show the plain comparison of the two sides."""
-    a, r = error_stats(ours, ref)
-    dev, limit, _ = zero_to_roundoff(ours, ref, dtype, scale)
-    report.rows.append(Row(group, kind, name, tuple(np.shape(ref)), a, r, PARITY_RTOL[dtype], dev <= limit,
-                           f"{what}: exact value 0, judged |value| {dev:.1e} <= round-off {limit:.1e}", "zero"))
-
-
-def drift_row(report: "Report", name: str, ours, ref, init, bound: float, dtype: str) -> None:
-    """Judge a parameter whose exact trajectory is constant (its gradient is identically zero).
-
-    Adam turns the round-off gradient into steps of up to lr each (its update m_hat / (sqrt(v_hat)
-    + eps) is at most 1 in magnitude when 1 - beta1 <= sqrt(1 - beta2), Kingma & Ba 2015 sec. 2.1),
-    so two correct implementations drift apart by round-off amplified to lr. Judged: each side
-    stays within `bound` = sum of the lrs used of its initial value; the columns show the plain comparison.
-    """
-    a, r = error_stats(ours, ref)
-    drift = max(float(np.abs(ours - init).max(initial=0.0)), float(np.abs(ref - init).max(initial=0.0)))
-    report.rows.append(Row("after-steps", "param", name, tuple(np.shape(ref)), a, r, PARITY_RTOL[dtype],
-                           drift <= bound, f"gradient identically 0: exact value = init, judged drift "
-                                           f"{drift:.1e} <= Adam's bound sum(lr) {bound:.1e}", "drift"))
+    def resolved_trajectory(self) -> str:
+        if self.trajectory == "auto":
+            return "free" if self.dtype == "float64" else "lockstep"
+        return self.trajectory
 
 
 # ----------------------------------------------------------------------------------------------
 # Setup: devices, dtypes, models, batches
 # ----------------------------------------------------------------------------------------------
-class DeviceError(RuntimeError):
-    """A device was asked for that this machine does not have."""
-
-
 def resolve_device(device: str) -> str:
     """'cpu', 'cuda' or 'auto' (cuda when available) to a torch device string; clear error otherwise."""
     if device == "auto":
@@ -253,7 +133,7 @@ def resolve_device(device: str) -> str:
         return "cuda"
     if device == "cpu":
         return "cpu"
-    raise ValueError(f"unknown device {device!r}: expected 'cpu', 'cuda' or 'auto'")
+    raise ValueError(f"unknown device {device!r}: expected one of {list(DEVICES)}")
 
 
 def resolve_dtype(dtype: str):
@@ -309,246 +189,28 @@ def synthetic_batch(rng: np.random.Generator, batch_size: int, src_len: int, tgt
     return src, tgt
 
 
-# ----------------------------------------------------------------------------------------------
-# Dropout masks shared between the two sides
-# ----------------------------------------------------------------------------------------------
-class SharedDropoutMasks:
-    """Boolean keep-masks drawn on the minitensor side and replayed on the torch side, per module in call order."""
-
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-        self.recorded = defaultdict(list)
-        self.position = defaultdict(int)
-
-    def attach(self, np_model, torch_model) -> None:
-        for name, m in np_model.named_modules():
-            if isinstance(m, mt.nn.Dropout):
-                m.mask_fn = self._recorder(name, m.p)
-        for name, m in torch_model.named_modules():
-            if isinstance(m, TorchDropout):
-                m.mask_fn = self._replayer(name)
-
-    def detach(self, np_model, torch_model) -> None:
-        for model in (np_model, torch_model):
-            for _, m in model.named_modules():
-                if hasattr(m, "mask_fn"):
-                    m.mask_fn = None
-
-    def _recorder(self, name, p):
-        def mask_fn(shape):
-            keep = self.rng.random(shape) >= p
-            self.recorded[name].append(keep)
-            return keep
-        return mask_fn
-
-    def _replayer(self, name):
-        def mask_fn(shape):
-            i = self.position[name]
-            if i >= len(self.recorded[name]):
-                raise RuntimeError(f"dropout masks: torch called {name} more often ({i + 1}) than transformer_np")
-            keep = self.recorded[name][i]
-            if keep.shape != tuple(shape):
-                raise RuntimeError(f"dropout masks: {name} call {i + 1}: transformer_np drew {keep.shape}, torch wants {shape}")
-            self.position[name] += 1
-            return keep
-        return mask_fn
-
-    def finish_step(self) -> None:
-        """Check every recorded mask was replayed, then forget them."""
-        unused = {k: len(v) - self.position[k] for k, v in self.recorded.items() if len(v) != self.position[k]}
-        if unused:
-            raise RuntimeError(f"dropout masks: torch did not use every mask transformer_np drew: {unused}")
-        self.recorded.clear()
-        self.position.clear()
+def _batches(rc: ReportConfig, cfg: ModelConfig) -> list:
+    if rc.batches is None:
+        preset = get_preset(rc.config) if rc.model_cfg is None else None
+        B = rc.batch_size or (preset.batch_size if preset else 8)
+        S, T = (preset.src_len, preset.tgt_len) if preset else (12, 12)
+        rng = np.random.default_rng(rc.seed)
+        return [synthetic_batch(rng, B, S, T, cfg.src_vocab_size, cfg.tgt_vocab_size) for _ in range(max(rc.steps, 1))]
+    if rc.batch_size:
+        return [(s[:rc.batch_size], t[:rc.batch_size]) for s, t in rc.batches]
+    return list(rc.batches)
 
 
 # ----------------------------------------------------------------------------------------------
-# Hooks: every submodule's output, kept for its gradient
+# The comparisons
 # ----------------------------------------------------------------------------------------------
-def _tensors(output, is_tensor):
-    if is_tensor(output):
-        return [("", output)]
-    if isinstance(output, (tuple, list)):
-        return [(f"[{i}]", t) for i, t in enumerate(output) if is_tensor(t)]
-    return []
+KEY_BIAS_NOTE = "exact value 0 (softmax shift-invariance): |grad| <= n*eps*sum|dK| over the n = {n} key rows"
 
 
-class Capture:
-    """Forward hooks on every named submodule: outputs by path (repeat calls suffixed #2, #3...), grads retained."""
-
-    def __init__(self, model, is_tensor):
-        self.is_tensor = is_tensor
-        self.outputs = {}
-        self.calls = defaultdict(int)
-        self.handles = [m.register_forward_hook(self._hook(name)) for name, m in model.named_modules() if name]
-
-    def _hook(self, name):
-        def hook(module, inputs, output):
-            self.calls[name] += 1
-            key = name if self.calls[name] == 1 else f"{name}#{self.calls[name]}"
-            for suffix, t in _tensors(output, self.is_tensor):
-                if t.requires_grad:
-                    t.retain_grad()
-                self.outputs[key + suffix] = t
-        return hook
-
-    def remove(self) -> None:
-        for h in self.handles:
-            h.remove()
-        self.handles = []
-
-
-class ReluBranchAligner:
-    """Make torch take transformer_np's branch of ReLU where the two disagree only by round-off.
-
-    ReLU's derivative jumps at 0. In float32 a pre-activation within round-off of 0 (about 1e-7
-    of the terms summed into it) can be +1e-7 on one side and -1e-7 on the other: both are right
-    to float32 precision, yet one side passes the gradient and the other blocks it, and every
-    gradient below differs by a whole gradient element. So, on the torch side only, a forward
-    hook on each feed-forward `linear1` replaces the few such entries by transformer_np's value
-    (they already agree within the forward tolerance, which is checked first) and counts them.
-    Only entries whose signs differ and whose values agree within PARITY_RTOL are touched; the
-    correction is a constant, so gradients flow as before. Not used with GELU (smooth).
-    """
-
-    def __init__(self, np_model, torch_model, dtype: str):
-        self.rtol = PARITY_RTOL[dtype]
-        self.last = {}
-        self.flips = 0
-        self.handles = []
-        for name, m in np_model.named_modules():
-            if name.endswith("feed_forward.linear1"):
-                self.handles.append(m.register_forward_hook(self._record(name)))
-        for name, m in torch_model.named_modules():
-            if name.endswith("feed_forward.linear1"):
-                self.handles.append(m.register_forward_hook(self._align(name)))
-
-    def _record(self, name):
-        def hook(module, inputs, output):
-            self.last[name] = output.data
-        return hook
-
-    def _align(self, name):
-        def hook(module, inputs, output):
-            ours = self.last.pop(name, None)
-            if ours is None:
-                return None
-            ref = output.detach().cpu().numpy()
-            flip = (ours > 0) != (ref > 0)
-            if not flip.any():
-                return None
-            # Only a round-off disagreement is aligned: the values must agree as the forward check demands.
-            _, rel = error_stats(np.where(flip, ours, ref), ref)
-            if rel > self.rtol:
-                return None
-            self.flips += int(flip.sum())
-            delta = torch.as_tensor(np.where(flip, ours - ref, 0).astype(ref.dtype), device=output.device)
-            return output + delta
-        return hook
-
-    def remove(self) -> None:
-        for h in self.handles:
-            h.remove()
-        self.handles = []
-
-
-# ----------------------------------------------------------------------------------------------
-# One side each: the same steps in two frameworks
-# ----------------------------------------------------------------------------------------------
-def _np(t) -> np.ndarray:
-    if isinstance(t, torch.Tensor):
-        return t.detach().cpu().numpy()
-    return np.asarray(t.data)
-
-
-def warmup_lambda(d_model: int, warmup_steps: int, factor: float):
-    """The paper's rate for torch's LambdaLR: factor * d^-0.5 * min(step^-0.5, step * warmup^-1.5), step = epoch + 1."""
-    def rate(epoch: int) -> float:
-        step = epoch + 1
-        return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
-    return rate
-
-
-class NpSide:
-    name = "transformer_np"
-
-    def __init__(self, model, cfg, train):
-        self.model = model
-        self.is_tensor = lambda t: isinstance(t, mt.Tensor)
-        self.opt = mt.optim.Adam(model.parameters(), lr=train.lr, betas=tuple(train.betas), eps=train.eps)
-        # lr = train.lr * d^-0.5 * min(n^-0.5, n * warmup^-1.5): the base lr carries train.lr, factor 1,
-        # exactly as torch's LambdaLR below multiplies its base lr.
-        self.sched = mt.optim.lr_scheduler.WarmupInverseSqrt(self.opt, d_model=cfg.d_model,
-                                                            warmup_steps=train.warmup_steps, factor=1.0)
-        self.clip = train.clip_grad_norm
-        self.smoothing = train.label_smoothing
-
-    def loss(self, src, tgt):
-        tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
-        src_t, tgt_t = mt.tensor(src), mt.tensor(np.ascontiguousarray(tgt_in))
-        logits = self.model(src_t, tgt_t, np_masks.padding_mask(src_t, PAD_ID), np_masks.target_mask(tgt_t, PAD_ID))
-        V = logits.shape[-1]
-        return mF.cross_entropy(logits.reshape(-1, V), mt.tensor(np.ascontiguousarray(labels).reshape(-1)),
-                                ignore_index=PAD_ID, label_smoothing=self.smoothing)
-
-    def step(self):
-        norm = mt.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip) if self.clip > 0 else None
-        self.opt.step()
-        self.sched.step()
-        return None if norm is None else float(_np(norm) if self.is_tensor(norm) else norm)
-
-    def zero_grad(self):
-        self.opt.zero_grad()
-
-
-class TorchSide:
-    name = "torch"
-
-    def __init__(self, model, cfg, train, device):
-        self.model = model
-        self.device = device
-        self.is_tensor = lambda t: isinstance(t, torch.Tensor)
-        self.opt = torch.optim.Adam(model.parameters(), lr=train.lr, betas=tuple(train.betas), eps=train.eps)
-        self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, warmup_lambda(cfg.d_model, train.warmup_steps, 1.0))
-        self.clip = train.clip_grad_norm
-        self.smoothing = train.label_smoothing
-
-    def loss(self, src, tgt):
-        tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
-        src_t = torch.as_tensor(src, device=self.device)
-        tgt_t = torch.as_tensor(np.ascontiguousarray(tgt_in), device=self.device)
-        logits = self.model(src_t, tgt_t, pt_masks.padding_mask(src_t, PAD_ID), pt_masks.target_mask(tgt_t, PAD_ID))
-        V = logits.shape[-1]
-        return torch.nn.functional.cross_entropy(
-            logits.reshape(-1, V), torch.as_tensor(np.ascontiguousarray(labels).reshape(-1), device=self.device),
-            ignore_index=PAD_ID, label_smoothing=self.smoothing)
-
-    def step(self):
-        norm = None
-        if self.clip > 0:
-            # Deviation from torch.nn.utils.clip_grad_norm_, flagged: the total norm is accumulated in
-            # float64 (then clipped with torch's own clip_grads_with_norm_). torch's float32 norm sums
-            # squares in float32: about 1e-4 relative error for the base model's 5M-entry embedding
-            # gradient, more than PARITY_RTOL['float32'], so the reference would be the weaker side.
-            grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64)
-                                                         for g in grads]))
-            torch.nn.utils.clip_grads_with_norm_(self.model.parameters(), self.clip, norm)
-        self.opt.step()
-        self.sched.step()
-        return None if norm is None else float(norm)
-
-    def zero_grad(self):
-        self.opt.zero_grad(set_to_none=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# The report
-# ----------------------------------------------------------------------------------------------
 def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, masks, dtype) -> None:
     """Forward outputs, attention weights, loss, then every parameter's and activation's gradient."""
     rtol = PARITY_RTOL[dtype]
-    npcap, ptcap = Capture(npside.model, npside.is_tensor), Capture(ptside.model, ptside.is_tensor)
+    npcap, ptcap, keys = Capture(npside.model), Capture(ptside.model), KeyProjectionGrads(ptside.model)
     npside.model.store_attention(True)
     ptside.model.store_attention(True)
     try:
@@ -557,11 +219,11 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
         if masks is not None:
             masks.finish_step()
     finally:
-        npcap.remove()
-        ptcap.remove()
+        for hooks in (npcap, ptcap, keys):
+            hooks.remove()
     for key, t in ptcap.outputs.items():
         if key in npcap.outputs:
-            report.add(group_of(key), "forward", key, _np(npcap.outputs[key]), _np(t), rtol)
+            report.check_close(group_of(key), "forward", key, to_numpy(npcap.outputs[key]), to_numpy(t), rtol)
         else:
             report.missing(group_of(key), "forward", key, rtol, "no such output in transformer_np")
     for key in npcap.outputs.keys() - ptcap.outputs.keys():
@@ -573,10 +235,10 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
             if ours is None or m.attn_weights is None:
                 report.missing(group_of(name), "attn", name + ".attn_weights", rtol, "attention weights not stored")
             else:
-                report.add(group_of(name), "attn", name + ".attn_weights", ours, m.attn_weights, rtol)
+                report.check_close(group_of(name), "attn", name + ".attn_weights", ours, m.attn_weights, rtol)
     npside.model.store_attention(False)
     ptside.model.store_attention(False)
-    report.add("loss", "loss", "loss", _np(np_loss), _np(pt_loss), rtol)
+    report.check_close("loss", "loss", "loss", to_numpy(np_loss), to_numpy(pt_loss), rtol)
 
     np_loss.backward()
     pt_loss.backward()
@@ -588,11 +250,11 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
             report.missing("grads", "param.grad", name, rtol, "gradient missing on "
                            + ("transformer_np" if q is None or q.grad is None else "torch"))
         elif structurally_zero_grad(name):
-            sibling = pt_params[name.replace("W_k.bias", "W_q.bias")].grad
-            zero_row(report, "grads", "param.grad", name, _np(q.grad), _np(p.grad),
-                     float(np.abs(_np(sibling)).max()), dtype, "softmax shift-invariance")
+            rows = keys.rows(key_projection(name))
+            report.check_zero("grads", "param.grad", name, (to_numpy(q.grad), to_numpy(p.grad)),
+                              sum_roundoff_limit(rows, dtype), KEY_BIAS_NOTE.format(n=rows.shape[0]))
         else:
-            report.add("grads", "param.grad", name, _np(q.grad), _np(p.grad), rtol)
+            report.check_close("grads", "param.grad", name, to_numpy(q.grad), to_numpy(p.grad), rtol)
     for name in np_params.keys() - pt_params.keys():
         report.missing("grads", "param.grad", name, rtol, "no such parameter in torch")
     for key, t in ptcap.outputs.items():
@@ -604,107 +266,92 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
         if t.grad is None or ours.grad is None:
             report.missing("grads", "grad", key, rtol, "activation gradient on one side only")
         else:
-            report.add("grads", "grad", key, _np(ours.grad), _np(t.grad), rtol)
+            report.check_close("grads", "grad", key, to_numpy(ours.grad), to_numpy(t.grad), rtol)
 
 
-def compare_step_grads(report: Report, npside: NpSide, ptside: TorchSide, step: int, dtype: str) -> None:
-    """One row for a later step's backward: the worst parameter-gradient error (W_k.bias: zero to round-off)."""
-    np_params = dict(npside.model.named_parameters())
-    pt_params = dict(ptside.model.named_parameters())
-    worst, worst_name, worst_abs, zero_ok = 0.0, "", 0.0, True
-    for name, p in pt_params.items():
-        ours, ref = _np(np_params[name].grad), _np(p.grad)
-        if structurally_zero_grad(name):
-            scale = float(np.abs(_np(pt_params[name.replace("W_k.bias", "W_q.bias")].grad)).max())
-            zero_ok &= zero_to_roundoff(ours, ref, dtype, scale)[2]
-            continue
-        a, r = error_stats(ours, ref)
-        if r >= worst:
-            worst, worst_name, worst_abs = r, name, a
-    rtol = PARITY_RTOL[dtype]
-    report.rows.append(Row("after-steps", "step", f"param grads step {step}", (), worst_abs, worst, rtol,
-                           worst <= rtol and zero_ok, f"worst: {worst_name}" + ("" if zero_ok else "; W_k.bias not 0")))
+def compare_step_grads(report: Report, npside: NpSide, ptside: TorchSide, keys: KeyProjectionGrads,
+                       step: int, dtype: str) -> None:
+    """Two rows for a later step's backward: the worst parameter gradient ('rel'), the key biases' ('zero')."""
+    np_grads = {name: to_numpy(p.grad) for name, p in npside.model.named_parameters()}
+    pt_grads = {name: to_numpy(p.grad) for name, p in ptside.model.named_parameters()}
+    zero = [name for name in pt_grads if structurally_zero_grad(name)]
+    plain = [name for name in pt_grads if name not in zero]
+    worst = max(plain, key=lambda name: error_stats(np_grads[name], pt_grads[name], scale_free=True)[1])
+    report.check_close("after-steps", "step", f"param grads step {step}", np_grads[worst], pt_grads[worst],
+                       PARITY_RTOL[dtype], f"worst of {len(plain)}: {worst}")
+    if zero:
+        rows = {name: keys.rows(key_projection(name)) for name in zero}
+        flat = lambda arrays: np.concatenate([a.reshape(-1) for a in arrays])
+        report.check_zero("after-steps", "step", f"key-bias grads step {step}",
+                          (flat(np_grads[n] for n in zero), flat(pt_grads[n] for n in zero)),
+                          flat(sum_roundoff_limit(rows[n], dtype) for n in zero),
+                          f"{len(zero)} key biases: exact value 0, |grad| <= n*eps*sum|dK| over their key rows")
 
 
 def sync_grads(npside: NpSide, ptside: TorchSide) -> None:
     """Lockstep: give transformer_np torch's gradients (already compared), so both optimizers see the same input."""
     np_params = dict(npside.model.named_parameters())
     for name, p in ptside.model.named_parameters():
-        np_params[name].grad.data[...] = _np(p.grad)
+        np_params[name].grad.data[...] = to_numpy(p.grad)
 
 
-TRAJECTORIES = ("auto", "free", "lockstep")
+DRIFT_NOTE = "gradient identically 0: exact value = init; each side within Adam's step bound of init"
 
 
-def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str = "cpu", steps: int = 3,
-               norm_first: bool | None = None, activation: str | None = None, dropout: float | None = None,
-               final_norm: bool | None = None, positional: str | None = None, tie_embeddings: bool | None = None,
-               batch_size: int | None = None, seed: int = 0, np_model=None, model_cfg: ModelConfig | None = None,
-               train_cfg=None, batches=None, trajectory: str = "auto") -> Report:
-    """Build, feed, compare; returns the Report (its `.passed` says whether every check is within tolerance).
+def key_bias_grad_max(npside: NpSide, ptside: TorchSide) -> float:
+    """The largest |entry| of any key bias's gradient on either side (round-off: its exact value is 0)."""
+    sides = (dict(npside.model.named_parameters()), dict(ptside.model.named_parameters()))
+    return max((float(np.abs(to_numpy(params[name].grad)).max(initial=0.0))
+                for params in sides for name in params if structurally_zero_grad(name)), default=0.0)
 
-    `np_model`/`model_cfg`/`train_cfg` (the summary of a trained checkpoint) replace the preset's
-    fresh model; `batches` (a list of (src, tgt) int64 arrays, tgt with <bos>) replaces the synthetic ones.
 
-    trajectory: how the N optimizer steps run.
-      'free'      each side steps on its own gradients; the parameters after N steps must agree.
-                  Well-conditioned when gradient round-off is far below Adam's eps (1e-9): float64.
-      'lockstep'  each step's gradients are compared (a row per step), then transformer_np takes
-                  torch's, so both optimizers (clipping, schedule, Adam) see the same input and the
-                  parameters after N steps check the optimizer arithmetic over N steps. Needed in
-                  float32: a gradient entry within round-off (~1e-8) of 0 is comparable to eps, so
-                  Adam's first update lr * g / (|g| + eps) turns its round-off into a difference of
-                  up to lr between two correct implementations.
-      'auto'      free for float64, lockstep for float32.
+def adam_step_bound(lrs: list, grad_maxes: list, betas, eps: float) -> float:
+    """The most Adam can move a parameter whose gradients stay within grad_maxes[t] at step t: a sum over the steps of
+
+        lr_t * min(max(1, (1 - b1) / sqrt(1 - b2)), G_t / eps),    G_t = max(grad_maxes[:t + 1]).
+
+    Adam's update m_hat / (sqrt(v_hat) + eps) is at most 1 in magnitude when 1 - b1 <= sqrt(1 - b2), and at
+    most (1 - b1) / sqrt(1 - b2) otherwise (Kingma & Ba 2015, sec. 2.1); and since m_hat is an average of the
+    gradients so far and the denominator is at least eps, also at most G_t / eps. Clipping only shrinks them.
     """
-    preset = get_preset(config) if model_cfg is None else None
-    resolve_dtype(dtype)
+    b1, b2 = betas
+    cap = max(1.0, (1 - b1) / (1 - b2) ** 0.5)
+    bound, running = 0.0, 0.0
+    for lr, g in zip(lrs, grad_maxes, strict=True):
+        running = max(running, g)
+        bound += lr * min(cap, running / eps)
+    return bound
+
+
+def compare_after_steps(report: Report, np_model, pt_model, init: dict, bound: float, steps: int, trajectory: str,
+                        dtype: str) -> None:
+    """Every parameter after the steps; in the free trajectory the key biases by Adam's step bound ('drift').
+
+    Adam turns the key bias's round-off gradient into steps of up to lr each, so two correct
+    implementations drift apart by round-off amplified toward lr: each side must stay within `bound`
+    (adam_step_bound) of its initial value, the exact one, plus the rounding of each step's update
+    p - lr * u (one eps[dtype] * |p| per step).
+    """
     rtol = PARITY_RTOL[dtype]
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"steps must be a non-negative int, got {steps!r}")
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-    cfg = model_cfg if model_cfg is not None else preset.model
-    overrides = dict(norm_first=norm_first, activation=activation, dropout=dropout, final_norm=final_norm,
-                     positional=positional, tie_embeddings=tie_embeddings)
-    cfg = cfg.replace(**{k: v for k, v in overrides.items() if v is not None})
-    train = train_cfg if train_cfg is not None else preset.train
-    device = resolve_device(device)
-    if trajectory not in TRAJECTORIES:
-        raise ValueError(f"unknown trajectory {trajectory!r}: expected one of {list(TRAJECTORIES)}")
-    if trajectory == "auto":
-        trajectory = "free" if dtype == "float64" else "lockstep"
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    ours, ref = state_arrays(np_model), state_arrays(pt_model)
+    for name in ref:
+        if name not in ours:
+            report.missing("after-steps", "param", name, rtol, "no such parameter in transformer_np")
+        elif structurally_zero_grad(name) and trajectory == "free":
+            rounding = steps * eps * (float(np.abs(init[name]).max(initial=0.0)) + bound)
+            report.check_drift(name, ours[name], ref[name], init[name], bound + rounding, DRIFT_NOTE)
+        else:
+            report.check_close("after-steps", "param", name, ours[name], ref[name], rtol)
 
-    if device == "cuda":
-        # Full float32 matmuls: TF32 would round inputs to 10 mantissa bits (torch's default is off; make sure).
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-    np_model, pt_model = build_models(cfg, dtype, device, seed, np_model)
-    np_model.train()
-    pt_model.train()
-    npside, ptside = NpSide(np_model, cfg, train), TorchSide(pt_model, cfg, train, device)
-    masks = SharedDropoutMasks(seed + 1) if cfg.dropout > 0 else None
-    if masks is not None:
-        masks.attach(np_model, pt_model)
-    # Registered before the report's own hooks, so they record the aligned outputs.
-    aligner = ReluBranchAligner(np_model, pt_model, dtype) if cfg.activation == "relu" else None
 
-    rng = np.random.default_rng(seed)
-    if batches is None:
-        B = batch_size or (preset.batch_size if preset else 8)
-        S, T = (preset.src_len, preset.tgt_len) if preset else (12, 12)
-        batches = [synthetic_batch(rng, B, S, T, cfg.src_vocab_size, cfg.tgt_vocab_size) for _ in range(max(steps, 1))]
-    elif batch_size:
-        batches = [(s[:batch_size], t[:batch_size]) for s, t in batches]
-    src, tgt = batches[0]
-    report = Report(meta=dict(config=config, dtype=dtype, device=device, seed=seed, steps=steps,
-                              batch=f"B={src.shape[0]} S={src.shape[1]} T={tgt.shape[1] - 1}",
-                              trajectory=trajectory, model=cfg.to_dict(), train=train.to_dict(),
-                              torch=torch.__version__))
-
-    init = state_arrays(pt_model)
-    compare_forward_backward(report, npside, ptside, src, tgt, masks, dtype)
-    lrs = []
+def compare_steps(report: Report, npside: NpSide, ptside: TorchSide, batches, masks, steps: int, trajectory: str,
+                  dtype: str) -> float:
+    """The N optimizer steps (the first on the gradients already compared), each later step's loss, gradients and
+    gradient norm compared; returns Adam's step bound for the key biases over these steps (adam_step_bound)."""
+    rtol = PARITY_RTOL[dtype]
+    keys = KeyProjectionGrads(ptside.model)
+    lrs, key_grads = [], []
     for i in range(steps):
         if i > 0:
             s, t = batches[i % len(batches)]
@@ -713,30 +360,65 @@ def run_report(config: str = "copy-reverse", dtype: str = "float64", device: str
             np_loss, pt_loss = npside.loss(s, t), ptside.loss(s, t)
             if masks is not None:
                 masks.finish_step()
-            report.add("after-steps", "step", f"loss step {i + 1}", _np(np_loss), _np(pt_loss), rtol)
+            report.check_close("after-steps", "step", f"loss step {i + 1}", to_numpy(np_loss),
+                               to_numpy(pt_loss), rtol)
             np_loss.backward()
             pt_loss.backward()
-            compare_step_grads(report, npside, ptside, i + 1, dtype)
+            compare_step_grads(report, npside, ptside, keys, i + 1, dtype)
         if trajectory == "lockstep":
             sync_grads(npside, ptside)
         lrs.append(ptside.opt.param_groups[0]["lr"])
+        key_grads.append(key_bias_grad_max(npside, ptside))
         n_np, n_pt = npside.step(), ptside.step()
         if n_np is not None:
-            report.add("after-steps", "step", f"grad norm step {i + 1}", n_np, n_pt, rtol)
-    if steps > 0:
-        ours, ref = state_arrays(np_model), state_arrays(pt_model)
-        for name in ref:
-            if name in ours and structurally_zero_grad(name) and trajectory == "free":
-                drift_row(report, name, ours[name], ref[name], init[name], float(sum(lrs)), dtype)
-            elif name in ours:
-                report.add("after-steps", "param", name, ours[name], ref[name], rtol)
-            else:
-                report.missing("after-steps", "param", name, rtol, "no such parameter in transformer_np")
+            report.check_close("after-steps", "step", f"grad norm step {i + 1}", n_np, n_pt, rtol)
+    keys.remove()
+    return adam_step_bound(lrs, key_grads, npside.train.betas, npside.train.eps)
+
+
+# ----------------------------------------------------------------------------------------------
+# The report
+# ----------------------------------------------------------------------------------------------
+def run_report(rc: ReportConfig) -> Report:
+    """Build, feed, compare; returns the Report (its `.passed` says whether every check is within its limit)."""
+    if not isinstance(rc, ReportConfig):
+        raise TypeError(f"run_report: expected a ReportConfig, got {type(rc).__name__}")
+    cfg, train = rc.model_config(), rc.train_config()
+    dtype, rtol, trajectory = rc.dtype, PARITY_RTOL[rc.dtype], rc.resolved_trajectory()
+    device = resolve_device(rc.device)
+    if device == "cuda":
+        # Full float32 matmuls: TF32 would round inputs to 10 mantissa bits (torch's default is off; make sure).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    np_model, pt_model = build_models(cfg, dtype, device, rc.seed, rc.np_model)
+    np_model.train()
+    pt_model.train()
+    npside, ptside = NpSide(np_model, cfg, train), TorchSide(pt_model, cfg, train)
+    masks = SharedDropoutMasks(rc.seed + 1) if cfg.dropout > 0 else None
+    if masks is not None:
+        masks.attach(np_model, pt_model)
+    # Registered before the report's own hooks, so they record the aligned outputs.
+    aligner = ReluBranchAligner(np_model, pt_model, dtype) if cfg.activation == "relu" else None
+
+    batches = _batches(rc, cfg)
+    src, tgt = batches[0]
+    report = Report(meta=dict(config=rc.config, dtype=dtype, device=device, seed=rc.seed, steps=rc.steps,
+                              batch=f"B={src.shape[0]} S={src.shape[1]} T={tgt.shape[1] - 1}",
+                              trajectory=trajectory, rtol=rtol, model=cfg.to_dict(), train=train.to_dict(),
+                              torch=torch.__version__))
+    init = state_arrays(pt_model)
+    compare_forward_backward(report, npside, ptside, src, tgt, masks, dtype)
+    bound = compare_steps(report, npside, ptside, batches, masks, rc.steps, trajectory, dtype)
+    if rc.steps > 0:
+        compare_after_steps(report, np_model, pt_model, init, bound, rc.steps, trajectory, dtype)
     if masks is not None:
         masks.detach(np_model, pt_model)
     if aligner is not None:
         aligner.remove()
-        report.meta["relu_branches_aligned"] = aligner.flips
+    report.meta["adjustments"] = dict(
+        clip_norm=CLIP_NORM_ADJUSTMENT if train.clip_grad_norm > 0 else None,
+        relu_branches_aligned=None if aligner is None else aligner.aligned,
+        relu_inputs_compared=None if aligner is None else aligner.seen)
     return report
 
 
@@ -753,12 +435,12 @@ def run_summary(checkpoint: str | None = None, config: str | None = None, dtype:
     """
     if (checkpoint is None) == (config is None):
         raise ValueError("summary: give exactly one of --checkpoint or --config")
+    common = dict(dtype=dtype, device=device, steps=steps, batch_size=batch_size, seed=seed, trajectory=trajectory)
     if config is not None:
-        return (run_report(config, dtype, device, steps=steps, batch_size=batch_size, seed=seed,
-                           trajectory=trajectory), f"config {config}")
+        return run_report(ReportConfig(config, **common)), f"the {config} preset"
     from transformer_np.data import collate
     from transformer_np.train import load_checkpoint
-    resolve_dtype(dtype)
+    check_options(dtype, device, steps, batch_size, trajectory)         # before the file is read
     resolve_device(device)
     ck = load_checkpoint(checkpoint)
     B = batch_size or 16
@@ -767,8 +449,8 @@ def run_summary(checkpoint: str | None = None, config: str | None = None, dtype:
     batches = [collate(pairs[i:i + B]) for i in range(0, min(len(pairs), B * max(steps, 1)), B)]
     train = ck.train_cfg.replace(schedule="warmup", weight_decay=0.0,
                                  clip_grad_norm=ck.train_cfg.clip_grad_norm or 1.0)
-    report = run_report("checkpoint", dtype, device, steps=steps, seed=seed, np_model=ck.model,
-                        model_cfg=ck.model_cfg, train_cfg=train, batches=batches, trajectory=trajectory)
+    report = run_report(ReportConfig("checkpoint", np_model=ck.model, model_cfg=ck.model_cfg, train_cfg=train,
+                                     batches=batches, **{**common, "batch_size": None}))
     report.meta["checkpoint"] = ck.path
     report.meta["checkpoint_step"] = ck.step
     return report, f"checkpoint {ck.path} (step {ck.step}, task {ck.task.name})"

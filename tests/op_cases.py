@@ -237,6 +237,23 @@ TARGET_ND = np.array([[0, 3, -100, 1, 2], [2, 2, 0, -100, 3], [1, 0, 0, 3, 3]]) 
 KEEP = np.random.default_rng(7).random((3, 4, 5)) < 0.7
 # Row 0 all -inf: PyTorch's softmax/log_softmax give NaN there (0/0), and nn/functional.py
 # documents that minitensor does the same; the other rows must be unaffected.
+# Attention masks (True = may attend) over (2, 3 queries, 4 keys): in MASK_EMPTY_ROW query 1 of
+# batch 0 keeps no key, the row the fused attention weights give zeros (torch's composite: NaN).
+MASK = np.random.default_rng(11).random((2, 3, 4)) < 0.7
+MASK[..., 0] = True
+MASK_EMPTY_ROW = MASK.copy()
+MASK_EMPTY_ROW[0, 1] = False
+
+
+def attention_weights_ref(t, q, k, m=None, scale=0.5):
+    """torch's spelling: masked_fill with the lowest finite value, softmax, empty rows zeroed."""
+    s = q @ k.transpose(-2, -1) * scale
+    if m is None:
+        return torch.softmax(s, dim=-1)
+    w = torch.softmax(s.masked_fill(~m, torch.finfo(s.dtype).min), dim=-1)
+    return w * m.any(dim=-1, keepdim=True)
+
+
 ALL_NEGINF_ROW = np.array([[-inf, -inf, -inf, -inf], [0.5, -inf, 1.0, -0.3], [0.1, 0.2, -inf, -1.0]])
 
 CASES: list[Case] = [
@@ -342,6 +359,13 @@ CASES: list[Case] = [
     C("var_dim", lambda t, x, **k: x.var(**k), [(3, 4, 5)], dict(dim=1)),
     C("var_dim_biased_keepdim", lambda t, x, **k: x.var(**k), [(3, 4, 5)], dict(dim=-1, unbiased=False, keepdim=True)),
     C("var_tuple", lambda t, x, **k: x.var(**k), [(3, 4, 5)], dict(dim=(0, 2), unbiased=True)),
+    C("std_all", lambda t, x: x.std(), [(3, 4, 5)]),
+    C("std_dim", lambda t, x, **k: x.std(**k), [(3, 4, 5)], dict(dim=1)),
+    C("std_dim_biased_keepdim", lambda t, x, **k: x.std(**k), [(3, 4, 5)], dict(dim=-1, unbiased=False, keepdim=True)),
+    C("std_fn_tuple", lambda t, x: t.std(x, dim=(0, 2)), [(3, 4, 5)]),
+    C("std_constant_row", lambda t, x: x.std(dim=1), [Const(np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]), grad=True)],
+      gradcheck=False, why="a constant row is a kink of std (like |x| at 0): torch's gradient there is 0"),
+    C("var_constant_row", lambda t, x: x.var(dim=1), [Const(np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]), grad=True)]),
     C("max_all", lambda t, x: x.max(), [(3, 4, 5)]),
     C("max_dim_values", lambda t, x: x.max(dim=1).values, [(3, 4, 5)]),
     C("max_dim_keepdim", lambda t, x: x.max(dim=-1, keepdim=True)[0], [(3, 4, 5)]),
@@ -355,6 +379,15 @@ CASES: list[Case] = [
     C("logsumexp_tuple", lambda t, x, **k: x.logsumexp(**k), [(3, 4, 5)], dict(dim=(0, 2))),
     C("logsumexp_large", lambda t, x: (x * 500).logsumexp(dim=1), [(3, 4)]),
     C("logsumexp_fn", lambda t, x: t.logsumexp(x, dim=0), [(3, 4)]),
+    C("amax_all", lambda t, x: x.amax(), [(3, 4, 5)]),
+    C("amax_dim", lambda t, x: x.amax(dim=1), [(3, 4, 5)]),
+    C("amin_tuple_keepdim", lambda t, x: x.amin(dim=(0, 2), keepdim=True), [(3, 4, 5)]),
+    C("amax_fn", lambda t, x: t.amax(x, dim=-1), [(3, 4)]),
+    C("amin_fn_all", lambda t, x: t.amin(x), [(3, 4)]),
+    C("amax_ties", lambda t, x: x.amax(dim=1), [Const(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]), grad=True)],
+      gradcheck=False, why="tied maxima: amax shares the gradient evenly among them (torch's convention)"),
+    C("amin_all_ties", lambda t, x: x.amin(), [Const(np.array([[1.0, -3.0, 3.0], [-3.0, 3.0, -1.0]]), grad=True)],
+      gradcheck=False, why="tied minima: shared evenly, like torch"),
     C("argmax_all", lambda t, x: x.argmax(), [(3, 4, 5)], grad=False),
     C("argmax_dim", lambda t, x, **k: x.argmax(**k), [(3, 4, 5)], dict(dim=1), grad=False),
     C("argmax_negdim_keepdim", lambda t, x, **k: x.argmax(**k), [(3, 4, 5)], dict(dim=-1, keepdim=True), grad=False),
@@ -535,6 +568,15 @@ CASES: list[Case] = [
       [Const(TOKENS), (6, 4)], gradcheck=False,
       why="padding_idx zeroes the pad row's embedding gradient by definition (torch too)"),
     C("tied_embedding_generator_nopad", lambda t, i, w: t.F.linear(t.F.embedding(i, w), w), [Const(TOKENS), (6, 4)]),
+    C("F.attention_weights", lambda t, q, k: t.F.attention_weights(q, k, scale=0.5), [(2, 3, 5), (2, 4, 5)],
+      ref=attention_weights_ref),
+    C("F.attention_weights_mask", lambda t, q, k, m: t.F.attention_weights(q, k, m, scale=0.5),
+      [(2, 3, 5), (2, 4, 5), Const(MASK)], ref=attention_weights_ref),
+    C("F.attention_weights_empty_row", lambda t, q, k, m: t.F.attention_weights(q, k, m, scale=0.5),
+      [(2, 3, 5), (2, 4, 5), Const(MASK_EMPTY_ROW)], ref=attention_weights_ref),
+    C("F.attention_weights_heads_default_scale", lambda t, q, k, m: t.F.attention_weights(q, k, m),
+      [(2, 2, 3, 4), (2, 2, 5, 4), Const(np.arange(5) < 3)],
+      ref=lambda t, q, k, m: attention_weights_ref(t, q, k, m, scale=0.5)),
     C("attention_like", lambda t, q, k, v: t.F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v,
       [(2, 3, 4), (2, 5, 4), (2, 5, 4)]),
     # -------- transformer-sized shapes: float32 must still agree to OP_RTOL with longer sums

@@ -224,6 +224,64 @@ def test_custom_function_matches_torch(rng):
     assert tuple(MulAdd.seen_needs) == (True, False, True)
 
 
+def _function(backward):
+    """A custom Function out = a * b whose backward is `backward(ctx, g)`."""
+    class Custom(mt.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return a * b
+    Custom.backward = staticmethod(backward)
+    return Custom
+
+
+def test_custom_backward_returning_the_wrong_number_of_gradients_raises(rng):
+    a, b = mt.tensor(rng.standard_normal(3), requires_grad=True), mt.tensor(rng.standard_normal(3))
+    for grads in [lambda g: (g,), lambda g: (g, g, g)]:
+        fn = _function(lambda ctx, g, grads=grads: grads(g))
+        with pytest.raises(RuntimeError, match=r"CustomBackward returned (1|3) gradients.*forward took 2 tensor inputs"):
+            fn.apply(a, b).sum().backward()
+    assert a.grad is None
+
+
+def test_custom_backward_none_means_no_gradient(rng):
+    a, b = mt.tensor(rng.standard_normal(3), requires_grad=True), mt.tensor(rng.standard_normal(3), requires_grad=True)
+    fn = _function(lambda ctx, g: (g * ctx.saved_arrays[1], None))
+    fn.apply(a, b).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), b.numpy())
+    assert b.grad is None
+
+
+def test_custom_backward_single_array_for_a_single_input(rng):
+    class Double(mt.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return 2 * a
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g                      # not a tuple: accepted for one input, as in torch
+    a = mt.tensor(rng.standard_normal(3), requires_grad=True)
+    Double.apply(a).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.full(3, 2.0))
+
+
+def test_custom_backward_wrong_shape_or_dtype_raises_naming_the_function(rng):
+    a, b = mt.tensor(rng.standard_normal(3), requires_grad=True), mt.tensor(rng.standard_normal(3))
+    with pytest.raises(RuntimeError, match=r"CustomBackward, input 0.*\(4,\).*\(3,\)"):
+        _function(lambda ctx, g: (np.ones(4), None)).apply(a, b).sum().backward()
+    with pytest.raises(RuntimeError, match=r"CustomBackward returned a float32 gradient for input 0"):
+        _function(lambda ctx, g: (g.astype(np.float32), None)).apply(a, b).sum().backward()
+
+
+def test_apply_on_a_numpy_array_says_to_wrap_it(rng):
+    a = mt.tensor(rng.standard_normal(3), requires_grad=True)
+    with pytest.raises(TypeError, match=r"Custom.apply: argument 1 must be a Tensor, got ndarray.*mt.tensor"):
+        _function(lambda ctx, g: (g, g)).apply(a, rng.standard_normal(3))
+    with pytest.raises(TypeError, match=r"argument 0 must be a Tensor, got list"):
+        _function(lambda ctx, g: (g, g)).apply([1.0], a)
+
+
 def test_requires_grad_propagation():
     a, b = mt.tensor([1.0, 2.0], requires_grad=True), mt.tensor([3.0, 4.0])
     assert (a * b).requires_grad and not (b * b).requires_grad

@@ -6,12 +6,24 @@ import sys
 
 import pytest
 
+import transformer_np.cli
+from .cli_help import undocumented_flags
 from transformer_np.cli import main
 from transformer_np.experiments import EXPERIMENTS
 
 TINY = ["--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1", "--num-decoder-layers", "1",
         "--d-ff", "32", "--train-size", "60", "--eval-size", "8", "--batch-size", "8", "--warmup-steps", "4",
         "--no-progress"]
+
+
+def user_error(argv, capsys) -> str:
+    """Run the command line on `argv`, expecting a user error: exit status 2 and one line on stderr."""
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +51,8 @@ def test_train_resume_continues(run_dir, tmp_path, capsys):
     assert main(["train", "--out", out, "--resume", "--steps", "6", "--no-progress"]) == 0
     assert "done: 6 steps" in capsys.readouterr().out
     # a resumed run may not change the model
-    assert main(["train", "--out", out, "--resume", "--steps", "8", "--d-model", "32", "--no-progress"]) == 2
-    assert "d_model: checkpoint 16 vs requested 32" in capsys.readouterr().err
+    err = user_error(["train", "--out", out, "--resume", "--steps", "8", "--d-model", "32", "--no-progress"], capsys)
+    assert "d_model: checkpoint 16 vs requested 32" in err
 
 
 def test_decode_greedy_and_beam(run_dir, capsys):
@@ -65,22 +77,61 @@ def test_plot_writes_every_figure(run_dir, tmp_path, capsys):
 
 
 def test_clear_errors_and_nonzero_exit(tmp_path, capsys):
-    assert main(["train", "--task", "nope", "--out", str(tmp_path / "x"), "--steps", "1"]) == 2
-    assert "unknown task 'nope'" in capsys.readouterr().err
-    assert main(["decode", "--checkpoint", str(tmp_path / "missing"), "--input", "3"]) == 2
-    assert "no checkpoint" in capsys.readouterr().err
-    assert main(["plot", "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "p")]) == 2
-    assert main(["experiment", "nope", "--out", str(tmp_path / "e")]) == 2
-    assert "unknown experiment 'nope'" in capsys.readouterr().err
-    assert main(["train", "--out", str(tmp_path / "y"), "--resume"]) == 2
-    with pytest.raises(SystemExit):
-        main(["frobnicate"])
+    assert "invalid choice: 'nope'" in user_error(["train", "--task", "nope", "--out", str(tmp_path / "x")], capsys)
+    assert "no checkpoint" in user_error(["decode", "--checkpoint", str(tmp_path / "missing"), "--input", "3"],
+                                         capsys)
+    user_error(["plot", "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "p")], capsys)
+    assert "invalid choice: 'nope'" in user_error(["experiment", "nope", "--out", str(tmp_path / "e")], capsys)
+    assert "no checkpoint" in user_error(["train", "--out", str(tmp_path / "y"), "--resume"], capsys)
+    user_error(["frobnicate"], capsys)
+    assert os.listdir(tmp_path) == []
 
 
 def test_decode_rejects_bad_input(run_dir, capsys):
-    assert main(["decode", "--checkpoint", run_dir, "--input", "3 99"]) == 2
-    assert "unknown source tokens ['99']" in capsys.readouterr().err
-    assert main(["decode", "--checkpoint", run_dir, "--input", "3", "--n-best", "2"]) == 2
+    assert "unknown source tokens ['99']" in user_error(["decode", "--checkpoint", run_dir, "--input", "3 99"], capsys)
+    user_error(["decode", "--checkpoint", run_dir, "--input", "3", "--n-best", "2"], capsys)
+    assert "the input is empty" in user_error(["decode", "--checkpoint", run_dir, "--input", ""], capsys)
+    assert "special tokens ['<unk>']" in user_error(["decode", "--checkpoint", run_dir, "--input", "3 <unk>"],
+                                                    capsys)
+
+
+def test_decode_no_cache_is_honoured_by_beam_search(run_dir, capsys, monkeypatch):
+    import transformer_np.decode as decode
+    seen = []
+    real = decode.beam_search
+    monkeypatch.setattr(decode, "beam_search", lambda *a, **k: seen.append(k["use_cache"]) or real(*a, **k))
+    outputs = []
+    for flags in ([], ["--no-cache"]):
+        assert main(["decode", "--checkpoint", run_dir, "--input", "3 4 5", "--beam", "3", *flags]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert seen == [True, False] and outputs[0] == outputs[1]
+
+
+def test_every_flag_has_help_and_shows_its_default():
+    assert undocumented_flags(transformer_np.cli.build_parser()) == []
+
+
+def test_train_help_groups_the_flags_and_lists_the_choices(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    for group in ("model (ModelConfig):", "optimisation (TrainConfig):", "data (TrainConfig):", "run (TrainConfig):"):
+        assert group in out
+    for choices in ("{warmup,step,constant}", "{relu,gelu}", "{sinusoidal,learned}", "copy-reverse,reverse"):
+        assert choices in out
+
+
+def test_a_run_is_never_overwritten_by_accident(run_dir, tmp_path, capsys):
+    import shutil
+    out = str(tmp_path / "cr")
+    shutil.copytree(run_dir, out)
+    before = {f: os.path.getmtime(os.path.join(out, f)) for f in os.listdir(out)}
+    assert "already holds a run" in user_error(["train", "--out", out, "--steps", "2", *TINY], capsys)
+    assert {f: os.path.getmtime(os.path.join(out, f)) for f in os.listdir(out)} == before
+    assert main(["train", "--out", out, "--steps", "2", "--overwrite", *TINY]) == 0
+    import minitensor as mt
+    assert mt.load(os.path.join(out, "checkpoint.npz"))["step"] == 2
 
 
 def test_python_dash_m_entry_point(tmp_path):
@@ -93,12 +144,25 @@ def test_python_dash_m_entry_point(tmp_path):
 def test_each_experiment_runs_in_tiny_mode(name, tmp_path, capsys):
     out = str(tmp_path / name)
     assert main(["experiment", name, "--out", out, "--steps", "2", "--no-progress"]) == 0
-    with open(os.path.join(out, "results.json")) as f:
+    with open(os.path.join(out, f"{name}.json")) as f:
         res = json.load(f)
     assert res["experiment"] == name and res["rows"]
     assert os.path.getsize(os.path.join(out, f"{name}.png")) > 1000
-    with open(os.path.join(out, "results.md")) as f:
+    with open(os.path.join(out, f"{name}.md")) as f:
         assert sum(line.startswith("|---") for line in f.read().splitlines()) == 1
+    assert sorted(os.listdir(out)) == sorted(f"{name}.{ext}" for ext in ("json", "md", "png"))
+
+
+def test_experiments_share_a_directory_without_overwriting(tmp_path, capsys):
+    out = str(tmp_path / "exp")
+    assert main(["experiment", "residual", "--out", out, "--no-progress"]) == 0
+    first = open(os.path.join(out, "residual.json")).read()
+    err = user_error(["experiment", "residual", "--out", out, "--no-progress"], capsys)
+    assert "already holds a result" in err and open(os.path.join(out, "residual.json")).read() == first
+    # a second experiment writes its own files beside the first
+    assert main(["experiment", "heads", "--out", out, "--steps", "1", "--no-progress"]) == 0
+    assert {"residual.md", "heads.md", "residual.json", "heads.json"} <= set(os.listdir(out))
+    assert open(os.path.join(out, "residual.json")).read() == first
 
 
 def test_demo_runs_end_to_end_in_tiny_mode(tmp_path, capsys):

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from transformer_np.data import (BOS_ID, EOS_ID, PAD_ID, TASKS, UNK_ID, Vocab, get_task, make_batches,
+from transformer_np.data import (BOS_ID, EOS_ID, TASKS, UNK_ID, Vocab, get_task, make_batches,
                                  pad_batch, read_corpus, shift_targets, iterate_forever, batch_order)
 
 
@@ -162,18 +162,10 @@ def test_batching_errors():
         get_task("copy").splits(0, 5, 0)
 
 
-def test_bucketed_order_covers_each_example_once_and_cuts_padding():
-    task = get_task("copy-reverse")
-    pairs = task.splits(640, 1, 0)[0]
-    lengths = [len(s) + len(t) for s, t in pairs]
-    plain = batch_order(len(pairs), 32, True, 0, 0)
-    bucketed = batch_order(len(pairs), 32, True, 0, 0, lengths=lengths, bucket_batches=20)
-    assert sorted(np.concatenate(bucketed).tolist()) == list(range(len(pairs)))
-    assert all(np.array_equal(a, b) for a, b in zip(bucketed, batch_order(len(pairs), 32, True, 0, 0, lengths, 20)))
-
-    def padded(order):
-        return sum(len(b) * max(lengths[i] for i in b) for b in order)
-    assert padded(bucketed) < 0.8 * padded(plain)
-    it = iterate_forever(pairs, 32, seed=0, bucket=True)
-    e, i, (src, tgt) = next(it)
-    assert (e, i) == (0, 0) and src.shape[0] == 32
+def test_batch_order_covers_each_example_once_and_depends_on_seed_and_epoch_only():
+    order = batch_order(100, 32, True, 0, 0)
+    assert [len(b) for b in order] == [32, 32, 32, 4]
+    assert sorted(np.concatenate(order).tolist()) == list(range(100))
+    assert all(np.array_equal(a, b) for a, b in zip(order, batch_order(100, 32, True, 0, 0)))
+    assert not np.array_equal(np.concatenate(order), np.concatenate(batch_order(100, 32, True, 0, 1)))
+    assert np.array_equal(np.concatenate(batch_order(100, 32, False, 0, 0)), np.arange(100))

@@ -63,6 +63,17 @@ def linear_ref(x, weight, bias=None):
     return y + bias if bias is not None else y
 
 
+def attention_weights_ref(q, k, keep=None, scale=1.0):
+    """softmax(q k^T * scale) with excluded keys at -inf, then empty query rows set to 0."""
+    s = q @ k.transpose(-2, -1) * scale
+    if keep is None:
+        return softmax_ref(s, dim=-1)
+    row_has_key = keep.any(axis=-1, keepdims=True)
+    # an empty row would be all -inf (NaN): give it finite scores, then zero its weights
+    s = s.masked_fill(~keep & row_has_key, -float("inf"))
+    return softmax_ref(s, dim=-1) * mt.tensor(row_has_key.astype(s.dtype))
+
+
 # ----------------------------------------------------------------------------- harness
 def _inputs(rng, dtype_name, *shapes):
     return [mt.tensor(rng.standard_normal(s).astype(dtype_name), requires_grad=True) for s in shapes]
@@ -147,3 +158,18 @@ def test_linear_equals_composite(dtype_name, bias, x_shape, rng):
     shapes = [x_shape, (5, 4)] + ([(5,)] if bias else [])
     xs = _inputs(rng, dtype_name, *shapes)
     check_fused(F.linear, linear_ref, xs, dtype_name, rng, f"linear {x_shape} bias={bias}")
+
+
+
+@dtypes
+@pytest.mark.parametrize("masked", ["none", "some keys", "an empty row"])
+def test_attention_weights_equals_composite(dtype_name, masked, rng):
+    xs = _inputs(rng, dtype_name, (2, 2, 3, 4), (2, 2, 5, 4))
+    keep = None
+    if masked != "none":
+        keep = np.random.default_rng(5).random((2, 1, 3, 5)) < 0.6
+        keep[..., 0] = True
+        if masked == "an empty row":
+            keep[1, 0, 2] = False
+    check_fused(lambda q, k: F.attention_weights(q, k, keep, scale=0.5),
+                lambda q, k: attention_weights_ref(q, k, keep, scale=0.5), xs, dtype_name, rng, f"attention {masked}")

@@ -6,6 +6,8 @@ one table line (an all -inf softmax row, what cross-entropy accepts) are tested 
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +16,7 @@ import minitensor as mt
 import minitensor.nn.functional as F
 from minitensor.testing import OP_RTOL, assert_close
 
-from .op_cases import CASES, run_case
+from .op_cases import CASES, MT, make_inputs, run_case
 
 
 @pytest.mark.parametrize("dtype_name", ["float64", "float32"])
@@ -32,11 +34,37 @@ def test_table_overrides_state_a_reason():
             assert rtol >= OP_RTOL[name], f"{case.name}: an override may only loosen with a reason"
 
 
+def _subclasses(cls) -> set:
+    out = set()
+    for sub in cls.__subclasses__():
+        out |= {sub} | _subclasses(sub)
+    return out
+
+
+def test_every_primitive_has_a_case():
+    """Each Function subclass of the engine (walked through the subclasses) runs in some case of the table.
+
+    The table's functions are run under the profiler, which records every primitive called."""
+    primitives = {c.__name__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor.")}
+    assert {"Add", "MatMul", "Softmax", "AttentionWeights", "AMaxMin"} <= primitives   # the walk sees all homes
+    with mt.profiler.profile() as prof:
+        for case in CASES:
+            xs, _, _ = make_inputs(case, "float64")
+            case.fn(MT, *xs, **case.kwargs)
+    missing = sorted(primitives - set(prof.stats))
+    assert not missing, f"primitives without a case in tests/op_cases.py: {missing}"
+
+
+def test_every_primitive_lives_in_the_ops_package():
+    homes = {c.__name__: c.__module__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor")}
+    elsewhere = {name: mod for name, mod in homes.items() if not mod.startswith("minitensor.ops.")}
+    assert not elsewhere, f"Function subclasses outside minitensor/ops/: {elsewhere}"
+
+
 # ----------------------------------------------------------------------------- IEEE edges
-# Values at the edge of an op's domain: PyTorch returns inf/NaN silently. minitensor returns the
-# same values but lets NumPy's RuntimeWarning through (pyproject turns those into errors inside
-# minitensor during tests, so an unintended NaN is caught where it is born); here the warnings are
-# silenced and only the values and gradients are compared. Each input is [0, -1, 2].
+# Values at the edge of an op's domain: PyTorch returns inf/NaN silently, and so does minitensor
+# (its forwards and backward walk run under autograd.ieee_quiet): any NumPy RuntimeWarning is an
+# error here. Each input is [0, -1, 2].
 EDGES = {
     "x/0": lambda t, x: x / (x * 0),
     "1/x": lambda t, x: 1 / x,
@@ -61,13 +89,50 @@ EDGES = {
 def test_ieee_edges_match_torch(name):
     fn, z = EDGES[name], np.array([0.0, -1.0, 2.0])
     x, xt = mt.tensor(z.copy(), requires_grad=True), torch.tensor(z.copy(), requires_grad=True)
-    g = np.array([0.7, -1.3, 0.4])
-    with np.errstate(all="ignore"):
-        y, yt = fn(mt, x), fn(torch, xt)
+    _compare_quietly(name, fn, x, xt, np.array([0.7, -1.3, 0.4]))
+
+
+def _compare_quietly(name, fn, x, xt, g):
+    """fn in both libraries, forward and backward with upstream g: same values, and no warning here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = fn(mt, x)
         y.backward(mt.tensor(g[: y.numel()].reshape(y.shape)))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")                          # torch warns on std with n <= correction
+        yt = fn(torch, xt)
         yt.backward(torch.tensor(g[: yt.numel()].reshape(yt.shape)))
     assert_close(y.numpy(), yt.detach().numpy(), OP_RTOL["float64"], f"{name} forward")
     assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL["float64"], f"{name} grad")
+
+
+# 0/0 in a backward formula: the value PyTorch defines at that point (a constant row's std has
+# gradient 0, 0 ** x has gradient 0 for x >= 0), or NaN where PyTorch gives NaN too.
+ZERO_OVER_ZERO = {
+    "std(constant row)": (lambda t, x: x.std(dim=1), [[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]),
+    "std(constant, biased)": (lambda t, x: x.std(unbiased=False), [3.0, 3.0, 3.0]),
+    "std(one element)": (lambda t, x: x.std(), [2.0]),
+    "std(n <= correction)": (lambda t, x: x.std(dim=0, correction=2), [1.0, 2.0]),
+    "var(one element)": (lambda t, x: x.var(), [2.0]),
+    "var(one element, biased)": (lambda t, x: x.var(unbiased=False), [2.0]),
+    "sqrt(0)": (lambda t, x: x.sqrt(), [0.0, 4.0]),
+    "sqrt(sum of squares) at 0": (lambda t, x: (x * x).sum().sqrt(), [0.0, 0.0]),
+    "0 ** x": (lambda t, x: 0 ** x, [0.0, 1.0, -1.0]),
+    "(-2) ** x": (lambda t, x: (-2) ** x, [0.0, 1.0, 2.0]),
+    "x ** 0.5 at 0": (lambda t, x: x ** 0.5, [0.0, 1.0]),
+    "x / x at 0": (lambda t, x: x / x, [0.0, 2.0]),
+    "layer_norm eps=0 constant row": (lambda t, x: t.nn.functional.layer_norm(x, (3,), eps=0.0),
+                                      [[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]),
+    "amax(ties)": (lambda t, x: x.amax(), [1.0, 1.0, -1.0]),
+}
+
+
+@pytest.mark.parametrize("name", list(ZERO_OVER_ZERO))
+def test_zero_over_zero_in_backward_matches_torch(name):
+    fn, z = ZERO_OVER_ZERO[name]
+    z = np.array(z)
+    x, xt = mt.tensor(z.copy(), requires_grad=True), torch.tensor(z.copy(), requires_grad=True)
+    _compare_quietly(name, fn, x, xt, np.random.default_rng(6).standard_normal(z.size) + 0.5)
 
 
 # ----------------------------------------------------------------------------- dropout's random draw

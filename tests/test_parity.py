@@ -6,18 +6,22 @@ every attention block's weights.
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import torch
 
 import minitensor as mt
 from minitensor.testing import PARITY_RTOL, assert_close
-from parity import convert
+from parity import convert, render, results
 from parity import decode as pt_decode
 from parity import report as parity_report
+from parity.hooks import SharedDropoutMasks
 from parity.model import Dropout as TorchDropout
 from parity.model import MultiHeadAttention as TorchMHA
-from parity.report import build_models, run_report
+from parity.report import ReportConfig, build_models, run_report
+from parity.sides import warmup_lambda
 from transformer_np import decode as np_decode
 from transformer_np.config import get_preset
 from transformer_np.model import MultiHeadAttention as NpMHA
@@ -53,24 +57,49 @@ CASES = [
 @pytest.mark.parametrize("config,dtype,norm_first,activation,dropout", CASES,
                          ids=["-".join(map(str, c)) for c in CASES])
 def test_report_passes_and_covers_every_module(config, dtype, norm_first, activation, dropout):
-    report = run_report(config, dtype, "cpu", steps=2, norm_first=norm_first, activation=activation,
-                        dropout=dropout, batch_size=3, seed=1)
-    assert report.passed, "\n" + report.table(only_failures=True)
+    report = run_report(ReportConfig(config, dtype, "cpu", steps=2, norm_first=norm_first, activation=activation,
+                                     dropout=dropout, batch_size=3, seed=1))
+    assert report.passed, "\n" + render.table(report, failures_only=True)
     np_model, pt_model = build_models(get_preset(config).model.replace(norm_first=norm_first, activation=activation),
                                       dtype, "cpu", seed=1)
     _assert_covers_everything(report, np_model, pt_model)
-    assert {r.group for r in report.rows} == set(parity_report.GROUPS)
-    assert all(r.rtol == PARITY_RTOL[dtype] for r in report.rows)
+    assert {r.group for r in report.rows} == set(results.GROUPS)
+    assert all(r.limit == PARITY_RTOL[dtype] for r in report.rows if r.rule == "rel")
+    assert {r.name for r in report.rows if r.rule == "zero"} == (
+        {n for n in report.names("param.grad") if n.endswith("W_k.bias")} | {"key-bias grads step 2"})
     assert {"loss step 2", "param grads step 2", "grad norm step 1", "grad norm step 2"} <= report.names("step")
     assert report.meta["trajectory"] == ("free" if dtype == "float64" else "lockstep")
 
 
 def test_report_variants_learned_positions_tied_embeddings_final_norm():
-    report = run_report("copy", "float64", "cpu", steps=2, positional="learned", tie_embeddings=True,
-                        final_norm=True, batch_size=3)
-    assert report.passed, "\n" + report.table(only_failures=True)
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=2, positional="learned", tie_embeddings=True,
+                                     final_norm=True, batch_size=3))
+    assert report.passed, "\n" + render.table(report, failures_only=True)
     assert "pos_encoding.embedding.weight" in report.names("param.grad")
     assert {"encoder.norm", "decoder.norm"} <= report.names("forward")
+
+
+def test_numpy_side_computes_the_training_loss_of_transformer_np(monkeypatch, rng):
+    """The report's NumPy side runs train.compute_loss, whose loss is transformer_np.loss.sequence_loss; the
+    torch side's parity.loss.sequence_loss is the same function (float64, PAD labels ignored, smoothing 0.1)."""
+    # The module, not the `train` function that transformer_np's package root may export under the same name.
+    np_train = importlib.import_module("transformer_np.train")
+    from parity.loss import sequence_loss as torch_loss
+    from transformer_np.loss import sequence_loss as np_loss
+    calls = []
+    monkeypatch.setattr(np_train, "sequence_loss", lambda *a: calls.append(a) or np_loss(*a))
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=1, batch_size=2))
+    assert calls and report.passed
+    logits = rng.standard_normal((3, 5, 7))
+    labels = rng.integers(0, 7, (3, 5))
+    labels[0, 3:] = 0                                                           # PAD
+    a = mt.tensor(logits, requires_grad=True)
+    b = torch.tensor(logits, requires_grad=True)
+    la, lb = np_loss(a, labels, 0.1), torch_loss(b, labels, 0.1)
+    la.backward()
+    lb.backward()
+    assert_close(la.data, lb.detach().numpy(), PARITY_RTOL["float64"], "loss")
+    assert_close(a.grad.data, b.grad.numpy(), PARITY_RTOL["float64"], "grad")
 
 
 def test_report_catches_a_wrong_weight(monkeypatch):
@@ -84,7 +113,7 @@ def test_report_catches_a_wrong_weight(monkeypatch):
         return torch_model
 
     monkeypatch.setattr(parity_report, "np_to_torch", sabotaged)
-    report = run_report("copy", "float64", "cpu", steps=1, dropout=0.0, batch_size=2)
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=1, dropout=0.0, batch_size=2))
     failed_forward = {r.name for r in report.failures() if r.kind == "forward"}
     assert not report.passed
     assert "decoder.layers.1.feed_forward.linear2" in failed_forward
@@ -95,19 +124,19 @@ def test_report_catches_a_wrong_weight(monkeypatch):
 
 def test_lockstep_and_free_trajectories_in_float64():
     """In float64 both trajectories pass; lockstep's parameters after the steps agree at least as well."""
-    free = run_report("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="free")
-    lock = run_report("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="lockstep")
-    assert free.passed and lock.passed, "\n" + free.table(only_failures=True) + lock.table(only_failures=True)
+    free = run_report(ReportConfig("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="free"))
+    lock = run_report(ReportConfig("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="lockstep"))
+    assert free.passed and lock.passed, "\n" + render.table(free, True) + render.table(lock, True)
     with pytest.raises(ValueError, match="unknown trajectory"):
-        run_report("copy", "float64", "cpu", steps=1, trajectory="sideways")
+        ReportConfig("copy", "float64", "cpu", steps=1, trajectory="sideways")
 
 
 def test_dropout_masks_are_shared_in_call_order():
     """With dropout on, the report runs both sides in training mode on the same keep-masks."""
-    report = run_report("copy", "float64", "cpu", steps=1, dropout=0.3, batch_size=2)
-    assert report.passed, "\n" + report.table(only_failures=True)
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=1, dropout=0.3, batch_size=2))
+    assert report.passed, "\n" + render.table(report, failures_only=True)
     np_model, pt_model = build_models(get_preset("copy").model.replace(dropout=0.3), "float64", "cpu", seed=0)
-    masks = parity_report.SharedDropoutMasks(0)
+    masks = SharedDropoutMasks(0)
     masks.attach(np_model, pt_model)
     x = np.random.default_rng(0).standard_normal((2, 3, 4))
     out_np = np_model.pos_encoding.dropout(mt.tensor(x))
@@ -222,4 +251,156 @@ def test_parity_model_rejects_bad_input():
     with pytest.raises(ValueError, match="out of range"):
         pt_model(torch.full((2, 3), cfg.src_vocab_size), torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(TypeError, match="bool mask"):
-        pt_model(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long), src_mask=torch.ones(2, 1, 1, 3))
+        pt_model(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),
+                 src_mask=torch.ones(2, 1, 1, 3))
+
+
+# ----------------------------------------------------------------------------------------------
+# The judging rules: each as tight as its row claims (each test fails with the rule it replaced)
+# ----------------------------------------------------------------------------------------------
+def test_rel_rule_judges_a_small_array_relative_to_its_own_scale():
+    """An array of scale 1e-5 off by 1e-8 of itself: 'rel' fails it in float64 (rtol 1e-9).
+
+    The floor FLOOR * max(1, max|ref|) used before judged such an array on absolute error
+    (1e-13 / 1e-3 = 1e-10 <= 1e-9: passed)."""
+    ref = 1e-5 * (1.0 + np.arange(6.0))
+    ours = ref * (1 + 1e-8)
+    report = results.Report(meta={})
+    report.check_close("grads", "param.grad", "small", ours, ref, PARITY_RTOL["float64"])
+    row = report.rows[0]
+    assert not row.ok and row.rule == "rel" and row.value == pytest.approx(1e-8, rel=1e-3)
+    from minitensor.testing import error_stats
+    assert error_stats(ours, ref)[1] <= PARITY_RTOL["float64"]             # the old, loose measure
+
+
+def test_zero_rule_limit_is_n_eps_sum_of_the_terms():
+    """The limit is derived from eps and the size of the sum: n * eps * sum|terms|, per entry."""
+    from minitensor.testing import FLOOR, sum_roundoff_limit
+    rng = np.random.default_rng(0)
+    terms = rng.standard_normal((384, 4))
+    terms -= terms.mean(axis=0)                                             # columns sum to 0 exactly in math
+    limit = sum_roundoff_limit(terms, "float64")
+    np.testing.assert_allclose(limit, 384 * np.finfo(np.float64).eps * np.abs(terms).sum(axis=0))
+    assert np.all(np.abs(terms.sum(axis=0)) <= limit)                       # the computed sum is round-off
+    report = results.Report(meta={})
+    off = np.array([0.0, 0.0, 1e-9, 0.0])                                   # a real error of 1e-9
+    report.check_zero("grads", "param.grad", "b", (terms.sum(axis=0) + off, terms.sum(axis=0)), limit, "")
+    row = report.rows[0]
+    assert not row.ok and row.rule == "zero" and row.value == pytest.approx(1e-9, rel=1e-3)
+    assert row.limit == pytest.approx(limit[2])
+    scale = float(np.abs(terms).max())
+    assert row.value <= FLOOR["float64"] * max(1.0, scale)                  # the old limit passed it
+
+
+def test_zero_rule_catches_a_key_bias_gradient_the_old_floor_passed(monkeypatch):
+    """A key-bias gradient off by 1e-11 on the transformer_np side (a real bug, 1e5 times the round-off):
+    the 'zero' row fails; FLOOR * scale (1e-3 of the sibling W_q.bias gradient) would have passed it."""
+    from minitensor.testing import FLOOR
+    real_loss = parity_report.NpSide.loss
+
+    def with_a_bias_leak(self, src, tgt):
+        loss = real_loss(self, src, tgt)
+        b = self.model.encoder.layers[0].self_attn.W_k.bias
+        return loss + (b * 1e-11).sum() - float((b.data * 1e-11).sum())   # same value, gradient + 1e-11
+    monkeypatch.setattr(parity_report.NpSide, "loss", with_a_bias_leak)
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=2, dropout=0.0, batch_size=2))
+    rows = {r.name: r for r in report.rows if r.kind in ("param.grad", "step")}
+    row = rows["encoder.layers.0.self_attn.W_k.bias"]
+    assert row.rule == "zero" and not row.ok and row.value >= 1e-11 * 0.99 and row.limit < 1e-13
+    assert "n*eps*sum|dK|" in row.note
+    assert not rows["key-bias grads step 2"].ok
+    sibling = rows["encoder.layers.0.self_attn.W_q.bias"]
+    assert row.value <= FLOOR["float64"] * max(1.0, sibling.max_abs)      # the old rule's limit, loosely
+    assert rows["decoder.layers.0.self_attn.W_k.bias"].ok                 # the others still pass
+
+
+def test_drift_rule_limit_is_adams_step_bound_for_round_off_gradients():
+    """Free trajectory: the key biases after the steps are judged by Adam's step bound for gradients as small as
+    theirs, sum of lr * min(1, max|g| / eps), shown as the row's limit. The old limit, the sum of the lrs, passed
+    a drift of 1e-8 (a real error for round-off gradients); this one fails it."""
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=2, batch_size=2, trajectory="free"))
+    preset = get_preset("copy")
+    rate = warmup_lambda(preset.model.d_model, preset.train.warmup_steps, 1.0)
+    lrs = [preset.train.lr * rate(0), preset.train.lr * rate(1)]
+    g = max(r.limit for r in report.rows if r.rule == "zero")     # passed: every key-bias gradient entry is below
+    drift = [r for r in report.rows if r.rule == "drift"]
+    assert {r.name for r in drift} == {n for n in report.names("param") if n.endswith("W_k.bias")}
+    assert all(r.ok and r.value <= r.limit for r in drift)
+    assert all(0 < r.limit <= sum(lrs) * g / preset.train.eps for r in drift)
+    assert all(r.limit < 1e-8 < sum(lrs) for r in drift)
+    assert parity_report.adam_step_bound([1e-3, 2e-3], [1e-15, 3e-15], (0.9, 0.98), 1e-9) == pytest.approx(
+        1e-3 * 1e-6 + 2e-3 * 3e-6)
+    assert parity_report.adam_step_bound([1e-3], [1.0], (0.9, 0.98), 1e-9) == pytest.approx(1e-3)
+    assert parity_report.adam_step_bound([1e-3], [1.0], (0.9, 0.999), 1e-9) == pytest.approx(1e-3 * 0.1 / 0.001 ** 0.5)
+    bound = drift[0].limit
+    row = results.Report(meta={})
+    row.check_drift("b", np.full(3, 1e-8), np.zeros(3), np.zeros(3), bound, "")
+    assert not row.rows[0].ok and row.rows[0].value == pytest.approx(1e-8)
+
+
+# ----------------------------------------------------------------------------------------------
+# The report for people: the table, the header and legend, plurals, --failures-only
+# ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_report():
+    return run_report(ReportConfig("copy-reverse", "float32", "cpu", steps=2, batch_size=2, seed=3))
+
+
+def test_text_fits_120_columns_with_every_column_headed(small_report):
+    out = render.text(small_report)
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 120
+    head = next(line for line in lines if line.startswith("kind"))
+    assert head.split() == ["kind", "module", "/", "parameter", "shape", "rule", "value", "limit", "result"]
+    width = len(head)
+    table_rows = render.table(small_report).splitlines()[2:]
+    table_rows = [line for line in table_rows if not line.startswith("[")]         # the group headings
+    assert len(table_rows) == len(small_report.rows) and all(len(line) <= width for line in table_rows)
+    for g in results.GROUPS:
+        n = sum(r.group == g for r in small_report.rows)
+        assert f"[{g}: {render.plural(n, 'check')}]" in out
+    assert "[logits: 1 check]" in out and "[loss: 1 check]" in out
+    long_name = results.Report(meta=small_report.meta, rows=[small_report.rows[0].__class__(
+        "encoder", "forward", "encoder." + "very_long_module_name." * 8 + "end", (2, 3), 0.0, 0.0, "rel", 0.0,
+        1e-4, True)])
+    assert max(map(len, render.table(long_name).splitlines())) <= 120
+
+
+def test_header_states_the_reference_adjustments_with_counts(small_report):
+    head = "\n".join(render.header(small_report))
+    a = small_report.meta["adjustments"]
+    assert a["relu_inputs_compared"] > 0 and a["relu_branches_aligned"] >= 0
+    assert "reference adjusted, torch side only" in head
+    assert "the total norm is accumulated in float64" in head
+    assert (f"for {a['relu_branches_aligned']:,} of {a['relu_inputs_compared']:,} ReLU inputs"
+            in " ".join(head.split()))
+    md = render.markdown(small_report)
+    assert "ReLU inputs" in md and "accumulated in float64" in md
+
+
+def test_legend_explains_kinds_rules_and_trajectories(small_report):
+    legend = "\n".join(render.legend(small_report.meta))
+    for word in ("forward:", "attn:", "loss:", "grad:", "param.grad:", "step:", "param:", "rel:", "zero:", "drift:",
+                 "free:", "lockstep:"):
+        assert word in legend, word
+    kinds = {r.kind for r in small_report.rows}
+    assert all(f"{k}:" in legend for k in kinds)
+    assert sum("free:" in line or "lockstep:" in line for line in legend.splitlines()) == 2
+
+
+def test_plurals_and_failures_only(small_report):
+    assert render.plural(1, "check") == "1 check" and render.plural(2, "check") == "2 checks"
+    assert render.plural(0, "check") == "0 checks"
+    assert render.table(small_report, failures_only=True) == (
+        f"no failures: all {len(small_report.rows)} checks within their limits")
+    one = results.Report(meta=small_report.meta, rows=[small_report.rows[0]])
+    assert render.verdict(one) == "PASS: all 1 check within their limits"
+    assert render.table(one, failures_only=True) == "no failures: all 1 check within their limits"
+    bad = results.Report(meta=small_report.meta)
+    bad.missing("loss", "loss", "loss", 1e-4, "no such output in torch")
+    bad.rows.append(small_report.rows[0])
+    out = render.table(bad, failures_only=True)
+    assert "FAIL" in out and "no such output in torch" in out and "[loss: 1 check]" in out
+    assert render.verdict(bad) == "FAIL: 1 check of 2 outside their limits"
+    summary = render.summary_table(bad)
+    assert summary.splitlines()[0].split()[:3] == ["group", "checks", "failed"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from parity import decode as pt_decode
-from parity.report import build_models, run_report, synthetic_batch
+from parity import render
+from parity.report import ReportConfig, build_models, run_report, synthetic_batch
 from transformer_np import decode as np_decode
 from transformer_np.config import get_preset
 
@@ -22,14 +22,14 @@ pytestmark = pytest.mark.cuda
 @pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu")], ids=["post-relu", "pre-gelu"])
 @pytest.mark.parametrize("config", ["copy", "copy-reverse"])
 def test_report_passes_on_cuda_float32(config, norm_first, activation):
-    report = run_report(config, "float32", "cuda", steps=2, norm_first=norm_first, activation=activation,
-                        batch_size=4)
+    report = run_report(ReportConfig(config, "float32", "cuda", steps=2, norm_first=norm_first, activation=activation,
+                                     batch_size=4))
     assert report.meta["device"] == "cuda"
-    assert report.passed, "\n" + report.table(only_failures=True)
+    assert report.passed, "\n" + render.table(report, failures_only=True)
 
 
 def test_auto_device_picks_cuda():
-    report = run_report("copy", "float32", "auto", steps=1, batch_size=2)
+    report = run_report(ReportConfig("copy", "float32", "auto", steps=1, batch_size=2))
     assert report.meta["device"] == "cuda"
 
 

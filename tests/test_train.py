@@ -1,6 +1,6 @@
 """transformer_np/train.py: schedules, evaluation, checkpoints, exact resume, Ctrl-C, config mismatch."""
-import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ import pytest
 import minitensor as mt
 from transformer_np.config import ModelConfig, TrainConfig
 from transformer_np.data import PAD_ID, get_task, make_batches
-from transformer_np.train import (build_model, build_optimizer, build_scheduler, compute_loss, config_for_task,
+from transformer_np.train import (build_model, build_optimizer, compute_loss, config_for_task,
                                   default_configs, evaluate, layer_groups, load_checkpoint, load_history,
                                   schedule_curve, train)
 
@@ -180,3 +180,54 @@ def test_real_sigint_is_held_to_the_step_boundary(tmp_path):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # handler restored
     resumed = train(m, t, str(tmp_path / "b"), resume=True, progress=False)
     _assert_bitwise_equal(_params(straight.model), _params(resumed.model))
+
+
+@pytest.mark.parametrize("cls, changes, message", [
+    (ModelConfig, dict(num_encoder_layers=-1), "expected num_encoder_layers >= 1, got num_encoder_layers=-1"),
+    (ModelConfig, dict(d_model=0), "ModelConfig: expected d_model >= 1, got d_model=0"),
+    (ModelConfig, dict(d_model=10, num_heads=4), "d_model must be divisible by num_heads, got d_model=10 and "
+                                                 "num_heads=4"),
+    (ModelConfig, dict(dropout=1.0), "ModelConfig: expected dropout in [0, 1), got dropout=1.0"),
+    (ModelConfig, dict(activation="tanh"), "ModelConfig: unknown activation 'tanh': expected one of 'relu', 'gelu'"),
+    (ModelConfig, dict(d_ff=2.5), "ModelConfig: d_ff must be an int, got float 2.5"),
+    (ModelConfig, dict(norm_first=1), "ModelConfig: norm_first must be True or False, got int 1"),
+    (TrainConfig, dict(batch_size=0), "TrainConfig: expected batch_size >= 1, got batch_size=0"),
+    (TrainConfig, dict(eval_size=0), "TrainConfig: expected eval_size >= 1, got eval_size=0"),
+    (TrainConfig, dict(lr=float("nan")), "TrainConfig: expected lr in (0, inf), got lr=nan"),
+    (TrainConfig, dict(betas=(0.9,)), "TrainConfig: betas must be a pair (beta1, beta2), got (0.9,)"),
+    (TrainConfig, dict(task="nope"), "TrainConfig: unknown task 'nope'"),
+])
+def test_configs_refuse_every_bad_field_with_the_command_lines_message(cls, changes, message):
+    base = ModelConfig(src_vocab_size=20, tgt_vocab_size=20) if cls is ModelConfig else TrainConfig()
+    with pytest.raises((ValueError, TypeError)) as e:
+        base.replace(**changes)
+    assert message in str(e.value)
+    if cls is ModelConfig:                   # the model itself checks its arguments the same way, first
+        from transformer_np.model import Transformer
+        with pytest.raises(type(e.value), match=re.escape(str(e.value))):
+            Transformer(**{**base.to_dict(), **changes})
+
+
+def test_train_refuses_a_directory_that_holds_a_run(tmp_path):
+    m, t = tiny(steps=1)
+    train(m, t, str(tmp_path), progress=False)
+    before = {f: os.path.getmtime(tmp_path / f) for f in os.listdir(tmp_path)}
+    with pytest.raises(ValueError, match="already holds a run"):
+        train(m, t, str(tmp_path), progress=False)
+    with pytest.raises(ValueError, match="is a file"):
+        train(m, t, str(tmp_path / "checkpoint.npz"), progress=False)
+    assert {f: os.path.getmtime(tmp_path / f) for f in os.listdir(tmp_path)} == before
+    assert train(m, t.replace(steps=2), str(tmp_path), progress=False, overwrite=True).step == 2
+
+
+def test_the_package_root_is_the_public_api_and_imports_light():
+    import subprocess
+    import sys
+    code = ("import sys, transformer_np as t; "
+            "from transformer_np import Transformer, ModelConfig, TrainConfig, greedy_decode, beam_search, train; "
+            "assert sorted(set(t.__all__)) == sorted(t.__all__) and all(hasattr(t, n) for n in t.__all__); "
+            "assert 'matplotlib' not in sys.modules and 'tqdm' not in sys.modules, 'heavy import'; print('ok')")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                       env={**os.environ, "PYTHONPATH": root})
+    assert r.stdout.strip() == "ok", r.stderr

@@ -1,4 +1,4 @@
-"""Vocabularies, the seeds' toy tasks, and padded batches for teacher forcing.
+"""Vocabularies, the toy tasks, and padded batches for teacher forcing.
 
 What this file owns:
 - `Vocab`: token <-> id with the four specials every part of the project agrees on
@@ -10,13 +10,12 @@ What this file owns:
   target batch into decoder input tgt[:, :-1] and labels tgt[:, 1:] (teacher forcing).
 
 Id mapping of the numeric tasks: symbol k (written "k" in text) has id k + 4, so no symbol
-ever collides with a special. Vocabulary sizes follow the seeds, specials included:
-copy 100 (seed 000: symbols 0..95), copy-reverse 20 (seed 003: symbols 0..15).
-Deviation from the seeds, flagged: they used id 3 as an ordinary token; here 3 is <unk>,
-so the symbol alphabet is one smaller at the same total vocabulary size.
+ever collides with a special. Vocabulary sizes, specials included: copy 100 (symbols 0..95),
+copy-reverse, reverse and sort 20 (symbols 0..15). Id 3 is <unk>, never an ordinary token, so
+each symbol alphabet is one smaller than a vocabulary without <unk> of the same size.
 
-Sequence conventions (from the seeds): a target is always <bos> ... <eos>. The copy source
-is the bare sequence (seed 000); every other source is wrapped in <bos> ... <eos> (seed 003).
+Sequence conventions: a target is always <bos> ... <eos>. The copy source is the bare
+sequence; every other source is wrapped in <bos> ... <eos>.
 """
 from __future__ import annotations
 
@@ -143,13 +142,23 @@ class Task:
     max_tgt_len: int = 0                        # longest target (specials included)
 
     def encode_source(self, text) -> list[int]:
-        """Text as a user types it (e.g. "3 4 5") to source ids, with this task's specials."""
-        ids = self.src_vocab.encode(text, add_bos=self.source_specials, add_eos=self.source_specials)
-        if self.sample is not None and UNK_ID in ids:
-            bad = [t for t in (text.split() if isinstance(text, str) else text) if t not in self.src_vocab]
-            raise ValueError(f"task {self.name!r}: unknown source tokens {bad}; "
-                             f"expected tokens from {self.src_vocab.itos[4:8]}...{self.src_vocab.itos[-1:]}")
-        return ids
+        """Text as a user types it (e.g. "3 4 5") to source ids, with this task's specials.
+
+        Refused with a ValueError: an empty input, special tokens typed by hand (<unk>, <bos>, ...)
+        and, in the generated tasks, unknown tokens. In the toy corpus an unknown word becomes <unk>,
+        as in any translation system.
+        """
+        tokens = text.split() if isinstance(text, str) else list(text)
+        expected = f"expected tokens from {self.src_vocab.itos[4:8]}...{self.src_vocab.itos[-1:]}"
+        if not tokens:
+            raise ValueError(f"task {self.name!r}: the input is empty; {expected}")
+        bad = [t for t in tokens if t in self.src_vocab.specials]
+        if bad:
+            raise ValueError(f"task {self.name!r}: special tokens {bad} cannot be typed in an input; {expected}")
+        bad = [t for t in tokens if t not in self.src_vocab]
+        if bad and self.sample is not None:
+            raise ValueError(f"task {self.name!r}: unknown source tokens {bad}; {expected}")
+        return self.src_vocab.encode(tokens, add_bos=self.source_specials, add_eos=self.source_specials)
 
     def decode_target(self, ids) -> str:
         return self.tgt_vocab.decode(ids, strip_special=True)
@@ -161,7 +170,7 @@ class Task:
         drawn excluding every held-out source, so the splits are disjoint. When the space of
         sources is too small to fill both, we stop after a bounded number of draws and return
         what we have (never an overlap). The fixed corpus is too small to hold sentences out:
-        its held-out split is the training set itself (a memorisation check, as in seeds 001/004).
+        its held-out split is the training set itself (a memorisation check).
         """
         if train_size < 1:
             raise ValueError(f"task {self.name!r}: train_size must be >= 1, got {train_size}")
@@ -209,18 +218,18 @@ def _symbols(rng: np.random.Generator, num_symbols: int, min_len: int, max_len: 
 
 
 def _copy_task() -> Task:
-    # seed 000: vocabulary 100, sequences of exactly 10 symbols, bare source
+    # vocabulary 100, sequences of exactly 10 symbols, bare source
     vocab = symbol_vocab(96)
 
     def sample(rng):
         s = _symbols(rng, 96, 10, 10)
         return s, _wrap(s, True)
-    return Task("copy", "copy 10 symbols from a vocabulary of 100 (seed 000)", vocab, vocab, False,
+    return Task("copy", "copy 10 symbols from a vocabulary of 100", vocab, vocab, False,
                 sample, preset="copy", max_src_len=10, max_tgt_len=12)
 
 
 def _seq_task(name: str, description: str, fn: Callable[[list[int]], list[int]], max_out: int) -> Task:
-    # seed 003's alphabet: vocabulary 20 (16 symbols), lengths 3..10, <bos>/<eos> around the source
+    # the copy-reverse alphabet: vocabulary 20 (16 symbols), lengths 3..10, <bos>/<eos> around the source
     vocab = symbol_vocab(16)
 
     def sample(rng):
@@ -231,7 +240,7 @@ def _seq_task(name: str, description: str, fn: Callable[[list[int]], list[int]],
 
 
 def _addition_task() -> Task:
-    # seed 000's arithmetic exercise, character level: "12+34" -> "46"
+    # character-level addition: "12+34" -> "46"
     vocab = Vocab([str(d) for d in range(10)] + ["+"])
 
     def sample(rng):
@@ -239,12 +248,14 @@ def _addition_task() -> Task:
         src = vocab.encode(list(f"{a}+{b}"), add_bos=True, add_eos=True)
         tgt = vocab.encode(list(str(a + b)), add_bos=True, add_eos=True)
         return src, tgt
-    task = Task("addition", "add two numbers of 1-3 digits, character level: '12+34' -> '46' (seed 000 exercise)",
+    task = Task("addition", "add two numbers of 1-3 digits, character level: '12+34' -> '46'",
                 vocab, vocab, True, sample, preset="copy-reverse", max_src_len=9, max_tgt_len=6)
 
     # sources are typed either "12+34" or "1 2 + 3 4": split into characters
     def encode_source(text):
         chars = list(text.replace(" ", "")) if isinstance(text, str) else list(text)
+        if not chars:
+            raise ValueError("task 'addition': the input is empty; expected digits and '+', e.g. '12+34'")
         bad = [c for c in chars if c not in vocab]
         if bad:
             raise ValueError(f"task 'addition': unknown characters {bad}; expected digits and '+', e.g. '12+34'")
@@ -277,16 +288,17 @@ def _translation_task() -> Task:
     src_vocab = Vocab(t for s, _ in sentences for t in s.split())
     tgt_vocab = Vocab(t for _, s in sentences for t in s.split())
     pairs = [(src_vocab.encode(s, True, True), tgt_vocab.encode(t, True, True)) for s, t in sentences]
-    return Task("toy-translation", f"{len(pairs)} short English -> German sentence pairs (seeds 001/004)",
+    return Task("toy-translation", f"{len(pairs)} short English -> German sentence pairs",
                 src_vocab, tgt_vocab, True, None, fixed_pairs=pairs, preset="toy-translation",
                 max_src_len=max(len(s) for s, _ in pairs), max_tgt_len=max(len(t) for _, t in pairs))
 
 
 TASKS: dict[str, Callable[[], Task]] = {
     "copy": _copy_task,
-    "copy-reverse": lambda: _seq_task("copy-reverse", "target = input + reversed input, vocabulary 20, lengths 3-10 (seed 003)",
+    "copy-reverse": lambda: _seq_task("copy-reverse", "target = input + reversed input, vocabulary 20, lengths 3-10",
                                       lambda s: s + s[::-1], 20),
-    "reverse": lambda: _seq_task("reverse", "target = reversed input, vocabulary 20, lengths 3-10", lambda s: s[::-1], 10),
+    "reverse": lambda: _seq_task("reverse", "target = reversed input, vocabulary 20, lengths 3-10",
+                                 lambda s: s[::-1], 10),
     "sort": lambda: _seq_task("sort", "target = input sorted ascending, vocabulary 20, lengths 3-10", sorted, 10),
     "addition": _addition_task,
     "toy-translation": _translation_task,
@@ -324,28 +336,13 @@ def check_lengths(pairs: Sequence[Pair], max_len: int, what: str = "make_batches
                              f"longer than the model's max_len={max_len}")
 
 
-def batch_order(num_pairs: int, batch_size: int, shuffle: bool, seed: int, epoch: int = 0,
-                lengths=None, bucket_batches: int = 50) -> list[np.ndarray]:
+def batch_order(num_pairs: int, batch_size: int, shuffle: bool, seed: int, epoch: int = 0) -> list[np.ndarray]:
     """Index arrays of each batch of one epoch. The order depends only on (seed, epoch), so a
-    resumed run rebuilds it from those two numbers and a batch index.
-
-    With `lengths` (one per example), batches are bucketed: each window of bucket_batches *
-    batch_size shuffled examples is sorted by length before it is cut into batches, and the
-    batches are then shuffled. Examples of similar length share a batch, so far less padding is
-    computed (the idea of torchtext's BucketIterator, which the Annotated Transformer uses).
-    """
+    resumed run rebuilds it from those two numbers and a batch index."""
     idx = np.arange(num_pairs)
-    rng = np.random.default_rng([seed, epoch])
     if shuffle:
-        idx = rng.permutation(num_pairs)
-    if lengths is not None:
-        lengths = np.asarray(lengths)
-        w = batch_size * bucket_batches
-        idx = np.concatenate([c[np.argsort(lengths[c], kind="stable")] for c in np.split(idx, range(w, num_pairs, w))])
-    batches = [idx[i:i + batch_size] for i in range(0, num_pairs, batch_size)]
-    if lengths is not None and shuffle:
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-    return batches
+        idx = np.random.default_rng([seed, epoch]).permutation(num_pairs)
+    return [idx[i:i + batch_size] for i in range(0, num_pairs, batch_size)]
 
 
 def collate(pairs: Sequence[Pair], indices=None) -> tuple[np.ndarray, np.ndarray]:
@@ -377,15 +374,11 @@ def shift_targets(tgt) -> tuple[np.ndarray, np.ndarray]:
     return tgt[:, :-1], tgt[:, 1:]
 
 
-def iterate_forever(pairs: Sequence[Pair], batch_size: int, seed: int, epoch: int = 0, start: int = 0,
-                    bucket: bool = False) -> Iterator[tuple[int, int, tuple[np.ndarray, np.ndarray]]]:
-    """Endless shuffled batches as (epoch, index within epoch, batch), starting at (epoch, start).
-
-    bucket=True groups examples of similar source + target length (see batch_order).
-    """
-    lengths = [len(s) + len(t) for s, t in pairs] if bucket else None
+def iterate_forever(pairs: Sequence[Pair], batch_size: int, seed: int, epoch: int = 0,
+                    start: int = 0) -> Iterator[tuple[int, int, tuple[np.ndarray, np.ndarray]]]:
+    """Endless shuffled batches as (epoch, index within epoch, batch), starting at (epoch, start)."""
     while True:
-        order = batch_order(len(pairs), batch_size, True, seed, epoch, lengths)
+        order = batch_order(len(pairs), batch_size, True, seed, epoch)
         for i in range(start, len(order)):
             yield epoch, i, collate(pairs, order[i])
         epoch, start = epoch + 1, 0

@@ -1,15 +1,17 @@
-"""The seeds' exercises as reproducible experiments: `python -m transformer_np experiment NAME --out DIR`.
+"""Small studies of the Transformer, reproducible: `python -m transformer_np experiment NAME --out DIR`.
 
-    heads       number of attention heads 1..16 (D fixed at 64): quality, parameters, time   (seed 004, ex. 1)
-    layers      encoder/decoder depth 1..6: train and held-out loss, parameters, time         (seed 004, ex. 5)
-    positional  sinusoidal vs learned positions, tested on sequences longer than trained on (seed 004, ex. 2)
-    beam        beam size 1..20 against exact match, model score and decoding time            (seed 004, ex. 4)
-    residual    gradient norm at the input of a deep stack with/without residuals and LayerNorm (seed 004)
+    heads       number of attention heads 1..16 (D fixed at 64): quality, parameters, time
+    layers      encoder/decoder depth 1..6: train and held-out loss, parameters, time
+    positional  sinusoidal vs learned positions, tested on sequences longer than trained on
+    beam        beam size 1..20 against exact match, model score and decoding time
+    residual    gradient norm at the input of a deep stack with/without residuals and LayerNorm
 
-Each writes `results.md` (a Markdown table), `results.json` and a PNG into its output directory
-and returns {"rows", "markdown", "files"}. Defaults are sized for a 2-core machine: every
-experiment takes a few minutes at most (heads/layers/positional/beam train several small
-models for DEFAULT_STEPS[name] steps each; residual trains nothing). `--steps` overrides the
+Each writes its own `NAME.md` (a Markdown table), `NAME.json` and `NAME.png` into its output
+directory, so several experiments share one directory; an existing result of the same
+experiment is refused unless overwrite=True. Each returns {"rows", "markdown", "files"}.
+Defaults are sized for a 2-core machine: every experiment takes a few minutes at most
+(heads/layers/positional/beam train several small models for DEFAULT_STEPS[name] steps each;
+residual trains nothing). `--steps` overrides the
 step count (tests use a handful of steps: the numbers are then meaningless, only the plumbing
 is checked; with --steps <= SMOKE_STEPS every held-out set also shrinks to 16 examples so a
 smoke run takes seconds). The models are deliberately small (D=64, 2+2 layers, no dropout) so that the
@@ -27,7 +29,7 @@ import minitensor as mt
 
 from . import plots
 from .config import ModelConfig, TrainConfig
-from .data import BOS_ID, EOS_ID, PAD_ID, get_task, make_batches
+from .data import BOS_ID, EOS_ID, get_task, make_batches
 from .train import _strip, config_for_task, evaluate, fit
 
 DEFAULT_STEPS = {"heads": 300, "layers": 300, "positional": 500, "beam": 400, "residual": 0}
@@ -73,12 +75,12 @@ def markdown_table(rows: list[dict], columns: list[str]) -> str:
 def _write(out_dir: str, name: str, title: str, note: str, rows: list[dict], columns: list[str],
            figures: list[str], meta: dict) -> dict:
     md = f"## {title}\n\n{note}\n\n{markdown_table(rows, columns)}\n"
-    with open(os.path.join(out_dir, "results.md"), "w") as f:
+    md_path, json_path, _ = result_files(name, out_dir)
+    with open(md_path, "w") as f:
         f.write(md)
-    with open(os.path.join(out_dir, "results.json"), "w") as f:
+    with open(json_path, "w") as f:
         json.dump({"experiment": name, "rows": rows, **meta}, f, indent=1)
-    files = [os.path.join(out_dir, "results.md"), os.path.join(out_dir, "results.json")] + figures
-    return {"rows": rows, "markdown": md, "files": files}
+    return {"rows": rows, "markdown": md, "files": [md_path, json_path] + figures}
 
 
 def _train_and_score(task, model_cfg, train_cfg, steps, progress, desc) -> tuple[object, dict]:
@@ -162,11 +164,12 @@ def exp_positional(out_dir: str, steps: int, progress: bool = True) -> dict:
             row[f"exact_{name}"] = m["exact_acc"]
             row[f"token_acc_{name}"] = m["token_acc"]
         rows.append(row)
-    x = np.arange(len(TEST_BUCKETS))
-    series = {r["positional"]: [r[f"exact_{lo}-{hi}"] for lo, hi in TEST_BUCKETS] for r in rows}
-    fig = plots.plot_lines(x, series, os.path.join(out_dir, "positional.png"),
-                           "test length bucket: " + ", ".join(f"{i}={lo}-{hi}" for i, (lo, hi) in enumerate(TEST_BUCKETS)),
-                           "held-out exact match", f"reversal trained on lengths {TRAIN_LENGTHS[0]}-{TRAIN_LENGTHS[1]}, "
+    buckets = [f"lengths {lo}-{hi}" + (" (trained)" if (lo, hi) == TRAIN_LENGTHS else " (longer)")
+               for lo, hi in TEST_BUCKETS]
+    series = {f"{r['positional']} positions": [r[f"exact_{lo}-{hi}"] for lo, hi in TEST_BUCKETS] for r in rows}
+    fig = plots.plot_lines(buckets, series, os.path.join(out_dir, "positional.png"),
+                           "test sequences, by source length", "held-out exact match",
+                           f"reversal trained on lengths {TRAIN_LENGTHS[0]}-{TRAIN_LENGTHS[1]}, "
                            f"{steps} steps: length generalisation")
     cols = ["positional", "params", "train_s", "train_loss"] + [f"exact_{lo}-{hi}" for lo, hi in TEST_BUCKETS] + \
         [f"token_acc_{lo}-{hi}" for lo, hi in TEST_BUCKETS]
@@ -204,11 +207,11 @@ def exp_beam(out_dir: str, steps: int, progress: bool = True) -> dict:
         acc = float(np.mean([_strip(ids) == t for (ids, _), t in zip(best, targets)]))
         rows.append({"beam": K, "exact_acc": acc, "mean_score": float(np.mean([s for _, s in best])),
                      "ms_per_sentence": 1000 * dt / len(held)})
-    fig = plots.plot_lines([r["beam"] for r in rows],
-                           {"exact match": [r["exact_acc"] for r in rows],
-                            "decode time per sentence (s)": [r["ms_per_sentence"] / 1000 for r in rows]},
-                           os.path.join(out_dir, "beam.png"), "beam size", "exact match / seconds",
-                           f"copy-reverse model after {steps} steps: beam size vs quality and speed", logx=True)
+    fig = plots.plot_lines([r["beam"] for r in rows], {"held-out exact match": [r["exact_acc"] for r in rows]},
+                           os.path.join(out_dir, "beam.png"), "beam size", "exact match",
+                           f"copy-reverse model after {steps} steps: beam size vs quality and speed", logx=True,
+                           lower={"decode time per sentence": [r["ms_per_sentence"] for r in rows]},
+                           lower_ylabel="milliseconds per sentence")
     note = (f"copy-reverse, one model trained {steps} steps ({wall:.0f} s); {len(held)} held-out sequences decoded "
             f"as one batch; GNMT length penalty 0.6. Greedy decoding (cached): exact match {greedy_acc:.3f}, "
             f"{1000 * greedy_s / len(held):.2f} ms per sentence. mean_score = mean of log P / lp(length).")
@@ -222,7 +225,7 @@ RESIDUAL_DEPTHS = (1, 2, 4, 8, 16, 32)
 
 
 class _Stack(mt.nn.Module):
-    """`depth` blocks of Linear(D, D) + ReLU, wired as one of RESIDUAL_VARIANTS (seed 004's study)."""
+    """`depth` blocks of Linear(D, D) + ReLU, wired as one of RESIDUAL_VARIANTS."""
 
     def __init__(self, d: int, depth: int, variant: str):
         super().__init__()
@@ -284,11 +287,28 @@ EXPERIMENTS = {"heads": exp_heads, "layers": exp_layers, "positional": exp_posit
                "residual": exp_residual}
 
 
-def run_experiment(name: str, out_dir: str, steps: int | None = None, progress: bool = True) -> dict:
-    """Run one experiment by name; unknown names are a ValueError listing the known ones."""
+def result_files(name: str, out_dir: str) -> list[str]:
+    """The files experiment `name` writes: NAME.md, NAME.json, NAME.png."""
+    return [os.path.join(out_dir, f"{name}.{ext}") for ext in ("md", "json", "png")]
+
+
+def check_experiment(name: str, out_dir: str, steps: int | None = None, overwrite: bool = False) -> None:
+    """Refuse, before any work, an unknown name, a bad step count, or a result that would be overwritten."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}: expected one of {sorted(EXPERIMENTS)} (or 'all')")
     if steps is not None and steps < 1 and name != "residual":
         raise ValueError(f"experiment {name}: --steps must be >= 1, got {steps}")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"experiment {name}: the output {out_dir!r} is a file, expected a directory")
+    done = [f for f in result_files(name, out_dir) if os.path.exists(f)]
+    if done and not overwrite:
+        raise ValueError(f"experiment {name}: {done[0]!r} already holds a result; replace it with --overwrite "
+                         "or choose another --out")
+
+
+def run_experiment(name: str, out_dir: str, steps: int | None = None, progress: bool = True,
+                   overwrite: bool = False) -> dict:
+    """Run one experiment by name into `out_dir`; see check_experiment for what is refused."""
+    check_experiment(name, out_dir, steps, overwrite)
     os.makedirs(out_dir, exist_ok=True)
     return EXPERIMENTS[name](out_dir, DEFAULT_STEPS[name] if steps is None else steps, progress)

@@ -1,7 +1,7 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in NumPy on minitensor.
 
-What this file owns, bottom-up in the paper's order (section 3):
-    AttentionWeights               softmax(Q K^T / sqrt(Dh)) with a mask, one fused primitive
+What this file owns, bottom-up in the paper's order (section 3); the masked softmax(Q K^T / sqrt(Dh))
+is one engine primitive (minitensor.ops.AttentionWeights, called as attention_weights):
     scaled_dot_product_attention   Attention(Q, K, V) = softmax(Q K^T / sqrt(Dh)) V        (3.2.1)
     MultiHeadAttention             Concat(head_1..head_H) W_o                              (3.2.2)
     PositionwiseFeedForward        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (3.3)
@@ -53,9 +53,10 @@ import numpy as np
 import minitensor as mt
 import minitensor.nn as nn
 import minitensor.nn.functional as F
-from minitensor.autograd import Function
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
+from minitensor.nn import Dropout
+from minitensor.nn.functional import attention_weights
 from transformer_np.masks import causal_mask, padding_mask, target_mask
 
 
@@ -113,50 +114,12 @@ def check_mask(mask, shape: tuple, who: str):
 # ----------------------------------------------------------------------------------------------
 # Attention
 # ----------------------------------------------------------------------------------------------
-class AttentionWeights(Function):
-    """w = softmax(q k^T * scale) over keys where keep is True; a row with no such key is all 0.
-    dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
-
-    One fused primitive (flagged: parity/model.py writes the same math as torch composites,
-    masked_fill -> softmax -> multiply). Fusing keeps the (B, H, T_q, T_k) scores in one buffer
-    that is masked, exponentiated and normalised in place: for long sequences the composite's
-    extra full-size temporaries cost more than the arithmetic. Excluded keys get the dtype's
-    lowest finite value, not -inf, so an empty row stays finite (uniform) until it is zeroed.
-    """
-
-    @staticmethod
-    def forward(ctx, q, k, keep=None, scale=1.0):
-        sc = q.dtype.type(scale)
-        # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
-        w = np.matmul(q * sc, np.swapaxes(k, -1, -2))                                # (B, H, T_q, T_k)
-        if keep is not None:
-            np.copyto(w, np.finfo(w.dtype).min, where=~keep)
-        w -= w.max(axis=-1, keepdims=True)
-        np.exp(w, out=w)
-        w /= w.sum(axis=-1, keepdims=True)
-        if keep is not None:
-            row_has_key = keep.any(axis=-1, keepdims=True)                           # (.., T_q, 1)
-            if not row_has_key.all():
-                w *= row_has_key                                                     # empty rows: uniform -> 0
-        ctx.q, ctx.k, ctx.w, ctx.scale = q, k, w, sc
-        return w
-
-    @staticmethod
-    def backward(ctx, g):
-        w, sc = ctx.w, ctx.scale
-        ds = g * w                                                                   # (B, H, T_q, T_k)
-        ds -= w * ds.sum(axis=-1, keepdims=True)
-        need_q, need_k = ctx.needs_input_grad
-        dq = np.matmul(ds, ctx.k) * sc if need_q else None                           # (B, H, T_q, Dh)
-        dk = np.matmul(np.swapaxes(ds, -1, -2), ctx.q) * sc if need_k else None      # (B, H, T_k, Dh)
-        return dq, dk
-
-
 def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: float = 0.0):
     """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dv), weights (B, H, T_q, T_k)).
 
     Masking: keys where mask is False get exactly zero weight; a query row with nothing to attend
-    to gets zero weights and a zero output, with finite (zero) gradients (AttentionWeights).
+    to gets zero weights and a zero output, with finite (zero) gradients (attention_weights: one
+    fused primitive here, a torch composite in parity/layers.py).
     `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
     float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
@@ -176,7 +139,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
     if mask is not None:
         scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
         keep = _raw(check_mask(mask, scores_shape, "scaled_dot_product_attention"))
-    weights = AttentionWeights.apply(q, k, keep=keep, scale=1.0 / math.sqrt(q.shape[-1]))  # (B, H, T_q, T_k)
+    weights = attention_weights(q, k, keep, scale=1.0 / math.sqrt(q.shape[-1]))      # (B, H, T_q, T_k)
     if isinstance(dropout, nn.Module):
         weights = dropout(weights)
     elif dropout:                                                                    # a float p
@@ -206,7 +169,7 @@ class MultiHeadAttention(nn.Module):
         self.W_k = nn.Linear(d_model, d_model)
         self.W_v = nn.Linear(d_model, d_model)
         self.W_o = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.store_attention = False
         self.attn_weights = None
 
@@ -257,7 +220,7 @@ class PositionwiseFeedForward(nn.Module):
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         # torch.nn.TransformerEncoderLayer's `dropout` between the two linears, not in the paper.
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x):
         h = self.linear1(x)                                                          # (B, T, d_ff)
@@ -281,7 +244,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
         super().__init__()
         self.max_len = max_len
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         # Computed in float64, stored in the default dtype; persistent=False: rebuilt, never saved.
         pe = sinusoidal_table(max_len, d_model).astype(mt.get_default_dtype())
         self.register_buffer("pe", mt.from_numpy(pe), persistent=False)              # (max_len, D)
@@ -301,7 +264,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x, offset: int = 0):
         T = x.shape[1]
@@ -329,8 +292,8 @@ class EncoderLayer(nn.Module):
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation, dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
 
     def forward(self, x, mask=None):
         """x (B, S, D), mask broadcastable to (B, H, S, S) -> (B, S, D)."""
@@ -357,9 +320,9 @@ class DecoderLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
         self.norm3 = nn.LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
 
     def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None):
         """x (B, T, D), memory (B, S, D); tgt_mask to (B, H, T, T), src_mask to (B, H, T, S) -> (B, T, D).
@@ -490,14 +453,12 @@ class Transformer(nn.Module):
                  dropout: float = 0.1, max_len: int = 5000, norm_first: bool = False,
                  final_norm: bool = False, activation: str = "relu", positional: str = "sinusoidal",
                  tie_embeddings: bool = False):
+        # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
+        config = ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers,
+                             num_decoder_layers, d_ff, dropout, max_len, norm_first, final_norm,
+                             activation, positional, tie_embeddings)
         super().__init__()
-        if positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"Transformer: positional must be 'sinusoidal' or 'learned', got {positional!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Transformer: dropout must be in [0, 1), got {dropout}")
-        self.config = ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers,
-                                  num_decoder_layers, d_ff, dropout, max_len, norm_first, final_norm,
-                                  activation, positional, tie_embeddings)
+        self.config = config
         self.d_model = d_model
         self.max_len = max_len
         self.src_vocab_size = src_vocab_size

@@ -47,15 +47,44 @@ def _labels(labels, n: int, what: str, axis: str):
     return labels
 
 
-def _heatmap(ax, data, x_labels, y_labels, cmap="viridis", vmin=None, vmax=None, fontsize=8):
+def _tick_labels(ax, axis: str, labels, cell_points: float, rotation: int = 0) -> None:
+    """Label every cell when the font fits its cell, else every k-th cell, so labels never overlap."""
+    fontsize = min(8.0, 0.7 * cell_points)
+    every = 1
+    while fontsize < 5.0:                         # below 5 pt labels are unreadable: thin them out instead
+        every += 1
+        fontsize = min(8.0, 0.7 * cell_points * every)
+    ticks = list(range(0, len(labels), every))
+    set_ticks, set_labels = (ax.set_xticks, ax.set_xticklabels) if axis == "x" else (ax.set_yticks, ax.set_yticklabels)
+    set_ticks(ticks)
+    set_labels([labels[i] for i in ticks], fontsize=fontsize, rotation=rotation)
+
+
+def _heatmap(ax, data, x_labels, y_labels, cell_inches: tuple, cmap="viridis", vmin=None, vmax=None):
+    """imshow plus tick labels; `cell_inches` = (width, height) of one cell, to size the label font."""
     im = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     if x_labels is not None:
-        ax.set_xticks(range(len(x_labels)))
-        ax.set_xticklabels(x_labels, rotation=90, fontsize=fontsize)
+        _tick_labels(ax, "x", x_labels, 72 * cell_inches[0], rotation=90)
     if y_labels is not None:
-        ax.set_yticks(range(len(y_labels)))
-        ax.set_yticklabels(y_labels, fontsize=fontsize)
+        _tick_labels(ax, "y", y_labels, 72 * cell_inches[1])
     return im
+
+
+def _row_labels(y_labels, predicts, n: int, what: str):
+    """Query-row labels; with `predicts` (what each decoder row is trained to output) 'input -> next'."""
+    y_labels = _labels(y_labels, n, what, "y")
+    predicts = _labels(predicts, n, what, "predicts")
+    if predicts is None:
+        return y_labels
+    if y_labels is None:
+        return [f"-> {p}" for p in predicts]
+    return [f"{y} -> {p}" for y, p in zip(y_labels, predicts)]
+
+
+def _query_axis_label(ylabel: str, predicts) -> str:
+    if predicts is None:
+        return ylabel
+    return f"{ylabel}\n(row t: decoder input token t,\nattending while it predicts token t+1)"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -96,7 +125,7 @@ def plot_positional_curves(pe, path: str, dims: Sequence[int] = (0, 1, 2, 3),
         ax.set_ylabel("encoding value")
         ax.set_title(sub, fontsize=10)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8, ncol=2)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)   # outside: the curves fill the axes
     bottom.set_xlabel("position")
     fig.suptitle(title)
     return _save(fig, path)
@@ -111,8 +140,10 @@ def plot_causal_mask(mask, path: str, title: str = "Causal (look-ahead) mask") -
     T = m.shape[0]
     fig = Figure(figsize=(5.2, 4.5))
     ax = fig.subplots()
-    im = ax.imshow(m, cmap="Blues", vmin=0, vmax=1, interpolation="nearest")
-    cb = fig.colorbar(im, ax=ax, ticks=[0, 1])
+    from matplotlib.colors import ListedColormap
+    # two colours for two values (a continuous colour bar would suggest values in between)
+    im = ax.imshow(m, cmap=ListedColormap(["#f7fbff", "#08306b"]), vmin=-0.5, vmax=1.5, interpolation="nearest")
+    cb = fig.colorbar(im, ax=ax, ticks=[0, 1], boundaries=[-0.5, 0.5, 1.5], shrink=0.4)
     cb.ax.set_yticklabels(["blocked (False)", "may attend (True)"])
     ax.set_xlabel("key position")
     ax.set_ylabel("query position")
@@ -126,79 +157,118 @@ def plot_causal_mask(mask, path: str, title: str = "Causal (look-ahead) mask") -
 # ----------------------------------------------------------------------------------------------
 # Attention
 # ----------------------------------------------------------------------------------------------
+def _map_inches(shape: tuple, cell: float = 0.22, low: float = 2.4, high: float = 6.5) -> tuple:
+    """(width, height) in inches of one heatmap of `shape` (rows, columns): about `cell` per cell, clamped."""
+    rows, cols = shape
+    return min(max(cell * cols, low), high), min(max(cell * rows, low), high)
+
+
 def plot_attention(weights, path: str, x_labels=None, y_labels=None, title: str = "Attention",
-                   xlabel: str = "key", ylabel: str = "query") -> str:
-    """One attention map (T_q, T_k); rows are queries, columns keys, each row sums to 1."""
+                   xlabel: str = "key", ylabel: str = "query", predicts=None) -> str:
+    """One attention map (T_q, T_k); rows are queries, columns keys, each row sums to 1.
+
+    `predicts`: for decoder maps, the token each query row is trained to output (the next one);
+    the rows are then labelled 'input -> next' and the axis says so.
+    """
     w = _array(weights, 2, "plot_attention")
     x_labels = _labels(x_labels, w.shape[1], "plot_attention", "x")
-    y_labels = _labels(y_labels, w.shape[0], "plot_attention", "y")
-    side = max(4.0, 0.35 * max(w.shape) + 2)
-    fig = Figure(figsize=(side * w.shape[1] / max(w.shape) + 1.5, side * w.shape[0] / max(w.shape) + 0.5))
+    y_labels = _row_labels(y_labels, predicts, w.shape[0], "plot_attention")
+    width, height = _map_inches(w.shape, cell=0.28)
+    fig = Figure(figsize=(width + 2.2, height + 1.2), layout="constrained")
     ax = fig.subplots()
-    im = _heatmap(ax, w, x_labels, y_labels, vmin=0, vmax=1)
-    fig.colorbar(im, ax=ax, label="attention weight")
+    im = _heatmap(ax, w, x_labels, y_labels, (width / w.shape[1], height / w.shape[0]), vmin=0, vmax=1)
+    fig.colorbar(im, ax=ax, label="attention weight (each row sums to 1)")
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set_ylabel(_query_axis_label(ylabel, predicts))
     ax.set_title(title)
     return _save(fig, path)
 
 
 def plot_attention_heads(weights, path: str, x_labels=None, y_labels=None, title: str = "Attention heads",
-                         xlabel: str = "key", ylabel: str = "query") -> str:
-    """All heads of one layer (H, T_q, T_k) as a grid of heatmaps sharing one colour scale."""
+                         xlabel: str = "key", ylabel: str = "query", predicts=None) -> str:
+    """All heads of one layer (H, T_q, T_k) as a grid of heatmaps sharing one colour scale (0 to 1).
+
+    Heads are numbered from 1. `predicts` as in plot_attention.
+    """
     w = _array(weights, 3, "plot_attention_heads")
     H = w.shape[0]
     x_labels = _labels(x_labels, w.shape[2], "plot_attention_heads", "x")
-    y_labels = _labels(y_labels, w.shape[1], "plot_attention_heads", "y")
+    y_labels = _row_labels(y_labels, predicts, w.shape[1], "plot_attention_heads")
     cols = min(H, 4)
     rows = math.ceil(H / cols)
-    cell = max(2.6, 0.22 * max(w.shape[1:]) + 1.2)
-    fig = Figure(figsize=(cell * cols + 1.2, cell * rows + 0.6))
+    width, height = _map_inches(w.shape[1:], cell=0.14, high=4.0)
+    label_room = 1.2 if predicts is not None else 0.6
+    fig = Figure(figsize=((width + label_room) * cols + 1.5, (height + 1.0) * rows + 0.8), layout="constrained")
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).reshape(-1)
+    cell = (width / w.shape[2], height / w.shape[1])
     im = None
     for h in range(rows * cols):
         ax = axes[h]
         if h >= H:
             ax.axis("off")
             continue
-        im = _heatmap(ax, w[h], x_labels, y_labels, vmin=0, vmax=1, fontsize=6)
-        ax.set_title(f"head {h}", fontsize=9)
+        im = _heatmap(ax, w[h], x_labels, y_labels if h % cols == 0 else None, cell, vmin=0, vmax=1)
+        if h % cols:
+            ax.set_yticks([])
+        ax.set_title(f"head {h + 1} of {H}", fontsize=9)
         if h % cols == 0:
-            ax.set_ylabel(ylabel, fontsize=8)
+            ax.set_ylabel(_query_axis_label(ylabel, predicts), fontsize=8)
         if h >= (rows - 1) * cols or h + cols >= H:
             ax.set_xlabel(xlabel, fontsize=8)
-    fig.colorbar(im, ax=list(axes), label="attention weight", shrink=0.8)
+    fig.colorbar(im, ax=list(axes), label="attention weight (each row sums to 1)", shrink=0.8)
     fig.suptitle(title)
     return _save(fig, path)
 
 
+def _mean_attention_vmax(maps: list) -> float:
+    """Top of the colour scale: the largest weight in any row free to spread over several keys.
+
+    A row that may see one key only (the decoder's first row under the causal mask) holds exactly 1
+    and would flatten every other row; it saturates instead (the colour bar's arrow says so).
+    """
+    free = [m[(m > 0).sum(axis=-1) > 1] for m in maps]
+    top = max((float(f.max()) for f in free if f.size), default=0.0)
+    return top if top > 0 else 1.0
+
+
 def plot_attention_layers(layer_weights: Sequence, path: str, x_labels=None, y_labels=None,
                           title: str = "Attention averaged over heads", xlabel: str = "key",
-                          ylabel: str = "query") -> str:
-    """The head average of every layer: `layer_weights` is a list of (H, T_q, T_k) (or (T_q, T_k)) arrays."""
+                          ylabel: str = "query", layer_name: str = "layer", predicts=None) -> str:
+    """The head average of every layer: `layer_weights` is a list of (H, T_q, T_k) (or (T_q, T_k)) arrays.
+
+    Layers are numbered from 1 ('encoder layer 1' is the one next to the embeddings). The colour
+    scale runs from 0 to the largest mean weight of any layer, not to 1: averaging over heads
+    flattens the maps, and a 0-1 scale would hide their structure. `predicts` as in plot_attention.
+    """
     if len(layer_weights) == 0:
         raise ValueError("plot_attention_layers: got no layers")
     maps = []
     for i, lw in enumerate(layer_weights):
-        a = _array(lw, (2, 3), f"plot_attention_layers (layer {i})")
+        a = _array(lw, (2, 3), f"plot_attention_layers (layer {i + 1})")
         maps.append(a.mean(axis=0) if a.ndim == 3 else a)
     shape = maps[0].shape
     if any(m.shape != shape for m in maps):
         raise ValueError(f"plot_attention_layers: layers have different shapes {[m.shape for m in maps]}")
     x_labels = _labels(x_labels, shape[1], "plot_attention_layers", "x")
-    y_labels = _labels(y_labels, shape[0], "plot_attention_layers", "y")
+    y_labels = _row_labels(y_labels, predicts, shape[0], "plot_attention_layers")
     L = len(maps)
-    cell = max(3.0, 0.25 * max(shape) + 1.5)
-    fig = Figure(figsize=(cell * L + 1.2, cell + 0.6))
+    vmax = _mean_attention_vmax(maps)
+    width, height = _map_inches(shape, cell=0.16, high=4.5)
+    label_room = 1.2 if predicts is not None else 0.6
+    fig = Figure(figsize=((width + 0.3) * L + label_room + 1.5, height + 1.6), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, L, squeeze=False)).reshape(-1)
+    cell = (width / shape[1], height / shape[0])
     im = None
     for i, (ax, m) in enumerate(zip(axes, maps)):
-        im = _heatmap(ax, m, x_labels, y_labels, vmin=0, vmax=1, fontsize=7)
-        ax.set_title(f"layer {i}", fontsize=10)
+        im = _heatmap(ax, m, x_labels, y_labels if i == 0 else None, cell, vmin=0, vmax=vmax)
+        if i:
+            ax.set_yticks([])
+        ax.set_title(f"{layer_name} {i + 1} of {L}", fontsize=10)
         ax.set_xlabel(xlabel, fontsize=8)
         if i == 0:
-            ax.set_ylabel(ylabel, fontsize=8)
-    fig.colorbar(im, ax=list(axes), label="mean attention weight", shrink=0.85)
+            ax.set_ylabel(_query_axis_label(ylabel, predicts), fontsize=8)
+    fig.colorbar(im, ax=list(axes), label=f"mean attention weight over heads (scale 0 to {vmax:.2f})", shrink=0.85,
+                 extend="max" if any(m.max() > vmax for m in maps) else "neither")
     fig.suptitle(title)
     return _save(fig, path)
 
@@ -223,16 +293,19 @@ def plot_loss(steps, losses, path: str, eval_steps=None, eval_losses=None,
         raise ValueError(f"plot_loss: {steps.shape[0]} steps but {losses.shape[0]} losses")
     fig = Figure(figsize=(9, 4.5))
     ax = fig.subplots()
-    ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="train (per step)")
     window = max(1, len(losses) // 50)
-    ax.plot(steps, _smooth(losses.astype(float), window), color="tab:blue", linewidth=1.8,
-            label=f"train (mean of {window})")
+    if window > 1:       # a noisy per-step line, and its running mean on top
+        ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="train (per step)")
+        ax.plot(steps, _smooth(losses.astype(float), window), color="tab:blue", linewidth=1.8,
+                label=f"train (running mean of {window} steps)")
+    else:                # too few steps to smooth: the per-step line is the curve
+        ax.plot(steps, losses, color="tab:blue", linewidth=1.5, label="train (per step)")
     if eval_steps is not None and eval_losses is not None and len(eval_steps):
         ax.plot(eval_steps, eval_losses, "o-", color="tab:orange", label="held-out")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("cross-entropy loss")
     if np.all(losses > 0) and losses.max() / max(losses.min(), 1e-12) > 20:
-        ax.set_yscale("log")
+        _log_axis(ax, "y")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
@@ -283,35 +356,79 @@ def plot_grad_norms(steps, norms: Mapping[str, Sequence[float]], path: str,
             ax.plot(steps, _smooth(y, window), color=color, linewidth=1.3, label=name)
         else:
             ax.plot(steps, _smooth(y, window), linewidth=1.0, linestyle="--", label=name)
-    ax.set_yscale("log")
+    _log_axis(ax, "y")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("gradient 2-norm (before clipping)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3, which="both")
-    ax.legend(fontsize=7, ncol=2, loc="upper right")
+    # parameter names count layers from 0: 'encoder.layers.0' is encoder layer 1, next to the embeddings
+    ax.legend(fontsize=7, ncol=2, loc="upper right", title="parameter group (layers.0 = first layer)",
+              title_fontsize=7)
     return _save(fig, path)
 
 
+def _log_axis(ax, axis: str, data_values=None) -> None:
+    """A log axis labelled with real values: at the data's own x values when given (1, 2, 4, 8, 16),
+    else plain numbers ('0.1', '2', '50') when the range spans at most three decades; wider ranges
+    keep powers of ten, the only readable labels there."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
+    getattr(ax, f"set_{axis}scale")("log")
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    if data_values is not None:
+        target.set_major_locator(FixedLocator(sorted(set(float(v) for v in data_values))))
+        target.set_major_formatter(plain)
+        target.set_minor_locator(NullLocator())
+        return
+    lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
+    if lo > 0 and hi / lo <= 1e3:
+        target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        target.set_major_formatter(plain)
+        target.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
 def plot_lines(x, series: Mapping[str, Sequence[float]], path: str, xlabel: str, ylabel: str, title: str,
-               logx: bool = False, logy: bool = False, markers: bool = True) -> str:
-    """A generic chart: one line per named series against a shared x (the experiments' summaries)."""
+               logx: bool = False, logy: bool = False, markers: bool = True,
+               lower: Mapping[str, Sequence[float]] | None = None, lower_ylabel: str = "") -> str:
+    """A generic chart: one line per named series against a shared x (the experiments' summaries).
+
+    x: numbers, or strings naming categories (length buckets '3-10', ...), drawn evenly spaced
+    with their names as tick labels. With logx the ticks sit at the x values themselves.
+    `lower`: series in another unit (seconds, say), drawn in a second panel below with its own
+    y axis `lower_ylabel`, sharing x, so neither squashes the other.
+    """
+    categories = None
+    if len(x) and all(isinstance(v, str) for v in x):
+        categories = [str(v) for v in x]
+        x = np.arange(len(categories))
+        if logx:
+            raise ValueError("plot_lines: a log axis needs numbers, got category names")
     x = _array(x, 1, "plot_lines (x)")
     if not series:
         raise ValueError("plot_lines: got no series")
-    fig = Figure(figsize=(8, 4.5))
-    ax = fig.subplots()
-    for name, y in series.items():
-        y = _array(y, 1, f"plot_lines ({name})")
-        if y.shape != x.shape:
-            raise ValueError(f"plot_lines: series {name!r} has {y.shape[0]} values for {x.shape[0]} x values")
-        ax.plot(x, y, "o-" if markers else "-", label=name)
+    panels = [(series, ylabel, logy)] + ([(lower, lower_ylabel, False)] if lower else [])
+    fig = Figure(figsize=(8, 4.5 if len(panels) == 1 else 6.5), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(len(panels), 1, sharex=True, squeeze=False)).reshape(-1)
+    if len(panels) == 2:
+        fig.get_layout_engine().set(h_pad=0.1)
+    for ax, (panel, label, panel_logy) in zip(axes, panels):
+        for name, y in panel.items():
+            y = _array(y, 1, f"plot_lines ({name})")
+            if y.shape != x.shape:
+                raise ValueError(f"plot_lines: series {name!r} has {y.shape[0]} values for {x.shape[0]} x values")
+            ax.plot(x, y, "o-" if markers else "-", label=name)
+        if panel_logy:
+            _log_axis(ax, "y")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3, which="both")
+        ax.legend()
+    bottom = axes[-1]
     if logx:
-        ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3, which="both")
-    ax.legend()
+        _log_axis(bottom, "x", x)
+    if categories is not None:
+        bottom.set_xticks(x)
+        bottom.set_xticklabels(categories)
+        bottom.set_xlim(-0.5, len(categories) - 0.5)
+    bottom.set_xlabel(xlabel)
+    axes[0].set_title(title)
     return _save(fig, path)

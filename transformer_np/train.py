@@ -11,7 +11,9 @@ What this file owns:
 - Checkpoints (`out_dir/checkpoint.npz`, written by `mt.save`, never pickled): model,
   optimizer and scheduler state, step, the RNG state, the data-order state (epoch, batch
   index), both configs and both vocabularies. `resume=True` continues to bitwise the same
-  parameters as an uninterrupted run; Ctrl-C saves a checkpoint before re-raising.
+  parameters as an uninterrupted run. Ctrl-C lets the step in progress finish, saves a checkpoint
+  and re-raises; further Ctrl-Cs are held until that save is done, so a checkpoint always holds a
+  completed step. A directory that holds a run is refused unless resume=True or overwrite=True.
 - `load_checkpoint(path)`: a trained model back, with its task and configs (decode, plots).
 
 Why resume is exact: the data order of epoch e is a permutation seeded by (seed, e) only, so
@@ -21,6 +23,7 @@ saved. Nothing else carries state across steps.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -32,21 +35,20 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import minitensor as mt
-import minitensor.nn.functional as F
 from minitensor.random import get_rng_state, set_rng_state
 
 from .config import ModelConfig, TrainConfig, get_preset
-from .data import EOS_ID, BOS_ID, PAD_ID, Task, Vocab, check_lengths, get_task, iterate_forever, make_batches, shift_targets
+from .data import (BOS_ID, EOS_ID, PAD_ID, Task, Vocab, check_lengths, get_task, iterate_forever, make_batches,
+                   shift_targets)
+from .loss import sequence_loss
 
 CHECKPOINT_NAME = "checkpoint.npz"
 HISTORY_NAME = "history.json"
 # Fields that may change between a run and its resumption: they do not alter the trajectory.
 RESUMABLE_FIELDS = ("steps", "eval_every", "checkpoint_every")
-# Length-bucketed batches (data.batch_order) cut the padding of copy-reverse from ~30% to ~1%,
-# but measured on copy-reverse (seed 003's model) they made convergence per step much slower
-# (loss 0.53 vs 0.13 after 600 steps): a batch of equal-length sequences is a biased gradient.
-# So training draws plain random batches, as the seeds do; the option stays for experiments.
-BUCKET = False
+# What train() needs from a checkpoint to continue, and what decode/plot need to rebuild the model.
+RESUME_KEYS = ("model", "optimizer", "scheduler", "rng", "data", "step", "model_config", "train_config")
+MODEL_KEYS = ("model", "model_config", "train_config", "step", "src_vocab", "tgt_vocab")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -97,6 +99,51 @@ def _train_cfg_from_dict(d: dict) -> TrainConfig:
     return TrainConfig(**d)
 
 
+def check_out_dir(out_dir: str, resume: bool = False, overwrite: bool = False) -> None:
+    """Refuse, before any work, an output that would lose a run: `out_dir` naming a file, a directory
+    holding a run without resume or overwrite, or resume with nothing to resume."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise ValueError(f"train: the output {out_dir!r} is a file, expected a directory for the run")
+    has_run = any(os.path.exists(os.path.join(out_dir, n)) for n in (CHECKPOINT_NAME, HISTORY_NAME))
+    if resume and overwrite:
+        raise ValueError("train: resume and overwrite exclude each other (continue the run, or start it again)")
+    if resume:
+        checkpoint_path(out_dir)
+    elif has_run and not overwrite:
+        raise ValueError(f"train: {out_dir!r} already holds a run ({CHECKPOINT_NAME} or {HISTORY_NAME}); "
+                         "continue it with --resume or replace it with --overwrite")
+
+
+def check_run(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False,
+              overwrite: bool = False) -> tuple[Task, list, list]:
+    """Every check `train` makes before any work (also run by the command line before it prints):
+    the output directory, the task, the model's fit to it, and with resume the checkpoint's configs.
+    Returns (task, training pairs, held-out pairs)."""
+    if not isinstance(model_cfg, ModelConfig) or not isinstance(train_cfg, TrainConfig):
+        raise TypeError(f"train: expected (ModelConfig, TrainConfig), got ({type(model_cfg).__name__}, "
+                        f"{type(train_cfg).__name__})")
+    check_out_dir(out_dir, resume, overwrite)
+    if resume:
+        _, saved_model, saved_train = read_checkpoint(out_dir, RESUME_KEYS)
+        diffs = config_diff(saved_model.to_dict(), model_cfg.to_dict()) + \
+            config_diff(saved_train.to_dict(), train_cfg.to_dict(), skip=RESUMABLE_FIELDS)
+        if diffs:
+            raise ValueError(f"train: cannot resume from {checkpoint_path(out_dir)!r}, it was trained with a "
+                             "different configuration: " + "; ".join(diffs))
+    task = get_task(train_cfg.task)
+    _check_model_fits_task(model_cfg, task)
+    train_pairs, eval_pairs = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
+    check_lengths(train_pairs, model_cfg.max_len, "train")
+    check_lengths(eval_pairs, model_cfg.max_len, "train (held-out)")
+    return task, train_pairs, eval_pairs
+
+
+def resume_configs(out_dir: str) -> tuple[ModelConfig, TrainConfig]:
+    """The configurations of the run checkpointed in `out_dir` (for `train --resume`)."""
+    _, model_cfg, train_cfg = read_checkpoint(out_dir, RESUME_KEYS)
+    return model_cfg, train_cfg
+
+
 # ----------------------------------------------------------------------------------------------
 # Building blocks
 # ----------------------------------------------------------------------------------------------
@@ -114,16 +161,14 @@ def build_optimizer(model, train_cfg: TrainConfig):
 
 
 def build_scheduler(optimizer, model_cfg: ModelConfig, train_cfg: TrainConfig):
-    """The lr schedule named by train_cfg.schedule: 'warmup' (paper), 'step' (seed 003) or 'constant'."""
+    """The lr schedule named by train_cfg.schedule: 'warmup' (paper), 'step' (StepLR) or 'constant'."""
     sched = mt.optim.lr_scheduler
     if train_cfg.schedule == "warmup":
         # lr = TrainConfig.lr * d_model^-0.5 * min(n^-0.5, n * warmup^-1.5): Adam's lr is the multiplier
         return sched.WarmupInverseSqrt(optimizer, d_model=model_cfg.d_model, warmup_steps=train_cfg.warmup_steps)
     if train_cfg.schedule == "step":
         return sched.StepLR(optimizer, step_size=train_cfg.step_size, gamma=train_cfg.gamma)
-    if train_cfg.schedule == "constant":
-        return sched.LambdaLR(optimizer, lambda step: 1.0)
-    raise ValueError(f"train: unknown schedule {train_cfg.schedule!r}: expected 'warmup', 'step' or 'constant'")
+    return sched.LambdaLR(optimizer, lambda _: 1.0)                # 'constant' (TrainConfig allows no other)
 
 
 def schedule_curve(model_cfg: ModelConfig, train_cfg: TrainConfig, steps: int | None = None) -> np.ndarray:
@@ -168,9 +213,7 @@ def compute_loss(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float
     tgt_in, labels = shift_targets(tgt)                                 # (B, T-1) each
     src_t, tgt_t = mt.tensor(src), mt.tensor(tgt_in)
     logits = model(src_t, tgt_t, padding_mask(src_t, PAD_ID), target_mask(tgt_t, PAD_ID))  # (B, T-1, V)
-    V = logits.shape[-1]
-    loss = F.cross_entropy(logits.reshape(-1, V), mt.tensor(np.ascontiguousarray(labels).reshape(-1)),
-                           ignore_index=PAD_ID, label_smoothing=label_smoothing)
+    loss = sequence_loss(logits, labels, label_smoothing)
     return loss, logits, labels
 
 
@@ -208,7 +251,7 @@ def fit(model_cfg: ModelConfig, train_cfg: TrainConfig, train_pairs, steps: int 
     optimizer = build_optimizer(model, train_cfg)
     scheduler = build_scheduler(optimizer, model_cfg, train_cfg)
     params = list(model.parameters())
-    batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed, bucket=BUCKET)
+    batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed)
     losses = []
     it = range(steps)
     if progress:
@@ -249,7 +292,6 @@ def greedy_outputs(model, srcs: list[list[int]], max_new_tokens: int, batch_size
                 src = make_batches([(s, [BOS_ID, EOS_ID]) for s in srcs[i:i + batch_size]], batch_size)[0][0]
                 out = greedy_decode(model, mt.tensor(src), max_len=max_new_tokens, bos_id=BOS_ID, eos_id=EOS_ID,
                                     pad_id=PAD_ID, use_cache=use_cache)
-                out = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
                 results.extend(_strip(row) for row in out)
     finally:
         model.train(was_training)
@@ -319,24 +361,51 @@ def _task_from_state(state: dict) -> Task:
     return task
 
 
-def load_checkpoint(path: str) -> Checkpoint:
-    """Rebuild the model of a checkpoint (run dir or file), in eval mode, with its task and configs."""
+def _shorten(e: Exception, limit: int = 200) -> str:
+    """An exception's message cut to `limit` characters (a state-dict mismatch lists every parameter)."""
+    text = str(e)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def read_checkpoint(path: str, keys=MODEL_KEYS) -> tuple[dict, ModelConfig, TrainConfig]:
+    """(state, model config, train config) of a checkpoint (run dir or file) that holds `keys`.
+
+    A missing file is a FileNotFoundError; anything else that is not a transformer_np checkpoint
+    (another .npz, a damaged file, configs that do not validate) is one ValueError naming the file.
+    """
     file = checkpoint_path(path)
     state = mt.load(file)
-    for key in ("model", "model_config", "train_config", "step"):
-        if key not in state:
-            raise ValueError(f"{file!r} is not a transformer_np checkpoint: missing {key!r}")
-    model_cfg = ModelConfig(**state["model_config"])
-    train_cfg = _train_cfg_from_dict(state["train_config"])
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise ValueError(f"{file!r} is not a transformer_np checkpoint: missing {', '.join(map(repr, missing))}")
+    try:
+        model_cfg = ModelConfig(**state["model_config"])
+        train_cfg = _train_cfg_from_dict(state["train_config"])
+    except (TypeError, ValueError, KeyError) as e:
+        raise ValueError(f"{file!r} holds a damaged configuration: {e}") from None
+    return state, model_cfg, train_cfg
+
+
+def load_checkpoint(path: str) -> Checkpoint:
+    """Rebuild the model of a checkpoint (run dir or file), in eval mode, with its task and configs."""
+    state, model_cfg, train_cfg = read_checkpoint(path)
+    file = checkpoint_path(path)
     from .model import Transformer
     model = Transformer.from_config(model_cfg)
-    model.load_state_dict(state["model"])
+    try:
+        model.load_state_dict(state["model"])
+        task = _task_from_state(state)
+    except (TypeError, ValueError, KeyError, IndexError, RuntimeError, AttributeError) as e:
+        raise ValueError(f"{file!r} does not hold the model its configuration describes: {_shorten(e)}") from None
     model.eval()
-    return Checkpoint(model, _task_from_state(state), model_cfg, train_cfg, int(state["step"]), state, file)
+    return Checkpoint(model, task, model_cfg, train_cfg, int(state["step"]), state, file)
 
 
 def _save_checkpoint(out_dir, model, optimizer, scheduler, step, rng_state, data_state, model_cfg, train_cfg,
                      task, history) -> str:
+    # The history goes first: a crash between the two files leaves a history ahead of the
+    # checkpoint, which resuming cuts back, never one that lacks the checkpoint's steps.
+    _write_history(out_dir, history)
     path = os.path.join(out_dir, CHECKPOINT_NAME)
     mt.save({
         "model": model.state_dict(),
@@ -350,15 +419,19 @@ def _save_checkpoint(out_dir, model, optimizer, scheduler, step, rng_state, data
         "src_vocab": task.src_vocab.to_dict(),
         "tgt_vocab": task.tgt_vocab.to_dict(),
     }, path)
-    _write_history(out_dir, history)
     return path
 
 
 def _write_history(out_dir: str, history: dict) -> None:
     tmp = os.path.join(out_dir, HISTORY_NAME + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(history, f)
-    os.replace(tmp, os.path.join(out_dir, HISTORY_NAME))
+    try:
+        with open(tmp, "w") as f:
+            json.dump(history, f)
+        os.replace(tmp, os.path.join(out_dir, HISTORY_NAME))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def load_history(path: str) -> dict:
@@ -384,20 +457,42 @@ class TrainResult:
     wall_time: float
 
 
-class _DeferredInterrupt:
-    """Hold a Ctrl-C (SIGINT) that arrives in the middle of a step until the step is complete, so
-    the checkpoint written on interrupt is always at a step boundary and resumes bitwise.
-    A second Ctrl-C interrupts at once. Only the main thread can install signal handlers;
-    elsewhere this does nothing (KeyboardInterrupt then arrives wherever it arrives)."""
+class _InterruptGuard:
+    """Ctrl-C (SIGINT) during training never leaves a half-done step in a checkpoint.
+
+    Inside `atomic()` (an optimizer step with its bookkeeping, a checkpoint save) a SIGINT is only
+    recorded, and KeyboardInterrupt is raised when the block ends. Elsewhere (evaluation, the
+    progress bar, the callback) the state is that of a completed step, so the first SIGINT raises
+    at once. From then on the run is stopping: every further SIGINT is recorded and dropped, so
+    the checkpoint saved on the way out is written in full however often Ctrl-C is pressed.
+    Only the main thread can install signal handlers; elsewhere the guard does nothing.
+    """
 
     def __init__(self):
-        self.hit = False
+        self.pending = False        # a SIGINT arrived inside an atomic block
+        self.stopping = False       # KeyboardInterrupt raised: the run is on its way out
+        self._depth = 0
         self._old = None
 
     def _handler(self, signum, frame):
-        if self.hit:
+        if self.stopping or self._depth:
+            self.pending = True
+            # os.write, not print: a signal handler may run in the middle of a print
+            os.write(2, b"\nCtrl-C: finishing the step in progress and saving a checkpoint first\n")
+            return
+        self.stopping = True
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def atomic(self):
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+        if self.pending and not self._depth and not self.stopping:
+            self.stopping = True
             raise KeyboardInterrupt
-        self.hit = True
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
@@ -416,26 +511,18 @@ def _new_history(groups) -> dict:
 
 
 def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False,
-          progress: bool = True, callback=None) -> TrainResult:
+          progress: bool = True, callback=None, overwrite: bool = False, on_start=None) -> TrainResult:
     """Train a Transformer on `train_cfg.task` for `train_cfg.steps` optimizer steps; see the module docstring.
 
     `callback(step, record)` runs after every completed step with that step's record (loss, lr,
     grad norm, ...); it may raise KeyboardInterrupt to stop the run (a checkpoint is saved first).
     With resume=True the run continues from `out_dir/checkpoint.npz`; its configuration must
     equal the requested one except for RESUMABLE_FIELDS, else ValueError names the differences.
+    A directory already holding a run is refused unless resume=True or overwrite=True.
+    `on_start()` runs once every check has passed and a resumed state is restored, before the
+    first step or file write (the command line prints the configuration there).
     """
-    if not isinstance(model_cfg, ModelConfig) or not isinstance(train_cfg, TrainConfig):
-        raise TypeError(f"train: expected (ModelConfig, TrainConfig), got ({type(model_cfg).__name__}, "
-                        f"{type(train_cfg).__name__})")
-    if train_cfg.steps < 0:
-        raise ValueError(f"train: steps must be >= 0, got {train_cfg.steps}")
-    task = get_task(train_cfg.task)
-    _check_model_fits_task(model_cfg, task)
-    train_pairs, eval_pairs = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
-    check_lengths(train_pairs, model_cfg.max_len, "train")
-    check_lengths(eval_pairs, model_cfg.max_len, "train (held-out)")
-    os.makedirs(out_dir, exist_ok=True)
-
+    task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite)
     model = build_model(model_cfg, train_cfg.seed)
     model.train()
     optimizer = build_optimizer(model, train_cfg)
@@ -446,34 +533,35 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
     step, epoch, batch_index = 0, 0, 0
 
     if resume:
-        file = checkpoint_path(out_dir)
-        state = mt.load(file)
-        diffs = config_diff(state["model_config"], model_cfg.to_dict()) + \
-            config_diff(state["train_config"], train_cfg.to_dict(), skip=RESUMABLE_FIELDS)
-        if diffs:
-            raise ValueError(f"train: cannot resume from {file!r}, it was trained with a different configuration: "
-                             + "; ".join(diffs))
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        set_rng_state(state["rng"])
-        step = int(state["step"])
-        epoch, batch_index = int(state["data"]["epoch"]), int(state["data"]["batch_index"])
+        state, _, _ = read_checkpoint(out_dir, RESUME_KEYS)
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            scheduler.load_state_dict(state["scheduler"])
+            set_rng_state(state["rng"])
+            step = int(state["step"])
+            epoch, batch_index = int(state["data"]["epoch"]), int(state["data"]["batch_index"])
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError) as e:
+            raise ValueError(f"{checkpoint_path(out_dir)!r} does not hold a run of its own configuration: "
+                             f"{_shorten(e)}") from None
         if os.path.isfile(os.path.join(out_dir, HISTORY_NAME)):
             history = load_history(out_dir)
-            # a history written after the checkpoint (never by us) would duplicate steps: cut it
+            # a history saved ahead of its checkpoint (a crash between the two files) would repeat steps: cut it
             keep = sum(1 for s in history["step"] if s <= step)
             for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
                 history[k] = history[k][:keep]
             for k in history["layer_grad_norms"]:
                 history["layer_grad_norms"][k] = history["layer_grad_norms"][k][:keep]
+            history["eval"] = [e for e in history["eval"] if e["step"] <= step]
+    if on_start is not None:
+        on_start()
+    os.makedirs(out_dir, exist_ok=True)
 
-    batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed, epoch, batch_index, bucket=BUCKET)
-    # The state to save if interrupted: only ever a state between two completed steps.
-    safe = {"step": step, "rng": get_rng_state(), "data": {"epoch": epoch, "batch_index": batch_index}}
+    batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed, epoch, batch_index)
 
     def save():
-        return _save_checkpoint(out_dir, model, optimizer, scheduler, safe["step"], safe["rng"], safe["data"],
+        data = {"epoch": epoch, "batch_index": batch_index}
+        return _save_checkpoint(out_dir, model, optimizer, scheduler, step, get_rng_state(), data,
                                 model_cfg, train_cfg, task, history)
 
     bar = None
@@ -481,57 +569,59 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
         from tqdm.auto import tqdm
         bar = tqdm(total=train_cfg.steps, initial=step, desc=f"train {task.name}", unit="step", dynamic_ncols=True)
     t_start = time.perf_counter()
-    guard = _DeferredInterrupt()
+    guard = _InterruptGuard()
+    # Outside guard.atomic() the model, optimizer, scheduler, RNG, (epoch, batch_index) and history
+    # always describe the same completed step, so a checkpoint may be saved there at any moment.
     try:
         with guard:
-            while step < train_cfg.steps:
-                t0 = time.perf_counter()
-                epoch_i, index_i, (src, tgt) = next(batches)
-                lr = optimizer.param_groups[0]["lr"]
-                loss, total, sq, labels = train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups)
-                step += 1
-                # next batch position, after this one
-                epoch, batch_index = epoch_i, index_i + 1
-                safe = {"step": step, "rng": get_rng_state(), "data": {"epoch": epoch, "batch_index": batch_index}}
-
-                n_tokens = int(np.count_nonzero(src != PAD_ID) + np.count_nonzero(labels != PAD_ID))
-                dt = time.perf_counter() - t0
-                record = {"step": step, "loss": loss, "lr": float(lr), "grad_norm": total,
-                          "tokens_per_s": n_tokens / dt if dt > 0 else 0.0}
-                for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
-                    history[k].append(record[k])
-                for k, v in sq.items():
-                    history["layer_grad_norms"][k].append(math.sqrt(v))
-                if bar is not None:
-                    bar.update(1)
-                    if step % 10 == 0 or step == train_cfg.steps:
-                        bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
-                if train_cfg.eval_every and step % train_cfg.eval_every == 0 and step < train_cfg.steps:
-                    m = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
-                    history["eval"].append({"step": step, **m})
+            try:
+                while step < train_cfg.steps:
+                    with guard.atomic():
+                        t0 = time.perf_counter()
+                        epoch_i, index_i, (src, tgt) = next(batches)
+                        lr = optimizer.param_groups[0]["lr"]
+                        loss, total, sq, labels = train_step(model, optimizer, scheduler, params, src, tgt,
+                                                             train_cfg, groups)
+                        step += 1
+                        epoch, batch_index = epoch_i, index_i + 1          # the next batch's position
+                        n_tokens = int(np.count_nonzero(src != PAD_ID) + np.count_nonzero(labels != PAD_ID))
+                        dt = time.perf_counter() - t0
+                        record = {"step": step, "loss": loss, "lr": float(lr), "grad_norm": total,
+                                  "tokens_per_s": n_tokens / dt if dt > 0 else 0.0}
+                        for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
+                            history[k].append(record[k])
+                        for k, v in sq.items():
+                            history["layer_grad_norms"][k].append(math.sqrt(v))
                     if bar is not None:
-                        bar.write(f"step {step}: held-out loss {m['loss']:.4f}, token acc {m['token_acc']:.4f}, "
-                                  f"exact {m['exact_acc']:.4f}")
-                if train_cfg.checkpoint_every and step % train_cfg.checkpoint_every == 0:
+                        bar.update(1)
+                        if step % 10 == 0 or step == train_cfg.steps:
+                            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
+                    if train_cfg.eval_every and step % train_cfg.eval_every == 0 and step < train_cfg.steps:
+                        m = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
+                        history["eval"].append({"step": step, **m})
+                        if bar is not None:
+                            bar.write(f"step {step}: held-out loss {m['loss']:.4f}, token acc {m['token_acc']:.4f}, "
+                                      f"exact {m['exact_acc']:.4f}")
+                    if train_cfg.checkpoint_every and step % train_cfg.checkpoint_every == 0:
+                        with guard.atomic():
+                            save()
+                    if callback is not None:
+                        callback(step, record)
+                wall = time.perf_counter() - t_start
+                metrics = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
+                with guard.atomic():
+                    history["eval"].append({"step": step, **metrics})
+                    history["wall_time"] = history.get("wall_time", 0.0) + wall
                     save()
-                if callback is not None:
-                    callback(step, record)
-                if guard.hit:  # a Ctrl-C held back during the step
-                    raise KeyboardInterrupt
-    except KeyboardInterrupt:
-        path = save()
-        if bar is not None:
-            bar.close()
-            bar = None
-        print(f"\ninterrupted: checkpoint of step {safe['step']} saved to {path}; continue with resume=True / --resume")
-        raise
+            except KeyboardInterrupt:
+                guard.stopping = True       # from here on every Ctrl-C is dropped: the save below runs in full
+                path = save()
+                if bar is not None:
+                    bar.close()
+                    bar = None
+                print(f"\ninterrupted: checkpoint of step {step} saved to {path}; continue with resume=True / --resume")
+                raise
     finally:
         if bar is not None:
             bar.close()
-    wall = time.perf_counter() - t_start
-
-    metrics = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
-    history["eval"].append({"step": step, **metrics})
-    history["wall_time"] = history.get("wall_time", 0.0) + wall
-    save()
     return TrainResult(model, task, history, metrics, out_dir, step, wall)

@@ -18,14 +18,14 @@ import numbers
 
 import numpy as np
 
-from .. import random as _random
+from ..random import generator
+from ..tensor import Tensor
 
 __all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"]
 
 
 def _array(fn: str, tensor) -> np.ndarray:
-    from ..tensor import Tensor
     if not isinstance(tensor, Tensor):
         raise TypeError(f"init.{fn}: expected a Tensor, got {type(tensor).__name__}")
     return tensor.data
@@ -36,6 +36,13 @@ def _float_array(fn: str, tensor) -> np.ndarray:
     if a.dtype.kind != "f":
         raise TypeError(f"init.{fn}: expected a floating-point Tensor, got dtype {a.dtype}")
     return a
+
+
+def _set(tensor, values) -> "Tensor":
+    """tensor's array = values, in place, recorded as an in-place change (its version is bumped)."""
+    tensor.data[...] = values
+    tensor.bump_version()
+    return tensor
 
 
 def _number(fn: str, name: str, v) -> float:
@@ -78,8 +85,7 @@ def uniform_(tensor, a: float = 0.0, b: float = 1.0):
     a, b = _number("uniform_", "a", a), _number("uniform_", "b", b)
     if a > b:
         raise ValueError(f"init.uniform_: expected a <= b, got a={a}, b={b}")
-    arr[...] = _random.generator().uniform(a, b, size=arr.shape)
-    return tensor
+    return _set(tensor, generator().uniform(a, b, size=arr.shape))
 
 
 def normal_(tensor, mean: float = 0.0, std: float = 1.0):
@@ -88,8 +94,7 @@ def normal_(tensor, mean: float = 0.0, std: float = 1.0):
     mean, std = _number("normal_", "mean", mean), _number("normal_", "std", std)
     if std < 0:
         raise ValueError(f"init.normal_: std must be >= 0, got {std}")
-    arr[...] = _random.generator().normal(mean, std, size=arr.shape)
-    return tensor
+    return _set(tensor, generator().normal(mean, std, size=arr.shape))
 
 
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0):
@@ -97,33 +102,31 @@ def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, 
     arr = _float_array("trunc_normal_", tensor)
     if not a < b:
         raise ValueError(f"init.trunc_normal_: expected a < b, got a={a}, b={b}")
-    gen = _random.generator()
+    gen = generator()
     out = gen.normal(mean, std, size=arr.shape)
     bad = (out < a) | (out > b)
     while bad.any():
         out[bad] = gen.normal(mean, std, size=int(bad.sum()))
         bad = (out < a) | (out > b)
-    arr[...] = out
-    return tensor
+    return _set(tensor, out)
 
 
 def constant_(tensor, val: float):
     """tensor = val everywhere."""
-    arr = _array("constant_", tensor)
-    arr[...] = val
-    return tensor
+    _array("constant_", tensor)
+    return _set(tensor, val)
 
 
 def zeros_(tensor):
     """tensor = 0."""
-    _array("zeros_", tensor)[...] = 0
-    return tensor
+    _array("zeros_", tensor)
+    return _set(tensor, 0)
 
 
 def ones_(tensor):
     """tensor = 1."""
-    _array("ones_", tensor)[...] = 1
-    return tensor
+    _array("ones_", tensor)
+    return _set(tensor, 1)
 
 
 def eye_(tensor):
@@ -131,8 +134,7 @@ def eye_(tensor):
     arr = _array("eye_", tensor)
     if arr.ndim != 2:
         raise ValueError(f"init.eye_: only 2-D tensors are supported, got shape {arr.shape}")
-    arr[...] = np.eye(*arr.shape, dtype=arr.dtype)
-    return tensor
+    return _set(tensor, np.eye(*arr.shape, dtype=arr.dtype))
 
 
 def xavier_uniform_(tensor, gain: float = 1.0):

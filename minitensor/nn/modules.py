@@ -376,7 +376,8 @@ class Module:
             stack.extend(reversed(kids))
 
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> "OrderedDict":
-        """Ordered name -> array copy (Tensor itself if keep_vars). Tied parameters appear under every name, as in torch."""
+        """Ordered name -> array copy (Tensor itself if keep_vars).
+        Tied parameters appear under every name, as in torch."""
         out = OrderedDict() if destination is None else destination
         for key, t in self._state_items(prefix):
             out[key] = t if keep_vars else t.data.copy()
@@ -425,10 +426,11 @@ class Module:
                             "arrays with .astype): " + "; ".join(dtype_errors))
         if problems:
             msg = f"Error(s) in loading state_dict for {type(self).__name__}:\n  " + "\n  ".join(problems)
-            raise (TypeError if (dtype_errors or type_errors) and not (shape_errors or (strict and (missing or unexpected)))
-                   else ValueError)(msg)
+            structural = shape_errors or (strict and (missing or unexpected))
+            raise (TypeError if (dtype_errors or type_errors) and not structural else ValueError)(msg)
         for t, v in values:
             t.data[...] = v
+            t.bump_version()
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- printing ----------------------------------------------------------------------
@@ -509,6 +511,7 @@ class Embedding(Module):
         init.normal_(self.weight)
         if self.padding_idx is not None:
             self.weight.data[self.padding_idx] = 0
+            self.weight.bump_version()
 
     def forward(self, input):
         return F.embedding(input, self.weight, self.padding_idx)
@@ -574,8 +577,7 @@ class Dropout(Module):
         super().__init__()
         if isinstance(p, bool) or not isinstance(p, numbers.Real) or not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be a probability in [0, 1], got {p!r}")
-        if inplace:
-            raise ValueError("Dropout: inplace=True is not supported (minitensor ops never write into their input)")
+        F.refuse_inplace("Dropout", inplace)
         self.p = float(p)
         self.mask_fn = None
 
@@ -600,6 +602,10 @@ class Dropout(Module):
 
 class ReLU(Module):
     """y = max(x, 0)."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        F.refuse_inplace("ReLU", inplace)
 
     def forward(self, input):
         return F.relu(input)

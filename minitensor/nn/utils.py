@@ -12,17 +12,19 @@ import numbers
 
 import numpy as np
 
+from ..tensor import Tensor
+
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "zero_grad_"]
 
 
 def _param_list(where: str, parameters) -> list:
-    from ..tensor import Tensor
     if isinstance(parameters, Tensor):
         return [parameters]
     try:
         params = list(parameters)
     except TypeError:
-        raise TypeError(f"{where}: expected a Tensor or an iterable of Tensors, got {type(parameters).__name__}") from None
+        raise TypeError(f"{where}: expected a Tensor or an iterable of Tensors, "
+                        f"got {type(parameters).__name__}") from None
     for p in params:
         if not isinstance(p, Tensor):
             raise TypeError(f"{where}: expected Tensors, got {type(p).__name__}")
@@ -73,8 +75,10 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
                            f"non-finite ({total}); set error_if_nonfinite=False to clip anyway")
     clip_coef = float(max_norm) / (total + 1e-6)
     if clip_coef < 1.0:
-        for g in grads:
-            g *= clip_coef
+        for p in params:
+            if p.grad is not None:
+                p.grad.data *= clip_coef
+                p.grad.bump_version()
     return total
 
 
@@ -89,6 +93,7 @@ def zero_grad_(parameters, set_to_none: bool = True) -> None:
             p.grad = None
         else:
             p.grad.data[...] = 0
+            p.grad.bump_version()
 
 
 def clip_grad_value_(parameters, clip_value: float) -> None:
@@ -99,23 +104,22 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
     for p in params:
         if p.grad is not None:
             np.clip(p.grad.data, -clip_value, clip_value, out=p.grad.data)
+            p.grad.bump_version()
 
 
 def parameters_to_vector(parameters) -> "Tensor":
     """All parameters flattened and joined into one 1-D Tensor (a copy, no graph)."""
-    from ..tensor import Tensor
     params = _param_list("parameters_to_vector", parameters)
     if not params:
         raise ValueError("parameters_to_vector: got no parameters")
     dtypes = {p.data.dtype for p in params}
     if len(dtypes) != 1:
         raise TypeError(f"parameters_to_vector: parameters have mixed dtypes {sorted(map(str, dtypes))}")
-    return Tensor._wrap(np.concatenate([p.data.ravel() for p in params]))
+    return Tensor.wrap(np.concatenate([p.data.ravel() for p in params]))
 
 
 def vector_to_parameters(vec, parameters) -> None:
     """Copy slices of the 1-D `vec` back into the parameters, in order (inverse of parameters_to_vector)."""
-    from ..tensor import Tensor
     params = _param_list("vector_to_parameters", parameters)
     v = vec.data if isinstance(vec, Tensor) else vec
     if not isinstance(v, np.ndarray) or v.ndim != 1:
@@ -130,4 +134,5 @@ def vector_to_parameters(vec, parameters) -> None:
         if v.dtype != p.data.dtype:
             raise TypeError(f"vector_to_parameters: vector dtype {v.dtype} differs from parameter dtype {p.data.dtype}")
         p.data[...] = v[i:i + n].reshape(p.data.shape)
+        p.bump_version()
         i += n

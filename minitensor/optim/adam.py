@@ -10,9 +10,7 @@ PyTorch's single-tensor implementation, term for term (t counts this parameter's
 In one line: p -= lr * m_hat / (sqrt(v_hat) + eps), with the bias corrections placed as torch
 places them (eps is added after dividing sqrt(v) by sqrt(1 - beta2^t)).
 Everything runs in NumPy in place on `p.data`; m, v (and vmax) have the parameter's dtype, and
-one scratch array per parameter per step holds the intermediate terms. Parameters are updated
-on a small thread pool when a step is large (optimizer.parallel_for): each update is independent,
-so the numbers are the same in any order.
+one scratch array per parameter per step holds the intermediate terms.
 """
 from __future__ import annotations
 
@@ -20,7 +18,7 @@ import math
 
 import numpy as np
 
-from .optimizer import Optimizer, parallel_for
+from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
 
@@ -49,16 +47,8 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                                       amsgrad=amsgrad, maximize=maximize))
 
-    def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns closure() if given."""
-        loss = self._evaluate(closure)
-        for group in self.param_groups:
-            work = [(p, self.state_for(p)) for p in group["params"] if p.grad is not None]
-            parallel_for(lambda item: self._update(item[0], item[1], group), work,
-                         sum(p.data.size for p, _ in work))
-        return loss
-
-    def _update(self, p, state: dict, group: dict) -> None:
+    def update_parameter(self, p, group: dict) -> None:
+        state = self.state_for(p)
         lr = group["lr"]
         beta1, beta2 = group["betas"]
         eps = group["eps"]

@@ -1,7 +1,9 @@
 """The optimizer base class: parameter groups, per-parameter state, zero_grad, state_dict.
 
-Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `step()` in raw NumPy, updating
-`p.data` in place: no Tensor is created and no graph is recorded during a step. Hyperparameters
+Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` in raw
+NumPy, updating `p.data` in place: no Tensor is created and no graph is recorded during a step.
+`step()` runs it for every parameter with a gradient, on the shared update pool when the step is
+large. Hyperparameters
 are read from `self.param_groups[i]` at every step, so a scheduler changes the learning rate by
 writing `group['lr']`, exactly as in PyTorch.
 
@@ -13,10 +15,16 @@ Arrays in it are copies, so training after `state_dict()` does not change a save
 from __future__ import annotations
 
 import copy
+import functools
 import os
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Mapping
 
 import numpy as np
+
+from ..autograd import enable_grad
+from ..nn.utils import zero_grad_
+from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
 
@@ -30,29 +38,39 @@ def num_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-_POOL = None
-_PARALLEL_MIN_NUMEL = 1 << 20   # below ~1M entries in a step, thread hand-off costs more than it saves
+PARALLEL_MIN_NUMEL = 1 << 20   # below ~1M entries in a step, thread hand-off costs more than it saves
 
 
-def parallel_for(fn, items: list, numel: int) -> None:
-    """fn(item) for every item; on a thread pool when the work is large.
+class UpdatePool:
+    """Speed device shared by every optimizer: per-parameter updates run on a thread pool when a step is large.
 
     NumPy releases the GIL inside ufunc loops, so per-parameter updates (independent of each other,
     hence bitwise the same in any order) run on several cores, as PyTorch's multi-threaded
-    optimizer kernels do. The pool has as many threads as the BLAS is allowed, so a comparison run
-    with the same thread count on both sides stays fair."""
-    global _POOL
-    n = num_threads()
-    if n <= 1 or numel < _PARALLEL_MIN_NUMEL or len(items) < 2:
-        for item in items:
-            fn(item)
-        return
-    if _POOL is None or _POOL._max_workers != n:
-        from concurrent.futures import ThreadPoolExecutor
-        _POOL = ThreadPoolExecutor(max_workers=n, thread_name_prefix="minitensor-optim")
-    # largest first, so the threads finish together
-    for f in [_POOL.submit(fn, item) for item in sorted(items, key=lambda it: -it[0].data.size)]:
-        f.result()
+    optimizer kernels do. The pool has as many threads as the BLAS is allowed (num_threads), so a
+    comparison run with the same thread count on both sides stays fair."""
+
+    def __init__(self):
+        self.threads = 0
+        self.executor = None
+
+    def run(self, update, params: list) -> None:
+        """update(p) for every parameter p; on the pool when there are several and they are large."""
+        n = num_threads()
+        if n <= 1 or len(params) < 2 or sum(p.data.size for p in params) < PARALLEL_MIN_NUMEL:
+            for p in params:
+                update(p)
+            return
+        if self.executor is None or self.threads != n:
+            if self.executor is not None:
+                self.executor.shutdown(wait=False)
+            self.executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="minitensor-optim")
+            self.threads = n
+        # largest first, so the threads finish together
+        for f in [self.executor.submit(update, p) for p in sorted(params, key=lambda p: -p.data.size)]:
+            f.result()
+
+
+update_pool = UpdatePool()
 
 
 class _Required:
@@ -61,11 +79,6 @@ class _Required:
 
 
 required = _Required()
-
-
-def _is_tensor(x) -> bool:
-    from ..tensor import Tensor
-    return isinstance(x, Tensor)
 
 
 class _ParamState(dict):
@@ -97,7 +110,7 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state: _ParamState = _ParamState()   # param (or id(param)) -> dict
         self.param_groups: list[dict] = []
-        if _is_tensor(params):
+        if isinstance(params, Tensor):
             raise TypeError(f"{type(self).__name__}: params should be an iterable of Tensors or dicts, "
                             "got a single Tensor (wrap it in a list)")
         if isinstance(params, Mapping) or not isinstance(params, Iterable):
@@ -130,13 +143,13 @@ class Optimizer:
         if "params" not in group:
             raise ValueError(f"{name}: a param group needs a 'params' entry")
         params = group["params"]
-        if _is_tensor(params):
+        if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, (set, frozenset)):
             raise TypeError(f"{name}: params must be an ordered collection (list/tuple), not a set")
         params = list(params)
         for p in params:
-            if not _is_tensor(p):
+            if not isinstance(p, Tensor):
                 raise TypeError(f"{name}: can only optimize Tensors, got {type(p).__name__}")
             if not p.is_leaf:
                 raise ValueError(f"{name}: can't optimize a non-leaf Tensor (shape {p.shape})")
@@ -165,32 +178,35 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Drop (default) or zero every parameter's gradient."""
-        from ..nn.utils import zero_grad_
         for group in self.param_groups:
             zero_grad_(group["params"], set_to_none)
 
     def step(self, closure=None):
+        """One update of every parameter that has a gradient; returns closure() if given."""
+        loss = None
+        if closure is not None:                   # torch's closure protocol: re-evaluate with grad enabled
+            with enable_grad():
+                loss = closure()
+        groups = [(group, [p for p in group["params"] if p.grad is not None]) for group in self.param_groups]
+        for _, params in groups:
+            self._check_grads(params)
+        for group, params in groups:
+            update_pool.run(functools.partial(self.update_parameter, group=group), params)
+            for p in params:
+                p.bump_version()                  # a graph that saved p now refuses to backpropagate
+        return loss
+
+    def _check_grads(self, params: list) -> None:
+        """Every gradient has its parameter's shape and dtype (one set through .grad.data could differ):
+        an update never broadcasts a gradient into a parameter."""
+        for p in params:
+            if p.grad.shape != p.shape or p.grad.dtype != p.dtype:
+                raise RuntimeError(f"{type(self).__name__}.step: a parameter of shape {p.shape} ({p.dtype}) has a "
+                                   f"gradient of shape {p.grad.shape} ({p.grad.dtype}); no parameter was updated")
+
+    def update_parameter(self, p, group: dict) -> None:
+        """The update rule of one parameter with a gradient (p.data in place): each optimizer's formula."""
         raise NotImplementedError
-
-    @staticmethod
-    def _with_grads(group: dict):
-        """(param, its array, its gradient array) for each parameter of `group` that has a gradient;
-        the gradient is negated (a new array) when the group maximizes."""
-        maximize = group.get("maximize", False)
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            g = p.grad.data
-            yield p, p.data, (-g if maximize else g)
-
-    @staticmethod
-    def _evaluate(closure):
-        """torch's closure protocol: re-evaluate the loss with grad enabled; None without a closure."""
-        if closure is None:
-            return None
-        from ..autograd import enable_grad
-        with enable_grad():
-            return closure()
 
     # ---- checkpointing -------------------------------------------------------------------
     def state_dict(self) -> dict:

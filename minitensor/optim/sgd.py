@@ -32,33 +32,24 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
 
-    def step(self, closure=None):
-        """One update of every parameter that has a gradient; returns closure() if given."""
-        loss = self._evaluate(closure)
-        for group in self.param_groups:
-            lr = group["lr"]
-            momentum = group["momentum"]
-            dampening = group["dampening"]
-            wd = group["weight_decay"]
-            nesterov = group["nesterov"]
-            for p, w, g in self._with_grads(group):
-                if wd != 0:
-                    g = g + wd * w  # new array: the stored .grad is left untouched, as in torch
-                if momentum != 0:
-                    state = self.state_for(p)
-                    buf = state.get("momentum_buffer")
-                    if buf is None:
-                        buf = state["momentum_buffer"] = np.array(g, dtype=w.dtype, copy=True)
-                    else:
-                        buf *= momentum
-                        if dampening == 0:
-                            buf += g
-                        else:
-                            buf += (1 - dampening) * g
-                    if nesterov:
-                        g = g + momentum * buf
-                    else:
-                        g = buf
-                # p += (-lr) * g with one temporary; torch's add_(g, alpha=-lr) computes the same.
-                w += g * (-lr)
-        return loss
+    def update_parameter(self, p, group: dict) -> None:
+        momentum, dampening = group["momentum"], group["dampening"]
+        wd = group["weight_decay"]
+        w = p.data
+        g = -p.grad.data if group["maximize"] else p.grad.data
+        if wd != 0:
+            g = g + wd * w  # new array: the stored .grad is left untouched, as in torch
+        if momentum != 0:
+            state = self.state_for(p)
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = np.array(g, dtype=w.dtype, copy=True)
+            else:
+                buf *= momentum
+                if dampening == 0:
+                    buf += g
+                else:
+                    buf += (1 - dampening) * g
+            g = g + momentum * buf if group["nesterov"] else buf
+        # p += (-lr) * g with one temporary; torch's add_(g, alpha=-lr) computes the same.
+        w += g * (-group["lr"])

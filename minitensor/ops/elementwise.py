@@ -1,0 +1,403 @@
+"""Elementwise primitives: arithmetic, unary functions, activations, clamp, maximum/minimum, where,
+masked_fill, dtype cast and clone.
+
+Gradients are returned in the output's broadcast shape; the graph walk sums them back to each
+input's shape (autograd.unbroadcast), so no formula here deals with broadcasting.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..autograd import Function
+
+
+# ----------------------------------------------------------------------------- arithmetic
+
+class Add(Function):
+    """out = a + b;  da = g, db = g"""
+    @staticmethod
+    def forward(ctx, a, b):
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, g
+
+
+class Sub(Function):
+    """out = a - b;  da = g, db = -g"""
+    @staticmethod
+    def forward(ctx, a, b):
+        return a - b
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, (-g if ctx.needs_input_grad[1] else None)
+
+
+class Mul(Function):
+    """out = a * b;  da = g * b, db = g * a"""
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_arrays
+        need_a, need_b = ctx.needs_input_grad
+        return (g * b if need_a else None), (g * a if need_b else None)
+
+
+class Div(Function):
+    """out = a / b;  da = g / b, db = -g * a / b^2 = -g * out / b"""
+    @staticmethod
+    def forward(ctx, a, b):
+        out = a / b
+        ctx.save_for_backward(b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        b, out = ctx.saved_arrays
+        need_a, need_b = ctx.needs_input_grad
+        return (g / b if need_a else None), (-g * out / b if need_b else None)
+
+
+class Pow(Function):
+    """out = a ** b (both tensors);  da = g * b * a^(b-1), db = g * out * log(a)
+    PyTorch's conventions at the edges: da = 0 where b == 0, db = 0 where a == 0 and b >= 0."""
+    @staticmethod
+    def forward(ctx, a, b):
+        out = np.power(a, b)
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, out = ctx.saved_arrays
+        need_a, need_b = ctx.needs_input_grad
+        ga = g * np.where(b == 0, 0, b * np.power(a, b - 1)) if need_a else None
+        gb = g * np.where((a == 0) & (b >= 0), 0, out * np.log(a)) if need_b else None
+        return ga, gb
+
+
+class PowScalar(Function):
+    """out = a ** e (e a Python number);  da = g * e * a^(e-1)"""
+    @staticmethod
+    def forward(ctx, a, exponent):
+        ctx.save_for_backward(a)
+        ctx.e = exponent
+        return np.power(a, a.dtype.type(exponent))
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,), e = ctx.saved_arrays, ctx.e
+        if e == 0:
+            return (np.zeros_like(a) * g,)
+        return (g * (e * np.power(a, a.dtype.type(e - 1))),)
+
+
+class RPowScalar(Function):
+    """out = c ** a (c a Python number);  da = g * out * log(c)
+    (PyTorch's value at c == 0: 0 where a >= 0, where out * log(c) would be 0 * -inf)"""
+    @staticmethod
+    def forward(ctx, a, base):
+        out = np.power(a.dtype.type(base), a)
+        ctx.save_for_backward(a, out)
+        ctx.base = base
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_arrays
+        log_c = out.dtype.type(math.log(ctx.base) if ctx.base > 0 else (-math.inf if ctx.base == 0 else math.nan))
+        da = out * log_c
+        if ctx.base == 0:
+            da = np.where(a >= 0, out.dtype.type(0), da)
+        return (g * da,)
+
+
+class Neg(Function):
+    """out = -a;  da = -g"""
+    @staticmethod
+    def forward(ctx, a):
+        return -a
+
+    @staticmethod
+    def backward(ctx, g):
+        return (-g,)
+
+
+# ----------------------------------------------------------------------------- unary functions
+
+class Exp(Function):
+    """out = e^a;  da = g * out"""
+    @staticmethod
+    def forward(ctx, a):
+        out = np.exp(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_arrays
+        return (g * out,)
+
+
+class Log(Function):
+    """out = ln a;  da = g / a"""
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.log(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        return (g / a,)
+
+
+class Sqrt(Function):
+    """out = sqrt(a);  da = g / (2 out)"""
+    @staticmethod
+    def forward(ctx, a):
+        out = np.sqrt(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_arrays
+        return (g / (2 * out),)
+
+
+class Abs(Function):
+    """out = |a|;  da = g * sign(a)  (0 at a == 0, as in PyTorch)"""
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.abs(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        return (g * np.sign(a),)
+
+
+class Tanh(Function):
+    """out = tanh a;  da = g * (1 - out^2)"""
+    @staticmethod
+    def forward(ctx, a):
+        out = np.tanh(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_arrays
+        return (g * (1 - out * out),)
+
+
+def _stable_sigmoid(a: np.ndarray) -> np.ndarray:
+    """1 / (1 + e^-a), split by sign so that e^x never overflows."""
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+
+
+class Sigmoid(Function):
+    """out = 1 / (1 + e^-a);  da = g * out * (1 - out)"""
+    @staticmethod
+    def forward(ctx, a):
+        out = _stable_sigmoid(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_arrays
+        return (g * out * (1 - out),)
+
+
+class Relu(Function):
+    """out = max(a, 0);  da = g * [a > 0]"""
+    @staticmethod
+    def forward(ctx, a):
+        out = np.maximum(a, 0)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_arrays
+        return (g * (out > 0),)
+
+
+# erf for the exact GELU. NumPy has no erf: float64 uses math.erf element by element (exact, slow);
+# float32 uses the Chebyshev fit of erfc from Numerical Recipes (fractional error < 1.2e-7 everywhere,
+# about two float32 ulps), evaluated in float32.
+_math_erf = np.frompyfunc(math.erf, 1, 1)
+_ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def erf(x: np.ndarray) -> np.ndarray:
+    """The error function of a float array, in its dtype."""
+    if x.dtype == np.float64:
+        return _math_erf(x).astype(np.float64)
+    return _erf_float32_fit(x)
+
+
+def _erf_float32_fit(x: np.ndarray) -> np.ndarray:
+    """erf(x) = 1 - erfc(|x|) (sign restored), erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2).
+    Evaluated in place in x's dtype: one temporary per intermediate, not per Horner step."""
+    z = np.abs(x)
+    t = z * x.dtype.type(0.5)
+    t += 1
+    np.reciprocal(t, out=t)
+    poly = np.full_like(t, _ERFC_COEFFS[-1])
+    for c in reversed(_ERFC_COEFFS[:-1]):
+        poly *= t
+        poly += x.dtype.type(c)
+    z *= z
+    np.subtract(poly, z, out=poly)
+    np.exp(poly, out=poly)
+    poly *= t                                   # erfc(|x|)
+    return np.where(x >= 0, 1 - poly, poly - 1)
+
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_GELU_TANH_C = 0.044715
+
+
+class Gelu(Function):
+    """approximate='none': out = a * Phi(a), da = g * (Phi(a) + a * phi(a));
+    approximate='tanh':   out = a/2 (1 + t), t = tanh(u), u = sqrt(2/pi)(a + 0.044715 a^3),
+                          da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2)."""
+    @staticmethod
+    def forward(ctx, a, approximate="none"):
+        dt = a.dtype.type
+        ctx.save_for_backward(a)
+        ctx.approximate = approximate
+        if approximate == "tanh":
+            t = np.tanh(dt(_SQRT_2_OVER_PI) * (a + dt(_GELU_TANH_C) * a * a * a))
+            ctx.t = t
+            return dt(0.5) * a * (1 + t)
+        cdf = dt(0.5) * (1 + erf(a * dt(_INV_SQRT_2)))                 # Phi(a)
+        ctx.cdf = cdf
+        return a * cdf
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        dt = a.dtype.type
+        if ctx.approximate == "tanh":
+            t = ctx.t
+            du = dt(_SQRT_2_OVER_PI) * (1 + dt(3 * _GELU_TANH_C) * a * a)
+            return (g * (dt(0.5) * (1 + t) + dt(0.5) * a * (1 - t * t) * du),)
+        pdf = dt(_INV_SQRT_2PI) * np.exp(dt(-0.5) * a * a)                # phi(a)
+        return (g * (ctx.cdf + a * pdf),)
+
+
+# ----------------------------------------------------------------------------- clamp, max/min, select
+
+class Clamp(Function):
+    """out = min(max(a, lo), hi);  da = g where lo <= a <= hi (inclusive, as in PyTorch), else 0"""
+    @staticmethod
+    def forward(ctx, a, min=None, max=None):
+        ctx.save_for_backward(a)
+        ctx.lo, ctx.hi = min, max
+        return np.clip(a, min, max).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        inside = np.ones(a.shape, dtype=bool)
+        if ctx.lo is not None:
+            inside &= a >= ctx.lo
+        if ctx.hi is not None:
+            inside &= a <= ctx.hi
+        return (g * inside,)
+
+
+class Maximum(Function):
+    """out = max(a, b);  the gradient goes to the larger input, split in half on ties (as in PyTorch)"""
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return np.maximum(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_arrays
+        share_a = ((a > b) + 0.5 * (a == b)).astype(g.dtype, copy=False)
+        return g * share_a, g * (1 - share_a)
+
+
+class Minimum(Function):
+    """out = min(a, b);  the gradient goes to the smaller input, split in half on ties"""
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return np.minimum(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_arrays
+        share_a = ((a < b) + 0.5 * (a == b)).astype(g.dtype, copy=False)
+        return g * share_a, g * (1 - share_a)
+
+
+class Where(Function):
+    """out = cond ? a : b;  da = g where cond, db = g where not cond"""
+    @staticmethod
+    def forward(ctx, a, b, cond):
+        ctx.cond = cond
+        return np.where(cond, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        zero = g.dtype.type(0)
+        return (np.where(ctx.cond, g, zero) if need_a else None), (np.where(ctx.cond, zero, g) if need_b else None)
+
+
+class MaskedFill(Function):
+    """out = mask ? value : a  (mask broadcast to a's shape);  da = g where not mask"""
+    @staticmethod
+    def forward(ctx, a, mask, value):
+        ctx.mask = mask
+        return np.where(mask, a.dtype.type(value), a)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (np.where(ctx.mask, g.dtype.type(0), g),)
+
+
+# ----------------------------------------------------------------------------- dtype and memory
+
+class Cast(Function):
+    """out = a as another float dtype;  da = g cast back to a's dtype"""
+    @staticmethod
+    def forward(ctx, a, dtype):
+        ctx.dtype = a.dtype
+        return a.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g.astype(ctx.dtype),)
+
+
+class Clone(Function):
+    """out = a copied into fresh memory (C order);  da = g"""
+    @staticmethod
+    def forward(ctx, a):
+        return np.array(a, order="C", copy=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g,)

@@ -1,0 +1,286 @@
+"""Fused primitives with backward passes derived by hand: one graph node each where the composite of
+primitives would record several and keep their temporaries.
+
+docs/backprop.md derives every formula below step by step; tests/test_fused.py checks each fused op
+equal to the composite it replaces.
+
+Notation: x the input, y = out the forward result, g = dL/dy the incoming gradient; sums run over
+the reduced axis; `*` is elementwise.
+
+linear       y = x W^T + b                                   dx = g W, dW = g^T x, db = sum over rows of g
+softmax      y_i = e^{x_i - m} / sum_j e^{x_j - m}            dx = y * (g - sum_j g_j y_j)
+log_softmax  y_i = x_i - m - log sum_j e^{x_j - m}           dx = g - e^y * sum_j g_j
+layer_norm   xhat = (x - mu) * rstd, rstd = (var + eps)^-1/2, y = xhat * w + b
+             dxhat = g * w;  dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+             dw = sum over rows of g * xhat;  db = sum over rows of g
+cross_entropy with label smoothing e over C classes, target t, weightless:
+             q = (1 - e) onehot(t) + e / C;   loss_n = -sum_c q_c log p_c
+             dlogits_n = (softmax(logits_n) - q) * g_n       (rows with t = ignore_index get 0)
+             reduction='mean' divides by the number of non-ignored rows.
+attention    w = softmax(q k^T * scale) over the keys that a mask keeps; a row that keeps none is 0
+             dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
+
+All -inf rows: softmax and log_softmax of a row whose entries are all -inf return NaN, exactly as
+PyTorch does (0/0). AttentionWeights never produces such a row: a fully masked query row gets
+zero weights. A row that is -inf only in some entries is fine: those entries get probability 0
+and gradient 0.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function
+
+
+# ----------------------------------------------------------------------------- linear
+
+class Linear(Function):
+    """y = x @ W^T + b, x (..., in), W (out, in);  dx = g @ W, dW = g^T x (rows flattened), db = sum g"""
+    @staticmethod
+    def forward(ctx, x, weight, bias=None):
+        x2 = x.reshape(-1, x.shape[-1])                    # (N, in), a view for contiguous x
+        out = x2 @ weight.T                                # (N, out): BLAS reads W^T without copying
+        if bias is not None:
+            out += bias                                    # in place on a fresh array
+        ctx.save_for_backward(x, weight)
+        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved_arrays
+        need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+        g2 = g.reshape(-1, g.shape[-1])                    # (N, out)
+        gx = (g2 @ weight).reshape(x.shape) if need_x else None
+        gw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
+        gb = g2.sum(axis=0) if need_b else None
+        return (gx, gw, gb)[:len(ctx.needs_input_grad)]          # the bias is an optional input
+
+
+# ----------------------------------------------------------------------------- softmax family
+
+class Softmax(Function):
+    """y = e^{x - max} / sum e^{x - max};  dx = y * (g - sum(g * y))"""
+    @staticmethod
+    def forward(ctx, x, dim):
+        e = np.exp(x - x.max(axis=dim, keepdims=True))    # an all -inf row gives NaN, as in PyTorch
+        e /= e.sum(axis=dim, keepdims=True)
+        ctx.save_for_backward(e)
+        ctx.dim = dim
+        return e
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_arrays
+        gy = g * y
+        gy -= y * gy.sum(axis=ctx.dim, keepdims=True)
+        return (gy,)
+
+
+class LogSoftmax(Function):
+    """y = x - max - log sum e^{x - max};  dx = g - e^y * sum(g)"""
+    @staticmethod
+    def forward(ctx, x, dim):
+        shifted = x - x.max(axis=dim, keepdims=True)
+        out = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+        ctx.save_for_backward(out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_arrays
+        return (g - np.exp(y) * g.sum(axis=ctx.dim, keepdims=True),)
+
+
+# ----------------------------------------------------------------------------- layer norm
+
+class LayerNorm(Function):
+    """y = (x - mean) / sqrt(var + eps) * w + b over the last k dims (biased variance);
+    dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w"""
+    @staticmethod
+    def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
+        axes = tuple(range(x.ndim - k, x.ndim))
+        mu = x.mean(axis=axes, keepdims=True)
+        xc = x - mu
+        var = (xc * xc).mean(axis=axes, keepdims=True)
+        rstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
+        xhat = xc * rstd
+        ctx.xhat, ctx.rstd, ctx.axes = xhat, rstd, axes
+        ctx.save_for_backward(*(() if weight is None else (weight,)))
+        if weight is None:
+            return xhat
+        out = xhat * weight
+        if bias is not None:
+            out += bias
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xhat, rstd, axes = ctx.xhat, ctx.rstd, ctx.axes
+        w = ctx.saved_arrays[0] if ctx.saved_arrays else None
+        need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+        rows = tuple(range(g.ndim - len(axes)))
+        gw = (g * xhat).sum(axis=rows) if need_w else None
+        gb = g.sum(axis=rows) if need_b else None
+        gx = None
+        if need_x:
+            dxhat = g * w if w is not None else g
+            gx = dxhat - dxhat.mean(axis=axes, keepdims=True)
+            gx -= xhat * (dxhat * xhat).mean(axis=axes, keepdims=True)
+            gx *= rstd
+        return (gx, gw, gb)[:len(ctx.needs_input_grad)]          # weight and bias are optional inputs
+
+
+# ----------------------------------------------------------------------------- losses
+
+def _rows(x: np.ndarray) -> np.ndarray:
+    """(N, C, d1, ...) or (C,) -> (rows, C) with the class axis last."""
+    if x.ndim == 1:
+        return x[None, :]
+    if x.ndim == 2:
+        return x
+    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+
+
+def _unrows(g2: np.ndarray, shape: tuple) -> np.ndarray:
+    """The inverse of _rows: (rows, C) back to the input's layout."""
+    if len(shape) <= 2:
+        return g2.reshape(shape)
+    moved = shape[:1] + shape[2:] + shape[1:2]
+    return np.moveaxis(g2.reshape(moved), -1, 1)
+
+
+def _valid_targets(target: np.ndarray, C: int, ignore_index: int, op: str):
+    """Flatten targets; return (targets with ignored rows set to class 0, mask of non-ignored rows)."""
+    t = target.reshape(-1)
+    valid = t != ignore_index
+    tv = np.where(valid, t, 0)
+    if ((tv < 0) | (tv >= C)).any():
+        bad = t[valid & ((t < 0) | (t >= C))][0]
+        raise IndexError(f"{op}: target {bad} is out of range for {C} classes (ignore_index={ignore_index})")
+    return tv, valid
+
+
+def _reduce(losses: np.ndarray, valid: np.ndarray, reduction: str, target_shape: tuple):
+    """Apply `reduction` to per-row losses; returns (loss, per-row scale of dL/dloss_row)."""
+    dt = losses.dtype.type
+    if reduction == "none":
+        return losses.reshape(target_shape), None
+    if reduction == "sum":
+        return np.asarray(losses.sum()), dt(1)
+    count = dt(valid.sum())                                 # every row ignored: 0/0 = NaN, as in PyTorch
+    return np.asarray(losses.sum() / count), dt(1) / count
+
+
+def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
+    """dL/dloss_row for each row: g itself (reduction 'none') or g times the reduction's scale."""
+    return g.reshape(-1) if reduction == "none" else g * scale
+
+
+class CrossEntropy(Function):
+    """loss_n = -sum_c q_nc log softmax(x_n)_c with q = (1 - e) onehot(t_n) + e / C;
+    dx_n = (softmax(x_n) - q_n) * dL/dloss_n"""
+    @staticmethod
+    def forward(ctx, x, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        x2 = _rows(x)                                             # (R, C)
+        C = x2.shape[1]
+        tv, valid = _valid_targets(target, C, ignore_index, "cross_entropy")
+        shifted = x2 - x2.max(axis=1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))   # (R, C)
+        e = x.dtype.type(label_smoothing)
+        nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]
+        losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
+        losses = np.where(valid, losses, x.dtype.type(0))
+        out, scale = _reduce(losses, valid, reduction, target.shape)
+        ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale = logp, tv, valid, e, scale
+        ctx.shape, ctx.reduction = x.shape, reduction
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        logp, tv, e = ctx.logp, ctx.tv, ctx.e
+        R, C = logp.shape
+        grad = np.exp(logp)                                       # softmax p, (R, C)
+        if e:                                                     # p - q, q = (1 - e) onehot(t) + e / C
+            grad -= e / C
+        grad[np.arange(R), tv] -= 1 - e
+        per_row = _per_row_grad(g, ctx.reduction, ctx.scale)
+        grad *= np.where(ctx.valid, per_row, 0).astype(grad.dtype, copy=False)[:, None]
+        return _unrows(grad, ctx.shape), None
+
+
+class NLLLoss(Function):
+    """loss_n = -x[n, t_n];  dx[n, t_n] = -dL/dloss_n, 0 elsewhere"""
+    @staticmethod
+    def forward(ctx, x, target, ignore_index=-100, reduction="mean"):
+        x2 = _rows(x)
+        tv, valid = _valid_targets(target, x2.shape[1], ignore_index, "nll_loss")
+        losses = np.where(valid, -x2[np.arange(x2.shape[0]), tv], x.dtype.type(0))
+        out, scale = _reduce(losses, valid, reduction, target.shape)
+        ctx.tv, ctx.valid, ctx.scale, ctx.reduction = tv, valid, scale, reduction
+        ctx.shape, ctx.rows = x.shape, x2.shape
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        grad = np.zeros(ctx.rows, dtype=g.dtype)
+        per_row = np.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
+        grad[np.arange(ctx.rows[0]), ctx.tv] = -np.where(ctx.valid, per_row, 0)
+        return _unrows(grad, ctx.shape), None
+
+
+# ----------------------------------------------------------------------------- dropout
+
+class Dropout(Function):
+    """y = x * m, m = keep / (1 - p);  dx = g * m"""
+    @staticmethod
+    def forward(ctx, x, scaled_mask):
+        ctx.m = scaled_mask
+        return x * scaled_mask
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.m, None
+
+
+# ----------------------------------------------------------------------------- attention
+
+class AttentionWeights(Function):
+    """w = softmax(q k^T * scale) over the keys where `keep` is True; a row with no such key is all 0.
+    dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
+
+    q (..., T_q, Dh), k (..., T_k, Dh), keep: bool, broadcastable to (..., T_q, T_k), or None.
+    Fusing keeps the (B, H, T_q, T_k) scores in one buffer that is masked, exponentiated and
+    normalised in place: for long sequences the composite's extra full-size temporaries
+    (masked_fill -> softmax -> multiply, as parity/model.py writes it in PyTorch) cost more than the
+    arithmetic. Excluded keys get the dtype's lowest finite value, not -inf, so an empty row stays
+    finite (uniform) until it is zeroed; its gradient is then 0 (w = 0 there), never NaN.
+    The derivation is in docs/backprop.md ("Masked attention weights").
+    """
+    @staticmethod
+    def forward(ctx, q, k, keep=None, scale=1.0):
+        sc = q.dtype.type(scale)
+        # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
+        w = np.matmul(q * sc, np.swapaxes(k, -1, -2))                                # (B, H, T_q, T_k)
+        if keep is not None:
+            np.copyto(w, np.finfo(w.dtype).min, where=~keep)
+        w -= w.max(axis=-1, keepdims=True)
+        np.exp(w, out=w)
+        w /= w.sum(axis=-1, keepdims=True)
+        if keep is not None:
+            row_has_key = keep.any(axis=-1, keepdims=True)                           # (.., T_q, 1)
+            if not row_has_key.all():
+                w *= row_has_key                                                     # empty rows: uniform -> 0
+        ctx.save_for_backward(q, k, w)
+        ctx.scale = sc
+        return w
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, w = ctx.saved_arrays
+        need_q, need_k = ctx.needs_input_grad
+        ds = g * w                                                                   # (B, H, T_q, T_k)
+        ds -= w * ds.sum(axis=-1, keepdims=True)
+        dq = np.matmul(ds, k) * ctx.scale if need_q else None                        # (B, H, T_q, Dh)
+        dk = np.matmul(np.swapaxes(ds, -1, -2), q) * ctx.scale if need_k else None   # (B, H, T_k, Dh)
+        return dq, dk

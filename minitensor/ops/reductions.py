@@ -1,0 +1,157 @@
+"""Reductions: sum, mean, var, std, max/min (with and without indices), amax/amin, logsumexp.
+
+`dim` arrives normalised (None or a tuple of non-negative ints; one int for max/min with indices).
+Each backward first puts the reduced axes back into g (`expand_reduced`) so that it broadcasts
+against the input.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function
+
+
+def expand_reduced(g: np.ndarray, ndim: int, dim, keepdim: bool) -> np.ndarray:
+    """Re-insert the reduced axes into g (when keepdim=False) so it broadcasts against the input."""
+    if keepdim:
+        return g
+    if dim is None:
+        return np.reshape(g, (1,) * ndim)
+    return np.expand_dims(g, dim)
+
+
+def _drop_reduced(out: np.ndarray, dim, keepdim: bool) -> np.ndarray:
+    """A result computed with keepdims=True, in the shape the caller asked for."""
+    if keepdim:
+        return out
+    return out.reshape(()) if dim is None else np.squeeze(out, axis=dim)
+
+
+class Sum(Function):
+    """out = sum of a over dim;  da = g broadcast back over the reduced axes"""
+    @staticmethod
+    def forward(ctx, a, dim=None, keepdim=False):
+        ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+        return np.asarray(a.sum(axis=dim, keepdims=keepdim))
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.dim is None:                     # a scalar spread over the input: a filled array is cheapest
+            return (np.full(ctx.shape, g, dtype=g.dtype),)
+        g = expand_reduced(g, len(ctx.shape), ctx.dim, ctx.keepdim)
+        return (np.broadcast_to(g, ctx.shape),)
+
+
+class Mean(Function):
+    """out = mean of a over dim (n elements each);  da = g / n broadcast back"""
+    @staticmethod
+    def forward(ctx, a, dim=None, keepdim=False):
+        ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+        out = np.asarray(a.mean(axis=dim, keepdims=keepdim))
+        ctx.n = a.size // max(out.size, 1) if a.size else 0
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        g = expand_reduced(g, len(ctx.shape), ctx.dim, ctx.keepdim)
+        return (np.broadcast_to(g / g.dtype.type(ctx.n), ctx.shape),)
+
+
+def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
+    """sum((a - mean)^2) over dim and the divisor n - correction; saves what Var and Std need."""
+    mean = a.mean(axis=dim, keepdims=True)
+    centered = a - mean
+    denom = a.dtype.type(a.size // max(mean.size, 1) - correction)  # n - correction; <= 0 gives inf/NaN
+    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, denom, dim, keepdim
+    return (centered * centered).sum(axis=dim, keepdims=keepdim), denom
+
+
+class Var(Function):
+    """out = sum((a - mean)^2) / (n - correction);  da = g * 2 (a - mean) / (n - correction)"""
+    @staticmethod
+    def forward(ctx, a, dim=None, correction=1, keepdim=False):
+        squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
+        return np.asarray(squares / denom)
+
+    @staticmethod
+    def backward(ctx, g):
+        g = expand_reduced(g, ctx.centered.ndim, ctx.dim, ctx.keepdim)
+        return (g * ctx.centered * (2 / ctx.denom),)
+
+
+class Std(Function):
+    """out = sqrt(var);  da = g * (a - mean) / ((n - correction) out), and 0 where out == 0
+    (PyTorch's value on a constant line, where the formula would be 0/0)"""
+    @staticmethod
+    def forward(ctx, a, dim=None, correction=1, keepdim=False):
+        squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
+        out = np.asarray(np.sqrt(squares / denom))
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_arrays
+        g_over_out = np.where(out == 0, g.dtype.type(0), g / out)
+        g_over_out = expand_reduced(g_over_out, ctx.centered.ndim, ctx.dim, ctx.keepdim)
+        return (g_over_out * ctx.centered / ctx.denom,)
+
+
+class MaxMin(Function):
+    """out = max (or min) of a over one dim;  da = g at the selected index (the first one), 0 elsewhere.
+    Over all elements (dim=None): g is shared evenly between tied maxima (as in PyTorch's max())."""
+    @staticmethod
+    def forward(ctx, a, dim=None, keepdim=False, mode="max"):
+        ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+        if dim is None:
+            out = np.asarray(a.max() if mode == "max" else a.min())
+            ctx.tie_mask = a == out
+            return out
+        idx = np.expand_dims(np.argmax(a, axis=dim) if mode == "max" else np.argmin(a, axis=dim), dim)
+        ctx.idx = idx
+        out = np.take_along_axis(a, idx, axis=dim)
+        return out if keepdim else np.squeeze(out, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.dim is None:
+            ties = ctx.tie_mask
+            return (np.where(ties, g / g.dtype.type(ties.sum()), g.dtype.type(0)),)
+        grad = np.zeros(ctx.shape, dtype=g.dtype)
+        g = g if ctx.keepdim else np.expand_dims(g, ctx.dim)
+        np.put_along_axis(grad, ctx.idx, g, axis=ctx.dim)
+        return (grad,)
+
+
+class AMaxMin(Function):
+    """out = amax (or amin) over dim(s);  g shared evenly between tied extrema (as in PyTorch's amax)"""
+    @staticmethod
+    def forward(ctx, a, dim=None, keepdim=False, mode="max"):
+        out = a.max(axis=dim, keepdims=True) if mode == "max" else a.min(axis=dim, keepdims=True)
+        ties = a == out
+        ctx.ties, ctx.count = ties, ties.sum(axis=dim, keepdims=True)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return np.asarray(_drop_reduced(out, dim, keepdim))
+
+    @staticmethod
+    def backward(ctx, g):
+        g = expand_reduced(g, ctx.ties.ndim, ctx.dim, ctx.keepdim)
+        return (np.where(ctx.ties, g / ctx.count.astype(g.dtype), g.dtype.type(0)),)
+
+
+class LogSumExp(Function):
+    """out = m + log(sum(e^(a - m))), m = max a (finite);  da = g * e^(a - out)"""
+    @staticmethod
+    def forward(ctx, a, dim=None, keepdim=False):
+        m = np.max(a, axis=dim, keepdims=True) if a.size else np.zeros((1,) * a.ndim, a.dtype)
+        m = np.where(np.isfinite(m), m, 0).astype(a.dtype, copy=False)
+        out = np.log(np.exp(a - m).sum(axis=dim, keepdims=True)) + m   # an all -inf line: log 0 = -inf
+        ctx.save_for_backward(a)
+        ctx.out_keepdim, ctx.dim, ctx.keepdim = out, dim, keepdim
+        return np.asarray(_drop_reduced(out, dim, keepdim))
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
+        return (g * np.exp(a - ctx.out_keepdim),)              # an all -inf line: NaN, as in PyTorch

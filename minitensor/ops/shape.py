@@ -1,0 +1,129 @@
+"""Shape primitives: reshape, transpose, permute, expand, repeat, cat, stack, tril, triu.
+
+Reshape, transpose, permute and expand return NumPy views of their input (no copy); their
+backward moves g back the same way.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function
+
+
+class Reshape(Function):
+    """out = a viewed with a new shape (a copy only when NumPy cannot view);  da = g reshaped back"""
+    returns_view = True
+
+    @staticmethod
+    def forward(ctx, a, shape):
+        ctx.shape = a.shape
+        return a.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g.reshape(ctx.shape),)
+
+
+class Transpose(Function):
+    """out = a with dims d0 and d1 swapped (a view);  da = g swapped back"""
+    returns_view = True
+
+    @staticmethod
+    def forward(ctx, a, dim0, dim1):
+        ctx.dims = (dim0, dim1)
+        return np.swapaxes(a, dim0, dim1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (np.swapaxes(g, *ctx.dims),)
+
+
+class Permute(Function):
+    """out = a with axes reordered (a view);  da = g with the inverse permutation"""
+    returns_view = True
+
+    @staticmethod
+    def forward(ctx, a, dims):
+        ctx.inverse = tuple(np.argsort(dims))
+        return np.transpose(a, dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (np.transpose(g, ctx.inverse),)
+
+
+class Expand(Function):
+    """out = a broadcast to shape (a read-only view);  da = g summed back by the graph walk"""
+    returns_view = True
+
+    @staticmethod
+    def forward(ctx, a, shape):
+        return np.broadcast_to(a, shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g,)
+
+
+class Repeat(Function):
+    """out = a tiled `sizes` times per dim (torch.Tensor.repeat);  da = g summed over the tiles"""
+    @staticmethod
+    def forward(ctx, a, sizes):
+        ctx.shape, ctx.sizes = a.shape, sizes
+        return np.tile(a, sizes)
+
+    @staticmethod
+    def backward(ctx, g):
+        shape = (1,) * (len(ctx.sizes) - len(ctx.shape)) + ctx.shape
+        tiles_and_sizes = [n for pair in zip(ctx.sizes, shape) for n in pair]    # (r0, n0, r1, n1, ...)
+        g = g.reshape(tiles_and_sizes).sum(axis=tuple(range(0, len(tiles_and_sizes), 2)))
+        return (g.reshape(ctx.shape),)
+
+
+class Cat(Function):
+    """out = inputs joined along dim;  each input's gradient is its slice of g"""
+    @staticmethod
+    def forward(ctx, *arrays, dim=0):
+        ctx.dim = dim
+        ctx.bounds = np.cumsum([x.shape[dim] for x in arrays])[:-1]
+        return np.concatenate(arrays, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return tuple(np.split(g, ctx.bounds, axis=ctx.dim))
+
+
+class Stack(Function):
+    """out = inputs stacked along a new dim;  each input's gradient is g indexed at its position"""
+    @staticmethod
+    def forward(ctx, *arrays, dim=0):
+        ctx.dim = dim
+        return np.stack(arrays, axis=dim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return tuple(np.moveaxis(g, ctx.dim, 0))
+
+
+class Tril(Function):
+    """out = lower triangle of the last two dims (entries above `diagonal` zeroed);  da = tril(g)"""
+    @staticmethod
+    def forward(ctx, a, diagonal=0):
+        ctx.k = diagonal
+        return np.tril(a, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (np.tril(g, ctx.k),)
+
+
+class Triu(Function):
+    """out = upper triangle of the last two dims;  da = triu(g)"""
+    @staticmethod
+    def forward(ctx, a, diagonal=0):
+        ctx.k = diagonal
+        return np.triu(a, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (np.triu(g, ctx.k),)

@@ -1,0 +1,173 @@
+# ---
+# jupyter:
+#   jupytext:
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3. Attention and one Transformer layer, shape by shape
+#
+# **What you will learn**
+# - scaled dot-product attention, `softmax(Q K^T / sqrt(Dh)) V`, computed step by step with every shape printed;
+# - how H heads are one (D, D) projection split into H slices of width Dh = D / H;
+# - what the padding mask and the causal (look-ahead) mask do to the weights;
+# - how an encoder layer wraps attention and a feed-forward net in residual blocks (post-norm, the paper's
+#   wiring, and pre-norm);
+# - how to read an attention map: row t is a query, its columns the keys it mixes; in the decoder, row t is
+#   the position that predicts token t+1.
+#
+# Runs in a few seconds. Next: `04_training.py`.
+#
+# Shape letters: B batch, S source length, T target length, D model width, H heads, Dh = D / H.
+
+# %%
+import math
+
+import numpy as np
+
+import minitensor as mt
+import minitensor.nn.functional as F
+from nbutil import figure_path, show
+from transformer_np import plots
+from transformer_np.masks import causal_mask, padding_mask
+from transformer_np.model import EncoderLayer, MultiHeadAttention
+
+mt.manual_seed(0)
+B, S, D, H = 1, 7, 16, 2
+Dh = D // H
+
+# %% [markdown]
+# ## Inputs
+# A toy "sentence" of 7 tokens in which token 'a' occurs three times and 'b' twice. Each token gets a random
+# embedding (the same vector every time it occurs), so identical tokens have identical rows.
+
+# %%
+words = ["a", "b", "a", "c", "b", "a", "<pad>"]
+vocab = ["<pad>", "<bos>", "<eos>", "a", "b", "c"]
+table = mt.randn(len(vocab), D)                                    # (V, D) an embedding table
+ids = mt.tensor([[vocab.index(w) for w in words]])                 # (B, S)
+x = F.embedding(ids, table)                                        # (B, S, D)
+print("ids", tuple(ids.shape), "-> x", tuple(x.shape))
+
+# %% [markdown]
+# ## Scaled dot-product attention, by hand
+# One head, with queries = keys = values = x, so we can predict the answer: a token's query matches its own key
+# best, and equally well the keys of the same word elsewhere.
+
+# %%
+q = k = v = x                                                      # (B, S, D)
+scores = q @ k.transpose(-2, -1) / math.sqrt(D)                    # (B, S, S): query i . key j
+print("scores", tuple(scores.shape))
+weights = F.softmax(scores, dim=-1)                                # (B, S, S): each row sums to 1
+print("weights", tuple(weights.shape), "row sums", np.round(weights.data.sum(-1), 6))
+out = weights @ v                                                  # (B, S, D): a weighted mix of values per query
+print("out", tuple(out.shape))
+
+# %% [markdown]
+# Why divide by sqrt(D)? For random unit-variance vectors a dot product over D terms has variance D; without
+# the scale, scores grow with the width and softmax saturates into one-hot rows whose gradients vanish.
+
+# %%
+for width in (16, 256):
+    a, b_ = np.random.default_rng(1).standard_normal((2, 10000, width))
+    print(f"width {width:>3}: std of q.k = {np.std((a * b_).sum(-1)):5.1f}, "
+          f"after / sqrt(width) = {np.std((a * b_).sum(-1) / math.sqrt(width)):.2f}")
+
+# %% [markdown]
+# ## The padding mask
+# The last position is padding: no query may attend to it. `padding_mask` marks the real tokens True; masked keys
+# get exactly zero weight (the engine never writes -inf into the weights, and the gradient stays finite).
+
+# %%
+pad_id = vocab.index("<pad>")
+keep = padding_mask(ids, pad_id)                                   # (B, 1, 1, S): broadcast over heads and queries
+print("padding mask", tuple(keep.shape), keep.numpy().astype(int).ravel())
+masked = F.softmax(scores.masked_fill(~keep[:, 0], float("-inf")), dim=-1)   # (B, S, S)
+print("weight on the <pad> key, every query:", masked.data[0, :, -1])
+show(plots.plot_attention(masked.data[0], figure_path("03_one_head.png"), words, words,
+                          "one head, queries = keys = values = x, padding masked", "key", "query"))
+
+# %% [markdown]
+# Read the map row by row: row 0 ('a') spreads its weight over the three 'a' keys (columns 0, 2, 5), row 1 ('b')
+# over the two 'b' keys, and the last column is 0 everywhere.
+
+# %% [markdown]
+# ## Multi-head attention, shape by shape
+# `MultiHeadAttention` projects x with four (D, D) linear maps. The heads are not separate layers: the D
+# outputs of `W_q` are reshaped into H slices of Dh. Each head attends on its own slice; the H outputs are
+# concatenated back to D and mixed by `W_o`.
+
+# %%
+mha = MultiHeadAttention(D, H)
+mha.store_attention = True
+Q = mha.W_q(x)                                                     # (B, S, D)
+Qh = mha.split_heads(Q)                                            # (B, H, S, Dh)
+Kh = mha.split_heads(mha.W_k(x))                                   # (B, H, S, Dh)
+Vh = mha.split_heads(mha.W_v(x))                                   # (B, H, S, Dh)
+scores_h = Qh @ Kh.transpose(-2, -1) / math.sqrt(Dh)               # (B, H, S, S)
+weights_h = F.softmax(scores_h.masked_fill(~keep, float("-inf")), dim=-1)
+heads = weights_h @ Vh                                             # (B, H, S, Dh)
+merged = mha.merge_heads(heads)                                    # (B, S, D)
+by_hand = mha.W_o(merged)                                          # (B, S, D)
+for name, t in (("x", x), ("W_q(x)", Q), ("split_heads", Qh), ("scores", scores_h), ("weights", weights_h),
+                ("weights @ V", heads), ("merge_heads", merged), ("W_o(...)", by_hand)):
+    print(f"{name:<12} {tuple(t.shape)}")
+
+module_out = mha(x, x, x, keep)
+print("module == step by step:", np.abs(module_out.data - by_hand.data).max() < 1e-6)
+show(plots.plot_attention_heads(mha.attn_weights[0], figure_path("03_heads.png"), words, words,
+                                "multi-head self-attention, random projections: every head", "key", "query"))
+
+# %% [markdown]
+# With random (untrained) projections the heads no longer look for identical tokens: what each head attends to
+# is learned in training (notebook 4 shows trained maps).
+#
+# ## The causal mask: what the decoder may see
+# In the decoder, position t must not look at tokens after t: while predicting token t+1, it only knows tokens
+# 0..t. `causal_mask(T)` is lower-triangular.
+
+# %%
+target = ["<bos>", "a", "b", "c", "<eos>"]
+T = len(target)
+cm = causal_mask(T - 1)                                             # (1, 1, T-1, T-1): the decoder reads target[:-1]
+show(plots.plot_causal_mask(cm.numpy(), figure_path("03_causal.png")))
+y = F.embedding(mt.tensor([[vocab.index(w) for w in target[:-1]]]), table)  # (B, T-1, D)
+self_scores = y @ y.transpose(-2, -1) / math.sqrt(D)
+self_weights = F.softmax(self_scores.masked_fill(~cm[0], float("-inf")), dim=-1)   # (B, T-1, T-1)
+show(plots.plot_attention(self_weights.data[0], figure_path("03_decoder_self.png"), target[:-1], target[:-1],
+                          "decoder self-attention under the causal mask", "target key (decoder input)",
+                          "target query", predicts=target[1:]))
+
+# %% [markdown]
+# The rows read "input -> next": row 0 is `<bos>`, which sees only itself while the model predicts 'a'; the last
+# row sees the whole prefix while predicting `<eos>`. This is teacher forcing: in training every row is computed
+# at once, from the true previous tokens, and the mask keeps each row honest.
+#
+# ## One encoder layer
+# Attention, then a position-wise feed-forward net (D -> d_ff -> D), each inside a residual block. Post-norm (the
+# paper): `x = LayerNorm(x + sublayer(x))`. Pre-norm: `x = x + sublayer(LayerNorm(x))`; it keeps an
+# un-normalised path from input to output and trains deep stacks without warmup.
+
+# %%
+for norm_first in (False, True):
+    mt.manual_seed(0)
+    layer = EncoderLayer(D, H, d_ff=4 * D, dropout=0.0, norm_first=norm_first)
+    h = layer(x, keep)                                             # (B, S, D) in, (B, S, D) out
+    print(f"{'pre' if norm_first else 'post'}-norm layer: {tuple(x.shape)} -> {tuple(h.shape)}; "
+          f"per-token mean {h.data.mean(-1).ravel()[:3].round(3)}, std {h.data.std(-1).ravel()[:3].round(3)}")
+
+# %% [markdown]
+# The post-norm output of every token has mean 0 and std 1 (it ends with a LayerNorm); the pre-norm output does
+# not (its last operation is the residual sum). A pre-norm stack therefore adds a final LayerNorm
+# (`final_norm=True` in `ModelConfig`).
+#
+# **Recap.** Attention is three matrix products and a softmax; heads are a reshape; masks zero out keys; a layer
+# is attention plus a small MLP, each in a residual block with a LayerNorm. The full model
+# (`transformer_np/model.py`) stacks these: an encoder of N such layers, and a decoder whose layers add a
+# cross-attention (queries from the target, keys and values from the encoder's output).

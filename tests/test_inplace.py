@@ -1,0 +1,218 @@
+"""In-place changes and the graph: a gradient is right or backward raises, never silently wrong.
+
+Every tensor has a version counter that each in-place change bumps (the in-place methods, the
+optimizers' updates, clip_grad_norm_, nn.init, load_state_dict); a view shares its base's counter.
+A node records the versions of what it saved, and backward raises PyTorch's error when one changed.
+Changing a tensor the graph does not need is fine, and `.data` stays the unchecked escape hatch.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import minitensor as mt
+import minitensor.nn.functional as F
+
+MODIFIED = r"modified by an inplace operation"
+
+
+def _t(*shape, grad=False, seed=0):
+    return mt.tensor(np.random.default_rng(seed).standard_normal(shape), requires_grad=grad)
+
+
+def _raises_modified(fn, *patterns):
+    with pytest.raises(RuntimeError, match=MODIFIED) as info:
+        fn()
+    for p in patterns:
+        assert p in str(info.value), f"{str(info.value)!r} lacks {p!r}"
+
+
+# ----------------------------------------------------------------------------- the reported cases
+def test_fill_of_a_saved_input_raises_naming_node_shape_and_versions():
+    w, x = _t(3, grad=True), _t(3, seed=1)
+    y = (w * x).sum()
+    x.fill_(0)
+    _raises_modified(y.backward, "MulBackward", "(3,)", "version 1", "expected version 0")
+    assert w.grad is None
+
+
+def test_fill_under_no_grad_of_a_saved_parameter_raises():
+    w, x = _t(3, grad=True), _t(3, seed=1)
+    y = (w * x).sum()
+    with mt.no_grad():
+        w.fill_(0)
+    _raises_modified(y.backward, "MulBackward")
+
+
+@pytest.mark.parametrize("make_opt", [lambda p: mt.optim.SGD(p, lr=0.1), lambda p: mt.optim.Adam(p, lr=0.1)],
+                         ids=["SGD", "Adam"])
+def test_optimizer_step_between_forward_and_backward_raises(make_opt):
+    w, x = _t(4, 3, grad=True), _t(2, 3, seed=1)
+    opt = make_opt([w])
+    F.linear(x, w).sum().backward()                       # a gradient for the step
+    loss = F.linear(x, w).sum()                           # saves w
+    opt.step()
+    _raises_modified(loss.backward, "LinearBackward", "(4, 3)")
+
+
+def test_clip_grad_norm_bumps_the_gradients_version():
+    w = _t(3, grad=True)
+    (w * w).sum().backward()
+    before = w.grad._version
+    mt.nn.utils.clip_grad_norm_([w], 1e-3)
+    assert w.grad._version == before + 1
+
+
+# ----------------------------------------------------------------------------- fused ops save too
+def test_fused_ops_check_their_saved_inputs():
+    x, w, b = _t(2, 4, seed=1), _t(3, 4, grad=True), _t(3, grad=True)
+    y = F.linear(x, w, b).sum()
+    x.mul_(2)
+    _raises_modified(y.backward, "LinearBackward", "(2, 4)")
+
+    x2, g = _t(2, 4, grad=True), _t(4, grad=True, seed=2)
+    y = F.layer_norm(x2, (4,), g).sum()
+    with mt.no_grad():
+        g.add_(1)
+    _raises_modified(y.backward, "LayerNormBackward", "(4,)")
+
+    q, k = _t(1, 3, 2, grad=True), _t(1, 4, 2, seed=3)
+    y = F.attention_weights(q, k).sum()
+    k[0, 0] = 5.0
+    _raises_modified(y.backward, "AttentionWeightsBackward", "(1, 4, 2)")
+
+
+def test_a_saved_output_changed_through_detach_raises():
+    x = _t(2, 3, grad=True)
+    y = F.softmax(x, dim=-1)                              # saves its output
+    loss = y[:, 0].sum()                                  # indexing and sum save nothing
+    y.detach().zero_()                                    # detach shares the array and the version counter
+    _raises_modified(loss.backward, "SoftmaxBackward", "(2, 3)")
+
+
+@pytest.mark.parametrize("change", [
+    lambda x: x[0].fill_(1.0),
+    lambda x: x.view(6).__setitem__(2, 7.0),
+    lambda x: x.T.zero_(),
+    lambda x: x.split(1, dim=0)[1].mul_(3),
+], ids=["getitem", "view setitem", "T", "split"])
+def test_a_change_through_a_view_bumps_the_base(change):
+    w, x = _t(2, 3, grad=True), _t(2, 3, seed=1)
+    y = (w * x).sum()
+    change(x)
+    _raises_modified(y.backward, "MulBackward")
+
+
+def test_a_copy_is_not_a_view():
+    w, x = _t(2, 3, grad=True), _t(2, 3, seed=1)
+    y = (w * x).sum()
+    x[[0, 1]].fill_(1.0)                                  # an integer-array index copies
+    x.reshape(3, 2).clone().zero_()                       # clone copies
+    y.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), x.numpy())
+
+
+# ----------------------------------------------------------------------------- what stays allowed
+def test_changing_a_tensor_the_graph_does_not_need_is_fine():
+    w, x = _t(3, grad=True), _t(3, seed=1)
+    y = (w + x).sum()                                     # Add saves nothing
+    x.fill_(0)
+    other = _t(3, seed=2)
+    z = (w * other).sum()
+    x.add_(1)                                             # x is not in z's graph
+    y.backward()
+    z.backward()
+    np.testing.assert_allclose(w.grad.numpy(), 1 + other.numpy())
+
+
+def test_data_is_the_unchecked_escape_hatch():
+    w, x = _t(3, grad=True), _t(3, seed=1)
+    y = (w * x).sum()
+    x.data[...] = 2.0                                     # documented: .data writes are not tracked
+    y.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.full(3, 2.0))
+
+
+def test_retain_graph_then_change_then_second_backward_raises():
+    w, x = _t(3, grad=True), _t(3, seed=1)
+    y = (w * x).sum()
+    y.backward(retain_graph=True)
+    x.fill_(1.0)
+    _raises_modified(y.backward, "MulBackward")
+
+
+# ----------------------------------------------------------------------------- every in-place method bumps
+INPLACE = {
+    "fill_": lambda t, T: t.fill_(2.0),
+    "zero_": lambda t, T: t.zero_(),
+    "add_": lambda t, T: t.add_(T.ones(2, 3, dtype=T.float64)),
+    "add_alpha": lambda t, T: t.add_(T.ones(3, dtype=T.float64), alpha=2),
+    "sub_": lambda t, T: t.sub_(1.5),
+    "mul_": lambda t, T: t.mul_(T.full((2, 1), 3.0, dtype=T.float64)),
+    "div_": lambda t, T: t.div_(4.0),
+    "copy_": lambda t, T: t.copy_(T.ones(3, dtype=T.float64)),
+    "setitem": lambda t, T: t.__setitem__((0, 1), 9.0),
+    "masked_fill_": lambda t, T: t.masked_fill_(T.tensor([True, False, True]), -1.0),
+    "clamp_": lambda t, T: t.clamp_(-0.5, 0.5),
+}
+
+
+@pytest.mark.parametrize("name", list(INPLACE))
+def test_inplace_methods_bump_the_version_and_match_torch(name):
+    a = np.random.default_rng(5).standard_normal((2, 3))
+    ours, ref = mt.tensor(a.copy()), torch.tensor(a.copy())
+    INPLACE[name](ours, mt)
+    INPLACE[name](ref, torch)
+    np.testing.assert_array_equal(ours.numpy(), ref.numpy())
+    assert ours._version == ref._version == 1
+
+
+@pytest.mark.parametrize("name", ["uniform_", "normal_"])
+def test_random_fills_bump_the_version(name):
+    t = mt.zeros(3)
+    getattr(t, name)()
+    assert t._version == 1
+
+
+@pytest.mark.parametrize("name", ["add_", "mul_", "fill_", "setitem"])
+def test_inplace_refused_on_a_tensor_requiring_grad(name):
+    t = _t(2, 3, grad=True)
+    with pytest.raises(RuntimeError, match="in-place change of a tensor that requires grad"):
+        INPLACE[name](t, mt)
+    assert t._version == 0
+
+
+def test_inplace_operand_errors_name_the_op_and_shapes():
+    t = mt.zeros(2, 3, dtype=mt.float64)
+    with pytest.raises(ValueError, match=r"add_.*\(4,\).*\(2, 3\)"):
+        t.add_(mt.ones(4, dtype=mt.float64))
+    with pytest.raises(ValueError, match=r"mul_.*\(2, 3, 1\)"):
+        t.mul_(mt.ones(2, 3, 1, dtype=mt.float64))             # the result would grow the tensor
+    with pytest.raises(ValueError, match="div_"):
+        mt.tensor([1, 2]).div_(2)                              # int64 cannot hold a true division
+    with pytest.raises(ValueError, match=r"masked_fill_.*\(4,\)"):
+        t.masked_fill_(mt.tensor([True, False, True, True]), 0.0)
+    assert t._version == 0
+
+
+def test_updates_through_data_that_bump():
+    """Optimizer steps, nn.init, clip_grad_value_, zero_grad(set_to_none=False) and load_state_dict
+    write arrays directly; each records the change."""
+    lin = mt.nn.Linear(3, 2)
+    w, b = lin.weight, lin.bias
+    v0, b0 = w._version, b._version
+    mt.nn.init.normal_(w)
+    mt.nn.init.zeros_(b)
+    assert (w._version, b._version) == (v0 + 1, b0 + 1)
+    lin(mt.ones(1, 3)).sum().backward()
+    g0 = w.grad._version
+    mt.nn.utils.clip_grad_value_(lin.parameters(), 0.1)
+    assert w.grad._version == g0 + 1
+    lin.zero_grad(set_to_none=False)
+    assert w.grad._version == g0 + 2
+    v1 = w._version
+    mt.optim.SGD(lin.parameters(), lr=0.1).step()
+    assert w._version == v1 + 1
+    lin.load_state_dict(lin.state_dict())
+    assert w._version == v1 + 2
