@@ -45,10 +45,10 @@ def same_grad(fn, a, upstream=None):
 
 # ---------------------------------------------------------------------------------------- dims of a 0-d tensor
 @pytest.mark.xfail(strict=True, reason="dim=0/-1 of a 0-d tensor: torch accepts it, ours raises NumPy's AxisError")
-@pytest.mark.parametrize("op", ["sum", "mean", "amax", "logsumexp", "transpose"])
+@pytest.mark.parametrize("op", ["sum", "mean", "logsumexp", "transpose"])
 def test_dim_0_of_a_0d_tensor(op):
     fns = {"sum": lambda v: v.sum(dim=0), "mean": lambda v: v.mean(dim=-1, keepdim=True),
-           "amax": lambda v: v.amax(dim=0), "logsumexp": lambda v: v.logsumexp(dim=0),
+           "logsumexp": lambda v: v.logsumexp(dim=0),
            "transpose": lambda v: v.transpose(0, -1)}
     same_grad(fns[op], 0.7)
 
@@ -72,6 +72,13 @@ def test_gelu_of_a_0d_tensor():
     same_grad(lambda v: (F if isinstance(v, mt.Tensor) else torch.nn.functional).gelu(v), 0.7)
 
 
+@pytest.mark.xfail(strict=True, reason="amax/amin(dim=0) reduce over every dim (`dim or None` reads 0 as None): "
+                                       "a silently wrong shape and value")
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_amax_over_dim_0(op):
+    same_grad(lambda v: getattr(v, op)(dim=0), [[1.0, 5.0, 2.0], [4.0, 0.5, 3.0]], upstream=[1.0, 2.0, 3.0])
+
+
 # ---------------------------------------------------------------------------------------- empty tensors
 @pytest.mark.xfail(strict=True, reason="softmax over a zero-size tensor: ours raises NumPy's 'zero-size array to "
                                        "reduction operation maximum'; torch returns the empty tensor")
@@ -85,6 +92,17 @@ def test_amax_of_an_empty_tensor_names_the_op():
         torch.zeros(0).amax(dim=0)
     with pytest.raises((ValueError, IndexError, RuntimeError), match="amax"):
         mt.zeros(0).amax(dim=0)
+
+
+@pytest.mark.xfail(strict=True, reason="mean/var/std over zero elements leak NumPy's 'Mean of empty slice' "
+                                       "RuntimeWarning (torch: NaN, silently)")
+@pytest.mark.parametrize("op", ["mean", "var", "std"])
+def test_mean_over_zero_elements_warns_nothing(op):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ours = getattr(mt.zeros(0, 3, dtype=mt.float64), op)(dim=0)
+    ref = getattr(torch.zeros(0, 3, dtype=torch.float64), op)(dim=0)
+    assert_close(ours.numpy(), ref.numpy(), RTOL, what=op)
 
 
 @pytest.mark.xfail(strict=True, reason="F.linear with in_features 0 raises NumPy's reshape error; torch: the bias")
@@ -127,12 +145,6 @@ def test_minimum_backward_with_a_nan_upstream_gradient():
 @pytest.mark.xfail(strict=True, reason="x ** 0 backward multiplies the upstream gradient by 0: inf -> NaN; torch 0")
 def test_pow_zero_backward_with_an_infinite_upstream_gradient():
     same_grad(lambda v: v ** 0, [2.0, -3.0], upstream=[inf, 1.0])
-
-
-@pytest.mark.xfail(strict=True, reason="0.0 ** x: the gradient w.r.t. x is NaN everywhere; torch: -inf for x < 0, "
-                                       "0 for x >= 0")
-def test_zero_base_scalar_pow_gradient():
-    same_grad(lambda v: 0.0 ** v, [-1.5, 0.0, 2.0])
 
 
 @pytest.mark.xfail(strict=True, reason="cross_entropy backward of an infinite upstream gradient: ours +-inf, "
@@ -192,12 +204,6 @@ def test_layer_norm_variance_overflow():
         lib, wrap = (F, mt.tensor) if isinstance(v, mt.Tensor) else (torch.nn.functional, torch.tensor)
         return lib.layer_norm(v, (3,), wrap(w), wrap(b))
     same_grad(ln, [[1e200, 1.0, 2.0]])
-
-
-@pytest.mark.xfail(strict=True, reason="std with an out-of-range dim raises an error naming var, not std")
-def test_std_error_names_std():
-    with pytest.raises(IndexError, match="std"):
-        mt.tensor([1.0, 2.0]).std(dim=-2)
 
 
 @pytest.mark.xfail(strict=True, reason="minitensor.testing.assert_close raises TypeError (item assignment on a "
