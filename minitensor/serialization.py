@@ -39,8 +39,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import secrets
 import stat
+import tempfile
 import zipfile
 import zlib
 from collections import OrderedDict
@@ -201,17 +201,6 @@ def _target_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
-def _open_temporary(path: str) -> tuple[int, str]:
-    """Create a new, private temporary file beside `path` (same filesystem, so the rename is atomic)."""
-    directory, name = os.path.split(os.path.abspath(path))
-    while True:
-        tmp = os.path.join(directory, f".{name}.tmp-{secrets.token_hex(4)}")
-        try:
-            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), tmp
-        except FileExistsError:
-            continue
-
-
 def save(obj, path) -> None:
     """Write `obj` (a state dict, possibly nested) to `path` as an uncompressed `.npz`.
 
@@ -227,7 +216,8 @@ def save(obj, path) -> None:
     skeleton = _flatten(obj, [], arrays)
     meta = json.dumps({"format": "minitensor", "version": _FORMAT_VERSION, "tree": skeleton}, allow_nan=True)
     mode = _target_mode(path)
-    fd, tmp = _open_temporary(path)
+    # beside `path` (same filesystem, so the rename is atomic); mkstemp creates it 0600, chmod below fixes that
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=os.path.dirname(os.path.abspath(path)))
     try:
         with os.fdopen(fd, "wb") as f:
             with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:

@@ -178,6 +178,7 @@ def test_model_checkpoint_through_a_file(tmp_path):
 import json  # noqa: E402
 import os  # noqa: E402
 import stat  # noqa: E402
+import tempfile  # noqa: E402
 import traceback  # noqa: E402
 import warnings  # noqa: E402
 
@@ -415,7 +416,7 @@ def _raise_after_call(original):
 
 
 INTERRUPTIONS = {
-    "creating the temporary file": (os, "open", _raise_on_call(1), OSError),
+    "creating the temporary file": (tempfile, "mkstemp", _raise_on_call(1), OSError),
     "writing the first array": (np.lib.format, "write_array", _raise_on_call(1), OSError),
     "writing the second array": (np.lib.format, "write_array", _raise_on_call(2), OSError),
     "writing the structure": (np.lib.format, "write_array", _raise_on_call(3), OSError),
