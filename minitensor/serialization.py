@@ -48,7 +48,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["save", "load", "MAX_DEPTH"]
+__all__ = ["MAX_DEPTH", "load", "save"]
 
 _META = "__minitensor__"
 _FORMAT_VERSION = 1
@@ -98,7 +98,7 @@ def _array_key(path: list[str], arrays) -> str:
     return key
 
 
-def _flatten(obj, path: list[str], arrays: "OrderedDict[str, np.ndarray]", depth: int = 0):
+def _flatten(obj, path: list[str], arrays: OrderedDict[str, np.ndarray], depth: int = 0):
     """Return the JSON skeleton of `obj`, putting its arrays into `arrays` by member name."""
     if depth > MAX_DEPTH:
         raise ValueError(f"save: nesting deeper than {MAX_DEPTH} containers at {_where(path[:3])}... "

@@ -5,12 +5,20 @@ The format is `.npz` without pickles; see minitensor/serialization.py for the ke
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
-import math
+import stat
+import tempfile
+import traceback
+import warnings
 import zipfile
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import minitensor as mt
 from minitensor.serialization import load, save
@@ -175,18 +183,6 @@ def test_model_checkpoint_through_a_file(tmp_path):
 # ---------------------------------------------------------------------------------------------
 # Permissions, odd keys, hostile files, interrupted saves, and a property-based round trip.
 # ---------------------------------------------------------------------------------------------
-import json  # noqa: E402
-import os  # noqa: E402
-import stat  # noqa: E402
-import tempfile  # noqa: E402
-import traceback  # noqa: E402
-import warnings  # noqa: E402
-
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from hypothesis.extra import numpy as hnp  # noqa: E402
-
-from minitensor import serialization  # noqa: E402
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
