@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import Cast, Erf, Exp, Log, Sqrt, Tanh, Where, erf
+from .elementwise import Cast, Erf, Exp, Log, Sigmoid, Sqrt, Tanh, Where, erf, stable_sigmoid
 from .fused import LogSoftmax, log_softmax
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum
@@ -41,6 +41,7 @@ class ArrayOps:
     tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(np.sum), staticmethod(np.mean)
     split, unstack = staticmethod(np.split), staticmethod(np.unstack)
     erf, log_softmax, index_put = staticmethod(erf), staticmethod(log_softmax), staticmethod(index_put)
+    sigmoid = staticmethod(stable_sigmoid)
 
     @staticmethod
     def astype(a, dtype):
@@ -85,6 +86,9 @@ class TensorOps:
 
     @staticmethod
     def sqrt(a): return Sqrt.apply(a)
+
+    @staticmethod
+    def sigmoid(a): return Sigmoid.apply(a)
 
     @staticmethod
     def tanh(a): return Tanh.apply(a)
