@@ -1,15 +1,21 @@
-"""Reverse-mode automatic differentiation: grad mode, the Function base class, the graph walk, gradcheck.
+"""Reverse-mode automatic differentiation: grad mode, the Function base class, the graph walk,
+grad(), gradcheck and gradgradcheck.
 
 Every primitive is a `Function` subclass (see the ops/ package) with two static methods side by side:
 
     forward(ctx, *arrays, **kwargs) -> array        # NumPy in, NumPy out; saves on ctx what backward needs
-    backward(ctx, g) -> tuple of arrays (or None)   # one gradient per input, the shape of the *output's* broadcast
+    backward(ctx, g) -> tuple of gradients (or None)  # one per input, the shape of the *output's* broadcast
 
 `Function.apply(*tensors, **kwargs)` runs forward on the tensors' arrays and, when grad mode is on
-and some input requires grad, records a `Node` (the output's `grad_fn`). `backward()` sorts the
-nodes topologically without recursion, runs each backward in raw NumPy (no Tensor is created while
-backpropagating), sums a gradient back to its input's shape in one place (`unbroadcast`), and frees
-the saved arrays unless `retain_graph=True`.
+and some input requires grad, records a `Node` (the output's `grad_fn`). `backward()` and `grad()`
+sort the nodes topologically without recursion, run each backward, sum a gradient back to its
+input's shape in one place (`unbroadcast`), and free the saved arrays unless `retain_graph=True`.
+
+Higher order (docs/higher_order.md). A backward is written once, with operators and `ctx.xp`, so it
+runs on two kinds of values. A first-order walk hands it arrays and the NumPy namespace: no Tensor is
+created while backpropagating. With create_graph=True the walk hands it Tensors (g, and the saved
+inputs and output themselves, the output rebuilt around its node) and the Tensor namespace, with grad
+mode on: the backward's own operations are recorded, and the gradients it returns are differentiable.
 
 In-place safety (PyTorch's version counters): every tensor carries a VersionCounter that each
 in-place change bumps (fill_, add_, __setitem__, an optimizer step, ...); a view shares its base's
@@ -17,7 +23,7 @@ counter. A node records the versions of the inputs and output it saved (`save_fo
 its backward refuses to run on an array that changed since: a wrong gradient becomes an error.
 
 Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyTorch: forwards
-(Function.apply) and the backward walk (Tensor.backward) run under `ieee_quiet()`, the one place
+(Function.apply) and the backward walk (backward, grad) run under `ieee_quiet()`, the one place
 NumPy's RuntimeWarnings are turned off.
 
 This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,

@@ -115,8 +115,8 @@ def test_third_derivative_of_elementwise_ops_matches_torch(case):
     _check(case, "float64", order=3)
 
 
-def test_elementwise_third_order_list_is_complete():
-    assert len(ELEMENTWISE) == 32
+def test_elementwise_third_order_names_are_cases():
+    assert len(ELEMENTWISE) == 32, "a name in ELEMENTWISE is not (or no longer) a case of the op table"
 
 
 @pytest.mark.parametrize("case", DIFFERENTIABLE, ids=str)
@@ -320,3 +320,21 @@ def test_transformer_hvp_matches_the_parity_model(norm_first, activation):
         hvps.append(lib.autograd.grad(gv, [params[n] for n in names]))
     for n, a, b in zip(names, *hvps):
         assert_close(a.numpy(), b.detach().numpy(), PARITY_RTOL["float64"], f"HVP of {n}")
+
+
+# ----------------------------------------------------------------------------- the documentation
+# The worked examples of docs/higher_order.md quote these lines: they must still be the code's.
+DOC_QUOTES = [
+    ("minitensor/ops/elementwise.py", "return (g * (1 - out * out),)"),
+    ("minitensor/ops/fused.py", "gy = g * y"),
+    ("minitensor/ops/fused.py", "return (ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True)),)"),
+    ("minitensor/ops/fused.py", "xhat, rstd = ctx.intermediate((ctx.xhat, ctx.rstd), _normalized, x, axes, ctx.eps)"),
+]
+
+
+@pytest.mark.parametrize("path,line", DOC_QUOTES)
+def test_worked_examples_quote_the_code(path, line):
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    assert line in (root / "docs" / "higher_order.md").read_text(), f"docs/higher_order.md no longer quotes {line!r}"
+    assert line in (root / path).read_text(), f"{path} no longer has the line the docs quote: {line!r}"
