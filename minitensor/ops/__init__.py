@@ -27,8 +27,8 @@ from .shape import Cat, Expand, Permute, Repeat, Reshape, Stack, Transpose, Tril
 __all__ = ["Abs", "Add", "Cast", "Clamp", "Clone", "Div", "Erf", "Exp", "Gelu", "Log", "MaskedFill", "Maximum",
            "Minimum", "Mul", "Neg", "Pow", "PowScalar", "Relu", "RPowScalar", "Sigmoid", "Sqrt", "Sub", "Tanh",
            "Where", "AttentionWeights", "CrossEntropy", "Dropout", "LayerNorm", "Linear", "LogSoftmax", "NLLLoss",
-           "Softmax", "Embedding", "GetItem", "IndexPut", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Std", "Sum", "Var",
-           "Cat", "Expand", "Permute", "Repeat", "Reshape", "Stack", "Transpose", "Tril", "Triu"]
+           "Softmax", "Embedding", "GetItem", "IndexPut", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Std",
+           "Sum", "Var", "Cat", "Expand", "Permute", "Repeat", "Reshape", "Stack", "Transpose", "Tril", "Triu"]
 
 from ..autograd import register_namespaces
 from .namespace import ARRAYS, TENSORS
