@@ -513,15 +513,26 @@ def root_gradient(output, gradient, create_graph: bool, who: str):
     return output.wrap(g) if create_graph else g
 
 
-def backward(tensor, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
-    """Tensor.backward: accumulate d(tensor)/d(leaf) . gradient into every leaf's .grad."""
-    if not tensor.requires_grad:
-        raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn "
-                           "(was it computed under no_grad, or from tensors without requires_grad=True?)")
-    g = root_gradient(tensor, gradient, create_graph, "backward()")
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
+    """torch.autograd.backward: accumulate the gradients of `tensors` (one or a sequence), weighted by
+    `grad_tensors` (None: ones, for one-element tensors), into every leaf's .grad. Tensor.backward calls it."""
+    tensors = _as_tuple(tensors, "tensor")
+    grad_tensors = (None,) * len(tensors) if grad_tensors is None else _grads_per_output(grad_tensors, tensors)
+    for t in tensors:
+        if not t.requires_grad:
+            raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn "
+                               "(was it computed under no_grad, or from tensors without requires_grad=True?)")
+    gs = [root_gradient(t, g, create_graph, "backward()") for t, g in zip(tensors, grad_tensors)]
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph), ieee_quiet():    # IEEE values at the edges, no NumPy warnings
-        run_backward([tensor], [g], retain_graph=retain, create_graph=create_graph)
+        run_backward(tensors, gs, retain_graph=retain, create_graph=create_graph)
+
+
+def _grads_per_output(grads, outputs: tuple) -> tuple:
+    grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+    if len(grads) != len(outputs):
+        raise ValueError(f"{len(grads)} gradients given for {len(outputs)} outputs: one per output (None for ones)")
+    return grads
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
@@ -533,11 +544,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     to create_graph. create_graph=True records the backward, so the result can be differentiated again.
     allow_unused=True returns None for an input the outputs do not depend on; otherwise that is an error."""
     outputs, inputs = _as_tuple(outputs, "output"), _as_tuple(inputs, "input")
-    if grad_outputs is None:
-        grad_outputs = (None,) * len(outputs)
-    grad_outputs = tuple(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else (grad_outputs,)
-    if len(grad_outputs) != len(outputs):
-        raise ValueError(f"grad: {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
+    grad_outputs = (None,) * len(outputs) if grad_outputs is None else _grads_per_output(grad_outputs, outputs)
     for i, o in enumerate(outputs):
         if not o.requires_grad:
             raise RuntimeError(f"grad: output {i} does not require grad and has no grad_fn")

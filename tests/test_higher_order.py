@@ -189,6 +189,16 @@ def test_retain_graph_defaults_to_create_graph():
         mt.autograd.grad(y, x)                                   # freed by the plain grad just before
 
 
+def test_autograd_backward_takes_several_tensors_as_torch():
+    z = np.array([0.2, -0.7, 1.5])
+    grads = []
+    for lib in (mt, torch):
+        x = lib.tensor(z.copy(), requires_grad=True)
+        lib.autograd.backward([x.exp(), (x * x).sum()], [lib.tensor(z[::-1].copy()), None])
+        grads.append(x.grad.numpy())
+    assert_close(grads[0], grads[1], OP_RTOL["float64"], "grad of two roots")
+
+
 def test_allow_unused_gives_none():
     x, z = mt.tensor([1.0], requires_grad=True), mt.tensor([2.0], requires_grad=True)
     gx, gz = mt.autograd.grad((x * 3).sum(), [x, z], allow_unused=True)
@@ -245,7 +255,7 @@ def test_grad_outputs_of_the_wrong_shape_or_number_are_refused():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(RuntimeError, match=r"gradient has shape \(3,\), expected the output's shape \(2,\)"):
         mt.autograd.grad(x * 2, x, mt.ones(3))
-    with pytest.raises(ValueError, match="2 grad_outputs for 1 outputs"):
+    with pytest.raises(ValueError, match="2 gradients given for 1 outputs"):
         mt.autograd.grad(x * 2, x, [mt.ones(2), mt.ones(2)])
 
 
