@@ -490,7 +490,7 @@ def _as_tuple(x, what: str) -> tuple:
     xs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
     for i, t in enumerate(xs):
         if not hasattr(t, "version_counter"):
-            raise TypeError(f"grad: {what} {i} must be a Tensor, got {type(t).__name__}")
+            raise TypeError(f"{what} {i} must be a Tensor, got {type(t).__name__}")
     return xs
 
 
@@ -556,12 +556,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph), ieee_quiet():
         found = run_backward(outputs, gs, retain_graph=retain, create_graph=create_graph, inputs=inputs)
-    result = []
+    result, taken = [], {id(g) for g in gs}                   # arrays a result must not share
     for i, (t, g) in enumerate(zip(inputs, found)):
         if g is None and not allow_unused:
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) was not used to compute the outputs; "
                                f"pass allow_unused=True to get None for it")
-        result.append(g if g is None or _is_tensor(g) else t.wrap(np.asarray(g)))
+        if g is not None and not _is_tensor(g):           # the caller may write into it: an array of its own
+            g = np.asarray(g)
+            if not (g.flags.writeable and g.flags.owndata) or id(g) in taken:
+                g = g.copy()
+            taken.add(id(g))
+            g = t.wrap(g)
+        result.append(g)
     return tuple(result)
 
 

@@ -216,6 +216,16 @@ def test_autograd_backward_takes_several_tensors_as_torch():
     assert_close(grads[0], grads[1], OP_RTOL["float64"], "grad of two roots")
 
 
+def test_grad_results_own_their_arrays():
+    x, y = mt.tensor([1.0, 2.0], requires_grad=True), mt.tensor([3.0, 4.0], requires_grad=True)
+    g = np.array([1.0, -1.0], dtype=np.float32)
+    gx, gy = mt.autograd.grad(x + y, [x, y], g)                  # Add hands the same array to both
+    (gs,) = mt.autograd.grad(x.sum(), x)                         # Sum's gradient is a broadcast view
+    gx.data *= 2
+    assert gy.numpy().tolist() == [1.0, -1.0] and g.tolist() == [1.0, -1.0]
+    assert gs.data.flags.writeable
+
+
 def test_allow_unused_gives_none():
     x, z = mt.tensor([1.0], requires_grad=True), mt.tensor([2.0], requires_grad=True)
     gx, gz = mt.autograd.grad((x * 3).sum(), [x, z], allow_unused=True)
