@@ -1,15 +1,21 @@
-"""Reverse-mode automatic differentiation: grad mode, the Function base class, the graph walk, gradcheck.
+"""Reverse-mode automatic differentiation: grad mode, the Function base class, the graph walk,
+grad(), gradcheck and gradgradcheck.
 
 Every primitive is a `Function` subclass (see the ops/ package) with two static methods side by side:
 
     forward(ctx, *arrays, **kwargs) -> array        # NumPy in, NumPy out; saves on ctx what backward needs
-    backward(ctx, g) -> tuple of arrays (or None)   # one gradient per input, the shape of the *output's* broadcast
+    backward(ctx, g) -> tuple of gradients (or None)  # one per input, the shape of the *output's* broadcast
 
 `Function.apply(*tensors, **kwargs)` runs forward on the tensors' arrays and, when grad mode is on
-and some input requires grad, records a `Node` (the output's `grad_fn`). `backward()` sorts the
-nodes topologically without recursion, runs each backward in raw NumPy (no Tensor is created while
-backpropagating), sums a gradient back to its input's shape in one place (`unbroadcast`), and frees
-the saved arrays unless `retain_graph=True`.
+and some input requires grad, records a `Node` (the output's `grad_fn`). `backward()` and `grad()`
+sort the nodes topologically without recursion, run each backward, sum a gradient back to its
+input's shape in one place (`unbroadcast`), and free the saved arrays unless `retain_graph=True`.
+
+Higher order (docs/higher_order.md). A backward is written once, with operators and `ctx.xp`, so it
+runs on two kinds of values. A first-order walk hands it arrays and the NumPy namespace: no Tensor is
+created while backpropagating. With create_graph=True the walk hands it Tensors (g, and the saved
+inputs and output themselves, the output rebuilt around its node) and the Tensor namespace, with grad
+mode on: the backward's own operations are recorded, and the gradients it returns are differentiable.
 
 In-place safety (PyTorch's version counters): every tensor carries a VersionCounter that each
 in-place change bumps (fill_, add_, __setitem__, an optimizer step, ...); a view shares its base's
@@ -17,7 +23,7 @@ counter. A node records the versions of the inputs and output it saved (`save_fo
 its backward refuses to run on an array that changed since: a wrong gradient becomes an error.
 
 Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyTorch: forwards
-(Function.apply) and the backward walk (Tensor.backward) run under `ieee_quiet()`, the one place
+(Function.apply) and the backward walk (backward, grad) run under `ieee_quiet()`, the one place
 NumPy's RuntimeWarnings are turned off.
 
 This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,
@@ -36,6 +42,7 @@ array it owns alone.
 """
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Callable, Sequence
 
@@ -135,12 +142,37 @@ class Context:
 
     `needs_input_grad[i]` says whether input i wants a gradient. `save_for_backward(*arrays)` keeps
     input or output arrays that backward reads (as `ctx.saved_arrays`); other values (shapes, dims,
-    intermediate arrays the forward made) are plain attributes."""
+    intermediate arrays the forward made) are plain attributes.
+
+    `xp` is the namespace a backward formula calls (ops/namespace.py): NumPy on arrays for a
+    first-order backward, recorded primitives on Tensors under create_graph=True. Then the walk also
+    hands the backward `saved_arrays` as the input and output Tensors themselves (`create_graph` is
+    True), so the graph of the backward reaches them."""
     needs_input_grad: tuple = ()
     saved_arrays: tuple = ()
+    xp = None                   # ARRAYS, installed by ops/__init__.py (register_namespaces)
+    create_graph = False
 
     def save_for_backward(self, *arrays) -> None:
         self.saved_arrays = arrays
+
+    def intermediate(self, stored, helper: Callable, *args):
+        """A value the forward computed for backward (xhat, softmax probabilities, ...): `stored` as is
+        in a first-order backward; under create_graph recomputed as `helper(ctx.xp, *args)` from the
+        saved Tensors (the same helper the forward called), so that it is differentiable too."""
+        return helper(self.xp, *args) if self.create_graph else stored
+
+
+_TENSORS = None                 # the Tensor namespace, installed by ops/__init__.py
+
+
+def register_namespaces(arrays, tensors) -> None:
+    """Install the two namespaces of ops/namespace.py (ops/ imports this module, not the reverse)."""
+    global _TENSORS
+    Context.xp, _TENSORS = arrays, tensors
+
+
+_OUTPUT = -1                    # Node.saved: the source of a saved array that is the op's output
 
 
 class Node:
@@ -151,7 +183,7 @@ class Node:
         self.fn = fn            # the Function subclass
         self.ctx = ctx          # its Context; None once freed
         self.inputs = inputs    # per forward input: the Tensor if it requires grad, else None
-        self.saved = saved      # (VersionCounter, version when saved, array) per saved input/output
+        self.saved = saved      # (VersionCounter, version when saved, array, input index or _OUTPUT)
         self.hooks = None       # the (non-leaf) output tensor's hooks, as array -> array functions
         self.retained = None    # the output tensor when retain_grad() was called on it
 
@@ -161,31 +193,55 @@ class Node:
     def __repr__(self):
         return f"<{self.fn.__name__}Backward>"
 
-    def receive(self, g: np.ndarray) -> np.ndarray:
+    def receive(self, g, retain: bool = True):
         """The output's gradient, after its hooks; kept on the output tensor if it retains grad."""
         for hook in self.hooks or ():
             g = hook(g)
-        if self.retained is not None:
-            self.retained.accumulate_grad(g.copy())
+        if retain and self.retained is not None:
+            self.retained.accumulate_grad(g if _is_tensor(g) else g.copy())
         return g
 
-    def backward(self, g: np.ndarray) -> list:
-        """The gradient of each input (in that input's shape, None where it needs none) for output gradient g."""
+    def backward(self, g, create_graph: bool = False) -> list:
+        """The gradient of each input (in that input's shape, None where it needs none) for output gradient g.
+        create_graph: g is a Tensor, and the backward runs on Tensors, recorded as a graph of its own."""
         if self.ctx is None:
             raise RuntimeError(
                 f"backward through {self.name()} a second time: its saved arrays were freed by the first "
-                f"backward(); pass retain_graph=True to the first backward() to keep them")
-        for counter, version, arr in self.saved:
+                f"backward(); pass retain_graph=True (or create_graph=True) to the first backward() or grad() "
+                f"to keep them")
+        for counter, version, arr, _ in self.saved:
             if counter.value != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by an inplace "
                     f"operation: [{arr.dtype} {arr.shape}], saved by {self.name()}Backward, is at version "
                     f"{counter.value}; expected version {version} instead. Change it before the forward "
                     f"that uses it, or give that forward a .clone()")
-        grads = _op_calls.backward(self.fn, self.ctx, g)
-        return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,))
+        ctx = self._tensor_context() if create_graph else self.ctx
+        grads = _op_calls.backward(self.fn, ctx, g)
+        return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
 
-    def _per_input(self, grads) -> list:
+    def _tensor_context(self) -> Context:
+        """A copy of ctx for a backward on Tensors: the Tensor namespace, and each saved input or output
+        as its Tensor (the output rebuilt around this node, so that its gradient flows through it)."""
+        ctx = copy.copy(self.ctx)
+        ctx.xp, ctx.create_graph = _TENSORS, True
+        like = next(t for t in self.inputs if t is not None)
+        sources = {id(arr): (counter, src) for counter, _, arr, src in self.saved}
+        saved = []
+        for arr in self.ctx.saved_arrays:
+            counter, src = sources.get(id(arr), (None, None))
+            if src is None or (src != _OUTPUT and self.inputs[src] is not None):
+                saved.append(arr if src is None else self.inputs[src])
+                continue
+            t = like.wrap(arr)                                 # an output, or an input outside the graph
+            t.version_counter = counter
+            if src == _OUTPUT:
+                t.requires_grad, t.grad_fn = True, self
+            saved.append(t)
+        ctx.saved_arrays = tuple(saved)
+        return ctx
+
+    def _per_input(self, grads, create_graph: bool = False) -> list:
         """Check a backward's result against the inputs: one gradient per input, each summed back to
         its input's shape (unbroadcast) and of its dtype."""
         if len(grads) != len(self.inputs):
@@ -196,8 +252,14 @@ class Node:
         for i, (t, gi) in enumerate(zip(self.inputs, grads)):
             if t is None or gi is None:
                 continue
+            if create_graph and not _is_tensor(gi):
+                raise RuntimeError(
+                    f"function {self.name()}Backward returned a NumPy array for input {i} under create_graph=True: "
+                    f"its backward cannot be differentiated again. Write it with operators and ctx.xp on "
+                    f"ctx.saved_arrays (see docs/higher_order.md)")
             if gi.shape != t.data.shape:
-                out[i] = gi = unbroadcast(gi, t.data.shape, f"{self.name()}Backward, input {i}")
+                out[i] = gi = unbroadcast(gi, t.data.shape, f"{self.name()}Backward, input {i}",
+                                          _TENSORS if create_graph else Context.xp)
             if gi.dtype != t.data.dtype:
                 raise RuntimeError(f"function {self.name()}Backward returned a {gi.dtype} gradient for input {i}, "
                                    f"a {t.dtype} tensor")
@@ -254,13 +316,14 @@ def _array_of(fn, i: int, t) -> np.ndarray:
 
 
 def _saved_versions(saved_arrays, tensors, result) -> tuple:
-    """(counter, version, array) for each saved array that is an input's or the output's array: what
-    Node.backward compares. Arrays the forward made itself are private to the node and need no check."""
+    """(counter, version, array, source) for each saved array that is an input's (source: its index) or the
+    output's array (_OUTPUT): what Node.backward compares, and what it hands a backward as Tensors under
+    create_graph. Arrays the forward made itself are private to the node and need no check."""
     versions = []
     for arr in saved_arrays:
-        for t in (*tensors, result):
+        for src, t in (*enumerate(tensors), (_OUTPUT, result)):
             if t.data is arr:
-                versions.append((t.version_counter, t.version_counter.value, arr))
+                versions.append((t.version_counter, t.version_counter.value, arr, src))
                 break
     return tuple(versions)
 
@@ -269,7 +332,7 @@ def _saved_versions(saved_arrays, tensors, result) -> tuple:
 # The graph walk
 # --------------------------------------------------------------------------------------------
 
-def unbroadcast(g: np.ndarray, shape: tuple, who: str = "backward") -> np.ndarray:
+def unbroadcast(g, shape: tuple, who: str = "backward", xp=None):
     """Sum a gradient of a broadcast result back to the operand's `shape` (the one place this happens)."""
     if g.shape == shape:
         return g
@@ -279,61 +342,77 @@ def unbroadcast(g: np.ndarray, shape: tuple, who: str = "backward") -> np.ndarra
     kept = tuple(i + extra for i, n in enumerate(shape) if n == 1 and g.shape[i + extra] != 1)
     axes = tuple(range(extra)) + kept
     if axes:
-        g = g.sum(axis=axes, keepdims=True)
+        g = (xp or Context.xp).sum(g, axis=axes, keepdims=True)
     return g.reshape(shape)
 
 
-def topological_order(root: Node) -> list:
-    """Nodes reachable from root, each after every node that consumes it (iterative DFS, no recursion)."""
+def topological_order(roots) -> list:
+    """Nodes reachable from the root node(s), each after every node that consumes it (iterative DFS)."""
     order, visited = [], set()
-    stack = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if node in visited:
-            continue
-        visited.add(node)
-        stack.append((node, True))
-        for t in node.inputs:
-            if t is not None and t.grad_fn is not None and t.grad_fn not in visited:
-                stack.append((t.grad_fn, False))
+    for root in (roots if isinstance(roots, (list, tuple)) else [roots]):
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if node in visited:
+                continue
+            visited.add(node)
+            stack.append((node, True))
+            for t in node.inputs:
+                if t is not None and t.grad_fn is not None and t.grad_fn not in visited:
+                    stack.append((t.grad_fn, False))
     order.reverse()
     return order
 
 
-def run_backward(root, gradient: np.ndarray, retain_graph: bool = False) -> None:
-    """Backpropagate `gradient` (an array of root's shape) from tensor `root` into every leaf's .grad."""
-    if root.grad_fn is None:                                  # a leaf: the gradient goes straight to it
-        root.accumulate_grad(gradient.copy())
-        return
-    grads = {root.grad_fn: gradient}                          # node -> gradient of its output, summed
-    leaves = _LeafGrads(gradient)
-    for node in topological_order(root.grad_fn):
+def run_backward(roots, gradients, retain_graph: bool = False, create_graph: bool = False, inputs=None):
+    """Backpropagate `gradients` (one per root tensor, of its shape) through the graph.
+
+    inputs=None: every leaf's .grad accumulates its gradient (Tensor.backward). Otherwise only the nodes
+    that lead to `inputs` run, and their gradients are returned instead (grad()): a list with None for
+    an input that the roots do not reach. create_graph: gradients are Tensors and each node's backward
+    runs on Tensors (Node.backward), so the result is differentiable again."""
+    roots, gradients = list(roots), list(gradients)
+    sink = _LeafGrads(gradients) if inputs is None else _InputGrads(inputs)
+    grads = {}                                                # node -> gradient of its output, summed
+    for root, g in zip(roots, gradients):
+        if root.grad_fn is None:                              # a leaf: the gradient goes straight to it
+            sink.add(root, g if _is_tensor(g) else g.copy())
+        else:
+            grads[root.grad_fn] = grads[root.grad_fn] + g if root.grad_fn in grads else g
+    order = topological_order([r.grad_fn for r in roots if r.grad_fn is not None])
+    needed = None if inputs is None else sink.nodes_to_run(order)
+    for node in order:
         g = grads.pop(node, None)
         if g is None:                                         # nothing flows into this node
             continue
-        for t, gi in zip(node.inputs, node.backward(node.receive(g))):
+        g = node.receive(g, retain=inputs is None)
+        if needed is not None:
+            sink.capture(node, g)
+            if node not in needed and node.ctx is not None:   # nothing upstream of it is asked for (a freed
+                continue                                      # node has no inputs left: its backward says so)
+        for t, gi in zip(node.inputs, node.backward(g, create_graph)):
             if t is None or gi is None:
                 continue
             if t.grad_fn is None:
-                leaves.add(t, gi)
+                sink.add(t, gi)
             else:
                 grads[t.grad_fn] = grads[t.grad_fn] + gi if t.grad_fn in grads else gi
         if not retain_graph:
             node.free()
-    leaves.deliver()
+    return sink.deliver()
 
 
 class _LeafGrads:
     """Gradients for the leaves, summed over the walk and handed to each leaf once at the end."""
 
-    def __init__(self, caller_gradient: np.ndarray):
+    def __init__(self, caller_gradients: list):
         self.sums = {}                                        # id(leaf) -> [leaf, summed gradient]
-        self.owned = {id(caller_gradient)}                    # arrays a leaf must not take
+        self.owned = {id(_array(g)) for g in caller_gradients}   # arrays a leaf must not take
 
-    def add(self, leaf, g: np.ndarray) -> None:
+    def add(self, leaf, g) -> None:
         entry = self.sums.get(id(leaf))
         if entry is None:
             self.sums[id(leaf)] = [leaf, g]
@@ -344,10 +423,152 @@ class _LeafGrads:
         for leaf, g in self.sums.values():
             # a leaf keeps its .grad array and may later scale it in place (clip_grad_norm_), so it
             # must own it alone: not a view, not the caller's gradient, not another leaf's array
-            if not (g.flags.owndata and g.flags.writeable and g.flags.c_contiguous) or id(g) in self.owned:
-                g = np.array(g, order="C")
-            self.owned.add(id(g))
+            a = _array(g)
+            if not (a.flags.owndata and a.flags.writeable and a.flags.c_contiguous) or id(a) in self.owned:
+                g = g.clone() if _is_tensor(g) else np.array(g, order="C")
+            self.owned.add(id(_array(g)))
             leaf.accumulate_grad(g)
+
+
+def _array(g) -> np.ndarray:
+    """The array of a gradient: itself, or a Tensor's under create_graph."""
+    return g.data if _is_tensor(g) else g
+
+
+def _is_tensor(x) -> bool:
+    return hasattr(x, "version_counter")
+
+
+class _InputGrads:
+    """What grad() collects: the summed gradient of each requested input, leaf or not."""
+
+    def __init__(self, inputs):
+        self.inputs = inputs
+        self.leaves = {id(t) for t in inputs if t.grad_fn is None}
+        self.nodes = {t.grad_fn for t in inputs if t.grad_fn is not None}
+        self.found = {}                                       # id(leaf) or node -> gradient
+        self.reached, self.reached_leaves = set(), set()      # nodes and leaves the walk reaches
+
+    def nodes_to_run(self, order: list) -> set:
+        """The nodes whose backward leads to a requested input (producers first, so one pass)."""
+        run = set()
+        for node in reversed(order):
+            if any(t is not None and (id(t) in self.leaves if t.grad_fn is None
+                                      else t.grad_fn in self.nodes or t.grad_fn in run) for t in node.inputs):
+                run.add(node)
+        self.reached = run | (self.nodes & set(order))
+        self.reached_leaves = {id(t) for node in run for t in node.inputs if t is not None} & self.leaves
+        return run
+
+    def capture(self, node, g) -> None:
+        if node in self.nodes:
+            self.found[node] = g
+
+    def add(self, leaf, g) -> None:
+        if id(leaf) in self.leaves:
+            key = id(leaf)
+            self.found[key] = self.found[key] + g if key in self.found else g
+            self.reached_leaves.add(key)
+
+    def deliver(self) -> list:
+        """Per input: its gradient, zeros where the graph reaches it but nothing flowed, None if unreached."""
+        out = []
+        for t in self.inputs:
+            key = id(t) if t.grad_fn is None else t.grad_fn
+            g = self.found.get(key)
+            if g is None and key in (self.reached_leaves if t.grad_fn is None else self.reached):
+                g = np.zeros(t.shape, dtype=t.dtype)
+            out.append(g)
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# The entry points: Tensor.backward and grad
+# --------------------------------------------------------------------------------------------
+
+def _as_tuple(x, what: str) -> tuple:
+    xs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+    for i, t in enumerate(xs):
+        if not hasattr(t, "version_counter"):
+            raise TypeError(f"{what} {i} must be a Tensor, got {type(t).__name__}")
+    return xs
+
+
+def root_gradient(output, gradient, create_graph: bool, who: str):
+    """The gradient a backward starts from for `output`: ones for a one-element output, else `gradient`
+    checked against the output's shape and dtype. An array, or a Tensor under create_graph."""
+    if gradient is None:
+        if output.data.size != 1:
+            raise RuntimeError(f"{who}: grad can be implicitly created only for scalar outputs; this output has "
+                               f"shape {output.shape}: pass a gradient of that shape (grad_outputs= / gradient=)")
+        g = np.ones(output.shape, dtype=output.dtype)
+    else:
+        g = gradient.data if hasattr(gradient, "version_counter") else np.asarray(gradient)
+        if g.shape != output.shape:
+            raise RuntimeError(f"{who}: the gradient has shape {g.shape}, expected the output's shape {output.shape}")
+        if g.dtype != output.dtype:
+            raise TypeError(f"{who}: the gradient has dtype {g.dtype}, expected the output's dtype {output.dtype}")
+        if create_graph and hasattr(gradient, "version_counter"):
+            return gradient                                   # keeps its graph: the result depends on it
+    return output.wrap(g) if create_graph else g
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
+    """torch.autograd.backward: accumulate the gradients of `tensors` (one or a sequence), weighted by
+    `grad_tensors` (None: ones, for one-element tensors), into every leaf's .grad. Tensor.backward calls it."""
+    tensors = _as_tuple(tensors, "tensor")
+    grad_tensors = (None,) * len(tensors) if grad_tensors is None else _grads_per_output(grad_tensors, tensors)
+    for t in tensors:
+        if not t.requires_grad:
+            raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn "
+                               "(was it computed under no_grad, or from tensors without requires_grad=True?)")
+    gs = [root_gradient(t, g, create_graph, "backward()") for t, g in zip(tensors, grad_tensors)]
+    retain = create_graph if retain_graph is None else retain_graph
+    with set_grad_enabled(create_graph), ieee_quiet():    # IEEE values at the edges, no NumPy warnings
+        run_backward(tensors, gs, retain_graph=retain, create_graph=create_graph)
+
+
+def _grads_per_output(grads, outputs: tuple) -> tuple:
+    grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+    if len(grads) != len(outputs):
+        raise ValueError(f"{len(grads)} gradients given for {len(outputs)} outputs: one per output (None for ones)")
+    return grads
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+         allow_unused: bool = False) -> tuple:
+    """The gradients of `outputs` with respect to `inputs`, as torch.autograd.grad: sum over outputs of
+    grad_outputs[i] . d outputs[i] / d input, one Tensor per input (leaf or not); .grad is left alone.
+
+    grad_outputs: one gradient per output (None: ones, for a one-element output). retain_graph defaults
+    to create_graph. create_graph=True records the backward, so the result can be differentiated again.
+    allow_unused=True returns None for an input the outputs do not depend on; otherwise that is an error."""
+    outputs, inputs = _as_tuple(outputs, "output"), _as_tuple(inputs, "input")
+    grad_outputs = (None,) * len(outputs) if grad_outputs is None else _grads_per_output(grad_outputs, outputs)
+    for i, o in enumerate(outputs):
+        if not o.requires_grad:
+            raise RuntimeError(f"grad: output {i} does not require grad and has no grad_fn")
+    for i, t in enumerate(inputs):
+        if not t.requires_grad:
+            raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad, so it has no gradient")
+    gs = [root_gradient(o, g, create_graph, f"grad: output {i}")
+          for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
+    retain = create_graph if retain_graph is None else retain_graph
+    with set_grad_enabled(create_graph), ieee_quiet():
+        found = run_backward(outputs, gs, retain_graph=retain, create_graph=create_graph, inputs=inputs)
+    result, taken = [], {id(g) for g in gs}                   # arrays a result must not share
+    for i, (t, g) in enumerate(zip(inputs, found)):
+        if g is None and not allow_unused:
+            raise RuntimeError(f"grad: input {i} (shape {t.shape}) was not used to compute the outputs; "
+                               f"pass allow_unused=True to get None for it")
+        if g is not None and not _is_tensor(g):           # the caller may write into it: an array of its own
+            g = np.asarray(g)
+            if not (g.flags.writeable and g.flags.owndata) or id(g) in taken:
+                g = g.copy()
+            taken.add(id(g))
+            g = t.wrap(g)
+        result.append(g)
+    return tuple(result)
 
 
 # --------------------------------------------------------------------------------------------
@@ -422,3 +643,37 @@ def _numerical_vjp(outputs: Callable, vs: list, x: np.ndarray, eps: float) -> np
             flat[j] = orig
             numerical.reshape(-1)[j] = (fp - fm) / (2 * eps)
     return numerical
+
+
+def gradgradcheck(fn: Callable, inputs: Sequence, grad_outputs: Sequence | None = None, eps: float = 1e-6,
+                  atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True, seed: int = 0) -> bool:
+    """Check second derivatives with finite differences, as torch.autograd.gradgradcheck.
+
+    The first derivative (x, g) -> grad(fn(x), x, g, create_graph=True) is itself checked by gradcheck:
+    its backward (the second-order backward) against central differences of it, with respect to the
+    inputs x and to the upstream gradient g. grad_outputs: g, one per output of fn (random float64
+    tensors requiring grad by default)."""
+    inputs = tuple(inputs)
+    outs = fn(*inputs)
+    outs = [o for o in (outs if isinstance(outs, (tuple, list)) else [outs]) if o.requires_grad]
+    if grad_outputs is None:
+        rng = np.random.default_rng(seed + 1)
+        grad_outputs = [o.wrap(rng.standard_normal(o.shape)) for o in outs]
+        for g in grad_outputs:
+            g.requires_grad = True
+    grad_outputs = tuple(grad_outputs)
+    if len(grad_outputs) != len(outs):
+        raise ValueError(f"gradgradcheck: {len(grad_outputs)} grad_outputs for {len(outs)} outputs that require grad")
+    n = len(inputs)
+
+    def first_derivative(*args):
+        xs, gs = args[:n], args[n:]
+        with enable_grad():
+            ys = fn(*xs)
+            ys = [y for y in (ys if isinstance(ys, (tuple, list)) else [ys]) if y.requires_grad]
+            wrt = [x for x in xs if getattr(x, "requires_grad", False)]
+            found = grad(ys, wrt, gs, create_graph=True, allow_unused=True)
+        return tuple(x.wrap(np.zeros(x.shape, x.dtype)) if d is None else d for d, x in zip(found, wrt))
+
+    return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, seed=seed)

@@ -25,7 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from . import ops
-from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, run_backward
+from . import autograd
+from .autograd import VersionCounter, ieee_quiet, is_grad_enabled
 from .dtypes import SUPPORTED, bool_, float32, float64, get_default_dtype, int32, int64, result_type
 from .random import generator
 
@@ -278,35 +279,21 @@ class Tensor:
         t.version_counter = self.version_counter
         return t
 
-    def backward(self, gradient=None, retain_graph: bool = False, create_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) . gradient into every leaf's .grad."""
-        if create_graph:
-            raise NotImplementedError("backward(create_graph=True): higher-order gradients are not implemented yet")
-        if not self.requires_grad:
-            raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn "
-                               "(was it computed under no_grad, or from tensors without requires_grad=True?)")
-        if gradient is None:
-            if self.data.size != 1:
-                raise RuntimeError(f"backward(): grad can be implicitly created only for scalar outputs; "
-                                   f"this tensor has shape {self.shape}: pass gradient= of that shape")
-            g = np.ones(self.shape, dtype=self.dtype)
-        else:
-            g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
-            if g.shape != self.shape:
-                raise RuntimeError(f"backward(): gradient has shape {g.shape}, "
-                                   f"expected the tensor's shape {self.shape}")
-            if g.dtype != self.dtype:
-                raise TypeError(f"backward(): gradient has dtype {g.dtype}, expected {self.dtype}")
-        with ieee_quiet():                    # IEEE values at the edges, no NumPy warnings (as PyTorch)
-            run_backward(self, g, retain_graph=retain_graph)
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
+        """Accumulate d(self)/d(leaf) . gradient into every leaf's .grad. create_graph=True records the
+        backward too, so .grad can be differentiated again; retain_graph defaults to create_graph."""
+        autograd.backward(self, gradient, retain_graph, create_graph)
 
-    def accumulate_grad(self, g: np.ndarray) -> None:
-        """Add gradient g (an array of this tensor's shape, owned by the caller) into .grad, after the hooks."""
+    def accumulate_grad(self, g) -> None:
+        """Add gradient g (an array of this tensor's shape owned by the caller, or a Tensor under
+        create_graph) into .grad, after the hooks."""
         for hook in self._hooks or ():
             g = hook(g)
         if g.dtype != self.data.dtype:
             raise RuntimeError(f"internal: gradient dtype {g.dtype} differs from the tensor's dtype {self.data.dtype}")
-        if self._grad is None:
+        if isinstance(g, Tensor):                          # create_graph: .grad keeps the gradient's graph
+            self._grad = g if self._grad is None else self._grad + g
+        elif self._grad is None:
             self._grad = Tensor.wrap(g)
         else:
             self._grad.data = self._grad.data + g
@@ -493,6 +480,7 @@ class Tensor:
     def rsqrt(self): return 1.0 / self.sqrt()
     def abs(self): return ops.Abs.apply(self)
     def tanh(self): return ops.Tanh.apply(_floating(self))
+    def erf(self): return ops.Erf.apply(_floating(self))
     def sigmoid(self): return ops.Sigmoid.apply(_floating(self))
     def relu(self): return ops.Relu.apply(self)
     def square(self): return ops.PowScalar.apply(self, exponent=2)
@@ -562,11 +550,15 @@ class _HookHandle:
     def __init__(self, holder, attr: str, hook):
         self._holder, self._attr, self.hook = holder, attr, hook
 
-    def on_array(self, g: np.ndarray) -> np.ndarray:
-        r = self.hook(Tensor.wrap(g))
+    def on_array(self, g):
+        """The hook on gradient g: an array (returns an array) or, under create_graph, a Tensor (returns one)."""
+        r = self.hook(g if isinstance(g, Tensor) else Tensor.wrap(g))
         if r is None:
             return g
-        r = r.data if isinstance(r, Tensor) else np.asarray(r)
+        if isinstance(g, Tensor):
+            r = r if isinstance(r, Tensor) else Tensor.wrap(np.asarray(r, dtype=g.dtype))
+        else:
+            r = r.data if isinstance(r, Tensor) else np.asarray(r)
         if r.shape != g.shape:
             raise ValueError(f"hook {self.hook!r} returned a gradient of shape {r.shape}, expected {g.shape}")
         return r
@@ -787,6 +779,7 @@ def log(a): return a.log()
 def sqrt(a): return a.sqrt()
 def abs(a): return a.abs()
 def tanh(a): return a.tanh()
+def erf(a): return a.erf()
 def sigmoid(a): return a.sigmoid()
 def relu(a): return a.relu()
 

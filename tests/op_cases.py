@@ -230,6 +230,7 @@ def compare_grads(case: Case, xs_mt: list, xs_t: list, dtype_name: str) -> None:
 inf = float("inf")
 IDX2 = np.array([[0, 2], [2, 2]])                  # repeated rows: gradients must accumulate
 TOKENS = np.array([[1, 0, 3, 3], [5, 1, 0, 3]])    # repeated ids and padding id 0
+ROWS = np.array([0, 2, 0, 1, 0])                   # rows of a (3, 4) result, 0 repeated
 TARGET = np.array([0, 3, 1, 3, 2])
 TARGET_IGN = np.array([0, -100, 1, 3, -100])       # default ignore_index
 TARGET_IGN1 = np.array([0, 1, 1, 3, 2])            # with ignore_index=1
@@ -306,6 +307,8 @@ CASES: list[Case] = [
     C("abs", lambda t, x: x.abs(), [Away(3, 4)]),
     C("tanh", lambda t, x: x.tanh(), [(3, 4)]),
     C("tanh_fn", lambda t, x: t.tanh(x), [(3, 4)]),
+    C("erf", lambda t, x: x.erf(), [(3, 4)]),
+    C("erf_fn", lambda t, x: t.erf(x * 2), [(3, 4)]),
     C("sigmoid", lambda t, x: x.sigmoid(), [(3, 4)]),
     C("sigmoid_fn", lambda t, x: t.sigmoid(x), [(3, 4)]),
     C("sigmoid_large", lambda t, x: (x * 40).sigmoid(), [(3, 4)]),
@@ -458,6 +461,13 @@ CASES: list[Case] = [
     C("getitem_bool_mask", lambda t, x, m: x[m], [(3, 4), Bool(3, 4)]),
     C("getitem_bool_rows", lambda t, x, m: x[m], [(3, 4), Const(np.array([True, False, True]))]),
     C("getitem_compare_mask", lambda t, x: x[x > 0], [(3, 4)]),
+    # the backward of getitem as a primitive (so that indexing is differentiable twice): zeros with v put
+    # at a basic index, or added at integer-array indices (repeats accumulate)
+    C("index_put_repeated", lambda t, v: t.ops.IndexPut.apply(v, shape=(3, 4), index=ROWS, advanced=True), [(5, 4)],
+      ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype).index_put((t.from_numpy(ROWS),), v, accumulate=True)),
+    C("index_put_slice", lambda t, v: t.ops.IndexPut.apply(v, shape=(3, 4), index=(slice(None), slice(1, 3)),
+                                                           advanced=False), [(3, 2)],
+      ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype).slice_scatter(v, dim=1, start=1, end=3)),
     # -------- nn.functional
     C("F.linear", lambda t, x, w, b: t.F.linear(x, w, b), [(3, 4), (5, 4), (5,)]),
     C("F.linear_nobias", lambda t, x, w: t.F.linear(x, w), [(3, 4), (5, 4)]),

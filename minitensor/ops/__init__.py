@@ -8,23 +8,29 @@ lets a backward skip work for inputs that do not need a gradient (a mask, a cons
 writes into `g` or into a saved array.
 
     elementwise.py   Add Sub Mul Div Pow PowScalar RPowScalar Neg Exp Log Sqrt Abs Tanh Sigmoid Relu
-                     Gelu Clamp Maximum Minimum Where MaskedFill Cast Clone
+                     Erf Gelu Clamp Maximum Minimum Where MaskedFill Cast Clone
     matmul.py        MatMul
     reductions.py    Sum Mean Var Std MaxMin AMaxMin LogSumExp
     shape.py         Reshape Transpose Permute Expand Repeat Cat Stack Tril Triu
-    indexing.py      GetItem Embedding
+    indexing.py      GetItem IndexPut Embedding
+    namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
     fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy NLLLoss Dropout AttentionWeights
 """
-from .elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Exp, Gelu, Log, MaskedFill, Maximum, Minimum, Mul,
+from .elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Erf, Exp, Gelu, Log, MaskedFill, Maximum, Minimum, Mul,
                           Neg, Pow, PowScalar, Relu, RPowScalar, Sigmoid, Sqrt, Sub, Tanh, Where)
 from .fused import AttentionWeights, CrossEntropy, Dropout, LayerNorm, Linear, LogSoftmax, NLLLoss, Softmax
-from .indexing import Embedding, GetItem
+from .indexing import Embedding, GetItem, IndexPut
 from .matmul import MatMul
 from .reductions import AMaxMin, LogSumExp, MaxMin, Mean, Std, Sum, Var
 from .shape import Cat, Expand, Permute, Repeat, Reshape, Stack, Transpose, Tril, Triu
 
-__all__ = ["Abs", "Add", "Cast", "Clamp", "Clone", "Div", "Exp", "Gelu", "Log", "MaskedFill", "Maximum",
+__all__ = ["Abs", "Add", "Cast", "Clamp", "Clone", "Div", "Erf", "Exp", "Gelu", "Log", "MaskedFill", "Maximum",
            "Minimum", "Mul", "Neg", "Pow", "PowScalar", "Relu", "RPowScalar", "Sigmoid", "Sqrt", "Sub", "Tanh",
            "Where", "AttentionWeights", "CrossEntropy", "Dropout", "LayerNorm", "Linear", "LogSoftmax", "NLLLoss",
-           "Softmax", "Embedding", "GetItem", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Std", "Sum", "Var",
-           "Cat", "Expand", "Permute", "Repeat", "Reshape", "Stack", "Transpose", "Tril", "Triu"]
+           "Softmax", "Embedding", "GetItem", "IndexPut", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Std",
+           "Sum", "Var", "Cat", "Expand", "Permute", "Repeat", "Reshape", "Stack", "Transpose", "Tril", "Triu"]
+
+from ..autograd import register_namespaces
+from .namespace import ARRAYS, TENSORS
+
+register_namespaces(ARRAYS, TENSORS)

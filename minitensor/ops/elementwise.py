@@ -2,7 +2,9 @@
 masked_fill, dtype cast and clone.
 
 Gradients are returned in the output's broadcast shape; the graph walk sums them back to each
-input's shape (autograd.unbroadcast), so no formula here deals with broadcasting.
+input's shape (autograd.unbroadcast), so no formula here deals with broadcasting. Each backward is
+written with operators and `ctx.xp` (ops/namespace.py), so that the same lines run on arrays and,
+under create_graph, on Tensors: masks such as `out > 0` are then constant bool Tensors.
 """
 from __future__ import annotations
 
@@ -78,9 +80,10 @@ class Pow(Function):
     @staticmethod
     def backward(ctx, g):
         a, b, out = ctx.saved_arrays
+        xp = ctx.xp
         need_a, need_b = ctx.needs_input_grad
-        ga = g * np.where(b == 0, 0, b * np.power(a, b - 1)) if need_a else None
-        gb = g * np.where((a == 0) & (b >= 0), 0, out * np.log(a)) if need_b else None
+        ga = g * xp.where(b == 0, 0, b * a ** (b - 1)) if need_a else None
+        gb = g * xp.where((a == 0) & (b >= 0), 0, out * xp.log(a)) if need_b else None
         return ga, gb
 
 
@@ -96,8 +99,8 @@ class PowScalar(Function):
     def backward(ctx, g):
         (a,), e = ctx.saved_arrays, ctx.e
         if e == 0:
-            return (np.zeros_like(a) * g,)
-        return (g * (e * np.power(a, a.dtype.type(e - 1))),)
+            return (g * 0,)
+        return (g * (e * a ** a.dtype.type(e - 1)),)
 
 
 class RPowScalar(Function):
@@ -116,7 +119,7 @@ class RPowScalar(Function):
         log_c = out.dtype.type(math.log(ctx.base) if ctx.base > 0 else (-math.inf if ctx.base == 0 else math.nan))
         da = out * log_c
         if ctx.base == 0:
-            da = np.where(a >= 0, out.dtype.type(0), da)
+            da = ctx.xp.where(a >= 0, 0, da)
         return (g * da,)
 
 
@@ -184,7 +187,7 @@ class Abs(Function):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
-        return (g * np.sign(a),)
+        return (g * ctx.xp.sign(a),)
 
 
 class Tanh(Function):
@@ -201,24 +204,26 @@ class Tanh(Function):
         return (g * (1 - out * out),)
 
 
-def _stable_sigmoid(a: np.ndarray) -> np.ndarray:
+def stable_sigmoid(a: np.ndarray) -> np.ndarray:
     """1 / (1 + e^-a), split by sign so that e^x never overflows."""
     e = np.exp(-np.abs(a))
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
 
 
 class Sigmoid(Function):
-    """out = 1 / (1 + e^-a);  da = g * out * (1 - out)"""
+    """out = 1 / (1 + e^-a);  da = g * out * (1 - out) = g * out * sigmoid(-a)
+    (1 - out is computed as sigmoid(-a): where out rounds to 1 it would be 0, and the derivatives of
+    higher order, which are made of such factors, would lose their value there)"""
     @staticmethod
     def forward(ctx, a):
-        out = _stable_sigmoid(a)
-        ctx.save_for_backward(out)
+        out = stable_sigmoid(a)
+        ctx.save_for_backward(a, out)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_arrays
-        return (g * out * (1 - out),)
+        a, out = ctx.saved_arrays
+        return (g * out * ctx.xp.sigmoid(-a),)
 
 
 class Relu(Function):
@@ -274,21 +279,49 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _GELU_TANH_C = 0.044715
 
 
+class Erf(Function):
+    """out = erf(a);  da = g * 2/sqrt(pi) e^(-a^2)"""
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return erf(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        return (g * (a.dtype.type(2 / math.sqrt(math.pi)) * ctx.xp.exp(-(a * a))),)
+
+
+def _gelu_tanh_halves(xp, a):
+    """(s, 1 - s) with s = (1 + tanh u) / 2 = sigmoid(2u), u = sqrt(2/pi) (a + 0.044715 a^3): the tanh
+    GELU's inner values (forward and backward). Both as sigmoids, each accurate where it is tiny, where
+    1 + t and 1 - t^2 computed from t = tanh u would round to 0 and lose the higher derivatives."""
+    dt = a.dtype.type
+    two_u = dt(2 * _SQRT_2_OVER_PI) * (a + dt(_GELU_TANH_C) * a * a * a)
+    return xp.sigmoid(two_u), xp.sigmoid(-two_u)
+
+
+def _gelu_cdf(xp, a):
+    """Phi(a) = (1 + erf(a / sqrt 2)) / 2, the standard normal CDF (forward and backward)."""
+    dt = a.dtype.type
+    return dt(0.5) * (1 + xp.erf(a * dt(_INV_SQRT_2)))
+
+
 class Gelu(Function):
     """approximate='none': out = a * Phi(a), da = g * (Phi(a) + a * phi(a));
     approximate='tanh':   out = a/2 (1 + t), t = tanh(u), u = sqrt(2/pi)(a + 0.044715 a^3),
-                          da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2)."""
+                          da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2),
+                          computed with s = (1 + t)/2 and 1 - s:  out = a s,  da = g * (s + 2 a s (1 - s) du/da)."""
     @staticmethod
     def forward(ctx, a, approximate="none"):
         dt = a.dtype.type
         ctx.save_for_backward(a)
         ctx.approximate = approximate
         if approximate == "tanh":
-            t = np.tanh(dt(_SQRT_2_OVER_PI) * (a + dt(_GELU_TANH_C) * a * a * a))
-            ctx.t = t
-            return dt(0.5) * a * (1 + t)
-        cdf = dt(0.5) * (1 + erf(a * dt(_INV_SQRT_2)))                 # Phi(a)
-        ctx.cdf = cdf
+            s, rest = _gelu_tanh_halves(ctx.xp, a)
+            ctx.halves = (s, rest)
+            return a * s
+        cdf = ctx.cdf = _gelu_cdf(ctx.xp, a)
         return a * cdf
 
     @staticmethod
@@ -296,11 +329,11 @@ class Gelu(Function):
         (a,) = ctx.saved_arrays
         dt = a.dtype.type
         if ctx.approximate == "tanh":
-            t = ctx.t
+            s, rest = ctx.intermediate(ctx.halves, _gelu_tanh_halves, a)
             du = dt(_SQRT_2_OVER_PI) * (1 + dt(3 * _GELU_TANH_C) * a * a)
-            return (g * (dt(0.5) * (1 + t) + dt(0.5) * a * (1 - t * t) * du),)
-        pdf = dt(_INV_SQRT_2PI) * np.exp(dt(-0.5) * a * a)                # phi(a)
-        return (g * (ctx.cdf + a * pdf),)
+            return (g * (s + 2 * a * s * rest * du),)
+        pdf = dt(_INV_SQRT_2PI) * ctx.xp.exp(dt(-0.5) * a * a)           # phi(a)
+        return (g * (ctx.intermediate(ctx.cdf, _gelu_cdf, a) + a * pdf),)
 
 
 # ----------------------------------------------------------------------------- clamp, max/min, select
@@ -316,11 +349,9 @@ class Clamp(Function):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
-        inside = np.ones(a.shape, dtype=bool)
-        if ctx.lo is not None:
-            inside &= a >= ctx.lo
+        inside = (a >= ctx.lo) if ctx.lo is not None else True
         if ctx.hi is not None:
-            inside &= a <= ctx.hi
+            inside = (a <= ctx.hi) & inside
         return (g * inside,)
 
 
@@ -334,8 +365,8 @@ class Maximum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_arrays
-        share_a = ((a > b) + 0.5 * (a == b)).astype(g.dtype, copy=False)
-        return g * share_a, g * (1 - share_a)
+        ga = ctx.xp.where(a > b, g, ctx.xp.where(a == b, g * 0.5, 0))
+        return ga, g - ga
 
 
 class Minimum(Function):
@@ -348,8 +379,8 @@ class Minimum(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_arrays
-        share_a = ((a < b) + 0.5 * (a == b)).astype(g.dtype, copy=False)
-        return g * share_a, g * (1 - share_a)
+        ga = ctx.xp.where(a < b, g, ctx.xp.where(a == b, g * 0.5, 0))
+        return ga, g - ga
 
 
 class Where(Function):
@@ -362,8 +393,7 @@ class Where(Function):
     @staticmethod
     def backward(ctx, g):
         need_a, need_b = ctx.needs_input_grad
-        zero = g.dtype.type(0)
-        return (np.where(ctx.cond, g, zero) if need_a else None), (np.where(ctx.cond, zero, g) if need_b else None)
+        return (ctx.xp.where(ctx.cond, g, 0) if need_a else None), (ctx.xp.where(ctx.cond, 0, g) if need_b else None)
 
 
 class MaskedFill(Function):
@@ -375,7 +405,7 @@ class MaskedFill(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return (np.where(ctx.mask, g.dtype.type(0), g),)
+        return (ctx.xp.where(ctx.mask, 0, g),)
 
 
 # ----------------------------------------------------------------------------- dtype and memory
@@ -389,7 +419,7 @@ class Cast(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return (g.astype(ctx.dtype),)
+        return (ctx.xp.astype(g, ctx.dtype),)
 
 
 class Clone(Function):

@@ -52,7 +52,7 @@ class Linear(Function):
         g2 = g.reshape(-1, g.shape[-1])                    # (N, out)
         gx = (g2 @ weight).reshape(x.shape) if need_x else None
         gw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
-        gb = g2.sum(axis=0) if need_b else None
+        gb = ctx.xp.sum(g2, axis=0) if need_b else None
         return (gx, gw, gb)[:len(ctx.needs_input_grad)]          # the bias is an optional input
 
 
@@ -72,16 +72,14 @@ class Softmax(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
         gy = g * y
-        gy -= y * gy.sum(axis=ctx.dim, keepdims=True)
-        return (gy,)
+        return (ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True)),)
 
 
 class LogSoftmax(Function):
     """y = x - max - log sum e^{x - max};  dx = g - e^y * sum(g)"""
     @staticmethod
     def forward(ctx, x, dim):
-        shifted = x - x.max(axis=dim, keepdims=True)
-        out = shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
+        out = log_softmax(x, dim)
         ctx.save_for_backward(out)
         ctx.dim = dim
         return out
@@ -89,7 +87,13 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
-        return (g - np.exp(y) * g.sum(axis=ctx.dim, keepdims=True),)
+        return (g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True),)
+
+
+def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
+    """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward)."""
+    shifted = x - x.max(axis=dim, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
 
 
 # ----------------------------------------------------------------------------- layer norm
@@ -100,13 +104,9 @@ class LayerNorm(Function):
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
         axes = tuple(range(x.ndim - k, x.ndim))
-        mu = x.mean(axis=axes, keepdims=True)
-        xc = x - mu
-        var = (xc * xc).mean(axis=axes, keepdims=True)
-        rstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
-        xhat = xc * rstd
-        ctx.xhat, ctx.rstd, ctx.axes = xhat, rstd, axes
-        ctx.save_for_backward(*(() if weight is None else (weight,)))
+        xhat, rstd = _normalized(ctx.xp, x, axes, eps)
+        ctx.xhat, ctx.rstd, ctx.axes, ctx.eps = xhat, rstd, axes, eps
+        ctx.save_for_backward(x, *(() if weight is None else (weight,)))
         if weight is None:
             return xhat
         out = xhat * weight
@@ -116,38 +116,51 @@ class LayerNorm(Function):
 
     @staticmethod
     def backward(ctx, g):
-        xhat, rstd, axes = ctx.xhat, ctx.rstd, ctx.axes
-        w = ctx.saved_arrays[0] if ctx.saved_arrays else None
+        xp, axes = ctx.xp, ctx.axes
+        x, w = (ctx.saved_arrays + (None,))[:2]
+        xhat, rstd = ctx.intermediate((ctx.xhat, ctx.rstd), _normalized, x, axes, ctx.eps)
         need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
         rows = tuple(range(g.ndim - len(axes)))
-        gw = (g * xhat).sum(axis=rows) if need_w else None
-        gb = g.sum(axis=rows) if need_b else None
+        gw = xp.sum(g * xhat, axis=rows) if need_w else None
+        gb = xp.sum(g, axis=rows) if need_b else None
         gx = None
         if need_x:
             dxhat = g * w if w is not None else g
-            gx = dxhat - dxhat.mean(axis=axes, keepdims=True)
-            gx -= xhat * (dxhat * xhat).mean(axis=axes, keepdims=True)
-            gx *= rstd
+            gx = dxhat - xp.mean(dxhat, axis=axes, keepdims=True)
+            gx = xp.sub_(gx, xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True))
+            gx = xp.mul_(gx, rstd)
         return (gx, gw, gb)[:len(ctx.needs_input_grad)]          # weight and bias are optional inputs
+
+
+def _normalized(xp, x, axes: tuple, eps: float):
+    """(xhat, rstd): xhat = (x - mean) * rstd, rstd = (var + eps)^-1/2 over axes (biased variance)."""
+    xc = x - xp.mean(x, axis=axes, keepdims=True)
+    rstd = 1.0 / xp.sqrt(xp.mean(xc * xc, axis=axes, keepdims=True) + x.dtype.type(eps))
+    return xc * rstd, rstd
 
 
 # ----------------------------------------------------------------------------- losses
 
-def _rows(x: np.ndarray) -> np.ndarray:
+def _rows(xp, x):
     """(N, C, d1, ...) or (C,) -> (rows, C) with the class axis last."""
     if x.ndim == 1:
-        return x[None, :]
+        return x.reshape((1,) + x.shape)
     if x.ndim == 2:
         return x
-    return np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+    return xp.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
 
 
-def _unrows(g2: np.ndarray, shape: tuple) -> np.ndarray:
+def _unrows(xp, g2, shape: tuple):
     """The inverse of _rows: (rows, C) back to the input's layout."""
     if len(shape) <= 2:
         return g2.reshape(shape)
     moved = shape[:1] + shape[2:] + shape[1:2]
-    return np.moveaxis(g2.reshape(moved), -1, 1)
+    return xp.moveaxis(g2.reshape(moved), -1, 1)
+
+
+def _row_log_softmax(xp, x):
+    """log softmax over the classes of each row of x, (rows, C) (CrossEntropy's forward and backward)."""
+    return xp.log_softmax(_rows(xp, x), 1)
 
 
 def _valid_targets(target: np.ndarray, C: int, ignore_index: int, op: str):
@@ -182,38 +195,39 @@ class CrossEntropy(Function):
     dx_n = (softmax(x_n) - q_n) * dL/dloss_n"""
     @staticmethod
     def forward(ctx, x, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
-        x2 = _rows(x)                                             # (R, C)
-        C = x2.shape[1]
+        C = x.shape[0 if x.ndim == 1 else 1]
         tv, valid = _valid_targets(target, C, ignore_index, "cross_entropy")
-        shifted = x2 - x2.max(axis=1, keepdims=True)
-        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))   # (R, C)
+        logp = _row_log_softmax(ctx.xp, x)                        # (R, C)
         e = x.dtype.type(label_smoothing)
         nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]
         losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
         losses = np.where(valid, losses, x.dtype.type(0))
         out, scale = _reduce(losses, valid, reduction, target.shape)
         ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale = logp, tv, valid, e, scale
-        ctx.shape, ctx.reduction = x.shape, reduction
+        ctx.reduction = reduction
+        ctx.save_for_backward(x)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        logp, tv, e = ctx.logp, ctx.tv, ctx.e
+        xp, tv, e = ctx.xp, ctx.tv, ctx.e
+        (x,) = ctx.saved_arrays
+        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
-        grad = np.exp(logp)                                       # softmax p, (R, C)
+        grad = xp.exp(logp)                                       # softmax p, (R, C)
         if e:                                                     # p - q, q = (1 - e) onehot(t) + e / C
-            grad -= e / C
-        grad[np.arange(R), tv] -= 1 - e
+            grad = xp.sub_(grad, e / C)
+        grad = xp.sub_at_(grad, (np.arange(R), tv), 1 - e)
         per_row = _per_row_grad(g, ctx.reduction, ctx.scale)
-        grad *= np.where(ctx.valid, per_row, 0).astype(grad.dtype, copy=False)[:, None]
-        return _unrows(grad, ctx.shape), None
+        grad = xp.mul_(grad, xp.where(ctx.valid, per_row, 0).reshape(R, 1))
+        return _unrows(xp, grad, x.shape), None
 
 
 class NLLLoss(Function):
     """loss_n = -x[n, t_n];  dx[n, t_n] = -dL/dloss_n, 0 elsewhere"""
     @staticmethod
     def forward(ctx, x, target, ignore_index=-100, reduction="mean"):
-        x2 = _rows(x)
+        x2 = _rows(ctx.xp, x)
         tv, valid = _valid_targets(target, x2.shape[1], ignore_index, "nll_loss")
         losses = np.where(valid, -x2[np.arange(x2.shape[0]), tv], x.dtype.type(0))
         out, scale = _reduce(losses, valid, reduction, target.shape)
@@ -223,10 +237,10 @@ class NLLLoss(Function):
 
     @staticmethod
     def backward(ctx, g):
-        grad = np.zeros(ctx.rows, dtype=g.dtype)
-        per_row = np.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
-        grad[np.arange(ctx.rows[0]), ctx.tv] = -np.where(ctx.valid, per_row, 0)
-        return _unrows(grad, ctx.shape), None
+        xp = ctx.xp
+        per_row = xp.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
+        grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
+        return _unrows(xp, grad, ctx.shape), None
 
 
 # ----------------------------------------------------------------------------- dropout
@@ -278,9 +292,10 @@ class AttentionWeights(Function):
     @staticmethod
     def backward(ctx, g):
         q, k, w = ctx.saved_arrays
+        xp = ctx.xp
         need_q, need_k = ctx.needs_input_grad
         ds = g * w                                                                   # (B, H, T_q, T_k)
-        ds -= w * ds.sum(axis=-1, keepdims=True)
-        dq = np.matmul(ds, k) * ctx.scale if need_q else None                        # (B, H, T_q, Dh)
-        dk = np.matmul(np.swapaxes(ds, -1, -2), q) * ctx.scale if need_k else None   # (B, H, T_k, Dh)
+        ds = xp.sub_(ds, w * xp.sum(ds, axis=-1, keepdims=True))
+        dq = (ds @ k) * ctx.scale if need_q else None                                # (B, H, T_q, Dh)
+        dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None           # (B, H, T_k, Dh)
         return dq, dk

@@ -7,6 +7,17 @@ import numpy as np
 from ..autograd import Function
 
 
+def index_put(shape: tuple, index, values: np.ndarray, advanced: bool) -> np.ndarray:
+    """zeros(shape) with `values` written at a basic index, or added at integer-array indices (repeats
+    accumulate, np.add.at): the gradient of a[index]."""
+    out = np.zeros(shape, dtype=values.dtype)
+    if advanced:
+        np.add.at(out, index, values)
+    else:
+        out[index] = values
+    return out
+
+
 class GetItem(Function):
     """out = a[index];  da = zeros with g written (basic index) or scatter-added (integer arrays:
     repeated indices accumulate) at index"""
@@ -19,12 +30,20 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx, g):
-        grad = np.zeros(ctx.shape, dtype=g.dtype)
-        if ctx.advanced:
-            np.add.at(grad, ctx.index, g)
-        else:
-            grad[ctx.index] = g
-        return (grad,)
+        return (ctx.xp.index_put(ctx.shape, ctx.index, g, ctx.advanced),)
+
+
+class IndexPut(Function):
+    """out = zeros(shape) with v put at index (added where integer arrays repeat an index): the backward
+    of GetItem as a primitive of its own, so that a[index] can be differentiated twice;  dv = g[index]"""
+    @staticmethod
+    def forward(ctx, v, shape, index, advanced):
+        ctx.index, ctx.advanced = index, advanced
+        return index_put(shape, index, v, advanced)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g[ctx.index],)
 
 
 class Embedding(Function):
@@ -37,8 +56,6 @@ class Embedding(Function):
     @staticmethod
     def backward(ctx, g):
         D = g.shape[-1]
-        grad = np.zeros((ctx.num, D), dtype=g.dtype)
-        np.add.at(grad, ctx.ids.reshape(-1), g.reshape(-1, D))
-        if ctx.padding_idx is not None:
-            grad[ctx.padding_idx] = 0
-        return grad, None
+        if ctx.padding_idx is not None:                      # the padding row gets no gradient
+            g = ctx.xp.where((ctx.ids == ctx.padding_idx)[..., None], 0, g)
+        return ctx.xp.index_put((ctx.num, D), ctx.ids.reshape(-1), g.reshape(-1, D), True), None

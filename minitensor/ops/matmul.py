@@ -21,8 +21,8 @@ class MatMul(Function):
         if a.ndim == 1 and b.ndim == 1:                       # a dot product: out = sum a * b
             return (g * b if need_a else None), (g * a if need_b else None)
         a2, b2, g2 = _as_matrices(a, b, g)
-        ga = np.matmul(g2, np.swapaxes(b2, -1, -2)) if need_a else None
-        gb = _rhs_grad(a2, g2, b2.ndim) if need_b else None
+        ga = g2 @ ctx.xp.swapaxes(b2, -1, -2) if need_a else None
+        gb = _rhs_grad(ctx.xp, a2, g2, b2.ndim) if need_b else None
         if a.ndim == 1 and ga is not None:                    # drop the row dim _as_matrices added
             ga = ga[..., 0, :]
         if b.ndim == 1 and gb is not None:                    # and the column dim
@@ -34,16 +34,16 @@ def _as_matrices(a, b, g):
     """The operands as torch.matmul reads them: a (K,) as a row (1, K), b (K,) as a column (K, 1),
     and g with the dims that the 1-D operands removed put back."""
     if a.ndim == 1:
-        a, g = a[None, :], np.expand_dims(g, -2)
+        a, g = a.reshape((1,) + a.shape), g.reshape(g.shape[:-1] + (1,) + g.shape[-1:])
     if b.ndim == 1:
-        b, g = b[:, None], np.expand_dims(g, -1)
+        b, g = b.reshape(b.shape + (1,)), g.reshape(g.shape + (1,))
     return a, b, g
 
 
-def _rhs_grad(a, g, b_ndim: int):
+def _rhs_grad(xp, a, g, b_ndim: int):
     """a^T @ g, the gradient of the right operand. Speed device: when it is one (K, N) matrix shared
     by a batched left operand (a weight), the batch folds into the rows and the sum over the batch
     that the graph walk would do becomes part of one GEMM."""
     if b_ndim == 2 and a.ndim > 2:
         return a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
-    return np.matmul(np.swapaxes(a, -1, -2), g)
+    return xp.swapaxes(a, -1, -2) @ g

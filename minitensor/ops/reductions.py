@@ -11,13 +11,16 @@ import numpy as np
 from ..autograd import Function
 
 
-def expand_reduced(g: np.ndarray, ndim: int, dim, keepdim: bool) -> np.ndarray:
+def expand_reduced(g, ndim: int, dim, keepdim: bool):
     """Re-insert the reduced axes into g (when keepdim=False) so it broadcasts against the input."""
     if keepdim:
         return g
     if dim is None:
-        return np.reshape(g, (1,) * ndim)
-    return np.expand_dims(g, dim)
+        return g.reshape((1,) * ndim)
+    shape = list(g.shape)
+    for d in sorted(dim):
+        shape.insert(d, 1)
+    return g.reshape(tuple(shape))
 
 
 def _drop_reduced(out: np.ndarray, dim, keepdim: bool) -> np.ndarray:
@@ -36,10 +39,8 @@ class Sum(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if ctx.dim is None:                     # a scalar spread over the input: a filled array is cheapest
-            return (np.full(ctx.shape, g, dtype=g.dtype),)
         g = expand_reduced(g, len(ctx.shape), ctx.dim, ctx.keepdim)
-        return (np.broadcast_to(g, ctx.shape),)
+        return (ctx.xp.broadcast_to(g, ctx.shape),)
 
 
 class Mean(Function):
@@ -54,14 +55,20 @@ class Mean(Function):
     @staticmethod
     def backward(ctx, g):
         g = expand_reduced(g, len(ctx.shape), ctx.dim, ctx.keepdim)
-        return (np.broadcast_to(g / g.dtype.type(ctx.n), ctx.shape),)
+        return (ctx.xp.broadcast_to(g / g.dtype.type(ctx.n), ctx.shape),)
+
+
+def _centered(xp, a, dim):
+    """a - mean(a) over dim (forward and backward of var and std)."""
+    return a - xp.mean(a, axis=dim, keepdims=True)
 
 
 def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
     """sum((a - mean)^2) over dim and the divisor n - correction; saves what Var and Std need."""
-    mean = a.mean(axis=dim, keepdims=True)
-    centered = a - mean
-    denom = a.dtype.type(a.size // max(mean.size, 1) - correction)  # n - correction; <= 0 gives inf/NaN
+    centered = _centered(ctx.xp, a, dim)
+    reduced = a.size if dim is None else int(np.prod([a.shape[d] for d in dim]))
+    denom = a.dtype.type(reduced - correction)                   # n - correction; <= 0 gives inf/NaN
+    ctx.save_for_backward(a)
     ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, denom, dim, keepdim
     return (centered * centered).sum(axis=dim, keepdims=keepdim), denom
 
@@ -75,8 +82,9 @@ class Var(Function):
 
     @staticmethod
     def backward(ctx, g):
-        g = expand_reduced(g, ctx.centered.ndim, ctx.dim, ctx.keepdim)
-        return (g * ctx.centered * (2 / ctx.denom),)
+        (a,) = ctx.saved_arrays
+        g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
+        return (g * ctx.intermediate(ctx.centered, _centered, a, ctx.dim) * (2 / ctx.denom),)
 
 
 class Std(Function):
@@ -86,15 +94,15 @@ class Std(Function):
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
         squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
         out = np.asarray(np.sqrt(squares / denom))
-        ctx.save_for_backward(out)
+        ctx.save_for_backward(a, out)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_arrays
-        g_over_out = np.where(out == 0, g.dtype.type(0), g / out)
-        g_over_out = expand_reduced(g_over_out, ctx.centered.ndim, ctx.dim, ctx.keepdim)
-        return (g_over_out * ctx.centered / ctx.denom,)
+        a, out = ctx.saved_arrays
+        g_over_out = ctx.xp.where(out == 0, 0, g / out)
+        g_over_out = expand_reduced(g_over_out, a.ndim, ctx.dim, ctx.keepdim)
+        return (g_over_out * ctx.intermediate(ctx.centered, _centered, a, ctx.dim) / ctx.denom,)
 
 
 class MaxMin(Function):
@@ -105,22 +113,19 @@ class MaxMin(Function):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
         if dim is None:
             out = np.asarray(a.max() if mode == "max" else a.min())
-            ctx.tie_mask = a == out
+            ctx.chosen = a == out
+            ctx.share = a.dtype.type(ctx.chosen.sum())
             return out
         idx = np.expand_dims(np.argmax(a, axis=dim) if mode == "max" else np.argmin(a, axis=dim), dim)
-        ctx.idx = idx
+        positions = np.arange(a.shape[dim]).reshape((-1,) + (1,) * (a.ndim - dim - 1))
+        ctx.chosen, ctx.share = positions == idx, 1                  # one-hot along dim at the index
         out = np.take_along_axis(a, idx, axis=dim)
         return out if keepdim else np.squeeze(out, axis=dim)
 
     @staticmethod
     def backward(ctx, g):
-        if ctx.dim is None:
-            ties = ctx.tie_mask
-            return (np.where(ties, g / g.dtype.type(ties.sum()), g.dtype.type(0)),)
-        grad = np.zeros(ctx.shape, dtype=g.dtype)
-        g = g if ctx.keepdim else np.expand_dims(g, ctx.dim)
-        np.put_along_axis(grad, ctx.idx, g, axis=ctx.dim)
-        return (grad,)
+        g = expand_reduced(g, len(ctx.shape), None if ctx.dim is None else (ctx.dim,), ctx.keepdim)
+        return (ctx.xp.where(ctx.chosen, g / g.dtype.type(ctx.share), 0),)
 
 
 class AMaxMin(Function):
@@ -129,14 +134,14 @@ class AMaxMin(Function):
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
         out = a.max(axis=dim, keepdims=True) if mode == "max" else a.min(axis=dim, keepdims=True)
         ties = a == out
-        ctx.ties, ctx.count = ties, ties.sum(axis=dim, keepdims=True)
+        ctx.ties, ctx.count = ties, ties.sum(axis=dim, keepdims=True).astype(a.dtype)
         ctx.dim, ctx.keepdim = dim, keepdim
         return np.asarray(_drop_reduced(out, dim, keepdim))
 
     @staticmethod
     def backward(ctx, g):
         g = expand_reduced(g, ctx.ties.ndim, ctx.dim, ctx.keepdim)
-        return (np.where(ctx.ties, g / ctx.count.astype(g.dtype), g.dtype.type(0)),)
+        return (ctx.xp.where(ctx.ties, g / ctx.count, 0),)
 
 
 class LogSumExp(Function):
@@ -146,12 +151,14 @@ class LogSumExp(Function):
         m = np.max(a, axis=dim, keepdims=True) if a.size else np.zeros((1,) * a.ndim, a.dtype)
         m = np.where(np.isfinite(m), m, 0).astype(a.dtype, copy=False)
         out = np.log(np.exp(a - m).sum(axis=dim, keepdims=True)) + m   # an all -inf line: log 0 = -inf
-        ctx.save_for_backward(a)
-        ctx.out_keepdim, ctx.dim, ctx.keepdim = out, dim, keepdim
-        return np.asarray(_drop_reduced(out, dim, keepdim))
+        out = np.asarray(_drop_reduced(out, dim, keepdim))
+        ctx.save_for_backward(a, out)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        (a,) = ctx.saved_arrays
+        a, out = ctx.saved_arrays
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
-        return (g * np.exp(a - ctx.out_keepdim),)              # an all -inf line: NaN, as in PyTorch
+        out = expand_reduced(out, a.ndim, ctx.dim, ctx.keepdim)
+        return (g * ctx.xp.exp(a - out),)                      # an all -inf line: NaN, as in PyTorch

@@ -35,7 +35,7 @@ class Transpose(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return (np.swapaxes(g, *ctx.dims),)
+        return (ctx.xp.swapaxes(g, *ctx.dims),)
 
 
 class Permute(Function):
@@ -44,12 +44,12 @@ class Permute(Function):
 
     @staticmethod
     def forward(ctx, a, dims):
-        ctx.inverse = tuple(np.argsort(dims))
+        ctx.inverse = tuple(int(d) for d in np.argsort(dims))
         return np.transpose(a, dims)
 
     @staticmethod
     def backward(ctx, g):
-        return (np.transpose(g, ctx.inverse),)
+        return (ctx.xp.transpose(g, ctx.inverse),)
 
 
 class Expand(Function):
@@ -76,7 +76,7 @@ class Repeat(Function):
     def backward(ctx, g):
         shape = (1,) * (len(ctx.sizes) - len(ctx.shape)) + ctx.shape
         tiles_and_sizes = [n for pair in zip(ctx.sizes, shape) for n in pair]    # (r0, n0, r1, n1, ...)
-        g = g.reshape(tiles_and_sizes).sum(axis=tuple(range(0, len(tiles_and_sizes), 2)))
+        g = ctx.xp.sum(g.reshape(tiles_and_sizes), axis=tuple(range(0, len(tiles_and_sizes), 2)))
         return (g.reshape(ctx.shape),)
 
 
@@ -85,12 +85,12 @@ class Cat(Function):
     @staticmethod
     def forward(ctx, *arrays, dim=0):
         ctx.dim = dim
-        ctx.bounds = np.cumsum([x.shape[dim] for x in arrays])[:-1]
+        ctx.bounds = [int(b) for b in np.cumsum([x.shape[dim] for x in arrays])[:-1]]
         return np.concatenate(arrays, axis=dim)
 
     @staticmethod
     def backward(ctx, g):
-        return tuple(np.split(g, ctx.bounds, axis=ctx.dim))
+        return tuple(ctx.xp.split(g, ctx.bounds, axis=ctx.dim))
 
 
 class Stack(Function):
@@ -102,7 +102,7 @@ class Stack(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return tuple(np.moveaxis(g, ctx.dim, 0))
+        return tuple(ctx.xp.unstack(g, axis=ctx.dim))
 
 
 class Tril(Function):
@@ -114,7 +114,7 @@ class Tril(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return (np.tril(g, ctx.k),)
+        return (ctx.xp.tril(g, ctx.k),)
 
 
 class Triu(Function):
@@ -126,4 +126,4 @@ class Triu(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return (np.triu(g, ctx.k),)
+        return (ctx.xp.triu(g, ctx.k),)

@@ -1,0 +1,181 @@
+"""The two namespaces a backward formula is written against: `ctx.xp`.
+
+Every backward of ops/ is written once, with operators (`g * out`, `g @ w`, `a.reshape(...)`) that
+np.ndarray and Tensor both support, and with `xp.<name>(...)` for the rest. The graph walk hands a
+backward one of two namespaces with the same function names:
+
+    ARRAYS   NumPy on raw arrays. First-order backward (no graph), the training fast path; also what
+             a forward sees, so helpers shared by a forward and its backward take `xp` too.
+    TENSORS  the same functions as recorded primitives (Function.apply) on Tensors. With
+             create_graph=True the walk passes the saved inputs and outputs as Tensors and this
+             namespace, so the backward itself becomes a graph that can be differentiated again.
+
+Speed devices that write into a fresh array (`xp.sub_(gx, y)`: gx -= y) are in-place on arrays only;
+on Tensors they return a new tensor, so the recorded graph never sees an in-place change.
+A function that makes a non-differentiable value (a sign, a mask) returns a constant Tensor.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .elementwise import Cast, Erf, Exp, Log, Sigmoid, Sqrt, Where, erf, stable_sigmoid
+from .fused import LogSoftmax, log_softmax
+from .indexing import GetItem, IndexPut, index_put
+from .reductions import Mean, Sum
+from .shape import Expand, Permute, Reshape, Transpose, Tril, Triu
+
+
+def _axes(axis, ndim: int):
+    """NumPy's axis (None, int or tuple, negatives allowed) as the primitives take it: None or a tuple >= 0."""
+    if axis is None:
+        return None
+    return tuple(int(d) % max(ndim, 1) for d in ((axis,) if np.isscalar(axis) else axis))
+
+
+def _is_tensor(x) -> bool:
+    return hasattr(x, "version_counter")
+
+
+def _constant(like, value):
+    """`value` (a number or float array) as a Tensor outside the graph, in the dtype of the Tensor `like`."""
+    return like.wrap(np.asarray(value, dtype=like.dtype))
+
+
+class ArrayOps:
+    """NumPy, under the names the backward formulas use."""
+    exp, log, sqrt, sign = staticmethod(np.exp), staticmethod(np.log), staticmethod(np.sqrt), staticmethod(np.sign)
+    where, swapaxes, transpose = staticmethod(np.where), staticmethod(np.swapaxes), staticmethod(np.transpose)
+    moveaxis, broadcast_to = staticmethod(np.moveaxis), staticmethod(np.broadcast_to)
+    tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(np.sum), staticmethod(np.mean)
+    split, unstack = staticmethod(np.split), staticmethod(np.unstack)
+    erf, log_softmax, index_put = staticmethod(erf), staticmethod(log_softmax), staticmethod(index_put)
+    sigmoid = staticmethod(stable_sigmoid)
+
+    @staticmethod
+    def astype(a, dtype):
+        return a.astype(dtype)
+
+    # in place on a fresh array: the speed devices of the fused backwards
+    @staticmethod
+    def sub_(a, b):
+        a -= b
+        return a
+
+    @staticmethod
+    def mul_(a, b):
+        a *= b
+        return a
+
+    @staticmethod
+    def sub_at_(a, index, value):
+        """a[index] -= value (no repeated index)."""
+        a[index] -= value
+        return a
+
+
+class TensorOps:
+    """The same functions as recorded primitives on Tensors (the backward of a backward)."""
+
+    @staticmethod
+    def exp(a): return Exp.apply(a)
+
+    @staticmethod
+    def log(a): return Log.apply(a)
+
+    @staticmethod
+    def sqrt(a): return Sqrt.apply(a)
+
+    @staticmethod
+    def sigmoid(a): return Sigmoid.apply(a)
+
+    @staticmethod
+    def erf(a): return Erf.apply(a)
+
+    @staticmethod
+    def sign(a):
+        return a.wrap(np.sign(a.data))               # piecewise constant: its derivative is 0
+
+    @staticmethod
+    def where(cond, a, b):
+        like = a if _is_tensor(a) else b
+        cond = cond.data if _is_tensor(cond) else cond
+        a, b = (x if _is_tensor(x) else _constant(like, x) for x in (a, b))
+        return Where.apply(a, b, cond=cond)
+
+    @staticmethod
+    def swapaxes(a, d0, d1):
+        return Transpose.apply(a, dim0=d0 % a.ndim, dim1=d1 % a.ndim)
+
+    @staticmethod
+    def transpose(a, axes):
+        return Permute.apply(a, dims=tuple(axes))
+
+    @staticmethod
+    def moveaxis(a, source, destination):
+        order = [d for d in range(a.ndim) if d != source % a.ndim]
+        order.insert(destination % a.ndim, source % a.ndim)
+        return Permute.apply(a, dims=tuple(order))
+
+    @staticmethod
+    def broadcast_to(a, shape):
+        shape = tuple(shape)
+        if a.shape == shape:
+            return a
+        lead = len(shape) - a.ndim
+        if lead:
+            a = Reshape.apply(a, shape=(1,) * lead + a.shape)
+        return Expand.apply(a, shape=shape)
+
+    @staticmethod
+    def sum(a, axis=None, keepdims=False):
+        return Sum.apply(a, dim=_axes(axis, a.ndim), keepdim=keepdims)
+
+    @staticmethod
+    def mean(a, axis=None, keepdims=False):
+        return Mean.apply(a, dim=_axes(axis, a.ndim), keepdim=keepdims)
+
+    @staticmethod
+    def tril(a, k=0): return Tril.apply(a, diagonal=k)
+
+    @staticmethod
+    def triu(a, k=0): return Triu.apply(a, diagonal=k)
+
+    @staticmethod
+    def astype(a, dtype):
+        return a if a.dtype == dtype else Cast.apply(a, dtype=dtype)
+
+    @staticmethod
+    def split(a, bounds, axis):
+        """np.split at `bounds` along axis, as basic-slice views of a."""
+        edges = [0, *bounds, a.shape[axis]]
+        lead = (slice(None),) * (axis % a.ndim)
+        return [GetItem.apply(a, index=lead + (slice(s, e),), advanced=False) for s, e in zip(edges, edges[1:])]
+
+    @staticmethod
+    def unstack(a, axis=0):
+        lead = (slice(None),) * (axis % a.ndim)
+        return tuple(GetItem.apply(a, index=lead + (i,), advanced=False) for i in range(a.shape[axis]))
+
+    @staticmethod
+    def log_softmax(a, axis):
+        return LogSoftmax.apply(a, dim=axis % a.ndim)
+
+    @staticmethod
+    def index_put(shape, index, values, advanced):
+        return IndexPut.apply(values, shape=tuple(shape), index=index, advanced=advanced)
+
+    @staticmethod
+    def sub_(a, b): return a - b
+
+    @staticmethod
+    def mul_(a, b): return a * b
+
+    @staticmethod
+    def sub_at_(a, index, value):
+        marks = np.zeros(a.shape, dtype=a.dtype)
+        marks[index] = value
+        return a - a.wrap(marks)
+
+
+ARRAYS = ArrayOps()
+TENSORS = TensorOps()
