@@ -134,8 +134,6 @@ def test_clamp_backward_with_an_infinite_upstream_gradient():
     same_grad(lambda v: v.clamp(-0.5, 0.5), [1.5, 0.1], upstream=[inf, 1.0])
 
 
-@pytest.mark.xfail(strict=True, reason="minimum backward multiplies by a mask: NaN upstream gradient reaches the "
-                                       "unselected operand as NaN; torch gives it 0")
 def test_minimum_backward_with_a_nan_upstream_gradient():
     other = np.array([0.0, 0.0])
     same_grad(lambda v: (mt if isinstance(v, mt.Tensor) else torch).minimum(
