@@ -34,3 +34,8 @@ from ..autograd import register_namespaces
 from .namespace import ARRAYS, TENSORS
 
 register_namespaces(ARRAYS, TENSORS)
+
+# appended: the primitives behind the PyTorch names of tensor.py's last section (extra.py)
+from .extra import Norm  # noqa: E402  (after the namespaces are registered, as the other imports need not be)
+
+__all__ += ["Norm"]
