@@ -386,7 +386,7 @@ class Tensor:
     # ------------------------------------------------------------------ dtype
     def to(self, dtype=None, device=None) -> "Tensor":
         """This tensor in `dtype` (differentiable between float dtypes); the only device is 'cpu'."""
-        if isinstance(dtype, str) and dtype == "cpu":
+        if isinstance(dtype, str) and dtype.partition(":")[0] in ("cpu", "cuda", "mps"):   # x.to(device)
             dtype, device = None, dtype
         if device not in (None, "cpu"):
             raise ValueError(f"to: minitensor runs on the CPU only, got device {device!r}")

@@ -244,13 +244,20 @@ def _log_sigmoid_pair(x: Tensor) -> tuple[Tensor, Tensor]:
     return pair[..., 1], pair[..., 0]
 
 
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
+
+
 def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
                                      reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
     """-(pos_weight * y * log sigmoid(x) + (1 - y) * log sigmoid(-x)) * weight, from logits x."""
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     _check_pair("binary_cross_entropy_with_logits", input, target)
     for name, w, shape in (("weight", weight, input.shape), ("pos_weight", pos_weight, input.shape[-1:])):
-        if w is not None and (not isinstance(w, Tensor) or np.broadcast_shapes(w.shape, shape) != shape):
+        if w is not None and not (isinstance(w, Tensor) and _broadcasts_to(w.shape, shape)):
             raise ValueError(f"binary_cross_entropy_with_logits: {name} must be a Tensor that broadcasts to "
                              f"{shape}, got {getattr(w, 'shape', type(w).__name__)}")
     log_p, log_not_p = _log_sigmoid_pair(input)
