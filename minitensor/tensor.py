@@ -545,17 +545,17 @@ class Tensor:
     # ------------------------------------------------------------------ names a PyTorch user reaches for
     # Each calls a torch-named function of the last section of this file, which validates first.
     @property
-    def device(self) -> "device":
+    def device(self) -> device:
         return CPU
 
     @property
     def is_cuda(self) -> bool:
         return False
 
-    def cpu(self) -> "Tensor":
+    def cpu(self) -> Tensor:
         return self
 
-    def cuda(self, device=None, non_blocking=False) -> "Tensor":
+    def cuda(self, device=None, non_blocking=False) -> Tensor:
         raise RuntimeError("cuda(): minitensor runs on the CPU only (mt.cuda.is_available() is False); "
                            "keep the tensor where it is, or use .to('cpu')")
 
@@ -567,22 +567,22 @@ class Tensor:
     def argsort(self, dim=-1, descending=False, stable=False): return argsort(self, dim, descending, stable)
     def topk(self, k, dim=-1, largest=True, sorted=True): return topk(self, k, dim, largest, sorted)
 
-    def new_tensor(self, data, dtype=None, requires_grad=False) -> "Tensor":
+    def new_tensor(self, data, dtype=None, requires_grad=False) -> Tensor:
         """A copy of `data` in this tensor's dtype (or `dtype`), as torch's new_tensor."""
         data = data.data if isinstance(data, Tensor) else data
         return Tensor(np.array(data, dtype=self.dtype if dtype is None else np.dtype(dtype)),
                       requires_grad=requires_grad)
 
-    def new_full(self, size, fill_value, dtype=None, requires_grad=False) -> "Tensor":
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False) -> Tensor:
         return self.new_tensor(np.full(size_args((size,), "new_full"), fill_value), dtype, requires_grad)
 
-    def new_zeros(self, *size, dtype=None, requires_grad=False) -> "Tensor":
+    def new_zeros(self, *size, dtype=None, requires_grad=False) -> Tensor:
         return self.new_full(size_args(size, "new_zeros"), 0, dtype, requires_grad)
 
-    def new_ones(self, *size, dtype=None, requires_grad=False) -> "Tensor":
+    def new_ones(self, *size, dtype=None, requires_grad=False) -> Tensor:
         return self.new_full(size_args(size, "new_ones"), 1, dtype, requires_grad)
 
-    def new_empty(self, *size, dtype=None, requires_grad=False) -> "Tensor":
+    def new_empty(self, *size, dtype=None, requires_grad=False) -> Tensor:
         return self.new_full(size_args(size, "new_empty"), 0, dtype, requires_grad)   # zeros: never garbage
 
 
@@ -1224,3 +1224,46 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: builtins.bool = True, so
     order = _sort_indices(t.data, d, descending=largest)
     indices = Tensor.wrap(np.take(order, np.arange(k), axis=d).astype(int64))
     return _ValuesIndices(gather(t, d, indices), indices)
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """torch.einsum as a composite: each operand is laid out over all the equation's letters (permuted, with
+    size-1 axes for the letters it lacks), the operands are multiplied by broadcasting, and the letters not
+    in the output are summed. Exact; the product over every letter is materialised (no contraction order),
+    which suits the small shapes one learns with. Not supported, refused: '...' and a letter repeated
+    within one operand (a diagonal)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "") if isinstance(equation, str) else None
+    if eq is None or "." in eq:
+        raise NotImplementedError(f"einsum: expected an equation such as 'ij,jk->ik' without '...', got {equation!r}")
+    lhs, arrow, rhs = eq.partition("->")
+    subscripts = lhs.split(",")
+    if len(subscripts) != len(operands):
+        raise ValueError(f"einsum: {equation!r} names {len(subscripts)} operands, got {len(operands)}")
+    used = lhs.replace(",", "")
+    if not arrow:                                     # implicit output: the letters used once, alphabetically
+        rhs = "".join(sorted(c for c in set(used) if used.count(c) == 1))
+    if not (used + rhs).isalpha() and (used + rhs):
+        raise ValueError(f"einsum: subscripts must be letters, got {equation!r}")
+    sizes: dict = {}
+    for k, (sub, x) in enumerate(zip(subscripts, operands)):
+        if _check_tensor(x, "einsum", f"operand {k}").ndim != len(sub):
+            raise ValueError(f"einsum: operand {k} has {x.ndim} dimensions but subscripts {sub!r} name {len(sub)}")
+        if len(set(sub)) != len(sub):
+            raise NotImplementedError(f"einsum: letter repeated within operand {k} ({sub!r}): diagonals are not "
+                                      "supported")
+        for c, n in zip(sub, x.shape):
+            if sizes.setdefault(c, n) != n:
+                raise ValueError(f"einsum: letter {c!r} is size {sizes[c]} in one operand and {n} in operand {k}")
+    if len(set(rhs)) != len(rhs) or not set(rhs) <= set(used):
+        raise ValueError(f"einsum: the output {rhs!r} must name distinct letters of the inputs")
+    order = list(rhs) + sorted(set(used) - set(rhs))  # output letters first, then the summed ones
+    product = None
+    for sub, x in zip(subscripts, operands):
+        dims = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
+        x = x if dims == sorted(dims) else permute(x, dims)
+        x = _reshape(x, tuple(sizes[c] if c in sub else 1 for c in order))
+        product = x if product is None else product * x
+    summed = tuple(range(len(rhs), len(order)))
+    return product.sum(dim=summed) if summed else product

@@ -81,7 +81,7 @@ def fix_references() -> list[str]:
     for doc in DOCS:
         text = doc.read_text()
 
-        def repair(m: re.Match) -> str:
+        def repair(m: re.Match, doc: Path = doc) -> str:
             if check_reference(m) is None:
                 return m[0]
             found = definitions(ROOT / m["path"], m["name"]) if (ROOT / m["path"]).is_file() else []
@@ -116,8 +116,8 @@ def test_every_snippet_runs_and_prints_what_the_text_says(name):
     assert blocks, f"docs/{name} has no python snippets"
     for k, (code, expected) in enumerate(blocks, 1):
         printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):
-            exec(compile(code, f"docs/{name}, snippet {k}", "exec"), namespace)
+        with contextlib.redirect_stdout(printed):     # exec: the docs' own snippets, run as a notebook would
+            exec(compile(code, f"docs/{name}, snippet {k}", "exec"), namespace)  # noqa: S102
         if expected is not None:
             assert printed.getvalue() == expected, (
                 f"docs/{name}, snippet {k} printed\n{printed.getvalue()}\ninstead of what the text says:\n{expected}")

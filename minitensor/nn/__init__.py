@@ -11,7 +11,7 @@ __all__ = ["Module", "Parameter", "Linear", "Embedding", "LayerNorm", "Dropout",
            "Identity", "Sequential", "ModuleList", "ModuleDict", "functional", "init", "utils"]
 
 # appended: activations and losses as modules
-from .modules import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LogSoftmax, MSELoss, NLLLoss,  # noqa: E402
+from .modules import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LogSoftmax, MSELoss, NLLLoss,
                       Sigmoid, Softmax, Tanh)
 
 __all__ += ["Tanh", "Sigmoid", "Softmax", "LogSoftmax", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
