@@ -20,22 +20,28 @@ from .dtypes import (bool_, double, float16, float32, float64, get_default_dtype
 from .dtypes import bool_ as bool  # noqa: A001  (torch.bool shadows the builtin inside this namespace)
 from .random import manual_seed
 from .tensor import (Tensor, abs, add, all, allclose, amax, amin, any, argmax, argmin, cat, chunk, clamp, div, equal,
-                     erf, exp, expand, flatten, is_tensor, log, log_softmax, logsumexp, masked_fill, matmul, max, maximum,
-                     mean, min, minimum, mul, neg, numel, permute, pow, relu, repeat, reshape, sigmoid, softmax, split,
-                     sqrt, squeeze, stack, std, sub, sum, tanh, transpose, tril, triu, unsqueeze, var, where)
+                     erf, exp, expand, flatten, is_tensor, log, log_softmax, logsumexp, masked_fill, matmul, max,
+                     maximum, mean, min, minimum, mul, neg, numel, permute, pow, relu, repeat, reshape, sigmoid,
+                     softmax, split, sqrt, squeeze, stack, std, sub, sum, tanh, transpose, tril, triu, unsqueeze, var,
+                     where)
 from . import nn, optim, profiler, viz
 from .serialization import load, save
 
 __all__ = ["autograd", "ops", "random", "Function", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled",
-           "arange", "as_tensor", "empty", "empty_like", "eye", "from_numpy", "full", "full_like", "linspace",
-           "ones", "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "tensor", "zeros",
+           "arange", "as_tensor", "empty", "empty_like", "eye", "from_numpy", "full", "full_like", "linspace", "ones",
+           "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "tensor", "zeros",
            "zeros_like", "bool_", "double", "float16", "float32", "float64", "get_default_dtype", "half", "int8",
            "int16", "int32", "int64", "long", "promote_types", "result_type", "set_default_dtype", "uint8", "bool",
-           "manual_seed", "Tensor", "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin",
-           "cat", "chunk", "clamp", "div", "equal", "erf", "exp", "expand", "flatten", "is_tensor", "log", "log_softmax",
+           "manual_seed", "Tensor", "abs", "add", "all", "allclose", "amax", "amin", "any", "argmax", "argmin", "cat",
+           "chunk", "clamp", "div", "equal", "erf", "exp", "expand", "flatten", "is_tensor", "log", "log_softmax",
            "logsumexp", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mul", "neg", "numel",
            "permute", "pow", "relu", "repeat", "reshape", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack",
            "std", "sub", "sum", "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where", "nn", "optim",
            "profiler", "viz", "load", "save"]
 
 __version__ = "0.1.0"
+
+# appended: the names a PyTorch user reaches for in the first hour (tensor.py, last section)
+from .tensor import argsort, bmm, cuda, device, einsum, gather, mm, norm, sort, topk
+
+__all__ += ["argsort", "bmm", "cuda", "device", "einsum", "gather", "mm", "norm", "sort", "topk"]

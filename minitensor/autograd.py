@@ -1,15 +1,21 @@
-"""Reverse-mode automatic differentiation: grad mode, the Function base class, the graph walk, gradcheck.
+"""Reverse-mode automatic differentiation: grad mode, the Function base class, the graph walk,
+grad(), gradcheck and gradgradcheck.
 
 Every primitive is a `Function` subclass (see the ops/ package) with two static methods side by side:
 
     forward(ctx, *arrays, **kwargs) -> array        # NumPy in, NumPy out; saves on ctx what backward needs
-    backward(ctx, g) -> tuple of arrays (or None)   # one gradient per input, the shape of the *output's* broadcast
+    backward(ctx, g) -> tuple of gradients (or None)  # one per input, the shape of the *output's* broadcast
 
 `Function.apply(*tensors, **kwargs)` runs forward on the tensors' arrays and, when grad mode is on
-and some input requires grad, records a `Node` (the output's `grad_fn`). `backward()` sorts the
-nodes topologically without recursion, runs each backward in raw NumPy (no Tensor is created while
-backpropagating), sums a gradient back to its input's shape in one place (`unbroadcast`), and frees
-the saved arrays unless `retain_graph=True`.
+and some input requires grad, records a `Node` (the output's `grad_fn`). `backward()` and `grad()`
+sort the nodes topologically without recursion, run each backward, sum a gradient back to its
+input's shape in one place (`unbroadcast`), and free the saved arrays unless `retain_graph=True`.
+
+Higher order (docs/higher_order.md). A backward is written once, with operators and `ctx.xp`, so it
+runs on two kinds of values. A first-order walk hands it arrays and the NumPy namespace: no Tensor is
+created while backpropagating. With create_graph=True the walk hands it Tensors (g, and the saved
+inputs and output themselves, the output rebuilt around its node) and the Tensor namespace, with grad
+mode on: the backward's own operations are recorded, and the gradients it returns are differentiable.
 
 In-place safety (PyTorch's version counters): every tensor carries a VersionCounter that each
 in-place change bumps (fill_, add_, __setitem__, an optimizer step, ...); a view shares its base's
@@ -17,7 +23,7 @@ counter. A node records the versions of the inputs and output it saved (`save_fo
 its backward refuses to run on an array that changed since: a wrong gradient becomes an error.
 
 Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyTorch: forwards
-(Function.apply) and the backward walk (Tensor.backward) run under `ieee_quiet()`, the one place
+(Function.apply) and the backward walk (backward, grad) run under `ieee_quiet()`, the one place
 NumPy's RuntimeWarnings are turned off.
 
 This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,
@@ -385,8 +391,8 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
         g = node.receive(g, retain=inputs is None)
         if needed is not None:
             sink.capture(node, g)
-            if node not in needed:                            # nothing upstream of it is asked for
-                continue
+            if node not in needed and node.ctx is not None:   # nothing upstream of it is asked for (a freed
+                continue                                      # node has no inputs left: its backward says so)
         for t, gi in zip(node.inputs, node.backward(g, create_graph)):
             if t is None or gi is None:
                 continue
@@ -484,7 +490,7 @@ def _as_tuple(x, what: str) -> tuple:
     xs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
     for i, t in enumerate(xs):
         if not hasattr(t, "version_counter"):
-            raise TypeError(f"grad: {what} {i} must be a Tensor, got {type(t).__name__}")
+            raise TypeError(f"{what} {i} must be a Tensor, got {type(t).__name__}")
     return xs
 
 
@@ -507,15 +513,26 @@ def root_gradient(output, gradient, create_graph: bool, who: str):
     return output.wrap(g) if create_graph else g
 
 
-def backward(tensor, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
-    """Tensor.backward: accumulate d(tensor)/d(leaf) . gradient into every leaf's .grad."""
-    if not tensor.requires_grad:
-        raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn "
-                           "(was it computed under no_grad, or from tensors without requires_grad=True?)")
-    g = root_gradient(tensor, gradient, create_graph, "backward()")
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False) -> None:
+    """torch.autograd.backward: accumulate the gradients of `tensors` (one or a sequence), weighted by
+    `grad_tensors` (None: ones, for one-element tensors), into every leaf's .grad. Tensor.backward calls it."""
+    tensors = _as_tuple(tensors, "tensor")
+    grad_tensors = (None,) * len(tensors) if grad_tensors is None else _grads_per_output(grad_tensors, tensors)
+    for t in tensors:
+        if not t.requires_grad:
+            raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn "
+                               "(was it computed under no_grad, or from tensors without requires_grad=True?)")
+    gs = [root_gradient(t, g, create_graph, "backward()") for t, g in zip(tensors, grad_tensors)]
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph), ieee_quiet():    # IEEE values at the edges, no NumPy warnings
-        run_backward([tensor], [g], retain_graph=retain, create_graph=create_graph)
+        run_backward(tensors, gs, retain_graph=retain, create_graph=create_graph)
+
+
+def _grads_per_output(grads, outputs: tuple) -> tuple:
+    grads = tuple(grads) if isinstance(grads, (tuple, list)) else (grads,)
+    if len(grads) != len(outputs):
+        raise ValueError(f"{len(grads)} gradients given for {len(outputs)} outputs: one per output (None for ones)")
+    return grads
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
@@ -527,11 +544,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     to create_graph. create_graph=True records the backward, so the result can be differentiated again.
     allow_unused=True returns None for an input the outputs do not depend on; otherwise that is an error."""
     outputs, inputs = _as_tuple(outputs, "output"), _as_tuple(inputs, "input")
-    if grad_outputs is None:
-        grad_outputs = (None,) * len(outputs)
-    grad_outputs = tuple(grad_outputs) if isinstance(grad_outputs, (tuple, list)) else (grad_outputs,)
-    if len(grad_outputs) != len(outputs):
-        raise ValueError(f"grad: {len(grad_outputs)} grad_outputs for {len(outputs)} outputs")
+    grad_outputs = (None,) * len(outputs) if grad_outputs is None else _grads_per_output(grad_outputs, outputs)
     for i, o in enumerate(outputs):
         if not o.requires_grad:
             raise RuntimeError(f"grad: output {i} does not require grad and has no grad_fn")
@@ -543,12 +556,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph), ieee_quiet():
         found = run_backward(outputs, gs, retain_graph=retain, create_graph=create_graph, inputs=inputs)
-    result = []
+    result, taken = [], {id(g) for g in gs}                   # arrays a result must not share
     for i, (t, g) in enumerate(zip(inputs, found)):
         if g is None and not allow_unused:
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) was not used to compute the outputs; "
                                f"pass allow_unused=True to get None for it")
-        result.append(g if g is None or _is_tensor(g) else t.wrap(np.asarray(g)))
+        if g is not None and not _is_tensor(g):           # the caller may write into it: an array of its own
+            g = np.asarray(g)
+            if not (g.flags.writeable and g.flags.owndata) or id(g) in taken:
+                g = g.copy()
+            taken.add(id(g))
+            g = t.wrap(g)
+        result.append(g)
     return tuple(result)
 
 

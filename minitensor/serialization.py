@@ -2,21 +2,33 @@
 
 This file owns the on-disk format of every checkpoint (model, optimizer, scheduler). It never
 pickles: arrays are written with `np.lib.format.write_array(..., allow_pickle=False)` and read
-with `np.load(..., allow_pickle=False)`, so loading a file cannot run code.
+back member by member with `np.lib.format.read_array(..., allow_pickle=False)`, so loading a file
+cannot run code.
 
 Key scheme (what `np.load(path).files` shows):
     Every array leaf of the nested object is one `.npy` member named by its path from the
     root, the path components joined by '/'. A model's flat state dict therefore stores its
     keys verbatim ('encoder.layers.0.norm1.weight'), and an optimizer's state dict stores
-    'state/0/exp_avg', 'param_groups/0/...' and so on. In a component, '%' is written '%25'
-    and '/' is written '%2F' so that any string key survives.
+    'state/0/exp_avg', 'param_groups/0/...' and so on. In a component, '%' is written '%25',
+    '/' is written '%2F', NUL (which ends a name in a zip directory) '%00' and a lone surrogate
+    (which UTF-8 cannot encode) '%uXXXX'; a top-level key spelled like the structure member is
+    written '%5F_minitensor__'. So every str or int key that `save` accepts loads back unchanged.
     One extra member, '__minitensor__', holds a JSON text (a NumPy unicode array, not an
     object array) describing the nesting: which containers are dicts, lists or tuples, the
-    type of each dict key (str or int, since optimizer states are keyed by index), and the
-    value of every non-array leaf (Python int, float, bool, str, None). Python floats are
-    written with repr, so they round-trip exactly (inf and nan included).
+    type of each dict key (str or int, since optimizer states are keyed by index), the exact
+    member name of every array, and the value of every non-array leaf (Python int, float, bool,
+    str, None). Python floats are written with repr, so they round-trip exactly (inf and nan
+    included). `load` reads members by those exact names, never through NumPy's name lookup
+    (which also answers 'a.npy' for the member of key 'a').
     A plain `.npz` without that member (e.g. written by `np.savez`) loads as a flat dict
     name -> array.
+
+What `load` refuses, always with one ValueError naming the path and the problem (and no chained
+exception): anything that is not a zip archive (a text file renamed `.npz`, a single `.npy`), a
+truncated or corrupt archive, a member that is not a `.npy` array, an object (pickled) array, a
+member whose data is shorter or longer than its header says, a structure entry that is not one
+of those `save` writes, nesting deeper than `MAX_DEPTH`, a member the structure lists but the
+archive lacks, and a member the archive holds but the structure does not list.
 
 Deviation from PyTorch, flagged: `torch.save` pickles arbitrary objects; here only dicts,
 lists, tuples, arrays (an `mt.Tensor` is saved as its array and loads back as an array) and
@@ -25,22 +37,46 @@ Python scalars/strings/None are accepted, and `load` returns NumPy arrays, never
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import tempfile
 import zipfile
+import zlib
 from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["save", "load"]
+__all__ = ["MAX_DEPTH", "load", "save"]
 
 _META = "__minitensor__"
 _FORMAT_VERSION = 1
+# Containers nested deeper than this are refused by both `save` and `load`: a real state dict
+# nests 4 deep, and a bound keeps a crafted file from exhausting Python's recursion limit.
+MAX_DEPTH = 100
+# A zip directory stores a member's name length in 16 bits.
+_MAX_NAME_BYTES = 0xFFFF
+
+
+class _Malformed(Exception):
+    """Raised inside `load` with what is wrong; `load` turns it into one ValueError naming the path."""
 
 
 def _escape(component: str) -> str:
-    return component.replace("%", "%25").replace("/", "%2F")
+    out = []
+    for c in component:
+        if c in "%/\0":
+            out.append(f"%{ord(c):02X}")
+        elif "\ud800" <= c <= "\udfff":     # a lone surrogate: legal in a str, not encodable as UTF-8
+            out.append(f"%u{ord(c):04X}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _where(path: list[str]) -> str:
+    return repr("/".join(path)) if path else "<root>"
 
 
 def _is_tensor(x) -> bool:
@@ -48,27 +84,43 @@ def _is_tensor(x) -> bool:
     return isinstance(x, Tensor)
 
 
-def _flatten(obj, path: list[str], arrays: "OrderedDict[str, np.ndarray]"):
-    """Return the JSON skeleton of `obj`, putting its arrays into `arrays` by path."""
+def _array_key(path: list[str], arrays) -> str:
+    """The archive member name (without '.npy') of the array at `path`; refuses a collision."""
+    key = "/".join(_escape(c) for c in path)
+    if key == _META:
+        key = "%5F" + key[1:]
+    if len((key + ".npy").encode("utf-8")) > _MAX_NAME_BYTES:
+        raise ValueError(f"save: the key at {_where(path)[:200]} is too long for a zip archive "
+                         f"(its member name takes more than {_MAX_NAME_BYTES} bytes)")
+    if key in arrays:  # e.g. the int key 1 and the str key '1' in one dict
+        raise ValueError(f"save: the key at {_where(path)} maps to the archive member {key!r}, "
+                         "which another entry already uses (an int key and the same number as a str?)")
+    return key
+
+
+def _flatten(obj, path: list[str], arrays: OrderedDict[str, np.ndarray], depth: int = 0):
+    """Return the JSON skeleton of `obj`, putting its arrays into `arrays` by member name."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"save: nesting deeper than {MAX_DEPTH} containers at {_where(path[:3])}... "
+                         "(a container that holds itself?)")
     if _is_tensor(obj):
         obj = obj.data
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
-            raise TypeError(f"save: the array at {'/'.join(path) or '<root>'!r} has dtype object; "
-                            "only numeric, bool and string arrays can be saved (object arrays would need pickle)")
-        key = "/".join(_escape(c) for c in path)
-        if key == _META:
-            raise ValueError(f"save: the key {_META!r} is reserved for the file's structure")
-        if key in arrays:  # e.g. the int key 1 and the str key '1' in one dict
-            raise ValueError(f"save: two entries map to the same archive key {key!r}")
+            raise TypeError(f"save: the array at {_where(path)} has dtype object; only numeric, bool "
+                            "and string arrays can be saved (object arrays would need pickle)")
+        key = _array_key(path, arrays)
         arrays[key] = obj
         return {"a": key}
     if isinstance(obj, np.generic):  # NumPy scalar: keep its dtype as a 0-d array
-        return _flatten(np.asarray(obj), path, arrays)
+        return _flatten(np.asarray(obj), path, arrays, depth)
     if obj is None or isinstance(obj, (bool, str)):
         return {"v": obj}
     if isinstance(obj, int):
-        return {"i": str(obj)}  # as text: JSON readers may round big ints through double
+        try:
+            return {"i": str(obj)}  # as text: JSON readers may round big ints through double
+        except ValueError:  # beyond Python's int-to-text digit limit; int() could not read it back
+            raise ValueError(f"save: the int at {_where(path)} has too many digits to store") from None
     if isinstance(obj, float):
         return {"f": repr(obj)}
     if isinstance(obj, Mapping):
@@ -76,63 +128,107 @@ def _flatten(obj, path: list[str], arrays: "OrderedDict[str, np.ndarray]"):
         for k, v in obj.items():
             if isinstance(k, bool) or not isinstance(k, (str, int)):
                 raise TypeError(f"save: dict keys must be str or int, got {type(k).__name__} "
-                                f"{k!r} at {'/'.join(path) or '<root>'!r}")
-            items.append([k if isinstance(k, str) else {"i": k}, _flatten(v, path + [str(k)], arrays)])
+                                f"{k!r} at {_where(path)}")
+            node = _flatten(v, path + [str(k)], arrays, depth + 1)
+            items.append([k if isinstance(k, str) else {"i": k}, node])
         return {"d": items}
     if isinstance(obj, (list, tuple)):
-        kids = [_flatten(v, path + [str(i)], arrays) for i, v in enumerate(obj)]
+        kids = [_flatten(v, path + [str(i)], arrays, depth + 1) for i, v in enumerate(obj)]
         return {"t" if isinstance(obj, tuple) else "l": kids}
-    raise TypeError(f"save: cannot store a {type(obj).__name__} at {'/'.join(path) or '<root>'!r}; "
+    raise TypeError(f"save: cannot store a {type(obj).__name__} at {_where(path)}; "
                     "expected dict, list, tuple, np.ndarray, Tensor, int, float, bool, str or None")
 
 
-def _unflatten(node, arrays, path: str):
+def _unflatten(node, read, where: str, depth: int = 0):
+    """Rebuild the object from its JSON skeleton; `read(member)` returns an array."""
+    if depth > MAX_DEPTH:
+        raise _Malformed(f"its structure nests deeper than {MAX_DEPTH} containers")
     if not isinstance(node, dict) or len(node) != 1:
-        raise ValueError(f"malformed structure entry at {path!r}")
+        raise _Malformed(f"is corrupt: malformed structure entry at {where}: expected a one-key object, "
+                         f"got {_short(node)}")
     (kind, val), = node.items()
+    expected = {"a": str, "v": (str, bool, type(None)), "i": str, "f": str, "d": list, "l": list, "t": list}
+    if kind not in expected:
+        raise _Malformed(f"is corrupt: unknown structure entry {kind!r} at {where}")
+    if not isinstance(val, expected[kind]):
+        raise _Malformed(f"is corrupt: malformed structure entry {kind!r} at {where}: got {_short(val)}")
     if kind == "a":
-        return arrays(val)
+        return read(val, where)
     if kind == "v":
         return val
-    if kind == "i":
-        return int(val)
-    if kind == "f":
-        return float(val)
+    if kind in "if":
+        try:
+            return int(val) if kind == "i" else float(val)
+        except ValueError:
+            what = "int" if kind == "i" else "float"
+            raise _Malformed(f"is corrupt: malformed {what} {_short(val)} at {where}") from None
     if kind == "d":
         out = OrderedDict()
-        for k, v in val:
-            key = int(k["i"]) if isinstance(k, dict) else k
-            out[key] = _unflatten(v, arrays, f"{path}/{key}")
+        for item in val:
+            key = _dict_key(item, where)
+            if key in out:
+                raise _Malformed(f"is corrupt: duplicate key {key!r} at {where}")
+            out[key] = _unflatten(item[1], read, f"{where}/{key}", depth + 1)
         return out
-    if kind == "l":
-        return [_unflatten(v, arrays, f"{path}/{i}") for i, v in enumerate(val)]
-    if kind == "t":
-        return tuple(_unflatten(v, arrays, f"{path}/{i}") for i, v in enumerate(val))
-    raise ValueError(f"unknown structure entry {kind!r} at {path!r}")
+    kids = [_unflatten(v, read, f"{where}/{i}", depth + 1) for i, v in enumerate(val)]
+    return kids if kind == "l" else tuple(kids)
+
+
+def _dict_key(item, where: str):
+    """The key of one `[key, node]` pair of a dict entry: a str, or {"i": int} for an int key."""
+    if not isinstance(item, list) or len(item) != 2:
+        raise _Malformed(f"is corrupt: malformed dict item at {where}: expected [key, value], got {_short(item)}")
+    k = item[0]
+    if isinstance(k, str):
+        return k
+    if isinstance(k, dict) and len(k) == 1 and isinstance(k.get("i"), int) and not isinstance(k["i"], bool):
+        return k["i"]
+    raise _Malformed(f"is corrupt: malformed dict key {_short(k)} at {where}")
+
+
+def _short(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _target_mode(path: str) -> int:
+    """The permissions a plain `open(path, 'wb')` would give: the existing file's, else 0o666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)     # the only portable way to read the umask is to set it
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def save(obj, path) -> None:
     """Write `obj` (a state dict, possibly nested) to `path` as an uncompressed `.npz`.
 
-    The file is written to a temporary name next to `path` and renamed over it, so a crash
-    never leaves a half-written checkpoint. `path` is used exactly (no '.npz' is appended).
+    The file is written to a temporary name next to `path`, flushed to disk and renamed over
+    it, so a crash or an exception at any point leaves either the previous file or the new one,
+    never a half-written checkpoint. The new file gets the permissions `open()` would give (the
+    existing file's, else those of the umask). `path` is used exactly (no '.npz' is appended).
     """
     if not isinstance(obj, Mapping):
         raise TypeError(f"save: expected a dict (a state_dict), got {type(obj).__name__}")
     path = os.fspath(path)
     arrays: OrderedDict[str, np.ndarray] = OrderedDict()
     skeleton = _flatten(obj, [], arrays)
-    meta = json.dumps({"format": "minitensor", "version": _FORMAT_VERSION, "tree": skeleton},
-                      allow_nan=True)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
+    meta = json.dumps({"format": "minitensor", "version": _FORMAT_VERSION, "tree": skeleton}, allow_nan=True)
+    mode = _target_mode(path)
+    # beside `path` (same filesystem, so the rename is atomic); mkstemp creates it 0600, chmod below fixes that
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=os.path.dirname(os.path.abspath(path)))
     try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-            for key, arr in arrays.items():
-                with zf.open(key + ".npy", "w", force_zip64=True) as member:
-                    np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
-            with zf.open(_META + ".npy", "w") as member:
-                np.lib.format.write_array(member, np.array(meta), allow_pickle=False)
+        with os.fdopen(fd, "wb") as f:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for key, arr in arrays.items():
+                    with zf.open(key + ".npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+                with zf.open(_META + ".npy", "w") as member:
+                    np.lib.format.write_array(member, np.array(meta), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())    # the data reaches the disk before the name points at it
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -143,47 +239,119 @@ def save(obj, path) -> None:
 def load(path):
     """Read a file written by `save` (or any `.npz` of plain arrays) back into dicts of arrays.
 
-    Raises FileNotFoundError when `path` does not exist and ValueError naming the path when it
-    is not a readable `.npz`, or when a member holds a pickled object array (refused, never run).
+    Raises FileNotFoundError when `path` does not exist and one ValueError naming the path and
+    what is wrong for any file that is not such an archive (see the module docstring for the
+    list). No NumPy message is passed through and nothing is chained: a malformed file is
+    refused, never "loaded unsafely".
     """
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"load: no such file: {path!r}")
+    if os.path.isdir(path):
+        raise ValueError(f"load: {path!r} is a directory, expected a file written by mt.save")
     try:
-        npz = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-        raise ValueError(f"load: {path!r} is not a readable .npz archive ({type(e).__name__}: {e})") from None
-    if not isinstance(npz, np.lib.npyio.NpzFile):
-        raise ValueError(f"load: {path!r} holds a single .npy array, expected an .npz archive written by save()")
+        return _load_archive(path)
+    except _Malformed as e:
+        problem = str(e)
+    # raised here, after the handler, so that no NumPy or zipfile exception is chained to it
+    raise ValueError(f"load: {path!r} {problem}")
 
-    with npz:
-        def get(key):
-            try:
-                return npz[key]
-            except KeyError:
-                raise ValueError(f"load: {path!r} is corrupt: member {key!r} listed in its structure is missing") from None
-            except ValueError as e:
-                if "allow_pickle" in str(e) or "Object arrays" in str(e):
-                    raise ValueError(f"load: {path!r} member {key!r} is a pickled object array; "
-                                     "refusing to unpickle (minitensor files never contain pickles)") from None
-                raise ValueError(f"load: {path!r} member {key!r} is corrupt: {e}") from None
-            except (OSError, EOFError, zipfile.BadZipFile) as e:
-                raise ValueError(f"load: {path!r} member {key!r} is corrupt ({type(e).__name__}: {e})") from None
 
-        if _META not in npz.files:
-            return OrderedDict((k, get(k)) for k in npz.files)
-        try:
-            meta = json.loads(str(get(_META)))
-            tree = meta["tree"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise ValueError(f"load: {path!r} has an unreadable {_META!r} entry ({e})") from None
-        if meta.get("version", 0) > _FORMAT_VERSION:
-            raise ValueError(f"load: {path!r} was written by a newer format (version {meta['version']}, "
-                             f"this reader knows {_FORMAT_VERSION})")
-        try:
-            return _unflatten(tree, get, "<root>")
-        except ValueError as e:
-            if str(e).startswith("load:"):
-                raise
-            raise ValueError(f"load: {path!r} is corrupt: {e}") from None
+# Everything reading a hostile file can raise, besides our own checks.
+_READ_ERRORS = (ValueError, TypeError, KeyError, OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile,
+                zlib.error, NotImplementedError, OverflowError, MemoryError, RecursionError, UnicodeError)
 
+
+def _load_archive(path: str):
+    with open(path, "rb") as f:
+        if f.read(6) == b"\x93NUMPY":
+            raise _Malformed("holds a single .npy array, expected an .npz archive written by mt.save")
+    try:
+        zf = zipfile.ZipFile(path)
+    except _READ_ERRORS as e:
+        raise _Malformed(f"is not a readable .npz archive ({_reason(e)})") from None
+    with zf:
+        names = zf.namelist()
+        if len(set(names)) != len(names):
+            raise _Malformed("is corrupt: its zip directory lists a member name twice")
+        for name in names:
+            if not name.endswith(".npy"):
+                raise _Malformed(f"holds the member {name!r}, which is not a .npy array")
+        if _META + ".npy" not in names:
+            return OrderedDict((name[:-4], _read_member(zf, name, repr(name[:-4]))) for name in names)
+        return _load_with_structure(zf, names)
+
+
+def _load_with_structure(zf: zipfile.ZipFile, names: list[str]):
+    meta_array = _read_member(zf, _META + ".npy", "the structure")
+    if meta_array.shape != () or meta_array.dtype.kind != "U":
+        raise _Malformed(f"has a malformed structure member {_META!r}: expected a 0-d text array, "
+                         f"got dtype {meta_array.dtype} shape {meta_array.shape}")
+    try:
+        meta = json.loads(str(meta_array))
+    except RecursionError:
+        raise _Malformed(f"its structure nests deeper than {MAX_DEPTH} containers") from None
+    except ValueError as e:
+        raise _Malformed(f"has an unreadable structure member {_META!r} (invalid JSON: {e})") from None
+    if not isinstance(meta, dict) or "tree" not in meta or meta.get("format") != "minitensor":
+        raise _Malformed(f"has a malformed structure member {_META!r}: expected an object with "
+                         "'format': 'minitensor' and a 'tree'")
+    version = meta.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise _Malformed(f"has a malformed format version {_short(version)}")
+    if version > _FORMAT_VERSION:
+        raise _Malformed(f"was written by a newer format (version {version}, this reader knows {_FORMAT_VERSION})")
+    tree = meta["tree"]
+    if not (isinstance(tree, dict) and set(tree) == {"d"}):
+        raise _Malformed(f"is corrupt: its structure's root is not a dict (got {_short(tree)})")
+
+    listed = set(names) - {_META + ".npy"}
+    used = set()
+
+    def read(member: str, where: str):
+        name = member + ".npy"
+        if name not in listed:
+            raise _Malformed(f"is corrupt: the member {member!r} of {where} is missing")
+        used.add(name)
+        return _read_member(zf, name, where)
+
+    obj = _unflatten(tree, read, "<root>")
+    unlisted = sorted(listed - used)
+    if unlisted:
+        raise _Malformed(f"is corrupt: it holds member(s) its structure does not list: {_short(unlisted)}")
+    return obj
+
+
+def _read_member(zf: zipfile.ZipFile, name: str, where: str) -> np.ndarray:
+    """Read one `.npy` member, refusing object arrays and data whose size disagrees with its header."""
+    try:
+        info = zf.getinfo(name)
+        with zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+            if version in header:   # version 3.0 (UTF-8 field names) is left to read_array's own checks
+                shape, _, dtype = header[version](f)
+                if dtype.hasobject:
+                    raise _Malformed(f"member {name!r} ({where}) is an object array (it would need "
+                                     "unpickling); refused: minitensor files never contain pickles")
+                needed = math.prod(shape) * dtype.itemsize
+                if needed != info.file_size - f.tell():
+                    raise _Malformed(f"is corrupt: member {name!r} ({where}) declares {needed} bytes of "
+                                     f"{dtype} {shape} but holds {info.file_size - f.tell()}")
+            f.seek(0)
+            array = np.lib.format.read_array(f, allow_pickle=False)
+            if f.read(1):
+                raise _Malformed(f"is corrupt: member {name!r} ({where}) has bytes after its array data")
+    except _READ_ERRORS as e:
+        raise _Malformed(f"is corrupt: member {name!r} ({where}) cannot be read ({_reason(e)})") from None
+    if array.dtype.hasobject:   # defensive: read_array refuses these when allow_pickle is False
+        raise _Malformed(f"member {name!r} ({where}) is an object array; refused")
+    return array
+
+
+def _reason(e: BaseException) -> str:
+    """A short cause for the message; NumPy's advice to load unsafely is never repeated."""
+    text = str(e)
+    if "pickle" in text.lower():
+        text = "pickled data"
+    return f"{type(e).__name__}: {text}"[:200]

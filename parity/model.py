@@ -55,6 +55,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
+from parity.layers import Dropout, attention_weights
 from parity.masks import causal_mask, padding_mask, target_mask
 
 
@@ -110,43 +111,14 @@ def check_mask(mask, shape: tuple, who: str):
 
 
 # ----------------------------------------------------------------------------------------------
-# Dropout with minitensor's mask hook
-# ----------------------------------------------------------------------------------------------
-class Dropout(nn.Dropout):
-    """torch.nn.Dropout with minitensor.nn.Dropout's `mask_fn` hook.
-
-    Extension, flagged (not in PyTorch): when `mask_fn` is set, the module is training and p > 0,
-    forward calls `keep = mask_fn(shape)` for a boolean keep-mask of the input's shape (NumPy
-    array or tensor) instead of sampling, and returns input * keep / (1 - p). The parity report
-    feeds both frameworks the same masks this way, so training-mode parity is checked too.
-    """
-
-    def __init__(self, p: float = 0.5):
-        super().__init__(p)
-        self.mask_fn = None
-
-    def forward(self, input: torch.Tensor) -> torch.Tensor:
-        if self.mask_fn is None or not self.training or self.p == 0:
-            return super().forward(input)
-        keep = _raw(self.mask_fn(tuple(input.shape)))
-        if keep.dtype != torch.bool or tuple(keep.shape) != tuple(input.shape):
-            raise ValueError(f"Dropout.mask_fn: expected a bool keep-mask of shape {tuple(input.shape)}, "
-                             f"got {keep.dtype} of shape {tuple(keep.shape)}")
-        return input * keep.to(input.device) / (1.0 - self.p)
-
-
-# ----------------------------------------------------------------------------------------------
 # Attention
 # ----------------------------------------------------------------------------------------------
 def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: float = 0.0):
     """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dv), weights (B, H, T_q, T_k)).
 
-    Masking: scores where mask is False are set to the dtype's lowest finite value (a stand-in
-    for -inf) before the softmax, so they get exactly zero weight. A query row with nothing to
-    attend to would then be uniform; its weights are multiplied by 0 after the softmax, giving a
-    zero output and finite (zero) gradients. A true -inf would give NaN there, forward and back.
-    Flagged: written as torch composites (masked_fill -> softmax -> multiply); transformer_np
-    fuses the same math into one primitive (AttentionWeights), so the parity report checks it.
+    Masking: keys where mask is False get exactly zero weight; a query row with nothing to attend
+    to gets zero weights and a zero output, with finite (zero) gradients (attention_weights: one
+    fused primitive in transformer_np, a torch composite here, in parity/layers.py).
     `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
     float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
@@ -162,20 +134,11 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
     if q.dtype != k.dtype or q.dtype != v.dtype:
         raise TypeError(f"scaled_dot_product_attention: q, k, v must share a dtype, "
                         f"got {q.dtype}, {k.dtype}, {v.dtype}")
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    # Scaling q (T_q * Dh numbers) instead of the scores (T_q * T_k) is cheaper, as torch's MHA does.
-    scores = (q * scale) @ k.transpose(-2, -1)                                       # (B, H, T_q, T_k)
+    keep = None
     if mask is not None:
-        check_mask(mask, scores.shape, "scaled_dot_product_attention")
-        keep = _raw(mask).to(scores.device)
-        scores = scores.masked_fill(~keep, torch.finfo(scores.dtype).min)
-        weights = F.softmax(scores, dim=-1)
-        row_has_key = keep.any(dim=-1, keepdim=True)                                 # (.., T_q, 1)
-        if not row_has_key.all():
-            # Rows with no key allowed were uniform: zero them (forward and gradient).
-            weights = weights * row_has_key.to(weights.dtype)
-    else:
-        weights = F.softmax(scores, dim=-1)
+        scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
+        keep = _raw(check_mask(mask, scores_shape, "scaled_dot_product_attention"))
+    weights = attention_weights(q, k, keep, scale=1.0 / math.sqrt(q.shape[-1]))        # (B, H, T_q, T_k)
     if isinstance(dropout, nn.Module):
         weights = dropout(weights)
     elif dropout:                                                                    # a float p
@@ -490,14 +453,12 @@ class Transformer(nn.Module):
                  dropout: float = 0.1, max_len: int = 5000, norm_first: bool = False,
                  final_norm: bool = False, activation: str = "relu", positional: str = "sinusoidal",
                  tie_embeddings: bool = False):
+        # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
+        config = ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers,
+                             num_decoder_layers, d_ff, dropout, max_len, norm_first, final_norm,
+                             activation, positional, tie_embeddings)
         super().__init__()
-        if positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"Transformer: positional must be 'sinusoidal' or 'learned', got {positional!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Transformer: dropout must be in [0, 1), got {dropout}")
-        self.config = ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers,
-                                  num_decoder_layers, d_ff, dropout, max_len, norm_first, final_norm,
-                                  activation, positional, tie_embeddings)
+        self.config = config
         self.d_model = d_model
         self.max_len = max_len
         self.src_vocab_size = src_vocab_size

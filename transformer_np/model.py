@@ -1,7 +1,7 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in NumPy on minitensor.
 
-What this file owns, bottom-up in the paper's order (section 3):
-    AttentionWeights               softmax(Q K^T / sqrt(Dh)) with a mask, one fused primitive
+What this file owns, bottom-up in the paper's order (section 3); the masked softmax(Q K^T / sqrt(Dh))
+is one engine primitive (minitensor.ops.AttentionWeights, called as attention_weights):
     scaled_dot_product_attention   Attention(Q, K, V) = softmax(Q K^T / sqrt(Dh)) V        (3.2.1)
     MultiHeadAttention             Concat(head_1..head_H) W_o                              (3.2.2)
     PositionwiseFeedForward        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (3.3)
@@ -55,6 +55,8 @@ import minitensor.nn as nn
 import minitensor.nn.functional as F
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
+from minitensor.nn import Dropout
+from minitensor.nn.functional import attention_weights
 from transformer_np.masks import causal_mask, padding_mask, target_mask
 
 
@@ -116,7 +118,8 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
     """softmax(q k^T / sqrt(Dh) masked) v: returns (output (B, H, T_q, Dv), weights (B, H, T_q, T_k)).
 
     Masking: keys where mask is False get exactly zero weight; a query row with nothing to attend
-    to gets zero weights and a zero output, with finite (zero) gradients (AttentionWeights).
+    to gets zero weights and a zero output, with finite (zero) gradients (attention_weights: one
+    fused primitive here, a torch composite in parity/layers.py).
     `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
     float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
@@ -136,7 +139,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
     if mask is not None:
         scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
         keep = _raw(check_mask(mask, scores_shape, "scaled_dot_product_attention"))
-    weights = F.attention_weights(q, k, keep, scale=1.0 / math.sqrt(q.shape[-1]))      # (B, H, T_q, T_k)
+    weights = attention_weights(q, k, keep, scale=1.0 / math.sqrt(q.shape[-1]))      # (B, H, T_q, T_k)
     if isinstance(dropout, nn.Module):
         weights = dropout(weights)
     elif dropout:                                                                    # a float p
@@ -166,7 +169,7 @@ class MultiHeadAttention(nn.Module):
         self.W_k = nn.Linear(d_model, d_model)
         self.W_v = nn.Linear(d_model, d_model)
         self.W_o = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.store_attention = False
         self.attn_weights = None
 
@@ -217,7 +220,7 @@ class PositionwiseFeedForward(nn.Module):
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         # torch.nn.TransformerEncoderLayer's `dropout` between the two linears, not in the paper.
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x):
         h = self.linear1(x)                                                          # (B, T, d_ff)
@@ -241,7 +244,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1):
         super().__init__()
         self.max_len = max_len
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         # Computed in float64, stored in the default dtype; persistent=False: rebuilt, never saved.
         pe = sinusoidal_table(max_len, d_model).astype(mt.get_default_dtype())
         self.register_buffer("pe", mt.from_numpy(pe), persistent=False)              # (max_len, D)
@@ -261,7 +264,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x, offset: int = 0):
         T = x.shape[1]
@@ -289,8 +292,8 @@ class EncoderLayer(nn.Module):
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, activation, dropout)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
 
     def forward(self, x, mask=None):
         """x (B, S, D), mask broadcastable to (B, H, S, S) -> (B, S, D)."""
@@ -317,9 +320,9 @@ class DecoderLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
         self.norm3 = nn.LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
-        self.dropout2 = nn.Dropout(dropout)
-        self.dropout3 = nn.Dropout(dropout)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
 
     def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None):
         """x (B, T, D), memory (B, S, D); tgt_mask to (B, H, T, T), src_mask to (B, H, T, S) -> (B, T, D).
@@ -451,16 +454,11 @@ class Transformer(nn.Module):
                  final_norm: bool = False, activation: str = "relu", positional: str = "sinusoidal",
                  tie_embeddings: bool = False):
         # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
-        ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers, num_decoder_layers,
-                    d_ff, dropout, max_len, norm_first, final_norm, activation, positional, tie_embeddings)
+        config = ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers,
+                             num_decoder_layers, d_ff, dropout, max_len, norm_first, final_norm,
+                             activation, positional, tie_embeddings)
         super().__init__()
-        if positional not in ("sinusoidal", "learned"):
-            raise ValueError(f"Transformer: positional must be 'sinusoidal' or 'learned', got {positional!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Transformer: dropout must be in [0, 1), got {dropout}")
-        self.config = ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers,
-                                  num_decoder_layers, d_ff, dropout, max_len, norm_first, final_norm,
-                                  activation, positional, tie_embeddings)
+        self.config = config
         self.d_model = d_model
         self.max_len = max_len
         self.src_vocab_size = src_vocab_size

@@ -15,6 +15,7 @@ writes into `g` or into a saved array.
     indexing.py      GetItem IndexPut Embedding
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
     fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy NLLLoss Dropout AttentionWeights
+    extra.py         Norm (the 2-norm, its own node for PyTorch's gradient 0 at the origin)
 """
 from .elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Erf, Exp, Gelu, Log, MaskedFill, Maximum, Minimum, Mul,
                           Neg, Pow, PowScalar, Relu, RPowScalar, Sigmoid, Sqrt, Sub, Tanh, Where)
@@ -27,10 +28,15 @@ from .shape import Cat, Expand, Permute, Repeat, Reshape, Stack, Transpose, Tril
 __all__ = ["Abs", "Add", "Cast", "Clamp", "Clone", "Div", "Erf", "Exp", "Gelu", "Log", "MaskedFill", "Maximum",
            "Minimum", "Mul", "Neg", "Pow", "PowScalar", "Relu", "RPowScalar", "Sigmoid", "Sqrt", "Sub", "Tanh",
            "Where", "AttentionWeights", "CrossEntropy", "Dropout", "LayerNorm", "Linear", "LogSoftmax", "NLLLoss",
-           "Softmax", "Embedding", "GetItem", "IndexPut", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Std", "Sum", "Var",
-           "Cat", "Expand", "Permute", "Repeat", "Reshape", "Stack", "Transpose", "Tril", "Triu"]
+           "Softmax", "Embedding", "GetItem", "IndexPut", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Std",
+           "Sum", "Var", "Cat", "Expand", "Permute", "Repeat", "Reshape", "Stack", "Transpose", "Tril", "Triu"]
 
 from ..autograd import register_namespaces
 from .namespace import ARRAYS, TENSORS
 
 register_namespaces(ARRAYS, TENSORS)
+
+# appended: the primitives behind the PyTorch names of tensor.py's last section (extra.py)
+from .extra import Norm
+
+__all__ += ["Norm"]

@@ -204,24 +204,26 @@ class Tanh(Function):
         return (g * (1 - out * out),)
 
 
-def _stable_sigmoid(a: np.ndarray) -> np.ndarray:
+def stable_sigmoid(a: np.ndarray) -> np.ndarray:
     """1 / (1 + e^-a), split by sign so that e^x never overflows."""
     e = np.exp(-np.abs(a))
     return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
 
 
 class Sigmoid(Function):
-    """out = 1 / (1 + e^-a);  da = g * out * (1 - out)"""
+    """out = 1 / (1 + e^-a);  da = g * out * (1 - out) = g * out * sigmoid(-a)
+    (1 - out is computed as sigmoid(-a): where out rounds to 1 it would be 0, and the derivatives of
+    higher order, which are made of such factors, would lose their value there)"""
     @staticmethod
     def forward(ctx, a):
-        out = _stable_sigmoid(a)
-        ctx.save_for_backward(out)
+        out = stable_sigmoid(a)
+        ctx.save_for_backward(a, out)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        (out,) = ctx.saved_arrays
-        return (g * out * (1 - out),)
+        a, out = ctx.saved_arrays
+        return (g * out * ctx.xp.sigmoid(-a),)
 
 
 class Relu(Function):
@@ -290,10 +292,13 @@ class Erf(Function):
         return (g * (a.dtype.type(2 / math.sqrt(math.pi)) * ctx.xp.exp(-(a * a))),)
 
 
-def _gelu_tanh(xp, a):
-    """t = tanh(sqrt(2/pi) (a + 0.044715 a^3)), the tanh GELU's inner value (forward and backward)."""
+def _gelu_tanh_halves(xp, a):
+    """(s, 1 - s) with s = (1 + tanh u) / 2 = sigmoid(2u), u = sqrt(2/pi) (a + 0.044715 a^3): the tanh
+    GELU's inner values (forward and backward). Both as sigmoids, each accurate where it is tiny, where
+    1 + t and 1 - t^2 computed from t = tanh u would round to 0 and lose the higher derivatives."""
     dt = a.dtype.type
-    return xp.tanh(dt(_SQRT_2_OVER_PI) * (a + dt(_GELU_TANH_C) * a * a * a))
+    two_u = dt(2 * _SQRT_2_OVER_PI) * (a + dt(_GELU_TANH_C) * a * a * a)
+    return xp.sigmoid(two_u), xp.sigmoid(-two_u)
 
 
 def _gelu_cdf(xp, a):
@@ -305,15 +310,17 @@ def _gelu_cdf(xp, a):
 class Gelu(Function):
     """approximate='none': out = a * Phi(a), da = g * (Phi(a) + a * phi(a));
     approximate='tanh':   out = a/2 (1 + t), t = tanh(u), u = sqrt(2/pi)(a + 0.044715 a^3),
-                          da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2)."""
+                          da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2),
+                          computed with s = (1 + t)/2 and 1 - s:  out = a s,  da = g * (s + 2 a s (1 - s) du/da)."""
     @staticmethod
     def forward(ctx, a, approximate="none"):
         dt = a.dtype.type
         ctx.save_for_backward(a)
         ctx.approximate = approximate
         if approximate == "tanh":
-            t = ctx.t = _gelu_tanh(ctx.xp, a)
-            return dt(0.5) * a * (1 + t)
+            s, rest = _gelu_tanh_halves(ctx.xp, a)
+            ctx.halves = (s, rest)
+            return a * s
         cdf = ctx.cdf = _gelu_cdf(ctx.xp, a)
         return a * cdf
 
@@ -322,9 +329,9 @@ class Gelu(Function):
         (a,) = ctx.saved_arrays
         dt = a.dtype.type
         if ctx.approximate == "tanh":
-            t = ctx.intermediate(ctx.t, _gelu_tanh, a)
+            s, rest = ctx.intermediate(ctx.halves, _gelu_tanh_halves, a)
             du = dt(_SQRT_2_OVER_PI) * (1 + dt(3 * _GELU_TANH_C) * a * a)
-            return (g * (dt(0.5) * (1 + t) + dt(0.5) * a * (1 - t * t) * du),)
+            return (g * (s + 2 * a * s * rest * du),)
         pdf = dt(_INV_SQRT_2PI) * ctx.xp.exp(dt(-0.5) * a * a)           # phi(a)
         return (g * (ctx.intermediate(ctx.cdf, _gelu_cdf, a) + a * pdf),)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import Cast, Erf, Exp, Log, Sqrt, Tanh, Where, erf
+from .elementwise import Cast, Erf, Exp, Log, Sigmoid, Sqrt, Where, erf, stable_sigmoid
 from .fused import LogSoftmax, log_softmax
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum
@@ -32,23 +32,28 @@ def _axes(axis, ndim: int):
     return tuple(int(d) % max(ndim, 1) for d in ((axis,) if np.isscalar(axis) else axis))
 
 
+def _is_tensor(x) -> bool:
+    return hasattr(x, "version_counter")
+
+
+def _constant(like, value):
+    """`value` (a number or float array) as a Tensor outside the graph, in the dtype of the Tensor `like`."""
+    return like.wrap(np.asarray(value, dtype=like.dtype))
+
+
 class ArrayOps:
     """NumPy, under the names the backward formulas use."""
-    exp, log, tanh, sign = staticmethod(np.exp), staticmethod(np.log), staticmethod(np.tanh), staticmethod(np.sign)
-    sqrt = staticmethod(np.sqrt)
+    exp, log, sqrt, sign = staticmethod(np.exp), staticmethod(np.log), staticmethod(np.sqrt), staticmethod(np.sign)
     where, swapaxes, transpose = staticmethod(np.where), staticmethod(np.swapaxes), staticmethod(np.transpose)
     moveaxis, broadcast_to = staticmethod(np.moveaxis), staticmethod(np.broadcast_to)
     tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(np.sum), staticmethod(np.mean)
     split, unstack = staticmethod(np.split), staticmethod(np.unstack)
     erf, log_softmax, index_put = staticmethod(erf), staticmethod(log_softmax), staticmethod(index_put)
+    sigmoid = staticmethod(stable_sigmoid)
 
     @staticmethod
     def astype(a, dtype):
         return a.astype(dtype)
-
-    @staticmethod
-    def constant(like, value):
-        return value
 
     # in place on a fresh array: the speed devices of the fused backwards
     @staticmethod
@@ -72,12 +77,6 @@ class TensorOps:
     """The same functions as recorded primitives on Tensors (the backward of a backward)."""
 
     @staticmethod
-    def constant(like, value):
-        """`value` (an array or number) as a Tensor outside the graph, in `like`'s dtype if it is a float."""
-        arr = np.asarray(value)
-        return like.wrap(arr.astype(like.dtype) if arr.dtype.kind == "f" or arr.ndim == 0 else arr)
-
-    @staticmethod
     def exp(a): return Exp.apply(a)
 
     @staticmethod
@@ -87,7 +86,7 @@ class TensorOps:
     def sqrt(a): return Sqrt.apply(a)
 
     @staticmethod
-    def tanh(a): return Tanh.apply(a)
+    def sigmoid(a): return Sigmoid.apply(a)
 
     @staticmethod
     def erf(a): return Erf.apply(a)
@@ -98,9 +97,9 @@ class TensorOps:
 
     @staticmethod
     def where(cond, a, b):
-        like = a if hasattr(a, "version_counter") else b
-        cond = getattr(cond, "data", cond)
-        a, b = (x if hasattr(x, "version_counter") else TensorOps.constant(like, x) for x in (a, b))
+        like = a if _is_tensor(a) else b
+        cond = cond.data if _is_tensor(cond) else cond
+        a, b = (x if _is_tensor(x) else _constant(like, x) for x in (a, b))
         return Where.apply(a, b, cond=cond)
 
     @staticmethod
