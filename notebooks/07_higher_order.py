@@ -32,7 +32,7 @@ import torch
 
 import minitensor as mt
 from minitensor.testing import OP_RTOL, PARITY_RTOL, error_stats
-from nbutil import TINY, figure_path, show, sized
+from nbutil import TINY, show, sized
 
 mt.set_default_dtype(mt.float64)           # float64 for the checks: agreement to round-off is visible
 torch.set_default_dtype(torch.float64)

@@ -14,7 +14,7 @@ import sys
 
 import torch
 
-from transformer_np.experiments import check_experiment, exp_curvature, run_experiment
+from transformer_np.experiments import check_experiment, run_experiment
 
 from .convert import np_to_torch
 from .hooks import to_numpy
