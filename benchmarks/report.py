@@ -16,6 +16,8 @@ import json
 import math
 import os
 
+from minitensor.testing import PARITY_RTOL
+
 MEASUREMENT_LABELS = {
     "forward": "forward (eval, no_grad)",
     "fwd_bwd": "forward + backward",
@@ -251,6 +253,28 @@ def plot_scaling(series: list[dict], key: str, path: str, title: str) -> None:
     plt.close(fig)
 
 
+HVP_LABELS = {"grad": "one gradient (the unit)", "hvp": "HVP, double backward",
+              "hvp_functional": "HVP, autograd.functional.hvp"}
+
+
+def hvp_markdown(hvp: dict) -> str:
+    """One row per config and workload: both times, their ratio, and each side's cost in gradients."""
+    lines = ["| config | workload | minitensor ms | PyTorch ms | ratio [IQR; min-max] | minitensor cost in gradients | "
+             "PyTorch cost in gradients |", "|---|---|---:|---:|---:|---:|---:|"]
+    for name, res in hvp.items():
+        for key, label in HVP_LABELS.items():
+            m = res[key]
+            cost = res["cost_in_gradients"].get(key, {"numpy": 1.0, "torch": 1.0})
+            lines.append(f"| {name} | {label} | {_ms(m['numpy'])} | {_ms(m['torch'])} | {_spread(m)} | "
+                         f"{cost['numpy']:.2f} | {cost['torch']:.2f} |")
+    checks = [f"{name}: max rel {res['parity']['max_rel']:.2e} ({'ok' if res['parity']['ok'] else 'DIFFERS'})"
+              for name, res in hvp.items() if "parity" in res]
+    if checks:
+        lines += ["", "H v of the two sides, compared in one process (float32 limit PARITY_RTOL "
+                  f"{PARITY_RTOL['float32']:g}): " + "; ".join(checks) + "."]
+    return "\n".join(lines)
+
+
 def losses_markdown(results: dict, top: int = 10) -> str:
     """Where the NumPy engine loses: step split (ops vs Python outside ops), top ops, worst op ratios."""
     lines = []
@@ -332,6 +356,14 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
     md += ["### Per config", ""]
     for name, res in section["configs"].items():
         md += [config_markdown(name, res), ""]
+    if section.get("hvp"):
+        md += ["### Hessian-vector product beside one gradient", "",
+               "Eval mode (no dropout), the training loss (cross-entropy, label smoothing 0.1) of one batch, a fixed "
+               "seeded direction v. Double backward: grad(loss, params, create_graph=True), then grad(<grads, v>, "
+               "params). autograd.functional.hvp: the loss as a function of the parameters (functional_call), "
+               "computed by the double-vjp trick as PyTorch does (one backward more). Cost in gradients = median HVP "
+               "time / median gradient time on the same side (theory: a small constant, about 2 to 4).", "",
+               hvp_markdown(section["hvp"]), ""]
     if section.get("memory"):
         md += ["### Peak memory (VmHWM of a fresh child after N training steps)", "",
                memory_markdown(section["memory"]), ""]

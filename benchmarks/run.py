@@ -10,7 +10,9 @@ reaches (benchmarks/flops.py counts the matrix-product FLOPs; the rate is measur
 run, in each side's own process, on the config's dominant product shape). A third process
 holding both sides checks that they compute the same logits and tokens, and measures the
 interference that one process would add: PyTorch's training step alone and right after a NumPy
-step. Then peak memory per side in fresh subprocesses (benchmarks/memory.py), the scaling series,
+step. Then one Hessian-vector product beside one gradient on each side (the HVP configs: two forms, the
+double backward and autograd.functional.hvp, and the HVP's cost in gradients on each side), peak
+memory per side in fresh subprocesses (benchmarks/memory.py), the scaling series,
 the op microbenchmarks (benchmarks/ops.py), the training-step phases and profiles, and the
 targets, each met or missed. `--in-process` times both sides in one process instead: kept to
 show the difference, labelled as such, never the headline.
@@ -30,7 +32,10 @@ MEASUREMENTS = ["forward", "greedy_nocache", "greedy_cache", "fwd_bwd", "train"]
 # In one process, a PyTorch step slower than alone by this factor (or faster by its inverse) is reported
 # as interference; quieter differences are within what a shared machine's noise gives.
 INTERFERENCE_FACTOR = 1.10
-SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode"]
+SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp"]
+HVP_CONFIGS = ["copy-reverse", "base"]
+# One gradient (the unit), then one HVP in each form; benchmarks/workloads.py says what each computes.
+HVP_WORKLOADS = ["grad", "hvp", "hvp_functional"]
 
 
 def _thread_list(text: str) -> list[int]:
@@ -96,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="training steps per peak-memory child (default: 3; with --quick: 2)")
     r.add_argument("--ops-sizes", nargs="+", default=["small", "large"], choices=["small", "large"],
                    help="op microbenchmark size classes (default: small, large)")
+    r.add_argument("--hvp-configs", nargs="+", default=None, choices=names, metavar="CONFIG",
+                   help=f"configs whose Hessian-vector product is timed beside one gradient "
+                        f"(default: those of {' '.join(HVP_CONFIGS)} among --configs; with --quick: not base)")
     return ap
 
 
@@ -136,6 +144,8 @@ def resolve_settings(args) -> dict:
         "scaling_dims_len": args.scaling_dims_len or (32 if q else 128),
         "memory_steps": args.memory_steps or (2 if q else 3),
         "ops_sizes": args.ops_sizes,
+        "hvp_configs": args.hvp_configs or [c for c in HVP_CONFIGS if c in (args.configs or FULL_CONFIGS)
+                                            and not (q and c == "base")],
         "ops_repeats": 3 if q else 11,
         "ops_target_ms": 2.0 if q else 5.0,
         "wait_policy": args.wait_policy,
@@ -296,6 +306,27 @@ def bench_scaling(timed: dict, settings: dict, log) -> dict:
     return out
 
 
+def bench_hvp(timed: dict, both, settings: dict, log) -> dict:
+    """Per HVP config: the two sides' H v compared (one process holding both), then one gradient and one HVP in
+    each form, alternating processes as every workload; the HVP's cost in gradients on each side (median HVP
+    time / median gradient time; theory: a small constant, 2 to 4)."""
+    out = {}
+    for name in settings["hvp_configs"]:
+        spec = {"name": name}
+        res = {"parity": both.request({"op": "hvp_check", "config": spec})}
+        log(f"  hvp {name}: H v of the two sides, max rel {res['parity']['max_rel']:.2e}")
+        for key in HVP_WORKLOADS:
+            log(f"  hvp {name}: {key} ...")
+            res[key] = time_workload(timed, spec, key, settings)
+            log(f"    numpy {res[key]['numpy']['median_ms']:.2f} ms, torch {res[key]['torch']['median_ms']:.2f} ms, "
+                f"ratio {res[key]['ratio']:.2f}")
+        sides = [s for s in timed if s in res["grad"]]
+        res["cost_in_gradients"] = {key: {s: res[key][s]["median_ms"] / res["grad"][s]["median_ms"] for s in sides}
+                                    for key in HVP_WORKLOADS[1:]}
+        out[name] = res
+    return out
+
+
 def bench_memory(settings: dict, threads: int, log) -> dict:
     from benchmarks.memory import measure
     out = {}
@@ -378,6 +409,9 @@ def run_threads(threads: int, settings: dict, log) -> dict:
         for name in settings["configs"]:
             log(f"config {name}")
             section["configs"][name] = bench_config(name, timed, both, settings, log)
+        if "hvp" not in settings["skip"]:
+            log("Hessian-vector products")
+            section["hvp"] = bench_hvp(timed, both, settings, log)
         if "memory" not in settings["skip"]:
             log("memory (fresh subprocess per side)")
             section["memory"] = bench_memory(settings, threads, log)

@@ -21,6 +21,7 @@ Requests (each answered by a dict; a failure by {"error": "..."}):
     ops      {side, cases, target_ms}                 -> {case: {fwd_ms, fb_ms}}: one sample per op case
     check    {config, calls}                          -> same logits, decode agreement, interference ('both')
     ops_check {cases}                                 -> {case: forward max rel err} ('both')
+    hvp_check {config}                                -> the two sides' H v compared ('both')
     facts    {}                                       -> machine facts of this process
 """
 from __future__ import annotations
@@ -60,11 +61,12 @@ class _Host:
             from benchmarks.env import set_torch_threads
             set_torch_threads(threads)
 
-    def load(self, spec: dict):
-        """Build (or keep) the models of `spec`; the previous config's models are dropped first."""
+    def load(self, spec: dict, fresh: bool = False):
+        """Build (or keep) the models of `spec`; the previous config's models are dropped first. fresh=True
+        rebuilds them even when kept: a training workload has moved each side's weights on its own."""
         from benchmarks import workloads as W
         key = json.dumps(spec, sort_keys=True)
-        if key == self.key:
+        if key == self.key and not fresh:
             return self.sides
         self.sides, self.key = {}, None
         self.cfg = W.config_from_spec(spec)
@@ -177,6 +179,17 @@ def _ops_check(host: _Host, cases: list[int]) -> dict:
             for i in cases}
 
 
+def _hvp_check(host: _Host, spec: dict) -> dict:
+    """Both sides' H v (double-backward form) in this one process: max rel error over all parameters, float32."""
+    import numpy as np
+    from minitensor.testing import PARITY_RTOL, error_stats
+    sides = host.load(spec, fresh=True)          # equal weights again (the interference check trained both)
+    ours = np.concatenate([np.asarray(h.data).ravel() for h in sides["numpy"].hvp()])
+    ref = np.concatenate([h.detach().cpu().numpy().ravel() for h in sides["torch"].hvp()])
+    _, max_rel = error_stats(ours, ref, scale_free=True)
+    return {"max_rel": max_rel, "ok": bool(max_rel <= PARITY_RTOL["float32"])}
+
+
 def handle(host: _Host, req: dict) -> dict:
     op = req["op"]
     if op == "facts":
@@ -190,6 +203,8 @@ def handle(host: _Host, req: dict) -> dict:
         return _ops_check(host, req["cases"])
     if op == "check":
         return _check(host, req["config"], req["calls"])
+    if op == "hvp_check":
+        return _hvp_check(host, req["config"])
     side = host.load(req["config"])[req["side"]]
     if op == "time":
         fn = getattr(side, req["workload"])

@@ -8,9 +8,16 @@ workloads, identical on both sides:
     fwd_bwd     train mode: forward, cross-entropy (label smoothing 0.1, PAD ignored), backward
     train       zero_grad, forward, loss, backward, clip_grad_norm_(1.0), Adam step
     greedy      greedy decoding of `decode_tokens` new tokens, without and with the key/value cache
+    grad        eval mode: one gradient of the loss in every parameter (autograd.grad): the unit an HVP is
+                measured in
+    hvp         eval mode: one Hessian-vector product of that loss in a fixed random direction, double-backward
+                form: autograd.grad(loss, params, create_graph=True), then autograd.grad(<grads, v>, params)
+    hvp_functional  the same product by autograd.functional.hvp of the loss as a function of the parameters
+                (functional_call), which both libraries compute by the double-vjp trick (one backward more)
 
 Both models run float32 (the default dtype of each library) with dropout 0.1 in train mode;
-each side samples its own dropout masks, so both do the same work.
+each side samples its own dropout masks, so both do the same work. The gradient and HVP workloads
+run in eval mode (no dropout): the loss is then one function of the weights on both sides.
 """
 from __future__ import annotations
 
@@ -171,6 +178,37 @@ class Side:
     model: object
     sync: Callable[[], None] | None = None
     train_phases: Callable[[], dict] | None = None  # one training step, ms per phase
+    grad: Callable[[], object] | None = None
+    hvp: Callable[[], object] | None = None
+    hvp_functional: Callable[[], object] | None = None
+
+
+def hvp_direction(model, seed: int = 1) -> list[np.ndarray]:
+    """The HVP workloads' direction v: a seeded standard-normal float32 array per parameter (named_parameters order)."""
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(tuple(p.shape)).astype(np.float32) for _, p in model.named_parameters()]
+
+
+def _second_order(autograd, functional_call, as_tensor, model, loss_of_logits, args: tuple, names: list, v: list):
+    """The grad, hvp and hvp_functional closures of one library (its autograd module, functional_call and
+    array -> tensor), for the loss `loss_of_logits(model(*args))` in eval mode."""
+    params = [p for _, p in model.named_parameters()]
+    direction = [as_tensor(x) for x in v]
+
+    def grad():
+        model.eval()
+        return autograd.grad(loss_of_logits(model(*args)), params)
+
+    def hvp():
+        model.eval()
+        grads = autograd.grad(loss_of_logits(model(*args)), params, create_graph=True)
+        return autograd.grad(sum((g * d).sum() for g, d in zip(grads, direction)), params)
+
+    def hvp_functional():
+        model.eval()
+        loss = lambda *ps: loss_of_logits(functional_call(model, dict(zip(names, ps)), args))  # noqa: E731
+        return autograd.functional.hvp(loss, tuple(params), tuple(direction))
+    return grad, hvp, hvp_functional
 
 
 PHASES = ("zero_grad", "forward+loss", "backward", "clip", "optimizer")
@@ -285,10 +323,16 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         model.train()
         return _phased(opt.zero_grad, loss_fn, lambda: mt.nn.utils.clip_grad_norm_(params, CLIP), opt.step)()
 
+    from minitensor.autograd_functional import functional_call
+    names = [n for n, _ in model.named_parameters()]
+    ce = lambda logits: F.cross_entropy(logits.reshape(-1, V), tgt_out, ignore_index=PAD,  # noqa: E731
+                                        label_smoothing=LABEL_SMOOTHING)
+    grad, hvp, hvp_functional = _second_order(mt.autograd, functional_call, mt.tensor, model, ce,
+                                              (src, tgt_in, src_mask, tgt_mask), names, hvp_direction(model))
     return Side("numpy", forward, fwd_bwd, train,
                 wrap(_greedy(np_decode, model, src, src_mask, cfg.decode_tokens, False)),
                 wrap(_greedy(np_decode, model, src, src_mask, cfg.decode_tokens, True)),
-                eval_logits, model, train_phases=phases)
+                eval_logits, model, train_phases=phases, grad=grad, hvp=hvp, hvp_functional=hvp_functional)
 
 
 def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: float = 1e-4) -> Side:
@@ -351,10 +395,16 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
         return _phased(opt.zero_grad, loss_fn, lambda: torch.nn.utils.clip_grad_norm_(params, CLIP), opt.step,
                        sync)()
 
+    names = [n for n, _ in model.named_parameters()]
+    ce = lambda logits: F.cross_entropy(logits.reshape(-1, V), tgt_out, ignore_index=PAD,  # noqa: E731
+                                        label_smoothing=LABEL_SMOOTHING)
+    grad, hvp, hvp_functional = _second_order(torch.autograd, torch.func.functional_call,
+                                              lambda a: torch.from_numpy(a).to(dev), model, ce,
+                                              (src, tgt_in, src_mask, tgt_mask), names, hvp_direction(model))
     return Side("torch" if dev.type == "cpu" else f"torch-{dev.type}", forward, fwd_bwd, train,
                 wrap(_greedy(t_decode, model, src, src_mask, cfg.decode_tokens, False)),
                 wrap(_greedy(t_decode, model, src, src_mask, cfg.decode_tokens, True)),
-                eval_logits, model, sync, train_phases=phases)
+                eval_logits, model, sync, train_phases=phases, grad=grad, hvp=hvp, hvp_functional=hvp_functional)
 
 
 def decode_agreement(a, b) -> float | None:

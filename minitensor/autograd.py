@@ -677,3 +677,6 @@ def gradgradcheck(fn: Callable, inputs: Sequence, grad_outputs: Sequence | None 
 
     return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
                      raise_exception=raise_exception, seed=seed)
+
+
+from . import autograd_functional as functional  # noqa: E402  (mt.autograd.functional, as in torch.autograd.functional)

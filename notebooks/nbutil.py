@@ -1,6 +1,6 @@
 """What every notebook of the learner's path shares: the size switch and showing a figure.
 
-MT_NOTEBOOK_TINY=1 shrinks every training and sweep so the six notebooks run in seconds each
+MT_NOTEBOOK_TINY=1 shrinks every training and sweep so the notebooks run in seconds each
 (the test suite runs them that way); unset, each runs at full size in a few minutes on a laptop CPU.
 """
 from __future__ import annotations

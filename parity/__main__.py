@@ -1,10 +1,11 @@
 """The command line: `python -m parity {report, summary}`.
 
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
-              attention weights, loss, every gradient, parameters after N optimizer steps.
+              attention weights, loss, every gradient, a Hessian-vector product, parameters after
+              N optimizer steps.
               Prints the table, writes JSON and Markdown to --out, exits 1 when a check fails.
     summary   the same checks, one line per group (embeddings, encoder, decoder, logits, loss,
-              grads, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
+              grads, hvp, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
 
 Bad input (unknown config, unsupported dtype, --device cuda without a GPU, a checkpoint that is
 not one, mismatched state dicts) prints one line naming what was expected and exits 2.

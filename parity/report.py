@@ -9,6 +9,9 @@ weights are copied to parity/model.py by name), feeds both the same padded batch
   loss (transformer_np.loss.sequence_loss against its twin parity.loss.sequence_loss);
 - backward: the gradient of every parameter, and of every hooked activation (retain_grad on
   both sides);
+- curvature: the Hessian-vector product H v of the training loss in a seeded random direction v
+  (the same arrays on both sides), by double backward (`hessian_vector_product`): the whole
+  vector, v . H v and each parameter's block;
 - training: N optimizer steps on fresh batches (Adam betas 0.9/0.98 eps 1e-9, the warmup
   schedule as WarmupInverseSqrt on minitensor and LambdaLR on torch, clip_grad_norm_ 1.0), each
   step's loss, parameter gradients and total gradient norm, then every parameter after the last
@@ -269,6 +272,47 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
             report.check_close("grads", "grad", key, to_numpy(ours.grad), to_numpy(t.grad), rtol)
 
 
+HVP_NOTE = "the key biases' entries are exactly 0 (their gradient is identically 0) and are judged within this vector"
+
+
+def hessian_vector_product(grad, loss, params: list, direction: list) -> list:
+    """H v for the loss's Hessian in the parameters: differentiate <grad loss, v> once more (double backward).
+
+    `grad` is the library's autograd.grad (mt.autograd.grad or torch.autograd.grad): the same two lines
+    on both sides, the first recording the backward pass (create_graph) so that the second can run through it.
+    """
+    grads = grad(loss, params, create_graph=True)
+    directional = sum((g * v).sum() for g, v in zip(grads, direction))              # <grad loss, v>
+    return list(grad(directional, params))
+
+
+def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, masks, dtype: str, seed: int) -> None:
+    """The Hessian-vector product of the training loss on the first batch, in one random direction (the same
+    seeded arrays on both sides): the whole vector, v . H v, and each parameter's block (rule 'rel')."""
+    rtol = PARITY_RTOL[dtype]
+    np_params = dict(npside.model.named_parameters())
+    pt_params = dict(ptside.model.named_parameters())
+    rng = np.random.default_rng(seed + 2)
+    direction = {name: rng.standard_normal(tuple(p.shape)).astype(dtype) for name, p in pt_params.items()}
+    np_loss, pt_loss = npside.loss(src, tgt), ptside.loss(src, tgt)
+    if masks is not None:
+        masks.finish_step()
+    device = next(iter(pt_params.values())).device
+    ours = hessian_vector_product(mt.autograd.grad, np_loss, [np_params[n] for n in pt_params],
+                                  [mt.tensor(direction[n]) for n in pt_params])
+    ref = hessian_vector_product(torch.autograd.grad, pt_loss, list(pt_params.values()),
+                                 [torch.from_numpy(direction[n]).to(device) for n in pt_params])
+    ours = {n: to_numpy(h) for n, h in zip(pt_params, ours)}
+    ref = {n: to_numpy(h) for n, h in zip(pt_params, ref)}
+    flat = lambda arrays: np.concatenate([arrays[n].reshape(-1) for n in pt_params])
+    curvature = lambda arrays: np.array(sum(float((arrays[n] * direction[n]).sum()) for n in pt_params))
+    report.check_close("hvp", "hvp", f"H v, all {len(pt_params)} parameters", flat(ours), flat(ref), rtol, HVP_NOTE)
+    report.check_close("hvp", "hvp", "v . H v (curvature along v)", curvature(ours), curvature(ref), rtol)
+    for name in pt_params:
+        if not structurally_zero_grad(name):
+            report.check_close("hvp", "hvp", name, ours[name], ref[name], rtol)
+
+
 def compare_step_grads(report: Report, npside: NpSide, ptside: TorchSide, keys: KeyProjectionGrads,
                        step: int, dtype: str) -> None:
     """Two rows for a later step's backward: the worst parameter gradient ('rel'), the key biases' ('zero')."""
@@ -408,6 +452,7 @@ def run_report(rc: ReportConfig) -> Report:
                               torch=torch.__version__))
     init = state_arrays(pt_model)
     compare_forward_backward(report, npside, ptside, src, tgt, masks, dtype)
+    compare_hvp(report, npside, ptside, src, tgt, masks, dtype, rc.seed)
     bound = compare_steps(report, npside, ptside, batches, masks, rc.steps, trajectory, dtype)
     if rc.steps > 0:
         compare_after_steps(report, np_model, pt_model, init, bound, rc.steps, trajectory, dtype)

@@ -172,7 +172,7 @@ def tiny_run(tmp_path_factory):
     cmd = [sys.executable, "-m", "benchmarks", "run", "--quick", "--configs", "tiny", "--threads", "1,2",
            "--out", str(out), "--repeats", "3", "--budget", "1", "--settle", "0.05", "--scaling-base", "tiny",
            "--scaling-lengths", "8", "16", "--scaling-dims", "16", "32", "--scaling-dims-len", "8",
-           "--memory-steps", "1", "--ops-sizes", "small"]
+           "--memory-steps", "1", "--ops-sizes", "small", "--hvp-configs", "tiny"]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (f"benchmark run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n"
@@ -225,6 +225,14 @@ def test_json_is_well_formed(tiny_run):
                                                      "attention (model's)"}
         assert all(r["size"] == "small" and r["ratio_fb"] > 0 and r["fwd_ok"] for r in section["ops"])
         assert len(section["targets"]) == 14
+        hvp = section["hvp"]["tiny"]
+        assert hvp["parity"]["ok"], f"H v of the two sides differ: {hvp['parity']}"
+        for key in ("grad", "hvp", "hvp_functional"):
+            assert hvp[key]["numpy"]["median_ms"] > 0 and hvp[key]["torch"]["median_ms"] > 0 and hvp[key]["ratio"] > 0
+        for key in ("hvp", "hvp_functional"):
+            for side in ("numpy", "torch"):
+                cost = hvp["cost_in_gradients"][key][side]
+                assert cost == hvp[key][side]["median_ms"] / hvp["grad"][side]["median_ms"] > 0
 
 
 @pytest.mark.slow
@@ -246,6 +254,13 @@ def test_markdown_report_format(tiny_run):
         inter = [x for x in lines if x.startswith("- Interference check, tiny: ")]
         assert len(inter) == 1 and " ms alone and " in inter[0] and "right after a NumPy step (x" in inter[0]
         assert "#### tiny" in lines and "### Op microbenchmarks" in lines and "### Targets" in lines
+        i = lines.index("### Hessian-vector product beside one gradient")
+        head = next(x for x in lines[i:] if x.startswith("| config | workload |"))
+        assert "minitensor cost in gradients" in head and "PyTorch cost in gradients" in head
+        for label in ("one gradient (the unit)", "HVP, double backward", "HVP, autograd.functional.hvp"):
+            assert any(x.startswith(f"| tiny | {label} | ") for x in lines), label
+        assert any(x.startswith("H v of the two sides, compared in one process") and "tiny: max rel" in x
+                   for x in lines)
         rows = [x for x in lines if x.startswith("| ")]
         for label in ("forward (eval, no_grad)", "forward + backward", "training step", "greedy decode, no cache",
                       "greedy decode, KV cache"):
@@ -292,3 +307,23 @@ def test_in_process_mode_is_labelled(tmp_path):
     assert "method: **in-process**" in md and "not the headline method" in md
     assert "### Training step, both frameworks in ONE process (in-process mode)" in md
     assert json.loads((tmp_path / "results.json").read_text())["method"] == "in-process"
+
+
+def test_hvp_configs_default_to_those_run_and_the_table_format():
+    """The HVP part follows --configs (copy-reverse and base among them; not base with --quick), and its table
+    has a row per config and workload with each side's cost in gradients."""
+    settings = lambda argv: run.resolve_settings(run.build_parser().parse_args(["run", *argv]))  # noqa: E731
+    assert settings([])["hvp_configs"] == ["copy-reverse", "base"]
+    assert settings(["--quick"])["hvp_configs"] == ["copy-reverse"]
+    assert settings(["--configs", "tiny"])["hvp_configs"] == []
+    assert settings(["--configs", "tiny", "--hvp-configs", "tiny"])["hvp_configs"] == ["tiny"]
+    from benchmarks.report import hvp_markdown
+    stat = lambda ms: {"median_ms": ms, "iqr_ms": 0.1}  # noqa: E731
+    res = {key: {"numpy": stat(ms), "torch": stat(ms / 2), "ratio": 2.0, "ratio_spread": {
+        "median": 2.0, "q1": 1.9, "q3": 2.1, "min": 1.8, "max": 2.2}} for key, ms in
+        (("grad", 10.0), ("hvp", 30.0), ("hvp_functional", 40.0))}
+    res["cost_in_gradients"] = {"hvp": {"numpy": 3.0, "torch": 3.0}, "hvp_functional": {"numpy": 4.0, "torch": 4.0}}
+    lines = hvp_markdown({"copy-reverse": res}).splitlines()
+    assert len(lines) == 2 + 3 and len({line.count("|") for line in lines}) == 1
+    assert lines[3] == ("| copy-reverse | HVP, double backward | 30.00 (0.10) | 15.00 (0.10) | 2.00 [1.90-2.10; "
+                        "1.80-2.20] | 3.00 | 3.00 |")

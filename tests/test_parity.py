@@ -18,6 +18,7 @@ from parity import convert, render, results
 from parity import decode as pt_decode
 from parity import report as parity_report
 from parity.hooks import SharedDropoutMasks
+from parity.hooks import to_numpy as to_np
 from parity.model import Dropout as TorchDropout
 from parity.model import MultiHeadAttention as TorchMHA
 from parity.report import ReportConfig, build_models, run_report
@@ -404,3 +405,52 @@ def test_plurals_and_failures_only(small_report):
     assert render.verdict(bad) == "FAIL: 1 check of 2 outside their limits"
     summary = render.summary_table(bad)
     assert summary.splitlines()[0].split()[:3] == ["group", "checks", "failed"]
+
+
+# ----------------------------------------------------------------------------------------------
+# The Hessian-vector product rows
+# ----------------------------------------------------------------------------------------------
+HVP_CASES = [(norm_first, activation) for norm_first in (False, True) for activation in ("relu", "gelu")]
+
+
+@pytest.mark.parametrize("norm_first,activation", HVP_CASES, ids=[f"{'pre' if n else 'post'}-norm-{a}"
+                                                                  for n, a in HVP_CASES])
+def test_whole_model_hvp_equals_torch_to_1e9_in_float64(norm_first, activation):
+    """H v of the copy-reverse model's training loss, every parameter's block and the whole vector, rule 'rel'."""
+    report = run_report(ReportConfig("copy-reverse", "float64", "cpu", steps=0, norm_first=norm_first,
+                                     activation=activation, batch_size=3, seed=2))
+    hvp = [r for r in report.rows if r.group == "hvp"]
+    assert hvp and all(r.ok and r.rule == "rel" and r.limit == PARITY_RTOL["float64"] == 1e-9 for r in hvp), \
+        "\n" + render.table(report, failures_only=True)
+    np_model, _ = build_models(get_preset("copy-reverse").model, "float64", "cpu", seed=2)
+    names = [n for n, _ in np_model.named_parameters()]
+    assert {r.name for r in hvp} >= {n for n in names if not n.endswith("W_k.bias")}
+    whole = next(r for r in hvp if r.name.startswith("H v, all"))
+    assert whole.shape == (sum(p.numel() for p in np_model.parameters()),)
+    assert "v . H v (curvature along v)" in report.names("hvp")
+
+
+def test_hvp_rows_catch_a_wrong_second_derivative(monkeypatch):
+    """Not vacuous: a change of 1e-7 relative in one block of minitensor's H v fails that block and the whole."""
+    real = parity_report.hessian_vector_product
+
+    def sabotaged(grad, loss, params, direction):
+        out = real(grad, loss, params, direction)
+        if grad is mt.autograd.grad:
+            out[-1] = out[-1] * (1 + 1e-7)                         # the output projection's bias
+        return out
+
+    monkeypatch.setattr(parity_report, "hessian_vector_product", sabotaged)
+    report = run_report(ReportConfig("copy", "float64", "cpu", steps=0, dropout=0.0, batch_size=2))
+    failed = {r.name for r in report.failures()}
+    assert "generator.bias" in failed and any(n.startswith("H v, all") for n in failed)
+    assert {r.name for r in report.failures()} <= report.names("hvp")
+
+
+def test_hessian_vector_product_is_the_derivative_of_the_directional_gradient(rng):
+    """On f(x) = sum(x^3): H = diag(6 x), so H v = 6 x v, with either library's grad."""
+    x, v = rng.standard_normal(5), rng.standard_normal(5)
+    for lib, grad in ((mt, mt.autograd.grad), (torch, torch.autograd.grad)):
+        t = lib.tensor(x, requires_grad=True)
+        hv = parity_report.hessian_vector_product(grad, (t ** 3).sum(), [t], [lib.tensor(v)])[0]
+        assert_close(to_np(hv), 6 * x * v, PARITY_RTOL["float64"], f"{lib.__name__} H v")

@@ -3,7 +3,7 @@
     train       train a task's preset (every ModelConfig/TrainConfig field is a flag), --resume to continue
     decode      greedy or beam decoding of one input with a trained checkpoint
     plot        every figure of plots.py for a checkpoint and a sample input
-    experiment  heads | layers | positional | beam | residual | all (experiments.py)
+    experiment  heads | layers | positional | beam | residual | curvature | all (experiments.py)
     demo        train the copy-reverse preset (3+3 layers, d_model 128; ~2-4 min on 2 cores), report, decode, plot
 
 Every user error (a bad flag value, a missing or damaged checkpoint, an output that would
@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="directory for NAME.md, NAME.json and NAME.png")
     p.add_argument("--steps", type=int, default=None, help="training steps per model (default: the experiment's)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier result of the same experiment")
+    p.add_argument("--tiny", action="store_true", help="curvature only: a tiny model and 4 steps, in seconds (CI)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = _subcommand(sub, "demo", cmd_demo, "train the copy-reverse preset (~2-4 min), evaluate, decode, plot")
@@ -368,10 +369,10 @@ def cmd_experiment(args) -> int:
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     _check_out_is_a_directory(args.out)
     for name in names:                          # every refusal before the first experiment runs
-        check_experiment(name, args.out, args.steps, args.overwrite)
+        check_experiment(name, args.out, args.steps, args.overwrite, args.tiny)
     for name in names:
         res = run_experiment(name, args.out, steps=args.steps, progress=not args.no_progress,
-                             overwrite=args.overwrite)
+                             overwrite=args.overwrite, tiny=args.tiny)
         print(res["markdown"])
         print(f"wrote {', '.join(res['files'])}")
     return 0

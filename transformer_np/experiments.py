@@ -5,16 +5,18 @@
     positional  sinusoidal vs learned positions, tested on sequences longer than trained on
     beam        beam size 1..20 against exact match, model score and decoding time
     residual    gradient norm at the input of a deep stack with/without residuals and LayerNorm
+    curvature   top eigenvalue of the loss Hessian over training, post-norm and pre-norm side by side
 
 Each writes its own `NAME.md` (a Markdown table), `NAME.json` and `NAME.png` into its output
 directory, so several experiments share one directory; an existing result of the same
 experiment is refused unless overwrite=True. Each returns {"rows", "markdown", "files"}.
 Defaults are sized for a 2-core machine: every experiment takes a few minutes at most
 (heads/layers/positional/beam train several small models for DEFAULT_STEPS[name] steps each;
-residual trains nothing). `--steps` overrides the
-step count (tests use a handful of steps: the numbers are then meaningless, only the plumbing
-is checked; with --steps <= SMOKE_STEPS every held-out set also shrinks to 16 examples so a
-smoke run takes seconds). The models are deliberately small (D=64, 2+2 layers, no dropout) so that the
+residual trains nothing; curvature trains the copy-reverse preset twice and takes about ten minutes).
+`--steps` overrides the step count (tests use a handful of steps: the numbers are then meaningless,
+only the plumbing is checked; with --steps <= SMOKE_STEPS every held-out set also shrinks to 16
+examples so a smoke run takes seconds; curvature also has `tiny=True`, a tiny model). Except for
+curvature, the models are deliberately small (D=64, 2+2 layers, no dropout) so that the
 comparison, not the absolute quality, is what the few hundred steps show.
 """
 from __future__ import annotations
@@ -29,10 +31,11 @@ import minitensor as mt
 
 from . import plots
 from .config import ModelConfig, TrainConfig
-from .data import BOS_ID, EOS_ID, get_task, make_batches
-from .train import _strip, config_for_task, evaluate, fit
+from .data import BOS_ID, EOS_ID, collate, get_task, iterate_forever, make_batches
+from .train import (_strip, build_model, build_optimizer, build_scheduler, config_for_task, default_configs, evaluate,
+                    fit, train_step)
 
-DEFAULT_STEPS = {"heads": 300, "layers": 300, "positional": 500, "beam": 400, "residual": 0}
+DEFAULT_STEPS = {"heads": 300, "layers": 300, "positional": 500, "beam": 400, "residual": 0, "curvature": 1000}
 SMOKE_STEPS = 10          # at or below this many steps, held-out sets shrink to SMOKE_EVAL examples
 SMOKE_EVAL = 16
 
@@ -283,8 +286,202 @@ def exp_residual(out_dir: str, steps: int = 0, progress: bool = True, d: int = 2
                   {"d": d, "repeats": repeats, "depths": RESIDUAL_DEPTHS})
 
 
+# ----------------------------------------------------------------------------------------------
+# Curvature: the top eigenvalue of the loss Hessian, by power iteration on Hessian-vector products
+# ----------------------------------------------------------------------------------------------
+# full: the copy-reverse preset (3+3 layers, d_model 128, 8 heads, d_ff 512) and its recipe (the paper's
+# warmup schedule with 400 warmup steps, label smoothing 0.1, clipping 1.0) for DEFAULT_STEPS["curvature"]
+# steps, dropout off so that the loss is a function of the weights alone. tiny: a model small enough for
+# CI, the same code path.
+CURVATURE_SIZES = {
+    "full": dict(model=dict(dropout=0.0), points=11, iterations=40, batch_size=32, train_size=20000),
+    "tiny": dict(model=dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32,
+                            dropout=0.0), points=3, iterations=4, batch_size=4, train_size=200, steps=4),
+}
+POWER_TOL = 1e-3          # stop when the eigenvalue estimate changes by less than this, relatively
+
+
+def _dot(a: list, b: list) -> float:
+    return float(sum(np.vdot(x, y) for x, y in zip(a, b)))
+
+
+def power_iteration(hvp, v0: list, iterations: int, tol: float = POWER_TOL) -> dict:
+    """The eigenvalue of largest magnitude of a symmetric H given as v -> H v (lists of arrays).
+
+    Each iteration: v unit, lambda = v . H v (the Rayleigh quotient), residual = ||H v - lambda v|| / |lambda|
+    (0 for an exact eigenvector), then v <- H v / ||H v||. Stops when lambda changes by less than tol
+    relatively, or after `iterations`. Returns the estimate, its last unit vector (to warm-start the
+    next measurement), the number of iterations and the per-iteration history.
+    """
+    norm = np.sqrt(_dot(v0, v0))
+    v = [x / norm for x in v0]
+    history, lam = [], None
+    for i in range(1, iterations + 1):
+        hv = hvp(v)
+        new = _dot(v, hv)
+        error = [h - new * x for h, x in zip(hv, v)]                                  # H v - lambda v
+        residual = float(np.sqrt(_dot(error, error))) / max(abs(new), 1e-300)
+        history.append({"eigenvalue": new, "residual": residual})
+        converged = lam is not None and abs(new - lam) <= tol * abs(new)
+        lam = new
+        if converged:
+            break
+        hv_norm = np.sqrt(_dot(hv, hv))
+        v = [h / hv_norm for h in hv]
+    return {"eigenvalue": lam, "vector": v, "iterations": i, "residual": history[-1]["residual"], "history": history}
+
+
+def loss_hvp(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float):
+    """(loss, gradient arrays, v -> H v) for the teacher-forced loss of `model` on one batch.
+
+    The gradient is computed once with create_graph=True; each H v then differentiates <gradient, v>
+    through that recorded backward pass (retain_graph keeps it for the next v).
+    """
+    from .train import compute_loss
+    params = list(model.parameters())
+    loss = compute_loss(model, src, tgt, label_smoothing)[0]
+    grads = mt.autograd.grad(loss, params, create_graph=True)
+
+    def hvp(vs: list) -> list:
+        directional = sum((g * mt.tensor(v)).sum() for g, v in zip(grads, vs))     # <gradient, v>
+        return [h.data for h in mt.autograd.grad(directional, params, retain_graph=True)]
+    return loss.item(), [g.data for g in grads], hvp
+
+
+def top_eigenvalue(hvp, v0: list, iterations: int, tol: float = POWER_TOL, counts: tuple | None = None) -> dict:
+    """The largest (most positive) eigenvalue of a symmetric H given as v -> H v: the sharpness.
+
+    Power iteration finds the eigenvalue of largest magnitude. When that one is negative (negative
+    curvature dominates), a second power iteration on H - s I, s that negative eigenvalue, finds
+    lambda_max - s, the largest eigenvalue of a matrix whose spectrum [0, lambda_max - s] is
+    non-negative; lambda_max follows. `counts` forces the iterations of each phase (a reference run
+    repeating another one). Returns power_iteration's dict for lambda_max (residual ||Hv - lambda v|| /
+    |lambda|), with `negative` (the dominant negative eigenvalue, or None) and `phases` (iterations each).
+    """
+    first = power_iteration(hvp, v0, counts[0] if counts else iterations, 0.0 if counts else tol)
+    if first["eigenvalue"] >= 0:
+        return {**first, "negative": None, "phases": (first["iterations"],)}
+    shift = first["eigenvalue"]
+    shifted_hvp = lambda v: [h - shift * x for h, x in zip(hvp(v), v)]  # noqa: E731  (H - s I) v
+    top = power_iteration(shifted_hvp, v0, counts[1] if counts else iterations, 0.0 if counts else tol)
+    lam = top["eigenvalue"] + shift
+    # the residual of (H - sI) v = mu v is the residual of H v = (mu + s) v: rescale it to |lambda|
+    return {**top, "eigenvalue": lam, "residual": top["residual"] * abs(top["eigenvalue"]) / max(abs(lam), 1e-300),
+            "iterations": first["iterations"] + top["iterations"], "negative": shift,
+            "phases": (first["iterations"], top["iterations"])}
+
+
+def _measure(model, cfg, src, tgt, smoothing, v0, iterations, reference=None) -> tuple[dict, list]:
+    """One row's figures for one norm placement: the top eigenvalue with its convergence, the batch's
+    loss and gradient norm; with `reference`, the same iterations on another framework's H v."""
+    loss, grads, hvp = loss_hvp(model, src, tgt, smoothing)
+    top = top_eigenvalue(hvp, v0, iterations)
+    row = {"eigenvalue": top["eigenvalue"], "iterations": top["iterations"], "residual": top["residual"],
+           "negative": top["negative"], "grad_norm": float(np.sqrt(_dot(grads, grads))), "loss": loss,
+           "history": top["history"]}
+    if reference is not None:
+        ref = top_eigenvalue(reference(model, cfg, src, tgt, smoothing), v0, iterations, counts=top["phases"])
+        row["reference_eigenvalue"] = ref["eigenvalue"]
+    return row, top["vector"]
+
+
+def exp_curvature(out_dir: str, steps: int, progress: bool = True, tiny: bool = False, reference=None) -> dict:
+    """Sharpness over training: the top Hessian eigenvalue of the copy-reverse loss, post-norm vs pre-norm.
+
+    Both placements train from the same seed on the same batches. At `points` evenly spaced steps
+    (step 0 included) the top eigenvalue of the loss Hessian on one fixed held-out batch is found by
+    power iteration on Hessian-vector products (double backward), warm-started from the previous
+    measurement's eigenvector; the learning rate and the gradient norm sit beside it. `reference`
+    (parity/curvature.py): (model, its config, src, tgt, label smoothing) -> another framework's v -> H v,
+    run for as many iterations from the same start.
+    """
+    size = CURVATURE_SIZES["tiny" if tiny else "full"]
+    if steps <= SMOKE_STEPS:                 # a smoke run (tests): the tiny size's batch and iteration counts
+        smoke = ("points", "iterations", "batch_size", "train_size")
+        size = {**size, **{k: CURVATURE_SIZES["tiny"][k] for k in smoke}}
+    task = get_task("copy-reverse")
+    model_cfg, train_cfg = default_configs("copy-reverse")
+    model_cfg = model_cfg.replace(**size["model"])
+    train_cfg = train_cfg.replace(steps=steps, batch_size=size["batch_size"], train_size=size["train_size"],
+                                  eval_size=size["batch_size"])
+    train_pairs, held = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
+    src, tgt = collate(held)
+    at = sorted({int(round(x)) for x in np.linspace(0, steps, size["points"])})
+    placements = {"post-norm": False, "pre-norm": True}
+    runs = {}
+    for label, norm_first in placements.items():
+        cfg = model_cfg.replace(norm_first=norm_first)
+        model = build_model(cfg, train_cfg.seed)
+        optimizer, params = build_optimizer(model, train_cfg), list(model.parameters())
+        scheduler = build_scheduler(optimizer, cfg, train_cfg)
+        batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed)
+        rng = np.random.default_rng(train_cfg.seed + 7)
+        v = [rng.standard_normal(p.shape).astype(p.dtype) for p in params]
+        run = {"lr": [], "grad_norm": [], "loss": [], "points": []}
+        bar = range(steps + 1)
+        if progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(bar, desc=f"curvature {label}", unit="step", dynamic_ncols=True, leave=False)
+        for step in bar:
+            if step in at:
+                point, v = _measure(model, cfg, src, tgt, train_cfg.label_smoothing, v, size["iterations"],
+                                    reference)
+                run["points"].append({"step": step, "lr": optimizer.param_groups[0]["lr"], **point})
+            if step < steps:
+                run["lr"].append(optimizer.param_groups[0]["lr"])
+                _, _, (s, t) = next(batches)
+                loss, norm, _, _ = train_step(model, optimizer, scheduler, params, s, t, train_cfg)
+                run["loss"].append(loss)
+                run["grad_norm"].append(norm)
+        runs[label] = run
+    rows = []
+    for i, step in enumerate(at):
+        row = {"step": step, "lr": runs["post-norm"]["points"][i]["lr"]}
+        for label, run in runs.items():
+            p = run["points"][i]
+            row.update({f"{label} top eig": p["eigenvalue"], f"{label} iters": p["iterations"],
+                        f"{label} residual": p["residual"], f"{label} grad norm": p["grad_norm"],
+                        f"{label} neg eig": "" if p["negative"] is None else p["negative"]})
+            if reference is not None:
+                row[f"{label} torch eig"] = p["reference_eigenvalue"]
+        rows.append(row)
+    fig = plots.plot_curvature(
+        at, {label: [p["eigenvalue"] for p in run["points"]] for label, run in runs.items()},
+        {label: run["lr"] for label, run in runs.items()}, {label: run["grad_norm"] for label, run in runs.items()},
+        {label: [h["residual"] for h in run["points"][-1]["history"]] for label, run in runs.items()},
+        os.path.join(out_dir, "curvature.png"),
+        f"copy-reverse ({model_cfg.num_encoder_layers}+{model_cfg.num_decoder_layers} layers, d_model "
+        f"{model_cfg.d_model}), {steps} steps: sharpness of the loss")
+    columns = ["step", "lr"] + [f"{label} {c}" for label in placements for c in
+                                ("top eig", "iters", "residual", "neg eig", "grad norm")]
+    if reference is not None:
+        columns += [f"{label} torch eig" for label in placements]
+    note = (f"copy-reverse, {model_cfg.num_encoder_layers}+{model_cfg.num_decoder_layers} layers, d_model "
+            f"{model_cfg.d_model}, {model_cfg.num_heads} heads, d_ff {model_cfg.d_ff}, dropout 0; {steps} steps of "
+            f"batch {train_cfg.batch_size} with the preset's recipe ({train_cfg.schedule} schedule, "
+            f"{train_cfg.warmup_steps} warmup steps, label smoothing {train_cfg.label_smoothing}, clipping "
+            f"{train_cfg.clip_grad_norm}); both placements from the same seed and batches. 'top eig': the largest "
+            f"eigenvalue of the Hessian of the training loss on one fixed held-out batch of {len(held)}, by power "
+            f"iteration on Hessian-vector products (double backward), warm-started from the previous step's "
+            f"eigenvector; 'neg eig': when the eigenvalue of largest magnitude is negative (power iteration finds "
+            f"that one first), its value; the top one then comes from a second power iteration on H - neg I. "
+            f"'iters': iterations in all, each phase stopping when its estimate changes by < {POWER_TOL:g} (at "
+            f"most {size['iterations']} each); 'residual': ||Hv - lambda v|| / |lambda| at the last one (0 for an "
+            f"exact eigenvector; the eigenvalue converges faster than the vector). 'grad norm': the gradient norm "
+            f"on that batch; 'lr': the rate of the next step.")
+    if reference is not None:
+        note += (" 'torch eig': the top eigenvalue by the same iterations from the same start on PyTorch's H v "
+                 "(parity/curvature.py).")
+    meta = {"steps": steps, "tiny": tiny, "model": model_cfg.to_dict(), "placements": placements,
+            "train": train_cfg.to_dict(),
+            "measured_at": at, "power_tol": POWER_TOL,
+            "runs": runs}
+    return _write(out_dir, "curvature", "Curvature of the loss over training: post-norm vs pre-norm", note, rows,
+                  columns, [fig], meta)
+
+
 EXPERIMENTS = {"heads": exp_heads, "layers": exp_layers, "positional": exp_positional, "beam": exp_beam,
-               "residual": exp_residual}
+               "residual": exp_residual, "curvature": exp_curvature}
 
 
 def result_files(name: str, out_dir: str) -> list[str]:
@@ -292,12 +489,16 @@ def result_files(name: str, out_dir: str) -> list[str]:
     return [os.path.join(out_dir, f"{name}.{ext}") for ext in ("md", "json", "png")]
 
 
-def check_experiment(name: str, out_dir: str, steps: int | None = None, overwrite: bool = False) -> None:
+def check_experiment(name: str, out_dir: str, steps: int | None = None, overwrite: bool = False,
+                     tiny: bool = False) -> None:
     """Refuse, before any work, an unknown name, a bad step count, or a result that would be overwritten."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}: expected one of {sorted(EXPERIMENTS)} (or 'all')")
     if steps is not None and steps < 1 and name != "residual":
         raise ValueError(f"experiment {name}: --steps must be >= 1, got {steps}")
+    if tiny and name != "curvature":
+        raise ValueError(f"experiment {name}: --tiny is only for the curvature experiment (the others shrink with "
+                         f"--steps <= {SMOKE_STEPS})")
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise ValueError(f"experiment {name}: the output {out_dir!r} is a file, expected a directory")
     done = [f for f in result_files(name, out_dir) if os.path.exists(f)]
@@ -307,8 +508,15 @@ def check_experiment(name: str, out_dir: str, steps: int | None = None, overwrit
 
 
 def run_experiment(name: str, out_dir: str, steps: int | None = None, progress: bool = True,
-                   overwrite: bool = False) -> dict:
-    """Run one experiment by name into `out_dir`; see check_experiment for what is refused."""
-    check_experiment(name, out_dir, steps, overwrite)
+                   overwrite: bool = False, tiny: bool = False, reference=None) -> dict:
+    """Run one experiment by name into `out_dir`; see check_experiment for what is refused.
+
+    tiny, reference (curvature only): a model and run small enough for CI, in seconds; another
+    framework's Hessian-vector products to repeat each measurement with (exp_curvature).
+    """
+    check_experiment(name, out_dir, steps, overwrite, tiny)
     os.makedirs(out_dir, exist_ok=True)
+    if name == "curvature":
+        default = CURVATURE_SIZES["tiny"]["steps"] if tiny else DEFAULT_STEPS[name]
+        return exp_curvature(out_dir, default if steps is None else steps, progress, tiny=tiny, reference=reference)
     return EXPERIMENTS[name](out_dir, DEFAULT_STEPS[name] if steps is None else steps, progress)

@@ -6,8 +6,8 @@ writes one PNG and returns the path. No pyplot state is touched (figures are bui
 
 What this file owns: the positional-encoding heatmap and curves, the causal mask, attention
 heatmaps (one head, all heads of a layer as a grid, the head average of every layer), the
-training loss curve, the learning-rate schedule, per-layer gradient norms over training, and
-a generic line chart the experiments use.
+training loss curve, the learning-rate schedule, per-layer gradient norms over training, the
+curvature study's four panels, and a generic line chart the experiments use.
 """
 from __future__ import annotations
 
@@ -431,4 +431,66 @@ def plot_lines(x, series: Mapping[str, Sequence[float]], path: str, xlabel: str,
         bottom.set_xlim(-0.5, len(categories) - 0.5)
     bottom.set_xlabel(xlabel)
     axes[0].set_title(title)
+    return _save(fig, path)
+
+
+def plot_curvature(measured_steps, eigenvalues: Mapping[str, Sequence[float]], lrs: Mapping[str, Sequence[float]],
+                   grad_norms: Mapping[str, Sequence[float]], residuals: Mapping[str, Sequence[float]], path: str,
+                   title: str = "Curvature of the loss over training") -> str:
+    """Four panels sharing one colour per run (post-norm, pre-norm): the top Hessian eigenvalue at the
+    measured steps, the learning rate and the gradient norm of every training step, and the power
+    iteration's residual per iteration at the last measurement (its convergence)."""
+    x = _array(measured_steps, 1, "plot_curvature (measured_steps)")
+    if not eigenvalues:
+        raise ValueError("plot_curvature: got no runs")
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    (top, lr_ax), (gn_ax, conv_ax) = fig.subplots(2, 2)
+    colors = dict(zip(eigenvalues, ("tab:blue", "tab:orange", "tab:green", "tab:red")))
+    for name, color in colors.items():
+        eig = _array(eigenvalues[name], 1, f"plot_curvature ({name} eigenvalues)")
+        if eig.shape != x.shape:
+            raise ValueError(f"plot_curvature: {name!r} has {eig.shape[0]} eigenvalues for {x.shape[0]} steps")
+        top.plot(x, eig, "o-", color=color, label=name)
+        lr = np.asarray(lrs[name], dtype=float)
+        shared = all(np.array_equal(lr, np.asarray(other, dtype=float)) for other in lrs.values())
+        if not shared or name == next(iter(lrs)):       # one line when every run has the same schedule
+            lr_ax.plot(np.arange(len(lr)), lr, color="tab:green" if shared else color, linewidth=1.5,
+                       label=" and ".join(lrs) if shared else name)
+        gn = np.asarray(grad_norms[name], dtype=float)
+        window = max(1, len(gn) // 50)
+        if window > 1:   # a noisy per-step line, and its running mean on top
+            gn_ax.plot(np.arange(len(gn)), gn, color=color, alpha=0.25, linewidth=0.7)
+            gn_ax.plot(np.arange(len(gn)), _smooth(gn, window), color=color, linewidth=1.6,
+                       label=f"{name} (running mean of {window} steps)")
+        elif gn.size:
+            gn_ax.plot(np.arange(len(gn)), gn, color=color, linewidth=1.5, label=name)
+        res = np.asarray(residuals[name], dtype=float)
+        conv_ax.plot(np.arange(1, len(res) + 1), res, "o-", color=color, label=name)
+    all_eig = np.concatenate([np.asarray(v, dtype=float) for v in eigenvalues.values()])
+    if np.all(all_eig > 0) and all_eig.max() / all_eig.min() > 20:
+        _log_axis(top, "y")
+    top.set_ylabel("top eigenvalue of the loss Hessian")
+    top.set_title("sharpness (power iteration on H v)")
+    lr_ax.set_ylabel("learning rate")
+    lr_ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
+    lr_ax.set_title("learning rate of each step")
+    gn_ax.set_ylabel("gradient 2-norm (before clipping)")
+    gn_ax.set_title("gradient norm of each training batch")
+    if gn_ax.lines and all(np.all(np.asarray(grad_norms[n], dtype=float) > 0) for n in grad_norms):
+        _log_axis(gn_ax, "y")
+    conv_ax.set_ylabel("residual ||Hv - lambda v|| / |lambda|")
+    conv_ax.set_xlabel(f"power iteration (last measurement, step {int(x[-1])})")
+    conv_ax.set_title("convergence of the last eigenvalue estimate")
+    if all(np.all(np.asarray(r, dtype=float) > 0) for r in residuals.values()):
+        _log_axis(conv_ax, "y")
+    from matplotlib.ticker import MaxNLocator
+    for ax in (top, lr_ax, gn_ax):
+        ax.set_xlabel("optimizer step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+    for ax in (top, lr_ax, gn_ax, conv_ax):
+        ax.grid(True, alpha=0.3, which="both")
+        if ax.lines:
+            ax.legend(fontsize=8)
+    conv_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(title)
     return _save(fig, path)
