@@ -65,7 +65,7 @@ print(f"\n{len(rows)} rows; passed: {report64['passed']}")
 # ## What a row says
 # Each row compares one array from `transformer_np` ("ours") with the same array from PyTorch (the reference):
 #
-# - `group`: where in the model (embeddings, encoder, decoder, logits, loss, grads, after-steps);
+# - `group`: where in the model (embeddings, encoder, decoder, logits, loss, grads, after-steps, hvp);
 # - `kind`: what is compared (below);
 # - `name`: the module or parameter, with the same dotted name on both sides;
 # - `max_abs`: the largest absolute difference, `max |ours - ref|`;
