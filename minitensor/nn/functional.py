@@ -30,6 +30,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.dtype != dt or (bias is not None and bias.dtype != dt):
         raise TypeError(f"linear: input dtype {dt} differs from weight dtype {weight.dtype}"
                         f"{'' if bias is None else ' / bias dtype ' + str(bias.dtype)}; convert one explicitly")
+    if 0 in weight.shape:    # no input or no output features: the fused node's (-1, features) reshape cannot work
+        out = input @ weight.transpose(0, 1)
+        return out if bias is None else out + bias
     if bias is None:
         return ops.Linear.apply(input, weight)
     return ops.Linear.apply(input, weight, bias)
