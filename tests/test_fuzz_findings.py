@@ -190,3 +190,19 @@ def test_layer_norm_variance_overflow():
 def test_assert_close_on_differing_0d_arrays():
     with pytest.raises(AssertionError, match="value"):
         assert_close(np.array(1.0), np.array(2.0), RTOL, what="value")
+
+
+# ---------------------------------------------------------------------------------------- signed zeros
+def test_power_minus_half_at_negative_zero():
+    """x ** -0.5 is PyTorch's rsqrt: -inf at -0.0 and NaN at -inf (IEEE pow: +inf and 0)."""
+    same_grad(lambda v: v ** -0.5, [-0.0, 4.0])
+    same_grad(lambda v: v ** -0.5, [-inf, 4.0])
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
+def test_unbatched_zero_loss_is_positive_zero(loss):
+    """A (C,) input with one class has loss exactly 0: PyTorch's is +0.0, which a later division tells from -0.0."""
+    x, xt = both([0.0])
+    ours = getattr(F, loss)(x, mt.tensor(np.array(0)), reduction="none")
+    ref = getattr(torch.nn.functional, loss)(xt, torch.tensor(0), reduction="none")
+    assert not np.signbit(ref.detach().numpy()) and not np.signbit(ours.numpy()), ours

@@ -108,6 +108,11 @@ def _check_reduction(op: str, reduction: str) -> None:
         raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
+def _unbatched(loss: Tensor, input: Tensor, reduction: str) -> Tensor:
+    """The loss of one unbatched (C,) input: PyTorch's is +0.0 where it is zero (ours -0.0 = -log 1 without this)."""
+    return loss + 0.0 if input.ndim == 1 and reduction == "none" else loss
+
+
 def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
     """torch.nn.functional.cross_entropy for class-index targets (one fused node)."""
@@ -119,8 +124,9 @@ def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, 
     if input.dtype.kind != "f":
         raise TypeError(f"cross_entropy: input must be floating (logits), got {input.dtype}")
     t = _check_target(input.shape, target, "cross_entropy")
-    return ops.CrossEntropy.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction,
+    loss = ops.CrossEntropy.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction,
                                   label_smoothing=float(label_smoothing))
+    return _unbatched(loss, input, reduction)
 
 
 def nll_loss(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
@@ -128,7 +134,8 @@ def nll_loss(input: Tensor, target, weight=None, ignore_index: int = -100, reduc
         raise NotImplementedError("nll_loss: per-class weight is not supported")
     _check_reduction("nll_loss", reduction)
     t = _check_target(input.shape, target, "nll_loss")
-    return ops.NLLLoss.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction)
+    return _unbatched(ops.NLLLoss.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction),
+                      input, reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:

@@ -101,7 +101,9 @@ def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
 
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * w + b over the last k dims (biased variance);
-    dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w"""
+    dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
+    Deviation from PyTorch: where dxhat holds an inf (an infinite weight or g), dx is +-inf or NaN by this
+    order of sums; PyTorch's kernel (another order) gives NaN for the whole row. Non-finite either way."""
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
         axes = tuple(range(x.ndim - k, x.ndim))
