@@ -241,7 +241,7 @@ class Relu(Function):
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_arrays
-        return (ctx.xp.where(out <= 0, 0, g),)
+        return (ctx.xp.zero_where(out <= 0, g),)
 
 
 # erf for the exact GELU. NumPy has no erf: float64 uses math.erf element by element (exact, slow);

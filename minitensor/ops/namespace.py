@@ -48,10 +48,19 @@ def sign(a):
     return np.where(np.isnan(s), 0, s).astype(s.dtype, copy=False) if s.dtype.kind == "f" else s
 
 
+def zero_where(drop, g):
+    """np.where(drop, 0, g): g with zeros where `drop`, selected (an inf or NaN in g becomes 0 there, not NaN).
+    A speed device: np.where on a random mask is several times slower than a product, so the product
+    g * ~drop is used, and np.where only when that product is not finite (where 0 * inf would give NaN)."""
+    keep = ~drop
+    out = g * keep
+    return out if np.isfinite(out).all() else np.where(keep, g, 0).astype(out.dtype, copy=False)
+
+
 class ArrayOps:
     """NumPy, under the names the backward formulas use."""
     exp, log, sqrt, sign = staticmethod(np.exp), staticmethod(np.log), staticmethod(np.sqrt), staticmethod(sign)
-    zeros_like = staticmethod(np.zeros_like)
+    zeros_like, zero_where = staticmethod(np.zeros_like), staticmethod(zero_where)
     where, swapaxes, transpose = staticmethod(np.where), staticmethod(np.swapaxes), staticmethod(np.transpose)
     moveaxis, broadcast_to = staticmethod(np.moveaxis), staticmethod(np.broadcast_to)
     tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(np.sum), staticmethod(mean)
@@ -102,6 +111,10 @@ class TensorOps:
     @staticmethod
     def sign(a):
         return a.wrap(sign(a.data))                  # piecewise constant: its derivative is 0
+
+    @staticmethod
+    def zero_where(drop, g):
+        return TensorOps.where(drop, 0, g)
 
     @staticmethod
     def zeros_like(a):
