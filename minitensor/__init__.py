@@ -40,3 +40,8 @@ __all__ = ["autograd", "ops", "random", "Function", "enable_grad", "is_grad_enab
            "profiler", "viz", "load", "save"]
 
 __version__ = "0.1.0"
+
+# appended: the names a PyTorch user reaches for in the first hour (tensor.py, last section)
+from .tensor import argsort, bmm, cuda, device, einsum, gather, mm, norm, sort, topk
+
+__all__ += ["argsort", "bmm", "cuda", "device", "einsum", "gather", "mm", "norm", "sort", "topk"]

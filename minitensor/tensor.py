@@ -389,7 +389,7 @@ class Tensor:
     # ------------------------------------------------------------------ dtype
     def to(self, dtype=None, device=None) -> "Tensor":
         """This tensor in `dtype` (differentiable between float dtypes); the only device is 'cpu'."""
-        if isinstance(dtype, str) and dtype == "cpu":
+        if isinstance(dtype, str) and dtype.partition(":")[0] in ("cpu", "cuda", "mps"):   # x.to(device)
             dtype, device = None, dtype
         if device not in (None, "cpu"):
             raise ValueError(f"to: minitensor runs on the CPU only, got device {device!r}")
@@ -544,6 +544,49 @@ class Tensor:
             return ops.GetItem.apply(self, index=index, advanced=advanced)
         except IndexError as e:
             raise IndexError(f"__getitem__ on a tensor of shape {self.shape}: {e}") from None
+
+    # ------------------------------------------------------------------ names a PyTorch user reaches for
+    # Each calls a torch-named function of the last section of this file, which validates first.
+    @property
+    def device(self) -> device:
+        return CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    def cpu(self) -> Tensor:
+        return self
+
+    def cuda(self, device=None, non_blocking=False) -> Tensor:
+        raise RuntimeError("cuda(): minitensor runs on the CPU only (mt.cuda.is_available() is False); "
+                           "keep the tensor where it is, or use .to('cpu')")
+
+    def mm(self, mat2): return mm(self, mat2)
+    def bmm(self, mat2): return bmm(self, mat2)
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None): return norm(self, p, dim, keepdim, dtype)
+    def gather(self, dim, index): return gather(self, dim, index)
+    def sort(self, dim=-1, descending=False, stable=False): return sort(self, dim, descending, stable)
+    def argsort(self, dim=-1, descending=False, stable=False): return argsort(self, dim, descending, stable)
+    def topk(self, k, dim=-1, largest=True, sorted=True): return topk(self, k, dim, largest, sorted)
+
+    def new_tensor(self, data, dtype=None, requires_grad=False) -> Tensor:
+        """A copy of `data` in this tensor's dtype (or `dtype`), as torch's new_tensor."""
+        data = data.data if isinstance(data, Tensor) else data
+        return Tensor(np.array(data, dtype=self.dtype if dtype is None else np.dtype(dtype)),
+                      requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False) -> Tensor:
+        return self.new_tensor(np.full(size_args((size,), "new_full"), fill_value), dtype, requires_grad)
+
+    def new_zeros(self, *size, dtype=None, requires_grad=False) -> Tensor:
+        return self.new_full(size_args(size, "new_zeros"), 0, dtype, requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False) -> Tensor:
+        return self.new_full(size_args(size, "new_ones"), 1, dtype, requires_grad)
+
+    def new_empty(self, *size, dtype=None, requires_grad=False) -> Tensor:
+        return self.new_full(size_args(size, "new_empty"), 0, dtype, requires_grad)   # zeros: never garbage
 
 
 class _HookHandle:
@@ -1035,3 +1078,197 @@ def numel(t) -> int: return t.numel()
 def is_tensor(x) -> builtins.bool: return isinstance(x, Tensor)
 
 
+
+
+# ---------------------------------------------------------------------- names a PyTorch user reaches for
+# torch.device, torch.cuda, mm, bmm, norm, gather, sort, argsort, topk: composites of the primitives
+# above (a gather is an integer-array index, so its gradient is GetItem's scatter-add), except the
+# 2-norm, which needs its own node (ops.Norm) for PyTorch's gradient 0 at the origin.
+
+class device(str):
+    """torch.device. A str subclass, so `x.to(x.device)`, `x.device == "cpu"` and `str(x.device)` work
+    as in PyTorch; `.type` and `.index` as torch.device has them. minitensor's only device is "cpu"."""
+
+    def __new__(cls, type: str = "cpu", index: int | None = None):
+        if not isinstance(type, str) or not type.partition(":")[0].isidentifier():
+            raise ValueError(f"device: expected a string such as 'cpu' or 'cuda:0', got {type!r}")
+        name, _, idx = type.partition(":")
+        if idx and not idx.isdigit():
+            raise ValueError(f"device: the index in {type!r} must be a non-negative integer")
+        if idx and index is not None:
+            raise ValueError(f"device: {type!r} already names an index; do not pass index={index} too")
+        index = int(idx) if idx else index
+        self = super().__new__(cls, name if index is None else f"{name}:{index}")
+        self.type, self.index = name, index
+        return self
+
+    def __repr__(self) -> str:
+        return f"device(type={self.type!r}" + ("" if self.index is None else f", index={self.index}") + ")"
+
+
+CPU = device("cpu")
+
+
+class _Cuda:
+    """mt.cuda: there is no GPU here, so the usual `"cuda" if torch.cuda.is_available() else "cpu"`
+    picks the CPU and the code runs unchanged."""
+
+    @staticmethod
+    def is_available() -> builtins.bool:
+        return False
+
+    @staticmethod
+    def device_count() -> int:
+        return 0
+
+
+cuda = _Cuda()
+
+
+def _check_tensor(x, op: str, name: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    return x
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Matrix product of two 2-D tensors (no broadcasting: torch.matmul does that)."""
+    for name, x in (("input", input), ("mat2", mat2)):
+        if _check_tensor(x, "mm", name).ndim != 2:
+            raise ValueError(f"mm: {name} must be a 2-D matrix, got shape {x.shape}")
+    return matmul(input, mat2)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched matrix product of (B, n, m) and (B, m, p) tensors, the same B (no broadcasting)."""
+    for name, x in (("input", input), ("mat2", mat2)):
+        if _check_tensor(x, "bmm", name).ndim != 3:
+            raise ValueError(f"bmm: {name} must be a 3-D batch of matrices (B, n, m), got shape {x.shape}")
+    if input.shape[0] != mat2.shape[0]:
+        raise ValueError(f"bmm: batch sizes differ: input {input.shape} and mat2 {mat2.shape} "
+                         "(bmm does not broadcast; use matmul)")
+    return matmul(input, mat2)
+
+
+def norm(input: Tensor, p="fro", dim=None, keepdim: builtins.bool = False, dtype=None) -> Tensor:
+    """The vector p-norm over dim (all elements when None): p = 2 or 'fro' (sqrt of the sum of squares,
+    gradient 0 at the origin as in PyTorch), 1 (sum of |x|), inf (max |x|) or -inf (min |x|)."""
+    t = _float_input(_check_tensor(input, "norm", "input"), dtype, "norm")
+    dims = _dims(dim, t.ndim, "norm")
+    if isinstance(p, str) and p == "fro" or p == 2:
+        return ops.Norm.apply(t, dim=dims, keepdim=keepdim)
+    if p == 1:
+        return t.abs().sum(dims, keepdim)
+    if p in (math.inf, -math.inf):
+        return (amax if p > 0 else amin)(t.abs(), dims, keepdim)
+    raise NotImplementedError(f"norm: p={p!r} is not supported; use p=2 or 'fro', 1, inf or -inf")
+
+
+def _index_array(index, op: str) -> np.ndarray:
+    idx = index.data if isinstance(index, Tensor) else None
+    if idx is None or idx.dtype.kind not in "iu":
+        what = type(index).__name__ if idx is None else f"a tensor of dtype {idx.dtype}"
+        raise TypeError(f"{op}: index must be an integer tensor, got {what}")
+    return idx
+
+
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """out[i][j][k] = input[index[i][j][k]][j][k] (dim=0), and so on: values picked along dim.
+    Its gradient scatter-adds g back along dim (repeated indices accumulate)."""
+    t = _check_tensor(input, "gather", "input")
+    idx = _index_array(index, "gather")
+    d = _one_dim(dim, t.ndim, "gather")
+    if idx.ndim != t.ndim:
+        raise ValueError(f"gather: index must have as many dimensions as input ({t.ndim}), got shape {idx.shape}")
+    if builtins.any(idx.shape[k] > t.shape[k] for k in range(t.ndim) if k != d):
+        raise ValueError(f"gather: index of shape {idx.shape} is larger than input {t.shape} outside dim {d}")
+    if idx.size and (idx.min() < 0 or idx.max() >= t.shape[d]):
+        bad = idx[(idx < 0) | (idx >= t.shape[d])].reshape(-1)[0]
+        raise IndexError(f"gather: index {bad} is out of range for dim {d} of size {t.shape[d]}")
+    if t.ndim == 0:
+        return ops.GetItem.apply(t, index=(), advanced=False)
+    # the integer-array index that picks the same entries: idx along dim, positions along the others
+    full = tuple(idx if k == d else np.arange(n).reshape((-1,) + (1,) * (t.ndim - 1 - k))
+                 for k, n in enumerate(idx.shape))
+    return ops.GetItem.apply(t, index=full, advanced=True)
+
+
+def _sort_indices(data: np.ndarray, d: int, descending: builtins.bool) -> np.ndarray:
+    """Stable argsort along d; descending keeps equal entries in their original order and puts NaN first
+    (PyTorch's order), by sorting the reversed line ascending and reading the result backwards."""
+    if not descending:
+        return np.argsort(data, axis=d, kind="stable")
+    n = data.shape[d]
+    return n - 1 - np.flip(np.argsort(np.flip(data, axis=d), axis=d, kind="stable"), axis=d)
+
+
+def sort(input: Tensor, dim: int = -1, descending: builtins.bool = False, stable: builtins.bool = False):
+    """(values, indices) sorted along dim; ties keep their order (stable, whatever `stable` says)."""
+    t = _check_tensor(input, "sort", "input")
+    d = _one_dim(dim, t.ndim, "sort")
+    if t.ndim == 0:
+        return _ValuesIndices(t.clone(), Tensor.wrap(np.zeros((), dtype=int64)))
+    indices = Tensor.wrap(_sort_indices(t.data, d, descending).astype(int64))
+    return _ValuesIndices(gather(t, d, indices), indices)
+
+
+def argsort(input: Tensor, dim: int = -1, descending: builtins.bool = False, stable: builtins.bool = False):
+    return sort(input, dim, descending, stable).indices
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: builtins.bool = True, sorted: builtins.bool = True):
+    """(values, indices) of the k largest (or smallest) entries along dim, best first (also when
+    sorted=False, which PyTorch leaves unspecified)."""
+    t = _check_tensor(input, "topk", "input")
+    d = _one_dim(dim, t.ndim, "topk")
+    size = t.shape[d] if t.ndim else 1
+    if not isinstance(k, (int, np.integer)) or isinstance(k, builtins.bool) or not 0 <= k <= size:
+        raise ValueError(f"topk: k must be an integer in [0, {size}] (the size of dim {d}), got {k!r}")
+    if t.ndim == 0:
+        return sort(t)
+    order = _sort_indices(t.data, d, descending=largest)
+    indices = Tensor.wrap(np.take(order, np.arange(k), axis=d).astype(int64))
+    return _ValuesIndices(gather(t, d, indices), indices)
+
+
+def einsum(equation: str, *operands) -> Tensor:
+    """torch.einsum as a composite: each operand is laid out over all the equation's letters (permuted, with
+    size-1 axes for the letters it lacks), the operands are multiplied by broadcasting, and the letters not
+    in the output are summed. Exact; the product over every letter is materialised (no contraction order),
+    which suits the small shapes one learns with. Not supported, refused: '...' and a letter repeated
+    within one operand (a diagonal)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    eq = equation.replace(" ", "") if isinstance(equation, str) else None
+    if eq is None or "." in eq:
+        raise NotImplementedError(f"einsum: expected an equation such as 'ij,jk->ik' without '...', got {equation!r}")
+    lhs, arrow, rhs = eq.partition("->")
+    subscripts = lhs.split(",")
+    if len(subscripts) != len(operands):
+        raise ValueError(f"einsum: {equation!r} names {len(subscripts)} operands, got {len(operands)}")
+    used = lhs.replace(",", "")
+    if not arrow:                                     # implicit output: the letters used once, alphabetically
+        rhs = "".join(sorted(c for c in set(used) if used.count(c) == 1))
+    if not (used + rhs).isalpha() and (used + rhs):
+        raise ValueError(f"einsum: subscripts must be letters, got {equation!r}")
+    sizes: dict = {}
+    for k, (sub, x) in enumerate(zip(subscripts, operands)):
+        if _check_tensor(x, "einsum", f"operand {k}").ndim != len(sub):
+            raise ValueError(f"einsum: operand {k} has {x.ndim} dimensions but subscripts {sub!r} name {len(sub)}")
+        if len(set(sub)) != len(sub):
+            raise NotImplementedError(f"einsum: letter repeated within operand {k} ({sub!r}): diagonals are not "
+                                      "supported")
+        for c, n in zip(sub, x.shape):
+            if sizes.setdefault(c, n) != n:
+                raise ValueError(f"einsum: letter {c!r} is size {sizes[c]} in one operand and {n} in operand {k}")
+    if len(set(rhs)) != len(rhs) or not set(rhs) <= set(used):
+        raise ValueError(f"einsum: the output {rhs!r} must name distinct letters of the inputs")
+    order = list(rhs) + sorted(set(used) - set(rhs))  # output letters first, then the summed ones
+    product = None
+    for sub, x in zip(subscripts, operands):
+        dims = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
+        x = x if dims == sorted(dims) else permute(x, dims)
+        x = _reshape(x, tuple(sizes[c] if c in sub else 1 for c in order))
+        product = x if product is None else product * x
+    summed = tuple(range(len(rhs), len(order)))
+    return product.sum(dim=summed) if summed else product

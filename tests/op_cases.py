@@ -633,5 +633,82 @@ CASES: list[Case] = [
       dict(reduction="none")),
 ]
 
+# -------- the names a PyTorch user reaches for (tensor.py's and nn/functional.py's last sections):
+# mm, bmm, norm (its own primitive: gradient 0 at the origin), gather/sort/topk (integer-array indexing,
+# so the gradient scatter-adds), the elementwise losses and the loss and activation modules
+GATHER_IDX = np.array([[0, 0, 3], [2, 1, 1], [3, 3, 0]])          # (3, 3) into a (3, 4) input, repeats
+GATHER_IDX0 = np.array([[2, 0, 2, 1], [2, 2, 0, 0]])              # (2, 4) along dim 0 of a (3, 4) input
+ZERO_ROW = np.array([[0.0, 0.0, 0.0], [0.3, -1.2, 0.4]])          # the 2-norm of row 0 is at its kink
+TARGET_NEAR_ZERO = np.array([[0.0, 0.0, 1.0], [0.0, 2.5, -1.0]])  # logits exactly 0: BCE is smooth there
+
+CASES += [
+    C("mm", lambda t, x, y: x.mm(y), [(3, 4), (4, 5)]),
+    C("mm_fn", lambda t, x, y: t.mm(x, y), [(3, 4), (4, 2)]),
+    C("bmm", lambda t, x, y: x.bmm(y), [(2, 3, 4), (2, 4, 5)]),
+    C("bmm_fn", lambda t, x, y: t.bmm(x, y), [(3, 2, 4), (3, 4, 2)]),
+    C("norm", lambda t, x: x.norm(), [(3, 4)]),
+    C("norm_fn_dim", lambda t, x: t.norm(x, dim=1), [(3, 4, 2)]),
+    C("norm_dim_keepdim", lambda t, x: x.norm(dim=-1, keepdim=True), [(3, 4)]),
+    C("norm_fro_dims", lambda t, x: x.norm(p="fro", dim=(0, 2)), [(3, 4, 2)]),
+    C("norm_p2_dim", lambda t, x: x.norm(p=2, dim=0), [(3, 4)]),
+    C("norm_p1", lambda t, x: x.norm(p=1, dim=1), [Away(3, 4)]),
+    C("norm_inf", lambda t, x: x.norm(p=float("inf"), dim=0), [(3, 4)]),
+    C("norm_neg_inf", lambda t, x: x.norm(p=-float("inf")), [Away(3, 4)]),
+    C("norm_zero_row", lambda t, x: x.norm(dim=1), [Const(ZERO_ROW, grad=True)], gradcheck=False,
+      why="row 0 is the origin, the 2-norm's kink: gradient 0 there and second derivative NaN, as torch"),
+    C("norm_all_zero", lambda t, x: x.norm(), [Const(np.zeros((2, 3)), grad=True)], gradcheck=False,
+      why="the origin, the 2-norm's kink: gradient 0 there and second derivative NaN, as torch"),
+    C("gather_dim1", lambda t, x, i: x.gather(1, i), [(3, 4), Const(GATHER_IDX)]),
+    C("gather_dim0_fn", lambda t, x, i: t.gather(x, 0, i), [(3, 4), Const(GATHER_IDX0)]),
+    C("gather_3d_smaller", lambda t, x, i: t.gather(x, -1, i), [(2, 3, 5), Const(np.array([[[4, 0], [1, 1]]]))]),
+    C("sort_values", lambda t, x: x.sort().values, [(3, 5)]),
+    C("sort_dim0_desc", lambda t, x: tuple(x.sort(dim=0, descending=True)), [(4, 3)]),
+    C("sort_fn", lambda t, x: t.sort(x, dim=1)[0], [(2, 5, 3)]),
+    C("sort_ties_stable", lambda t, x: x.sort(stable=True).indices, [Ties(4, 6)], grad=False),
+    C("sort_ties_desc_stable", lambda t, x: x.sort(descending=True, stable=True).indices, [Ties(4, 6)], grad=False),
+    C("argsort", lambda t, x: x.argsort(dim=0), [(4, 3)], grad=False),
+    C("argsort_desc_fn", lambda t, x: t.argsort(x, descending=True), [(4, 3)], grad=False),
+    C("topk", lambda t, x: tuple(x.topk(2)), [(3, 5)]),
+    C("topk_smallest_dim0", lambda t, x: x.topk(3, dim=0, largest=False).values, [(4, 3)]),
+    C("topk_fn", lambda t, x: t.topk(x, 1, dim=1)[0], [(2, 5, 3)]),
+    C("einsum_matmul", lambda t, x, y: t.einsum("ij,jk->ik", x, y), [(3, 4), (4, 5)]),
+    C("einsum_batched_attention", lambda t, q, k: t.einsum("bhqd, bhkd -> bhqk", q, k), [(2, 2, 3, 4), (2, 2, 5, 4)]),
+    C("einsum_three_operands", lambda t, x, y, z: t.einsum("ij,jk,kl->li", x, y, z), [(2, 3), (3, 4), (4, 2)]),
+    C("einsum_outer_implicit", lambda t, x, y: t.einsum("j,i", x, y), [(3,), (4,)]),
+    C("einsum_sum_transpose", lambda t, x: t.einsum("ijk->ki", x), [(2, 3, 4)]),
+    C("einsum_list_full_sum", lambda t, x, y: t.einsum("ij,ij->", [x, y]), [(3, 4), (3, 4)]),
+    C("cpu", lambda t, x: x.cpu() * 2, [(3, 4)]),
+    C("type_as_float32", lambda t, x, y: x.type_as(y.float()), [(3, 4), NoGrad(2)], gradcheck=False,
+      why="the output is float32: finite differences need float64 throughout"),
+    C("F.mse_loss", lambda t, x, y: t.F.mse_loss(x, y), [(3, 4), (3, 4)]),
+    C("F.mse_loss_sum", lambda t, x, y: t.F.mse_loss(x, y, reduction="sum"), [(3, 4), NoGrad(3, 4)]),
+    C("F.mse_loss_none", lambda t, x, y: t.F.mse_loss(x, y, reduction="none"), [(3, 4), (3, 4)]),
+    C("F.l1_loss", lambda t, x, y: t.F.l1_loss(x, y), [(3, 4), (3, 4)]),
+    C("F.l1_loss_sum", lambda t, x, y: t.F.l1_loss(x, y, reduction="sum"), [(3, 4), NoGrad(3, 4)]),
+    C("F.l1_loss_none", lambda t, x, y: t.F.l1_loss(x, y, reduction="none"), [(3, 4), (3, 4)]),
+    C("F.bce_with_logits", lambda t, x, y: t.F.binary_cross_entropy_with_logits(x, y), [(3, 4), (3, 4)]),
+    C("F.bce_with_logits_large", lambda t, x, y: t.F.binary_cross_entropy_with_logits(x * 40, y, reduction="sum"),
+      [(3, 4), Pos(3, 4)]),
+    C("F.bce_with_logits_at_0", lambda t, x, y: t.F.binary_cross_entropy_with_logits(x, y, reduction="none"),
+      [Const(TARGET_NEAR_ZERO, grad=True), (2, 3)]),
+    C("F.bce_with_logits_weights", lambda t, x, y, w, pw: t.F.binary_cross_entropy_with_logits(
+        x, y, w, pos_weight=pw), [(2, 3, 4), (2, 3, 4), Arg((3, 1), "pos", grad=False), Arg((4,), "pos", grad=False)]),
+    C("F.one_hot", lambda t, i: t.F.one_hot(i, 5), [Int((2, 3), 5)], grad=False),
+    C("F.one_hot_inferred", lambda t, i: t.F.one_hot(i), [Const(np.array([0, 3, 1, 3]))], grad=False),
+    C("nn.Tanh", lambda t, x: t.nn.Tanh()(x), [(3, 4)]),
+    C("nn.Sigmoid", lambda t, x: t.nn.Sigmoid()(x), [(3, 4)]),
+    C("nn.Softmax", lambda t, x: t.nn.Softmax(dim=1)(x), [(2, 3, 4)]),
+    C("nn.LogSoftmax", lambda t, x: t.nn.LogSoftmax(dim=-1)(x), [(2, 3, 4)]),
+    C("nn.CrossEntropyLoss", lambda t, x, y: t.nn.CrossEntropyLoss(label_smoothing=0.1)(x, y),
+      [(5, 4), Const(TARGET_IGN)]),
+    C("nn.CrossEntropyLoss_sum_ignore1", lambda t, x, y: t.nn.CrossEntropyLoss(ignore_index=1, reduction="sum")(x, y),
+      [(5, 4), Const(TARGET_IGN1)]),
+    C("nn.NLLLoss", lambda t, x, y: t.nn.NLLLoss(reduction="none")(x, y), [(5, 4), Const(TARGET)]),
+    C("nn.MSELoss", lambda t, x, y: t.nn.MSELoss()(x, y), [(3, 4), (3, 4)]),
+    C("nn.L1Loss", lambda t, x, y: t.nn.L1Loss(reduction="sum")(x, y), [(3, 4), (3, 4)]),
+    C("nn.BCEWithLogitsLoss", lambda t, x, y, pw: t.nn.BCEWithLogitsLoss(pos_weight=pw)(x, y),
+      [(3, 4), (3, 4), Const(np.array([0.5, 1.0, 2.0, 3.0]))]),
+]
+
 _names = [c.name for c in CASES]
 assert len(_names) == len(set(_names)), "duplicate case names in the op table"

@@ -9,3 +9,10 @@ from .modules import (GELU, Dropout, Embedding, Identity, LayerNorm, Linear, Mod
 
 __all__ = ["Module", "Parameter", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
            "Identity", "Sequential", "ModuleList", "ModuleDict", "functional", "init", "utils"]
+
+# appended: activations and losses as modules
+from .modules import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LogSoftmax, MSELoss, NLLLoss,
+                      Sigmoid, Softmax, Tanh)
+
+__all__ += ["Tanh", "Sigmoid", "Softmax", "LogSoftmax", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
+            "BCEWithLogitsLoss"]

@@ -14,7 +14,8 @@ from ..random import generator
 from ..tensor import Tensor, log_softmax, softmax
 
 __all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "cross_entropy",
-           "nll_loss", "mse_loss", "embedding", "dropout", "attention_weights"]
+           "nll_loss", "mse_loss", "embedding", "dropout", "attention_weights",
+           "l1_loss", "binary_cross_entropy_with_logits", "one_hot"]
 
 
 # ----------------------------------------------------------------------------- linear
@@ -217,3 +218,77 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
                              f"shape {scores}")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     return ops.AttentionWeights.apply(q, k, keep=keep, scale=scale)
+
+
+# ============================================================================= names a PyTorch user reaches for
+# l1_loss, binary_cross_entropy_with_logits and one_hot, appended. Each is an exact composite of the
+# primitives above; the functions before this section are the fused wrappers.
+
+def _reduced(loss: Tensor, reduction: str) -> Tensor:
+    return loss.mean() if reduction == "mean" else (loss.sum() if reduction == "sum" else loss)
+
+
+def _check_pair(op: str, input: Tensor, target: Tensor) -> None:
+    """Elementwise losses compare input and target entry by entry: same shape, floating dtypes.
+    Deviation, flagged: torch's l1_loss broadcasts different shapes with a warning; here it is an error."""
+    for name, x in (("input", input), ("target", target)):
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+        if x.dtype.kind != "f":
+            raise TypeError(f"{op}: {name} must be floating, got {x.dtype}")
+    if input.shape != target.shape:
+        raise ValueError(f"{op}: target of shape {target.shape} differs from input of shape {input.shape}")
+
+
+def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """|input - target|, averaged or summed (the gradient at a tie is 0, as in PyTorch)."""
+    _check_reduction("l1_loss", reduction)
+    _check_pair("l1_loss", input, target)
+    return _reduced((input - target).abs(), reduction)
+
+
+def _log_sigmoid_pair(x: Tensor) -> tuple[Tensor, Tensor]:
+    """(log sigmoid(x), log sigmoid(-x)) as the log_softmax of [0, x]: one fused, stable node, smooth
+    everywhere (the composite max(x, 0) - x + log(1 + e^-|x|) has a kink at 0 in each of its terms)."""
+    pair = log_softmax(ops.Stack.apply(Tensor.wrap(np.zeros(x.shape, x.dtype)), x, dim=x.ndim), dim=-1)
+    return pair[..., 1], pair[..., 0]
+
+
+def _broadcasts_to(shape: tuple, target: tuple) -> bool:
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    """-(pos_weight * y * log sigmoid(x) + (1 - y) * log sigmoid(-x)) * weight, from logits x."""
+    _check_reduction("binary_cross_entropy_with_logits", reduction)
+    _check_pair("binary_cross_entropy_with_logits", input, target)
+    for name, w, shape in (("weight", weight, input.shape), ("pos_weight", pos_weight, input.shape[-1:])):
+        if w is not None and not (isinstance(w, Tensor) and _broadcasts_to(w.shape, shape)):
+            raise ValueError(f"binary_cross_entropy_with_logits: {name} must be a Tensor that broadcasts to "
+                             f"{shape}, got {getattr(w, 'shape', type(w).__name__)}")
+    log_p, log_not_p = _log_sigmoid_pair(input)
+    positive = target * log_p if pos_weight is None else pos_weight * target * log_p
+    loss = -(positive + (1 - target) * log_not_p)
+    return _reduced(loss if weight is None else loss * weight, reduction)
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+    """int64 tensor of shape tensor.shape + (num_classes,), 1 at each class index (num_classes=-1: max + 1)."""
+    ids = tensor.data if isinstance(tensor, Tensor) else None
+    if ids is None or ids.dtype.kind not in "iu":
+        what = type(tensor).__name__ if ids is None else f"dtype {ids.dtype}"
+        raise TypeError(f"one_hot: expected an integer tensor of class indices, got {what}")
+    if num_classes == -1:
+        if ids.size == 0:
+            raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass num_classes")
+        num_classes = int(ids.max()) + 1
+    if not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
+        raise ValueError(f"one_hot: num_classes must be a positive integer or -1, got {num_classes!r}")
+    if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
+        bad = ids[(ids < 0) | (ids >= num_classes)].reshape(-1)[0]
+        raise ValueError(f"one_hot: class index {bad} is out of range for num_classes={num_classes}")
+    return Tensor.wrap((ids[..., None] == np.arange(num_classes)).astype(np.int64))

@@ -30,7 +30,9 @@ from . import init
 from .utils import zero_grad_
 
 __all__ = ["Parameter", "Module", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
-           "Identity", "Sequential", "ModuleList", "ModuleDict"]
+           "Identity", "Sequential", "ModuleList", "ModuleDict",
+           "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
+           "BCEWithLogitsLoss"]
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -812,3 +814,117 @@ class ModuleDict(Module):
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleDict has no forward(); index it and call its modules")
 
+
+
+# ============================================================================ names a PyTorch user reaches for
+# Activations and losses as modules, each calling its function in nn.functional (appended).
+
+class Tanh(Module):
+    """y = tanh(x)."""
+
+    def forward(self, input):
+        return F.tanh(input)
+
+
+class Sigmoid(Module):
+    """y = 1 / (1 + e^-x)."""
+
+    def forward(self, input):
+        return F.sigmoid(input)
+
+
+class _AlongDim(Module):
+    """A softmax-like layer over one dim, which must be given (PyTorch's implicit choice is deprecated)."""
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def _dim(self) -> int:
+        if self.dim is None:
+            raise ValueError(f"{type(self).__name__}: dim is None; construct it with the dim to normalise over, "
+                             f"e.g. nn.{type(self).__name__}(dim=-1)")
+        return self.dim
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Softmax(_AlongDim):
+    """y = e^x / sum e^x along dim."""
+
+    def forward(self, input):
+        return F.softmax(input, dim=self._dim())
+
+
+class LogSoftmax(_AlongDim):
+    """y = x - log sum e^x along dim."""
+
+    def forward(self, input):
+        return F.log_softmax(input, dim=self._dim())
+
+
+class _Loss(Module):
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def extra_repr(self):
+        return f"reduction={self.reduction!r}"
+
+
+class _ClassLoss(_Loss):
+    """A loss over class indices: per-class weights are refused here, when the module is built."""
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+        super().__init__(reduction)
+        if weight is not None:
+            raise NotImplementedError(f"{type(self).__name__}: per-class weight is not supported")
+        self.ignore_index = ignore_index
+
+
+class CrossEntropyLoss(_ClassLoss):
+    """F.cross_entropy(input, target): logits (N, C) or (N, C, d...) against class indices."""
+
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0):
+        super().__init__(weight, ignore_index, reduction)
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input, target):
+        return F.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
+                               label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(_ClassLoss):
+    """F.nll_loss(input, target): log-probabilities against class indices."""
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+
+
+class MSELoss(_Loss):
+    """(input - target)^2, averaged or summed."""
+
+    def forward(self, input, target):
+        return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """|input - target|, averaged or summed."""
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """F.binary_cross_entropy_with_logits; `weight` and `pos_weight` are kept as buffers, as in PyTorch."""
+
+    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
+        super().__init__(reduction)
+        self.register_buffer("weight", weight)
+        self.register_buffer("pos_weight", pos_weight)
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
+                                                  pos_weight=self.pos_weight)
