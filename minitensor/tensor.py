@@ -1160,7 +1160,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: builtins.bool = False, dtype
     if p == 1:
         return t.abs().sum(dims, keepdim)
     if p in (math.inf, -math.inf):
-        return (amax if p > 0 else amin)(t.abs(), dims, keepdim)
+        return ops.NormInf.apply(t, dim=dims, keepdim=keepdim, mode="max" if p > 0 else "min")
     raise NotImplementedError(f"norm: p={p!r} is not supported; use p=2 or 'fro', 1, inf or -inf")
 
 

@@ -89,6 +89,8 @@ KNOWN: dict[str, str] = {}
 DEVIATIONS = {
     "cross_entropy_inf_upstream": "cross_entropy backward of an infinite upstream gradient: ours is the limit "
                                   "(softmax - q) * g, +-inf; torch's composite backward computes inf - inf: NaN",
+    "bce_logit_neg_inf": "binary_cross_entropy_with_logits at a logit of -inf: ours +inf (the limit), torch's "
+                         "(1 - y) x - log sigmoid(x) gives -inf + inf = NaN",
     "layer_norm_inf_upstream": "layer_norm's input gradient where g * weight holds an inf (an infinite weight or "
                                "upstream gradient): ours +-inf or NaN by its order of sums, torch NaN for the row",
 }
@@ -250,6 +252,8 @@ def _leaf_values(rng: np.random.Generator, shape: tuple, kind: str) -> np.ndarra
         return rng.uniform(0.5, 2.0, shape)
     if kind == "ties":          # small integers as floats: zeros, equal maxima, kinks of relu/abs/clamp
         return rng.integers(-2, 3, shape).astype(np.float64)
+    if kind == "probability":   # targets of a binary cross-entropy
+        return rng.uniform(0.0, 1.0, shape)
     if kind == "wide":          # exp and powers reach large values, softmax meets big differences
         return rng.standard_normal(shape) * 8.0
     if kind == "special":
@@ -675,14 +679,77 @@ def op_cross_entropy(p: Program, name: str | None = None) -> bool:
     return True
 
 
+NORMS = [2, "fro", 1, math.inf, -math.inf]
+ORDERINGS = ["sort", "sort_descending", "topk", "topk_smallest", "gather"]
+PAIR_LOSSES = ["mse_loss", "l1_loss", "binary_cross_entropy_with_logits"]
+
+
+def op_norm(p: Program, name: str | None = None) -> bool:
+    x = p.pick()
+    order = p.draw(st.sampled_from(NORMS), "p")
+    dim = p.draw(st.sampled_from([None, "one", "tuple"]), "dim form")
+    ndim = len(x.shape)
+    if dim == "one":
+        dim = _dim(p, ndim)
+    elif dim == "tuple":
+        dim = tuple(p.draw(st.lists(st.integers(0, max(ndim - 1, 0)), min_size=1, max_size=2, unique=True), "dims"))
+    keepdim = p.draw(st.booleans(), "keepdim")
+    if order in (math.inf, -math.inf) and not x.ref.numel():
+        return False    # both refuse (amax/amin of nothing), torch with a bare message of its amax
+    p.apply(f"norm({x.name}, p={order}, dim={dim}, keepdim={keepdim})", ("norm", "dim"),
+            lambda t, a: t.norm(a, p=order, dim=dim, keepdim=keepdim), x)
+    return True
+
+
+def op_ordering(p: Program, name: str | None = None) -> bool:
+    """sort, topk and gather: values picked along a dim (their gradient scatters back)."""
+    x = p.pick(lambda n: len(n.shape) >= 1, make=lambda: p.leaf(p.shape(min_dims=1)))
+    name = name or p.draw(st.sampled_from(ORDERINGS), "which")
+    dim = _dim(p, len(x.shape))
+    size = x.shape[dim] if _in_range(dim, len(x.shape)) else 1
+    if name.startswith("sort"):
+        descending = name == "sort_descending"
+        fn = lambda t, a: t.sort(a, dim=dim, descending=descending).values
+    elif name.startswith("topk"):
+        k = p.draw(st.integers(0, size), "k")
+        largest = name == "topk"
+        fn = lambda t, a: t.topk(a, k, dim=dim, largest=largest).values
+    else:
+        rng = np.random.default_rng(p.draw(st.integers(0, 2 ** 16), "index seed"))
+        index = rng.integers(0, max(size, 1), x.shape) if size else np.zeros(x.shape, dtype=np.int64)
+        fn = lambda t, a: t.gather(a, dim, t.tensor(index))
+    # ties (and NaN) order the values alike in both libraries, but may send a gradient to another tied entry
+    if name != "gather" and len(np.unique(x.value)) != x.value.size:
+        return False
+    p.apply(f"{name}({x.name}, dim={dim})", (name.split("_")[0], "dim", "index"), fn, x)
+    return True
+
+
+def op_pair_loss(p: Program, name: str | None = None) -> bool:
+    name = name or p.draw(st.sampled_from(PAIR_LOSSES), "loss")
+    x = p.pick()
+    y = p.pick(lambda n: n.shape == x.shape and n is not x, "target", make=lambda: p.leaf(x.shape))
+    if name == "binary_cross_entropy_with_logits":
+        y = p.pick(lambda n: n.shape == x.shape and bool(np.all((n.value >= 0) & (n.value <= 1))), "target",
+                   make=lambda: p.leaf(x.shape, kind="probability"))
+    reduction = p.draw(st.sampled_from(["mean", "sum", "none"]), "reduction")
+    if p.avoid("bce_logit_neg_inf", name == "binary_cross_entropy_with_logits" and bool(np.any(x.value == -math.inf))):
+        return False
+    p.apply(f"{name}({x.name}, {y.name}, reduction={reduction!r})", (name,),
+            lambda t, a, b: getattr(t.F, name)(a, b, reduction=reduction), x, y)
+    return True
+
+
 # Every op and, for those with several, every name or form: the fast profile starts one program from each.
 FOCUS = [(op_unary, n) for n in sorted(UNARY)] + [(op_binary, n) for n in sorted(BINARY) + ["pow"]] + \
     [(op_reduce, n) for n in REDUCTIONS] + [(op_index, f) for f in INDEX_FORMS] + \
     [(op_shape, f) for f in SHAPE_FORMS] + [(op_scalar, f) for f in SCALAR_FORMS] + \
     [(op_softmax, n) for n in SOFTMAXES] + [(op, None) for op in (op_power, op_masked_fill, op_matmul, op_layer_norm,
-                                                                  op_linear, op_embedding, op_cross_entropy)]
+                                                                  op_linear, op_embedding, op_cross_entropy)] + \
+    [(op_norm, None)] + [(op_ordering, n) for n in ORDERINGS] + [(op_pair_loss, n) for n in PAIR_LOSSES]
 OPS = [op_unary, op_unary, op_power, op_scalar, op_binary, op_binary, op_masked_fill, op_reduce, op_reduce,
-       op_index, op_shape, op_shape, op_matmul, op_softmax, op_layer_norm, op_linear, op_embedding, op_cross_entropy]
+       op_index, op_shape, op_shape, op_matmul, op_softmax, op_layer_norm, op_linear, op_embedding, op_cross_entropy,
+       op_norm, op_ordering, op_pair_loss]
 
 
 def run_program(data, profile: Profile, focus=None) -> None:

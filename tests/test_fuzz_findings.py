@@ -206,3 +206,25 @@ def test_unbatched_zero_loss_is_positive_zero(loss):
     ours = getattr(F, loss)(x, mt.tensor(np.array(0)), reduction="none")
     ref = getattr(torch.nn.functional, loss)(xt, torch.tensor(0), reduction="none")
     assert not np.signbit(ref.detach().numpy()) and not np.signbit(ours.numpy()), ours
+
+
+# ---------------------------------------------------------------------------------------- infinite logits
+def test_bce_with_logits_at_infinite_logits():
+    """+inf: both +inf (ours gave NaN: log_softmax of [0, inf]). -inf: a deviation kept on purpose, ours +inf
+    (the limit), torch NaN ((1 - y) x - log sigmoid(x) = -inf + inf). The gradients, sigmoid(x) - y, agree."""
+    x, xt = both([inf, -inf, 0.0])
+    y = np.array([0.6, 0.6, 0.3])
+    ours = F.binary_cross_entropy_with_logits(x, mt.tensor(y), reduction="none")
+    ref = torch.nn.functional.binary_cross_entropy_with_logits(xt, torch.tensor(y), reduction="none")
+    assert_close(ours.numpy()[[0, 2]], ref.detach().numpy()[[0, 2]], RTOL, what="loss at +inf and 0")
+    assert ours.numpy()[1] == inf and np.isnan(ref.detach().numpy()[1])
+    ours.sum().backward()
+    ref.sum().backward()
+    assert_close(x.grad.numpy(), xt.grad.numpy(), RTOL, what="gradient")
+
+
+def test_inf_norm_at_nan():
+    """PyTorch's inf-norm gradient counts a NaN entry as the extremum with sign 0: 0 everywhere, not NaN."""
+    for order in (inf, -inf):
+        same_grad(lambda v: (mt if isinstance(v, mt.Tensor) else torch).norm(v, p=order, dim=1),
+                  [[nan, 1.0, -3.0], [2.0, -2.0, 0.5]], upstream=[1.0, 2.0])

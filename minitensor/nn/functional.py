@@ -248,9 +248,13 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 
 
 def _log_sigmoid_pair(x: Tensor) -> tuple[Tensor, Tensor]:
-    """(log sigmoid(x), log sigmoid(-x)) as the log_softmax of [0, x]: one fused, stable node, smooth
-    everywhere (the composite max(x, 0) - x + log(1 + e^-|x|) has a kink at 0 in each of its terms)."""
-    pair = log_softmax(ops.Stack.apply(Tensor.wrap(np.zeros(x.shape, x.dtype)), x, dim=x.ndim), dim=-1)
+    """(log sigmoid(x), log sigmoid(-x)) as the log_softmax of [-max(x, 0), min(x, 0)] (= [0, x] shifted by
+    -max(x, 0), which log_softmax ignores): one fused, stable node, smooth everywhere (the composite
+    max(x, 0) - x + log(1 + e^-|x|) has a kink at 0 in each of its terms). The shift keeps both entries <= 0,
+    so x = +-inf gives (0, -inf) or (-inf, 0), not the inf - inf = NaN of log_softmax([0, inf]). At x = 0 the
+    gradient of the shift is shared 1/2 : 1/2 by max and min, and the pair's derivative in x stays 1."""
+    zero = Tensor.wrap(np.zeros(x.shape, x.dtype))
+    pair = log_softmax(ops.Stack.apply(-ops.Maximum.apply(x, zero), ops.Minimum.apply(x, zero), dim=x.ndim), dim=-1)
     return pair[..., 1], pair[..., 0]
 
 
@@ -270,6 +274,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
         if w is not None and not (isinstance(w, Tensor) and _broadcasts_to(w.shape, shape)):
             raise ValueError(f"binary_cross_entropy_with_logits: {name} must be a Tensor that broadcasts to "
                              f"{shape}, got {getattr(w, 'shape', type(w).__name__)}")
+    # Deviation from PyTorch, kept on purpose: at a logit of -inf (and a target > 0) the loss is +inf, the limit;
+    # PyTorch's formula (1 - y) x - log sigmoid(x) computes -inf + inf there: NaN. At +inf both give +inf.
     log_p, log_not_p = _log_sigmoid_pair(input)
     positive = target * log_p if pos_weight is None else pos_weight * target * log_p
     loss = -(positive + (1 - target) * log_not_p)
