@@ -228,3 +228,8 @@ def test_inf_norm_at_nan():
     for order in (inf, -inf):
         same_grad(lambda v: (mt if isinstance(v, mt.Tensor) else torch).norm(v, p=order, dim=1),
                   [[nan, 1.0, -3.0], [2.0, -2.0, 0.5]], upstream=[1.0, 2.0])
+
+
+def test_power_half_gradient_at_negative_zero():
+    """d/dx x ** 0.5 = 0.5 x ** -0.5, which PyTorch computes with its rsqrt: -inf at -0.0 (IEEE pow: +inf)."""
+    same_grad(lambda v: v ** 0.5, [-0.0, 4.0])

@@ -103,6 +103,8 @@ class PowScalar(Function):
         (a,), e = ctx.saved_arrays, ctx.e
         if e == 0:
             return (ctx.xp.zeros_like(a),)
+        if e == 0.5:                # a^(-1/2) as the forward computes it (PyTorch's rsqrt: -inf at -0.0)
+            return (g * (a.dtype.type(0.5) / ctx.xp.sqrt(a)),)
         return (g * (e * a ** a.dtype.type(e - 1)),)
 
 
