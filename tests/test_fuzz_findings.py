@@ -233,3 +233,22 @@ def test_inf_norm_at_nan():
 def test_power_half_gradient_at_negative_zero():
     """d/dx x ** 0.5 = 0.5 x ** -0.5, which PyTorch computes with its rsqrt: -inf at -0.0 (IEEE pow: +inf)."""
     same_grad(lambda v: v ** 0.5, [-0.0, 4.0])
+
+
+# ---------------------------------------------------------------------------------------- zero-size features
+@pytest.mark.parametrize("shapes", [((2, 3, 0), (0, 4)), ((2, 3, 4), (4, 0))], ids=["K=0", "N=0"])
+def test_batched_matmul_with_a_zero_size_dim(shapes):
+    """A batched left operand times a weight folds the batch into the rows (a reshape that cannot infer -1 rows
+    when a side is 0): its backward raised NumPy's reshape error; torch gives the zero gradients."""
+    (x, xt), (w, wt) = both(np.ones(shapes[0])), both(np.ones(shapes[1]))
+    (x @ w).sum().backward()
+    (xt @ wt).sum().backward()
+    assert x.grad.shape == tuple(xt.grad.shape) and w.grad.shape == tuple(wt.grad.shape)
+    assert_close(w.grad.numpy(), wt.grad.numpy(), RTOL, what="weight gradient")
+
+
+def test_embedding_of_size_zero():
+    w, wt = both(np.ones((5, 0)))
+    F.embedding(mt.tensor(np.array([[1, 2]])), w).sum().backward()
+    torch.nn.functional.embedding(torch.tensor([[1, 2]]), wt).sum().backward()
+    assert w.grad.shape == tuple(wt.grad.shape) == (5, 0)
