@@ -726,14 +726,21 @@ def _invert(a: Tensor) -> Tensor:
     raise TypeError(f"operator ~: expected a bool or integer tensor, got {a.dtype}")
 
 
+def _refuse_empty_reduction(t: Tensor, d, op: str) -> None:
+    """max/min/argmax over nothing has no value: refuse an empty tensor reduced whole (d None) or over a zero-size
+    dim d (as PyTorch; over another dim of an empty tensor the result is empty, and fine)."""
+    if t.data.size == 0 and (d is None or t.ndim == 0 or t.shape[d] == 0):
+        where = "" if d is None else f" over its dim {d} of size 0"
+        raise ValueError(f"{op}(): cannot reduce an empty tensor of shape {t.shape}{where}")
+
+
 def _max_min(t: Tensor, dim, keepdim: bool, mode: str):
     if isinstance(dim, Tensor):  # torch.max(a, b)
         return maximum(t, dim) if mode == "max" else minimum(t, dim)
-    if t.data.size == 0:
-        raise ValueError(f"{mode}(): cannot reduce an empty tensor of shape {t.shape}")
+    d = None if dim is None else _one_dim(dim, t.ndim, mode)
+    _refuse_empty_reduction(t, d, mode)
     if dim is None:
         return ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode)
-    d = _one_dim(dim, t.ndim, mode)
     if t.ndim == 0:      # the one element is its own max, at index 0 (keepdim keeps no dim either)
         return _ValuesIndices(ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode), Tensor.wrap(np.array(0)))
     values = ops.MaxMin.apply(t, dim=d, keepdim=keepdim, mode=mode)
@@ -744,11 +751,10 @@ def _max_min(t: Tensor, dim, keepdim: bool, mode: str):
 
 
 def _arg(fn, t: Tensor, dim, keepdim: bool) -> Tensor:
-    if t.data.size == 0:
-        raise ValueError(f"{fn.__name__}(): cannot reduce an empty tensor of shape {t.shape}")
+    d = None if dim is None else _one_dim(dim, t.ndim, fn.__name__)
+    _refuse_empty_reduction(t, d, fn.__name__)
     if dim is None:
         return Tensor.wrap(np.asarray(fn(t.data), dtype=int64))
-    d = _one_dim(dim, t.ndim, fn.__name__)
     if t.ndim == 0:
         return Tensor.wrap(np.array(0, dtype=int64))
     out = fn(t.data, axis=d)

@@ -252,3 +252,16 @@ def test_embedding_of_size_zero():
     F.embedding(mt.tensor(np.array([[1, 2]])), w).sum().backward()
     torch.nn.functional.embedding(torch.tensor([[1, 2]]), wt).sum().backward()
     assert w.grad.shape == tuple(wt.grad.shape) == (5, 0)
+
+
+@pytest.mark.parametrize("op", ["max", "min", "argmax", "argmin"])
+def test_max_over_a_nonempty_dim_of_an_empty_tensor(op):
+    """(0, 3).max(dim=1) is empty in torch (nothing to reduce, nothing refused); ours refused every empty tensor.
+    Over the zero-size dim both refuse, ours naming the op."""
+    ours, ref = getattr(mt.zeros(0, 3, dtype=mt.float64), op)(dim=1), getattr(torch.zeros(0, 3), op)(dim=1)
+    ours, ref = (ours if op.startswith("arg") else ours.values), (ref if op.startswith("arg") else ref.values)
+    assert ours.shape == tuple(ref.shape) == (0,)
+    with pytest.raises((IndexError, RuntimeError)):
+        getattr(torch.zeros(0, 3), op)(dim=0)
+    with pytest.raises(ValueError, match=op):
+        getattr(mt.zeros(0, 3), op)(dim=0)
