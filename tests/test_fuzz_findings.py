@@ -265,3 +265,16 @@ def test_max_over_a_nonempty_dim_of_an_empty_tensor(op):
         getattr(torch.zeros(0, 3), op)(dim=0)
     with pytest.raises(ValueError, match=op):
         getattr(mt.zeros(0, 3), op)(dim=0)
+
+
+@pytest.mark.parametrize("op", ["relu", "clamp_min", "clamp_max", "maximum", "minimum"])
+def test_ties_keep_the_input_and_its_signed_zero(op):
+    """relu(-0.0) is -0.0 in PyTorch (a tie returns the input); NumPy's maximum returns its second operand (0.0),
+    which a later division turns from -inf into +inf."""
+    x = np.array([-0.0, 0.0, -1.0, nan, 2.0])
+    zeros = np.array([0.0, -0.0, 0.0, 0.0, 0.0])
+    fns = {"relu": lambda v, lib: v.relu(), "clamp_min": lambda v, lib: v.clamp(min=0.0),
+           "clamp_max": lambda v, lib: v.clamp(max=0.0), "maximum": lambda v, lib: lib.maximum(v, lib.tensor(zeros)),
+           "minimum": lambda v, lib: lib.minimum(v, lib.tensor(zeros))}
+    ours, ref = fns[op](mt.tensor(x), mt).numpy(), fns[op](torch.tensor(x), torch).numpy()
+    assert np.array_equal(ours, ref, equal_nan=True) and np.array_equal(np.signbit(ours), np.signbit(ref)), ours

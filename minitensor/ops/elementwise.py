@@ -236,8 +236,8 @@ class Relu(Function):
     (selected, not g * mask: an inf or NaN g stays where it belongs and gives 0 elsewhere, as in PyTorch)"""
     @staticmethod
     def forward(ctx, a):
-        out = np.maximum(a, 0)
-        ctx.save_for_backward(out)
+        out = np.maximum(a.dtype.type(0), a)     # on a tie NumPy returns its second operand: relu(-0.0) = -0.0,
+        ctx.save_for_backward(out)               # as PyTorch
         return out
 
     @staticmethod
@@ -352,7 +352,8 @@ class Clamp(Function):
     def forward(ctx, a, min=None, max=None):
         ctx.save_for_backward(a)
         ctx.lo, ctx.hi = min, max
-        return np.clip(a, min, max).astype(a.dtype, copy=False)
+        out = a if min is None else np.maximum(a.dtype.type(min), a)     # a on a tie (-0.0 stays), as PyTorch
+        return out if max is None else np.minimum(a.dtype.type(max), out)
 
     @staticmethod
     def backward(ctx, g):
@@ -374,7 +375,7 @@ class Maximum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.maximum(a, b)
+        return np.maximum(b, a)              # on a tie NumPy returns its second operand, PyTorch a (-0.0 vs 0.0)
 
     @staticmethod
     def backward(ctx, g):
@@ -387,7 +388,7 @@ class Minimum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.minimum(a, b)
+        return np.minimum(b, a)              # a on a tie, as PyTorch
 
     @staticmethod
     def backward(ctx, g):
