@@ -82,7 +82,10 @@ def _scaled(other, alpha):
 
 
 def _dims(dim, ndim: int, op: str):
-    """Normalise a dim argument (None, int or tuple) to None or a tuple of non-negative ints."""
+    """Normalise a dim argument (None, int or tuple) to None or a tuple of non-negative ints.
+
+    None means every dim, and so do () (as in PyTorch: `dim=()` reduces everything) and any dim of a 0-d
+    tensor (whose only "dim", 0 or -1, is the whole tensor)."""
     if dim is None:
         return None
     try:
@@ -98,7 +101,7 @@ def _dims(dim, ndim: int, op: str):
         out.append(int(d) % builtins.max(ndim, 1))
     if len(set(out)) != len(out):
         raise ValueError(f"{op}: dim {dim!r} repeats a dimension")
-    return tuple(out)
+    return tuple(out) if out and ndim else None
 
 
 def _one_dim(dim, ndim: int, op: str) -> int:
@@ -723,14 +726,23 @@ def _invert(a: Tensor) -> Tensor:
     raise TypeError(f"operator ~: expected a bool or integer tensor, got {a.dtype}")
 
 
+def _refuse_empty_reduction(t: Tensor, d, op: str) -> None:
+    """max/min/argmax over nothing has no value: refuse an empty tensor reduced whole (d None) or over a zero-size
+    dim d (as PyTorch; over another dim of an empty tensor the result is empty, and fine)."""
+    if t.data.size == 0 and (d is None or t.ndim == 0 or t.shape[d] == 0):
+        where = "" if d is None else f" over its dim {d} of size 0"
+        raise ValueError(f"{op}(): cannot reduce an empty tensor of shape {t.shape}{where}")
+
+
 def _max_min(t: Tensor, dim, keepdim: bool, mode: str):
     if isinstance(dim, Tensor):  # torch.max(a, b)
         return maximum(t, dim) if mode == "max" else minimum(t, dim)
-    if t.data.size == 0:
-        raise ValueError(f"{mode}(): cannot reduce an empty tensor of shape {t.shape}")
+    d = None if dim is None else _one_dim(dim, t.ndim, mode)
+    _refuse_empty_reduction(t, d, mode)
     if dim is None:
         return ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode)
-    d = _one_dim(dim, t.ndim, mode)
+    if t.ndim == 0:      # the one element is its own max, at index 0 (keepdim keeps no dim either)
+        return _ValuesIndices(ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode), Tensor.wrap(np.array(0)))
     values = ops.MaxMin.apply(t, dim=d, keepdim=keepdim, mode=mode)
     idx = (np.argmax if mode == "max" else np.argmin)(t.data, axis=d)
     if keepdim:
@@ -739,11 +751,12 @@ def _max_min(t: Tensor, dim, keepdim: bool, mode: str):
 
 
 def _arg(fn, t: Tensor, dim, keepdim: bool) -> Tensor:
-    if t.data.size == 0:
-        raise ValueError(f"{fn.__name__}(): cannot reduce an empty tensor of shape {t.shape}")
+    d = None if dim is None else _one_dim(dim, t.ndim, fn.__name__)
+    _refuse_empty_reduction(t, d, fn.__name__)
     if dim is None:
         return Tensor.wrap(np.asarray(fn(t.data), dtype=int64))
-    d = _one_dim(dim, t.ndim, fn.__name__)
+    if t.ndim == 0:
+        return Tensor.wrap(np.array(0, dtype=int64))
     out = fn(t.data, axis=d)
     return Tensor.wrap(np.asarray(np.expand_dims(out, d) if keepdim else out, dtype=int64))
 
@@ -893,26 +906,23 @@ def where(condition, input, other) -> Tensor:
 
 
 def masked_fill(input: Tensor, mask, value) -> Tensor:
-    """input with `value` wherever the bool `mask` (broadcastable to input's shape) is True."""
+    """input with `value` wherever the bool `mask` is True; mask and input broadcast together (as in PyTorch,
+    a larger mask gives a larger result; the in-place masked_fill_ cannot grow its tensor and refuses)."""
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.dtype != bool_:
         raise TypeError(f"masked_fill: mask must be a bool tensor, got {m.dtype}")
-    try:
-        if np.broadcast_shapes(m.shape, input.shape) != input.shape:
-            raise ValueError
-    except ValueError:
-        raise ValueError(f"masked_fill: mask of shape {m.shape} does not broadcast to the input's shape "
-                         f"{input.shape}") from None
+    if not _shapes_broadcast(m.shape, input.shape):
+        raise ValueError(f"masked_fill: mask of shape {m.shape} and input of shape {input.shape} do not broadcast")
     if isinstance(value, Tensor):
         value = value.item()
     return ops.MaskedFill.apply(input, mask=m, value=value)
 
 
 def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    if t.ndim == 0:
-        return t.reshape(1)
     s = _one_dim(start_dim, t.ndim, "flatten")
     e = _one_dim(end_dim, t.ndim, "flatten")
+    if t.ndim == 0:
+        return t.reshape(1)
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     return _reshape(t, t.shape[:s] + (int(np.prod(t.shape[s:e + 1])),) + t.shape[e + 1:])
@@ -1023,7 +1033,8 @@ def argmax(t, dim=None, keepdim=False): return t.argmax(dim, keepdim)
 def argmin(t, dim=None, keepdim=False): return t.argmin(dim, keepdim)
 def reshape(t, shape): return t.reshape(shape)
 def transpose(t: Tensor, dim0: int, dim1: int) -> Tensor:
-    return ops.Transpose.apply(t, dim0=_one_dim(dim0, t.ndim, "transpose"), dim1=_one_dim(dim1, t.ndim, "transpose"))
+    d0, d1 = _one_dim(dim0, t.ndim, "transpose"), _one_dim(dim1, t.ndim, "transpose")
+    return t if t.ndim == 0 else ops.Transpose.apply(t, dim0=d0, dim1=d1)     # a 0-d tensor has nothing to swap
 
 
 def unflatten(t: Tensor, dim: int, sizes) -> Tensor:
@@ -1033,12 +1044,12 @@ def unflatten(t: Tensor, dim: int, sizes) -> Tensor:
 
 def amax(t: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Largest value over dim (all dims when dim is () or None); the gradient is shared evenly between ties."""
-    return _reduce("amax", ops.AMaxMin, t, dim or None, keepdim, mode="max")
+    return _reduce("amax", ops.AMaxMin, t, dim, keepdim, mode="max")
 
 
 def amin(t: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Smallest value over dim (all dims when dim is () or None); the gradient is shared evenly between ties."""
-    return _reduce("amin", ops.AMaxMin, t, dim or None, keepdim, mode="min")
+    return _reduce("amin", ops.AMaxMin, t, dim, keepdim, mode="min")
 
 def unsqueeze(t, dim): return t.unsqueeze(dim)
 def squeeze(t, dim=None): return t.squeeze(dim)
@@ -1155,7 +1166,7 @@ def norm(input: Tensor, p="fro", dim=None, keepdim: builtins.bool = False, dtype
     if p == 1:
         return t.abs().sum(dims, keepdim)
     if p in (math.inf, -math.inf):
-        return (amax if p > 0 else amin)(t.abs(), dims, keepdim)
+        return ops.NormInf.apply(t, dim=dims, keepdim=keepdim, mode="max" if p > 0 else "min")
     raise NotImplementedError(f"norm: p={p!r} is not supported; use p=2 or 'fro', 1, inf or -inf")
 
 

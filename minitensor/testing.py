@@ -84,8 +84,9 @@ def assert_close(ours, ref, rtol: float, what: str = "value") -> None:
         b = np.asarray(ref, dtype=np.float64)
         with np.errstate(invalid="ignore"):     # inf - inf here must not turn into a RuntimeWarning
             diff = np.abs(a - b)
-        diff[(a == b) | (np.isnan(a) & np.isnan(b))] = 0    # equal infinities and paired NaNs agree
-        diff[np.isnan(diff)] = np.inf                        # a NaN or inf against anything else is worst
+        # selected, not assigned item by item: the difference of two 0-d arrays is a NumPy scalar
+        diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, diff)   # equal infinities, paired NaNs agree
+        diff = np.where(np.isnan(diff), np.inf, diff)                       # a NaN or inf against anything: worst
         idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), a.shape)) if a.size else ()
         raise AssertionError(
             f"{what}: max relative error {max_rel:.3e} > rtol {rtol:.1e} (max abs {max_abs:.3e}); "

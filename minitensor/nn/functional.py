@@ -31,6 +31,9 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if weight.dtype != dt or (bias is not None and bias.dtype != dt):
         raise TypeError(f"linear: input dtype {dt} differs from weight dtype {weight.dtype}"
                         f"{'' if bias is None else ' / bias dtype ' + str(bias.dtype)}; convert one explicitly")
+    if 0 in weight.shape:    # no input or no output features: the fused node's (-1, features) reshape cannot work
+        out = input @ weight.transpose(0, 1)
+        return out if bias is None else out + bias
     if bias is None:
         return ops.Linear.apply(input, weight)
     return ops.Linear.apply(input, weight, bias)
@@ -106,6 +109,11 @@ def _check_reduction(op: str, reduction: str) -> None:
         raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
+def _unbatched(loss: Tensor, input: Tensor, reduction: str) -> Tensor:
+    """The loss of one unbatched (C,) input: PyTorch's is +0.0 where it is zero (ours -0.0 = -log 1 without this)."""
+    return loss + 0.0 if input.ndim == 1 and reduction == "none" else loss
+
+
 def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
                   label_smoothing: float = 0.0) -> Tensor:
     """torch.nn.functional.cross_entropy for class-index targets (one fused node)."""
@@ -117,8 +125,9 @@ def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, 
     if input.dtype.kind != "f":
         raise TypeError(f"cross_entropy: input must be floating (logits), got {input.dtype}")
     t = _check_target(input.shape, target, "cross_entropy")
-    return ops.CrossEntropy.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction,
+    loss = ops.CrossEntropy.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction,
                                   label_smoothing=float(label_smoothing))
+    return _unbatched(loss, input, reduction)
 
 
 def nll_loss(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
@@ -126,7 +135,8 @@ def nll_loss(input: Tensor, target, weight=None, ignore_index: int = -100, reduc
         raise NotImplementedError("nll_loss: per-class weight is not supported")
     _check_reduction("nll_loss", reduction)
     t = _check_target(input.shape, target, "nll_loss")
-    return ops.NLLLoss.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction)
+    return _unbatched(ops.NLLLoss.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction),
+                      input, reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
@@ -238,9 +248,13 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 
 
 def _log_sigmoid_pair(x: Tensor) -> tuple[Tensor, Tensor]:
-    """(log sigmoid(x), log sigmoid(-x)) as the log_softmax of [0, x]: one fused, stable node, smooth
-    everywhere (the composite max(x, 0) - x + log(1 + e^-|x|) has a kink at 0 in each of its terms)."""
-    pair = log_softmax(ops.Stack.apply(Tensor.wrap(np.zeros(x.shape, x.dtype)), x, dim=x.ndim), dim=-1)
+    """(log sigmoid(x), log sigmoid(-x)) as the log_softmax of [-max(x, 0), min(x, 0)] (= [0, x] shifted by
+    -max(x, 0), which log_softmax ignores): one fused, stable node, smooth everywhere (the composite
+    max(x, 0) - x + log(1 + e^-|x|) has a kink at 0 in each of its terms). The shift keeps both entries <= 0,
+    so x = +-inf gives (0, -inf) or (-inf, 0), not the inf - inf = NaN of log_softmax([0, inf]). At x = 0 the
+    gradient of the shift is shared 1/2 : 1/2 by max and min, and the pair's derivative in x stays 1."""
+    zero = Tensor.wrap(np.zeros(x.shape, x.dtype))
+    pair = log_softmax(ops.Stack.apply(-ops.Maximum.apply(x, zero), ops.Minimum.apply(x, zero), dim=x.ndim), dim=-1)
     return pair[..., 1], pair[..., 0]
 
 
@@ -260,6 +274,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
         if w is not None and not (isinstance(w, Tensor) and _broadcasts_to(w.shape, shape)):
             raise ValueError(f"binary_cross_entropy_with_logits: {name} must be a Tensor that broadcasts to "
                              f"{shape}, got {getattr(w, 'shape', type(w).__name__)}")
+    # Deviation from PyTorch, kept on purpose: at a logit of -inf (and a target > 0) the loss is +inf, the limit;
+    # PyTorch's formula (1 - y) x - log sigmoid(x) computes -inf + inf there: NaN. At +inf both give +inf.
     log_p, log_not_p = _log_sigmoid_pair(input)
     positive = target * log_p if pos_weight is None else pos_weight * target * log_p
     loss = -(positive + (1 - target) * log_not_p)

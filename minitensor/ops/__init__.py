@@ -15,7 +15,7 @@ writes into `g` or into a saved array.
     indexing.py      GetItem IndexPut Embedding
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
     fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy NLLLoss Dropout AttentionWeights
-    extra.py         Norm (the 2-norm, its own node for PyTorch's gradient 0 at the origin)
+    extra.py         Norm (the 2-norm, its own node for PyTorch's gradient 0 at the origin), NormInf (max |a|)
 """
 from .elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Erf, Exp, Gelu, Log, MaskedFill, Maximum, Minimum, Mul,
                           Neg, Pow, PowScalar, Relu, RPowScalar, Sigmoid, Sqrt, Sub, Tanh, Where)
@@ -37,6 +37,6 @@ from .namespace import ARRAYS, TENSORS
 register_namespaces(ARRAYS, TENSORS)
 
 # appended: the primitives behind the PyTorch names of tensor.py's last section (extra.py)
-from .extra import Norm
+from .extra import Norm, NormInf
 
-__all__ += ["Norm"]
+__all__ += ["Norm", "NormInf"]

@@ -70,7 +70,8 @@ class Div(Function):
 
 class Pow(Function):
     """out = a ** b (both tensors);  da = g * b * a^(b-1), db = g * out * log(a)
-    PyTorch's conventions at the edges: da = 0 where b == 0, db = 0 where a == 0 and b >= 0."""
+    PyTorch's conventions at the edges: da = 0 where b == 0 (selected, so even an infinite g gives 0),
+    db = 0 where a == 0 and b >= 0 (multiplied, as PyTorch does)."""
     @staticmethod
     def forward(ctx, a, b):
         out = np.power(a, b)
@@ -82,24 +83,28 @@ class Pow(Function):
         a, b, out = ctx.saved_arrays
         xp = ctx.xp
         need_a, need_b = ctx.needs_input_grad
-        ga = g * xp.where(b == 0, 0, b * a ** (b - 1)) if need_a else None
+        ga = xp.where(b == 0, 0, g * (b * a ** (b - 1))) if need_a else None
         gb = g * xp.where((a == 0) & (b >= 0), 0, out * xp.log(a)) if need_b else None
         return ga, gb
 
 
 class PowScalar(Function):
-    """out = a ** e (e a Python number);  da = g * e * a^(e-1)"""
+    """out = a ** e (e a Python number);  da = g * e * a^(e-1), and 0 for e == 0 whatever g is (as in PyTorch)"""
     @staticmethod
     def forward(ctx, a, exponent):
         ctx.save_for_backward(a)
         ctx.e = exponent
+        if exponent == -0.5:        # as PyTorch, 1 / sqrt(a): -inf at -0.0 and NaN at -inf (IEEE pow: inf, 0)
+            return 1 / np.sqrt(a)
         return np.power(a, a.dtype.type(exponent))
 
     @staticmethod
     def backward(ctx, g):
         (a,), e = ctx.saved_arrays, ctx.e
         if e == 0:
-            return (g * 0,)
+            return (ctx.xp.zeros_like(a),)
+        if e == 0.5:                # a^(-1/2) as the forward computes it (PyTorch's rsqrt: -inf at -0.0)
+            return (g * (a.dtype.type(0.5) / ctx.xp.sqrt(a)),)
         return (g * (e * a ** a.dtype.type(e - 1)),)
 
 
@@ -178,7 +183,7 @@ class Sqrt(Function):
 
 
 class Abs(Function):
-    """out = |a|;  da = g * sign(a)  (0 at a == 0, as in PyTorch)"""
+    """out = |a|;  da = g * sign(a)  (sign 0 at a == 0 and at NaN, as in PyTorch)"""
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -227,17 +232,18 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
-    """out = max(a, 0);  da = g * [a > 0]"""
+    """out = max(a, 0);  da = g where out > 0 (or is NaN), else 0
+    (selected, not g * mask: an inf or NaN g stays where it belongs and gives 0 elsewhere, as in PyTorch)"""
     @staticmethod
     def forward(ctx, a):
-        out = np.maximum(a, 0)
-        ctx.save_for_backward(out)
+        out = np.maximum(a.dtype.type(0), a)     # on a tie NumPy returns its second operand: relu(-0.0) = -0.0,
+        ctx.save_for_backward(out)               # as PyTorch
         return out
 
     @staticmethod
     def backward(ctx, g):
         (out,) = ctx.saved_arrays
-        return (g * (out > 0),)
+        return (ctx.xp.zero_where(out <= 0, g),)
 
 
 # erf for the exact GELU. NumPy has no erf: float64 uses math.erf element by element (exact, slow);
@@ -250,6 +256,8 @@ _ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
 
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function of a float array, in its dtype."""
+    if x.ndim == 0:         # as 1 element: NumPy turns 0-d intermediates into scalars, which take no out=
+        return erf(x.reshape(1)).reshape(())
     if x.dtype == np.float64:
         return _math_erf(x).astype(np.float64)
     return _erf_float32_fit(x)
@@ -339,12 +347,13 @@ class Gelu(Function):
 # ----------------------------------------------------------------------------- clamp, max/min, select
 
 class Clamp(Function):
-    """out = min(max(a, lo), hi);  da = g where lo <= a <= hi (inclusive, as in PyTorch), else 0"""
+    """out = min(max(a, lo), hi);  da = g where lo <= a <= hi (inclusive, as in PyTorch), else 0 (selected)"""
     @staticmethod
     def forward(ctx, a, min=None, max=None):
         ctx.save_for_backward(a)
         ctx.lo, ctx.hi = min, max
-        return np.clip(a, min, max).astype(a.dtype, copy=False)
+        out = a if min is None else np.maximum(a.dtype.type(min), a)     # a on a tie (-0.0 stays), as PyTorch
+        return out if max is None else np.minimum(a.dtype.type(max), out)
 
     @staticmethod
     def backward(ctx, g):
@@ -352,7 +361,13 @@ class Clamp(Function):
         inside = (a >= ctx.lo) if ctx.lo is not None else True
         if ctx.hi is not None:
             inside = (a <= ctx.hi) & inside
-        return (g * inside,)
+        return (ctx.xp.where(inside, g, 0),)
+
+
+def _to_larger(xp, g, a, b):
+    """The share of g of `a` in max(a, b), as PyTorch: g, half of it on a tie, 0 where b is larger.
+    A NaN operand is never smaller, so both operands of a NaN get g."""
+    return xp.where(a < b, 0, xp.where(a == b, g * 0.5, g))
 
 
 class Maximum(Function):
@@ -360,13 +375,12 @@ class Maximum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.maximum(a, b)
+        return np.maximum(b, a)              # on a tie NumPy returns its second operand, PyTorch a (-0.0 vs 0.0)
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_arrays
-        ga = ctx.xp.where(a > b, g, ctx.xp.where(a == b, g * 0.5, 0))
-        return ga, g - ga
+        return _to_larger(ctx.xp, g, a, b), _to_larger(ctx.xp, g, b, a)
 
 
 class Minimum(Function):
@@ -374,13 +388,12 @@ class Minimum(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.minimum(a, b)
+        return np.minimum(b, a)              # a on a tie, as PyTorch
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_arrays
-        ga = ctx.xp.where(a < b, g, ctx.xp.where(a == b, g * 0.5, 0))
-        return ga, g - ga
+        return _to_larger(ctx.xp, g, b, a), _to_larger(ctx.xp, g, a, b)      # a is the smaller where b is larger
 
 
 class Where(Function):

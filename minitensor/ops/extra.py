@@ -1,8 +1,9 @@
-"""Primitives added for the names a PyTorch user reaches for: the vector 2-norm.
+"""Primitives added for the names a PyTorch user reaches for: the vector 2-norm and the inf-norms.
 
 The other such names (gather, sort, topk, mse_loss, binary_cross_entropy_with_logits, ...) are exact
 composites of existing primitives; the 2-norm needs its own node because the composite
-sqrt(sum(a * a)) has the gradient 0/0 = NaN at a = 0, where PyTorch's norm gives 0.
+sqrt(sum(a * a)) has the gradient 0/0 = NaN at a = 0, where PyTorch's norm gives 0, and the inf-norms
+because PyTorch's gradient treats a NaN entry as an extremum with gradient 0 (amax(|a|) would give NaN).
 """
 from __future__ import annotations
 
@@ -29,3 +30,28 @@ class Norm(Function):
         # PyTorch's formula, g * (a / out) with 0 where out == 0: differentiated again, the 0/0 of a / out
         # makes the second derivative at the origin NaN (it does not exist: (I - u u^T) / out is unbounded)
         return (g * ctx.xp.where(out == 0, 0, a / out),)
+
+
+class NormInf(Function):
+    """out = max |a| (mode 'max', p = inf) or min |a| (mode 'min', p = -inf) over dim;
+    da = g * sign(a) * [|a| == out or NaN] / count, as PyTorch: g is shared evenly between tied extrema, and a NaN
+    entry counts as one (its sign, and so its gradient, is 0), so a NaN norm sends 0 to every entry, where the
+    composite amax(|a|) would spread NaN over the slice."""
+    @staticmethod
+    def forward(ctx, a, dim=None, keepdim=False, mode="max"):
+        if a.size == 0 and (dim is None or any(a.shape[d] == 0 for d in dim)):
+            raise ValueError(f"norm: p={'inf' if mode == 'max' else '-inf'} cannot reduce over a zero-size dim "
+                             f"(input of shape {a.shape}, dim {dim})")
+        size = np.abs(a)
+        out = size.max(axis=dim, keepdims=True) if mode == "max" else size.min(axis=dim, keepdims=True)
+        chosen = (size == out) | np.isnan(size)
+        ctx.chosen, ctx.count = chosen, chosen.sum(axis=dim, keepdims=True).astype(a.dtype)
+        ctx.save_for_backward(a)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return np.asarray(out if keepdim else out.reshape(()) if dim is None else np.squeeze(out, axis=dim))
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
+        return (ctx.xp.sign(a) * (g / ctx.count * ctx.chosen),)

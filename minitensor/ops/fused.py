@@ -62,7 +62,8 @@ class Softmax(Function):
     """y = e^{x - max} / sum e^{x - max};  dx = y * (g - sum(g * y))"""
     @staticmethod
     def forward(ctx, x, dim):
-        e = np.exp(x - x.max(axis=dim, keepdims=True))    # an all -inf row gives NaN, as in PyTorch
+        e = np.exp(x - x.max(axis=dim, keepdims=True, initial=-np.inf))    # an all -inf row gives NaN, as in
+                                                                            # PyTorch; initial: a 0-size dim
         e /= e.sum(axis=dim, keepdims=True)
         ctx.save_for_backward(e)
         ctx.dim = dim
@@ -92,7 +93,7 @@ class LogSoftmax(Function):
 
 def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward)."""
-    shifted = x - x.max(axis=dim, keepdims=True)
+    shifted = x - x.max(axis=dim, keepdims=True, initial=-np.inf)          # initial: a 0-size dim is fine
     return shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
 
 
@@ -100,7 +101,9 @@ def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
 
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * w + b over the last k dims (biased variance);
-    dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w"""
+    dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
+    Deviation from PyTorch: where dxhat holds an inf (an infinite weight or g), dx is +-inf or NaN by this
+    order of sums; PyTorch's kernel (another order) gives NaN for the whole row. Non-finite either way."""
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
         axes = tuple(range(x.ndim - k, x.ndim))
@@ -135,7 +138,10 @@ class LayerNorm(Function):
 def _normalized(xp, x, axes: tuple, eps: float):
     """(xhat, rstd): xhat = (x - mean) * rstd, rstd = (var + eps)^-1/2 over axes (biased variance)."""
     xc = x - xp.mean(x, axis=axes, keepdims=True)
-    rstd = 1.0 / xp.sqrt(xp.mean(xc * xc, axis=axes, keepdims=True) + x.dtype.type(eps))
+    var = xp.mean(xc * xc, axis=axes, keepdims=True)
+    # a variance that overflows (finite |x| beyond ~1e154) would make rstd 0 and the output the bias: NaN instead,
+    # as PyTorch gives
+    rstd = xp.where(var == np.inf, np.nan, 1.0 / xp.sqrt(var + x.dtype.type(eps)))
     return xc * rstd, rstd
 
 
@@ -192,7 +198,9 @@ def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
 
 class CrossEntropy(Function):
     """loss_n = -sum_c q_nc log softmax(x_n)_c with q = (1 - e) onehot(t_n) + e / C;
-    dx_n = (softmax(x_n) - q_n) * dL/dloss_n"""
+    dx_n = (softmax(x_n) - q_n) * dL/dloss_n
+    Deviation from PyTorch, kept on purpose: an infinite dL/dloss_n gives +-inf (the limit, by the sign of
+    p - q); PyTorch's composite backward (nll_loss, then log_softmax) computes inf - inf there: NaN."""
     @staticmethod
     def forward(ctx, x, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         C = x.shape[0 if x.ndim == 1 else 1]

@@ -58,4 +58,5 @@ class Embedding(Function):
         D = g.shape[-1]
         if ctx.padding_idx is not None:                      # the padding row gets no gradient
             g = ctx.xp.where((ctx.ids == ctx.padding_idx)[..., None], 0, g)
-        return ctx.xp.index_put((ctx.num, D), ctx.ids.reshape(-1), g.reshape(-1, D), True), None
+        # rows counted, not inferred (-1): an embedding of size D = 0 has no size to infer them from
+        return ctx.xp.index_put((ctx.num, D), ctx.ids.reshape(-1), g.reshape(ctx.ids.size, D), True), None

@@ -45,5 +45,6 @@ def _rhs_grad(xp, a, g, b_ndim: int):
     by a batched left operand (a weight), the batch folds into the rows and the sum over the batch
     that the graph walk would do becomes part of one GEMM."""
     if b_ndim == 2 and a.ndim > 2:
-        return a.reshape(-1, a.shape[-1]).T @ g.reshape(-1, g.shape[-1])
+        rows = int(np.prod(a.shape[:-1]))     # counted, not inferred (-1): K or N may be 0
+        return a.reshape(rows, a.shape[-1]).T @ g.reshape(rows, g.shape[-1])
     return xp.swapaxes(a, -1, -2) @ g

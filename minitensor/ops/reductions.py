@@ -30,6 +30,18 @@ def _drop_reduced(out: np.ndarray, dim, keepdim: bool) -> np.ndarray:
     return out.reshape(()) if dim is None else np.squeeze(out, axis=dim)
 
 
+def mean(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
+    """np.mean, with PyTorch's NaN and no "Mean of empty slice" RuntimeWarning over zero elements."""
+    if a.size:
+        return np.mean(a, axis=axis, keepdims=keepdims)
+    return np.sum(a, axis=axis, keepdims=keepdims) / a.dtype.type(_reduced_count(a.shape, axis))   # 0/0: NaN
+
+
+def _reduced_count(shape: tuple, dim) -> int:
+    """How many elements each result of a reduction over dim (None, an axis or a tuple of axes) combines."""
+    return int(np.prod(shape if dim is None else [shape[d] for d in np.atleast_1d(dim)]))
+
+
 class Sum(Function):
     """out = sum of a over dim;  da = g broadcast back over the reduced axes"""
     @staticmethod
@@ -48,8 +60,8 @@ class Mean(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
-        out = np.asarray(a.mean(axis=dim, keepdims=keepdim))
-        ctx.n = a.size // max(out.size, 1) if a.size else 0
+        out = np.asarray(mean(a, axis=dim, keepdims=keepdim))
+        ctx.n = _reduced_count(a.shape, dim)
         return out
 
     @staticmethod
@@ -66,8 +78,8 @@ def _centered(xp, a, dim):
 def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
     """sum((a - mean)^2) over dim and the divisor n - correction; saves what Var and Std need."""
     centered = _centered(ctx.xp, a, dim)
-    reduced = a.size if dim is None else int(np.prod([a.shape[d] for d in dim]))
-    denom = a.dtype.type(reduced - correction)                   # n - correction; <= 0 gives inf/NaN
+    # PyTorch's divisor max(0, n - correction): no degrees of freedom left gives 0/0 = NaN (or x/0 = inf)
+    denom = a.dtype.type(max(_reduced_count(a.shape, dim) - correction, 0))
     ctx.save_for_backward(a)
     ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, denom, dim, keepdim
     return (centered * centered).sum(axis=dim, keepdims=keepdim), denom
@@ -107,13 +119,14 @@ class Std(Function):
 
 class MaxMin(Function):
     """out = max (or min) of a over one dim;  da = g at the selected index (the first one), 0 elsewhere.
-    Over all elements (dim=None): g is shared evenly between tied maxima (as in PyTorch's max())."""
+    Over all elements (dim=None): g is shared evenly between tied maxima (as in PyTorch's max()), and
+    between the NaNs when the result is NaN."""
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
         if dim is None:
             out = np.asarray(a.max() if mode == "max" else a.min())
-            ctx.chosen = a == out
+            ctx.chosen = np.isnan(a) if np.isnan(out) else a == out
             ctx.share = a.dtype.type(ctx.chosen.sum())
             return out
         idx = np.expand_dims(np.argmax(a, axis=dim) if mode == "max" else np.argmin(a, axis=dim), dim)
@@ -129,9 +142,14 @@ class MaxMin(Function):
 
 
 class AMaxMin(Function):
-    """out = amax (or amin) over dim(s);  g shared evenly between tied extrema (as in PyTorch's amax)"""
+    """out = amax (or amin) over dim(s);  da = g / count * [a == out], g shared evenly between tied extrema.
+    PyTorch's formula, multiplied: a NaN or inf g spreads NaN over its whole slice, and so does a NaN
+    extremum (no element equals it: count 0)."""
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
+        if a.size == 0 and (dim is None or any(a.shape[d] == 0 for d in dim)):
+            raise ValueError(f"{'amax' if mode == 'max' else 'amin'}: cannot reduce over a zero-size dim "
+                             f"(input of shape {a.shape}, dim {dim})")
         out = a.max(axis=dim, keepdims=True) if mode == "max" else a.min(axis=dim, keepdims=True)
         ties = a == out
         ctx.ties, ctx.count = ties, ties.sum(axis=dim, keepdims=True).astype(a.dtype)
@@ -141,7 +159,7 @@ class AMaxMin(Function):
     @staticmethod
     def backward(ctx, g):
         g = expand_reduced(g, ctx.ties.ndim, ctx.dim, ctx.keepdim)
-        return (ctx.xp.where(ctx.ties, g / ctx.count, 0),)
+        return (g / ctx.count * ctx.ties,)
 
 
 class LogSumExp(Function):
