@@ -53,3 +53,16 @@ def test_in_blocks_covers_every_entry_once():
     finally:
         optmod.BLOCK_NUMEL = old
     assert seen == list(range(10)) and (a >= 100).all()
+
+
+def test_reuse_freed_memory_is_applied_once_and_can_be_declined(monkeypatch):
+    """glibc here: the import applied it; a second call changes nothing; MINITENSOR_MALLOC=default declines."""
+    import subprocess
+    import sys
+
+    from minitensor import allocator
+    assert allocator.reuse_freed_memory() is allocator.reuse_freed_memory()
+    code = "import minitensor.allocator as a; print(a.reuse_freed_memory())"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), "MINITENSOR_MALLOC": "default"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False"
