@@ -66,3 +66,32 @@ def test_reuse_freed_memory_is_applied_once_and_can_be_declined(monkeypatch):
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), "MINITENSOR_MALLOC": "default"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("keep_shape", [None, (2, 1, 1, 40), (2, 1, 24, 40), (24, 40)])
+def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_shape):
+    """AttentionWeights forward and backward over blocks of 100 scores (several rows of each (b, h), a short
+    last block, masks broadcast over heads or batch) give exactly the whole-array passes' numbers; and
+    the blocked softmax gradient is the readable formula `_softmax_grad` that runs on Tensors."""
+    from minitensor.ops import fused
+    from minitensor.ops.namespace import ARRAYS
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((2, 3, 24, 8), dtype=np.float32), rng.standard_normal((2, 3, 40, 8), dtype=np.float32)
+    keep = None if keep_shape is None else rng.random(keep_shape) > 0.3
+    g = rng.standard_normal((2, 3, 24, 40), dtype=np.float32)
+
+    def run(block):
+        monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", block)
+        qt, kt = mt.tensor(q, requires_grad=True), mt.tensor(k, requires_grad=True)
+        w = mt.nn.functional.attention_weights(qt, kt, None if keep is None else mt.tensor(keep), scale=0.3)
+        w.backward(g)
+        return w.data, qt.grad.data, kt.grad.data
+
+    assert len(fused.score_blocks(np.empty((2, 3, 24, 40), np.float32))) == 1
+    monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
+    assert len(fused.score_blocks(np.empty((2, 3, 24, 40), np.float32))) == 2 * 3 * 12
+    for whole, blocked in zip(run(10 ** 9), run(100)):
+        np.testing.assert_array_equal(blocked, whole)
+    w = run(10 ** 9)[0]
+    monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
+    np.testing.assert_array_equal(fused.softmax_grad_in_blocks(g, w), fused._softmax_grad(ARRAYS, g, w))
