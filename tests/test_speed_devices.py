@@ -95,3 +95,13 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
     w = run(10 ** 9)[0]
     monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
     np.testing.assert_array_equal(fused.softmax_grad_in_blocks(g, w), fused._softmax_grad(ARRAYS, g, w))
+
+
+def test_update_pool_shares_hold_every_parameter_once_and_balance():
+    sizes = [1000, 10, 600, 500, 7, 7, 300]
+    params = [mt.tensor(np.zeros(n, np.float32)) for n in sizes]
+    shares = optmod._balanced_shares(params, 2)
+    assert sorted(id(p) for s in shares for p in s) == sorted(id(p) for p in params)
+    loads = [sum(p.data.size for p in s) for s in shares]
+    assert len(shares) == 2 and max(loads) - min(loads) <= max(sizes) and max(loads) <= 1300
+    assert len(optmod._balanced_shares(params[:1], 4)) == 1                  # no empty share
