@@ -105,3 +105,24 @@ def test_update_pool_shares_hold_every_parameter_once_and_balance():
     loads = [sum(p.data.size for p in s) for s in shares]
     assert len(shares) == 2 and max(loads) - min(loads) <= max(sizes) and max(loads) <= 1300
     assert len(optmod._balanced_shares(params[:1], 4)) == 1                  # no empty share
+
+
+def test_dropout_with_a_bool_mask_is_bitwise_x_times_the_float_mask():
+    """Dropout keeps `keep` (bool) and scale, not keep * scale: the same output and gradient, bit for bit,
+    signed zeros, inf and NaN included."""
+    from minitensor.ops import Dropout
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(200).astype(np.float32)
+    x[:4] = [-0.0, np.inf, -np.inf, np.nan]
+    keep = rng.random(200) > 0.5
+    keep[:4] = [False, False, True, True]
+    g = rng.standard_normal(200).astype(np.float32)
+    for scale in (np.float32(1 / 0.9), np.float32(0)):
+        xt = mt.tensor(x, requires_grad=True)
+        y = Dropout.apply(xt, mt.tensor(keep), scale=scale)
+        y.backward(g)
+        m = keep * scale
+        np.testing.assert_array_equal(np.signbit(y.data), np.signbit(x * m))
+        np.testing.assert_array_equal(y.data, x * m)
+        np.testing.assert_array_equal(xt.grad.data, g * m)
+        assert y.dtype == np.float32 and xt.grad.dtype == np.float32
