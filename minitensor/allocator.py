@@ -8,8 +8,9 @@ copy-reverse step, 10-15% of its time; on the long config (32 MiB attention scor
 threshold glibc accepts) 15,000-27,000 faults, up to a fifth of the step. `reuse_freed_memory()` turns
 mmap for large blocks and trimming off, once per process: every block comes from the heap, and freed
 blocks stay there and are handed out again. The peak resident size (benchmarks/memory.py) is a
-high-water mark and does not grow with it (measured on copy-reverse, base and long); what a finished
-step leaves resident is the step's own peak.
+high-water mark and does not grow with it (measured on copy-reverse, base and long). The price: memory
+freed by the program stays with the process (resident up to its own peak) until it exits; a program
+that frees a large buffer for good and needs the memory elsewhere sets MINITENSOR_MALLOC=default.
 
 Process-wide, from the first `import minitensor` on (autograd.py calls it). MINITENSOR_MALLOC=default
 in the environment leaves malloc alone; where the C library is not glibc it does nothing.
