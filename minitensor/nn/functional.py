@@ -185,7 +185,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
                              f"got {keep.dtype} {keep.shape}")
     dt = input.dtype.type
     scale = dt(0) if p == 1.0 else dt(1.0 / (1.0 - p))
-    return ops.Dropout.apply(input, Tensor.wrap(keep * scale))
+    return ops.Dropout.apply(input, Tensor.wrap(keep), scale=scale)
 
 
 # ----------------------------------------------------------------------------- attention

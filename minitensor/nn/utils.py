@@ -38,6 +38,8 @@ def _sum_of_squares(g: np.ndarray, block: int = 1024) -> float:
     report to see on the base model); blocking keeps each float32 partial sum short, so the result
     is accurate to ~1e-9, at close to the speed of one BLAS dot and without a temporary array."""
     x = g.reshape(-1)
+    if x.size <= block:                                     # one block: a single dot (biases, norms)
+        return float(np.dot(x, x))
     n = x.size - x.size % block
     head = x[:n].reshape(-1, block)
     total = float(np.einsum("ij,ij->i", head, head).sum(dtype=np.float64))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .elementwise import Cast, Erf, Exp, Log, Sigmoid, Sqrt, Where, erf, stable_sigmoid
-from .fused import LogSoftmax, log_softmax
+from .fused import LogSoftmax, _softmax_grad, log_softmax, softmax_grad_in_blocks
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum, mean
 from .shape import Expand, Permute, Reshape, Transpose, Tril, Triu
@@ -67,6 +67,7 @@ class ArrayOps:
     split, unstack = staticmethod(np.split), staticmethod(np.unstack)
     erf, log_softmax, index_put = staticmethod(erf), staticmethod(log_softmax), staticmethod(index_put)
     sigmoid = staticmethod(stable_sigmoid)
+    softmax_grad = staticmethod(softmax_grad_in_blocks)      # fused.py's speed device for _softmax_grad
 
     @staticmethod
     def astype(a, dtype):
@@ -180,6 +181,10 @@ class TensorOps:
     def unstack(a, axis=0):
         lead = (slice(None),) * (axis % a.ndim)
         return tuple(GetItem.apply(a, index=lead + (i,), advanced=False) for i in range(a.shape[axis]))
+
+    @staticmethod
+    def softmax_grad(g, w):
+        return _softmax_grad(TENSORS, g, w)
 
     @staticmethod
     def log_softmax(a, axis):

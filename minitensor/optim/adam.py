@@ -10,7 +10,8 @@ PyTorch's single-tensor implementation, term for term (t counts this parameter's
 In one line: p -= lr * m_hat / (sqrt(v_hat) + eps), with the bias corrections placed as torch
 places them (eps is added after dividing sqrt(v) by sqrt(1 - beta2^t)).
 Everything runs in NumPy in place on `p.data`; m, v (and vmax) have the parameter's dtype, and
-one scratch array per parameter per step holds the intermediate terms.
+one scratch array per parameter per step holds the intermediate terms. A large parameter is updated
+block by block (optimizer.in_blocks: the same numbers, read from the cache rather than memory).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import math
 
 import numpy as np
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, in_blocks
 
 __all__ = ["Adam", "AdamW"]
 
@@ -49,14 +50,7 @@ class Adam(Optimizer):
 
     def update_parameter(self, p, group: dict) -> None:
         state = self.state_for(p)
-        lr = group["lr"]
-        beta1, beta2 = group["betas"]
-        eps = group["eps"]
-        wd = group["weight_decay"]
         w = p.data
-        g = p.grad.data
-        if group["maximize"]:
-            g = -g
         if not state:
             state["step"] = 0
             state["exp_avg"] = np.zeros_like(w)
@@ -64,15 +58,26 @@ class Adam(Optimizer):
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = np.zeros_like(w)
         state["step"] += 1
-        t = state["step"]
-        m, v = state["exp_avg"], state["exp_avg_sq"]
+        arrays = (w, p.grad.data, state["exp_avg"], state["exp_avg_sq"])
+        if group["amsgrad"]:
+            arrays += (state["max_exp_avg_sq"],)
+        for block, tmp in in_blocks(*arrays):
+            self._update_block(*block, tmp=tmp, t=state["step"], group=group)
 
+    def _update_block(self, w, g, m, v, vmax=None, *, tmp, t: int, group: dict) -> None:
+        """The update of one block of a parameter (in_blocks): w, m, v (and vmax) in place; tmp the scratch."""
+        lr = group["lr"]
+        beta1, beta2 = group["betas"]
+        eps = group["eps"]
+        wd = group["weight_decay"]
+        if group["maximize"]:
+            g = -g
         if wd != 0:
             if self._decoupled:
                 w *= 1 - lr * wd
             else:
                 g = g + wd * w
-        tmp = np.subtract(g, m)                 # the one scratch array
+        np.subtract(g, m, out=tmp)
         tmp *= 1 - beta1
         m += tmp                                # m = lerp(m, g, 1 - beta1)
         v *= beta2
@@ -83,8 +88,7 @@ class Adam(Optimizer):
         bias_correction1 = 1 - beta1 ** t
         bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
         step_size = lr / bias_correction1
-        if group["amsgrad"]:
-            vmax = state["max_exp_avg_sq"]
+        if vmax is not None:                    # amsgrad
             np.maximum(vmax, v, out=vmax)
             np.sqrt(vmax, out=tmp)
         else:

@@ -65,12 +65,53 @@ class UpdatePool:
                 self.executor.shutdown(wait=False)
             self.executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="minitensor-optim")
             self.threads = n
-        # largest first, so the threads finish together
-        for f in [self.executor.submit(update, p) for p in sorted(params, key=lambda p: -p.data.size)]:
+        shares = _balanced_shares(params, n)
+        futures = [self.executor.submit(_update_all, update, share) for share in shares[1:]]
+        _update_all(update, shares[0])            # the calling thread takes a share too: one hand-off fewer
+        for f in futures:
             f.result()
 
 
+def _update_all(update, params: list) -> None:
+    for p in params:
+        update(p)
+
+
+def _balanced_shares(params: list, n: int) -> list:
+    """params split into n lists of about equal total size (largest first, each to the lightest list):
+    one task per thread rather than one per parameter, whose hand-offs would cost more than the small
+    parameters' updates (a copy-reverse step has 130)."""
+    shares, loads = [[] for _ in range(n)], [0] * n
+    for p in sorted(params, key=lambda p: -p.data.size):
+        i = loads.index(min(loads))
+        shares[i].append(p)
+        loads[i] += p.data.size
+    return [share for share in shares if share]
+
+
 update_pool = UpdatePool()
+
+
+BLOCK_NUMEL = 1 << 15   # 128 KiB of float32: the five arrays of an Adam block fit in L2 together
+
+
+def in_blocks(*arrays):
+    """Speed device for elementwise updates: yields (views of `arrays` over one block of BLOCK_NUMEL entries,
+    scratch) block by block, scratch being a fresh array of the block's shape for intermediate terms.
+
+    An update of a dozen passes (Adam) then runs each pass over a block that is still in the cache instead
+    of over whole arrays in memory: Adam on the base model takes half the time. Every operation is
+    elementwise, so the result is bitwise the one of a single pass. Arrays of the same shape; if one of
+    them is not C-contiguous (a view cannot be flattened without a copy) they come whole, as one block."""
+    n = arrays[0].size
+    if n <= BLOCK_NUMEL or not all(a.flags.c_contiguous for a in arrays):
+        yield arrays, np.empty_like(arrays[0])
+        return
+    flat = [a.reshape(-1) for a in arrays]
+    scratch = np.empty(BLOCK_NUMEL, dtype=arrays[0].dtype)
+    for start in range(0, n, BLOCK_NUMEL):
+        block = tuple(a[start:start + BLOCK_NUMEL] for a in flat)
+        yield block, scratch[:block[0].size]
 
 
 class _Required:

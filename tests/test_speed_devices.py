@@ -1,0 +1,153 @@
+"""The speed devices of the training step give the numbers of the plain formulas they stand beside.
+
+Each device is a named helper chosen on arrays (a blocked optimizer update, an array-only fast path of
+a fused op); here each is run against the readable formula on the same inputs: bitwise where the
+device only reorders work (blocks of an elementwise update), else to OP_RTOL.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+from minitensor.optim import Adam, AdamW
+from minitensor.optim import optimizer as optmod
+
+
+def _adam_run(monkeypatch, block: int, cls=Adam, shape=(3 * 1000 + 7,), transposed=False, **kw):
+    monkeypatch.setattr(optmod, "BLOCK_NUMEL", block)
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal(shape, dtype=np.float32)
+    p = mt.tensor(data.T if transposed else data, requires_grad=True)
+    opt = cls([p], lr=1e-2, **kw)
+    for _ in range(3):
+        g = rng.standard_normal(shape, dtype=np.float32)
+        p.grad = mt.tensor(g.T if transposed else g)
+        opt.step()
+    return p.data.copy(), {k: v.copy() for k, v in opt.state[p].items() if isinstance(v, np.ndarray)}
+
+
+@pytest.mark.parametrize("cls, kw", [(Adam, {}), (Adam, dict(amsgrad=True)),
+                                     (Adam, dict(weight_decay=0.1, maximize=True)), (AdamW, dict(weight_decay=0.1))])
+@pytest.mark.parametrize("shape, transposed", [((3007,), False), ((70, 50), False), ((70, 50), True)])
+def test_adam_in_blocks_is_bitwise_the_single_pass(monkeypatch, cls, kw, shape, transposed):
+    """Blocks of 1,000 entries (several blocks, a short last one; a transposed, non-contiguous parameter
+    comes whole) give exactly the parameter and state of one pass over the whole arrays."""
+    whole, whole_state = _adam_run(monkeypatch, 10 ** 9, cls, shape, transposed, **kw)
+    blocked, blocked_state = _adam_run(monkeypatch, 1000, cls, shape, transposed, **kw)
+    np.testing.assert_array_equal(blocked, whole)
+    for k in whole_state:
+        np.testing.assert_array_equal(blocked_state[k], whole_state[k])
+
+
+def test_in_blocks_covers_every_entry_once():
+    a = np.arange(10, dtype=np.float32).reshape(2, 5)
+    seen = []
+    old = optmod.BLOCK_NUMEL
+    try:
+        optmod.BLOCK_NUMEL = 4
+        for (block,), scratch in optmod.in_blocks(a):
+            assert scratch.shape == block.shape and not np.shares_memory(scratch, a)
+            seen.extend(block.tolist())
+            block += 100                                  # views: writes land in a
+    finally:
+        optmod.BLOCK_NUMEL = old
+    assert seen == list(range(10)) and (a >= 100).all()
+
+
+def test_reuse_freed_memory_is_applied_once_and_can_be_declined(monkeypatch):
+    """glibc here: the import applied it; a second call changes nothing; MINITENSOR_MALLOC=default declines."""
+    import subprocess
+    import sys
+
+    from minitensor import allocator
+    assert allocator.reuse_freed_memory() is allocator.reuse_freed_memory()
+    code = "import minitensor.allocator as a; print(a.reuse_freed_memory())"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), "MINITENSOR_MALLOC": "default"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("keep_shape", [None, (2, 1, 1, 40), (2, 1, 24, 40), (24, 40)])
+def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_shape):
+    """AttentionWeights forward and backward over blocks of 100 scores (several rows of each (b, h), a short
+    last block, masks broadcast over heads or batch) give exactly the whole-array passes' numbers; and
+    the blocked softmax gradient is the readable formula `_softmax_grad` that runs on Tensors."""
+    from minitensor.ops import fused
+    from minitensor.ops.namespace import ARRAYS
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((2, 3, 24, 8), dtype=np.float32), rng.standard_normal((2, 3, 40, 8), dtype=np.float32)
+    keep = None if keep_shape is None else rng.random(keep_shape) > 0.3
+    g = rng.standard_normal((2, 3, 24, 40), dtype=np.float32)
+
+    def run(block):
+        monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", block)
+        qt, kt = mt.tensor(q, requires_grad=True), mt.tensor(k, requires_grad=True)
+        w = mt.nn.functional.attention_weights(qt, kt, None if keep is None else mt.tensor(keep), scale=0.3)
+        w.backward(g)
+        return w.data, qt.grad.data, kt.grad.data
+
+    assert len(fused.score_blocks(np.empty((2, 3, 24, 40), np.float32))) == 1
+    monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
+    assert len(fused.score_blocks(np.empty((2, 3, 24, 40), np.float32))) == 2 * 3 * 12
+    for whole, blocked in zip(run(10 ** 9), run(100)):
+        np.testing.assert_array_equal(blocked, whole)
+    w = run(10 ** 9)[0]
+    monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
+    np.testing.assert_array_equal(fused.softmax_grad_in_blocks(g, w), fused._softmax_grad(ARRAYS, g, w))
+
+
+def test_update_pool_shares_hold_every_parameter_once_and_balance():
+    sizes = [1000, 10, 600, 500, 7, 7, 300]
+    params = [mt.tensor(np.zeros(n, np.float32)) for n in sizes]
+    shares = optmod._balanced_shares(params, 2)
+    assert sorted(id(p) for s in shares for p in s) == sorted(id(p) for p in params)
+    loads = [sum(p.data.size for p in s) for s in shares]
+    assert len(shares) == 2 and max(loads) - min(loads) <= max(sizes) and max(loads) <= 1300
+    assert len(optmod._balanced_shares(params[:1], 4)) == 1                  # no empty share
+
+
+def test_dropout_with_a_bool_mask_is_bitwise_x_times_the_float_mask():
+    """Dropout keeps `keep` (bool) and scale, not keep * scale: the same output and gradient, bit for bit,
+    signed zeros, inf and NaN included."""
+    from minitensor.ops import Dropout
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(200).astype(np.float32)
+    x[:4] = [-0.0, np.inf, -np.inf, np.nan]
+    keep = rng.random(200) > 0.5
+    keep[:4] = [False, False, True, True]
+    g = rng.standard_normal(200).astype(np.float32)
+    for scale in (np.float32(1 / 0.9), np.float32(0)):
+        xt = mt.tensor(x, requires_grad=True)
+        y = Dropout.apply(xt, mt.tensor(keep), scale=scale)
+        y.backward(g)
+        m = keep * scale
+        with np.errstate(invalid="ignore"):                   # inf * 0 = NaN, on both sides
+            ref = x * m
+        np.testing.assert_array_equal(np.signbit(y.data), np.signbit(ref))
+        np.testing.assert_array_equal(y.data, ref)
+        np.testing.assert_array_equal(xt.grad.data, g * m)
+        assert y.dtype == np.float32 and xt.grad.dtype == np.float32
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_scatter_add_is_bitwise_np_add_at(dtype):
+    """index_put's row device (the embedding's backward) against np.add.at: repeated rows (up to all the
+    same), signed zeros, an empty index; negative rows take np.add.at itself."""
+    from minitensor.ops.indexing import index_put
+    rng = np.random.default_rng(1)
+    cases = [(rng.integers(1, 30), rng.integers(1, 6), rng.integers(0, 60)) for _ in range(100)]
+    for V, D, N in cases + [(5, 3, 40), (7, 2, 0)]:
+        ids = rng.integers(0, V, N) if V != 5 else np.full(N, 2)
+        g = rng.standard_normal((N, D)).astype(dtype)
+        g[rng.random(g.shape) < 0.1] = -0.0
+        ref = np.zeros((V, D), dtype)
+        np.add.at(ref, ids, g)
+        out = index_put((V, D), ids, g, True)
+        np.testing.assert_array_equal(out, ref)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
+    ids = np.array([-1, 4, 4, -1])
+    g = rng.standard_normal((4, 2)).astype(dtype)
+    ref = np.zeros((5, 2), dtype)
+    np.add.at(ref, ids, g)
+    np.testing.assert_array_equal(index_put((5, 2), ids, g, True), ref)
