@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import sys
 from typing import Callable, Sequence
 
 import numpy as np
@@ -682,4 +683,9 @@ def gradgradcheck(fn: Callable, inputs: Sequence, grad_outputs: Sequence | None 
                      raise_exception=raise_exception, seed=seed)
 
 
-from . import autograd_functional as functional  # noqa: E402  (mt.autograd.functional, as in torch.autograd.functional)
+# mt.autograd.functional, as torch.autograd.functional: imported last because it builds on grad() above
+# (noqa: E402 for that reason). Registering it under the dotted name also makes the torch spelling
+# `from minitensor.autograd.functional import hvp` work, although autograd is a module, not a package.
+from . import autograd_functional as functional  # noqa: E402
+
+sys.modules[__name__ + ".functional"] = functional
