@@ -8,6 +8,7 @@ BLAS settings change NumPy's figures by up to 2x (OPENBLAS_CORETYPE picks the GE
 `machine_facts()` records the BLAS library, the kernel OpenBLAS chose at run time, and every
 BLAS/OpenMP environment variable, next to the CPU and the library versions.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,12 +17,26 @@ import sys
 import warnings
 
 # The variables each BLAS / threading runtime reads when it loads.
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 # Anything else that changes what BLAS does; recorded (not set) in every report.
-BLAS_VARS = THREAD_VARS + ("OPENBLAS_CORETYPE", "OPENBLAS_VERBOSE", "OPENBLAS_THREAD_TIMEOUT",
-                           "MKL_ENABLE_INSTRUCTIONS", "MKL_DEBUG_CPU_TYPE", "KMP_AFFINITY", "KMP_BLOCKTIME",
-                           "OMP_WAIT_POLICY", "OMP_PROC_BIND", "GOMP_CPU_AFFINITY")
+BLAS_VARS = THREAD_VARS + (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_VERBOSE",
+    "OPENBLAS_THREAD_TIMEOUT",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_DEBUG_CPU_TYPE",
+    "KMP_AFFINITY",
+    "KMP_BLOCKTIME",
+    "OMP_WAIT_POLICY",
+    "OMP_PROC_BIND",
+    "GOMP_CPU_AFFINITY",
+)
 
 # What idle worker threads do between parallel regions. Spinning (the libraries' default) wins on
 # an idle machine; on a shared one a spinning or preempted worker stalls every op of its process
@@ -49,8 +64,11 @@ def set_thread_env(threads: int, wait_policy: str = "default") -> None:
     loaded = [m for m in ("numpy", "torch") if m in sys.modules]
     if loaded:
         # Too late for this process (the libraries already sized their pools); still set, for children.
-        warnings.warn(f"benchmarks: set_thread_env({threads}) called after {loaded} was imported; "
-                      "it only reaches subprocesses", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"benchmarks: set_thread_env({threads}) called after {loaded} was imported; it only reaches subprocesses",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     os.environ.update(env)
 
 
@@ -71,6 +89,7 @@ def thread_env_from_argv(argv: list[str], default: int = 2) -> int:
 def set_torch_threads(threads: int) -> None:
     """torch.set_num_threads plus one inter-op thread: eager CPU ops then use exactly `threads` cores."""
     import torch
+
     torch.set_num_threads(threads)
     try:
         torch.set_num_interop_threads(1)
@@ -104,6 +123,7 @@ def _cpu_flags() -> list[str]:
 def _openblas_runtime() -> dict:
     """Ask the OpenBLAS that NumPy loaded which kernel it picked and how many threads it uses."""
     import ctypes
+
     out: dict = {}
     path = None
     try:
@@ -120,12 +140,22 @@ def _openblas_runtime() -> dict:
     lib = ctypes.CDLL(path)
     # scipy-openblas builds prefix and suffix the symbols; plain OpenBLAS builds do not.
     for key, names, restype in (
-            ("corename", ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"),
-             ctypes.c_char_p),
-            ("config", ("scipy_openblas_get_config64_", "scipy_openblas_get_config", "openblas_get_config"),
-             ctypes.c_char_p),
-            ("num_threads", ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads",
-                             "openblas_get_num_threads"), ctypes.c_int)):
+        (
+            "corename",
+            ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename"),
+            ctypes.c_char_p,
+        ),
+        (
+            "config",
+            ("scipy_openblas_get_config64_", "scipy_openblas_get_config", "openblas_get_config"),
+            ctypes.c_char_p,
+        ),
+        (
+            "num_threads",
+            ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads"),
+            ctypes.c_int,
+        ),
+    ):
         for name in names:
             fn = getattr(lib, name, None)
             if fn is not None:
@@ -139,6 +169,7 @@ def _openblas_runtime() -> dict:
 def machine_facts(threads: int) -> dict:
     """CPU, cores, BLAS libraries (build and run time), env settings, versions: JSON-ready."""
     import numpy as np
+
     facts: dict = {
         "cpu_model": _cpu_model(),
         "cpu_flags": _cpu_flags(),
@@ -163,12 +194,14 @@ def machine_facts(threads: int) -> dict:
     facts["numpy_blas_runtime"] = _openblas_runtime()
     try:
         import torch
+
         facts["torch"] = torch.__version__
         facts["torch_threads"] = torch.get_num_threads()
         facts["torch_interop_threads"] = torch.get_num_interop_threads()
         show = torch.__config__.show()
-        facts["torch_blas"] = next((p.split("=", 1)[1] for p in show.replace(",", "\n").split()
-                                    if p.startswith("BLAS_INFO=")), None)
+        facts["torch_blas"] = next(
+            (p.split("=", 1)[1] for p in show.replace(",", "\n").split() if p.startswith("BLAS_INFO=")), None
+        )
         facts["torch_mkl"] = next((line.strip(" -") for line in show.splitlines() if "Math Kernel" in line), None)
         facts["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         facts["cuda_available"] = bool(torch.cuda.is_available())
@@ -182,11 +215,13 @@ def machine_facts(threads: int) -> dict:
 def facts_line(facts: dict) -> str:
     """One printable line: what a reader needs to compare two reports."""
     rt = facts.get("numpy_blas_runtime", {})
-    return (f"CPU {facts['cpu_model']} ({facts['usable_cores']} usable cores), threads={facts['threads']} | "
-            f"numpy {facts['numpy']} + {facts.get('numpy_blas', {}).get('name')} "
-            f"{facts.get('numpy_blas', {}).get('version')} (kernel {rt.get('corename')}, "
-            f"{rt.get('num_threads')} threads, OPENBLAS_CORETYPE={facts['env'].get('OPENBLAS_CORETYPE')}, "
-            f"OMP_WAIT_POLICY={facts['env'].get('OMP_WAIT_POLICY')}) | "
-            f"torch {facts.get('torch')} + {facts.get('torch_blas')} ({facts.get('torch_threads')} threads, "
-            f"{facts.get('torch_cpu_capability')}) | python {facts['python']} | "
-            f"load avg {' '.join(f'{x:.1f}' for x in facts.get('load_average') or [])}")
+    return (
+        f"CPU {facts['cpu_model']} ({facts['usable_cores']} usable cores), threads={facts['threads']} | "
+        f"numpy {facts['numpy']} + {facts.get('numpy_blas', {}).get('name')} "
+        f"{facts.get('numpy_blas', {}).get('version')} (kernel {rt.get('corename')}, "
+        f"{rt.get('num_threads')} threads, OPENBLAS_CORETYPE={facts['env'].get('OPENBLAS_CORETYPE')}, "
+        f"OMP_WAIT_POLICY={facts['env'].get('OMP_WAIT_POLICY')}) | "
+        f"torch {facts.get('torch')} + {facts.get('torch_blas')} ({facts.get('torch_threads')} threads, "
+        f"{facts.get('torch_cpu_capability')}) | python {facts['python']} | "
+        f"load avg {' '.join(f'{x:.1f}' for x in facts.get('load_average') or [])}"
+    )

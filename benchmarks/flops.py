@@ -22,6 +22,7 @@ of the GEMM rate a step reaches is an upper bound on how much of its time is spe
 The copy-reverse preset (3+3 layers, D 128, B 32, S 12, T 22, V 20) comes to 0.37 GFLOP a
 training step; the base preset (6+6, D 512, F 2048, V 10,000, B 16, S 25, T 20) to 106 GFLOP.
 """
+
 from __future__ import annotations
 
 
@@ -31,9 +32,7 @@ def forward_flops(cfg) -> int:
     B, S, T, D, F, V = cfg.batch_size, cfg.src_len, cfg.tgt_len, m.d_model, m.d_ff, m.tgt_vocab_size
     Ns, Nt = B * S, B * T
     encoder = Ns * 8 * D * D + Ns * 4 * D * F + 4 * B * S * S * D
-    decoder = (Nt * 8 * D * D + 4 * B * T * T * D
-               + Nt * 4 * D * D + Ns * 4 * D * D + 4 * B * T * S * D
-               + Nt * 4 * D * F)
+    decoder = Nt * 8 * D * D + 4 * B * T * T * D + Nt * 4 * D * D + Ns * 4 * D * D + 4 * B * T * S * D + Nt * 4 * D * F
     return m.num_encoder_layers * encoder + m.num_decoder_layers * decoder + Nt * 2 * D * V
 
 

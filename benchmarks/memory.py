@@ -9,6 +9,7 @@ child prints one JSON line with
 The numpy child never imports torch, so its figure is transformer_np's alone. Linux reports
 ru_maxrss in KiB (macOS in bytes: converted).
 """
+
 from __future__ import annotations
 
 import json
@@ -19,6 +20,7 @@ import sys
 if __name__ == "__main__":
     # Thread counts must be in the environment before numpy/torch load.
     from benchmarks.env import thread_env_from_argv
+
     thread_env_from_argv(sys.argv)
 
 import argparse
@@ -51,18 +53,22 @@ def _peak_kib() -> int:
 def child(side: str, config: str, steps: int, threads: int) -> dict:
     """Runs in the child: import, record the floor, build, train `steps` steps, record the peak."""
     if side == "numpy":
-        import numpy  # noqa: F401
-        import minitensor  # noqa: F401
-        import transformer_np.model  # noqa: F401
+        import numpy  # noqa: F401  (imported to count its memory in the floor)
+
+        import minitensor  # noqa: F401  (imported to count its memory in the floor)
+        import transformer_np.model  # noqa: F401  (imported to count its memory in the floor)
     elif side == "torch":
         import torch
-        import parity.model  # noqa: F401
+
+        import parity.model  # noqa: F401  (imported to count its memory in the floor)
         from benchmarks.env import set_torch_threads
+
         set_torch_threads(threads)
     else:
         raise ValueError(f"benchmarks.memory: side must be 'numpy' or 'torch', got {side!r}")
     baseline = _peak_kib()
     from benchmarks import workloads as W
+
     cfg = W.get_config(config)
     batch = W.make_batch(cfg)
     if side == "numpy":
@@ -70,14 +76,22 @@ def child(side: str, config: str, steps: int, threads: int) -> dict:
         s = W.numpy_side(cfg, model, batch)
     else:
         import torch
+
         from parity.model import Transformer as TorchTransformer
+
         torch.manual_seed(0)
         model = TorchTransformer.from_config(cfg.model)
         s = W.torch_side(cfg, model, batch)
     for _ in range(steps):
         s.train()
-    return {"side": side, "config": config, "steps": steps, "baseline_kib": baseline, "peak_kib": _peak_kib(),
-            "ru_maxrss_kib": _maxrss_kib()}
+    return {
+        "side": side,
+        "config": config,
+        "steps": steps,
+        "baseline_kib": baseline,
+        "peak_kib": _peak_kib(),
+        "ru_maxrss_kib": _maxrss_kib(),
+    }
 
 
 def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> dict:
@@ -91,10 +105,22 @@ def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> di
     procs = {}
     for side in ("numpy", "torch"):
         # The environment (thread counts, wait policy) is inherited from the parent.
-        cmd = [sys.executable, "-m", "benchmarks.memory", "--side", side, "--config", config,
-               "--steps", str(steps), "--threads", str(threads)]
-        procs[side] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                       cwd=root, env=env)
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks.memory",
+            "--side",
+            side,
+            "--config",
+            config,
+            "--steps",
+            str(steps),
+            "--threads",
+            str(threads),
+        ]
+        procs[side] = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=root, env=env
+        )
     out = {}
     for side, proc in procs.items():
         try:
@@ -114,6 +140,7 @@ def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> di
 
 def build_parser() -> argparse.ArgumentParser:
     from benchmarks.workloads import CONFIGS
+
     ap = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
     ap.add_argument("--side", required=True, choices=["numpy", "torch"], help="which framework this child measures")
     ap.add_argument("--config", required=True, choices=sorted(CONFIGS), help="benchmark config to train")

@@ -10,15 +10,15 @@ only reported for ops that compute the same thing.
 Each side times the table in its own worker process (benchmarks/worker.py), whole passes
 alternating A B A B. Run alone: `python -m benchmarks.ops [--quick] [--sizes small large] [--threads 2]`.
 """
-from __future__ import annotations
 
+from __future__ import annotations
 
 import argparse
 import json
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from minitensor.testing import OP_RTOL
 @dataclass(frozen=True)
 class Index:
     """An int64 input of `shape` with values in [0, high) (no gradient)."""
+
     shape: tuple
     high: int
 
@@ -35,22 +36,23 @@ class Index:
 @dataclass(frozen=True)
 class Mask:
     """A bool input of `shape`, True = keep; row 0 all True (no gradient)."""
+
     shape: tuple
 
 
 @dataclass(frozen=True)
 class OpCase:
     name: str
-    size: str                            # 'small' or 'large'
-    inputs: tuple                        # float shapes (require grad), Index or Mask
-    fn: Callable                         # fn(L, F, *inputs) with L = minitensor or torch, F = its functional
+    size: str  # 'small' or 'large'
+    inputs: tuple  # float shapes (require grad), Index or Mask
+    fn: Callable  # fn(L, F, *inputs) with L = minitensor or torch, F = its functional
 
 
 def _attention(L, F, q, k, v, mask):
     """softmax(q k^T / sqrt(Dh) masked) v: the attention core, as both models write it."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])                         # (B, H, T, T)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
     scores = scores.masked_fill(~mask, -1e9)
-    return F.softmax(scores, dim=-1) @ v                                                # (B, H, T, Dh)
+    return F.softmax(scores, dim=-1) @ v  # (B, H, T, Dh)
 
 
 def _model_attention(L, F, q, k, v, mask):
@@ -79,10 +81,18 @@ CASES: list[OpCase] = [
     OpCase("log_softmax", "large", ((512, 10000),), lambda L, F, x: F.log_softmax(x, dim=-1)),
     OpCase("layer_norm", "small", ((4, 8, 32), (32,), (32,)), lambda L, F, x, w, b: F.layer_norm(x, (32,), w, b)),
     OpCase("layer_norm", "large", ((16, 32, 512), (512,), (512,)), lambda L, F, x, w, b: F.layer_norm(x, (512,), w, b)),
-    OpCase("cross_entropy", "small", ((16, 20), Index((16,), 20)),
-           lambda L, F, x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1)),
-    OpCase("cross_entropy", "large", ((512, 10000), Index((512,), 10000)),
-           lambda L, F, x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1)),
+    OpCase(
+        "cross_entropy",
+        "small",
+        ((16, 20), Index((16,), 20)),
+        lambda L, F, x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1),
+    ),
+    OpCase(
+        "cross_entropy",
+        "large",
+        ((512, 10000), Index((512,), 10000)),
+        lambda L, F, x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1),
+    ),
     OpCase("gelu", "small", ((4, 32),), lambda L, F, x: F.gelu(x)),
     OpCase("gelu", "large", ((16, 32, 2048),), lambda L, F, x: F.gelu(x)),
     OpCase("relu", "small", ((4, 32),), lambda L, F, x: F.relu(x)),
@@ -111,7 +121,7 @@ def _arrays(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
             out.append(rng.integers(0, spec.high, spec.shape).astype(np.int64))
         elif isinstance(spec, Mask):
             m = rng.random(spec.shape) < 0.8
-            m[0] = True                   # row 0 fully visible so no row is ever empty by chance alone
+            m[0] = True  # row 0 fully visible so no row is ever empty by chance alone
             out.append(m)
         else:
             out.append(rng.standard_normal(spec).astype(np.float32))
@@ -123,10 +133,12 @@ def _make_runner(lib: str, case: OpCase, arrays: list[np.ndarray], upstream: np.
     if lib == "numpy":
         import minitensor as L
         import minitensor.nn.functional as F
+
         wrap = L.tensor
     else:
         import torch as L
         import torch.nn.functional as F
+
         wrap = torch_from_numpy
     leaves = []
     inputs = []
@@ -146,7 +158,7 @@ def _make_runner(lib: str, case: OpCase, arrays: list[np.ndarray], upstream: np.
 
     def fwd_bwd():
         for t in leaves:
-            t.grad = None                # fresh gradients each call: no accumulation add on either side
+            t.grad = None  # fresh gradients each call: no accumulation add on either side
         out = case.fn(L, F, *inputs)
         out.backward(g)
         return out
@@ -154,11 +166,13 @@ def _make_runner(lib: str, case: OpCase, arrays: list[np.ndarray], upstream: np.
     def value():
         out = forward()
         return np.array(out.detach().numpy() if lib == "torch" else out.numpy())
+
     return forward, fwd_bwd, value
 
 
 def torch_from_numpy(a: np.ndarray):
     import torch
+
     # not np.ascontiguousarray: it turns a 0-d upstream gradient into shape (1,)
     return torch.from_numpy(a if a.flags.c_contiguous else a.copy())
 
@@ -183,8 +197,9 @@ def selected_cases(sizes, names=None) -> list[int]:
     return [i for i, c in enumerate(CASES) if c.size in sizes and (not names or c.name in names)]
 
 
-def run_ops(workers: dict, checker, cases: list[int], rounds: int, target_ms: float = 5.0,
-            settle_s: float = 0.0) -> list[dict]:
+def run_ops(
+    workers: dict, checker, cases: list[int], rounds: int, target_ms: float = 5.0, settle_s: float = 0.0
+) -> list[dict]:
     """Time op cases on both sides, each in its worker process, alternating whole passes A B A B.
 
     One pass times every case once (forward and forward+backward, each a loop of calls calibrated
@@ -192,46 +207,68 @@ def run_ops(workers: dict, checker, cases: list[int], rounds: int, target_ms: fl
     (a worker hosting both sides) compares the forward outputs.
     """
     from benchmarks.timing import alternate, ratio_stats, summarize
+
     passes = alternate(workers, {"op": "ops", "cases": cases, "target_ms": target_ms}, rounds, settle_s)
     max_rel = checker.request({"op": "ops_check", "cases": cases})
     rows = []
     for i in cases:
         case, k = CASES[i], str(i)
-        st = {f"{side}_{p}": summarize([r[k][f"{p}_ms"] for r in passes[side]]) for side in ("numpy", "torch")
-              for p in ("fwd", "fb")}
-        ratios = {p: ratio_stats([a[k][f"{p}_ms"] for a in passes["numpy"]], [b[k][f"{p}_ms"] for b in passes["torch"]])
-                  for p in ("fwd", "fb")}
-        rows.append({
-            "op": case.name, "size": case.size,
-            "shapes": " ".join("x".join(map(str, s.shape if isinstance(s, (Index, Mask)) else s)) for s in case.inputs),
-            "numpy_fwd_ms": st["numpy_fwd"].median_ms, "torch_fwd_ms": st["torch_fwd"].median_ms,
-            "numpy_fb_ms": st["numpy_fb"].median_ms, "torch_fb_ms": st["torch_fb"].median_ms,
-            "ratio_fwd": ratios["fwd"]["median"], "ratio_fb": ratios["fb"]["median"],
-            "ratio_fb_spread": ratios["fb"],
-            "numpy_fb_iqr_ms": st["numpy_fb"].iqr_ms, "torch_fb_iqr_ms": st["torch_fb"].iqr_ms,
-            "fwd_max_rel": max_rel[k], "fwd_ok": bool(max_rel[k] <= OP_RTOL["float32"]),
-        })
+        st = {
+            f"{side}_{p}": summarize([r[k][f"{p}_ms"] for r in passes[side]])
+            for side in ("numpy", "torch")
+            for p in ("fwd", "fb")
+        }
+        ratios = {
+            p: ratio_stats([a[k][f"{p}_ms"] for a in passes["numpy"]], [b[k][f"{p}_ms"] for b in passes["torch"]])
+            for p in ("fwd", "fb")
+        }
+        rows.append(
+            {
+                "op": case.name,
+                "size": case.size,
+                "shapes": " ".join(
+                    "x".join(map(str, s.shape if isinstance(s, (Index, Mask)) else s)) for s in case.inputs
+                ),
+                "numpy_fwd_ms": st["numpy_fwd"].median_ms,
+                "torch_fwd_ms": st["torch_fwd"].median_ms,
+                "numpy_fb_ms": st["numpy_fb"].median_ms,
+                "torch_fb_ms": st["torch_fb"].median_ms,
+                "ratio_fwd": ratios["fwd"]["median"],
+                "ratio_fb": ratios["fb"]["median"],
+                "ratio_fb_spread": ratios["fb"],
+                "numpy_fb_iqr_ms": st["numpy_fb"].iqr_ms,
+                "torch_fb_iqr_ms": st["torch_fb"].iqr_ms,
+                "fwd_max_rel": max_rel[k],
+                "fwd_ok": bool(max_rel[k] <= OP_RTOL["float32"]),
+            }
+        )
     return rows
 
 
 def ops_markdown(rows: list[dict]) -> str:
     """The op table: times in microseconds (medians), ratio = minitensor / PyTorch."""
-    lines = ["| op | size | shapes | fwd minitensor (us) | fwd torch (us) | fwd ratio | fwd+bwd minitensor (us) "
-             "| fwd+bwd torch (us) | fwd+bwd ratio | fwd max rel err |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| op | size | shapes | fwd minitensor (us) | fwd torch (us) | fwd ratio | fwd+bwd minitensor (us) "
+        "| fwd+bwd torch (us) | fwd+bwd ratio | fwd max rel err |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        lines.append(f"| {r['op']} | {r['size']} | {r['shapes']} | {r['numpy_fwd_ms'] * 1e3:.1f} | "
-                     f"{r['torch_fwd_ms'] * 1e3:.1f} | {r['ratio_fwd']:.2f} | {r['numpy_fb_ms'] * 1e3:.1f} | "
-                     f"{r['torch_fb_ms'] * 1e3:.1f} | {r['ratio_fb']:.2f} | "
-                     f"{r['fwd_max_rel']:.1e}{'' if r['fwd_ok'] else ' (MISMATCH)'} |")
+        lines.append(
+            f"| {r['op']} | {r['size']} | {r['shapes']} | {r['numpy_fwd_ms'] * 1e3:.1f} | "
+            f"{r['torch_fwd_ms'] * 1e3:.1f} | {r['ratio_fwd']:.2f} | {r['numpy_fb_ms'] * 1e3:.1f} | "
+            f"{r['torch_fb_ms'] * 1e3:.1f} | {r['ratio_fb']:.2f} | "
+            f"{r['fwd_max_rel']:.1e}{'' if r['fwd_ok'] else ' (MISMATCH)'} |"
+        )
     return "\n".join(lines)
 
 
 def plot_ops(rows: list[dict], path: str) -> None:
     """Horizontal bars of the forward+backward ratio per op, log scale, 1.0 marked."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     labels = [f"{r['op']} ({r['size']})" for r in rows]
     ratios = [r["ratio_fb"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.2))
@@ -241,6 +278,7 @@ def plot_ops(rows: list[dict], path: str) -> None:
     ax.invert_yaxis()
     ax.set_xscale("log")
     from benchmarks.report import _plain_log_ticks
+
     _plain_log_ticks(ax.xaxis)
     ax.axvline(1.0, color="k", lw=1)
     ax.set_xlabel("forward+backward time, minitensor / PyTorch (log; < 1 = minitensor faster)")
@@ -254,19 +292,40 @@ def plot_ops(rows: list[dict], path: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from benchmarks.env import WAIT_POLICIES
+
     names = sorted({c.name for c in CASES})
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.ops",
-                                 description="minitensor vs PyTorch per-op timings, each in its own process")
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.ops", description="minitensor vs PyTorch per-op timings, each in its own process"
+    )
     ap.add_argument("--quick", action="store_true", help="fewer rounds, shorter samples")
-    ap.add_argument("--sizes", nargs="+", default=["small", "large"], choices=["small", "large"],
-                    help="size classes to time (default: small, large)")
-    ap.add_argument("--ops", nargs="+", default=None, choices=names, metavar="OP",
-                    help=f"only these op names, from {{{', '.join(names)}}} (default: all)")
+    ap.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["small", "large"],
+        choices=["small", "large"],
+        help="size classes to time (default: small, large)",
+    )
+    ap.add_argument(
+        "--ops",
+        nargs="+",
+        default=None,
+        choices=names,
+        metavar="OP",
+        help=f"only these op names, from {{{', '.join(names)}}} (default: all)",
+    )
     ap.add_argument("--threads", type=int, default=2, help="threads for both sides (default: 2)")
-    ap.add_argument("--settle", type=float, default=0.2,
-                    help="seconds between handing the cores from one side's process to the other's (default: 0.2)")
-    ap.add_argument("--wait-policy", default="default", choices=sorted(WAIT_POLICIES),
-                    help="idle BLAS/OpenMP workers: spin or sleep (see benchmarks/env.py) (default: default)")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=0.2,
+        help="seconds between handing the cores from one side's process to the other's (default: 0.2)",
+    )
+    ap.add_argument(
+        "--wait-policy",
+        default="default",
+        choices=sorted(WAIT_POLICIES),
+        help="idle BLAS/OpenMP workers: spin or sleep (see benchmarks/env.py) (default: default)",
+    )
     ap.add_argument("--out", default="benchmarks/results", help="output folder (default: benchmarks/results)")
     return ap
 
@@ -278,13 +337,20 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"expected --threads >= 1 and --settle >= 0, got {args.threads} and {args.settle}")
     from benchmarks.env import facts_line
     from benchmarks.worker import Worker
+
     workers = {side: Worker(side, args.threads, args.wait_policy) for side in ("numpy", "torch")}
     checker = Worker("both", args.threads, args.wait_policy)
     try:
         facts = checker.request({"op": "facts"})
         print(facts_line(facts))
-        rows = run_ops(workers, checker, selected_cases(args.sizes, args.ops), rounds=5 if args.quick else 15,
-                       target_ms=2.0 if args.quick else 5.0, settle_s=args.settle)
+        rows = run_ops(
+            workers,
+            checker,
+            selected_cases(args.sizes, args.ops),
+            rounds=5 if args.quick else 15,
+            target_ms=2.0 if args.quick else 5.0,
+            settle_s=args.settle,
+        )
     finally:
         for w in (*workers.values(), checker):
             w.close()
@@ -292,8 +358,10 @@ def main(argv: list[str] | None = None) -> None:
     print(table)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "ops.md"), "w") as f:
-        f.write(f"# Op microbenchmarks\n\n{facts_line(facts)}\n\nEach side in its own process; ratios are "
-                f"medians of per-pass ratios.\n\n{table}\n")
+        f.write(
+            f"# Op microbenchmarks\n\n{facts_line(facts)}\n\nEach side in its own process; ratios are "
+            f"medians of per-pass ratios.\n\n{table}\n"
+        )
     with open(os.path.join(args.out, "ops.json"), "w") as f:
         json.dump({"machine": facts, "ops": rows}, f, indent=1)
     plot_ops(rows, os.path.join(args.out, "ops.png"))

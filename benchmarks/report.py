@@ -10,6 +10,7 @@ engine is faster). Charts per thread count N: `ratios_tN.png` (ratio bars per co
 workload, with the per-round spread), `scaling_length_tN.png` and `scaling_dmodel_tN.png`
 (log-log step time with the attention share marked), `ops_tN.png`.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,19 +58,29 @@ def config_markdown(name: str, res: dict) -> str:
     """One config's table: workload, both medians (IQR), ratio with spread, GEMM fractions, tokens/s (+ CUDA)."""
     b = res["batch"]
     rate = res.get("gemm_rate", {})
-    lines = [f"#### {name}", "",
-             f"{res.get('description', '')}  ",
-             f"B={b['batch_size']}, S={b['src_len']}, T={b['tgt_len']}, D={res['model']['d_model']}, "
-             f"H={res['model']['num_heads']}, layers {res['model']['num_encoder_layers']}+"
-             f"{res['model']['num_decoder_layers']}, d_ff={res['model']['d_ff']}, V={res['model']['src_vocab_size']}/"
-             f"{res['model']['tgt_vocab_size']}; decode {res['decode_tokens']} tokens. "
-             f"Eval logits agree: max rel err {res['parity']['max_rel']:.1e} "
-             f"({'ok' if res['parity']['ok'] else 'MISMATCH'} at PARITY_RTOL float32).  ",
-             (f"GEMM rate on this config's dominant product {'x'.join(map(str, rate['shape']))} (M x K x N): "
-              f"NumPy {rate['numpy']:.1f} GFLOP/s, PyTorch {rate['torch']:.1f} GFLOP/s." if rate else ""), ""]
+    lines = [
+        f"#### {name}",
+        "",
+        f"{res.get('description', '')}  ",
+        f"B={b['batch_size']}, S={b['src_len']}, T={b['tgt_len']}, D={res['model']['d_model']}, "
+        f"H={res['model']['num_heads']}, layers {res['model']['num_encoder_layers']}+"
+        f"{res['model']['num_decoder_layers']}, d_ff={res['model']['d_ff']}, V={res['model']['src_vocab_size']}/"
+        f"{res['model']['tgt_vocab_size']}; decode {res['decode_tokens']} tokens. "
+        f"Eval logits agree: max rel err {res['parity']['max_rel']:.1e} "
+        f"({'ok' if res['parity']['ok'] else 'MISMATCH'} at PARITY_RTOL float32).  ",
+        (
+            f"GEMM rate on this config's dominant product {'x'.join(map(str, rate['shape']))} (M x K x N): "
+            f"NumPy {rate['numpy']:.1f} GFLOP/s, PyTorch {rate['torch']:.1f} GFLOP/s."
+            if rate
+            else ""
+        ),
+        "",
+    ]
     has_cuda = any("torch-cuda" in m for m in res["measurements"].values())
-    head = ("| workload | minitensor ms (IQR) | PyTorch ms (IQR) | ratio [IQR; min-max] | GFLOP | minitensor % of GEMM "
-            "rate | PyTorch % of GEMM rate | minitensor tok/s | PyTorch tok/s |")
+    head = (
+        "| workload | minitensor ms (IQR) | PyTorch ms (IQR) | ratio [IQR; min-max] | GFLOP | minitensor % of GEMM "
+        "rate | PyTorch % of GEMM rate | minitensor tok/s | PyTorch tok/s |"
+    )
     sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
     if has_cuda:
         head += " PyTorch CUDA ms (IQR) |"
@@ -78,18 +89,26 @@ def config_markdown(name: str, res: dict) -> str:
     for key, m in res["measurements"].items():
         frac, tps = m.get("gemm_fraction", {}), m.get("tokens_per_s", {})
         gflop = f"{m['gflop']:.3g}" if "gflop" in m else "n/a"
-        row = (f"| {MEASUREMENT_LABELS.get(key, key)} | {_ms(m.get('numpy'))} | {_ms(m.get('torch'))} | {_spread(m)} | "
-               f"{gflop} | {_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | {_tps(tps.get('numpy'))} | "
-               f"{_tps(tps.get('torch'))} |")
+        row = (
+            f"| {MEASUREMENT_LABELS.get(key, key)} | {_ms(m.get('numpy'))} | {_ms(m.get('torch'))} | {_spread(m)} | "
+            f"{gflop} | {_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | {_tps(tps.get('numpy'))} | "
+            f"{_tps(tps.get('torch'))} |"
+        )
         if has_cuda:
             row += f" {_ms(m.get('torch-cuda'))} |"
         lines.append(row)
     if "cache_speedup" in res:
         cs = res["cache_speedup"]
-        lines += ["", f"KV-cache speed-up (uncached / cached): minitensor {cs['numpy']:.2f}x, "
-                  f"PyTorch {cs['torch']:.2f}x."
-                  + (f" Greedy outputs agree on {100 * res['decode_agreement']:.0f}% of tokens."
-                     if res.get("decode_agreement") is not None else "")]
+        lines += [
+            "",
+            f"KV-cache speed-up (uncached / cached): minitensor {cs['numpy']:.2f}x, "
+            f"PyTorch {cs['torch']:.2f}x."
+            + (
+                f" Greedy outputs agree on {100 * res['decode_agreement']:.0f}% of tokens."
+                if res.get("decode_agreement") is not None
+                else ""
+            ),
+        ]
     for note in res.get("notes", []):
         lines.append(f"\n_Note: {note}_")
     return "\n".join(lines)
@@ -97,18 +116,22 @@ def config_markdown(name: str, res: dict) -> str:
 
 def headline_markdown(section: dict) -> str:
     """The training step of every config: times, ratio with spread, GEMM fractions, memory ratio."""
-    lines = ["| config | minitensor ms | PyTorch ms | ratio [IQR; min-max of per-round ratios] | rounds | "
-             "minitensor % of GEMM rate | PyTorch % of GEMM rate | peak memory ratio |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| config | minitensor ms | PyTorch ms | ratio [IQR; min-max of per-round ratios] | rounds | "
+        "minitensor % of GEMM rate | PyTorch % of GEMM rate | peak memory ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for name, res in section["configs"].items():
         m = res["measurements"].get("train")
         if not m:
             continue
         frac = m.get("gemm_fraction", {})
         mem = section.get("memory", {}).get(name, {}).get("ratio_peak")
-        lines.append(f"| {name} | {m['numpy']['median_ms']:.2f} | {m['torch']['median_ms']:.2f} | {_spread(m)} | "
-                     f"{m['ratio_spread']['rounds']} | {_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | "
-                     f"{_fmt_ratio(mem)} |")
+        lines.append(
+            f"| {name} | {m['numpy']['median_ms']:.2f} | {m['torch']['median_ms']:.2f} | {_spread(m)} | "
+            f"{m['ratio_spread']['rounds']} | {_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | "
+            f"{_fmt_ratio(mem)} |"
+        )
     return "\n".join(lines)
 
 
@@ -120,40 +143,53 @@ def interference_markdown(section: dict) -> str:
         if not it:
             continue
         a, b, f = it["torch_alone_ms"]["median_ms"], it["torch_after_numpy_ms"]["median_ms"], it["factor"]
-        verdict = (f"INTERFERENCE: they differ by more than {100 * (it['threshold'] - 1):.0f}%, so timing both "
-                   "frameworks in one process would misstate PyTorch's time" if it["differs"] else
-                   f"no interference (within {100 * (it['threshold'] - 1):.0f}%)")
-        lines.append(f"- Interference check, {name}: PyTorch's training step in one process with NumPy took "
-                     f"{a:.2f} ms alone and {b:.2f} ms right after a NumPy step (x{f:.2f}): {verdict}.")
+        verdict = (
+            f"INTERFERENCE: they differ by more than {100 * (it['threshold'] - 1):.0f}%, so timing both "
+            "frameworks in one process would misstate PyTorch's time"
+            if it["differs"]
+            else f"no interference (within {100 * (it['threshold'] - 1):.0f}%)"
+        )
+        lines.append(
+            f"- Interference check, {name}: PyTorch's training step in one process with NumPy took "
+            f"{a:.2f} ms alone and {b:.2f} ms right after a NumPy step (x{f:.2f}): {verdict}."
+        )
     return "\n".join(lines)
 
 
 def memory_markdown(mem: dict) -> str:
-    lines = ["| config | steps | minitensor peak MiB | PyTorch peak MiB | peak ratio | minitensor delta MiB "
-             "| PyTorch delta MiB | delta ratio | import floor MiB (mt / torch) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| config | steps | minitensor peak MiB | PyTorch peak MiB | peak ratio | minitensor delta MiB "
+        "| PyTorch delta MiB | delta ratio | import floor MiB (mt / torch) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for name, m in mem.items():
         a, b = m.get("numpy", {}), m.get("torch", {})
         if "error" in a or "error" in b:
             lines.append(f"| {name} | | error: {a.get('error', '')} {b.get('error', '')} | | | | | | |")
             continue
-        lines.append(f"| {name} | {a['steps']} | {a['peak_kib'] / 1024:.0f} | {b['peak_kib'] / 1024:.0f} | "
-                     f"{m['ratio_peak']:.2f} | {(a['peak_kib'] - a['baseline_kib']) / 1024:.0f} | "
-                     f"{(b['peak_kib'] - b['baseline_kib']) / 1024:.0f} | {m['ratio_delta']:.2f} | "
-                     f"{a['baseline_kib'] / 1024:.0f} / {b['baseline_kib'] / 1024:.0f} |")
+        lines.append(
+            f"| {name} | {a['steps']} | {a['peak_kib'] / 1024:.0f} | {b['peak_kib'] / 1024:.0f} | "
+            f"{m['ratio_peak']:.2f} | {(a['peak_kib'] - a['baseline_kib']) / 1024:.0f} | "
+            f"{(b['peak_kib'] - b['baseline_kib']) / 1024:.0f} | {m['ratio_delta']:.2f} | "
+            f"{a['baseline_kib'] / 1024:.0f} / {b['baseline_kib'] / 1024:.0f} |"
+        )
     return "\n".join(lines)
 
 
 def scaling_markdown(series: list[dict], key: str) -> str:
     label = {"seq_len": "S = T", "d_model": "d_model"}[key]
-    lines = [f"| {label} | minitensor ms (IQR) | PyTorch ms (IQR) | ratio [IQR; min-max] | minitensor % of GEMM rate "
-             "| PyTorch % of GEMM rate | attention share mt | attention share torch |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        f"| {label} | minitensor ms (IQR) | PyTorch ms (IQR) | ratio [IQR; min-max] | minitensor % of GEMM rate "
+        "| PyTorch % of GEMM rate | attention share mt | attention share torch |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for p in series:
         frac = p.get("gemm_fraction", {})
-        lines.append(f"| {p[key]} | {_ms(p['numpy'])} | {_ms(p['torch'])} | {_spread(p)} | {_pct(frac.get('numpy'))} | "
-                     f"{_pct(frac.get('torch'))} | {_pct(p.get('attention_share_numpy'))} | "
-                     f"{_pct(p.get('attention_share_torch'))} |")
+        lines.append(
+            f"| {p[key]} | {_ms(p['numpy'])} | {_ms(p['torch'])} | {_spread(p)} | {_pct(frac.get('numpy'))} | "
+            f"{_pct(frac.get('torch'))} | {_pct(p.get('attention_share_numpy'))} | "
+            f"{_pct(p.get('attention_share_torch'))} |"
+        )
     return "\n".join(lines)
 
 
@@ -171,14 +207,17 @@ def targets_markdown(targets: list[dict]) -> str:
 # ------------------------------------------------------------------------------------------ plots
 def _plt():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
 def _plain_log_ticks(axis) -> None:
     """Log axis labelled 0.5, 1, 2 rather than 5x10^-1."""
     from matplotlib.ticker import FuncFormatter, LogLocator
+
     axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
@@ -205,7 +244,7 @@ def plot_ratios(configs: dict, path: str, title: str) -> None:
         for x, y, h in zip(xs, ys, hi):
             ax.text(x, y + h, f"{y:.2f}", ha="center", va="bottom", fontsize=7, rotation=90)
     ax.axhline(1.0, color="k", lw=1)
-    ax.set_ylim(0, None)                 # linear from 0: bar heights compare directly
+    ax.set_ylim(0, None)  # linear from 0: bar heights compare directly
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("time, minitensor / PyTorch")
     ax.set_title(title, fontsize=9)
@@ -219,6 +258,7 @@ def plot_scaling(series: list[dict], key: str, path: str, title: str) -> None:
     """Log-log step time of both sides vs `key`, the attention part dashed, share % annotated."""
     plt = _plt()
     from matplotlib.ticker import FuncFormatter
+
     xs = [p[key] for p in series]
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     for side, color, label in (("numpy", "tab:blue", "minitensor"), ("torch", "tab:orange", "PyTorch")):
@@ -229,11 +269,25 @@ def plot_scaling(series: list[dict], key: str, path: str, title: str) -> None:
         shares = [p.get(f"attention_share_{side}") for p in series]
         if all(s is not None for s in shares):
             att = [y * s for y, s in zip(ys, shares)]
-            ax.plot(xs, att, ls="--", marker=".", color=color, alpha=0.8,
-                    label=f"{label}: attention O(n^2) ops (profiled share)")
+            ax.plot(
+                xs,
+                att,
+                ls="--",
+                marker=".",
+                color=color,
+                alpha=0.8,
+                label=f"{label}: attention O(n^2) ops (profiled share)",
+            )
             for x, y, s in zip(xs, ys, shares):
-                ax.annotate(f"{100 * s:.0f}%", (x, y), textcoords="offset points",
-                            xytext=(0, 6 if side == "numpy" else -12), fontsize=7, color=color, ha="center")
+                ax.annotate(
+                    f"{100 * s:.0f}%",
+                    (x, y),
+                    textcoords="offset points",
+                    xytext=(0, 6 if side == "numpy" else -12),
+                    fontsize=7,
+                    color=color,
+                    ha="center",
+                )
     # Reference slopes through the first minitensor point.
     y0 = series[0]["numpy"]["median_ms"]
     for power, ls in ((1, ":"), (2, "-.")):
@@ -253,25 +307,39 @@ def plot_scaling(series: list[dict], key: str, path: str, title: str) -> None:
     plt.close(fig)
 
 
-HVP_LABELS = {"grad": "one gradient (the unit)", "hvp": "HVP, double backward",
-              "hvp_functional": "HVP, autograd.functional.hvp"}
+HVP_LABELS = {
+    "grad": "one gradient (the unit)",
+    "hvp": "HVP, double backward",
+    "hvp_functional": "HVP, autograd.functional.hvp",
+}
 
 
 def hvp_markdown(hvp: dict) -> str:
     """One row per config and workload: both times, their ratio, and each side's cost in gradients."""
-    lines = ["| config | workload | minitensor ms | PyTorch ms | ratio [IQR; min-max] | minitensor cost in gradients | "
-             "PyTorch cost in gradients |", "|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| config | workload | minitensor ms | PyTorch ms | ratio [IQR; min-max] | minitensor cost in gradients | "
+        "PyTorch cost in gradients |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for name, res in hvp.items():
         for key, label in HVP_LABELS.items():
             m = res[key]
             cost = res["cost_in_gradients"].get(key, {"numpy": 1.0, "torch": 1.0})
-            lines.append(f"| {name} | {label} | {_ms(m['numpy'])} | {_ms(m['torch'])} | {_spread(m)} | "
-                         f"{cost['numpy']:.2f} | {cost['torch']:.2f} |")
-    checks = [f"{name}: max rel {res['parity']['max_rel']:.2e} ({'ok' if res['parity']['ok'] else 'DIFFERS'})"
-              for name, res in hvp.items() if "parity" in res]
+            lines.append(
+                f"| {name} | {label} | {_ms(m['numpy'])} | {_ms(m['torch'])} | {_spread(m)} | "
+                f"{cost['numpy']:.2f} | {cost['torch']:.2f} |"
+            )
+    checks = [
+        f"{name}: max rel {res['parity']['max_rel']:.2e} ({'ok' if res['parity']['ok'] else 'DIFFERS'})"
+        for name, res in hvp.items()
+        if "parity" in res
+    ]
     if checks:
-        lines += ["", "H v of the two sides, compared in one process (float32 limit PARITY_RTOL "
-                  f"{PARITY_RTOL['float32']:g}): " + "; ".join(checks) + "."]
+        lines += [
+            "",
+            "H v of the two sides, compared in one process (float32 limit PARITY_RTOL "
+            f"{PARITY_RTOL['float32']:g}): " + "; ".join(checks) + ".",
+        ]
     return "\n".join(lines)
 
 
@@ -284,18 +352,27 @@ def losses_markdown(results: dict, top: int = 10) -> str:
         if not pa.get("rows"):
             continue
         train = res["measurements"].get("train", {})
-        prof_rows.append(f"| {name} | {_fmt_ratio(train.get('ratio'))} | {pa['wall_ms']:.1f} | {pa['ops_ms']:.1f} | "
-                         f"{pa['wall_ms'] - pa['ops_ms']:.1f} ({100 * (1 - pa['ops_ms'] / pa['wall_ms']):.0f}%) | "
-                         f"{pb.get('wall_ms', float('nan')):.1f} | "
-                         + ", ".join(f"{r['op']} {100 * r['total_ms'] / pa['wall_ms']:.0f}%" for r in pa["rows"][:5])
-                         + " |")
+        prof_rows.append(
+            f"| {name} | {_fmt_ratio(train.get('ratio'))} | {pa['wall_ms']:.1f} | {pa['ops_ms']:.1f} | "
+            f"{pa['wall_ms'] - pa['ops_ms']:.1f} ({100 * (1 - pa['ops_ms'] / pa['wall_ms']):.0f}%) | "
+            f"{pb.get('wall_ms', float('nan')):.1f} | "
+            + ", ".join(f"{r['op']} {100 * r['total_ms'] / pa['wall_ms']:.0f}%" for r in pa["rows"][:5])
+            + " |"
+        )
     if prof_rows:
-        lines += ["One profiled training step per config: how much of minitensor's step is inside ops and how "
-                  "much is Python outside them (module calls, graph bookkeeping, optimizer loop), and the ops "
-                  "that take the most of the step.", "",
-                  "| config | train ratio | mt step ms (profiled) | in ops ms | outside ops ms | torch step ms "
-                  "(profiled) | top minitensor ops (share of step) |",
-                  "|---|---:|---:|---:|---:|---:|---|"] + prof_rows + [""]
+        lines += (
+            [
+                "One profiled training step per config: how much of minitensor's step is inside ops and how "
+                "much is Python outside them (module calls, graph bookkeeping, optimizer loop), and the ops "
+                "that take the most of the step.",
+                "",
+                "| config | train ratio | mt step ms (profiled) | in ops ms | outside ops ms | torch step ms "
+                "(profiled) | top minitensor ops (share of step) |",
+                "|---|---:|---:|---:|---:|---:|---|",
+            ]
+            + prof_rows
+            + [""]
+        )
     phase_rows = []
     for name, res in results.get("configs", {}).items():
         ph = res.get("phases")
@@ -303,21 +380,34 @@ def losses_markdown(results: dict, top: int = 10) -> str:
             continue
         for k in ph["numpy"]:
             a, b = ph["numpy"][k], ph["torch"][k]
-            phase_rows.append(f"| {name} | {k} | {a:.2f} | {b:.2f} | {a / b if b > 0 else float('nan'):.2f} | "
-                              f"{a - b:+.2f} |")
+            phase_rows.append(
+                f"| {name} | {k} | {a:.2f} | {b:.2f} | {a / b if b > 0 else float('nan'):.2f} | {a - b:+.2f} |"
+            )
     if phase_rows:
-        lines += ["Training step split into phases (median of a few A B rounds, clock read between phases):", "",
-                  "| config | phase | minitensor ms | PyTorch ms | ratio | minitensor - PyTorch ms |",
-                  "|---|---|---:|---:|---:|---:|"] + phase_rows + [""]
+        lines += (
+            [
+                "Training step split into phases (median of a few A B rounds, clock read between phases):",
+                "",
+                "| config | phase | minitensor ms | PyTorch ms | ratio | minitensor - PyTorch ms |",
+                "|---|---|---:|---:|---:|---:|",
+            ]
+            + phase_rows
+            + [""]
+        )
     ops = [r for r in results.get("ops", []) if r["ratio_fb"] > 1.0]
     ops.sort(key=lambda r: (r["size"] != "large", -r["ratio_fb"]))
     if ops:
-        lines += ["Ops slower than PyTorch in the microbenchmarks (forward+backward), Transformer-sized first:", "",
-                  "| op | size | fwd+bwd ratio | minitensor us | torch us | lost us per call |",
-                  "|---|---|---:|---:|---:|---:|"]
-        for r in ops[:2 * top]:
-            lines.append(f"| {r['op']} | {r['size']} | {r['ratio_fb']:.2f} | {r['numpy_fb_ms'] * 1e3:.0f} | "
-                         f"{r['torch_fb_ms'] * 1e3:.0f} | {(r['numpy_fb_ms'] - r['torch_fb_ms']) * 1e3:.0f} |")
+        lines += [
+            "Ops slower than PyTorch in the microbenchmarks (forward+backward), Transformer-sized first:",
+            "",
+            "| op | size | fwd+bwd ratio | minitensor us | torch us | lost us per call |",
+            "|---|---|---:|---:|---:|---:|",
+        ]
+        for r in ops[: 2 * top]:
+            lines.append(
+                f"| {r['op']} | {r['size']} | {r['ratio_fb']:.2f} | {r['numpy_fb_ms'] * 1e3:.0f} | "
+                f"{r['torch_fb_ms'] * 1e3:.0f} | {(r['numpy_fb_ms'] - r['torch_fb_ms']) * 1e3:.0f} |"
+            )
     return "\n".join(lines)
 
 
@@ -329,12 +419,14 @@ METHOD_SEPARATE = (
     "figures (IQR in parentheses); a ratio is the median of the per-round ratios, with their IQR and min-max. "
     "% of GEMM rate = the step's matrix-product FLOPs (benchmarks/flops.py: forward from the model's shapes, "
     "3x for forward+backward) / its median time, over the float32 GEMM rate of the same library measured in the "
-    "same run, in the same process, on the config's dominant product shape.")
+    "same run, in the same process, on the config's dominant product shape."
+)
 METHOD_IN_PROCESS = (
     "**Method: in-process (`--in-process`), not the headline method.** Both frameworks ran in one process, "
     "alternating A B A B; NumPy's BLAS threads spinning after a NumPy call can slow the PyTorch call that follows "
     "(see the interference check), so PyTorch's times and every ratio here may favour NumPy. Measure without "
-    "`--in-process` for figures to quote.")
+    "`--in-process` for figures to quote."
+)
 
 
 def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
@@ -342,11 +434,17 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
     from benchmarks import profiling
     from benchmarks.env import facts_line
     from benchmarks.ops import ops_markdown
+
     n = section["threads"]
     g = section["gemm_reference"]
-    md = [f"## {n} thread{'s' if n > 1 else ''}", "", f"Machine: {facts_line(section['machine'])}  ",
-          f"float32 GEMM {'x'.join(map(str, g['shape']))}: NumPy/OpenBLAS {g['numpy']:.0f} GFLOP/s, "
-          f"PyTorch {g['torch']:.0f} GFLOP/s (each in its own process).", ""]
+    md = [
+        f"## {n} thread{'s' if n > 1 else ''}",
+        "",
+        f"Machine: {facts_line(section['machine'])}  ",
+        f"float32 GEMM {'x'.join(map(str, g['shape']))}: NumPy/OpenBLAS {g['numpy']:.0f} GFLOP/s, "
+        f"PyTorch {g['torch']:.0f} GFLOP/s (each in its own process).",
+        "",
+    ]
     md += [METHOD_IN_PROCESS if method == "in-process" else METHOD_SEPARATE.format(settle=settle_s), ""]
     md += [f"_Note: {note}_" for note in section.get("notes", [])]
     label = "both frameworks in ONE process (in-process mode)" if method == "in-process" else "separate processes"
@@ -357,27 +455,53 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
     for name, res in section["configs"].items():
         md += [config_markdown(name, res), ""]
     if section.get("hvp"):
-        md += ["### Hessian-vector product beside one gradient", "",
-               "Eval mode (no dropout), the training loss (cross-entropy, label smoothing 0.1) of one batch, a fixed "
-               "seeded direction v. Double backward: grad(loss, params, create_graph=True), then grad(<grads, v>, "
-               "params). autograd.functional.hvp: the loss as a function of the parameters (functional_call), "
-               "computed by the double-vjp trick as PyTorch does (one backward more). Cost in gradients = median HVP "
-               "time / median gradient time on the same side (theory: a small constant, about 2 to 4).", "",
-               hvp_markdown(section["hvp"]), ""]
+        md += [
+            "### Hessian-vector product beside one gradient",
+            "",
+            "Eval mode (no dropout), the training loss (cross-entropy, label smoothing 0.1) of one batch, a fixed "
+            "seeded direction v. Double backward: grad(loss, params, create_graph=True), then grad(<grads, v>, "
+            "params). autograd.functional.hvp: the loss as a function of the parameters (functional_call), "
+            "computed by the double-vjp trick as PyTorch does (one backward more). Cost in gradients = median HVP "
+            "time / median gradient time on the same side (theory: a small constant, about 2 to 4).",
+            "",
+            hvp_markdown(section["hvp"]),
+            "",
+        ]
     if section.get("memory"):
-        md += ["### Peak memory (VmHWM of a fresh child after N training steps)", "",
-               memory_markdown(section["memory"]), ""]
+        md += [
+            "### Peak memory (VmHWM of a fresh child after N training steps)",
+            "",
+            memory_markdown(section["memory"]),
+            "",
+        ]
     if section.get("scaling"):
         sc = section["scaling"]
-        md += [f"### Scaling (training step, model of '{sc['base']}')", "", "#### vs sequence length", "",
-               scaling_markdown(sc["seq_len"], "seq_len"), "", "#### vs d_model", "",
-               scaling_markdown(sc["d_model"], "d_model"), "",
-               "Attention share: profiled time of the attention-only ops (scores matmul, mask, softmax, "
-               "weights x values, and their backward) over all profiled op time; approximate (see "
-               "benchmarks/profiling.py for the op names counted).", ""]
+        md += [
+            f"### Scaling (training step, model of '{sc['base']}')",
+            "",
+            "#### vs sequence length",
+            "",
+            scaling_markdown(sc["seq_len"], "seq_len"),
+            "",
+            "#### vs d_model",
+            "",
+            scaling_markdown(sc["d_model"], "d_model"),
+            "",
+            "Attention share: profiled time of the attention-only ops (scores matmul, mask, softmax, "
+            "weights x values, and their backward) over all profiled op time; approximate (see "
+            "benchmarks/profiling.py for the op names counted).",
+            "",
+        ]
     if section.get("ops"):
-        md += ["### Op microbenchmarks", "", "Each side in its own process, whole passes over the op table "
-               "alternating; ratios are medians of per-pass ratios.", "", ops_markdown(section["ops"]), ""]
+        md += [
+            "### Op microbenchmarks",
+            "",
+            "Each side in its own process, whole passes over the op table "
+            "alternating; ratios are medians of per-pass ratios.",
+            "",
+            ops_markdown(section["ops"]),
+            "",
+        ]
     lost = losses_markdown(section)
     if lost:
         md += ["### Where the NumPy engine loses", "", lost, ""]
@@ -389,11 +513,15 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
         if "error" in pa:
             md += [f"_minitensor profile unavailable: {pa['error']}_", ""]
             continue
-        md += [f"One profiled training step: minitensor wall {pa['wall_ms']:.1f} ms of which {pa['ops_ms']:.1f} ms "
-               f"inside ops ({pa['wall_ms'] - pa['ops_ms']:.1f} ms outside: module calls, graph walk, "
-               f"optimizer); PyTorch wall {pb['wall_ms']:.1f} ms (profiler on).", "",
-               profiling.top_ops_markdown(pa, pb), ""]
-        if pa.get("table"):              # results.json keeps the rows only
+        md += [
+            f"One profiled training step: minitensor wall {pa['wall_ms']:.1f} ms of which {pa['ops_ms']:.1f} ms "
+            f"inside ops ({pa['wall_ms'] - pa['ops_ms']:.1f} ms outside: module calls, graph walk, "
+            f"optimizer); PyTorch wall {pb['wall_ms']:.1f} ms (profiler on).",
+            "",
+            profiling.top_ops_markdown(pa, pb),
+            "",
+        ]
+        if pa.get("table"):  # results.json keeps the rows only
             md += ["<details><summary>mt.profiler table</summary>", "", "```", pa["table"], "```", "", "</details>", ""]
     return md
 
@@ -401,24 +529,33 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
 def write_outputs(results: dict, out: str) -> str:
     """results.md, results.json and the PNGs of every thread count into `out`; returns the Markdown."""
     from benchmarks.ops import plot_ops
+
     counts = ", ".join(results["threads"])
-    md = ["# transformer_np vs PyTorch benchmarks", "",
-          f"Command: `{results['command']}`  ",
-          f"Started {results['started_utc']}, took {results['elapsed_s']:.0f} s; thread counts: {counts}; "
-          f"method: **{results['method']}**.  ",
-          (f"Load average at the end: {' '.join(f'{x:.1f}' for x in results['load_average_end'])} "
-           "(above the usable cores means other processes shared them: times inflated)."
-           if results.get("load_average_end") else ""), "",
-          "Times are medians in ms with the interquartile range in parentheses; ratio = transformer_np time / "
-          "PyTorch time (below 1: the NumPy engine is faster). Both sides float32, same weights, same threads. "
-          "tokens/s counts source + target positions per step (decoding: generated tokens).", ""]
-    for n, section in results["threads"].items():
+    md = [
+        "# transformer_np vs PyTorch benchmarks",
+        "",
+        f"Command: `{results['command']}`  ",
+        f"Started {results['started_utc']}, took {results['elapsed_s']:.0f} s; thread counts: {counts}; "
+        f"method: **{results['method']}**.  ",
+        (
+            f"Load average at the end: {' '.join(f'{x:.1f}' for x in results['load_average_end'])} "
+            "(above the usable cores means other processes shared them: times inflated)."
+            if results.get("load_average_end")
+            else ""
+        ),
+        "",
+        "Times are medians in ms with the interquartile range in parentheses; ratio = transformer_np time / "
+        "PyTorch time (below 1: the NumPy engine is faster). Both sides float32, same weights, same threads. "
+        "tokens/s counts source + target positions per step (decoding: generated tokens).",
+        "",
+    ]
+    for section in results["threads"].values():
         md += section_markdown(section, results["method"], results["settings"]["settle_s"])
     text = "\n".join(md)
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write(text + "\n")
     slim = json.loads(json.dumps(results, default=float))
-    for section in slim["threads"].values():     # tables are in results.md; keep the JSON to data
+    for section in slim["threads"].values():  # tables are in results.md; keep the JSON to data
         for res in section["configs"].values():
             for k in ("profile_numpy", "profile_torch"):
                 if isinstance(res.get(k), dict):
@@ -428,16 +565,27 @@ def write_outputs(results: dict, out: str) -> str:
         json.dump(slim, f, indent=1)
     for n, section in results["threads"].items():
         how = "one process" if results["method"] == "in-process" else "a process per side"
-        plot_ratios(section["configs"], os.path.join(out, f"ratios_t{n}.png"),
-                    f"transformer_np vs PyTorch eager, {n} thread(s), {how}\n"
-                    "float32; < 1 = NumPy faster; whiskers: IQR of the per-round ratios")
+        plot_ratios(
+            section["configs"],
+            os.path.join(out, f"ratios_t{n}.png"),
+            f"transformer_np vs PyTorch eager, {n} thread(s), {how}\n"
+            "float32; < 1 = NumPy faster; whiskers: IQR of the per-round ratios",
+        )
         sc = section.get("scaling")
         if sc and sc["seq_len"]:
-            plot_scaling(sc["seq_len"], "seq_len", os.path.join(out, f"scaling_length_t{n}.png"),
-                         f"training step vs sequence length ({sc['base']} model, {n} thread(s))")
+            plot_scaling(
+                sc["seq_len"],
+                "seq_len",
+                os.path.join(out, f"scaling_length_t{n}.png"),
+                f"training step vs sequence length ({sc['base']} model, {n} thread(s))",
+            )
         if sc and sc["d_model"]:
-            plot_scaling(sc["d_model"], "d_model", os.path.join(out, f"scaling_dmodel_t{n}.png"),
-                         f"training step vs d_model ({sc['base']} model, {n} thread(s))")
+            plot_scaling(
+                sc["d_model"],
+                "d_model",
+                os.path.join(out, f"scaling_dmodel_t{n}.png"),
+                f"training step vs d_model ({sc['base']} model, {n} thread(s))",
+            )
         if section.get("ops"):
             plot_ops(section["ops"], os.path.join(out, f"ops_t{n}.png"))
     return text

@@ -9,24 +9,26 @@ imports). A round yields a few calls; its median is the round's figure; a side's
 median of its round figures and the ratio the median of the per-round ratios, with their spread
 (interquartile range and min/max), never the mean, which one preempted sample can drag.
 """
+
 from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 
 @dataclass
 class Stats:
     """Summary of one case's samples, in milliseconds per call."""
+
     median_ms: float
     q1_ms: float
     q3_ms: float
     min_ms: float
     max_ms: float
     n: int
-    number: int = 1                      # calls per sample (cheap ops are looped to beat timer noise)
+    number: int = 1  # calls per sample (cheap ops are looped to beat timer noise)
     samples_ms: list = field(default_factory=list)
 
     @property
@@ -34,9 +36,17 @@ class Stats:
         return self.q3_ms - self.q1_ms
 
     def to_dict(self) -> dict:
-        return {"median_ms": self.median_ms, "q1_ms": self.q1_ms, "q3_ms": self.q3_ms,
-                "iqr_ms": self.iqr_ms, "min_ms": self.min_ms, "max_ms": self.max_ms,
-                "n": self.n, "number": self.number, "samples_ms": self.samples_ms}
+        return {
+            "median_ms": self.median_ms,
+            "q1_ms": self.q1_ms,
+            "q3_ms": self.q3_ms,
+            "iqr_ms": self.iqr_ms,
+            "min_ms": self.min_ms,
+            "max_ms": self.max_ms,
+            "n": self.n,
+            "number": self.number,
+            "samples_ms": self.samples_ms,
+        }
 
 
 def summarize(samples_ms: list[float], number: int = 1) -> Stats:
@@ -48,8 +58,16 @@ def summarize(samples_ms: list[float], number: int = 1) -> Stats:
         q1, _, q3 = statistics.quantiles(s, n=4, method="inclusive")
     else:
         q1, q3 = s[0], s[-1]
-    return Stats(median_ms=statistics.median(s), q1_ms=q1, q3_ms=q3, min_ms=s[0], max_ms=s[-1],
-                 n=len(s), number=number, samples_ms=[round(x, 4) for x in samples_ms])
+    return Stats(
+        median_ms=statistics.median(s),
+        q1_ms=q1,
+        q3_ms=q3,
+        min_ms=s[0],
+        max_ms=s[-1],
+        n=len(s),
+        number=number,
+        samples_ms=[round(x, 4) for x in samples_ms],
+    )
 
 
 def calibrate(fn: Callable[[], object], target_ms: float = 5.0, max_number: int = 1000) -> int:
@@ -93,5 +111,12 @@ def ratio_stats(a: list[float], b: list[float]) -> dict:
     if len(a) != len(b) or not a:
         raise ValueError(f"ratio_stats: expected two equally long non-empty lists, got {len(a)} and {len(b)}")
     st = summarize([x / y for x, y in zip(a, b)])
-    return {"median": st.median_ms, "q1": st.q1_ms, "q3": st.q3_ms, "min": st.min_ms, "max": st.max_ms,
-            "rounds": st.n, "per_round": st.samples_ms}
+    return {
+        "median": st.median_ms,
+        "q1": st.q1_ms,
+        "q3": st.q3_ms,
+        "min": st.min_ms,
+        "max": st.max_ms,
+        "rounds": st.n,
+        "per_round": st.samples_ms,
+    }

@@ -24,6 +24,7 @@ Requests (each answered by a dict; a failure by {"error": "..."}):
     hvp_check {config}                                -> the two sides' H v compared ('both')
     facts    {}                                       -> machine facts of this process
 """
+
 from __future__ import annotations
 
 import sys
@@ -31,6 +32,7 @@ import sys
 if __name__ == "__main__":
     # Thread counts must be in the environment before numpy/torch load.
     from benchmarks.env import thread_env_from_argv
+
     thread_env_from_argv(sys.argv)
 
 import argparse
@@ -55,16 +57,18 @@ class _Host:
         self.key = None
         self.cfg = self.batch = None
         self.sides: dict = {}
-        self.op_runners: dict = {}       # (side, case index) -> the op's closures
-        self.op_numbers: dict = {}       # (side, case index) -> calls per sample (forward, forward+backward)
+        self.op_runners: dict = {}  # (side, case index) -> the op's closures
+        self.op_numbers: dict = {}  # (side, case index) -> calls per sample (forward, forward+backward)
         if any(s.startswith("torch") for s in self.hosted):
             from benchmarks.env import set_torch_threads
+
             set_torch_threads(threads)
 
     def load(self, spec: dict, fresh: bool = False):
         """Build (or keep) the models of `spec`; the previous config's models are dropped first. fresh=True
         rebuilds them even when kept: a training workload has moved each side's weights on its own."""
         from benchmarks import workloads as W
+
         key = json.dumps(spec, sort_keys=True)
         if key == self.key and not fresh:
             return self.sides
@@ -86,6 +90,7 @@ class _Host:
         """(forward, forward+backward, forward output) closures of op case `index` for `side`, built once."""
         if (side, index) not in self.op_runners:
             from benchmarks.ops import case_runner
+
             self.op_runners[side, index] = case_runner("numpy" if side == "numpy" else "torch", index)
         return self.op_runners[side, index]
 
@@ -114,11 +119,13 @@ def _samples(fn, calls: int, warmup: int = 0, sync=None) -> list[float]:
 def _gemm(shape, calls: int, side: str) -> list[float]:
     """float32 (M, K) @ (K, N) by `side`'s library: NumPy's BLAS (OpenBLAS) or torch's (CPU)."""
     import numpy as np
+
     M, K, N = shape
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
     if side != "numpy":
         import torch
+
         ta, tb = torch.from_numpy(a), torch.from_numpy(b)
         return _samples(lambda: ta @ tb, calls, warmup=2)
     return _samples(lambda: a @ b, calls, warmup=2)
@@ -127,6 +134,7 @@ def _gemm(shape, calls: int, side: str) -> list[float]:
 def _ops(host: _Host, side: str, cases: list[int], target_ms: float) -> dict:
     """One sample per case and pass: `number` calls (calibrated once to ~target_ms) timed together."""
     from benchmarks.timing import calibrate
+
     out = {}
     for i in cases:
         fwd, fb = host.op_runner(side, i)[:2]
@@ -152,6 +160,7 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
     """
     from benchmarks import workloads as W
     from minitensor.testing import PARITY_RTOL, error_stats
+
     sides = host.load(spec)
     a, b = sides["numpy"], sides["torch"]
     # The EOS column is left out: its -1e4 bias would set the error measure's floor (relative to
@@ -161,7 +170,7 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
     out = {"parity": {"max_rel": max_rel, "ok": bool(max_rel <= PARITY_RTOL["float32"])}}
     if a.greedy_nocache is not None and b.greedy_nocache is not None:
         out["decode_agreement"] = W.decode_agreement(a.greedy_nocache(), b.greedy_nocache())
-    for _ in range(2):                   # warm-up of both steps
+    for _ in range(2):  # warm-up of both steps
         a.train()
         b.train()
     alone = _samples(b.train, calls)
@@ -175,15 +184,17 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
 
 def _ops_check(host: _Host, cases: list[int]) -> dict:
     from minitensor.testing import error_stats
-    return {str(i): error_stats(host.op_runner("numpy", i)[2](), host.op_runner("torch", i)[2]())[1]
-            for i in cases}
+
+    return {str(i): error_stats(host.op_runner("numpy", i)[2](), host.op_runner("torch", i)[2]())[1] for i in cases}
 
 
 def _hvp_check(host: _Host, spec: dict) -> dict:
     """Both sides' H v (double-backward form) in this one process: max rel error over all parameters, float32."""
     import numpy as np
+
     from minitensor.testing import PARITY_RTOL, error_stats
-    sides = host.load(spec, fresh=True)          # equal weights again (the interference check trained both)
+
+    sides = host.load(spec, fresh=True)  # equal weights again (the interference check trained both)
     ours = np.concatenate([np.asarray(h.data).ravel() for h in sides["numpy"].hvp()])
     ref = np.concatenate([h.detach().cpu().numpy().ravel() for h in sides["torch"].hvp()])
     _, max_rel = error_stats(ours, ref, scale_free=True)
@@ -194,6 +205,7 @@ def handle(host: _Host, req: dict) -> dict:
     op = req["op"]
     if op == "facts":
         from benchmarks.env import machine_facts
+
         return machine_facts(host.threads)
     if op == "gemm":
         return {"samples_ms": _gemm(req["shape"], req["calls"], req["side"])}
@@ -217,6 +229,7 @@ def handle(host: _Host, req: dict) -> dict:
         return {ph: statistics.median(r[ph] for r in rows) for ph in rows[0]}
     if op == "profile":
         from benchmarks import profiling
+
         prof = profiling.profile_numpy if req["side"] == "numpy" else profiling.profile_torch
         return prof(side.train, steps=req["steps"])
     return {"error": f"unknown request {op!r}"}
@@ -231,26 +244,35 @@ def serve(side: str, threads: int) -> None:
         req = json.loads(line)
         try:
             out = handle(host, req)
-        except Exception as exc:          # sent back whole: the parent stops the run with this message
+        except Exception as exc:  # sent back whole: the parent stops the run with this message
             import traceback
+
             traceback.print_exc()
             out = {"error": f"{type(exc).__name__}: {exc}"}
         if host.hosted == ["numpy"] and "torch" in sys.modules:
             # A NumPy-side figure taken with torch's thread pool in the process is not a NumPy-alone figure.
-            out = {"error": f"the numpy worker imported torch while serving {req['op']}: its timings would not "
-                            "be NumPy's alone"}
+            out = {
+                "error": f"the numpy worker imported torch while serving {req['op']}: its timings would not "
+                "be NumPy's alone"
+            }
         reply.write(json.dumps(out, default=float) + "\n")
         reply.flush()
 
 
 def build_parser() -> argparse.ArgumentParser:
     from benchmarks.env import WAIT_POLICIES
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.worker",
-                                 description="a benchmark worker (started by `python -m benchmarks run`)")
+
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.worker", description="a benchmark worker (started by `python -m benchmarks run`)"
+    )
     ap.add_argument("--side", required=True, choices=SIDES, help="which framework(s) this process hosts")
     ap.add_argument("--threads", type=int, default=2, help="threads for BLAS/OpenMP/torch (default: 2)")
-    ap.add_argument("--wait-policy", default="default", choices=sorted(WAIT_POLICIES),
-                    help="idle BLAS/OpenMP workers: spin (library default) or sleep (default: default)")
+    ap.add_argument(
+        "--wait-policy",
+        default="default",
+        choices=sorted(WAIT_POLICIES),
+        help="idle BLAS/OpenMP workers: spin (library default) or sleep (default: default)",
+    )
     return ap
 
 
@@ -269,15 +291,26 @@ class Worker:
 
     def __init__(self, side: str, threads: int, wait_policy: str = "default"):
         from benchmarks.env import thread_env
+
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, **thread_env(threads, wait_policy))
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self.side = side
         self.log = tempfile.TemporaryFile(mode="w+")
-        cmd = [sys.executable, "-m", "benchmarks.worker", "--side", side, "--threads", str(threads),
-               "--wait-policy", wait_policy]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     text=True, cwd=root, env=env)
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks.worker",
+            "--side",
+            side,
+            "--threads",
+            str(threads),
+            "--wait-policy",
+            wait_policy,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True, cwd=root, env=env
+        )
 
     def request(self, req: dict) -> dict:
         try:
@@ -292,8 +325,7 @@ class Worker:
             raise WorkerError(f"benchmark worker '{self.side}' died during {req['op']}: " + " | ".join(tail))
         out = json.loads(line)
         if isinstance(out, dict) and "error" in out:
-            raise WorkerError(f"benchmark worker '{self.side}', {req['op']} {req.get('workload', '')}: "
-                              f"{out['error']}")
+            raise WorkerError(f"benchmark worker '{self.side}', {req['op']} {req.get('workload', '')}: {out['error']}")
         return out
 
     def close(self) -> None:

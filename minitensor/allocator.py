@@ -15,13 +15,14 @@ that frees a large buffer for good and needs the memory elsewhere sets MINITENSO
 Process-wide, from the first `import minitensor` on (autograd.py calls it). MINITENSOR_MALLOC=default
 in the environment leaves malloc alone; where the C library is not glibc it does nothing.
 """
+
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import os
 
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4               # mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # mallopt parameters (malloc.h)
 _applied = None
 
 
@@ -34,8 +35,8 @@ def reuse_freed_memory() -> bool:
             try:
                 libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
                 mallopt = libc.mallopt
-            except (OSError, AttributeError):                   # not glibc: nothing to tune
+            except (OSError, AttributeError):  # not glibc: nothing to tune
                 return False
             mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-            _applied = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2 ** 31 - 1))
+            _applied = bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
     return _applied

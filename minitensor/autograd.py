@@ -40,18 +40,19 @@ A backward never writes into the incoming `g` or a saved array: the same array c
 several inputs (x + x), so gradients are combined by creating new arrays, and a leaf receives an
 array it owns alone.
 """
+
 from __future__ import annotations
 
 import copy
 import functools
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from .allocator import reuse_freed_memory
 
-reuse_freed_memory()            # the walk frees each step's activations; the next step reuses that memory
+reuse_freed_memory()  # the walk frees each step's activations; the next step reuses that memory
 _grad_enabled = True
 
 
@@ -61,6 +62,7 @@ def is_grad_enabled() -> bool:
 
 class _GradMode:
     """Base of no_grad / enable_grad: a context manager that also decorates functions."""
+
     mode = True
 
     def __enter__(self):
@@ -81,16 +83,19 @@ class _GradMode:
         def wrapper(*args, **kwargs):
             with set_grad_enabled(mode):
                 return fn(*args, **kwargs)
+
         return wrapper
 
 
 class no_grad(_GradMode):
     """Disable graph recording: `with mt.no_grad(): ...` or `@mt.no_grad()`."""
+
     mode = False
 
 
 class enable_grad(_GradMode):
     """Re-enable graph recording inside a no_grad block."""
+
     mode = True
 
 
@@ -106,6 +111,7 @@ def ieee_quiet():
 
 class VersionCounter:
     """How many in-place changes a tensor's array has had; a view shares its base's counter."""
+
     __slots__ = ("value",)
 
     def __init__(self):
@@ -115,6 +121,7 @@ class VersionCounter:
 # --------------------------------------------------------------------------------------------
 # How a primitive is called (the profiler's attachment point)
 # --------------------------------------------------------------------------------------------
+
 
 class OpCalls:
     """How the engine calls a primitive's forward and backward. The profiler installs a subclass
@@ -141,6 +148,7 @@ def set_op_calls(calls: OpCalls) -> OpCalls:
 # Function, Context, Node
 # --------------------------------------------------------------------------------------------
 
+
 class Context:
     """Scratch space a forward fills for its backward.
 
@@ -152,9 +160,10 @@ class Context:
     first-order backward, recorded primitives on Tensors under create_graph=True. Then the walk also
     hands the backward `saved_arrays` as the input and output Tensors themselves (`create_graph` is
     True), so the graph of the backward reaches them."""
+
     needs_input_grad: tuple = ()
     saved_arrays: tuple = ()
-    xp = None                   # ARRAYS, installed by ops/__init__.py (register_namespaces)
+    xp = None  # ARRAYS, installed by ops/__init__.py (register_namespaces)
     create_graph = False
 
     def save_for_backward(self, *arrays) -> None:
@@ -167,7 +176,7 @@ class Context:
         return helper(self.xp, *args) if self.create_graph else stored
 
 
-_TENSORS = None                 # the Tensor namespace, installed by ops/__init__.py
+_TENSORS = None  # the Tensor namespace, installed by ops/__init__.py
 
 
 def register_namespaces(arrays, tensors) -> None:
@@ -176,20 +185,21 @@ def register_namespaces(arrays, tensors) -> None:
     Context.xp, _TENSORS = arrays, tensors
 
 
-_OUTPUT = -1                    # Node.saved: the source of a saved array that is the op's output
+_OUTPUT = -1  # Node.saved: the source of a saved array that is the op's output
 
 
 class Node:
     """One recorded op application: the output tensor's grad_fn."""
+
     __slots__ = ("fn", "ctx", "inputs", "saved", "hooks", "retained", "__weakref__")
 
     def __init__(self, fn, ctx, inputs, saved=()):
-        self.fn = fn            # the Function subclass
-        self.ctx = ctx          # its Context; None once freed
-        self.inputs = inputs    # per forward input: the Tensor if it requires grad, else None
-        self.saved = saved      # (VersionCounter, version when saved, array, input index or _OUTPUT)
-        self.hooks = None       # the (non-leaf) output tensor's hooks, as array -> array functions
-        self.retained = None    # the output tensor when retain_grad() was called on it
+        self.fn = fn  # the Function subclass
+        self.ctx = ctx  # its Context; None once freed
+        self.inputs = inputs  # per forward input: the Tensor if it requires grad, else None
+        self.saved = saved  # (VersionCounter, version when saved, array, input index or _OUTPUT)
+        self.hooks = None  # the (non-leaf) output tensor's hooks, as array -> array functions
+        self.retained = None  # the output tensor when retain_grad() was called on it
 
     def name(self) -> str:
         return self.fn.__name__
@@ -212,14 +222,16 @@ class Node:
             raise RuntimeError(
                 f"backward through {self.name()} a second time: its saved arrays were freed by the first "
                 f"backward(); pass retain_graph=True (or create_graph=True) to the first backward() or grad() "
-                f"to keep them")
+                f"to keep them"
+            )
         for counter, version, arr, _ in self.saved:
             if counter.value != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by an inplace "
                     f"operation: [{arr.dtype} {arr.shape}], saved by {self.name()}Backward, is at version "
                     f"{counter.value}; expected version {version} instead. Change it before the forward "
-                    f"that uses it, or give that forward a .clone()")
+                    f"that uses it, or give that forward a .clone()"
+                )
         ctx = self._tensor_context() if create_graph else self.ctx
         grads = _op_calls.backward(self.fn, ctx, g)
         return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
@@ -237,7 +249,7 @@ class Node:
             if src is None or (src != _OUTPUT and self.inputs[src] is not None):
                 saved.append(arr if src is None else self.inputs[src])
                 continue
-            t = like.wrap(arr)                                 # an output, or an input outside the graph
+            t = like.wrap(arr)  # an output, or an input outside the graph
             t.version_counter = counter
             if src == _OUTPUT:
                 t.requires_grad, t.grad_fn = True, self
@@ -251,7 +263,8 @@ class Node:
         if len(grads) != len(self.inputs):
             raise RuntimeError(
                 f"function {self.name()}Backward returned {len(grads)} gradients, but {self.name()}.forward "
-                f"took {len(self.inputs)} tensor inputs: return one per input (None for no gradient)")
+                f"took {len(self.inputs)} tensor inputs: return one per input (None for no gradient)"
+            )
         out = list(grads)
         for i, (t, gi) in enumerate(zip(self.inputs, grads)):
             if t is None or gi is None:
@@ -260,13 +273,16 @@ class Node:
                 raise RuntimeError(
                     f"function {self.name()}Backward returned a NumPy array for input {i} under create_graph=True: "
                     f"its backward cannot be differentiated again. Write it with operators and ctx.xp on "
-                    f"ctx.saved_arrays (see docs/higher_order.md)")
+                    f"ctx.saved_arrays (see docs/higher_order.md)"
+                )
             if gi.shape != t.data.shape:
-                out[i] = gi = unbroadcast(gi, t.data.shape, f"{self.name()}Backward, input {i}",
-                                          _TENSORS if create_graph else Context.xp)
+                out[i] = gi = unbroadcast(
+                    gi, t.data.shape, f"{self.name()}Backward, input {i}", _TENSORS if create_graph else Context.xp
+                )
             if gi.dtype != t.data.dtype:
-                raise RuntimeError(f"function {self.name()}Backward returned a {gi.dtype} gradient for input {i}, "
-                                   f"a {t.dtype} tensor")
+                raise RuntimeError(
+                    f"function {self.name()}Backward returned a {gi.dtype} gradient for input {i}, a {t.dtype} tensor"
+                )
         return out
 
     def free(self) -> None:
@@ -287,7 +303,7 @@ class Function:
     def backward(ctx, g):  # pragma: no cover - abstract
         raise NotImplementedError
 
-    returns_view = False    # True where forward may return a view of its first input (shares its version)
+    returns_view = False  # True where forward may return a view of its first input (shares its version)
 
     @classmethod
     def apply(cls, *tensors, **kwargs):
@@ -314,8 +330,10 @@ def _array_of(fn, i: int, t) -> np.ndarray:
     """The array of tensor argument i of fn.apply (a clear TypeError for anything else)."""
     if isinstance(t, np.ndarray) or not hasattr(t, "version_counter"):
         hint = "; wrap it in mt.tensor(...)" if isinstance(t, np.ndarray) else ""
-        raise TypeError(f"{fn.__name__}.apply: argument {i} must be a Tensor, got {type(t).__name__}{hint} "
-                        f"(non-tensor arguments go by keyword)")
+        raise TypeError(
+            f"{fn.__name__}.apply: argument {i} must be a Tensor, got {type(t).__name__}{hint} "
+            f"(non-tensor arguments go by keyword)"
+        )
     return t.data
 
 
@@ -336,6 +354,7 @@ def _saved_versions(saved_arrays, tensors, result) -> tuple:
 # The graph walk
 # --------------------------------------------------------------------------------------------
 
+
 def unbroadcast(g, shape: tuple, who: str = "backward", xp=None):
     """Sum a gradient of a broadcast result back to the operand's `shape` (the one place this happens)."""
     if g.shape == shape:
@@ -353,7 +372,7 @@ def unbroadcast(g, shape: tuple, who: str = "backward", xp=None):
 def topological_order(roots) -> list:
     """Nodes reachable from the root node(s), each after every node that consumes it (iterative DFS)."""
     order, visited = [], set()
-    for root in (roots if isinstance(roots, (list, tuple)) else [roots]):
+    for root in roots if isinstance(roots, (list, tuple)) else [roots]:
         stack = [(root, False)]
         while stack:
             node, expanded = stack.pop()
@@ -380,9 +399,9 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
     runs on Tensors (Node.backward), so the result is differentiable again."""
     roots, gradients = list(roots), list(gradients)
     sink = _LeafGrads(gradients) if inputs is None else _InputGrads(inputs)
-    grads = {}                                                # node -> gradient of its output, summed
+    grads = {}  # node -> gradient of its output, summed
     for root, g in zip(roots, gradients):
-        if root.grad_fn is None:                              # a leaf: the gradient goes straight to it
+        if root.grad_fn is None:  # a leaf: the gradient goes straight to it
             sink.add(root, g if _is_tensor(g) else g.copy())
         else:
             grads[root.grad_fn] = grads[root.grad_fn] + g if root.grad_fn in grads else g
@@ -390,13 +409,13 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
     needed = None if inputs is None else sink.nodes_to_run(order)
     for node in order:
         g = grads.pop(node, None)
-        if g is None:                                         # nothing flows into this node
+        if g is None:  # nothing flows into this node
             continue
         g = node.receive(g, retain=inputs is None)
         if needed is not None:
             sink.capture(node, g)
-            if node not in needed and node.ctx is not None:   # nothing upstream of it is asked for (a freed
-                continue                                      # node has no inputs left: its backward says so)
+            if node not in needed and node.ctx is not None:  # nothing upstream of it is asked for (a freed
+                continue  # node has no inputs left: its backward says so)
         for t, gi in zip(node.inputs, node.backward(g, create_graph)):
             if t is None or gi is None:
                 continue
@@ -413,8 +432,8 @@ class _LeafGrads:
     """Gradients for the leaves, summed over the walk and handed to each leaf once at the end."""
 
     def __init__(self, caller_gradients: list):
-        self.sums = {}                                        # id(leaf) -> [leaf, summed gradient]
-        self.owned = {id(_array(g)) for g in caller_gradients}   # arrays a leaf must not take
+        self.sums = {}  # id(leaf) -> [leaf, summed gradient]
+        self.owned = {id(_array(g)) for g in caller_gradients}  # arrays a leaf must not take
 
     def add(self, leaf, g) -> None:
         entry = self.sums.get(id(leaf))
@@ -450,15 +469,18 @@ class _InputGrads:
         self.inputs = inputs
         self.leaves = {id(t) for t in inputs if t.grad_fn is None}
         self.nodes = {t.grad_fn for t in inputs if t.grad_fn is not None}
-        self.found = {}                                       # id(leaf) or node -> gradient
-        self.reached, self.reached_leaves = set(), set()      # nodes and leaves the walk reaches
+        self.found = {}  # id(leaf) or node -> gradient
+        self.reached, self.reached_leaves = set(), set()  # nodes and leaves the walk reaches
 
     def nodes_to_run(self, order: list) -> set:
         """The nodes whose backward leads to a requested input (producers first, so one pass)."""
         run = set()
         for node in reversed(order):
-            if any(t is not None and (id(t) in self.leaves if t.grad_fn is None
-                                      else t.grad_fn in self.nodes or t.grad_fn in run) for t in node.inputs):
+            if any(
+                t is not None
+                and (id(t) in self.leaves if t.grad_fn is None else t.grad_fn in self.nodes or t.grad_fn in run)
+                for t in node.inputs
+            ):
                 run.add(node)
         self.reached = run | (self.nodes & set(order))
         self.reached_leaves = {id(t) for node in run for t in node.inputs if t is not None} & self.leaves
@@ -490,6 +512,7 @@ class _InputGrads:
 # The entry points: Tensor.backward and grad
 # --------------------------------------------------------------------------------------------
 
+
 def _as_tuple(x, what: str) -> tuple:
     xs = tuple(x) if isinstance(x, (tuple, list)) else (x,)
     for i, t in enumerate(xs):
@@ -503,8 +526,10 @@ def root_gradient(output, gradient, create_graph: bool, who: str):
     checked against the output's shape and dtype. An array, or a Tensor under create_graph."""
     if gradient is None:
         if output.data.size != 1:
-            raise RuntimeError(f"{who}: grad can be implicitly created only for scalar outputs; this output has "
-                               f"shape {output.shape}: pass a gradient of that shape (grad_outputs= / gradient=)")
+            raise RuntimeError(
+                f"{who}: grad can be implicitly created only for scalar outputs; this output has "
+                f"shape {output.shape}: pass a gradient of that shape (grad_outputs= / gradient=)"
+            )
         g = np.ones(output.shape, dtype=output.dtype)
     else:
         g = gradient.data if hasattr(gradient, "version_counter") else np.asarray(gradient)
@@ -513,7 +538,7 @@ def root_gradient(output, gradient, create_graph: bool, who: str):
         if g.dtype != output.dtype:
             raise TypeError(f"{who}: the gradient has dtype {g.dtype}, expected the output's dtype {output.dtype}")
         if create_graph and hasattr(gradient, "version_counter"):
-            return gradient                                   # keeps its graph: the result depends on it
+            return gradient  # keeps its graph: the result depends on it
     return output.wrap(g) if create_graph else g
 
 
@@ -524,11 +549,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
     grad_tensors = (None,) * len(tensors) if grad_tensors is None else _grads_per_output(grad_tensors, tensors)
     for t in tensors:
         if not t.requires_grad:
-            raise RuntimeError("backward(): this tensor does not require grad and has no grad_fn "
-                               "(was it computed under no_grad, or from tensors without requires_grad=True?)")
+            raise RuntimeError(
+                "backward(): this tensor does not require grad and has no grad_fn "
+                "(was it computed under no_grad, or from tensors without requires_grad=True?)"
+            )
     gs = [root_gradient(t, g, create_graph, "backward()") for t, g in zip(tensors, grad_tensors)]
     retain = create_graph if retain_graph is None else retain_graph
-    with set_grad_enabled(create_graph), ieee_quiet():    # IEEE values at the edges, no NumPy warnings
+    with set_grad_enabled(create_graph), ieee_quiet():  # IEEE values at the edges, no NumPy warnings
         run_backward(tensors, gs, retain_graph=retain, create_graph=create_graph)
 
 
@@ -539,8 +566,9 @@ def _grads_per_output(grads, outputs: tuple) -> tuple:
     return grads
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
-         allow_unused: bool = False) -> tuple:
+def grad(
+    outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False, allow_unused: bool = False
+) -> tuple:
     """The gradients of `outputs` with respect to `inputs`, as torch.autograd.grad: sum over outputs of
     grad_outputs[i] . d outputs[i] / d input, one Tensor per input (leaf or not); .grad is left alone.
 
@@ -555,17 +583,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     for i, t in enumerate(inputs):
         if not t.requires_grad:
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad, so it has no gradient")
-    gs = [root_gradient(o, g, create_graph, f"grad: output {i}")
-          for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
+    gs = [root_gradient(o, g, create_graph, f"grad: output {i}") for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph), ieee_quiet():
         found = run_backward(outputs, gs, retain_graph=retain, create_graph=create_graph, inputs=inputs)
-    result, taken = [], {id(g) for g in gs}                   # arrays a result must not share
+    result, taken = [], {id(g) for g in gs}  # arrays a result must not share
     for i, (t, g) in enumerate(zip(inputs, found)):
         if g is None and not allow_unused:
-            raise RuntimeError(f"grad: input {i} (shape {t.shape}) was not used to compute the outputs; "
-                               f"pass allow_unused=True to get None for it")
-        if g is not None and not _is_tensor(g):           # the caller may write into it: an array of its own
+            raise RuntimeError(
+                f"grad: input {i} (shape {t.shape}) was not used to compute the outputs; "
+                f"pass allow_unused=True to get None for it"
+            )
+        if g is not None and not _is_tensor(g):  # the caller may write into it: an array of its own
             g = np.asarray(g)
             if not (g.flags.writeable and g.flags.owndata) or id(g) in taken:
                 g = g.copy()
@@ -579,12 +608,20 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
 # Finite-difference check
 # --------------------------------------------------------------------------------------------
 
+
 class GradcheckError(AssertionError):
     pass
 
 
-def gradcheck(fn: Callable, inputs: Sequence, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-3,
-              raise_exception: bool = True, seed: int = 0) -> bool:
+def gradcheck(
+    fn: Callable,
+    inputs: Sequence,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    seed: int = 0,
+) -> bool:
     """Compare backward with central finite differences, in float64.
 
     For a random upstream gradient v (fixed seed), the analytical vector-Jacobian product
@@ -626,8 +663,10 @@ def gradcheck(fn: Callable, inputs: Sequence, eps: float = 1e-6, atol: float = 1
     if worst[1] is None:
         return True
     i, idx, a, n = worst[1]
-    msg = (f"gradcheck failed for input {i} at element {idx}: analytical {a!r} vs numerical {n!r} "
-           f"(|diff| {abs(a - n):.3e} > atol {atol} + rtol {rtol} * |numerical|)")
+    msg = (
+        f"gradcheck failed for input {i} at element {idx}: analytical {a!r} vs numerical {n!r} "
+        f"(|diff| {abs(a - n):.3e} > atol {atol} + rtol {rtol} * |numerical|)"
+    )
     if raise_exception:
         raise GradcheckError(msg)
     return False
@@ -649,8 +688,16 @@ def _numerical_vjp(outputs: Callable, vs: list, x: np.ndarray, eps: float) -> np
     return numerical
 
 
-def gradgradcheck(fn: Callable, inputs: Sequence, grad_outputs: Sequence | None = None, eps: float = 1e-6,
-                  atol: float = 1e-5, rtol: float = 1e-3, raise_exception: bool = True, seed: int = 0) -> bool:
+def gradgradcheck(
+    fn: Callable,
+    inputs: Sequence,
+    grad_outputs: Sequence | None = None,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    seed: int = 0,
+) -> bool:
     """Check second derivatives with finite differences, as torch.autograd.gradgradcheck.
 
     The first derivative (x, g) -> grad(fn(x), x, g, create_graph=True) is itself checked by gradcheck:
@@ -679,8 +726,15 @@ def gradgradcheck(fn: Callable, inputs: Sequence, grad_outputs: Sequence | None 
             found = grad(ys, wrt, gs, create_graph=True, allow_unused=True)
         return tuple(x.wrap(np.zeros(x.shape, x.dtype)) if d is None else d for d, x in zip(found, wrt))
 
-    return gradcheck(first_derivative, inputs + grad_outputs, eps=eps, atol=atol, rtol=rtol,
-                     raise_exception=raise_exception, seed=seed)
+    return gradcheck(
+        first_derivative,
+        inputs + grad_outputs,
+        eps=eps,
+        atol=atol,
+        rtol=rtol,
+        raise_exception=raise_exception,
+        seed=seed,
+    )
 
 
 # mt.autograd.functional, as torch.autograd.functional: imported last because it builds on grad() above

@@ -25,6 +25,7 @@ computed one by one here, with the same values. Only the reverse-mode strategy e
 with tensors of your choosing in place of its parameters, so that a model's loss becomes a function
 of its parameters: `hvp(lambda *ps: loss(functional_call(model, dict(zip(names, ps)), x)), params, v)`.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -39,8 +40,10 @@ __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "functional_call"]
 # Argument handling, as in torch.autograd.functional (same checks, same messages)
 # --------------------------------------------------------------------------------------------
 
+
 def _is_tensor(x) -> bool:
     from .tensor import Tensor
+
     return isinstance(x, Tensor)
 
 
@@ -51,8 +54,11 @@ def _as_tuple(inp, arg_name: str, fn_name: str) -> tuple[bool, tuple]:
     for i, el in enumerate(items):
         if not _is_tensor(el):
             what = f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of Tensors"
-            raise TypeError(f"{what} but the value at index {i} has type {type(el).__name__}." if is_tuple
-                            else f"{what} but the given {arg_name} has type {type(el).__name__}.")
+            raise TypeError(
+                f"{what} but the value at index {i} has type {type(el).__name__}."
+                if is_tuple
+                else f"{what} but the given {arg_name} has type {type(el).__name__}."
+            )
     return is_tuple, items
 
 
@@ -72,7 +78,7 @@ def _preprocess(inputs: tuple, create_graph: bool, need_graph: bool) -> tuple:
     out = []
     for x in inputs:
         if create_graph and x.requires_grad:
-            out.append(x.view_as(x))         # a new node over x: higher derivatives reach x's graph
+            out.append(x.view_as(x))  # a new node over x: higher derivatives reach x's graph
         else:
             out.append(x.detach().requires_grad_(need_graph) if x.is_floating_point() else x.detach())
     return tuple(out)
@@ -95,22 +101,23 @@ def _validate_v(v: tuple, other: tuple, is_other_tuple: bool) -> None:
     for idx, (el_v, el_other) in enumerate(zip(v, other)):
         if tuple(el_v.shape) != tuple(el_other.shape):
             prepend = f"Entry {idx} in " if is_other_tuple else ""
-            raise RuntimeError(f"{prepend}v has invalid size: should be {tuple(el_other.shape)} but got "
-                               f"{tuple(el_v.shape)}.")
+            raise RuntimeError(
+                f"{prepend}v has invalid size: should be {tuple(el_other.shape)} but got {tuple(el_v.shape)}."
+            )
 
 
 _STRICT_MESSAGES = {
     "outputs": "Output {i} of the user-provided function does not require gradients. The outputs must be computed "
-               "in a differentiable manner from the input when running in strict mode.",
+    "in a differentiable manner from the input when running in strict mode.",
     "grad_inputs": "The gradient with respect to input {i} is independent of the inputs of the user-provided "
-                   "function. This is not allowed in strict mode.",
+    "function. This is not allowed in strict mode.",
     "jacobian": "While computing the hessian, found that the jacobian of the user-provided function with respect to "
-                "input {i} is independent of the input. This is not allowed in strict mode. You should ensure that "
-                "your function is twice differentiable and that the jacobian depends on the inputs (this would be "
-                "violated by a linear function for example).",
+    "input {i} is independent of the input. This is not allowed in strict mode. You should ensure that "
+    "your function is twice differentiable and that the jacobian depends on the inputs (this would be "
+    "violated by a linear function for example).",
     "hessian": "The hessian of the user-provided function with respect to input {i} is independent of the input. "
-               "This is not allowed in strict mode. You should ensure that your function is thrice differentiable "
-               "and that the hessian depends on the inputs.",
+    "This is not allowed in strict mode. You should ensure that your function is thrice differentiable "
+    "and that the hessian depends on the inputs.",
 }
 
 
@@ -120,26 +127,38 @@ def _check_requires_grad(tensors: tuple, kind: str, strict: bool) -> None:
         return
     for i, t in enumerate(tensors):
         if t is None:
-            raise RuntimeError(f"The output of the user-provided function is independent of input {i}. This is not "
-                               "allowed in strict mode.")
+            raise RuntimeError(
+                f"The output of the user-provided function is independent of input {i}. This is not "
+                "allowed in strict mode."
+            )
         if not t.requires_grad:
             raise RuntimeError(_STRICT_MESSAGES[kind].format(i=i))
 
 
-def _grad(outputs: tuple, inputs: tuple, grad_outputs=None, create_graph: bool = False,
-          retain_graph: bool | None = None) -> tuple:
+def _grad(
+    outputs: tuple, inputs: tuple, grad_outputs=None, create_graph: bool = False, retain_graph: bool | None = None
+) -> tuple:
     """mt.autograd.grad over the outputs that require grad (None for every input when none does)."""
     grad_outputs = (None,) * len(outputs) if grad_outputs is None else tuple(grad_outputs)
     kept = [(o, g) for o, g in zip(outputs, grad_outputs) if o is not None and o.requires_grad]
     if not kept:
         return (None,) * len(inputs)
-    return tuple(autograd.grad([o for o, _ in kept], list(inputs), [g for _, g in kept], create_graph=create_graph,
-                               retain_graph=retain_graph, allow_unused=True))
+    return tuple(
+        autograd.grad(
+            [o for o, _ in kept],
+            list(inputs),
+            [g for _, g in kept],
+            create_graph=create_graph,
+            retain_graph=retain_graph,
+            allow_unused=True,
+        )
+    )
 
 
 def _fill_in_zeros(grads: tuple, refs: tuple, strict: bool, create_graph: bool, stage: str) -> tuple:
     """Zeros where a gradient is None (the output does not depend on that input); in strict mode an error."""
     from .creation import zeros_like
+
     out = []
     for i, (g, ref) in enumerate(zip(grads, refs)):
         if g is None:
@@ -151,16 +170,15 @@ def _fill_in_zeros(grads: tuple, refs: tuple, strict: bool, create_graph: bool, 
 
 
 _STRICT_ZERO = {
-    "back": "The output of the user-provided function is independent of input {i}. This is not allowed in strict "
-            "mode.",
+    "back": "The output of the user-provided function is independent of input {i}. This is not allowed in strict mode.",
     "back_trick": "The gradient with respect to the input is independent of entry {i} in the grad_outputs when "
-                  "using the double backward trick to compute forward mode gradients. This is not allowed in strict "
-                  "mode.",
+    "using the double backward trick to compute forward mode gradients. This is not allowed in strict "
+    "mode.",
     "double_back": "The jacobian of the user-provided function is independent of input {i}. This is not allowed in "
-                   "strict mode.",
+    "strict mode.",
     "double_back_trick": "The hessian of the user-provided function is independent of entry {i} in the grad_jacobian"
-                         ". This is not allowed in strict mode as it prevents from using the double backward trick "
-                         "to replace forward mode AD.",
+    ". This is not allowed in strict mode as it prevents from using the double backward trick "
+    "to replace forward mode AD.",
 }
 
 
@@ -180,6 +198,7 @@ def _prepare_v(v, refs: tuple, is_refs_tuple: bool, fn_name: str, create_graph: 
 # The functions
 # --------------------------------------------------------------------------------------------
 
+
 def _call(func, inputs, create_graph: bool, strict: bool, fn_name: str) -> tuple:
     """func on fresh leaves of the inputs, under enable_grad: (is_inputs_tuple, inputs, is_outputs_tuple, outputs)."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
@@ -194,24 +213,39 @@ def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), v^T J): the vector-Jacobian product of func at inputs with v (one backward)."""
     with enable_grad():
         is_inputs_tuple, inputs, is_outputs_tuple, outputs = _call(func, inputs, create_graph, strict, "vjp")
-        v = _prepare_v(v, outputs, is_outputs_tuple, "vjp", create_graph,
-                       "The vector v can only be None if the user-provided function returns a single Tensor with "
-                       "a single element.")
+        v = _prepare_v(
+            v,
+            outputs,
+            is_outputs_tuple,
+            "vjp",
+            create_graph,
+            "The vector v can only be None if the user-provided function returns a single Tensor with "
+            "a single element.",
+        )
         grads = _grad(outputs, inputs, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, inputs, strict, create_graph, "back")
-    return (_unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
-            _unpack(_postprocess(result, create_graph), is_inputs_tuple))
+    return (
+        _unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
+        _unpack(_postprocess(result, create_graph), is_inputs_tuple),
+    )
 
 
 def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), J v) by the double-vjp trick: u -> J^T u is linear in u, and its vjp with v is J v."""
     from .creation import zeros_like
+
     with enable_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
         inputs = _preprocess(inputs, create_graph, need_graph=True)
-        v = _prepare_v(v, inputs, is_inputs_tuple, "jvp", create_graph,
-                       "The vector v can only be None if the input to the user-provided function is a single "
-                       "Tensor with a single element.")
+        v = _prepare_v(
+            v,
+            inputs,
+            is_inputs_tuple,
+            "jvp",
+            create_graph,
+            "The vector v can only be None if the input to the user-provided function is a single "
+            "Tensor with a single element.",
+        )
         outputs = func(*inputs)
         is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
         _check_requires_grad(outputs, "outputs", strict)
@@ -221,33 +255,45 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
         _check_requires_grad(grad_inputs, "grad_inputs", strict)
         grads = _grad(grad_inputs, us, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, outputs, strict, create_graph, "back_trick")
-    return (_unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
-            _unpack(_postprocess(result, create_graph), is_outputs_tuple))
+    return (
+        _unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
+        _unpack(_postprocess(result, create_graph), is_outputs_tuple),
+    )
 
 
-def jacobian(func, inputs, create_graph: bool = False, strict: bool = False, vectorize: bool = False,
-             strategy: str = "reverse-mode"):
+def jacobian(
+    func,
+    inputs,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    strategy: str = "reverse-mode",
+):
     """The Jacobian of func at inputs: entry [i][j] has shape outputs[i].shape + inputs[j].shape.
 
     Rows are computed by one backward per output element (reverse mode). `vectorize` is accepted and
     has no effect here (see the module docstring); strategy must be 'reverse-mode'.
     """
     if strategy != "reverse-mode":
-        raise ValueError(f"jacobian: strategy must be 'reverse-mode' (minitensor has no forward-mode AD), "
-                         f"got {strategy!r}")
+        raise ValueError(
+            f"jacobian: strategy must be 'reverse-mode' (minitensor has no forward-mode AD), got {strategy!r}"
+        )
     from .tensor import stack
+
     with enable_grad():
         is_inputs_tuple, inputs, is_outputs_tuple, outputs = _call(func, inputs, create_graph, strict, "jacobian")
         result = []
         for i, out in enumerate(outputs):
-            rows = [[] for _ in inputs]                      # rows[j]: d out_flat[k] / d inputs[j], per k
+            rows = [[] for _ in inputs]  # rows[j]: d out_flat[k] / d inputs[j], per k
             flat = out.reshape(-1)
             for k in range(flat.numel()):
                 grads = _grad((flat[k],), inputs, create_graph=create_graph, retain_graph=True)
-                for j, (g, x) in enumerate(zip(grads, inputs)):
+                for j, (g, _x) in enumerate(zip(grads, inputs)):
                     if g is None and strict:
-                        raise RuntimeError(f"Output {i} of the user-provided function is independent of input {j}. "
-                                           "This is not allowed in strict mode.")
+                        raise RuntimeError(
+                            f"Output {i} of the user-provided function is independent of input {j}. "
+                            "This is not allowed in strict mode."
+                        )
                     rows[j].append(g)
             result.append(tuple(_stack_rows(r, out, x, stack) for r, x in zip(rows, inputs)))
     return _unpack(_postprocess(tuple(result), create_graph), (is_outputs_tuple, is_inputs_tuple))
@@ -256,14 +302,22 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False, vec
 def _stack_rows(rows: list, out, x, stack):
     """The rows d out[k] / d x (None: zeros) as one Tensor of shape out.shape + x.shape."""
     from .creation import zeros_like
-    if not rows:                                             # an empty output: an empty Jacobian
+
+    if not rows:  # an empty output: an empty Jacobian
         from .creation import zeros
+
         return zeros(*(tuple(out.shape) + tuple(x.shape)), dtype=x.dtype)
     return stack([zeros_like(x) if g is None else g for g in rows]).reshape(*(tuple(out.shape) + tuple(x.shape)))
 
 
-def hessian(func, inputs, create_graph: bool = False, strict: bool = False, vectorize: bool = False,
-            outer_jacobian_strategy: str = "reverse-mode"):
+def hessian(
+    func,
+    inputs,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    outer_jacobian_strategy: str = "reverse-mode",
+):
     """The Hessian of a scalar func: the jacobian of its gradient; entry [i][j] has shape inputs[i] + inputs[j]."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
 
@@ -282,8 +336,14 @@ def hessian(func, inputs, create_graph: bool = False, strict: bool = False, vect
         _check_requires_grad(jac, "jacobian", strict)
         return jac
 
-    res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict, vectorize=vectorize,
-                   strategy=outer_jacobian_strategy)
+    res = jacobian(
+        jac_func,
+        inputs,
+        create_graph=create_graph,
+        strict=strict,
+        vectorize=vectorize,
+        strategy=outer_jacobian_strategy,
+    )
     return _unpack(res, (is_inputs_tuple, is_inputs_tuple))
 
 
@@ -291,9 +351,15 @@ def _scalar_output_and_gradient(func, inputs, v, create_graph, strict, fn_name):
     """Shared start of vhp and hvp: (is_inputs_tuple, inputs, v, outputs, the gradient recorded)."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
     inputs = _preprocess(inputs, create_graph, need_graph=True)
-    v = _prepare_v(v, inputs, is_inputs_tuple, fn_name, create_graph,
-                   "The vector v can only be None if the input to the user-provided function is a single Tensor "
-                   "with a single element.")
+    v = _prepare_v(
+        v,
+        inputs,
+        is_inputs_tuple,
+        fn_name,
+        create_graph,
+        "The vector v can only be None if the input to the user-provided function is a single Tensor "
+        "with a single element.",
+    )
     outputs = func(*inputs)
     is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", fn_name)
     _check_requires_grad(outputs, "outputs", strict)
@@ -309,8 +375,9 @@ def _scalar_output_and_gradient(func, inputs, v, create_graph, strict, fn_name):
 def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), v^T H) for a scalar func: the gradient recorded, then its vjp with v (two backwards)."""
     with enable_grad():
-        is_inputs_tuple, inputs, v, outputs, jac = _scalar_output_and_gradient(func, inputs, v, create_graph, strict,
-                                                                               "vhp")
+        is_inputs_tuple, inputs, v, outputs, jac = _scalar_output_and_gradient(
+            func, inputs, v, create_graph, strict, "vhp"
+        )
         grads = _grad(jac, inputs, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, inputs, strict, create_graph, "double_back")
     return _postprocess(outputs[0], create_graph), _unpack(_postprocess(result, create_graph), is_inputs_tuple)
@@ -324,9 +391,11 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     one backward less: PyTorch recommends vhp then, and so does this engine.
     """
     from .creation import zeros_like
+
     with enable_grad():
-        is_inputs_tuple, inputs, v, outputs, jac = _scalar_output_and_gradient(func, inputs, v, create_graph, strict,
-                                                                               "hvp")
+        is_inputs_tuple, inputs, v, outputs, jac = _scalar_output_and_gradient(
+            func, inputs, v, create_graph, strict, "hvp"
+        )
         us = tuple(zeros_like(x, requires_grad=True) for x in inputs)
         double_back = _grad(jac, inputs, us, create_graph=True)
         _check_requires_grad(double_back, "hessian", strict)
@@ -338,6 +407,7 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 # --------------------------------------------------------------------------------------------
 # A module as a function of its parameters
 # --------------------------------------------------------------------------------------------
+
 
 @contextmanager
 def _parameters_replaced(module, parameters: dict):

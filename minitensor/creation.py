@@ -4,6 +4,7 @@ arange, linspace, eye, randn, rand, randint, randperm and the *_like forms.
 Floating factories use the default dtype (dtypes.get_default_dtype) unless given one; random ones
 draw from minitensor's one seeded generator (random.py). Every result is a new leaf tensor.
 """
+
 from __future__ import annotations
 
 import numbers

@@ -8,6 +8,7 @@ becomes the default float dtype, and float32 + float64 tensors give float64.
 This module knows tensors only as objects with a `dtype` and an `ndim` (a Tensor or an ndarray),
 so it sits below tensor.py.
 """
+
 from __future__ import annotations
 
 import functools

@@ -8,6 +8,7 @@ Records, per primitive (a Function subclass: Linear, Softmax, MatMul, ...), the 
 and the wall time spent in its forward and in its backward. Time outside primitives (Python glue,
 optimizer updates) is reported as the difference to the block's total wall time.
 """
+
 from __future__ import annotations
 
 import time
@@ -18,7 +19,7 @@ from .autograd import OpCalls, set_op_calls
 class _TimedCalls(OpCalls):
     """The engine's way of calling primitives, with each call timed into a profile."""
 
-    def __init__(self, prof: "profile"):
+    def __init__(self, prof: profile):
         self.prof = prof
 
     def forward(self, fn, ctx, arrays, kwargs):
@@ -41,7 +42,7 @@ class profile:
     back the previous one, so profiles nest."""
 
     def __init__(self):
-        self.stats: dict[str, list] = {}   # op -> [forward calls, forward s, backward calls, backward s]
+        self.stats: dict[str, list] = {}  # op -> [forward calls, forward s, backward calls, backward s]
         self.wall = 0.0
         self._outer = None
 
@@ -56,7 +57,7 @@ class profile:
             s[2] += 1
             s[3] += seconds
 
-    def __enter__(self) -> "profile":
+    def __enter__(self) -> profile:
         self._outer = set_op_calls(_TimedCalls(self))
         self._t0 = time.perf_counter()
         return self
@@ -65,12 +66,21 @@ class profile:
         self.wall += time.perf_counter() - self._t0
         set_op_calls(self._outer)
         return False
+
     def rows(self) -> list[dict]:
         """One dict per op, sorted by total time (forward + backward), largest first."""
         out = []
         for op, (fc, ft, bc, bt) in self.stats.items():
-            out.append({"op": op, "calls": fc, "forward_ms": ft * 1e3, "backward_calls": bc,
-                        "backward_ms": bt * 1e3, "total_ms": (ft + bt) * 1e3})
+            out.append(
+                {
+                    "op": op,
+                    "calls": fc,
+                    "forward_ms": ft * 1e3,
+                    "backward_calls": bc,
+                    "backward_ms": bt * 1e3,
+                    "total_ms": (ft + bt) * 1e3,
+                }
+            )
         out.sort(key=lambda r: r["total_ms"], reverse=True)
         return out
 
@@ -81,16 +91,19 @@ class profile:
         """A plain-text table sorted by total time, with each op's share of the recorded op time."""
         rows = self.rows()
         total = self.total_op_ms() or 1.0
-        lines = [f"{'op':<16}{'calls':>7}{'fwd ms':>10}{'bwd ms':>10}{'total ms':>10}{'share':>8}",
-                 "-" * 61]
+        lines = [f"{'op':<16}{'calls':>7}{'fwd ms':>10}{'bwd ms':>10}{'total ms':>10}{'share':>8}", "-" * 61]
         for r in rows[:top]:
-            lines.append(f"{r['op']:<16}{r['calls']:>7}{r['forward_ms']:>10.2f}{r['backward_ms']:>10.2f}"
-                         f"{r['total_ms']:>10.2f}{r['total_ms'] / total:>8.1%}")
+            lines.append(
+                f"{r['op']:<16}{r['calls']:>7}{r['forward_ms']:>10.2f}{r['backward_ms']:>10.2f}"
+                f"{r['total_ms']:>10.2f}{r['total_ms'] / total:>8.1%}"
+            )
         lines.append("-" * 61)
         lines.append(f"{'ops total':<16}{'':>7}{'':>10}{'':>10}{total:>10.2f}")
         if self.wall:
-            lines.append(f"{'block wall':<16}{'':>7}{'':>10}{'':>10}{self.wall * 1e3:>10.2f}"
-                         f"   (outside ops: {max(self.wall * 1e3 - total, 0):.2f} ms)")
+            lines.append(
+                f"{'block wall':<16}{'':>7}{'':>10}{'':>10}{self.wall * 1e3:>10.2f}"
+                f"   (outside ops: {max(self.wall * 1e3 - total, 0):.2f} ms)"
+            )
         return "\n".join(lines)
 
     def __str__(self) -> str:

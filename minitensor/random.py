@@ -6,6 +6,7 @@ The default seed is fixed (PyTorch's default CPU seed), so an unseeded run is re
 The streams are NumPy's PCG64, not PyTorch's Philox/MT: the same seed gives different numbers
 than torch, which is why the parity checks copy weights and dropout masks instead of reseeding.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -34,6 +34,7 @@ Deviation from PyTorch, flagged: `torch.save` pickles arbitrary objects; here on
 lists, tuples, arrays (an `mt.Tensor` is saved as its array and loads back as an array) and
 Python scalars/strings/None are accepted, and `load` returns NumPy arrays, never Tensors.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,7 +69,7 @@ def _escape(component: str) -> str:
     for c in component:
         if c in "%/\0":
             out.append(f"%{ord(c):02X}")
-        elif "\ud800" <= c <= "\udfff":     # a lone surrogate: legal in a str, not encodable as UTF-8
+        elif "\ud800" <= c <= "\udfff":  # a lone surrogate: legal in a str, not encodable as UTF-8
             out.append(f"%u{ord(c):04X}")
         else:
             out.append(c)
@@ -81,6 +82,7 @@ def _where(path: list[str]) -> str:
 
 def _is_tensor(x) -> bool:
     from .tensor import Tensor  # imported late: this file must not depend on the import order
+
     return isinstance(x, Tensor)
 
 
@@ -90,25 +92,33 @@ def _array_key(path: list[str], arrays) -> str:
     if key == _META:
         key = "%5F" + key[1:]
     if len((key + ".npy").encode("utf-8")) > _MAX_NAME_BYTES:
-        raise ValueError(f"save: the key at {_where(path)[:200]} is too long for a zip archive "
-                         f"(its member name takes more than {_MAX_NAME_BYTES} bytes)")
+        raise ValueError(
+            f"save: the key at {_where(path)[:200]} is too long for a zip archive "
+            f"(its member name takes more than {_MAX_NAME_BYTES} bytes)"
+        )
     if key in arrays:  # e.g. the int key 1 and the str key '1' in one dict
-        raise ValueError(f"save: the key at {_where(path)} maps to the archive member {key!r}, "
-                         "which another entry already uses (an int key and the same number as a str?)")
+        raise ValueError(
+            f"save: the key at {_where(path)} maps to the archive member {key!r}, "
+            "which another entry already uses (an int key and the same number as a str?)"
+        )
     return key
 
 
 def _flatten(obj, path: list[str], arrays: OrderedDict[str, np.ndarray], depth: int = 0):
     """Return the JSON skeleton of `obj`, putting its arrays into `arrays` by member name."""
     if depth > MAX_DEPTH:
-        raise ValueError(f"save: nesting deeper than {MAX_DEPTH} containers at {_where(path[:3])}... "
-                         "(a container that holds itself?)")
+        raise ValueError(
+            f"save: nesting deeper than {MAX_DEPTH} containers at {_where(path[:3])}... "
+            "(a container that holds itself?)"
+        )
     if _is_tensor(obj):
         obj = obj.data
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
-            raise TypeError(f"save: the array at {_where(path)} has dtype object; only numeric, bool "
-                            "and string arrays can be saved (object arrays would need pickle)")
+            raise TypeError(
+                f"save: the array at {_where(path)} has dtype object; only numeric, bool "
+                "and string arrays can be saved (object arrays would need pickle)"
+            )
         key = _array_key(path, arrays)
         arrays[key] = obj
         return {"a": key}
@@ -127,16 +137,17 @@ def _flatten(obj, path: list[str], arrays: OrderedDict[str, np.ndarray], depth: 
         items = []
         for k, v in obj.items():
             if isinstance(k, bool) or not isinstance(k, (str, int)):
-                raise TypeError(f"save: dict keys must be str or int, got {type(k).__name__} "
-                                f"{k!r} at {_where(path)}")
+                raise TypeError(f"save: dict keys must be str or int, got {type(k).__name__} {k!r} at {_where(path)}")
             node = _flatten(v, path + [str(k)], arrays, depth + 1)
             items.append([k if isinstance(k, str) else {"i": k}, node])
         return {"d": items}
     if isinstance(obj, (list, tuple)):
         kids = [_flatten(v, path + [str(i)], arrays, depth + 1) for i, v in enumerate(obj)]
         return {"t" if isinstance(obj, tuple) else "l": kids}
-    raise TypeError(f"save: cannot store a {type(obj).__name__} at {_where(path)}; "
-                    "expected dict, list, tuple, np.ndarray, Tensor, int, float, bool, str or None")
+    raise TypeError(
+        f"save: cannot store a {type(obj).__name__} at {_where(path)}; "
+        "expected dict, list, tuple, np.ndarray, Tensor, int, float, bool, str or None"
+    )
 
 
 def _unflatten(node, read, where: str, depth: int = 0):
@@ -144,9 +155,10 @@ def _unflatten(node, read, where: str, depth: int = 0):
     if depth > MAX_DEPTH:
         raise _Malformed(f"its structure nests deeper than {MAX_DEPTH} containers")
     if not isinstance(node, dict) or len(node) != 1:
-        raise _Malformed(f"is corrupt: malformed structure entry at {where}: expected a one-key object, "
-                         f"got {_short(node)}")
-    (kind, val), = node.items()
+        raise _Malformed(
+            f"is corrupt: malformed structure entry at {where}: expected a one-key object, got {_short(node)}"
+        )
+    ((kind, val),) = node.items()
     expected = {"a": str, "v": (str, bool, type(None)), "i": str, "f": str, "d": list, "l": list, "t": list}
     if kind not in expected:
         raise _Malformed(f"is corrupt: unknown structure entry {kind!r} at {where}")
@@ -196,7 +208,7 @@ def _target_mode(path: str) -> int:
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
-        umask = os.umask(0)     # the only portable way to read the umask is to set it
+        umask = os.umask(0)  # the only portable way to read the umask is to set it
         os.umask(umask)
         return 0o666 & ~umask
 
@@ -227,7 +239,7 @@ def save(obj, path) -> None:
                 with zf.open(_META + ".npy", "w") as member:
                     np.lib.format.write_array(member, np.array(meta), allow_pickle=False)
             f.flush()
-            os.fsync(f.fileno())    # the data reaches the disk before the name points at it
+            os.fsync(f.fileno())  # the data reaches the disk before the name points at it
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -258,8 +270,21 @@ def load(path):
 
 
 # Everything reading a hostile file can raise, besides our own checks.
-_READ_ERRORS = (ValueError, TypeError, KeyError, OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile,
-                zlib.error, NotImplementedError, OverflowError, MemoryError, RecursionError, UnicodeError)
+_READ_ERRORS = (
+    ValueError,
+    TypeError,
+    KeyError,
+    OSError,
+    EOFError,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    NotImplementedError,
+    OverflowError,
+    MemoryError,
+    RecursionError,
+    UnicodeError,
+)
 
 
 def _load_archive(path: str):
@@ -285,8 +310,10 @@ def _load_archive(path: str):
 def _load_with_structure(zf: zipfile.ZipFile, names: list[str]):
     meta_array = _read_member(zf, _META + ".npy", "the structure")
     if meta_array.shape != () or meta_array.dtype.kind != "U":
-        raise _Malformed(f"has a malformed structure member {_META!r}: expected a 0-d text array, "
-                         f"got dtype {meta_array.dtype} shape {meta_array.shape}")
+        raise _Malformed(
+            f"has a malformed structure member {_META!r}: expected a 0-d text array, "
+            f"got dtype {meta_array.dtype} shape {meta_array.shape}"
+        )
     try:
         meta = json.loads(str(meta_array))
     except RecursionError:
@@ -294,8 +321,9 @@ def _load_with_structure(zf: zipfile.ZipFile, names: list[str]):
     except ValueError as e:
         raise _Malformed(f"has an unreadable structure member {_META!r} (invalid JSON: {e})") from None
     if not isinstance(meta, dict) or "tree" not in meta or meta.get("format") != "minitensor":
-        raise _Malformed(f"has a malformed structure member {_META!r}: expected an object with "
-                         "'format': 'minitensor' and a 'tree'")
+        raise _Malformed(
+            f"has a malformed structure member {_META!r}: expected an object with 'format': 'minitensor' and a 'tree'"
+        )
     version = meta.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise _Malformed(f"has a malformed format version {_short(version)}")
@@ -329,22 +357,26 @@ def _read_member(zf: zipfile.ZipFile, name: str, where: str) -> np.ndarray:
         with zf.open(info) as f:
             version = np.lib.format.read_magic(f)
             header = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-            if version in header:   # version 3.0 (UTF-8 field names) is left to read_array's own checks
+            if version in header:  # version 3.0 (UTF-8 field names) is left to read_array's own checks
                 shape, _, dtype = header[version](f)
                 if dtype.hasobject:
-                    raise _Malformed(f"member {name!r} ({where}) is an object array (it would need "
-                                     "unpickling); refused: minitensor files never contain pickles")
+                    raise _Malformed(
+                        f"member {name!r} ({where}) is an object array (it would need "
+                        "unpickling); refused: minitensor files never contain pickles"
+                    )
                 needed = math.prod(shape) * dtype.itemsize
                 if needed != info.file_size - f.tell():
-                    raise _Malformed(f"is corrupt: member {name!r} ({where}) declares {needed} bytes of "
-                                     f"{dtype} {shape} but holds {info.file_size - f.tell()}")
+                    raise _Malformed(
+                        f"is corrupt: member {name!r} ({where}) declares {needed} bytes of "
+                        f"{dtype} {shape} but holds {info.file_size - f.tell()}"
+                    )
             f.seek(0)
             array = np.lib.format.read_array(f, allow_pickle=False)
             if f.read(1):
                 raise _Malformed(f"is corrupt: member {name!r} ({where}) has bytes after its array data")
     except _READ_ERRORS as e:
         raise _Malformed(f"is corrupt: member {name!r} ({where}) cannot be read ({_reason(e)})") from None
-    if array.dtype.hasobject:   # defensive: read_array refuses these when allow_pickle is False
+    if array.dtype.hasobject:  # defensive: read_array refuses these when allow_pickle is False
         raise _Malformed(f"member {name!r} ({where}) is an object array; refused")
     return array
 

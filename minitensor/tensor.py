@@ -13,6 +13,7 @@ Dtypes and promotion live in dtypes.py, the factories (tensor, zeros, randn, ...
 Mixed-dtype operands are promoted as PyTorch does (dtypes.result_type); a float operand that must
 widen goes through a differentiable Cast, so a float32 input still gets a float32 gradient.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -20,31 +21,30 @@ import collections
 import math
 import numbers
 import operator
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from . import ops
-from . import autograd
+from . import autograd, ops
 from .autograd import VersionCounter, ieee_quiet, is_grad_enabled
 from .dtypes import SUPPORTED, bool_, float32, float64, get_default_dtype, int32, int64, result_type
 from .random import generator
 
 
-def _operand(x, dtype: np.dtype) -> "Tensor":
+def _operand(x, dtype: np.dtype) -> Tensor:
     if isinstance(x, Tensor):
         return x if x.data.dtype == dtype else x.to(dtype)
     return Tensor.wrap(np.asarray(x, dtype=dtype))
 
 
-def _binary(fn, a, b, dtype=None) -> "Tensor":
+def _binary(fn, a, b, dtype=None) -> Tensor:
     """fn.apply on a and b (tensors or Python numbers) promoted as PyTorch does, or to `dtype`;
     operands that do not broadcast give an error naming the op and both shapes."""
     x, y = _operands(a, b, dtype)
     try:
         return fn.apply(x, y)
     except ValueError:
-        if _shapes_broadcast(x.shape, y.shape):        # some other error: NumPy's message says it
+        if _shapes_broadcast(x.shape, y.shape):  # some other error: NumPy's message says it
             raise
         raise ValueError(f"{fn.__name__.lower()}: shapes {x.shape} and {y.shape} do not broadcast") from None
 
@@ -127,6 +127,7 @@ _ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
 
 class Tensor:
     """A NumPy array that can record the operations applied to it and backpropagate through them."""
+
     __slots__ = ("data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks", "__weakref__")
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
@@ -136,15 +137,15 @@ class Tensor:
             arr = arr.astype(dtype)
         self.data = arr
         self._grad = None
-        self.grad_fn = None     # the autograd Node that produced this tensor; None for a leaf
-        self.version_counter = VersionCounter()   # bumped by every in-place change (shared with views)
-        self._hooks = None      # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
+        self.grad_fn = None  # the autograd Node that produced this tensor; None for a leaf
+        self.version_counter = VersionCounter()  # bumped by every in-place change (shared with views)
+        self._hooks = None  # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
 
     @staticmethod
-    def wrap(arr: np.ndarray) -> "Tensor":
+    def wrap(arr: np.ndarray) -> Tensor:
         """A new Tensor around `arr`, no checks, no copy: how ops build their results."""
         t = object.__new__(Tensor)
         t.data = arr
@@ -199,13 +200,13 @@ class Tensor:
         return self.grad_fn is None
 
     @property
-    def T(self) -> "Tensor":
+    def T(self) -> Tensor:
         if self.ndim > 2:
             raise ValueError(f"T: expected a tensor of at most 2 dimensions, got shape {self.shape}; use permute")
         return self if self.ndim < 2 else self.transpose(0, 1)
 
     @property
-    def mT(self) -> "Tensor":
+    def mT(self) -> Tensor:
         return self.transpose(-2, -1)
 
     def size(self, dim=None):
@@ -230,8 +231,10 @@ class Tensor:
 
     def item(self):
         if self.data.size != 1:
-            raise ValueError(f"item(): only a tensor with one element can be converted to a Python number, "
-                             f"got shape {self.shape} ({self.data.size} elements)")
+            raise ValueError(
+                f"item(): only a tensor with one element can be converted to a Python number, "
+                f"got shape {self.shape} ({self.data.size} elements)"
+            )
         return self.data.reshape(()).item()
 
     def __array__(self, dtype=None, copy=None):
@@ -251,8 +254,9 @@ class Tensor:
 
     def __bool__(self):
         if self.data.size != 1:
-            raise ValueError(f"the truth value of a tensor with {self.data.size} elements is ambiguous; "
-                             "use .any() or .all()")
+            raise ValueError(
+                f"the truth value of a tensor with {self.data.size} elements is ambiguous; use .any() or .all()"
+            )
         return bool(self.data.reshape(()))
 
     def __float__(self):
@@ -263,12 +267,13 @@ class Tensor:
 
     def __index__(self):
         if self.dtype.kind not in "iu" or self.data.size != 1:
-            raise TypeError(f"only an integer tensor with one element can be used as an index, "
-                            f"got {self.dtype} {self.shape}")
+            raise TypeError(
+                f"only an integer tensor with one element can be used as an index, got {self.dtype} {self.shape}"
+            )
         return int(self.item())
 
     # ------------------------------------------------------------------ autograd
-    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         if requires_grad and self.dtype.kind != "f":
             raise TypeError(f"only floating-point tensors can require gradients, got dtype {self.dtype}")
         if not requires_grad and self.grad_fn is not None:
@@ -276,7 +281,7 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         return self
 
-    def detach(self) -> "Tensor":
+    def detach(self) -> Tensor:
         """A new leaf sharing this tensor's array (and its version counter), outside the graph."""
         t = Tensor.wrap(self.data)
         t.version_counter = self.version_counter
@@ -294,7 +299,7 @@ class Tensor:
             g = hook(g)
         if g.dtype != self.data.dtype:
             raise RuntimeError(f"internal: gradient dtype {g.dtype} differs from the tensor's dtype {self.data.dtype}")
-        if isinstance(g, Tensor):                          # create_graph: .grad keeps the gradient's graph
+        if isinstance(g, Tensor):  # create_graph: .grad keeps the gradient's graph
             self._grad = g if self._grad is None else self._grad + g
         elif self._grad is None:
             self._grad = Tensor.wrap(g)
@@ -324,7 +329,7 @@ class Tensor:
         if self.grad_fn is not None or (self.requires_grad and is_grad_enabled()):
             raise RuntimeError(f"{op}: in-place change of a tensor that requires grad; wrap it in mt.no_grad()")
 
-    def _write(self, op: str, index, value) -> "Tensor":
+    def _write(self, op: str, index, value) -> Tensor:
         """self.data[index] = value, broadcast; errors name the op and both shapes."""
         self._check_inplace(op)
         value = value.data if isinstance(value, Tensor) else value
@@ -332,12 +337,14 @@ class Tensor:
             with ieee_quiet():
                 self.data[index] = value
         except (ValueError, TypeError) as e:
-            raise ValueError(f"{op}: cannot write a value of shape {np.shape(value)} into a {self.dtype} tensor of "
-                             f"shape {self.shape} at {index!r}: {e}") from None
+            raise ValueError(
+                f"{op}: cannot write a value of shape {np.shape(value)} into a {self.dtype} tensor of "
+                f"shape {self.shape} at {index!r}: {e}"
+            ) from None
         self.version_counter.value += 1
         return self
 
-    def _update(self, op: str, ufunc, other) -> "Tensor":
+    def _update(self, op: str, ufunc, other) -> Tensor:
         """self = ufunc(self, other) in place: the result keeps this tensor's shape and dtype."""
         self._check_inplace(op)
         o = other.data if isinstance(other, Tensor) else other
@@ -345,51 +352,65 @@ class Tensor:
             with ieee_quiet():
                 ufunc(self.data, o, out=self.data, casting="same_kind")
         except (ValueError, TypeError):
-            raise ValueError(f"{op}: an operand of shape {np.shape(o)} and dtype {np.asarray(o).dtype} cannot "
-                             f"update a {self.dtype} tensor of shape {self.shape} in place") from None
+            raise ValueError(
+                f"{op}: an operand of shape {np.shape(o)} and dtype {np.asarray(o).dtype} cannot "
+                f"update a {self.dtype} tensor of shape {self.shape} in place"
+            ) from None
         self.version_counter.value += 1
         return self
 
-    def zero_(self) -> "Tensor": return self._write("zero_", Ellipsis, 0)
-    def fill_(self, value) -> "Tensor": return self._write("fill_", Ellipsis, value)
-    def add_(self, other, alpha=1) -> "Tensor": return self._update("add_", np.add, _scaled(other, alpha))
-    def sub_(self, other, alpha=1) -> "Tensor": return self._update("sub_", np.subtract, _scaled(other, alpha))
-    def mul_(self, other) -> "Tensor": return self._update("mul_", np.multiply, other)
-    def div_(self, other) -> "Tensor": return self._update("div_", np.true_divide, other)
+    def zero_(self) -> Tensor:
+        return self._write("zero_", Ellipsis, 0)
 
-    def copy_(self, src) -> "Tensor":
+    def fill_(self, value) -> Tensor:
+        return self._write("fill_", Ellipsis, value)
+
+    def add_(self, other, alpha=1) -> Tensor:
+        return self._update("add_", np.add, _scaled(other, alpha))
+
+    def sub_(self, other, alpha=1) -> Tensor:
+        return self._update("sub_", np.subtract, _scaled(other, alpha))
+
+    def mul_(self, other) -> Tensor:
+        return self._update("mul_", np.multiply, other)
+
+    def div_(self, other) -> Tensor:
+        return self._update("div_", np.true_divide, other)
+
+    def copy_(self, src) -> Tensor:
         arr = src.data if isinstance(src, Tensor) else np.asarray(src)
         if not np.can_cast(arr.dtype, self.dtype, casting="same_kind"):
             raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}")
         return self._write("copy_", Ellipsis, arr)
 
-    def masked_fill_(self, mask, value) -> "Tensor":
+    def masked_fill_(self, mask, value) -> Tensor:
         m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
         if m.dtype != bool_:
             raise TypeError(f"masked_fill_: mask must be a bool tensor, got {m.dtype}")
         if not _broadcasts_to(m.shape, self.shape):
-            raise ValueError(f"masked_fill_: mask of shape {m.shape} does not broadcast to the tensor's shape "
-                             f"{self.shape}")
+            raise ValueError(
+                f"masked_fill_: mask of shape {m.shape} does not broadcast to the tensor's shape {self.shape}"
+            )
         return self._write("masked_fill_", np.broadcast_to(m, self.shape), value)
 
-    def clamp_(self, min=None, max=None) -> "Tensor":
+    def clamp_(self, min=None, max=None) -> Tensor:
         if min is None and max is None:
             raise ValueError("clamp_: at least one of min and max must be given")
         return self._write("clamp_", Ellipsis, np.clip(self.data, min, max))
 
-    def uniform_(self, a: float = 0.0, b: float = 1.0) -> "Tensor":
+    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
         return self._write("uniform_", Ellipsis, generator().uniform(a, b, self.shape))
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> "Tensor":
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
         return self._write("normal_", Ellipsis, generator().normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
         self._write("__setitem__", _normalize_index(index)[0], value)
 
     # ------------------------------------------------------------------ dtype
-    def to(self, dtype=None, device=None) -> "Tensor":
+    def to(self, dtype=None, device=None) -> Tensor:
         """This tensor in `dtype` (differentiable between float dtypes); the only device is 'cpu'."""
-        if isinstance(dtype, str) and dtype.partition(":")[0] in ("cpu", "cuda", "mps"):   # x.to(device)
+        if isinstance(dtype, str) and dtype.partition(":")[0] in ("cpu", "cuda", "mps"):  # x.to(device)
             dtype, device = None, dtype
         if device not in (None, "cpu"):
             raise ValueError(f"to: minitensor runs on the CPU only, got device {device!r}")
@@ -398,105 +419,225 @@ class Tensor:
         dtype = np.dtype(dtype)
         if dtype.kind == "f" and self.dtype.kind == "f":
             return ops.Cast.apply(self, dtype=dtype)
-        with ieee_quiet():                    # NaN or inf to an integer dtype: NumPy's value, no warning
+        with ieee_quiet():  # NaN or inf to an integer dtype: NumPy's value, no warning
             return Tensor.wrap(self.data.astype(dtype))
 
-    def float(self) -> "Tensor":
+    def float(self) -> Tensor:
         return self.to(float32)
 
-    def double(self) -> "Tensor":
+    def double(self) -> Tensor:
         return self.to(float64)
 
-    def long(self) -> "Tensor":
+    def long(self) -> Tensor:
         return self.to(int64)
 
-    def int(self) -> "Tensor":
+    def int(self) -> Tensor:
         return self.to(int32)
 
-    def bool(self) -> "Tensor":
+    def bool(self) -> Tensor:
         return self.to(bool_)
 
-    def type_as(self, other: "Tensor") -> "Tensor":
+    def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
 
     def is_floating_point(self) -> bool:
         return self.dtype.kind == "f"
 
-    def clone(self) -> "Tensor":
+    def clone(self) -> Tensor:
         return ops.Clone.apply(self)
 
-    def contiguous(self) -> "Tensor":
+    def contiguous(self) -> Tensor:
         return self if self.data.flags.c_contiguous else ops.Clone.apply(self)
 
     # ------------------------------------------------------------------ arithmetic
-    def __add__(self, other): return _binary(ops.Add, self, other)
-    def __radd__(self, other): return _binary(ops.Add, other, self)
-    def __sub__(self, other): return _binary(ops.Sub, self, other)
-    def __rsub__(self, other): return _binary(ops.Sub, other, self)
-    def __mul__(self, other): return _binary(ops.Mul, self, other)
-    def __rmul__(self, other): return _binary(ops.Mul, other, self)
-    def __truediv__(self, other): return _div(self, other)
-    def __rtruediv__(self, other): return _div(other, self)
-    def __pow__(self, other): return pow(self, other)
-    def __rpow__(self, other): return pow(other, self)
-    def __matmul__(self, other): return matmul(self, other)
-    def __rmatmul__(self, other): return matmul(other, self)
-    def __neg__(self): return ops.Neg.apply(self)
-    def __pos__(self): return self
-    def add(self, other): return self + other
-    def sub(self, other): return self - other
-    def mul(self, other): return self * other
-    def div(self, other): return self / other
-    def pow(self, exponent): return pow(self, exponent)
-    def matmul(self, other): return matmul(self, other)
-    def neg(self): return ops.Neg.apply(self)
+    def __add__(self, other):
+        return _binary(ops.Add, self, other)
+
+    def __radd__(self, other):
+        return _binary(ops.Add, other, self)
+
+    def __sub__(self, other):
+        return _binary(ops.Sub, self, other)
+
+    def __rsub__(self, other):
+        return _binary(ops.Sub, other, self)
+
+    def __mul__(self, other):
+        return _binary(ops.Mul, self, other)
+
+    def __rmul__(self, other):
+        return _binary(ops.Mul, other, self)
+
+    def __truediv__(self, other):
+        return _div(self, other)
+
+    def __rtruediv__(self, other):
+        return _div(other, self)
+
+    def __pow__(self, other):
+        return pow(self, other)
+
+    def __rpow__(self, other):
+        return pow(other, self)
+
+    def __matmul__(self, other):
+        return matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return matmul(other, self)
+
+    def __neg__(self):
+        return ops.Neg.apply(self)
+
+    def __pos__(self):
+        return self
+
+    def add(self, other):
+        return self + other
+
+    def sub(self, other):
+        return self - other
+
+    def mul(self, other):
+        return self * other
+
+    def div(self, other):
+        return self / other
+
+    def pow(self, exponent):
+        return pow(self, exponent)
+
+    def matmul(self, other):
+        return matmul(self, other)
+
+    def neg(self):
+        return ops.Neg.apply(self)
 
     # ------------------------------------------------------------------ comparisons and logic (no grad)
-    def __eq__(self, other): return _compare(np.equal, self, other)
-    def __ne__(self, other): return _compare(np.not_equal, self, other)
-    def __lt__(self, other): return _compare(np.less, self, other)
-    def __le__(self, other): return _compare(np.less_equal, self, other)
-    def __gt__(self, other): return _compare(np.greater, self, other)
-    def __ge__(self, other): return _compare(np.greater_equal, self, other)
-    def eq(self, other): return self == other
-    def ne(self, other): return self != other
-    def lt(self, other): return self < other
-    def le(self, other): return self <= other
-    def gt(self, other): return self > other
-    def ge(self, other): return self >= other
-    def __and__(self, other): return _logical(np.logical_and, "&", self, other)
-    def __rand__(self, other): return _logical(np.logical_and, "&", other, self)
-    def __or__(self, other): return _logical(np.logical_or, "|", self, other)
-    def __ror__(self, other): return _logical(np.logical_or, "|", other, self)
-    def __xor__(self, other): return _logical(np.logical_xor, "^", self, other)
-    def __invert__(self): return _invert(self)
-    def logical_not(self): return Tensor.wrap(np.logical_not(self.data))
-    def all(self, dim=None, keepdim=False): return _all_any(np.all, self, dim, keepdim)
-    def any(self, dim=None, keepdim=False): return _all_any(np.any, self, dim, keepdim)
-    def isnan(self): return Tensor.wrap(np.isnan(self.data))
-    def isfinite(self): return Tensor.wrap(np.isfinite(self.data))
+    def __eq__(self, other):
+        return _compare(np.equal, self, other)
+
+    def __ne__(self, other):
+        return _compare(np.not_equal, self, other)
+
+    def __lt__(self, other):
+        return _compare(np.less, self, other)
+
+    def __le__(self, other):
+        return _compare(np.less_equal, self, other)
+
+    def __gt__(self, other):
+        return _compare(np.greater, self, other)
+
+    def __ge__(self, other):
+        return _compare(np.greater_equal, self, other)
+
+    def eq(self, other):
+        return self == other
+
+    def ne(self, other):
+        return self != other
+
+    def lt(self, other):
+        return self < other
+
+    def le(self, other):
+        return self <= other
+
+    def gt(self, other):
+        return self > other
+
+    def ge(self, other):
+        return self >= other
+
+    def __and__(self, other):
+        return _logical(np.logical_and, "&", self, other)
+
+    def __rand__(self, other):
+        return _logical(np.logical_and, "&", other, self)
+
+    def __or__(self, other):
+        return _logical(np.logical_or, "|", self, other)
+
+    def __ror__(self, other):
+        return _logical(np.logical_or, "|", other, self)
+
+    def __xor__(self, other):
+        return _logical(np.logical_xor, "^", self, other)
+
+    def __invert__(self):
+        return _invert(self)
+
+    def logical_not(self):
+        return Tensor.wrap(np.logical_not(self.data))
+
+    def all(self, dim=None, keepdim=False):
+        return _all_any(np.all, self, dim, keepdim)
+
+    def any(self, dim=None, keepdim=False):
+        return _all_any(np.any, self, dim, keepdim)
+
+    def isnan(self):
+        return Tensor.wrap(np.isnan(self.data))
+
+    def isfinite(self):
+        return Tensor.wrap(np.isfinite(self.data))
 
     # ------------------------------------------------------------------ elementwise
-    def exp(self): return ops.Exp.apply(_floating(self))
-    def log(self): return ops.Log.apply(_floating(self))
-    def sqrt(self): return ops.Sqrt.apply(_floating(self))
-    def rsqrt(self): return 1.0 / self.sqrt()
-    def abs(self): return ops.Abs.apply(self)
-    def tanh(self): return ops.Tanh.apply(_floating(self))
-    def erf(self): return ops.Erf.apply(_floating(self))
-    def sigmoid(self): return ops.Sigmoid.apply(_floating(self))
-    def relu(self): return ops.Relu.apply(self)
-    def square(self): return ops.PowScalar.apply(self, exponent=2)
-    def clamp(self, min=None, max=None): return clamp(self, min, max)
-    def clip(self, min=None, max=None): return clamp(self, min, max)
-    def maximum(self, other): return maximum(self, other)
-    def minimum(self, other): return minimum(self, other)
-    def masked_fill(self, mask, value): return masked_fill(self, mask, value)
-    def softmax(self, dim, dtype=None): return softmax(self, dim, dtype)
-    def log_softmax(self, dim, dtype=None): return log_softmax(self, dim, dtype)
+    def exp(self):
+        return ops.Exp.apply(_floating(self))
+
+    def log(self):
+        return ops.Log.apply(_floating(self))
+
+    def sqrt(self):
+        return ops.Sqrt.apply(_floating(self))
+
+    def rsqrt(self):
+        return 1.0 / self.sqrt()
+
+    def abs(self):
+        return ops.Abs.apply(self)
+
+    def tanh(self):
+        return ops.Tanh.apply(_floating(self))
+
+    def erf(self):
+        return ops.Erf.apply(_floating(self))
+
+    def sigmoid(self):
+        return ops.Sigmoid.apply(_floating(self))
+
+    def relu(self):
+        return ops.Relu.apply(self)
+
+    def square(self):
+        return ops.PowScalar.apply(self, exponent=2)
+
+    def clamp(self, min=None, max=None):
+        return clamp(self, min, max)
+
+    def clip(self, min=None, max=None):
+        return clamp(self, min, max)
+
+    def maximum(self, other):
+        return maximum(self, other)
+
+    def minimum(self, other):
+        return minimum(self, other)
+
+    def masked_fill(self, mask, value):
+        return masked_fill(self, mask, value)
+
+    def softmax(self, dim, dtype=None):
+        return softmax(self, dim, dtype)
+
+    def log_softmax(self, dim, dtype=None):
+        return log_softmax(self, dim, dtype)
 
     # ------------------------------------------------------------------ reductions
-    def sum(self, dim=None, keepdim=False): return _reduce("sum", ops.Sum, self, dim, keepdim)
+    def sum(self, dim=None, keepdim=False):
+        return _reduce("sum", ops.Sum, self, dim, keepdim)
 
     def mean(self, dim=None, keepdim=False):
         return _reduce("mean", ops.Mean, _require_floating(self, "mean"), dim, keepdim)
@@ -505,38 +646,85 @@ class Tensor:
         correction = int(unbiased) if correction is None else correction
         return _reduce("var", ops.Var, _require_floating(self, "var"), dim, keepdim, correction=correction)
 
-
     def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
         correction = int(unbiased) if correction is None else correction
         return _reduce("std", ops.Std, _require_floating(self, "std"), dim, keepdim, correction=correction)
 
-    def max(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "max")
-    def min(self, dim=None, keepdim=False): return _max_min(self, dim, keepdim, "min")
-    def amax(self, dim=(), keepdim=False): return amax(self, dim, keepdim)
-    def amin(self, dim=(), keepdim=False): return amin(self, dim, keepdim)
-    def logsumexp(self, dim, keepdim=False): return _reduce("logsumexp", ops.LogSumExp, _floating(self), dim, keepdim)
-    def argmax(self, dim=None, keepdim=False): return _arg(np.argmax, self, dim, keepdim)
-    def argmin(self, dim=None, keepdim=False): return _arg(np.argmin, self, dim, keepdim)
+    def max(self, dim=None, keepdim=False):
+        return _max_min(self, dim, keepdim, "max")
+
+    def min(self, dim=None, keepdim=False):
+        return _max_min(self, dim, keepdim, "min")
+
+    def amax(self, dim=(), keepdim=False):
+        return amax(self, dim, keepdim)
+
+    def amin(self, dim=(), keepdim=False):
+        return amin(self, dim, keepdim)
+
+    def logsumexp(self, dim, keepdim=False):
+        return _reduce("logsumexp", ops.LogSumExp, _floating(self), dim, keepdim)
+
+    def argmax(self, dim=None, keepdim=False):
+        return _arg(np.argmax, self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return _arg(np.argmin, self, dim, keepdim)
 
     # ------------------------------------------------------------------ shape
-    def reshape(self, *shape): return _reshape(self, size_args(shape, "reshape"))
-    def view(self, *shape): return _reshape(self, size_args(shape, "view"))
-    def view_as(self, other): return _reshape(self, other.shape)
-    def reshape_as(self, other): return _reshape(self, other.shape)
-    def flatten(self, start_dim=0, end_dim=-1): return flatten(self, start_dim, end_dim)
-    def unflatten(self, dim, sizes): return unflatten(self, dim, sizes)
-    def transpose(self, dim0, dim1): return transpose(self, dim0, dim1)
-    def t(self): return self.T
-    def permute(self, *dims): return permute(self, size_args(dims, "permute"))
-    def unsqueeze(self, dim): return _reshape(self, _unsqueezed(self.shape, dim))
-    def squeeze(self, dim=None): return _reshape(self, _squeezed(self.shape, dim))
-    def expand(self, *sizes): return expand(self, size_args(sizes, "expand"))
-    def expand_as(self, other): return expand(self, other.shape)
-    def repeat(self, *sizes): return repeat(self, size_args(sizes, "repeat"))
-    def split(self, split_size_or_sections, dim=0): return split(self, split_size_or_sections, dim)
-    def chunk(self, chunks, dim=0): return chunk(self, chunks, dim)
-    def tril(self, diagonal=0): return tril(self, diagonal)
-    def triu(self, diagonal=0): return triu(self, diagonal)
+    def reshape(self, *shape):
+        return _reshape(self, size_args(shape, "reshape"))
+
+    def view(self, *shape):
+        return _reshape(self, size_args(shape, "view"))
+
+    def view_as(self, other):
+        return _reshape(self, other.shape)
+
+    def reshape_as(self, other):
+        return _reshape(self, other.shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return flatten(self, start_dim, end_dim)
+
+    def unflatten(self, dim, sizes):
+        return unflatten(self, dim, sizes)
+
+    def transpose(self, dim0, dim1):
+        return transpose(self, dim0, dim1)
+
+    def t(self):
+        return self.T
+
+    def permute(self, *dims):
+        return permute(self, size_args(dims, "permute"))
+
+    def unsqueeze(self, dim):
+        return _reshape(self, _unsqueezed(self.shape, dim))
+
+    def squeeze(self, dim=None):
+        return _reshape(self, _squeezed(self.shape, dim))
+
+    def expand(self, *sizes):
+        return expand(self, size_args(sizes, "expand"))
+
+    def expand_as(self, other):
+        return expand(self, other.shape)
+
+    def repeat(self, *sizes):
+        return repeat(self, size_args(sizes, "repeat"))
+
+    def split(self, split_size_or_sections, dim=0):
+        return split(self, split_size_or_sections, dim)
+
+    def chunk(self, chunks, dim=0):
+        return chunk(self, chunks, dim)
+
+    def tril(self, diagonal=0):
+        return tril(self, diagonal)
+
+    def triu(self, diagonal=0):
+        return triu(self, diagonal)
 
     def __getitem__(self, index):
         index, advanced = _normalize_index(index)
@@ -559,22 +747,38 @@ class Tensor:
         return self
 
     def cuda(self, device=None, non_blocking=False) -> Tensor:
-        raise RuntimeError("cuda(): minitensor runs on the CPU only (mt.cuda.is_available() is False); "
-                           "keep the tensor where it is, or use .to('cpu')")
+        raise RuntimeError(
+            "cuda(): minitensor runs on the CPU only (mt.cuda.is_available() is False); "
+            "keep the tensor where it is, or use .to('cpu')"
+        )
 
-    def mm(self, mat2): return mm(self, mat2)
-    def bmm(self, mat2): return bmm(self, mat2)
-    def norm(self, p="fro", dim=None, keepdim=False, dtype=None): return norm(self, p, dim, keepdim, dtype)
-    def gather(self, dim, index): return gather(self, dim, index)
-    def sort(self, dim=-1, descending=False, stable=False): return sort(self, dim, descending, stable)
-    def argsort(self, dim=-1, descending=False, stable=False): return argsort(self, dim, descending, stable)
-    def topk(self, k, dim=-1, largest=True, sorted=True): return topk(self, k, dim, largest, sorted)
+    def mm(self, mat2):
+        return mm(self, mat2)
+
+    def bmm(self, mat2):
+        return bmm(self, mat2)
+
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        return norm(self, p, dim, keepdim, dtype)
+
+    def gather(self, dim, index):
+        return gather(self, dim, index)
+
+    def sort(self, dim=-1, descending=False, stable=False):
+        return sort(self, dim, descending, stable)
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        return argsort(self, dim, descending, stable)
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        return topk(self, k, dim, largest, sorted)
 
     def new_tensor(self, data, dtype=None, requires_grad=False) -> Tensor:
         """A copy of `data` in this tensor's dtype (or `dtype`), as torch's new_tensor."""
         data = data.data if isinstance(data, Tensor) else data
-        return Tensor(np.array(data, dtype=self.dtype if dtype is None else np.dtype(dtype)),
-                      requires_grad=requires_grad)
+        return Tensor(
+            np.array(data, dtype=self.dtype if dtype is None else np.dtype(dtype)), requires_grad=requires_grad
+        )
 
     def new_full(self, size, fill_value, dtype=None, requires_grad=False) -> Tensor:
         return self.new_tensor(np.full(size_args((size,), "new_full"), fill_value), dtype, requires_grad)
@@ -586,7 +790,7 @@ class Tensor:
         return self.new_full(size_args(size, "new_ones"), 1, dtype, requires_grad)
 
     def new_empty(self, *size, dtype=None, requires_grad=False) -> Tensor:
-        return self.new_full(size_args(size, "new_empty"), 0, dtype, requires_grad)   # zeros: never garbage
+        return self.new_full(size_args(size, "new_empty"), 0, dtype, requires_grad)  # zeros: never garbage
 
 
 class _HookHandle:
@@ -615,6 +819,7 @@ class _HookHandle:
 
 
 # ---------------------------------------------------------------------- helpers behind the methods
+
 
 def as_array(data, dtype=None) -> np.ndarray:
     """Python data or an array to an ndarray, with PyTorch's inference of dtype."""
@@ -683,8 +888,9 @@ def _floating(t: Tensor) -> Tensor:
 def _require_floating(t: Tensor, op: str) -> Tensor:
     """Reductions that average (mean, var) refuse integer inputs, as PyTorch does, rather than guess a dtype."""
     if t.dtype.kind != "f":
-        raise TypeError(f"{op}(): expected a floating-point tensor, got dtype {t.dtype}; "
-                        "convert it first, e.g. .float()")
+        raise TypeError(
+            f"{op}(): expected a floating-point tensor, got dtype {t.dtype}; convert it first, e.g. .float()"
+        )
     return t
 
 
@@ -741,7 +947,7 @@ def _max_min(t: Tensor, dim, keepdim: bool, mode: str):
     _refuse_empty_reduction(t, d, mode)
     if dim is None:
         return ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode)
-    if t.ndim == 0:      # the one element is its own max, at index 0 (keepdim keeps no dim either)
+    if t.ndim == 0:  # the one element is its own max, at index 0 (keepdim keeps no dim either)
         return _ValuesIndices(ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode), Tensor.wrap(np.array(0)))
     values = ops.MaxMin.apply(t, dim=d, keepdim=keepdim, mode=mode)
     idx = (np.argmax if mode == "max" else np.argmin)(t.data, axis=d)
@@ -781,8 +987,9 @@ def _reshape(t: Tensor, shape: tuple) -> Tensor:
     else:
         ok = known == t.data.size
     if not ok:
-        raise ValueError(f"reshape: shape {tuple(shape)} is invalid for a tensor of shape {t.shape} "
-                         f"({t.data.size} elements)")
+        raise ValueError(
+            f"reshape: shape {tuple(shape)} is invalid for a tensor of shape {t.shape} ({t.data.size} elements)"
+        )
     return ops.Reshape.apply(t, shape=shape)
 
 
@@ -817,27 +1024,66 @@ def _normalize_index(index):
                 raise IndexError(f"__getitem__: tensors used as indices must be integer or bool, got {it.dtype}")
             advanced = True
         elif isinstance(it, (float, np.floating)):
-            raise IndexError(f"__getitem__: index {it!r} is a float; "
-                             "indices must be integers, slices, None, ... or tensors")
+            raise IndexError(
+                f"__getitem__: index {it!r} is a float; indices must be integers, slices, None, ... or tensors"
+            )
         out.append(it)
     return (tuple(out) if isinstance(index, tuple) else out[0]), advanced
 
 
 # ---------------------------------------------------------------------- functions (torch.* names)
 
-def add(a, b): return _binary(ops.Add, a, b)
-def sub(a, b): return _binary(ops.Sub, a, b)
-def mul(a, b): return _binary(ops.Mul, a, b)
-def div(a, b): return _div(a, b)
-def neg(a): return ops.Neg.apply(a)
-def exp(a): return a.exp()
-def log(a): return a.log()
-def sqrt(a): return a.sqrt()
-def abs(a): return a.abs()
-def tanh(a): return a.tanh()
-def erf(a): return a.erf()
-def sigmoid(a): return a.sigmoid()
-def relu(a): return a.relu()
+
+def add(a, b):
+    return _binary(ops.Add, a, b)
+
+
+def sub(a, b):
+    return _binary(ops.Sub, a, b)
+
+
+def mul(a, b):
+    return _binary(ops.Mul, a, b)
+
+
+def div(a, b):
+    return _div(a, b)
+
+
+def neg(a):
+    return ops.Neg.apply(a)
+
+
+def exp(a):
+    return a.exp()
+
+
+def log(a):
+    return a.log()
+
+
+def sqrt(a):
+    return a.sqrt()
+
+
+def abs(a):
+    return a.abs()
+
+
+def tanh(a):
+    return a.tanh()
+
+
+def erf(a):
+    return a.erf()
+
+
+def sigmoid(a):
+    return a.sigmoid()
+
+
+def relu(a):
+    return a.relu()
 
 
 def pow(a, b) -> Tensor:
@@ -846,8 +1092,9 @@ def pow(a, b) -> Tensor:
         if not isinstance(b, numbers.Real):
             raise TypeError(f"pow: exponent must be a number or tensor, got {type(b).__name__}")
         if a.dtype.kind != "f" and isinstance(b, numbers.Integral) and b < 0:
-            raise ValueError(f"pow: integer tensor ({a.dtype}) to a negative integer power {b} is not allowed, "
-                             "as in PyTorch")
+            raise ValueError(
+                f"pow: integer tensor ({a.dtype}) to a negative integer power {b} is not allowed, as in PyTorch"
+            )
         a = _floating(a) if isinstance(b, float) else a
         return ops.PowScalar.apply(a, exponent=b)
     if not isinstance(a, Tensor):
@@ -865,9 +1112,11 @@ def matmul(a, b) -> Tensor:
     ka = a.shape[-1]
     kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
     if ka != kb:
-        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
-                         f"{ka} (last dim of the first) != {kb} "
-                         f"(the second's {'only' if b.ndim == 1 else 'second-to-last'} dim)")
+        raise ValueError(
+            f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
+            f"{ka} (last dim of the first) != {kb} "
+            f"(the second's {'only' if b.ndim == 1 else 'second-to-last'} dim)"
+        )
     try:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
@@ -886,8 +1135,12 @@ def clamp(a: Tensor, min=None, max=None) -> Tensor:
     return ops.Clamp.apply(a, min=min, max=max)
 
 
-def maximum(a, b) -> Tensor: return _binary(ops.Maximum, a, b)
-def minimum(a, b) -> Tensor: return _binary(ops.Minimum, a, b)
+def maximum(a, b) -> Tensor:
+    return _binary(ops.Maximum, a, b)
+
+
+def minimum(a, b) -> Tensor:
+    return _binary(ops.Minimum, a, b)
 
 
 def where(condition, input, other) -> Tensor:
@@ -900,8 +1153,9 @@ def where(condition, input, other) -> Tensor:
     try:
         np.broadcast_shapes(cond.shape, a.shape, b.shape)
     except ValueError:
-        raise ValueError(f"where: shapes condition {cond.shape}, input {a.shape}, other {b.shape} "
-                         "do not broadcast") from None
+        raise ValueError(
+            f"where: shapes condition {cond.shape}, input {a.shape}, other {b.shape} do not broadcast"
+        ) from None
     return ops.Where.apply(a, b, cond=cond)
 
 
@@ -925,7 +1179,7 @@ def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         return t.reshape(1)
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
-    return _reshape(t, t.shape[:s] + (int(np.prod(t.shape[s:e + 1])),) + t.shape[e + 1:])
+    return _reshape(t, t.shape[:s] + (int(np.prod(t.shape[s : e + 1])),) + t.shape[e + 1 :])
 
 
 def permute(t: Tensor, dims) -> Tensor:
@@ -943,8 +1197,10 @@ def expand(t: Tensor, sizes: tuple) -> Tensor:
     shape = tuple(t.shape[i - lead] if (s == -1 and i >= lead) else s for i, s in enumerate(sizes))
     for i in range(t.ndim):
         if t.shape[i] != 1 and t.shape[i] != shape[i + lead]:
-            raise ValueError(f"expand: the size {t.shape[i]} of dim {i} (shape {t.shape}) cannot expand to "
-                             f"{shape[i + lead]} (sizes {sizes})")
+            raise ValueError(
+                f"expand: the size {t.shape[i]} of dim {i} (shape {t.shape}) cannot expand to "
+                f"{shape[i + lead]} (sizes {sizes})"
+            )
     return t if shape == t.shape else ops.Expand.apply(t, shape=shape)
 
 
@@ -961,7 +1217,7 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     d = _one_dim(dim, tensors[0].ndim, "cat")
     ref = tensors[0].shape
     for i, x in enumerate(tensors):
-        if x.ndim != len(ref) or x.shape[:d] + x.shape[d + 1:] != ref[:d] + ref[d + 1:]:
+        if x.ndim != len(ref) or x.shape[:d] + x.shape[d + 1 :] != ref[:d] + ref[d + 1 :]:
             raise ValueError(f"cat: tensor {i} has shape {x.shape}, incompatible with {ref} outside dim {d}")
     dt = result_type(*tensors)
     return ops.Cat.apply(*[_operand(x, dt) for x in tensors], dim=d)
@@ -1022,24 +1278,54 @@ def triu(t: Tensor, diagonal: int = 0) -> Tensor:
     return ops.Triu.apply(t, diagonal=diagonal)
 
 
-def sum(t, dim=None, keepdim=False): return t.sum(dim, keepdim)
-def mean(t, dim=None, keepdim=False): return t.mean(dim, keepdim)
-def var(t, dim=None, unbiased=True, keepdim=False): return t.var(dim, unbiased, keepdim)
-def std(t, dim=None, unbiased=True, keepdim=False): return t.std(dim, unbiased, keepdim)
-def max(t, dim=None, keepdim=False): return t.max(dim, keepdim)
-def min(t, dim=None, keepdim=False): return t.min(dim, keepdim)
-def logsumexp(t, dim, keepdim=False): return t.logsumexp(dim, keepdim)
-def argmax(t, dim=None, keepdim=False): return t.argmax(dim, keepdim)
-def argmin(t, dim=None, keepdim=False): return t.argmin(dim, keepdim)
-def reshape(t, shape): return t.reshape(shape)
+def sum(t, dim=None, keepdim=False):
+    return t.sum(dim, keepdim)
+
+
+def mean(t, dim=None, keepdim=False):
+    return t.mean(dim, keepdim)
+
+
+def var(t, dim=None, unbiased=True, keepdim=False):
+    return t.var(dim, unbiased, keepdim)
+
+
+def std(t, dim=None, unbiased=True, keepdim=False):
+    return t.std(dim, unbiased, keepdim)
+
+
+def max(t, dim=None, keepdim=False):
+    return t.max(dim, keepdim)
+
+
+def min(t, dim=None, keepdim=False):
+    return t.min(dim, keepdim)
+
+
+def logsumexp(t, dim, keepdim=False):
+    return t.logsumexp(dim, keepdim)
+
+
+def argmax(t, dim=None, keepdim=False):
+    return t.argmax(dim, keepdim)
+
+
+def argmin(t, dim=None, keepdim=False):
+    return t.argmin(dim, keepdim)
+
+
+def reshape(t, shape):
+    return t.reshape(shape)
+
+
 def transpose(t: Tensor, dim0: int, dim1: int) -> Tensor:
     d0, d1 = _one_dim(dim0, t.ndim, "transpose"), _one_dim(dim1, t.ndim, "transpose")
-    return t if t.ndim == 0 else ops.Transpose.apply(t, dim0=d0, dim1=d1)     # a 0-d tensor has nothing to swap
+    return t if t.ndim == 0 else ops.Transpose.apply(t, dim0=d0, dim1=d1)  # a 0-d tensor has nothing to swap
 
 
 def unflatten(t: Tensor, dim: int, sizes) -> Tensor:
     d = _one_dim(dim, t.ndim, "unflatten")
-    return _reshape(t, t.shape[:d] + tuple(sizes) + t.shape[d + 1:])
+    return _reshape(t, t.shape[:d] + tuple(sizes) + t.shape[d + 1 :])
 
 
 def amax(t: Tensor, dim=(), keepdim: bool = False) -> Tensor:
@@ -1051,8 +1337,13 @@ def amin(t: Tensor, dim=(), keepdim: bool = False) -> Tensor:
     """Smallest value over dim (all dims when dim is () or None); the gradient is shared evenly between ties."""
     return _reduce("amin", ops.AMaxMin, t, dim, keepdim, mode="min")
 
-def unsqueeze(t, dim): return t.unsqueeze(dim)
-def squeeze(t, dim=None): return t.squeeze(dim)
+
+def unsqueeze(t, dim):
+    return t.unsqueeze(dim)
+
+
+def squeeze(t, dim=None):
+    return t.squeeze(dim)
 
 
 def _float_input(t: Tensor, dtype, op: str) -> Tensor:
@@ -1075,21 +1366,35 @@ def log_softmax(t: Tensor, dim: int, dtype=None) -> Tensor:
     return ops.LogSoftmax.apply(t, dim=_one_dim(dim, t.ndim, "log_softmax"))
 
 
-def all(t, dim=None, keepdim=False): return t.all(dim, keepdim)
-def any(t, dim=None, keepdim=False): return t.any(dim, keepdim)
-def equal(a, b) -> builtins.bool: return a.shape == b.shape and builtins.bool(np.array_equal(a.data, b.data))
+def all(t, dim=None, keepdim=False):
+    return t.all(dim, keepdim)
+
+
+def any(t, dim=None, keepdim=False):
+    return t.any(dim, keepdim)
+
+
+def equal(a, b) -> builtins.bool:
+    return a.shape == b.shape and builtins.bool(np.array_equal(a.data, b.data))
+
+
 def allclose(a, b, rtol=1e-5, atol=1e-8) -> builtins.bool:
     return builtins.bool(np.allclose(a.data, b.data, rtol=rtol, atol=atol))
-def numel(t) -> int: return t.numel()
-def is_tensor(x) -> builtins.bool: return isinstance(x, Tensor)
 
 
+def numel(t) -> int:
+    return t.numel()
+
+
+def is_tensor(x) -> builtins.bool:
+    return isinstance(x, Tensor)
 
 
 # ---------------------------------------------------------------------- names a PyTorch user reaches for
 # torch.device, torch.cuda, mm, bmm, norm, gather, sort, argsort, topk: composites of the primitives
 # above (a gather is an integer-array index, so its gradient is GetItem's scatter-add), except the
 # 2-norm, which needs its own node (ops.Norm) for PyTorch's gradient 0 at the origin.
+
 
 class device(str):
     """torch.device. A str subclass, so `x.to(x.device)`, `x.device == "cpu"` and `str(x.device)` work
@@ -1151,8 +1456,9 @@ def bmm(input: Tensor, mat2: Tensor) -> Tensor:
         if _check_tensor(x, "bmm", name).ndim != 3:
             raise ValueError(f"bmm: {name} must be a 3-D batch of matrices (B, n, m), got shape {x.shape}")
     if input.shape[0] != mat2.shape[0]:
-        raise ValueError(f"bmm: batch sizes differ: input {input.shape} and mat2 {mat2.shape} "
-                         "(bmm does not broadcast; use matmul)")
+        raise ValueError(
+            f"bmm: batch sizes differ: input {input.shape} and mat2 {mat2.shape} (bmm does not broadcast; use matmul)"
+        )
     return matmul(input, mat2)
 
 
@@ -1194,8 +1500,9 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if t.ndim == 0:
         return ops.GetItem.apply(t, index=(), advanced=False)
     # the integer-array index that picks the same entries: idx along dim, positions along the others
-    full = tuple(idx if k == d else np.arange(n).reshape((-1,) + (1,) * (t.ndim - 1 - k))
-                 for k, n in enumerate(idx.shape))
+    full = tuple(
+        idx if k == d else np.arange(n).reshape((-1,) + (1,) * (t.ndim - 1 - k)) for k, n in enumerate(idx.shape)
+    )
     return ops.GetItem.apply(t, index=full, advanced=True)
 
 
@@ -1253,7 +1560,7 @@ def einsum(equation: str, *operands) -> Tensor:
     if len(subscripts) != len(operands):
         raise ValueError(f"einsum: {equation!r} names {len(subscripts)} operands, got {len(operands)}")
     used = lhs.replace(",", "")
-    if not arrow:                                     # implicit output: the letters used once, alphabetically
+    if not arrow:  # implicit output: the letters used once, alphabetically
         rhs = "".join(sorted(c for c in set(used) if used.count(c) == 1))
     if not (used + rhs).isalpha() and (used + rhs):
         raise ValueError(f"einsum: subscripts must be letters, got {equation!r}")
@@ -1262,8 +1569,9 @@ def einsum(equation: str, *operands) -> Tensor:
         if _check_tensor(x, "einsum", f"operand {k}").ndim != len(sub):
             raise ValueError(f"einsum: operand {k} has {x.ndim} dimensions but subscripts {sub!r} name {len(sub)}")
         if len(set(sub)) != len(sub):
-            raise NotImplementedError(f"einsum: letter repeated within operand {k} ({sub!r}): diagonals are not "
-                                      "supported")
+            raise NotImplementedError(
+                f"einsum: letter repeated within operand {k} ({sub!r}): diagonals are not supported"
+            )
         for c, n in zip(sub, x.shape):
             if sizes.setdefault(c, n) != n:
                 raise ValueError(f"einsum: letter {c!r} is size {sizes[c]} in one operand and {n} in operand {k}")

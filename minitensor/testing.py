@@ -23,6 +23,7 @@ A quantity that is exactly zero in exact arithmetic, a sum whose terms cancel, h
 error to measure: `sum_roundoff_limit` derives its allowed magnitude from the dtype's epsilon and
 the size of the sum.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -82,15 +83,16 @@ def assert_close(ours, ref, rtol: float, what: str = "value") -> None:
     if not max_rel <= rtol:
         a = np.asarray(ours, dtype=np.float64)
         b = np.asarray(ref, dtype=np.float64)
-        with np.errstate(invalid="ignore"):     # inf - inf here must not turn into a RuntimeWarning
+        with np.errstate(invalid="ignore"):  # inf - inf here must not turn into a RuntimeWarning
             diff = np.abs(a - b)
         # selected, not assigned item by item: the difference of two 0-d arrays is a NumPy scalar
-        diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, diff)   # equal infinities, paired NaNs agree
-        diff = np.where(np.isnan(diff), np.inf, diff)                       # a NaN or inf against anything: worst
+        diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, diff)  # equal infinities, paired NaNs agree
+        diff = np.where(np.isnan(diff), np.inf, diff)  # a NaN or inf against anything: worst
         idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), a.shape)) if a.size else ()
         raise AssertionError(
             f"{what}: max relative error {max_rel:.3e} > rtol {rtol:.1e} (max abs {max_abs:.3e}); "
-            f"worst at {idx}: ours {a[idx] if a.size else None!r} vs reference {b[idx] if b.size else None!r}")
+            f"worst at {idx}: ours {a[idx] if a.size else None!r} vs reference {b[idx] if b.size else None!r}"
+        )
 
 
 def sum_roundoff_limit(terms, dtype) -> np.ndarray:

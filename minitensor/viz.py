@@ -10,6 +10,7 @@ constants) are not part of the recorded graph and do not appear.
 Draw before calling `backward()` (or pass retain_graph=True): backward frees the graph.
 The walk is iterative, so graphs of any depth are fine.
 """
+
 from __future__ import annotations
 
 import os
@@ -48,9 +49,11 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
                 raise TypeError(f"to_dot: params[{k!r}] is a {type(v).__name__}, expected a Tensor")
             names.setdefault(id(v), k)
 
-    lines = ["digraph minitensor {",
-             "  rankdir=BT;",
-             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];']
+    lines = [
+        "digraph minitensor {",
+        "  rankdir=BT;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10];',
+    ]
     ids: dict[int, str] = {}
 
     def node_id(obj) -> str:
@@ -61,11 +64,11 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
 
     root = tensor.grad_fn
     out_id = "out"
-    lines.append(f"  {out_id} [label={_quote(name + chr(10) + _describe(tensor))}, fillcolor=\"#c8e6c9\"];")
+    lines.append(f'  {out_id} [label={_quote(name + chr(10) + _describe(tensor))}, fillcolor="#c8e6c9"];')
     if root is None:
         if tensor.requires_grad:  # a leaf by itself
             label = names.get(id(tensor), "leaf") + "\n" + _describe(tensor)
-            lines[-1] = f"  {out_id} [label={_quote(label)}, fillcolor=\"#bbdefb\"];"
+            lines[-1] = f'  {out_id} [label={_quote(label)}, fillcolor="#bbdefb"];'
         lines.append("}")
         return "\n".join(lines) + "\n"
 
@@ -80,9 +83,9 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
         drawn.add(id(node))
         nid = node_id(node)
         label = f"{node.name()}\n{_describe(produced)}"
-        if node.ctx is None and not node.inputs:   # backward() already freed what lay below
+        if node.ctx is None and not node.inputs:  # backward() already freed what lay below
             label += "\n(inputs freed by backward)"
-        lines.append(f"  {nid} [label={_quote(label)}, fillcolor=\"#fff9c4\"];")
+        lines.append(f'  {nid} [label={_quote(label)}, fillcolor="#fff9c4"];')
         for t in node.inputs:
             if t is None:
                 continue
@@ -97,7 +100,7 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
                     pname = names.get(id(t))
                     color = "#bbdefb" if pname is not None else "#e0e0e0"
                     label = f"{pname if pname is not None else 'leaf'}\n{_describe(t)}"
-                    lines.append(f"  {lid} [label={_quote(label)}, fillcolor=\"{color}\"];")
+                    lines.append(f'  {lid} [label={_quote(label)}, fillcolor="{color}"];')
                 lines.append(f"  {lid} -> {nid};")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -117,6 +120,8 @@ def render(tensor, path, format: str = "svg", params: dict | None = None) -> str
     path = os.fspath(path)
     proc = subprocess.run([dot, f"-T{format}", "-o", path], input=text.encode(), capture_output=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"render: 'dot -T{format}' failed with exit code {proc.returncode}: "
-                           f"{proc.stderr.decode(errors='replace').strip()}")
+        raise RuntimeError(
+            f"render: 'dot -T{format}' failed with exit code {proc.returncode}: "
+            f"{proc.stderr.decode(errors='replace').strip()}"
+        )
     return path

@@ -26,9 +26,9 @@
 import shutil
 
 import numpy as np
+from nbutil import figure_path, show
 
 import minitensor as mt
-from nbutil import figure_path, show
 
 mt.manual_seed(0)
 
@@ -37,7 +37,7 @@ mt.manual_seed(0)
 # `mt.tensor` wraps a NumPy array. With `requires_grad=True` the engine remembers every operation done on it.
 
 # %%
-x = mt.tensor([[1.0, -2.0, 3.0]], requires_grad=True)   # (1, 3)
+x = mt.tensor([[1.0, -2.0, 3.0]], requires_grad=True)  # (1, 3)
 print(x)
 print("data is a plain NumPy array:", type(x.data).__name__, x.data.dtype)
 print("is a leaf (made by us, not by an op):", x.is_leaf, "| grad so far:", x.grad)
@@ -51,12 +51,12 @@ print("is a leaf (made by us, not by an op):", x.is_leaf, "| grad so far:", x.gr
 # such as a swapped axis. A random `g` is what every check in this project uses.
 
 # %%
-W = mt.randn(3, 2, requires_grad=True)     # (3, 2)
-b = mt.zeros(2, requires_grad=True)        # (2,)
-h = x @ W + b                              # (1, 2)
-y = h.tanh()                               # (1, 2)
-g = mt.randn(1, 2)                         # the upstream gradient dL/dy, fixed and random
-L = (y * g).sum()                          # a scalar
+W = mt.randn(3, 2, requires_grad=True)  # (3, 2)
+b = mt.zeros(2, requires_grad=True)  # (2,)
+h = x @ W + b  # (1, 2)
+y = h.tanh()  # (1, 2)
+g = mt.randn(1, 2)  # the upstream gradient dL/dy, fixed and random
+L = (y * g).sum()  # a scalar
 print("L =", L.item())
 print("L was made by", type(L.grad_fn).__name__, "| y by", type(y.grad_fn).__name__)
 
@@ -105,7 +105,7 @@ print("dL/db =", b.grad.data)
 
 # %%
 y_np, g_np, x_np, W_np = y.data, g.data, x.data, W.data
-dh = g_np * (1 - y_np ** 2)            # (1, 2)
+dh = g_np * (1 - y_np**2)  # (1, 2)
 by_hand = {"x": dh @ W_np.T, "W": x_np.T @ dh, "b": dh.sum(axis=0)}
 for name, tensor in leaves.items():
     err = np.abs(by_hand[name] - tensor.grad.data).max()
@@ -128,16 +128,18 @@ print("gradcheck of tanh(x @ W + b):", "passed" if ok else "FAILED")
 # (it uses 1 - y instead of 1 - y^2). `mt.Function` is how every primitive of the engine is written:
 # `forward` computes on arrays, `backward` turns the incoming gradient `g` into the gradient of each input.
 
+
 # %%
 class BrokenTanh(mt.Function):
     """out = tanh a;  da = g * (1 - out)   <- wrong on purpose: the right rule is g * (1 - out^2)"""
+
     @staticmethod
-    def forward(ctx, a):              # a: a NumPy array; ctx: where forward leaves what backward needs
+    def forward(ctx, a):  # a: a NumPy array; ctx: where forward leaves what backward needs
         ctx.out = np.tanh(a)
         return ctx.out
 
     @staticmethod
-    def backward(ctx, g):             # one gradient per input, as a tuple
+    def backward(ctx, g):  # one gradient per input, as a tuple
         return (g * (1 - ctx.out),)
 
 
@@ -151,14 +153,14 @@ except mt.autograd.GradcheckError as e:
 # The same computation in PyTorch, from the same numbers, in float64: the gradients agree to round-off.
 
 # %%
-import torch  # noqa: E402  (imported here: only this last check needs it)
+import torch
 
 xt, Wt, bt = (torch.tensor(t.data, dtype=torch.float64, requires_grad=True) for t in (x, W, b))
 (torch.tanh(xt @ Wt + bt) * torch.tensor(g.data, dtype=torch.float64)).sum().backward()
 for name, ours, theirs in (("x", x, xt), ("W", W, Wt), ("b", b, bt)):
     err = np.abs(ours.grad.data - theirs.grad.numpy()).max()
     print(f"d L / d {name}: minitensor (float32) vs PyTorch (float64), max |difference| = {err:.1e}")
-    assert err < 1e-5      # our tensors are float32: agreement to float32 precision
+    assert err < 1e-5  # our tensors are float32: agreement to float32 precision
 
 # %% [markdown]
 # **Recap.** A tensor records the op that made it; `backward` applies each op's hand-written gradient rule in

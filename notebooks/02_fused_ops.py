@@ -81,14 +81,19 @@ def softmax_composite(t):
     return e / e.sum(dim=-1, keepdim=True)
 
 
-report("softmax", {
-    "by hand (NumPy)": (y, [by_hand]),
-    "F.softmax (fused)": grads_of(lambda t: F.softmax(t, dim=-1), [x], g),
-    "composite exp/sum": grads_of(softmax_composite, [x], g),
-    "PyTorch": torch_grads_of(lambda t: torch.softmax(t, dim=-1), [x], g),
-})
-print("gradcheck:", mt.autograd.gradcheck(lambda t: F.softmax(t, dim=-1),
-                                          [mt.tensor(x, dtype=mt.float64, requires_grad=True)]))
+report(
+    "softmax",
+    {
+        "by hand (NumPy)": (y, [by_hand]),
+        "F.softmax (fused)": grads_of(lambda t: F.softmax(t, dim=-1), [x], g),
+        "composite exp/sum": grads_of(softmax_composite, [x], g),
+        "PyTorch": torch_grads_of(lambda t: torch.softmax(t, dim=-1), [x], g),
+    },
+)
+print(
+    "gradcheck:",
+    mt.autograd.gradcheck(lambda t: F.softmax(t, dim=-1), [mt.tensor(x, dtype=mt.float64, requires_grad=True)]),
+)
 
 # %% [markdown]
 # ## Layer norm
@@ -119,12 +124,15 @@ def layer_norm_composite(t, w, b):
     return (t - mu) / (var + eps).sqrt() * w + b
 
 
-report("layer norm", {
-    "by hand (NumPy)": by_hand,
-    "F.layer_norm (fused)": grads_of(lambda t, w, b: F.layer_norm(t, (D,), w, b, eps), [x, w, b], g),
-    "composite mean/var/sqrt": grads_of(layer_norm_composite, [x, w, b], g),
-    "PyTorch": torch_grads_of(lambda t, w, b: torch.nn.functional.layer_norm(t, (D,), w, b, eps), [x, w, b], g),
-})
+report(
+    "layer norm",
+    {
+        "by hand (NumPy)": by_hand,
+        "F.layer_norm (fused)": grads_of(lambda t, w, b: F.layer_norm(t, (D,), w, b, eps), [x, w, b], g),
+        "composite mean/var/sqrt": grads_of(layer_norm_composite, [x, w, b], g),
+        "PyTorch": torch_grads_of(lambda t, w, b: torch.nn.functional.layer_norm(t, (D,), w, b, eps), [x, w, b], g),
+    },
+)
 leaves = [mt.tensor(a, dtype=mt.float64, requires_grad=True) for a in (x, w, b)]
 print("gradcheck:", mt.autograd.gradcheck(lambda t, w, b: F.layer_norm(t, (D,), w, b, eps), leaves))
 
@@ -156,17 +164,25 @@ def ce_composite(z):
 
 
 g_scalar = np.array(1.0)  # the loss is a scalar: its upstream gradient is 1
-report("cross-entropy", {
-    "by hand (NumPy)": (np.array(loss_by_hand), [dlogits_by_hand]),
-    "F.cross_entropy (fused)": grads_of(lambda z: F.cross_entropy(z, mt.tensor(target), label_smoothing=smoothing),
-                                        [logits], g_scalar),
-    "composite log_softmax": grads_of(ce_composite, [logits], g_scalar),
-    "PyTorch": torch_grads_of(lambda z: torch.nn.functional.cross_entropy(z, torch.tensor(target),
-                                                                         label_smoothing=smoothing),
-                              [logits], g_scalar),
-})
-print(f"loss {loss_by_hand:.6f}; the smallest it can be with smoothing {smoothing} is the entropy of q: "
-      f"{-(q[0] * np.log(q[0])).sum():.6f} (a trained model's loss stops there, not at 0)")
+report(
+    "cross-entropy",
+    {
+        "by hand (NumPy)": (np.array(loss_by_hand), [dlogits_by_hand]),
+        "F.cross_entropy (fused)": grads_of(
+            lambda z: F.cross_entropy(z, mt.tensor(target), label_smoothing=smoothing), [logits], g_scalar
+        ),
+        "composite log_softmax": grads_of(ce_composite, [logits], g_scalar),
+        "PyTorch": torch_grads_of(
+            lambda z: torch.nn.functional.cross_entropy(z, torch.tensor(target), label_smoothing=smoothing),
+            [logits],
+            g_scalar,
+        ),
+    },
+)
+print(
+    f"loss {loss_by_hand:.6f}; the smallest it can be with smoothing {smoothing} is the entropy of q: "
+    f"{-(q[0] * np.log(q[0])).sum():.6f} (a trained model's loss stops there, not at 0)"
+)
 
 # %% [markdown]
 # **Recap.** Each fused op's backward is one short formula in terms of its output (`y`, `xhat`, `p`). Four

@@ -30,10 +30,10 @@
 import math
 
 import numpy as np
+from nbutil import figure_path, show
 
 import minitensor as mt
 import minitensor.nn.functional as F
-from nbutil import figure_path, show
 from transformer_np import plots
 from transformer_np.masks import causal_mask, padding_mask
 from transformer_np.model import EncoderLayer, MultiHeadAttention
@@ -50,9 +50,9 @@ Dh = D // H
 # %%
 words = ["a", "b", "a", "c", "b", "a", "<pad>"]
 vocab = ["<pad>", "<bos>", "<eos>", "a", "b", "c"]
-table = mt.randn(len(vocab), D)                                    # (V, D) an embedding table
-ids = mt.tensor([[vocab.index(w) for w in words]])                 # (B, S)
-x = F.embedding(ids, table)                                        # (B, S, D)
+table = mt.randn(len(vocab), D)  # (V, D) an embedding table
+ids = mt.tensor([[vocab.index(w) for w in words]])  # (B, S)
+x = F.embedding(ids, table)  # (B, S, D)
 print("ids", tuple(ids.shape), "-> x", tuple(x.shape))
 
 # %% [markdown]
@@ -61,12 +61,12 @@ print("ids", tuple(ids.shape), "-> x", tuple(x.shape))
 # best, and equally well the keys of the same word elsewhere.
 
 # %%
-q = k = v = x                                                      # (B, S, D)
-scores = q @ k.transpose(-2, -1) / math.sqrt(D)                    # (B, S, S): query i . key j
+q = k = v = x  # (B, S, D)
+scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, S, S): query i . key j
 print("scores", tuple(scores.shape))
-weights = F.softmax(scores, dim=-1)                                # (B, S, S): each row sums to 1
+weights = F.softmax(scores, dim=-1)  # (B, S, S): each row sums to 1
 print("weights", tuple(weights.shape), "row sums", np.round(weights.data.sum(-1), 6))
-out = weights @ v                                                  # (B, S, D): a weighted mix of values per query
+out = weights @ v  # (B, S, D): a weighted mix of values per query
 print("out", tuple(out.shape))
 
 # %% [markdown]
@@ -76,8 +76,10 @@ print("out", tuple(out.shape))
 # %%
 for width in (16, 256):
     a, b_ = np.random.default_rng(1).standard_normal((2, 10000, width))
-    print(f"width {width:>3}: std of q.k = {np.std((a * b_).sum(-1)):5.1f}, "
-          f"after / sqrt(width) = {np.std((a * b_).sum(-1) / math.sqrt(width)):.2f}")
+    print(
+        f"width {width:>3}: std of q.k = {np.std((a * b_).sum(-1)):5.1f}, "
+        f"after / sqrt(width) = {np.std((a * b_).sum(-1) / math.sqrt(width)):.2f}"
+    )
 
 # %% [markdown]
 # ## The padding mask
@@ -86,12 +88,21 @@ for width in (16, 256):
 
 # %%
 pad_id = vocab.index("<pad>")
-keep = padding_mask(ids, pad_id)                                   # (B, 1, 1, S): broadcast over heads and queries
+keep = padding_mask(ids, pad_id)  # (B, 1, 1, S): broadcast over heads and queries
 print("padding mask", tuple(keep.shape), keep.numpy().astype(int).ravel())
-masked = F.softmax(scores.masked_fill(~keep[:, 0], float("-inf")), dim=-1)   # (B, S, S)
+masked = F.softmax(scores.masked_fill(~keep[:, 0], float("-inf")), dim=-1)  # (B, S, S)
 print("weight on the <pad> key, every query:", masked.data[0, :, -1])
-show(plots.plot_attention(masked.data[0], figure_path("03_one_head.png"), words, words,
-                          "one head, queries = keys = values = x, padding masked", "key", "query"))
+show(
+    plots.plot_attention(
+        masked.data[0],
+        figure_path("03_one_head.png"),
+        words,
+        words,
+        "one head, queries = keys = values = x, padding masked",
+        "key",
+        "query",
+    )
+)
 
 # %% [markdown]
 # Read the map row by row: row 0 ('a') spreads its weight over the three 'a' keys (columns 0, 2, 5), row 1 ('b')
@@ -106,23 +117,40 @@ show(plots.plot_attention(masked.data[0], figure_path("03_one_head.png"), words,
 # %%
 mha = MultiHeadAttention(D, H)
 mha.store_attention = True
-Q = mha.W_q(x)                                                     # (B, S, D)
-Qh = mha.split_heads(Q)                                            # (B, H, S, Dh)
-Kh = mha.split_heads(mha.W_k(x))                                   # (B, H, S, Dh)
-Vh = mha.split_heads(mha.W_v(x))                                   # (B, H, S, Dh)
-scores_h = Qh @ Kh.transpose(-2, -1) / math.sqrt(Dh)               # (B, H, S, S)
+Q = mha.W_q(x)  # (B, S, D)
+Qh = mha.split_heads(Q)  # (B, H, S, Dh)
+Kh = mha.split_heads(mha.W_k(x))  # (B, H, S, Dh)
+Vh = mha.split_heads(mha.W_v(x))  # (B, H, S, Dh)
+scores_h = Qh @ Kh.transpose(-2, -1) / math.sqrt(Dh)  # (B, H, S, S)
 weights_h = F.softmax(scores_h.masked_fill(~keep, float("-inf")), dim=-1)
-heads = weights_h @ Vh                                             # (B, H, S, Dh)
-merged = mha.merge_heads(heads)                                    # (B, S, D)
-by_hand = mha.W_o(merged)                                          # (B, S, D)
-for name, t in (("x", x), ("W_q(x)", Q), ("split_heads", Qh), ("scores", scores_h), ("weights", weights_h),
-                ("weights @ V", heads), ("merge_heads", merged), ("W_o(...)", by_hand)):
+heads = weights_h @ Vh  # (B, H, S, Dh)
+merged = mha.merge_heads(heads)  # (B, S, D)
+by_hand = mha.W_o(merged)  # (B, S, D)
+for name, t in (
+    ("x", x),
+    ("W_q(x)", Q),
+    ("split_heads", Qh),
+    ("scores", scores_h),
+    ("weights", weights_h),
+    ("weights @ V", heads),
+    ("merge_heads", merged),
+    ("W_o(...)", by_hand),
+):
     print(f"{name:<12} {tuple(t.shape)}")
 
 module_out = mha(x, x, x, keep)
 print("module == step by step:", np.abs(module_out.data - by_hand.data).max() < 1e-6)
-show(plots.plot_attention_heads(mha.attn_weights[0], figure_path("03_heads.png"), words, words,
-                                "multi-head self-attention, random projections: every head", "key", "query"))
+show(
+    plots.plot_attention_heads(
+        mha.attn_weights[0],
+        figure_path("03_heads.png"),
+        words,
+        words,
+        "multi-head self-attention, random projections: every head",
+        "key",
+        "query",
+    )
+)
 
 # %% [markdown]
 # With random (untrained) projections the heads no longer look for identical tokens: what each head attends to
@@ -135,14 +163,23 @@ show(plots.plot_attention_heads(mha.attn_weights[0], figure_path("03_heads.png")
 # %%
 target = ["<bos>", "a", "b", "c", "<eos>"]
 T = len(target)
-cm = causal_mask(T - 1)                                             # (1, 1, T-1, T-1): the decoder reads target[:-1]
+cm = causal_mask(T - 1)  # (1, 1, T-1, T-1): the decoder reads target[:-1]
 show(plots.plot_causal_mask(cm.numpy(), figure_path("03_causal.png")))
 y = F.embedding(mt.tensor([[vocab.index(w) for w in target[:-1]]]), table)  # (B, T-1, D)
 self_scores = y @ y.transpose(-2, -1) / math.sqrt(D)
-self_weights = F.softmax(self_scores.masked_fill(~cm[0], float("-inf")), dim=-1)   # (B, T-1, T-1)
-show(plots.plot_attention(self_weights.data[0], figure_path("03_decoder_self.png"), target[:-1], target[:-1],
-                          "decoder self-attention under the causal mask", "target key (decoder input)",
-                          "target query", predicts=target[1:]))
+self_weights = F.softmax(self_scores.masked_fill(~cm[0], float("-inf")), dim=-1)  # (B, T-1, T-1)
+show(
+    plots.plot_attention(
+        self_weights.data[0],
+        figure_path("03_decoder_self.png"),
+        target[:-1],
+        target[:-1],
+        "decoder self-attention under the causal mask",
+        "target key (decoder input)",
+        "target query",
+        predicts=target[1:],
+    )
+)
 
 # %% [markdown]
 # The rows read "input -> next": row 0 is `<bos>`, which sees only itself while the model predicts 'a'; the last
@@ -158,9 +195,11 @@ show(plots.plot_attention(self_weights.data[0], figure_path("03_decoder_self.png
 for norm_first in (False, True):
     mt.manual_seed(0)
     layer = EncoderLayer(D, H, d_ff=4 * D, dropout=0.0, norm_first=norm_first)
-    h = layer(x, keep)                                             # (B, S, D) in, (B, S, D) out
-    print(f"{'pre' if norm_first else 'post'}-norm layer: {tuple(x.shape)} -> {tuple(h.shape)}; "
-          f"per-token mean {h.data.mean(-1).ravel()[:3].round(3)}, std {h.data.std(-1).ravel()[:3].round(3)}")
+    h = layer(x, keep)  # (B, S, D) in, (B, S, D) out
+    print(
+        f"{'pre' if norm_first else 'post'}-norm layer: {tuple(x.shape)} -> {tuple(h.shape)}; "
+        f"per-token mean {h.data.mean(-1).ravel()[:3].round(3)}, std {h.data.std(-1).ravel()[:3].round(3)}"
+    )
 
 # %% [markdown]
 # The post-norm output of every token has mean 0 and std 1 (it ends with a LayerNorm); the pre-norm output does

@@ -27,13 +27,20 @@
 import tempfile
 
 import numpy as np
+from nbutil import TINY, figure_path, show, sized
 
 import minitensor as mt
-from nbutil import TINY, figure_path, show, sized
 from transformer_np import plots
 from transformer_np.data import get_task, make_batches
-from transformer_np.train import (build_model, build_optimizer, build_scheduler, config_for_task, default_configs,
-                                  train, train_step)
+from transformer_np.train import (
+    build_model,
+    build_optimizer,
+    build_scheduler,
+    config_for_task,
+    default_configs,
+    train,
+    train_step,
+)
 
 # %% [markdown]
 # ## The task and the model
@@ -44,13 +51,20 @@ from transformer_np.train import (build_model, build_optimizer, build_scheduler,
 task = get_task("copy-reverse")
 model_cfg, train_cfg = default_configs("copy-reverse")
 if TINY:
-    model_cfg = config_for_task(model_cfg.replace(d_model=32, num_heads=2, num_encoder_layers=1,
-                                                  num_decoder_layers=1, d_ff=64), task)
+    model_cfg = config_for_task(
+        model_cfg.replace(d_model=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=64), task
+    )
 pairs, _ = task.splits(sized(20000, 2000), sized(200, 16), seed=0)
 src, tgt = pairs[0]
 print("source:", task.src_vocab.decode(src), "  target:", task.decode_target(tgt))
-print("model:", {k: v for k, v in model_cfg.to_dict().items() if k in
-                 ("d_model", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_ff", "dropout")})
+print(
+    "model:",
+    {
+        k: v
+        for k, v in model_cfg.to_dict().items()
+        if k in ("d_model", "num_heads", "num_encoder_layers", "num_decoder_layers", "d_ff", "dropout")
+    },
+)
 
 # %% [markdown]
 # ## One step, profiled op by op
@@ -64,9 +78,9 @@ optimizer = build_optimizer(model, train_cfg)
 scheduler = build_scheduler(optimizer, model_cfg, train_cfg)
 params = list(model.parameters())
 print(f"{sum(p.numel() for p in params):,} parameters")
-batch_src, batch_tgt = make_batches(pairs[:32], 32)[0]              # (B, S), (B, T) token ids
+batch_src, batch_tgt = make_batches(pairs[:32], 32)[0]  # (B, S), (B, T) token ids
 print("batch shapes: src", batch_src.shape, "tgt", batch_tgt.shape)
-train_step(model, optimizer, scheduler, params, batch_src, batch_tgt, train_cfg)   # warm-up: first-call costs
+train_step(model, optimizer, scheduler, params, batch_src, batch_tgt, train_cfg)  # warm-up: first-call costs
 with mt.profiler.profile() as prof:
     loss, grad_norm, _, _ = train_step(model, optimizer, scheduler, params, batch_src, batch_tgt, train_cfg)
 print(f"loss {loss:.3f}, gradient norm before clipping {grad_norm:.3f}\n")
@@ -85,8 +99,15 @@ print(prof.table(top=12))
 # %%
 steps = sized(400, 20)
 # lr is the schedule's factor: 0.5 puts the peak near 2e-3 for d_model 128 and a warmup of 100 steps
-run_cfg = train_cfg.replace(steps=steps, warmup_steps=sized(100, 5), lr=0.5, eval_every=sized(100, 10),
-                            eval_size=sized(200, 16), train_size=sized(20000, 2000), checkpoint_every=0)
+run_cfg = train_cfg.replace(
+    steps=steps,
+    warmup_steps=sized(100, 5),
+    lr=0.5,
+    eval_every=sized(100, 10),
+    eval_size=sized(200, 16),
+    train_size=sized(20000, 2000),
+    checkpoint_every=0,
+)
 out_dir = tempfile.mkdtemp(prefix="copy_reverse_")
 result = train(model_cfg.replace(dropout=0.0), run_cfg, out_dir, progress=False)
 hist, m = result.history, result.metrics
@@ -104,9 +125,16 @@ print(f"held-out: loss {m['loss']:.3f}, token accuracy {m['token_acc']:.1%}, exa
 # label smoothing 0.1 the loss cannot reach 0: its floor is the entropy of the smoothed target.
 
 # %%
-show(plots.plot_loss(hist["step"], hist["loss"], figure_path("04_loss.png"),
-                     [e["step"] for e in hist["eval"]], [e["loss"] for e in hist["eval"]],
-                     "copy-reverse: training loss"))
+show(
+    plots.plot_loss(
+        hist["step"],
+        hist["loss"],
+        figure_path("04_loss.png"),
+        [e["step"] for e in hist["eval"]],
+        [e["loss"] for e in hist["eval"]],
+        "copy-reverse: training loss",
+    )
+)
 
 # %% [markdown]
 # ## The learning rate

@@ -27,9 +27,9 @@
 import time
 
 import numpy as np
+from nbutil import sized
 
 import minitensor as mt
-from nbutil import sized
 from transformer_np.config import ModelConfig, TrainConfig
 from transformer_np.data import BOS_ID, EOS_ID, get_task, make_batches
 from transformer_np.decode import beam_search, greedy_decode, length_penalty_gnmt
@@ -42,12 +42,31 @@ from transformer_np.train import config_for_task, fit
 
 # %%
 task = get_task("copy-reverse")
-model_cfg = config_for_task(ModelConfig(src_vocab_size=1, tgt_vocab_size=1, d_model=64, num_heads=4,
-                                        num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.0,
-                                        max_len=64), task)
+model_cfg = config_for_task(
+    ModelConfig(
+        src_vocab_size=1,
+        tgt_vocab_size=1,
+        d_model=64,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=128,
+        dropout=0.0,
+        max_len=64,
+    ),
+    task,
+)
 steps = sized(800, 20)
-train_cfg = TrainConfig(task="copy-reverse", steps=steps, batch_size=32, lr=2e-3, schedule="step",
-                        step_size=max(1, steps // 4), gamma=0.5, label_smoothing=0.0)
+train_cfg = TrainConfig(
+    task="copy-reverse",
+    steps=steps,
+    batch_size=32,
+    lr=2e-3,
+    schedule="step",
+    step_size=max(1, steps // 4),
+    gamma=0.5,
+    label_smoothing=0.0,
+)
 train_pairs, held_out = task.splits(sized(20000, 1000), sized(100, 8), seed=0)
 model, losses, wall = fit(model_cfg, train_cfg, train_pairs, steps)
 print(f"trained {steps} steps in {wall:.1f} s; last loss {np.mean(losses[-10:]):.3f}")
@@ -60,9 +79,9 @@ print(f"trained {steps} steps in {wall:.1f} s; last loss {np.mean(losses[-10:]):
 # %%
 examples = ["3 4 5", "15 0 7 7 2", "1 2 3 4 5 6 7 8"]
 srcs = [task.encode_source(text) for text in examples]
-src = mt.tensor(make_batches([(s, [BOS_ID, EOS_ID]) for s in srcs], len(srcs))[0][0])   # (B, S), padded
+src = mt.tensor(make_batches([(s, [BOS_ID, EOS_ID]) for s in srcs], len(srcs))[0][0])  # (B, S), padded
 max_len = task.max_tgt_len + 2
-greedy = greedy_decode(model, src, max_len=max_len)                 # (B, L) token ids, <eos> then padding
+greedy = greedy_decode(model, src, max_len=max_len)  # (B, L) token ids, <eos> then padding
 for text, row in zip(examples, greedy):
     expected = " ".join(text.split() + text.split()[::-1])
     got = task.decode_target(row.tolist())
@@ -86,7 +105,7 @@ print(f"\nbeam 4 for '{examples[0]}', every finished hypothesis:")
 for tokens, score in hyps:
     print(f"  score {score:8.4f}  {task.decode_target(tokens.tolist())}")
 best_beam1 = beam_search(model, src, beam_size=1, max_len=max_len)
-same = all(np.array_equal(b[0][0], g[:len(b[0][0])]) for b, g in zip(best_beam1, greedy))
+same = all(np.array_equal(b[0][0], g[: len(b[0][0])]) for b, g in zip(best_beam1, greedy))
 print("\nbeam size 1 gives greedy's tokens:", same)
 
 # %% [markdown]
@@ -98,21 +117,21 @@ print("\nbeam size 1 gives greedy's tokens:", same)
 # Same inputs, same arithmetic: the logits agree to round-off (float32 summation order), and the tokens exactly.
 
 # %%
-memory = model.encode(src, padding_mask(src))                       # (B, S, D)
+memory = model.encode(src, padding_mask(src))  # (B, S, D)
 src_mask = padding_mask(src)
 cache = model.init_cache()
 ys = np.full((len(srcs), 1), BOS_ID)
 worst = 0.0
 with mt.no_grad():
     for t in range(8):
-        cached = model.decode(ys[:, -1:], memory, src_mask, cache=cache).data[:, -1]          # newest token only
-        full = model.decode(ys, memory, src_mask, causal_mask(t + 1)).data[:, -1]            # whole prefix again
+        cached = model.decode(ys[:, -1:], memory, src_mask, cache=cache).data[:, -1]  # newest token only
+        full = model.decode(ys, memory, src_mask, causal_mask(t + 1)).data[:, -1]  # whole prefix again
         worst = max(worst, float(np.abs(cached - full).max() / np.abs(full).max()))
         ys = np.concatenate([ys, full.argmax(-1)[:, None]], axis=1)
 print(f"8 steps: cached vs recomputed logits, max relative difference {worst:.1e} (float32 round-off)")
 assert worst < 1e-5
 
-held_src = mt.tensor(make_batches(held_out, len(held_out))[0][0])          # every held-out source, one batch
+held_src = mt.tensor(make_batches(held_out, len(held_out))[0][0])  # every held-out source, one batch
 timings = {}
 for use_cache in (True, False):
     t0 = time.perf_counter()

@@ -30,9 +30,9 @@ import sys
 import tempfile
 
 import numpy as np
+from nbutil import TINY
 
 from minitensor.testing import FLOOR, OP_RTOL, PARITY_RTOL, error_stats
-from nbutil import TINY
 
 # %% [markdown]
 # ## Running the report
@@ -45,11 +45,24 @@ out_dir = tempfile.mkdtemp(prefix="parity_")
 
 
 def run_report(dtype: str) -> dict:
-    cmd = [sys.executable, "-m", "parity", "report", "--config", CONFIG, "--dtype", dtype, "--device", "cpu",
-           "--out", out_dir, *EXTRA]
+    cmd = [
+        sys.executable,
+        "-m",
+        "parity",
+        "report",
+        "--config",
+        CONFIG,
+        "--dtype",
+        dtype,
+        "--device",
+        "cpu",
+        "--out",
+        out_dir,
+        *EXTRA,
+    ]
     print("$", " ".join(["python"] + cmd[1:]))
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    print("\n".join(proc.stdout.strip().splitlines()[-3:]))        # its verdict line
+    print("\n".join(proc.stdout.strip().splitlines()[-3:]))  # its verdict line
     if proc.returncode != 0:
         raise RuntimeError(f"the parity report failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr}")
     (name,) = [f for f in os.listdir(out_dir) if f.endswith(f"_{dtype}_cpu.json")]
@@ -92,10 +105,11 @@ for r in rows:
     if r["kind"] in seen:
         continue
     seen.add(r["kind"])
-    print(f"{r['kind']:<11} {r['name']:<44} max_abs {r['max_abs']:.1e}  max_rel {r['max_rel']:.1e}  "
-          f"{r['rule']} {r['value']:.1e} <= {r['limit']:.0e}  {'ok' if r['ok'] else 'FAIL'}\n"
-          f"{'':<12}{KINDS.get(r['kind'], '')}"
-          + (f"; note: {r['note']}" if r.get("note") else ""))
+    print(
+        f"{r['kind']:<11} {r['name']:<44} max_abs {r['max_abs']:.1e}  max_rel {r['max_rel']:.1e}  "
+        f"{r['rule']} {r['value']:.1e} <= {r['limit']:.0e}  {'ok' if r['ok'] else 'FAIL'}\n"
+        f"{'':<12}{KINDS.get(r['kind'], '')}" + (f"; note: {r['note']}" if r.get("note") else "")
+    )
 
 # %% [markdown]
 # ## The relative error and its floor
@@ -107,8 +121,8 @@ for r in rows:
 # A worked example: `b` has one entry that should be 0 and holds round-off.
 
 # %%
-b = np.array([2.0, -1.5, 3e-17])                   # the reference; the last entry is round-off of a true 0
-a = np.array([2.0 + 2e-16, -1.5, -4e-17])          # ours: one ulp off, and different round-off near 0
+b = np.array([2.0, -1.5, 3e-17])  # the reference; the last entry is round-off of a true 0
+a = np.array([2.0 + 2e-16, -1.5, -4e-17])  # ours: one ulp off, and different round-off near 0
 plain = np.abs(a - b) / np.abs(b)
 print("plain relative error per entry:", plain, "-> max", f"{plain.max():.1e}")
 print("with the floor: (max_abs, max_rel) =", tuple(f"{v:.1e}" for v in error_stats(a, b, scale_free=True)))
@@ -127,9 +141,11 @@ print("floor for float64:", FLOOR["float64"], "x the array's scale; for float32:
 for dtype in ("float64", "float32"):
     print(f"{dtype}: OP_RTOL {OP_RTOL[dtype]:.0e}, PARITY_RTOL {PARITY_RTOL[dtype]:.0e}, FLOOR {FLOOR[dtype]:.0e}")
 worst = max(rows, key=lambda r: r["value"] / r["limit"])
-print(f"\nfloat64 report, worst row relative to its limit: {worst['kind']} {worst['name']}: "
-      f"{worst['rule']} {worst['value']:.1e} = {worst['value'] / worst['limit']:.0e} of its limit {worst['limit']:.0e}"
-      + (f"\n  ({worst['note']})" if worst.get("note") else ""))
+print(
+    f"\nfloat64 report, worst row relative to its limit: {worst['kind']} {worst['name']}: "
+    f"{worst['rule']} {worst['value']:.1e} = {worst['value'] / worst['limit']:.0e} of its limit {worst['limit']:.0e}"
+    + (f"\n  ({worst['note']})" if worst.get("note") else "")
+)
 
 # %% [markdown]
 # ## Free and lockstep trajectories (the `after-steps` rows)
@@ -146,8 +162,12 @@ print(f"\nfloat64 report, worst row relative to its limit: {worst['kind']} {wors
 
 # %%
 report32 = run_report("float32")
-print("float64 trajectory:", report64["meta"].get("trajectory"), "| float32 trajectory:",
-      report32["meta"].get("trajectory"))
+print(
+    "float64 trajectory:",
+    report64["meta"].get("trajectory"),
+    "| float32 trajectory:",
+    report32["meta"].get("trajectory"),
+)
 step_rows = [r for r in report32["rows"] if r["kind"] == "step"]
 for r in step_rows[:6]:
     print(f"  {r['name']:<24} {r['rule']} {r['value']:.1e} <= {r['limit']:.0e}  {'ok' if r['ok'] else 'FAIL'}")

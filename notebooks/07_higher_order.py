@@ -29,12 +29,12 @@ import tempfile
 
 import numpy as np
 import torch
+from nbutil import TINY, show, sized
 
 import minitensor as mt
 from minitensor.testing import OP_RTOL, PARITY_RTOL, error_stats
-from nbutil import TINY, show, sized
 
-mt.set_default_dtype(mt.float64)           # float64 for the checks: agreement to round-off is visible
+mt.set_default_dtype(mt.float64)  # float64 for the checks: agreement to round-off is visible
 torch.set_default_dtype(torch.float64)
 
 # %% [markdown]
@@ -47,12 +47,12 @@ torch.set_default_dtype(torch.float64)
 # %%
 x = mt.tensor([-1.0, 0.0, 0.5, 2.0], requires_grad=True)
 y = x.tanh()
-(dy,) = mt.autograd.grad(y.sum(), [x], create_graph=True)     # the gradient, recorded as a graph
+(dy,) = mt.autograd.grad(y.sum(), [x], create_graph=True)  # the gradient, recorded as a graph
 print("dy/dx         ", dy.data, " grad_fn:", dy.grad_fn)
-(d2y,) = mt.autograd.grad(dy.sum(), [x])                       # differentiate the gradient
+(d2y,) = mt.autograd.grad(dy.sum(), [x])  # differentiate the gradient
 t = np.tanh(x.data)
 print("d2y/dx2       ", d2y.data)
-print("-2y(1 - y^2)  ", -2 * t * (1 - t ** 2))
+print("-2y(1 - y^2)  ", -2 * t * (1 - t**2))
 
 tx = torch.tensor(x.data, requires_grad=True)
 (tdy,) = torch.autograd.grad(tx.tanh().sum(), [tx], create_graph=True)
@@ -73,7 +73,7 @@ print("PyTorch d2y/dx2", td2y.numpy(), " max rel error:", f"{error_stats(d2y.dat
 rng = np.random.default_rng(0)
 x = mt.tensor(rng.standard_normal(5), requires_grad=True)
 v = mt.tensor(rng.standard_normal(5))
-(g,) = mt.autograd.grad((x ** 3).sum(), [x], create_graph=True)
+(g,) = mt.autograd.grad((x**3).sum(), [x], create_graph=True)
 (hv,) = mt.autograd.grad((g * v).sum(), [x])
 print("H v by double backward:", hv.data)
 print("6 x v by hand:         ", 6 * x.data * v.data)
@@ -89,12 +89,13 @@ print("6 x v by hand:         ", 6 * x.data * v.data)
 # 5 x 5 table of blocks, block [i][j] of shape inputs[i].shape + inputs[j].shape.
 
 # %%
-import torch.nn.functional as tF  # noqa: E402
-import minitensor.nn.functional as mF  # noqa: E402
+import torch.nn.functional as tF
+
+import minitensor.nn.functional as mF
 
 shapes = [(4, 5), (5,), (5,), (5,), (5, 2)]
 arrays = [rng.standard_normal(s) for s in shapes]
-arrays[2] += 1.0                                                # the LayerNorm gain, near 1 as initialised
+arrays[2] += 1.0  # the LayerNorm gain, near 1 as initialised
 x_in, target = rng.standard_normal((3, 4)), rng.standard_normal((3, 2))
 
 
@@ -102,14 +103,17 @@ def mlp_loss(lib, F):
     def loss(w1, b1, gamma, beta, w2):
         h = F.layer_norm(lib.tensor(x_in) @ w1 + b1, (5,), gamma, beta).tanh()
         return ((h @ w2 - lib.tensor(target)) ** 2).mean()
+
     return loss
 
 
 ours = mt.autograd.functional.hessian(mlp_loss(mt, mF), tuple(mt.tensor(a) for a in arrays))
 ref = torch.autograd.functional.hessian(mlp_loss(torch, tF), tuple(torch.tensor(a) for a in arrays))
 worst = max(error_stats(ours[i][j].data, ref[i][j].numpy())[1] for i in range(5) for j in range(5))
-print(f"25 Hessian blocks, {sum(o.numel() for row in ours for o in row)} entries; worst max rel error {worst:.1e} "
-      f"(op tolerance in float64: {OP_RTOL['float64']:g})")
+print(
+    f"25 Hessian blocks, {sum(o.numel() for row in ours for o in row)} entries; worst max rel error {worst:.1e} "
+    f"(op tolerance in float64: {OP_RTOL['float64']:g})"
+)
 
 # %% [markdown]
 # ## Checked against PyTorch: the whole Transformer's H v
@@ -118,27 +122,45 @@ print(f"25 Hessian blocks, {sum(o.numel() for row in ours for o in row)} entries
 # computation by hand, with the report's own helper, on a small model (float64).
 
 # %%
-from parity.hooks import to_numpy  # noqa: E402
-from parity.report import build_models, hessian_vector_product, synthetic_batch  # noqa: E402
-from parity.loss import compute_loss as torch_loss  # noqa: E402
-from transformer_np.config import get_preset  # noqa: E402
-from transformer_np.train import compute_loss as np_loss  # noqa: E402
+from parity.hooks import to_numpy
+from parity.loss import compute_loss as torch_loss
+from parity.report import build_models, hessian_vector_product, synthetic_batch
+from transformer_np.config import get_preset
+from transformer_np.train import compute_loss as np_loss
 
-cfg = get_preset("copy").model.replace(dropout=0.0, d_model=sized(64, 16), num_heads=4, d_ff=sized(128, 32),
-                                       num_encoder_layers=sized(2, 1), num_decoder_layers=sized(2, 1))
+cfg = get_preset("copy").model.replace(
+    dropout=0.0,
+    d_model=sized(64, 16),
+    num_heads=4,
+    d_ff=sized(128, 32),
+    num_encoder_layers=sized(2, 1),
+    num_decoder_layers=sized(2, 1),
+)
 np_model, pt_model = build_models(cfg, "float64", "cpu", seed=0)
 src, tgt = synthetic_batch(np.random.default_rng(1), 4, 8, 8, cfg.src_vocab_size, cfg.tgt_vocab_size)
 direction = [rng.standard_normal(tuple(p.shape)) for p in np_model.parameters()]
-ours = hessian_vector_product(mt.autograd.grad, np_loss(np_model, src, tgt, 0.1)[0], list(np_model.parameters()),
-                              [mt.tensor(d) for d in direction])
-ref = hessian_vector_product(torch.autograd.grad, torch_loss(pt_model, src, tgt, 0.1)[0],
-                             list(pt_model.parameters()), [torch.tensor(d) for d in direction])
+ours = hessian_vector_product(
+    mt.autograd.grad,
+    np_loss(np_model, src, tgt, 0.1)[0],
+    list(np_model.parameters()),
+    [mt.tensor(d) for d in direction],
+)
+ref = hessian_vector_product(
+    torch.autograd.grad,
+    torch_loss(pt_model, src, tgt, 0.1)[0],
+    list(pt_model.parameters()),
+    [torch.tensor(d) for d in direction],
+)
 ours, ref = (np.concatenate([to_numpy(h).reshape(-1) for h in hs]) for hs in (ours, ref))
 v_flat = np.concatenate([d.reshape(-1) for d in direction])
-print(f"H v over {ours.size:,} parameters: max rel error {error_stats(ours, ref, scale_free=True)[1]:.1e} "
-      f"(the report's limit: {PARITY_RTOL['float64']:g})")
-print(f"curvature along v: v . H v / |v|^2 = {ours @ v_flat / (v_flat @ v_flat):.4g} (PyTorch: "
-      f"{ref @ v_flat / (v_flat @ v_flat):.4g})")
+print(
+    f"H v over {ours.size:,} parameters: max rel error {error_stats(ours, ref, scale_free=True)[1]:.1e} "
+    f"(the report's limit: {PARITY_RTOL['float64']:g})"
+)
+print(
+    f"curvature along v: v . H v / |v|^2 = {ours @ v_flat / (v_flat @ v_flat):.4g} (PyTorch: "
+    f"{ref @ v_flat / (v_flat @ v_flat):.4g})"
+)
 
 # %% [markdown]
 # ## A small curvature study
@@ -153,9 +175,9 @@ print(f"curvature along v: v . H v / |v|^2 = {ours @ v_flat / (v_flat @ v_flat):
 # notebooks' tiny switch, 4 steps of a tiny model).
 
 # %%
-from transformer_np.experiments import run_experiment  # noqa: E402
+from transformer_np.experiments import run_experiment
 
-mt.set_default_dtype(mt.float32)                               # training runs in the engine's default dtype
+mt.set_default_dtype(mt.float32)  # training runs in the engine's default dtype
 out = tempfile.mkdtemp(prefix="curvature_")
 res = run_experiment("curvature", out, steps=sized(200, None), progress=False, tiny=TINY)
 print(res["markdown"])
@@ -173,9 +195,11 @@ with open(os.path.join(out, "curvature.json")) as f:
 last = data["rows"][-1]
 for label in ("post-norm", "pre-norm"):
     first = data["rows"][0][f"{label} top eig"]
-    print(f"{label:9s}: top eigenvalue {first:10.4g} at step 0 -> {last[f'{label} top eig']:10.4g} at step "
-          f"{last['step']} ({last[f'{label} iters']} iterations, residual {last[f'{label} residual']:.2g}); "
-          f"gradient norm {last[f'{label} grad norm']:.3g}")
+    print(
+        f"{label:9s}: top eigenvalue {first:10.4g} at step 0 -> {last[f'{label} top eig']:10.4g} at step "
+        f"{last['step']} ({last[f'{label} iters']} iterations, residual {last[f'{label} residual']:.2g}); "
+        f"gradient norm {last[f'{label} grad norm']:.3g}"
+    )
 print(f"learning rate at step {last['step']}: {last['lr']:.3g}")
 
 # %% [markdown]

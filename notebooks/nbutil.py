@@ -3,6 +3,7 @@
 MT_NOTEBOOK_TINY=1 shrinks every training and sweep so the notebooks run in seconds each
 (the test suite runs them that way); unset, each runs at full size in a few minutes on a laptop CPU.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,6 +39,7 @@ def show(fig_or_png, name: str | None = None) -> None:
         fig_or_png.savefig(path, dpi=100, bbox_inches="tight")
     if in_jupyter():
         from IPython.display import Image, display
+
         display(Image(filename=path))
     else:
         print(f"[figure] {path}")

@@ -19,6 +19,7 @@
 Tolerances come from minitensor/testing.py (PARITY_RTOL, error_stats, sum_roundoff_limit) only.
 parity needs PyTorch: install the `torch` extra (pip install '.[torch]').
 """
+
 try:
     import torch  # noqa: F401  (imported for its error only: parity is PyTorch code)
 except ImportError:

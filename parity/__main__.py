@@ -10,6 +10,7 @@
 Bad input (unknown config, unsupported dtype, --device cuda without a GPU, a checkpoint that is
 not one, mismatched state dicts) prints one line naming what was expected and exits 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ from .report import DEVICES, DTYPES, TRAJECTORIES, DeviceError, ReportConfig, ru
 
 def _count(minimum: int):
     """An argparse type: an int >= minimum, or a one-line error naming the bound."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -32,6 +34,7 @@ def _count(minimum: int):
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
         return value
+
     return parse
 
 
@@ -53,55 +56,103 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 
 def _common(p: argparse.ArgumentParser, out_default: str | None) -> None:
-    p.add_argument("--dtype", default="float64", choices=sorted(DTYPES),
-                   help="floating-point type of both sides (default: %(default)s)")
-    p.add_argument("--device", default="auto", choices=DEVICES,
-                   help="where the PyTorch reference runs; auto = cuda when available (default: %(default)s)")
-    p.add_argument("--steps", type=_count(0), default=3,
-                   help="optimizer steps checked after the first backward (default: %(default)s)")
-    p.add_argument("--batch-size", type=_count(1), default=None,
-                   help="sentences per batch (default: the preset's reference batch; 16 for a checkpoint)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights, batches and dropout masks "
-                                                       "(default: %(default)s)")
-    p.add_argument("--trajectory", default="auto", choices=TRAJECTORIES,
-                   help="free: each side trains on its own gradients; lockstep: transformer_np takes torch's "
-                        "gradients after they are compared, each step; auto: free in float64, lockstep in "
-                        "float32 (default: %(default)s)")
-    p.add_argument("--out", default=out_default,
-                   help="directory for the JSON and Markdown reports (default: "
-                        + ("%(default)s)" if out_default else "none written)"))
+    p.add_argument(
+        "--dtype",
+        default="float64",
+        choices=sorted(DTYPES),
+        help="floating-point type of both sides (default: %(default)s)",
+    )
+    p.add_argument(
+        "--device",
+        default="auto",
+        choices=DEVICES,
+        help="where the PyTorch reference runs; auto = cuda when available (default: %(default)s)",
+    )
+    p.add_argument(
+        "--steps",
+        type=_count(0),
+        default=3,
+        help="optimizer steps checked after the first backward (default: %(default)s)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=_count(1),
+        default=None,
+        help="sentences per batch (default: the preset's reference batch; 16 for a checkpoint)",
+    )
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the weights, batches and dropout masks (default: %(default)s)"
+    )
+    p.add_argument(
+        "--trajectory",
+        default="auto",
+        choices=TRAJECTORIES,
+        help="free: each side trains on its own gradients; lockstep: transformer_np takes torch's "
+        "gradients after they are compared, each step; auto: free in float64, lockstep in "
+        "float32 (default: %(default)s)",
+    )
+    p.add_argument(
+        "--out",
+        default=out_default,
+        help="directory for the JSON and Markdown reports (default: "
+        + ("%(default)s)" if out_default else "none written)"),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m parity", description=__doc__.split("\n\n")[0],
-                                     formatter_class=_HelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m parity", description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary}")
     presets = sorted(PRESETS)
 
-    p = sub.add_parser("report", formatter_class=_HelpFormatter,
-                       help="layer-by-layer parity of transformer_np against PyTorch",
-                       description="Every submodule's output, attention weights, the loss, every gradient and the "
-                                   "parameters after N optimizer steps, transformer_np against PyTorch.")
-    p.add_argument("--config", default="copy-reverse", choices=presets,
-                   help="the preset whose model is checked (default: %(default)s)")
+    p = sub.add_parser(
+        "report",
+        formatter_class=_HelpFormatter,
+        help="layer-by-layer parity of transformer_np against PyTorch",
+        description="Every submodule's output, attention weights, the loss, every gradient and the "
+        "parameters after N optimizer steps, transformer_np against PyTorch.",
+    )
+    p.add_argument(
+        "--config",
+        default="copy-reverse",
+        choices=presets,
+        help="the preset whose model is checked (default: %(default)s)",
+    )
     p.add_argument("--norm-first", action="store_true", help="pre-norm layers (default: the preset's placement)")
     p.add_argument("--final-norm", action="store_true", help="a LayerNorm after each stack (default: the preset's)")
-    p.add_argument("--activation", default=None, choices=("relu", "gelu"),
-                   help="feed-forward activation (default: the preset's)")
-    p.add_argument("--dropout", type=_rate, default=None,
-                   help="dropout rate; > 0 is checked with identical masks on both sides (default: the preset's)")
-    p.add_argument("--positional", default=None, choices=("sinusoidal", "learned"),
-                   help="positional encoding (default: the preset's)")
-    p.add_argument("--tie-embeddings", action="store_true",
-                   help="share the target embedding with the output projection (default: the preset's)")
-    p.add_argument("--failures-only", action="store_true",
-                   help="print only the failing rows (or 'no failures') and the summary")
+    p.add_argument(
+        "--activation", default=None, choices=("relu", "gelu"), help="feed-forward activation (default: the preset's)"
+    )
+    p.add_argument(
+        "--dropout",
+        type=_rate,
+        default=None,
+        help="dropout rate; > 0 is checked with identical masks on both sides (default: the preset's)",
+    )
+    p.add_argument(
+        "--positional",
+        default=None,
+        choices=("sinusoidal", "learned"),
+        help="positional encoding (default: the preset's)",
+    )
+    p.add_argument(
+        "--tie-embeddings",
+        action="store_true",
+        help="share the target embedding with the output projection (default: the preset's)",
+    )
+    p.add_argument(
+        "--failures-only", action="store_true", help="print only the failing rows (or 'no failures') and the summary"
+    )
     _common(p, "runs/parity")
 
-    p = sub.add_parser("summary", formatter_class=_HelpFormatter,
-                       help="worst error per module group, for a checkpoint or a preset",
-                       description="The report's checks, one line per group of the model, for a trained "
-                                   "transformer_np checkpoint or a preset's fresh model.")
+    p = sub.add_parser(
+        "summary",
+        formatter_class=_HelpFormatter,
+        help="worst error per module group, for a checkpoint or a preset",
+        description="The report's checks, one line per group of the model, for a trained "
+        "transformer_np checkpoint or a preset's fresh model.",
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="a transformer_np run directory or checkpoint file (e.g. runs/demo)")
     src.add_argument("--config", choices=presets, help="a preset whose fresh model is checked")
@@ -110,10 +161,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _report_config(args) -> ReportConfig:
-    return ReportConfig(args.config, args.dtype, args.device, args.steps, args.trajectory, args.seed, args.batch_size,
-                        norm_first=True if args.norm_first else None, activation=args.activation,
-                        dropout=args.dropout, final_norm=True if args.final_norm else None,
-                        positional=args.positional, tie_embeddings=True if args.tie_embeddings else None)
+    return ReportConfig(
+        args.config,
+        args.dtype,
+        args.device,
+        args.steps,
+        args.trajectory,
+        args.seed,
+        args.batch_size,
+        norm_first=True if args.norm_first else None,
+        activation=args.activation,
+        dropout=args.dropout,
+        final_norm=True if args.final_norm else None,
+        positional=args.positional,
+        tie_embeddings=True if args.tie_embeddings else None,
+    )
 
 
 def cmd_report(args) -> int:
@@ -125,9 +187,16 @@ def cmd_report(args) -> int:
 
 
 def cmd_summary(args) -> int:
-    report, source = run_summary(checkpoint=args.checkpoint, config=args.config, dtype=args.dtype,
-                                 device=args.device, steps=args.steps, batch_size=args.batch_size, seed=args.seed,
-                                 trajectory=args.trajectory)
+    report, source = run_summary(
+        checkpoint=args.checkpoint,
+        config=args.config,
+        dtype=args.dtype,
+        device=args.device,
+        steps=args.steps,
+        batch_size=args.batch_size,
+        seed=args.seed,
+        trajectory=args.trajectory,
+    )
     print(f"parity summary: {source}")
     print("\n".join(render.header(report)[1:]))
     print()

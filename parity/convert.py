@@ -21,6 +21,7 @@
 - `mask_to_torch(mask, num_heads)`: our boolean "True = may attend" mask, broadcastable to
   (B, H, T_q, T_k), as nn.MultiheadAttention's `attn_mask` (B*H, T_q, T_k), True = blocked.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,7 +38,7 @@ def _to_numpy(value) -> np.ndarray:
         return value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
         return value
-    return np.asarray(value.data)                      # a minitensor Tensor: .data is the array
+    return np.asarray(value.data)  # a minitensor Tensor: .data is the array
 
 
 def state_arrays(model) -> dict[str, np.ndarray]:
@@ -60,11 +61,16 @@ def check_keys(ours: dict, theirs: dict, what: str, ours_name: str = "source", t
     """ValueError listing the keys only on one side and the keys whose shapes differ."""
     only_ours = sorted(set(ours) - set(theirs))
     only_theirs = sorted(set(theirs) - set(ours))
-    shapes = sorted(f"{k}: {tuple(np.shape(ours[k]))} vs {tuple(np.shape(theirs[k]))}"
-                    for k in set(ours) & set(theirs) if tuple(np.shape(ours[k])) != tuple(np.shape(theirs[k])))
+    shapes = sorted(
+        f"{k}: {tuple(np.shape(ours[k]))} vs {tuple(np.shape(theirs[k]))}"
+        for k in set(ours) & set(theirs)
+        if tuple(np.shape(ours[k])) != tuple(np.shape(theirs[k]))
+    )
     if only_ours or only_theirs or shapes:
-        raise ValueError(f"{what}: state dicts differ: only in {ours_name}: {only_ours}; "
-                         f"only in {theirs_name}: {only_theirs}; shape mismatches: {shapes}")
+        raise ValueError(
+            f"{what}: state dicts differ: only in {ours_name}: {only_ours}; "
+            f"only in {theirs_name}: {only_theirs}; shape mismatches: {shapes}"
+        )
 
 
 def load_arrays(model, arrays: dict[str, np.ndarray], what: str = "load_arrays", prefixes=None) -> None:
@@ -76,8 +82,11 @@ def load_arrays(model, arrays: dict[str, np.ndarray], what: str = "load_arrays",
     if prefixes is not None:
         target = {k: v for k, v in target.items() if k.startswith(tuple(prefixes))}
     check_keys(arrays, target, what)
-    bad = sorted(f"{k}: {np.asarray(arrays[k]).dtype} vs {target[k].dtype}" for k in arrays
-                 if np.asarray(arrays[k]).dtype != target[k].dtype)
+    bad = sorted(
+        f"{k}: {np.asarray(arrays[k]).dtype} vs {target[k].dtype}"
+        for k in arrays
+        if np.asarray(arrays[k]).dtype != target[k].dtype
+    )
     if bad:
         raise TypeError(f"{what}: dtypes differ (convert one model first, nothing is cast silently): {bad}")
     if _is_torch(model):
@@ -104,19 +113,30 @@ def torch_to_np(torch_model, np_model):
 
 # --- torch.nn.Transformer import ------------------------------------------------------------
 
+
 def from_torch_multihead_attention(mha: nn.MultiheadAttention, prefix: str = "") -> dict[str, np.ndarray]:
     """nn.MultiheadAttention -> {prefix + 'W_q.weight', ...}: the packed in-projection splits into q, k, v."""
     if not mha._qkv_same_embed_dim or mha.in_proj_weight is None:
-        raise ValueError("from_torch_multihead_attention: only kdim == vdim == embed_dim "
-                         "(packed in_proj_weight) is supported")
+        raise ValueError(
+            "from_torch_multihead_attention: only kdim == vdim == embed_dim (packed in_proj_weight) is supported"
+        )
     if mha.in_proj_bias is None or mha.out_proj.bias is None or mha.bias_k is not None:
-        raise ValueError("from_torch_multihead_attention: expected bias=True and add_bias_kv=False "
-                         "(our Linear layers always carry a bias and no extra key/value rows)")
+        raise ValueError(
+            "from_torch_multihead_attention: expected bias=True and add_bias_kv=False "
+            "(our Linear layers always carry a bias and no extra key/value rows)"
+        )
     w_q, w_k, w_v = _to_numpy(mha.in_proj_weight).reshape(3, mha.embed_dim, mha.embed_dim)
     b_q, b_k, b_v = _to_numpy(mha.in_proj_bias).reshape(3, mha.embed_dim)
-    out = {"W_q.weight": w_q, "W_q.bias": b_q, "W_k.weight": w_k, "W_k.bias": b_k,
-           "W_v.weight": w_v, "W_v.bias": b_v,
-           "W_o.weight": _to_numpy(mha.out_proj.weight), "W_o.bias": _to_numpy(mha.out_proj.bias)}
+    out = {
+        "W_q.weight": w_q,
+        "W_q.bias": b_q,
+        "W_k.weight": w_k,
+        "W_k.bias": b_k,
+        "W_v.weight": w_v,
+        "W_v.bias": b_v,
+        "W_o.weight": _to_numpy(mha.out_proj.weight),
+        "W_o.bias": _to_numpy(mha.out_proj.bias),
+    }
     return {prefix + k: v.copy() for k, v in out.items()}
 
 
@@ -131,16 +151,20 @@ def _activation_name(layer) -> str:
 
 def _norm(prefix: str, ln: nn.LayerNorm) -> dict[str, np.ndarray]:
     if ln.eps != 1e-5 or ln.weight is None or ln.bias is None:
-        raise ValueError(f"from_torch_transformer: {prefix}: expected an affine LayerNorm with eps 1e-5, "
-                         f"got eps={ln.eps}, affine={ln.weight is not None}")
+        raise ValueError(
+            f"from_torch_transformer: {prefix}: expected an affine LayerNorm with eps 1e-5, "
+            f"got eps={ln.eps}, affine={ln.weight is not None}"
+        )
     return {prefix + "weight": _to_numpy(ln.weight).copy(), prefix + "bias": _to_numpy(ln.bias).copy()}
 
 
 def _ffn(prefix: str, layer) -> dict[str, np.ndarray]:
-    return {prefix + "feed_forward.linear1.weight": _to_numpy(layer.linear1.weight).copy(),
-            prefix + "feed_forward.linear1.bias": _to_numpy(layer.linear1.bias).copy(),
-            prefix + "feed_forward.linear2.weight": _to_numpy(layer.linear2.weight).copy(),
-            prefix + "feed_forward.linear2.bias": _to_numpy(layer.linear2.bias).copy()}
+    return {
+        prefix + "feed_forward.linear1.weight": _to_numpy(layer.linear1.weight).copy(),
+        prefix + "feed_forward.linear1.bias": _to_numpy(layer.linear1.bias).copy(),
+        prefix + "feed_forward.linear2.weight": _to_numpy(layer.linear2.weight).copy(),
+        prefix + "feed_forward.linear2.bias": _to_numpy(layer.linear2.bias).copy(),
+    }
 
 
 def from_torch_encoder_layer(layer: nn.TransformerEncoderLayer, prefix: str = "") -> dict[str, np.ndarray]:
@@ -168,12 +192,18 @@ def torch_transformer_config(nn_transformer: nn.Transformer) -> dict:
     dec = nn_transformer.decoder.layers[0]
     if nn_transformer.encoder.norm is None or nn_transformer.decoder.norm is None:
         raise ValueError("from_torch_transformer: expected the final encoder and decoder norms nn.Transformer builds")
-    return dict(d_model=enc.self_attn.embed_dim, num_heads=enc.self_attn.num_heads,
-                num_encoder_layers=len(nn_transformer.encoder.layers),
-                num_decoder_layers=len(nn_transformer.decoder.layers),
-                d_ff=enc.linear1.out_features, norm_first=bool(enc.norm_first), final_norm=True,
-                activation=_activation_name(enc), dec_activation=_activation_name(dec),
-                dec_norm_first=bool(dec.norm_first))
+    return dict(
+        d_model=enc.self_attn.embed_dim,
+        num_heads=enc.self_attn.num_heads,
+        num_encoder_layers=len(nn_transformer.encoder.layers),
+        num_decoder_layers=len(nn_transformer.decoder.layers),
+        d_ff=enc.linear1.out_features,
+        norm_first=bool(enc.norm_first),
+        final_norm=True,
+        activation=_activation_name(enc),
+        dec_activation=_activation_name(dec),
+        dec_norm_first=bool(dec.norm_first),
+    )
 
 
 def torch_transformer_arrays(nn_transformer: nn.Transformer) -> dict[str, np.ndarray]:
@@ -198,13 +228,26 @@ def from_torch_transformer(nn_transformer: nn.Transformer, model):
     cfg = torch_transformer_config(nn_transformer)
     ours = model.config if hasattr(model, "config") else None
     if ours is not None:
-        wanted = {k: cfg[k] for k in ("d_model", "num_heads", "num_encoder_layers", "num_decoder_layers",
-                                       "d_ff", "norm_first", "final_norm", "activation")}
+        wanted = {
+            k: cfg[k]
+            for k in (
+                "d_model",
+                "num_heads",
+                "num_encoder_layers",
+                "num_decoder_layers",
+                "d_ff",
+                "norm_first",
+                "final_norm",
+                "activation",
+            )
+        }
         have = {k: getattr(ours, k) for k in wanted}
         if wanted != have or cfg["dec_activation"] != cfg["activation"] or cfg["dec_norm_first"] != cfg["norm_first"]:
             diff = {k: (have[k], wanted[k]) for k in wanted if have[k] != wanted[k]}
-            raise ValueError(f"from_torch_transformer: model config does not match nn.Transformer "
-                             f"(field: (ours, nn.Transformer)): {diff}")
+            raise ValueError(
+                f"from_torch_transformer: model config does not match nn.Transformer "
+                f"(field: (ours, nn.Transformer)): {diff}"
+            )
     arrays = torch_transformer_arrays(nn_transformer)
     load_arrays(model, arrays, what="from_torch_transformer", prefixes=("encoder.", "decoder."))
     return model

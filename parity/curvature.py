@@ -7,6 +7,7 @@ measurement is repeated on the PyTorch twin: the weights are copied into parity/
 torch.autograd.grad, and the power iteration runs for as many iterations from the same start vector.
 The table and JSON gain a `torch eig` column per norm placement.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,16 +32,18 @@ def torch_hvp(np_model, cfg, src, tgt, label_smoothing: float):
     grads = torch.autograd.grad(loss, params, create_graph=True)
 
     def hvp(vs: list) -> list:
-        directional = sum((g * torch.from_numpy(v)).sum() for g, v in zip(grads, vs))     # <gradient, v>
+        directional = sum((g * torch.from_numpy(v)).sum() for g, v in zip(grads, vs))  # <gradient, v>
         return [to_numpy(h) for h in torch.autograd.grad(directional, params, retain_graph=True)]
+
     return hvp
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m parity.curvature", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="directory for curvature.md, curvature.json and curvature.png")
-    ap.add_argument("--steps", type=int, default=None, help="training steps (default: the experiment's, 1000; "
-                                                            "with --tiny: 4)")
+    ap.add_argument(
+        "--steps", type=int, default=None, help="training steps (default: the experiment's, 1000; with --tiny: 4)"
+    )
     ap.add_argument("--tiny", action="store_true", help="a tiny model and 4 steps, in seconds (CI)")
     ap.add_argument("--overwrite", action="store_true", help="replace an earlier curvature result in --out")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -49,8 +52,9 @@ def main(argv=None) -> int:
         check_experiment("curvature", args.out, args.steps, args.overwrite, args.tiny)
     except ValueError as e:
         ap.error(str(e))
-    res = run_experiment("curvature", args.out, args.steps, not args.no_progress, args.overwrite, args.tiny,
-                         reference=torch_hvp)
+    res = run_experiment(
+        "curvature", args.out, args.steps, not args.no_progress, args.overwrite, args.tiny, reference=torch_hvp
+    )
     print(res["markdown"])
     print(f"wrote {', '.join(res['files'])}")
     return 0

@@ -14,6 +14,7 @@ Token ids go in and come out as NumPy arrays on the CPU, whatever device the mod
 benchmarks time both sides' greedy decoding, and the tokens equal transformer_np's for the same
 weights (tests/test_parity.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -60,8 +61,16 @@ def _rows(x: torch.Tensor, rows: np.ndarray) -> torch.Tensor:
     return x[torch.as_tensor(rows, device=x.device)]
 
 
-def greedy_decode(model, src, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID,
-                  pad_id: int = PAD_ID, use_cache: bool = True, src_mask=None) -> np.ndarray:
+def greedy_decode(
+    model,
+    src,
+    max_len: int,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+    use_cache: bool = True,
+    src_mask=None,
+) -> np.ndarray:
     """Pick argmax_y p(y | src, y_<t) at every step, for a whole batch at once.
 
     src: (B, S) int ids; src_mask: None builds padding_mask(src, pad_id).
@@ -72,26 +81,26 @@ def greedy_decode(model, src, max_len: int, bos_id: int = BOS_ID, eos_id: int = 
     with _inference(model):
         src = _tokens(model, src)
         if src_mask is None:
-            src_mask = padding_mask(src, pad_id)                                     # (B, 1, 1, S)
-        memory = model.encode(src, src_mask)                                         # (B, S, D)
+            src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+        memory = model.encode(src, src_mask)  # (B, S, D)
         B = memory.shape[0]
         cache = model.init_cache() if use_cache else None
-        ys = np.full((B, 1), bos_id, dtype=np.int64)                                 # decoder input so far
+        ys = np.full((B, 1), bos_id, dtype=np.int64)  # decoder input so far
         out = np.full((B, max_len), pad_id, dtype=np.int64)
         finished = np.zeros(B, dtype=bool)
         for t in range(max_len):
             if use_cache:
-                logits = model.decode(ys[:, -1:], memory, src_mask, cache=cache)     # (B, 1, V)
+                logits = model.decode(ys[:, -1:], memory, src_mask, cache=cache)  # (B, 1, V)
             else:
                 # Causal only (no padding mask on the prefix): the cached path cannot see token ids.
-                logits = model.decode(ys, memory, src_mask, causal_mask(t + 1))      # (B, t + 1, V)
-            next_tok = _raw(logits[:, -1]).argmax(axis=-1)                           # (B,)
+                logits = model.decode(ys, memory, src_mask, causal_mask(t + 1))  # (B, t + 1, V)
+            next_tok = _raw(logits[:, -1]).argmax(axis=-1)  # (B,)
             next_tok = np.where(finished, pad_id, next_tok)
             out[:, t] = next_tok
             finished |= next_tok == eos_id
             if finished.all():
-                return out[:, :t + 1]
-            ys = np.concatenate([ys, next_tok[:, None]], axis=1)                     # (B, t + 2)
+                return out[:, : t + 1]
+            ys = np.concatenate([ys, next_tok[:, None]], axis=1)  # (B, t + 2)
     return out
 
 
@@ -107,9 +116,19 @@ def _log_softmax64(logits: np.ndarray) -> np.ndarray:
     return x - (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))
 
 
-def beam_search(model, src, beam_size: int = 5, max_len: int = 50, length_penalty: float = 0.6,
-                n_best: int = 1, bos_id: int = BOS_ID, eos_id: int = EOS_ID, pad_id: int = PAD_ID,
-                use_cache: bool = True, src_mask=None) -> list[list[tuple[np.ndarray, float]]]:
+def beam_search(
+    model,
+    src,
+    beam_size: int = 5,
+    max_len: int = 50,
+    length_penalty: float = 0.6,
+    n_best: int = 1,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+    pad_id: int = PAD_ID,
+    use_cache: bool = True,
+    src_mask=None,
+) -> list[list[tuple[np.ndarray, float]]]:
     """Keep the beam_size best prefixes by log P(y | src); return per source sentence a list of
     n_best (tokens, score) pairs, best first.
 
@@ -131,19 +150,19 @@ def beam_search(model, src, beam_size: int = 5, max_len: int = 50, length_penalt
     with _inference(model):
         src = _tokens(model, src)
         if src_mask is None:
-            src_mask = padding_mask(src, pad_id)                                     # (B, 1, 1, S)
-        memory = model.encode(src, src_mask)                                         # (B, S, D)
+            src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+        memory = model.encode(src, src_mask)  # (B, S, D)
         B = memory.shape[0]
         # Row i * K + k of every per-beam array is beam k of the i-th sentence still searching.
         rows = np.repeat(np.arange(B), K)
-        memory_k = _rows(memory, rows)                                               # (B*K, S, D)
+        memory_k = _rows(memory, rows)  # (B*K, S, D)
         mask = torch.as_tensor(src_mask, device=memory.device)
         per_sentence_mask = mask.ndim == 4 and mask.shape[0] != 1
-        mask_k = _rows(mask, rows) if per_sentence_mask else mask                    # (B*K, 1, 1, S)
-        alive = np.arange(B)                                                         # sentence ids still searching
-        tokens = np.full((B * K, 1), bos_id, dtype=np.int64)                         # (n*K, t + 1), BOS first
-        scores = np.full((B, K), -np.inf)                                            # cumulative log P, float64
-        scores[:, 0] = 0.0                                                           # one live beam at the start
+        mask_k = _rows(mask, rows) if per_sentence_mask else mask  # (B*K, 1, 1, S)
+        alive = np.arange(B)  # sentence ids still searching
+        tokens = np.full((B * K, 1), bos_id, dtype=np.int64)  # (n*K, t + 1), BOS first
+        scores = np.full((B, K), -np.inf)  # cumulative log P, float64
+        scores[:, 0] = 0.0  # one live beam at the start
         finished: list[list[tuple[np.ndarray, float]]] = [[] for _ in range(B)]
         cache = model.init_cache() if use_cache else None
 
@@ -153,11 +172,11 @@ def beam_search(model, src, beam_size: int = 5, max_len: int = 50, length_penalt
                 logits = model.decode(tokens[:, -1:], memory_k, mask_k, cache=cache)  # (n*K, 1, V)
             else:
                 logits = model.decode(tokens, memory_k, mask_k, causal_mask(t + 1))  # (n*K, t + 1, V)
-            logp = _log_softmax64(_raw(logits[:, -1]))                               # (n*K, V)
+            logp = _log_softmax64(_raw(logits[:, -1]))  # (n*K, V)
             V = logp.shape[-1]
-            cand = (scores[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)    # (n, K*V)
+            cand = (scores[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)  # (n, K*V)
             n_cand = min(2 * K, K * V)
-            order = np.argsort(-cand, axis=1, kind="stable")[:, :n_cand]             # (n, 2K) best first
+            order = np.argsort(-cand, axis=1, kind="stable")[:, :n_cand]  # (n, 2K) best first
             cand_scores = np.take_along_axis(cand, order, axis=1)
             new_origin = np.zeros((n, K), dtype=np.int64)
             new_token = np.full((n, K), pad_id, dtype=np.int64)
@@ -184,13 +203,14 @@ def beam_search(model, src, beam_size: int = 5, max_len: int = 50, length_penalt
                 if last_step:
                     for k in range(live):
                         seq = np.append(tokens[i * K + new_origin[i, k], 1:], new_token[i, k])
-                        finished[b].append((seq, float(new_scores[i, k])
-                                            / length_penalty_gnmt(len(seq), length_penalty)))
+                        finished[b].append(
+                            (seq, float(new_scores[i, k]) / length_penalty_gnmt(len(seq), length_penalty))
+                        )
                 done[i] = last_step or live == 0 or len(finished[b]) >= K
             if done.all():
                 break
             keep = np.flatnonzero(~done)
-            rows = (keep[:, None] * K + new_origin[keep]).reshape(-1)                # (n'*K,) rows to continue
+            rows = (keep[:, None] * K + new_origin[keep]).reshape(-1)  # (n'*K,) rows to continue
             tokens = np.concatenate([tokens[rows], new_token[keep].reshape(-1, 1)], axis=1)
             scores = new_scores[keep]
             alive = alive[keep]

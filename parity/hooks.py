@@ -10,6 +10,7 @@
 
 Hooks work on both frameworks: minitensor's Module has register_forward_hook and Tensor.retain_grad.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -74,6 +75,7 @@ class Capture(Hooks):
                 if t.requires_grad:
                     t.retain_grad()
                 self.outputs[key + suffix] = t
+
         return hook
 
 
@@ -93,6 +95,7 @@ class KeyProjectionGrads(Hooks):
             if output.requires_grad:
                 output.retain_grad()
             self.outputs[name] = output
+
         return hook
 
     def rows(self, name: str) -> np.ndarray:
@@ -100,7 +103,7 @@ class KeyProjectionGrads(Hooks):
         if grad is None:
             raise RuntimeError(f"KeyProjectionGrads: no gradient recorded for {name}'s output")
         g = to_numpy(grad)
-        return g.reshape(-1, g.shape[-1])                                       # (B * S_k, D)
+        return g.reshape(-1, g.shape[-1])  # (B * S_k, D)
 
 
 class SharedDropoutMasks:
@@ -130,6 +133,7 @@ class SharedDropoutMasks:
             keep = self.rng.random(shape) >= p
             self.recorded[name].append(keep)
             return keep
+
         return mask_fn
 
     def _replayer(self, name):
@@ -139,10 +143,12 @@ class SharedDropoutMasks:
                 raise RuntimeError(f"dropout masks: torch called {name} more often ({i + 1}) than transformer_np")
             keep = self.recorded[name][i]
             if keep.shape != tuple(shape):
-                raise RuntimeError(f"dropout masks: {name} call {i + 1}: transformer_np drew {keep.shape}, "
-                                   f"torch wants {shape}")
+                raise RuntimeError(
+                    f"dropout masks: {name} call {i + 1}: transformer_np drew {keep.shape}, torch wants {shape}"
+                )
             self.position[name] += 1
             return keep
+
         return mask_fn
 
     def finish_step(self) -> None:
@@ -183,6 +189,7 @@ class ReluBranchAligner(Hooks):
     def _record(self, name):
         def hook(module, inputs, output):
             self.last[name] = output.data
+
         return hook
 
     def _align(self, name):
@@ -202,4 +209,5 @@ class ReluBranchAligner(Hooks):
             self.aligned += int(flip.sum())
             delta = torch.as_tensor(np.where(flip, ours - ref, 0).astype(ref.dtype), device=output.device)
             return output + delta
+
         return hook

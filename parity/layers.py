@@ -8,6 +8,7 @@
 
 With these two, parity/model.py and transformer_np/model.py call the same names and differ in spelling.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,14 +34,14 @@ def attention_weights(q: torch.Tensor, k: torch.Tensor, mask=None, scale: float 
     """
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     # Scaling q (T_q * Dh numbers) instead of the scores (T_q * T_k) is cheaper, as torch's MHA does.
-    scores = (q * scale) @ k.transpose(-2, -1)                                       # (B, H, T_q, T_k)
+    scores = (q * scale) @ k.transpose(-2, -1)  # (B, H, T_q, T_k)
     if mask is None:
         return F.softmax(scores, dim=-1)
     keep = _raw(mask).to(scores.device)
     weights = F.softmax(scores.masked_fill(~keep, torch.finfo(scores.dtype).min), dim=-1)
-    row_has_key = keep.any(dim=-1, keepdim=True)                                     # (.., T_q, 1)
+    row_has_key = keep.any(dim=-1, keepdim=True)  # (.., T_q, 1)
     if not row_has_key.all():
-        weights = weights * row_has_key.to(weights.dtype)        # rows with no key allowed were uniform: zero them
+        weights = weights * row_has_key.to(weights.dtype)  # rows with no key allowed were uniform: zero them
     return weights
 
 
@@ -62,6 +63,8 @@ class Dropout(nn.Dropout):
             return super().forward(input)
         keep = _raw(self.mask_fn(tuple(input.shape)))
         if keep.dtype != torch.bool or tuple(keep.shape) != tuple(input.shape):
-            raise ValueError(f"Dropout.mask_fn: expected a bool keep-mask of shape {tuple(input.shape)}, "
-                             f"got {keep.dtype} of shape {tuple(keep.shape)}")
+            raise ValueError(
+                f"Dropout.mask_fn: expected a bool keep-mask of shape {tuple(input.shape)}, "
+                f"got {keep.dtype} of shape {tuple(keep.shape)}"
+            )
         return input * keep.to(input.device) / (1.0 - self.p)

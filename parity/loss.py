@@ -8,6 +8,7 @@
 
 The labels may be a NumPy array; they go to the logits' device.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -31,7 +32,7 @@ def compute_loss(model, src, tgt, label_smoothing: float = 0.0):
 
     Returns (loss tensor, logits tensor (B, T-1, V), labels array (B, T-1)).
     """
-    tgt_in, labels = shift_targets(tgt)                                 # (B, T-1) each
+    tgt_in, labels = shift_targets(tgt)  # (B, T-1) each
     src_t = torch.as_tensor(src, device=model.device)
     tgt_t = torch.as_tensor(np.ascontiguousarray(tgt_in), device=model.device)
     logits = model(src_t, tgt_t, padding_mask(src_t, PAD_ID), target_mask(tgt_t, PAD_ID))  # (B, T-1, V)

@@ -10,6 +10,7 @@ the attention scores' shape (B, H, T_q, T_k). Masks combine with `&`.
 Deviation from PyTorch, flagged: torch.nn.MultiheadAttention and nn.Transformer take the
 opposite convention (bool True = blocked, or an additive float mask); parity/convert.py converts.
 """
+
 from __future__ import annotations
 
 import torch
@@ -30,7 +31,7 @@ def _token_tensor(tokens, who: str) -> torch.Tensor:
 
 def padding_mask(tokens, pad_id: int = PAD_ID) -> torch.Tensor:
     """(B, 1, 1, S) bool: True where tokens[b, s] != pad_id, so every query ignores padded keys."""
-    return (_token_tensor(tokens, "padding_mask") != pad_id)[:, None, None, :]      # (B, 1, 1, S)
+    return (_token_tensor(tokens, "padding_mask") != pad_id)[:, None, None, :]  # (B, 1, 1, S)
 
 
 def causal_mask(size: int, offset: int = 0, device=None) -> torch.Tensor:
@@ -44,10 +45,10 @@ def causal_mask(size: int, offset: int = 0, device=None) -> torch.Tensor:
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise ValueError(f"causal_mask: offset must be a non-negative int, got {offset!r}")
     tri = torch.ones(size, offset + size, dtype=torch.bool, device=device).tril(diagonal=offset)
-    return tri[None, None]                                                            # (1, 1, T, offset + T)
+    return tri[None, None]  # (1, 1, T, offset + T)
 
 
 def target_mask(tgt, pad_id: int = PAD_ID) -> torch.Tensor:
     """(B, 1, T, T) bool: causal_mask(T) & padding_mask(tgt), the decoder self-attention mask."""
     tgt = _token_tensor(tgt, "target_mask")
-    return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), device=tgt.device)   # (B, 1, T, T)
+    return padding_mask(tgt, pad_id) & causal_mask(tgt.size(1), device=tgt.device)  # (B, 1, T, T)

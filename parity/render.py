@@ -5,6 +5,7 @@ The terminal shows what a reader needs at a glance, each line at most WIDTH char
 grouped by part of the model, one summary line per group and the verdict. The Markdown adds every
 row's max abs and note; the JSON holds everything (Report.to_dict).
 """
+
 from __future__ import annotations
 
 import json
@@ -34,9 +35,11 @@ def title(meta: dict) -> str:
 
 def run_line(meta: dict) -> str:
     model = meta["model"]
-    return (f"batch {meta['batch']}; {plural(meta['steps'], 'optimizer step')}, {meta['trajectory']} trajectory; "
-            f"seed {meta['seed']}; dropout {model['dropout']}, {'pre-norm' if model['norm_first'] else 'post-norm'}, "
-            f"activation {model['activation']}")
+    return (
+        f"batch {meta['batch']}; {plural(meta['steps'], 'optimizer step')}, {meta['trajectory']} trajectory; "
+        f"seed {meta['seed']}; dropout {model['dropout']}, {'pre-norm' if model['norm_first'] else 'post-norm'}, "
+        f"activation {model['activation']}"
+    )
 
 
 def header(report: Report) -> list[str]:
@@ -55,8 +58,10 @@ def adjustments(meta: dict) -> list[str]:
     if a.get("relu_branches_aligned") is None:
         out.append("ReLU branches: none aligned (the activation is not ReLU)")
     else:
-        out.append(f"ReLU branches: torch took transformer_np's side of 0 for {a['relu_branches_aligned']:,} of "
-                   f"{a['relu_inputs_compared']:,} ReLU inputs (values within round-off of 0, signs opposite)")
+        out.append(
+            f"ReLU branches: torch took transformer_np's side of 0 for {a['relu_branches_aligned']:,} of "
+            f"{a['relu_inputs_compared']:,} ReLU inputs (values within round-off of 0, signs opposite)"
+        )
     return out
 
 
@@ -83,12 +88,19 @@ COLUMNS = ("kind", "module / parameter", "shape", "rule", "value", "limit", "res
 
 
 def _cells(r: Row) -> list[str]:
-    return [r.kind, r.name, "x".join(map(str, r.shape)) or "()", r.rule, f"{r.value:.2e}", f"{r.limit:.1e}",
-            "ok" if r.ok else "FAIL"]
+    return [
+        r.kind,
+        r.name,
+        "x".join(map(str, r.shape)) or "()",
+        r.rule,
+        f"{r.value:.2e}",
+        f"{r.limit:.1e}",
+        "ok" if r.ok else "FAIL",
+    ]
 
 
 def _fit(name: str, width: int) -> str:
-    return name if len(name) <= width else "..." + name[len(name) - width + 3:]
+    return name if len(name) <= width else "..." + name[len(name) - width + 3 :]
 
 
 def table(report: Report, failures_only: bool = False) -> str:
@@ -119,8 +131,10 @@ def summary_table(report: Report) -> str:
     """One line per group: checks, failures, the worst plain comparison and where it is."""
     lines = [f"{'group':<12} {'checks':>6}  {'failed':>6}  {'max rel':>9}  {'limit':>7}  result  worst row"]
     for g, s in report.summary().items():
-        row = (f"{g:<12} {s['checks']:>6}  {s['failed']:>6}  {s['max_rel']:9.2e}  {s['limit']:7.1e}  "
-               f"{'ok' if s['ok'] else 'FAIL':<6}  ")
+        row = (
+            f"{g:<12} {s['checks']:>6}  {s['failed']:>6}  {s['max_rel']:9.2e}  {s['limit']:7.1e}  "
+            f"{'ok' if s['ok'] else 'FAIL':<6}  "
+        )
         lines.append(row + _fit(f"{s['kind']} {s['worst']}", WIDTH - len(row)))
     return "\n".join(lines)
 
@@ -134,8 +148,11 @@ def verdict(report: Report) -> str:
 
 def text(report: Report, failures_only: bool = False) -> str:
     """Everything the terminal shows for `python -m parity report`."""
-    return "\n".join(header(report) + legend(report.meta) + ["", table(report, failures_only), "",
-                                                              summary_table(report), "", verdict(report)])
+    return "\n".join(
+        header(report)
+        + legend(report.meta)
+        + ["", table(report, failures_only), "", summary_table(report), "", verdict(report)]
+    )
 
 
 def _md(text: str) -> str:
@@ -147,20 +164,38 @@ def markdown(report: Report) -> str:
     m = report.meta
     out = ["# " + title(m), "", run_line(m) + ".", "", "Reference adjusted, torch side only:", ""]
     out += ["- " + line for line in adjustments(m)]
-    out += ["", "```", *legend(m), "```", "", f"Result: **{verdict(report)}**. Measure: "
-            "minitensor.testing.error_stats (scale_free); limits: PARITY_RTOL and the rules above.", "",
-            "## Summary", "", "| group | checks | failed | worst | max rel | limit | result |",
-            "|---|---|---|---|---|---|---|"]
+    out += [
+        "",
+        "```",
+        *legend(m),
+        "```",
+        "",
+        f"Result: **{verdict(report)}**. Measure: "
+        "minitensor.testing.error_stats (scale_free); limits: PARITY_RTOL and the rules above.",
+        "",
+        "## Summary",
+        "",
+        "| group | checks | failed | worst | max rel | limit | result |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for g, s in report.summary().items():
-        out.append(f"| {g} | {s['checks']} | {s['failed']} | {s['kind']} `{s['worst']}` | {s['max_rel']:.2e} | "
-                   f"{s['limit']:.1e} | {'ok' if s['ok'] else 'FAIL'} |")
-    out += ["", "## Every check", "",
-            "| group | kind | module / parameter | shape | max abs | max rel | rule | value | limit | result | note |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
+        out.append(
+            f"| {g} | {s['checks']} | {s['failed']} | {s['kind']} `{s['worst']}` | {s['max_rel']:.2e} | "
+            f"{s['limit']:.1e} | {'ok' if s['ok'] else 'FAIL'} |"
+        )
+    out += [
+        "",
+        "## Every check",
+        "",
+        "| group | kind | module / parameter | shape | max abs | max rel | rule | value | limit | result | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in report.grouped():
-        out.append(f"| {r.group} | {r.kind} | `{r.name}` | {'x'.join(map(str, r.shape))} | {r.max_abs:.2e} | "
-                   f"{r.max_rel:.2e} | {r.rule} | {r.value:.2e} | {r.limit:.1e} | {'ok' if r.ok else 'FAIL'} | "
-                   f"{_md(r.note)} |")
+        out.append(
+            f"| {r.group} | {r.kind} | `{r.name}` | {'x'.join(map(str, r.shape))} | {r.max_abs:.2e} | "
+            f"{r.max_rel:.2e} | {r.rule} | {r.value:.2e} | {r.limit:.1e} | {'ok' if r.ok else 'FAIL'} | "
+            f"{_md(r.note)} |"
+        )
     return "\n".join(out) + "\n"
 
 

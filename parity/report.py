@@ -23,6 +23,7 @@ the two adjustments of the reference that every report's header states with thei
 float64-accumulated clipping norm, the ReLU branches aligned in float32): parity/hooks.py.
 The table, Markdown and JSON: parity/render.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,7 +45,7 @@ from .sides import CLIP_NORM_ADJUSTMENT, NpSide, TorchSide
 DTYPES = {"float64": (mt.float64, torch.float64), "float32": (mt.float32, torch.float32)}
 DEVICES = ("cpu", "cuda", "auto")
 TRAJECTORIES = ("auto", "free", "lockstep")
-FIRST_TOKEN = 4                     # ids below are PAD, BOS, EOS, UNK
+FIRST_TOKEN = 4  # ids below are PAD, BOS, EOS, UNK
 
 
 class DeviceError(RuntimeError):
@@ -83,13 +84,14 @@ class ReportConfig:
                   up to lr between two correct implementations.
       'auto'      free for float64, lockstep for float32.
     """
-    config: str = "copy-reverse"          # a preset of transformer_np.config.PRESETS (or a label with model_cfg)
-    dtype: str = "float64"                # 'float64' or 'float32', both sides
-    device: str = "cpu"                   # the torch side's device: 'cpu', 'cuda' or 'auto'
-    steps: int = 3                        # optimizer steps checked after the first backward
-    trajectory: str = "auto"              # 'free', 'lockstep' or 'auto' (above)
-    seed: int = 0                         # weights, batches and dropout masks
-    batch_size: int | None = None         # None: the preset's reference batch
+
+    config: str = "copy-reverse"  # a preset of transformer_np.config.PRESETS (or a label with model_cfg)
+    dtype: str = "float64"  # 'float64' or 'float32', both sides
+    device: str = "cpu"  # the torch side's device: 'cpu', 'cuda' or 'auto'
+    steps: int = 3  # optimizer steps checked after the first backward
+    trajectory: str = "auto"  # 'free', 'lockstep' or 'auto' (above)
+    seed: int = 0  # weights, batches and dropout masks
+    batch_size: int | None = None  # None: the preset's reference batch
     # Overrides of the preset's model; None keeps the preset's value.
     norm_first: bool | None = None
     activation: str | None = None
@@ -101,7 +103,7 @@ class ReportConfig:
     np_model: object = None
     model_cfg: ModelConfig | None = None
     train_cfg: TrainConfig | None = None
-    batches: list | None = None           # (src, tgt) int64 arrays, tgt with <bos>
+    batches: list | None = None  # (src, tgt) int64 arrays, tgt with <bos>
 
     def __post_init__(self):
         if self.model_cfg is None:
@@ -110,8 +112,14 @@ class ReportConfig:
 
     def model_config(self) -> ModelConfig:
         cfg = self.model_cfg if self.model_cfg is not None else get_preset(self.config).model
-        overrides = dict(norm_first=self.norm_first, activation=self.activation, dropout=self.dropout,
-                         final_norm=self.final_norm, positional=self.positional, tie_embeddings=self.tie_embeddings)
+        overrides = dict(
+            norm_first=self.norm_first,
+            activation=self.activation,
+            dropout=self.dropout,
+            final_norm=self.final_norm,
+            positional=self.positional,
+            tie_embeddings=self.tie_embeddings,
+        )
         return cfg.replace(**{k: v for k, v in overrides.items() if v is not None})
 
     def train_config(self) -> TrainConfig:
@@ -153,6 +161,7 @@ def build_models(cfg: ModelConfig, dtype: str, device: str, seed: int, np_model=
     model built under that default dtype.
     """
     from transformer_np.model import Transformer as NpTransformer
+
     mt_dtype, torch_dtype = resolve_dtype(dtype)
     previous = mt.get_default_dtype()
     mt.set_default_dtype(mt_dtype)
@@ -177,8 +186,9 @@ def build_models(cfg: ModelConfig, dtype: str, device: str, seed: int, np_model=
     return fresh, ref
 
 
-def synthetic_batch(rng: np.random.Generator, batch_size: int, src_len: int, tgt_len: int,
-                    src_vocab: int, tgt_vocab: int) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_batch(
+    rng: np.random.Generator, batch_size: int, src_len: int, tgt_len: int, src_vocab: int, tgt_vocab: int
+) -> tuple[np.ndarray, np.ndarray]:
     """src (B, S) and tgt (B, T + 1) = <bos> tokens <eos> <pad>...: random lengths, row 0 full, so padding matters."""
     src = np.full((batch_size, src_len), PAD_ID, dtype=np.int64)
     tgt = np.full((batch_size, tgt_len + 1), PAD_ID, dtype=np.int64)
@@ -187,7 +197,7 @@ def synthetic_batch(rng: np.random.Generator, batch_size: int, src_len: int, tgt
         m = tgt_len - 1 if b == 0 else int(rng.integers(max(1, (tgt_len - 1) // 2), tgt_len))
         src[b, :n] = rng.integers(FIRST_TOKEN, src_vocab, n)
         tgt[b, 0] = BOS_ID
-        tgt[b, 1:m + 1] = rng.integers(FIRST_TOKEN, tgt_vocab, m)
+        tgt[b, 1 : m + 1] = rng.integers(FIRST_TOKEN, tgt_vocab, m)
         tgt[b, m + 1] = EOS_ID
     return src, tgt
 
@@ -200,7 +210,7 @@ def _batches(rc: ReportConfig, cfg: ModelConfig) -> list:
         rng = np.random.default_rng(rc.seed)
         return [synthetic_batch(rng, B, S, T, cfg.src_vocab_size, cfg.tgt_vocab_size) for _ in range(max(rc.steps, 1))]
     if rc.batch_size:
-        return [(s[:rc.batch_size], t[:rc.batch_size]) for s, t in rc.batches]
+        return [(s[: rc.batch_size], t[: rc.batch_size]) for s, t in rc.batches]
     return list(rc.batches)
 
 
@@ -250,12 +260,23 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
     for name, p in pt_params.items():
         q = np_params.get(name)
         if q is None or q.grad is None or p.grad is None:
-            report.missing("grads", "param.grad", name, rtol, "gradient missing on "
-                           + ("transformer_np" if q is None or q.grad is None else "torch"))
+            report.missing(
+                "grads",
+                "param.grad",
+                name,
+                rtol,
+                "gradient missing on " + ("transformer_np" if q is None or q.grad is None else "torch"),
+            )
         elif structurally_zero_grad(name):
             rows = keys.rows(key_projection(name))
-            report.check_zero("grads", "param.grad", name, (to_numpy(q.grad), to_numpy(p.grad)),
-                              sum_roundoff_limit(rows, dtype), KEY_BIAS_NOTE.format(n=rows.shape[0]))
+            report.check_zero(
+                "grads",
+                "param.grad",
+                name,
+                (to_numpy(q.grad), to_numpy(p.grad)),
+                sum_roundoff_limit(rows, dtype),
+                KEY_BIAS_NOTE.format(n=rows.shape[0]),
+            )
         else:
             report.check_close("grads", "param.grad", name, to_numpy(q.grad), to_numpy(p.grad), rtol)
     for name in np_params.keys() - pt_params.keys():
@@ -265,7 +286,7 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
         if ours is None or not t.requires_grad:
             continue
         if t.grad is None and ours.grad is None:
-            continue                                     # off the loss's path on both sides
+            continue  # off the loss's path on both sides
         if t.grad is None or ours.grad is None:
             report.missing("grads", "grad", key, rtol, "activation gradient on one side only")
         else:
@@ -282,7 +303,7 @@ def hessian_vector_product(grad, loss, params: list, direction: list) -> list:
     on both sides, the first recording the backward pass (create_graph) so that the second can run through it.
     """
     grads = grad(loss, params, create_graph=True)
-    directional = sum((g * v).sum() for g, v in zip(grads, direction))              # <grad loss, v>
+    directional = sum((g * v).sum() for g, v in zip(grads, direction))  # <grad loss, v>
     return list(grad(directional, params))
 
 
@@ -298,10 +319,15 @@ def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, mas
     if masks is not None:
         masks.finish_step()
     device = next(iter(pt_params.values())).device
-    ours = hessian_vector_product(mt.autograd.grad, np_loss, [np_params[n] for n in pt_params],
-                                  [mt.tensor(direction[n]) for n in pt_params])
-    ref = hessian_vector_product(torch.autograd.grad, pt_loss, list(pt_params.values()),
-                                 [torch.from_numpy(direction[n]).to(device) for n in pt_params])
+    ours = hessian_vector_product(
+        mt.autograd.grad, np_loss, [np_params[n] for n in pt_params], [mt.tensor(direction[n]) for n in pt_params]
+    )
+    ref = hessian_vector_product(
+        torch.autograd.grad,
+        pt_loss,
+        list(pt_params.values()),
+        [torch.from_numpy(direction[n]).to(device) for n in pt_params],
+    )
     ours = {n: to_numpy(h) for n, h in zip(pt_params, ours)}
     ref = {n: to_numpy(h) for n, h in zip(pt_params, ref)}
     flat = lambda arrays: np.concatenate([arrays[n].reshape(-1) for n in pt_params])
@@ -313,23 +339,35 @@ def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, mas
             report.check_close("hvp", "hvp", name, ours[name], ref[name], rtol)
 
 
-def compare_step_grads(report: Report, npside: NpSide, ptside: TorchSide, keys: KeyProjectionGrads,
-                       step: int, dtype: str) -> None:
+def compare_step_grads(
+    report: Report, npside: NpSide, ptside: TorchSide, keys: KeyProjectionGrads, step: int, dtype: str
+) -> None:
     """Two rows for a later step's backward: the worst parameter gradient ('rel'), the key biases' ('zero')."""
     np_grads = {name: to_numpy(p.grad) for name, p in npside.model.named_parameters()}
     pt_grads = {name: to_numpy(p.grad) for name, p in ptside.model.named_parameters()}
     zero = [name for name in pt_grads if structurally_zero_grad(name)]
     plain = [name for name in pt_grads if name not in zero]
     worst = max(plain, key=lambda name: error_stats(np_grads[name], pt_grads[name], scale_free=True)[1])
-    report.check_close("after-steps", "step", f"param grads step {step}", np_grads[worst], pt_grads[worst],
-                       PARITY_RTOL[dtype], f"worst of {len(plain)}: {worst}")
+    report.check_close(
+        "after-steps",
+        "step",
+        f"param grads step {step}",
+        np_grads[worst],
+        pt_grads[worst],
+        PARITY_RTOL[dtype],
+        f"worst of {len(plain)}: {worst}",
+    )
     if zero:
         rows = {name: keys.rows(key_projection(name)) for name in zero}
         flat = lambda arrays: np.concatenate([a.reshape(-1) for a in arrays])
-        report.check_zero("after-steps", "step", f"key-bias grads step {step}",
-                          (flat(np_grads[n] for n in zero), flat(pt_grads[n] for n in zero)),
-                          flat(sum_roundoff_limit(rows[n], dtype) for n in zero),
-                          f"{len(zero)} key biases: exact value 0, |grad| <= n*eps*sum|dK| over their key rows")
+        report.check_zero(
+            "after-steps",
+            "step",
+            f"key-bias grads step {step}",
+            (flat(np_grads[n] for n in zero), flat(pt_grads[n] for n in zero)),
+            flat(sum_roundoff_limit(rows[n], dtype) for n in zero),
+            f"{len(zero)} key biases: exact value 0, |grad| <= n*eps*sum|dK| over their key rows",
+        )
 
 
 def sync_grads(npside: NpSide, ptside: TorchSide) -> None:
@@ -345,8 +383,15 @@ DRIFT_NOTE = "gradient identically 0: exact value = init; each side within Adam'
 def key_bias_grad_max(npside: NpSide, ptside: TorchSide) -> float:
     """The largest |entry| of any key bias's gradient on either side (round-off: its exact value is 0)."""
     sides = (dict(npside.model.named_parameters()), dict(ptside.model.named_parameters()))
-    return max((float(np.abs(to_numpy(params[name].grad)).max(initial=0.0))
-                for params in sides for name in params if structurally_zero_grad(name)), default=0.0)
+    return max(
+        (
+            float(np.abs(to_numpy(params[name].grad)).max(initial=0.0))
+            for params in sides
+            for name in params
+            if structurally_zero_grad(name)
+        ),
+        default=0.0,
+    )
 
 
 def adam_step_bound(lrs: list, grad_maxes: list, betas, eps: float) -> float:
@@ -367,8 +412,9 @@ def adam_step_bound(lrs: list, grad_maxes: list, betas, eps: float) -> float:
     return bound
 
 
-def compare_after_steps(report: Report, np_model, pt_model, init: dict, bound: float, steps: int, trajectory: str,
-                        dtype: str) -> None:
+def compare_after_steps(
+    report: Report, np_model, pt_model, init: dict, bound: float, steps: int, trajectory: str, dtype: str
+) -> None:
     """Every parameter after the steps; in the free trajectory the key biases by Adam's step bound ('drift').
 
     Adam turns the key bias's round-off gradient into steps of up to lr each, so two correct
@@ -389,8 +435,9 @@ def compare_after_steps(report: Report, np_model, pt_model, init: dict, bound: f
             report.check_close("after-steps", "param", name, ours[name], ref[name], rtol)
 
 
-def compare_steps(report: Report, npside: NpSide, ptside: TorchSide, batches, masks, steps: int, trajectory: str,
-                  dtype: str) -> float:
+def compare_steps(
+    report: Report, npside: NpSide, ptside: TorchSide, batches, masks, steps: int, trajectory: str, dtype: str
+) -> float:
     """The N optimizer steps (the first on the gradients already compared), each later step's loss, gradients and
     gradient norm compared; returns Adam's step bound for the key biases over these steps (adam_step_bound)."""
     rtol = PARITY_RTOL[dtype]
@@ -404,8 +451,7 @@ def compare_steps(report: Report, npside: NpSide, ptside: TorchSide, batches, ma
             np_loss, pt_loss = npside.loss(s, t), ptside.loss(s, t)
             if masks is not None:
                 masks.finish_step()
-            report.check_close("after-steps", "step", f"loss step {i + 1}", to_numpy(np_loss),
-                               to_numpy(pt_loss), rtol)
+            report.check_close("after-steps", "step", f"loss step {i + 1}", to_numpy(np_loss), to_numpy(pt_loss), rtol)
             np_loss.backward()
             pt_loss.backward()
             compare_step_grads(report, npside, ptside, keys, i + 1, dtype)
@@ -446,10 +492,21 @@ def run_report(rc: ReportConfig) -> Report:
 
     batches = _batches(rc, cfg)
     src, tgt = batches[0]
-    report = Report(meta=dict(config=rc.config, dtype=dtype, device=device, seed=rc.seed, steps=rc.steps,
-                              batch=f"B={src.shape[0]} S={src.shape[1]} T={tgt.shape[1] - 1}",
-                              trajectory=trajectory, rtol=rtol, model=cfg.to_dict(), train=train.to_dict(),
-                              torch=torch.__version__))
+    report = Report(
+        meta=dict(
+            config=rc.config,
+            dtype=dtype,
+            device=device,
+            seed=rc.seed,
+            steps=rc.steps,
+            batch=f"B={src.shape[0]} S={src.shape[1]} T={tgt.shape[1] - 1}",
+            trajectory=trajectory,
+            rtol=rtol,
+            model=cfg.to_dict(),
+            train=train.to_dict(),
+            torch=torch.__version__,
+        )
+    )
     init = state_arrays(pt_model)
     compare_forward_backward(report, npside, ptside, src, tgt, masks, dtype)
     compare_hvp(report, npside, ptside, src, tgt, masks, dtype, rc.seed)
@@ -463,13 +520,21 @@ def run_report(rc: ReportConfig) -> Report:
     report.meta["adjustments"] = dict(
         clip_norm=CLIP_NORM_ADJUSTMENT if train.clip_grad_norm > 0 else None,
         relu_branches_aligned=None if aligner is None else aligner.aligned,
-        relu_inputs_compared=None if aligner is None else aligner.seen)
+        relu_inputs_compared=None if aligner is None else aligner.seen,
+    )
     return report
 
 
-def run_summary(checkpoint: str | None = None, config: str | None = None, dtype: str = "float64",
-                device: str = "auto", steps: int = 3, batch_size: int | None = None, seed: int = 0,
-                trajectory: str = "auto"):
+def run_summary(
+    checkpoint: str | None = None,
+    config: str | None = None,
+    dtype: str = "float64",
+    device: str = "auto",
+    steps: int = 3,
+    batch_size: int | None = None,
+    seed: int = 0,
+    trajectory: str = "auto",
+):
     """(Report, description) for a trained transformer_np checkpoint, or for a preset's fresh model.
 
     A checkpoint's model (state via mt.save, configs in the same file; transformer_np/train.py) is
@@ -485,17 +550,25 @@ def run_summary(checkpoint: str | None = None, config: str | None = None, dtype:
         return run_report(ReportConfig(config, **common)), f"the {config} preset"
     from transformer_np.data import collate
     from transformer_np.train import load_checkpoint
-    check_options(dtype, device, steps, batch_size, trajectory)         # before the file is read
+
+    check_options(dtype, device, steps, batch_size, trajectory)  # before the file is read
     resolve_device(device)
     ck = load_checkpoint(checkpoint)
     B = batch_size or 16
     train_pairs, held = ck.task.splits(train_size=B * max(steps, 1), eval_size=B, seed=seed + 12345)
     pairs = (held + train_pairs) if held else train_pairs
-    batches = [collate(pairs[i:i + B]) for i in range(0, min(len(pairs), B * max(steps, 1)), B)]
-    train = ck.train_cfg.replace(schedule="warmup", weight_decay=0.0,
-                                 clip_grad_norm=ck.train_cfg.clip_grad_norm or 1.0)
-    report = run_report(ReportConfig("checkpoint", np_model=ck.model, model_cfg=ck.model_cfg, train_cfg=train,
-                                     batches=batches, **{**common, "batch_size": None}))
+    batches = [collate(pairs[i : i + B]) for i in range(0, min(len(pairs), B * max(steps, 1)), B)]
+    train = ck.train_cfg.replace(schedule="warmup", weight_decay=0.0, clip_grad_norm=ck.train_cfg.clip_grad_norm or 1.0)
+    report = run_report(
+        ReportConfig(
+            "checkpoint",
+            np_model=ck.model,
+            model_cfg=ck.model_cfg,
+            train_cfg=train,
+            batches=batches,
+            **{**common, "batch_size": None},
+        )
+    )
     report.meta["checkpoint"] = ck.path
     report.meta["checkpoint_step"] = ck.step
     return report, f"checkpoint {ck.path} (step {ck.step}, task {ck.task.name})"

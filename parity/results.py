@@ -13,6 +13,7 @@ with the floor relative to the array's own scale) and is judged by one of three 
            lr * min(1, max|grad| / eps) for 1 - beta1 <= sqrt(1 - beta2) as in the paper's recipe
            (parity.report.adam_step_bound).
 """
+
 from __future__ import annotations
 
 import math
@@ -28,15 +29,15 @@ RULES = ("rel", "zero", "drift")
 
 @dataclass
 class Row:
-    group: str                      # one of GROUPS
-    kind: str                       # 'forward', 'attn', 'loss', 'grad', 'param.grad', 'hvp', 'step', 'param'
-    name: str                       # module path or parameter name
+    group: str  # one of GROUPS
+    kind: str  # 'forward', 'attn', 'loss', 'grad', 'param.grad', 'hvp', 'step', 'param'
+    name: str  # module path or parameter name
     shape: tuple
-    max_abs: float                  # the plain comparison of the two sides, whatever the rule
+    max_abs: float  # the plain comparison of the two sides, whatever the rule
     max_rel: float
-    rule: str                       # one of RULES
-    value: float                    # the judged quantity: max_rel, the largest |entry|, or the largest drift
-    limit: float                    # ok means value <= limit
+    rule: str  # one of RULES
+    value: float  # the judged quantity: max_rel, the largest |entry|, or the largest drift
+    limit: float  # ok means value <= limit
     ok: bool
     note: str = ""
 
@@ -84,8 +85,9 @@ class Report:
         """Rule 'drift': both sides within `bound` of `init`."""
         a, r = error_stats(ours, ref, scale_free=True)
         drift = max(float(np.abs(ours - init).max(initial=0.0)), float(np.abs(ref - init).max(initial=0.0)))
-        self.rows.append(Row("after-steps", "param", name, tuple(np.shape(ref)), a, r, "drift", drift, bound,
-                             drift <= bound, note))
+        self.rows.append(
+            Row("after-steps", "param", name, tuple(np.shape(ref)), a, r, "drift", drift, bound, drift <= bound, note)
+        )
 
     def summary(self) -> dict:
         """Per group: number of checks, the worst 'rel' row (the plain comparison), pass/fail of every rule."""
@@ -95,14 +97,25 @@ class Report:
             if rows:
                 plain = [r for r in rows if r.rule == "rel"] or rows
                 worst = max(plain, key=lambda r: r.max_rel)
-                out[g] = dict(checks=len(rows), worst=worst.name, kind=worst.kind, max_abs=worst.max_abs,
-                              max_rel=worst.max_rel, limit=worst.limit, failed=sum(not r.ok for r in rows),
-                              ok=all(r.ok for r in rows))
+                out[g] = dict(
+                    checks=len(rows),
+                    worst=worst.name,
+                    kind=worst.kind,
+                    max_abs=worst.max_abs,
+                    max_rel=worst.max_rel,
+                    limit=worst.limit,
+                    failed=sum(not r.ok for r in rows),
+                    ok=all(r.ok for r in rows),
+                )
         return out
 
     def to_dict(self) -> dict:
-        return dict(meta=self.meta, passed=self.passed, summary=self.summary(),
-                    rows=[dict(asdict(r), shape=list(r.shape)) for r in self.rows])
+        return dict(
+            meta=self.meta,
+            passed=self.passed,
+            summary=self.summary(),
+            rows=[dict(asdict(r), shape=list(r.shape)) for r in self.rows],
+        )
 
 
 def worst_against(arrays, limit) -> tuple[float, float]:

@@ -10,6 +10,7 @@ Each side owns its model, optimizer, schedule and clipping, and offers `loss(src
                 the total gradient norm used for clipping is accumulated in float64 (TorchSide.step
                 says why; the report's header states it)
 """
+
 from __future__ import annotations
 
 import torch
@@ -21,15 +22,19 @@ from .hooks import to_numpy
 from .loss import compute_loss as torch_compute_loss
 
 # Stated in every report's header, word for word (parity/render.py).
-CLIP_NORM_ADJUSTMENT = ("gradient clipping: the total norm is accumulated in float64 "
-                        "(torch.nn.utils.clip_grad_norm_ sums the squares in the parameters' dtype)")
+CLIP_NORM_ADJUSTMENT = (
+    "gradient clipping: the total norm is accumulated in float64 "
+    "(torch.nn.utils.clip_grad_norm_ sums the squares in the parameters' dtype)"
+)
 
 
 def warmup_lambda(d_model: int, warmup_steps: int, factor: float):
     """The paper's rate for torch's LambdaLR: factor * d^-0.5 * min(step^-0.5, step * warmup^-1.5), step = epoch + 1."""
+
     def rate(epoch: int) -> float:
         step = epoch + 1
-        return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+        return factor * d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
     return rate
 
 
@@ -42,8 +47,9 @@ class NpSide:
         self.opt = mt.optim.Adam(model.parameters(), lr=train.lr, betas=tuple(train.betas), eps=train.eps)
         # lr = train.lr * d^-0.5 * min(n^-0.5, n * warmup^-1.5): the base lr carries train.lr, factor 1,
         # exactly as torch's LambdaLR below multiplies its base lr.
-        self.sched = mt.optim.lr_scheduler.WarmupInverseSqrt(self.opt, d_model=cfg.d_model,
-                                                            warmup_steps=train.warmup_steps, factor=1.0)
+        self.sched = mt.optim.lr_scheduler.WarmupInverseSqrt(
+            self.opt, d_model=cfg.d_model, warmup_steps=train.warmup_steps, factor=1.0
+        )
         self.clip = train.clip_grad_norm
         self.smoothing = train.label_smoothing
 
@@ -81,8 +87,9 @@ class TorchSide:
             # norm sums squares in float32: about 1e-4 relative error for the base model's 5M-entry embedding
             # gradient, more than PARITY_RTOL['float32'], so the reference would be the weaker side.
             grads = [p.grad for p in self.model.parameters() if p.grad is not None]
-            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64)
-                                                         for g in grads]))
+            norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64) for g in grads])
+            )
             torch.nn.utils.clip_grads_with_norm_(self.model.parameters(), self.clip, norm)
         self.opt.step()
         self.sched.step()

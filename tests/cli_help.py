@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import argparse
 
-_SWITCH_ACTIONS = (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction,
-                   argparse._HelpAction, argparse._VersionAction, argparse._CountAction)
+_SWITCH_ACTIONS = (
+    argparse._StoreTrueAction,
+    argparse._StoreFalseAction,
+    argparse._StoreConstAction,
+    argparse._HelpAction,
+    argparse._VersionAction,
+    argparse._CountAction,
+)
 
 
 def _subparsers(parser: argparse.ArgumentParser):

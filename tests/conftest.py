@@ -4,6 +4,7 @@ Every test starts from the same seeds (NumPy's global generator, minitensor's ge
 torch's), so a failure reproduces by rerunning the one test. Tolerances are NOT here: they
 live only in minitensor/testing.py.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,6 +24,7 @@ SEED = 0
 
 # The two precisions every op is checked in; names index OP_RTOL / PARITY_RTOL.
 DTYPE_NAMES = ("float64", "float32")
+
 
 def pytest_collection_modifyitems(config, items):
     """Skip tests marked `cuda` when no CUDA device is visible to torch."""

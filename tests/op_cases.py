@@ -12,11 +12,13 @@ ones: it would hide swapped axes) and compares every input's gradient. tests/tes
 the table in float64 and float32; tests/test_gradcheck.py runs its differentiable cases
 through minitensor's finite-difference gradcheck.
 """
+
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,9 +50,9 @@ class Arg:
     """One input: `kind` picks the distribution; float inputs require grad unless grad=False."""
 
     shape: tuple
-    kind: str = "normal"        # normal | pos | away | ties | neginf | int | bool | const
-    high: int = 0               # for kind='int': values in [0, high)
-    value: Any = None           # for kind='const'
+    kind: str = "normal"  # normal | pos | away | ties | neginf | int | bool | const
+    high: int = 0  # for kind='int': values in [0, high)
+    value: Any = None  # for kind='const'
     grad: bool = True
 
     @property
@@ -64,11 +66,11 @@ class Arg:
         shape = self.shape
         if self.kind == "normal":
             return rng.standard_normal(shape)
-        if self.kind == "pos":          # log, sqrt, non-integer powers: stay well inside the domain
+        if self.kind == "pos":  # log, sqrt, non-integer powers: stay well inside the domain
             return rng.uniform(0.5, 2.0, shape)
-        if self.kind == "away":         # divisors and kinks (abs): |x| >= 0.5
+        if self.kind == "away":  # divisors and kinks (abs): |x| >= 0.5
             return rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
-        if self.kind == "ties":         # small integers as floats: == and != see equal pairs
+        if self.kind == "ties":  # small integers as floats: == and != see equal pairs
             return rng.integers(-2, 3, shape).astype(np.float64)
         if self.kind == "neginf":
             # -inf where the index sum is 0 mod 3: every line of length >= 2 keeps a finite entry,
@@ -85,14 +87,36 @@ class Arg:
         raise ValueError(f"unknown Arg kind {self.kind!r}")
 
 
-def Pos(*shape): return Arg(shape, "pos")
-def Away(*shape): return Arg(shape, "away")
-def Ties(*shape): return Arg(shape, "ties")
-def NegInf(*shape): return Arg(shape, "neginf")
-def Int(shape, high): return Arg(tuple(shape), "int", high=high, grad=False)
-def Bool(*shape): return Arg(shape, "bool", grad=False)
-def Const(value, grad=False): return Arg(np.shape(value), "const", value=value, grad=grad)
-def NoGrad(*shape): return Arg(shape, "normal", grad=False)
+def Pos(*shape):
+    return Arg(shape, "pos")
+
+
+def Away(*shape):
+    return Arg(shape, "away")
+
+
+def Ties(*shape):
+    return Arg(shape, "ties")
+
+
+def NegInf(*shape):
+    return Arg(shape, "neginf")
+
+
+def Int(shape, high):
+    return Arg(tuple(shape), "int", high=high, grad=False)
+
+
+def Bool(*shape):
+    return Arg(shape, "bool", grad=False)
+
+
+def Const(value, grad=False):
+    return Arg(np.shape(value), "const", value=value, grad=grad)
+
+
+def NoGrad(*shape):
+    return Arg(shape, "normal", grad=False)
 
 
 def _spec(a) -> Arg:
@@ -103,14 +127,14 @@ def _spec(a) -> Arg:
 @dataclass(frozen=True)
 class Case:
     name: str
-    fn: Callable                        # fn(t, *inputs, **kwargs), same code for both libraries
-    args: tuple                         # input specs (shape tuples or Arg)
+    fn: Callable  # fn(t, *inputs, **kwargs), same code for both libraries
+    args: tuple  # input specs (shape tuples or Arg)
     kwargs: dict = field(default_factory=dict)
-    rtol: dict = field(default_factory=dict)   # override per dtype name: ONLY with a reason in `why`
+    rtol: dict = field(default_factory=dict)  # override per dtype name: ONLY with a reason in `why`
     why: str = ""
-    ref: Callable | None = None         # torch-side function where torch spells it differently
-    grad: bool = True                   # compare gradients (False: forward-only op)
-    gradcheck: bool = True              # run finite differences in float64 (False: why in `why`)
+    ref: Callable | None = None  # torch-side function where torch spells it differently
+    grad: bool = True  # compare gradients (False: forward-only op)
+    gradcheck: bool = True  # run finite differences in float64 (False: why in `why`)
 
     @property
     def specs(self) -> list[Arg]:
@@ -167,8 +191,9 @@ def compare_forward(case: Case, outs_mt: list, outs_t: list, dtype_name: str) ->
     for i, (o, r) in enumerate(zip(outs_mt, outs_t)):
         assert isinstance(o, mt.Tensor), f"{case}: output {i} is {type(o).__name__}, expected mt.Tensor"
         assert o.shape == tuple(r.shape), f"{case}: output {i} shape {o.shape} vs torch {tuple(r.shape)}"
-        assert o.dtype.name == torch_dtype_name(r), \
+        assert o.dtype.name == torch_dtype_name(r), (
             f"{case}: output {i} dtype {o.dtype.name} vs torch {torch_dtype_name(r)}"
+        )
         ref = r.detach().numpy()
         if is_float_name(o.dtype.name):
             assert_close(o.numpy(), ref, case.tol(dtype_name), what=f"{case} [{dtype_name}] forward {i}")
@@ -205,11 +230,13 @@ def run_case(case: Case, dtype_name: str) -> None:
     if case.grad and any(r.requires_grad for r in outs_t):
         before = [o.numpy().copy() for o in outs_mt]
         backward_both(outs_mt, outs_t, case_seed(case.name))
-        for i, (o, b) in enumerate(zip(outs_mt, before)):   # a backward must not scribble on saved outputs
+        for i, (o, b) in enumerate(zip(outs_mt, before)):  # a backward must not scribble on saved outputs
             assert np.array_equal(o.numpy(), b, equal_nan=True), f"{case} [{dtype_name}]: backward changed output {i}"
         compare_grads(case, xs_mt, xs_t, dtype_name)
-    for i, (x, a) in enumerate(zip(xs_mt, arrays)):          # nor forward or backward on inputs
-        assert np.array_equal(x.numpy(), a, equal_nan=a.dtype.kind == "f"), f"{case} [{dtype_name}]: input {i} was modified"
+    for i, (x, a) in enumerate(zip(xs_mt, arrays)):  # nor forward or backward on inputs
+        assert np.array_equal(x.numpy(), a, equal_nan=a.dtype.kind == "f"), (
+            f"{case} [{dtype_name}]: input {i} was modified"
+        )
 
 
 def compare_grads(case: Case, xs_mt: list, xs_t: list, dtype_name: str) -> None:
@@ -228,13 +255,13 @@ def compare_grads(case: Case, xs_mt: list, xs_t: list, dtype_name: str) -> None:
 
 # ----------------------------------------------------------------------------- the table
 inf = float("inf")
-IDX2 = np.array([[0, 2], [2, 2]])                  # repeated rows: gradients must accumulate
-TOKENS = np.array([[1, 0, 3, 3], [5, 1, 0, 3]])    # repeated ids and padding id 0
-ROWS = np.array([0, 2, 0, 1, 0])                   # rows of a (3, 4) result, 0 repeated
+IDX2 = np.array([[0, 2], [2, 2]])  # repeated rows: gradients must accumulate
+TOKENS = np.array([[1, 0, 3, 3], [5, 1, 0, 3]])  # repeated ids and padding id 0
+ROWS = np.array([0, 2, 0, 1, 0])  # rows of a (3, 4) result, 0 repeated
 TARGET = np.array([0, 3, 1, 3, 2])
-TARGET_IGN = np.array([0, -100, 1, 3, -100])       # default ignore_index
-TARGET_IGN1 = np.array([0, 1, 1, 3, 2])            # with ignore_index=1
-TARGET_ND = np.array([[0, 3, -100, 1, 2], [2, 2, 0, -100, 3], [1, 0, 0, 3, 3]])   # (N, d) for (N, C, d)
+TARGET_IGN = np.array([0, -100, 1, 3, -100])  # default ignore_index
+TARGET_IGN1 = np.array([0, 1, 1, 3, 2])  # with ignore_index=1
+TARGET_ND = np.array([[0, 3, -100, 1, 2], [2, 2, 0, -100, 3], [1, 0, 0, 3, 3]])  # (N, d) for (N, C, d)
 KEEP = np.random.default_rng(7).random((3, 4, 5)) < 0.7
 # Row 0 all -inf: PyTorch's softmax/log_softmax give NaN there (0/0), and nn/functional.py
 # documents that minitensor does the same; the other rows must be unaffected.
@@ -276,14 +303,14 @@ CASES: list[Case] = [
     C("div_broadcast", lambda t, x, y: x / y, [(2, 1, 4), Away(3, 1)]),
     C("div_scalar", lambda t, x: x / 4, [(3, 4)]),
     C("rdiv_scalar", lambda t, x: 2 / x, [Away(3, 4)]),
-    C("pow_2", lambda t, x: x ** 2, [(3, 4)]),
-    C("pow_3", lambda t, x: x ** 3, [(3, 4)]),
-    C("pow_2.5", lambda t, x: x ** 2.5, [Pos(3, 4)]),
-    C("pow_neg1", lambda t, x: x ** -1, [Away(3, 4)]),
-    C("pow_0.5", lambda t, x: x ** 0.5, [Pos(3, 4)]),
-    C("rpow_scalar", lambda t, x: 2 ** x, [(3, 4)]),
-    C("pow_tensor", lambda t, x, y: x ** y, [Pos(3, 4), (3, 4)]),
-    C("pow_tensor_broadcast", lambda t, x, y: x ** y, [Pos(2, 3, 4), (3, 1)]),
+    C("pow_2", lambda t, x: x**2, [(3, 4)]),
+    C("pow_3", lambda t, x: x**3, [(3, 4)]),
+    C("pow_2.5", lambda t, x: x**2.5, [Pos(3, 4)]),
+    C("pow_neg1", lambda t, x: x**-1, [Away(3, 4)]),
+    C("pow_0.5", lambda t, x: x**0.5, [Pos(3, 4)]),
+    C("rpow_scalar", lambda t, x: 2**x, [(3, 4)]),
+    C("pow_tensor", lambda t, x, y: x**y, [Pos(3, 4), (3, 4)]),
+    C("pow_tensor_broadcast", lambda t, x, y: x**y, [Pos(2, 3, 4), (3, 1)]),
     C("neg_op", lambda t, x: -x, [(3, 4)]),
     # -------- matmul
     C("matmul_2d", lambda t, x, y: x @ y, [(3, 4), (4, 5)]),
@@ -329,15 +356,35 @@ CASES: list[Case] = [
     C("masked_fill", lambda t, x, m: x.masked_fill(m, -1.5), [(2, 3, 4), Bool(2, 3, 4)]),
     C("masked_fill_broadcast", lambda t, x, m: x.masked_fill(m, -4.0), [(2, 3, 4), Bool(3, 1)]),
     C("masked_fill_mask_grows_input", lambda t, x, m: x.masked_fill(m, 2.5), [(3, 1), Bool(2, 3, 4)]),
-    C("masked_fill_-1e9", lambda t, x, m: x.masked_fill(m, -1e9), [(2, 3, 4), Bool(1, 4)], gradcheck=False,
-      why="v.f is ~1e9, so round-off in central differences (~1e9 * 1e-16 / eps = 0.1) swamps the gradient"),
-    C("masked_fill_neginf", lambda t, x, m: x.masked_fill(m, -inf), [(2, 3, 4), Bool(1, 4)],
-      gradcheck=False, why="outputs hold -inf: central differences give inf - inf there"),
+    C(
+        "masked_fill_-1e9",
+        lambda t, x, m: x.masked_fill(m, -1e9),
+        [(2, 3, 4), Bool(1, 4)],
+        gradcheck=False,
+        why="v.f is ~1e9, so round-off in central differences (~1e9 * 1e-16 / eps = 0.1) swamps the gradient",
+    ),
+    C(
+        "masked_fill_neginf",
+        lambda t, x, m: x.masked_fill(m, -inf),
+        [(2, 3, 4), Bool(1, 4)],
+        gradcheck=False,
+        why="outputs hold -inf: central differences give inf - inf there",
+    ),
     # -------- comparisons and boolean logic (forward only: no gradient exists)
     C("eq", lambda t, x, y: x == y, [Ties(3, 4), Ties(3, 4)], grad=False),
     C("ne", lambda t, x, y: x != y, [Ties(3, 4), Ties(3, 4)], grad=False),
     C("lt", lambda t, x, y: x < y, [Ties(3, 4), Ties(3, 4)], grad=False),
-    C("le", lambda t, x, y: x <= y, [Ties(3, 4), Ties(4,)], grad=False),
+    C(
+        "le",
+        lambda t, x, y: x <= y,
+        [
+            Ties(3, 4),
+            Ties(
+                4,
+            ),
+        ],
+        grad=False,
+    ),
     C("gt", lambda t, x, y: x > y, [Ties(3, 1), Ties(3, 4)], grad=False),
     C("ge", lambda t, x, y: x >= y, [Ties(3, 4), Ties(3, 4)], grad=False),
     C("gt_scalar", lambda t, x: x > 0, [(3, 4)], grad=False),
@@ -356,8 +403,13 @@ CASES: list[Case] = [
     C("mean_all", lambda t, x: x.mean(), [(3, 4, 5)]),
     C("mean_dim", lambda t, x, **k: x.mean(**k), [(3, 4, 5)], dict(dim=-2)),
     C("mean_tuple_keepdim", lambda t, x, **k: x.mean(**k), [(3, 4, 5)], dict(dim=(1, 2), keepdim=True)),
-    C("mean_none_keepdim", lambda t, x, **k: x.mean(**k), [(3, 4)], dict(dim=None, keepdim=True),
-      ref=lambda t, x, **k: x.mean(dim=(0, 1), keepdim=True)),
+    C(
+        "mean_none_keepdim",
+        lambda t, x, **k: x.mean(**k),
+        [(3, 4)],
+        dict(dim=None, keepdim=True),
+        ref=lambda t, x, **k: x.mean(dim=(0, 1), keepdim=True),
+    ),
     C("var_all", lambda t, x: x.var(), [(3, 4, 5)]),
     C("var_all_biased", lambda t, x: x.var(unbiased=False), [(3, 4, 5)]),
     C("var_dim", lambda t, x, **k: x.var(**k), [(3, 4, 5)], dict(dim=1)),
@@ -367,8 +419,13 @@ CASES: list[Case] = [
     C("std_dim", lambda t, x, **k: x.std(**k), [(3, 4, 5)], dict(dim=1)),
     C("std_dim_biased_keepdim", lambda t, x, **k: x.std(**k), [(3, 4, 5)], dict(dim=-1, unbiased=False, keepdim=True)),
     C("std_fn_tuple", lambda t, x: t.std(x, dim=(0, 2)), [(3, 4, 5)]),
-    C("std_constant_row", lambda t, x: x.std(dim=1), [Const(np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]), grad=True)],
-      gradcheck=False, why="a constant row is a kink of std (like |x| at 0): torch's gradient there is 0"),
+    C(
+        "std_constant_row",
+        lambda t, x: x.std(dim=1),
+        [Const(np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]), grad=True)],
+        gradcheck=False,
+        why="a constant row is a kink of std (like |x| at 0): torch's gradient there is 0",
+    ),
     C("var_constant_row", lambda t, x: x.var(dim=1), [Const(np.array([[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]), grad=True)]),
     C("max_all", lambda t, x: x.max(), [(3, 4, 5)]),
     C("max_dim_values", lambda t, x: x.max(dim=1).values, [(3, 4, 5)]),
@@ -403,10 +460,20 @@ CASES: list[Case] = [
     C("flatten_of_0d", lambda t, x: x.flatten(0), [()]),
     C("argmax_keepdim_of_0d", lambda t, x: x.argmax(dim=-1, keepdim=True), [()], grad=False),
     C("gelu_of_0d", lambda t, x: t.F.gelu(x), [()]),
-    C("amax_ties", lambda t, x: x.amax(dim=1), [Const(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]), grad=True)],
-      gradcheck=False, why="tied maxima: amax shares the gradient evenly among them (torch's convention)"),
-    C("amin_all_ties", lambda t, x: x.amin(), [Const(np.array([[1.0, -3.0, 3.0], [-3.0, 3.0, -1.0]]), grad=True)],
-      gradcheck=False, why="tied minima: shared evenly, like torch"),
+    C(
+        "amax_ties",
+        lambda t, x: x.amax(dim=1),
+        [Const(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]), grad=True)],
+        gradcheck=False,
+        why="tied maxima: amax shares the gradient evenly among them (torch's convention)",
+    ),
+    C(
+        "amin_all_ties",
+        lambda t, x: x.amin(),
+        [Const(np.array([[1.0, -3.0, 3.0], [-3.0, 3.0, -1.0]]), grad=True)],
+        gradcheck=False,
+        why="tied minima: shared evenly, like torch",
+    ),
     C("argmax_all", lambda t, x: x.argmax(), [(3, 4, 5)], grad=False),
     C("argmax_dim", lambda t, x, **k: x.argmax(**k), [(3, 4, 5)], dict(dim=1), grad=False),
     C("argmax_negdim_keepdim", lambda t, x, **k: x.argmax(**k), [(3, 4, 5)], dict(dim=-1, keepdim=True), grad=False),
@@ -453,8 +520,13 @@ CASES: list[Case] = [
     # -------- dtype conversions (gradient flows back in the input's dtype)
     C("to_float64", lambda t, x: x.to(t.float64) * 2, [(3, 4)]),
     C("double", lambda t, x: x.double(), [(3, 4)]),
-    C("float", lambda t, x: x.float(), [(3, 4)], gradcheck=False,
-      why="the output is float32: finite differences need float64 throughout"),
+    C(
+        "float",
+        lambda t, x: x.float(),
+        [(3, 4)],
+        gradcheck=False,
+        why="the output is float32: finite differences need float64 throughout",
+    ),
     C("long", lambda t, x: (x * 3).long(), [(3, 4)], grad=False),
     C("bool", lambda t, x: x.bool(), [Ties(3, 4)], grad=False),
     C("type_as", lambda t, x, y: x.double().type_as(y) * y, [(3, 4), (3, 4)]),
@@ -479,11 +551,18 @@ CASES: list[Case] = [
     C("getitem_compare_mask", lambda t, x: x[x > 0], [(3, 4)]),
     # the backward of getitem as a primitive (so that indexing is differentiable twice): zeros with v put
     # at a basic index, or added at integer-array indices (repeats accumulate)
-    C("index_put_repeated", lambda t, v: t.ops.IndexPut.apply(v, shape=(3, 4), index=ROWS, advanced=True), [(5, 4)],
-      ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype).index_put((t.from_numpy(ROWS),), v, accumulate=True)),
-    C("index_put_slice", lambda t, v: t.ops.IndexPut.apply(v, shape=(3, 4), index=(slice(None), slice(1, 3)),
-                                                           advanced=False), [(3, 2)],
-      ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype).slice_scatter(v, dim=1, start=1, end=3)),
+    C(
+        "index_put_repeated",
+        lambda t, v: t.ops.IndexPut.apply(v, shape=(3, 4), index=ROWS, advanced=True),
+        [(5, 4)],
+        ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype).index_put((t.from_numpy(ROWS),), v, accumulate=True),
+    ),
+    C(
+        "index_put_slice",
+        lambda t, v: t.ops.IndexPut.apply(v, shape=(3, 4), index=(slice(None), slice(1, 3)), advanced=False),
+        [(3, 2)],
+        ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype).slice_scatter(v, dim=1, start=1, end=3),
+    ),
     # -------- nn.functional
     C("F.linear", lambda t, x, w, b: t.F.linear(x, w, b), [(3, 4), (5, 4), (5,)]),
     C("F.linear_nobias", lambda t, x, w: t.F.linear(x, w), [(3, 4), (5, 4)]),
@@ -505,66 +584,155 @@ CASES: list[Case] = [
     C("F.log_softmax_dim0", lambda t, x: t.F.log_softmax(x, dim=0), [(2, 3, 4)]),
     C("F.log_softmax_dim1", lambda t, x: t.F.log_softmax(x, dim=1), [(2, 3, 4)]),
     C("F.log_softmax_large", lambda t, x: t.F.log_softmax(x * 300, dim=-1), [(3, 4)]),
-    C("F.log_softmax_neginf", lambda t, x: t.F.log_softmax(x, dim=-1), [NegInf(2, 3, 4)],
-      gradcheck=False, why="inputs and outputs hold -inf"),
-    C("F.softmax_all_neginf_row", lambda t, x: t.F.softmax(x, dim=-1), [Const(ALL_NEGINF_ROW, grad=True)],
-      gradcheck=False, why="row 0 is all -inf: NaN forward and backward there, exactly as torch"),
-    C("F.log_softmax_all_neginf_row", lambda t, x: t.F.log_softmax(x, dim=-1), [Const(ALL_NEGINF_ROW, grad=True)],
-      gradcheck=False, why="row 0 is all -inf: NaN forward and backward there, exactly as torch"),
+    C(
+        "F.log_softmax_neginf",
+        lambda t, x: t.F.log_softmax(x, dim=-1),
+        [NegInf(2, 3, 4)],
+        gradcheck=False,
+        why="inputs and outputs hold -inf",
+    ),
+    C(
+        "F.softmax_all_neginf_row",
+        lambda t, x: t.F.softmax(x, dim=-1),
+        [Const(ALL_NEGINF_ROW, grad=True)],
+        gradcheck=False,
+        why="row 0 is all -inf: NaN forward and backward there, exactly as torch",
+    ),
+    C(
+        "F.log_softmax_all_neginf_row",
+        lambda t, x: t.F.log_softmax(x, dim=-1),
+        [Const(ALL_NEGINF_ROW, grad=True)],
+        gradcheck=False,
+        why="row 0 is all -inf: NaN forward and backward there, exactly as torch",
+    ),
     C("F.dropout_p0", lambda t, x: t.F.dropout(x, p=0.0, training=True), [(3, 4, 5)]),
     C("F.dropout_eval", lambda t, x: t.F.dropout(x, p=0.5, training=False), [(3, 4, 5)]),
-    C("F.dropout_mask", lambda t, x: t.F.dropout(x, p=0.3, training=True, mask=KEEP), [(3, 4, 5)],
-      ref=lambda t, x: x * torch.from_numpy(KEEP) / (1 - 0.3)),
+    C(
+        "F.dropout_mask",
+        lambda t, x: t.F.dropout(x, p=0.3, training=True, mask=KEEP),
+        [(3, 4, 5)],
+        ref=lambda t, x: x * torch.from_numpy(KEEP) / (1 - 0.3),
+    ),
     C("F.layer_norm_last", lambda t, x, w, b: t.F.layer_norm(x, (4,), w, b), [(2, 3, 4), (4,), (4,)]),
     C("F.layer_norm_noaffine", lambda t, x: t.F.layer_norm(x, (4,)), [(2, 3, 4)]),
     C("F.layer_norm_last2", lambda t, x, w, b: t.F.layer_norm(x, (3, 4), w, b), [(2, 3, 4), (3, 4), (3, 4)]),
     C("F.layer_norm_last2_noaffine", lambda t, x: t.F.layer_norm(x, (3, 4)), [(2, 3, 4)]),
     C("F.layer_norm_eps", lambda t, x, w, b: t.F.layer_norm(x * 1e-2, (5,), w, b, eps=1e-3), [(3, 5), (5,), (5,)]),
     C("F.embedding", lambda t, i, w: t.F.embedding(i, w), [Const(TOKENS), (6, 4)]),
-    C("F.embedding_pad", lambda t, i, w: t.F.embedding(i, w, padding_idx=0), [Const(TOKENS), (6, 4)], gradcheck=False,
-      why="padding_idx zeroes the pad row's gradient by definition (torch too) although the output reads it"),
+    C(
+        "F.embedding_pad",
+        lambda t, i, w: t.F.embedding(i, w, padding_idx=0),
+        [Const(TOKENS), (6, 4)],
+        gradcheck=False,
+        why="padding_idx zeroes the pad row's gradient by definition (torch too) although the output reads it",
+    ),
     C("F.cross_entropy", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET)]),
     C("F.cross_entropy_ignore", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN)]),
-    C("F.cross_entropy_ignore1", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN1)],
-      dict(ignore_index=1)),
-    C("F.cross_entropy_sum", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN)],
-      dict(reduction="sum")),
-    C("F.cross_entropy_none", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN)],
-      dict(reduction="none")),
-    C("F.cross_entropy_smooth", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET)],
-      dict(label_smoothing=0.1)),
-    C("F.cross_entropy_smooth_ignore", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
-      [(5, 4), Const(TARGET_IGN)], dict(label_smoothing=0.1)),
-    C("F.cross_entropy_smooth_sum", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
-      [(5, 4), Const(TARGET_IGN)], dict(label_smoothing=0.1, reduction="sum")),
-    C("F.cross_entropy_smooth_none", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
-      [(5, 4), Const(TARGET_IGN)], dict(label_smoothing=0.1, reduction="none")),
+    C(
+        "F.cross_entropy_ignore1",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(5, 4), Const(TARGET_IGN1)],
+        dict(ignore_index=1),
+    ),
+    C(
+        "F.cross_entropy_sum",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(5, 4), Const(TARGET_IGN)],
+        dict(reduction="sum"),
+    ),
+    C(
+        "F.cross_entropy_none",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(5, 4), Const(TARGET_IGN)],
+        dict(reduction="none"),
+    ),
+    C(
+        "F.cross_entropy_smooth",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(5, 4), Const(TARGET)],
+        dict(label_smoothing=0.1),
+    ),
+    C(
+        "F.cross_entropy_smooth_ignore",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(5, 4), Const(TARGET_IGN)],
+        dict(label_smoothing=0.1),
+    ),
+    C(
+        "F.cross_entropy_smooth_sum",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(5, 4), Const(TARGET_IGN)],
+        dict(label_smoothing=0.1, reduction="sum"),
+    ),
+    C(
+        "F.cross_entropy_smooth_none",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(5, 4), Const(TARGET_IGN)],
+        dict(label_smoothing=0.1, reduction="none"),
+    ),
     C("F.nll_loss", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(5, 4), Const(TARGET)]),
     C("F.nll_loss_ignore", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(5, 4), Const(TARGET_IGN)]),
-    C("F.nll_loss_sum", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(5, 4), Const(TARGET_IGN)],
-      dict(reduction="sum")),
-    C("F.nll_loss_none", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(5, 4), Const(TARGET_IGN1)],
-      dict(reduction="none", ignore_index=1)),
-
+    C(
+        "F.nll_loss_sum",
+        lambda t, x, y, **k: t.F.nll_loss(x, y, **k),
+        [(5, 4), Const(TARGET_IGN)],
+        dict(reduction="sum"),
+    ),
+    C(
+        "F.nll_loss_none",
+        lambda t, x, y, **k: t.F.nll_loss(x, y, **k),
+        [(5, 4), Const(TARGET_IGN1)],
+        dict(reduction="none", ignore_index=1),
+    ),
     # -------- ties and kinks: PyTorch's subgradient conventions (no finite differences at a kink)
-    C("max_all_ties", lambda t, x: x.max(), [Const(np.array([[1.0, 3.0, 3.0], [0.0, 3.0, -1.0]]), grad=True)],
-      gradcheck=False, why="tied maxima: the gradient is split evenly among them (torch's convention), not a derivative"),
-    C("min_all_ties", lambda t, x: x.min(), [Const(np.array([[1.0, -3.0, 3.0], [-3.0, 3.0, -1.0]]), grad=True)],
-      gradcheck=False, why="tied minima: split evenly, like torch"),
-    C("max_dim_ties", lambda t, x: tuple(x.max(dim=1)), [Const(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]]), grad=True)],
-      gradcheck=False, why="tied maxima along dim: values and the index torch picks (the first)"),
+    C(
+        "max_all_ties",
+        lambda t, x: x.max(),
+        [Const(np.array([[1.0, 3.0, 3.0], [0.0, 3.0, -1.0]]), grad=True)],
+        gradcheck=False,
+        why="tied maxima: the gradient is split evenly among them (torch's convention), not a derivative",
+    ),
+    C(
+        "min_all_ties",
+        lambda t, x: x.min(),
+        [Const(np.array([[1.0, -3.0, 3.0], [-3.0, 3.0, -1.0]]), grad=True)],
+        gradcheck=False,
+        why="tied minima: split evenly, like torch",
+    ),
+    C(
+        "max_dim_ties",
+        lambda t, x: tuple(x.max(dim=1)),
+        [Const(np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]]), grad=True)],
+        gradcheck=False,
+        why="tied maxima along dim: values and the index torch picks (the first)",
+    ),
     C("argmax_ties", lambda t, x: x.argmax(dim=-1), [Ties(4, 6)], grad=False),
     C("argmin_ties_all", lambda t, x: x.argmin(), [Ties(4, 6)], grad=False),
-    C("maximum_ties", lambda t, x, y: t.maximum(x, y), [Ties(3, 4), Ties(3, 4)], gradcheck=False,
-      why="equal operands: torch splits the gradient half and half"),
-    C("minimum_ties", lambda t, x, y: t.minimum(x, y), [Ties(3, 4), Ties(3, 4)], gradcheck=False,
-      why="equal operands: torch splits the gradient half and half"),
+    C(
+        "maximum_ties",
+        lambda t, x, y: t.maximum(x, y),
+        [Ties(3, 4), Ties(3, 4)],
+        gradcheck=False,
+        why="equal operands: torch splits the gradient half and half",
+    ),
+    C(
+        "minimum_ties",
+        lambda t, x, y: t.minimum(x, y),
+        [Ties(3, 4), Ties(3, 4)],
+        gradcheck=False,
+        why="equal operands: torch splits the gradient half and half",
+    ),
     C("relu_at_0", lambda t, x: x.relu(), [Ties(3, 4)], gradcheck=False, why="relu'(0) = 0 by convention"),
     C("abs_at_0", lambda t, x: x.abs(), [Ties(3, 4)], gradcheck=False, why="abs'(0) = 0 by convention"),
-    C("clamp_at_bounds", lambda t, x: x.clamp(-1.0, 1.0), [Ties(3, 4)], gradcheck=False,
-      why="at min or max the gradient passes (torch: min <= x <= max)"),
+    C(
+        "clamp_at_bounds",
+        lambda t, x: x.clamp(-1.0, 1.0),
+        [Ties(3, 4)],
+        gradcheck=False,
+        why="at min or max the gradient passes (torch: min <= x <= max)",
+    ),
     # -------- more edges
-    C("pow_0", lambda t, x: x ** 0, [(3, 4)]),
+    C("pow_0", lambda t, x: x**0, [(3, 4)]),
     C("rgt_scalar", lambda t, x: 0.5 < x, [(3, 4)], grad=False),
     C("where_scalar_other", lambda t, c, x: t.where(c, x, 0.0), [Bool(3, 4), (3, 4)]),
     C("where_scalar_input", lambda t, c, x: t.where(c, -1.5, x), [Bool(3, 4), (3, 4)]),
@@ -576,9 +744,16 @@ CASES: list[Case] = [
     C("getitem_int32_index", lambda t, x, i: x[i], [(3, 4), Const(np.array([2, 2, 0], dtype=np.int32))]),
     C("F.softmax_1d", lambda t, x: t.F.softmax(x, dim=0), [(5,)]),
     C("F.log_softmax_1d", lambda t, x: t.F.log_softmax(x, dim=-1), [(5,)]),
-    C("F.layer_norm_constant_row", lambda t, x, w, b: t.F.layer_norm(x, (4,), w, b),
-      [Const(np.array([[2.0, 2.0, 2.0, 2.0], [0.1, -0.4, 1.2, 0.3]]), grad=True), (4,), (4,)]),
-    C("F.embedding_1d_int32", lambda t, i, w: t.F.embedding(i, w), [Const(np.array([4, 0, 4], dtype=np.int32)), (6, 3)]),
+    C(
+        "F.layer_norm_constant_row",
+        lambda t, x, w, b: t.F.layer_norm(x, (4,), w, b),
+        [Const(np.array([[2.0, 2.0, 2.0, 2.0], [0.1, -0.4, 1.2, 0.3]]), grad=True), (4,), (4,)],
+    ),
+    C(
+        "F.embedding_1d_int32",
+        lambda t, i, w: t.F.embedding(i, w),
+        [Const(np.array([4, 0, 4], dtype=np.int32)), (6, 3)],
+    ),
     C("tril_wide_offset", lambda t, x: x.tril(3), [(3, 5)]),
     C("triu_beyond", lambda t, x: x.triu(-4), [(3, 5)]),
     # -------- graphs, not single ops: an input used twice, a diamond, non-contiguous views flowing on
@@ -592,53 +767,117 @@ CASES: list[Case] = [
     C("getitem_of_expand", lambda t, x: x.expand(3, 4)[[0, 2, 2], 1:], [(1, 4)]),
     C("sum_of_getitem_steps", lambda t, x: x[:, ::2].sum(dim=0) * x[0, 1::2], [(3, 4)]),
     C("F.linear_noncontig", lambda t, x, w, b: t.F.linear(x.transpose(0, 1), w.T, b), [(4, 3), (4, 5), (5,)]),
-    C("tied_embedding_generator", lambda t, i, w: t.F.linear(t.F.embedding(i, w, padding_idx=0) * 2.0, w),
-      [Const(TOKENS), (6, 4)], gradcheck=False,
-      why="padding_idx zeroes the pad row's embedding gradient by definition (torch too)"),
+    C(
+        "tied_embedding_generator",
+        lambda t, i, w: t.F.linear(t.F.embedding(i, w, padding_idx=0) * 2.0, w),
+        [Const(TOKENS), (6, 4)],
+        gradcheck=False,
+        why="padding_idx zeroes the pad row's embedding gradient by definition (torch too)",
+    ),
     C("tied_embedding_generator_nopad", lambda t, i, w: t.F.linear(t.F.embedding(i, w), w), [Const(TOKENS), (6, 4)]),
-    C("F.attention_weights", lambda t, q, k: t.F.attention_weights(q, k, scale=0.5), [(2, 3, 5), (2, 4, 5)],
-      ref=attention_weights_ref),
-    C("F.attention_weights_mask", lambda t, q, k, m: t.F.attention_weights(q, k, m, scale=0.5),
-      [(2, 3, 5), (2, 4, 5), Const(MASK)], ref=attention_weights_ref),
-    C("F.attention_weights_empty_row", lambda t, q, k, m: t.F.attention_weights(q, k, m, scale=0.5),
-      [(2, 3, 5), (2, 4, 5), Const(MASK_EMPTY_ROW)], ref=attention_weights_ref),
-    C("F.attention_weights_heads_default_scale", lambda t, q, k, m: t.F.attention_weights(q, k, m),
-      [(2, 2, 3, 4), (2, 2, 5, 4), Const(np.arange(5) < 3)],
-      ref=lambda t, q, k, m: attention_weights_ref(t, q, k, m, scale=0.5)),
-    C("attention_like", lambda t, q, k, v: t.F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v,
-      [(2, 3, 4), (2, 5, 4), (2, 5, 4)]),
+    C(
+        "F.attention_weights",
+        lambda t, q, k: t.F.attention_weights(q, k, scale=0.5),
+        [(2, 3, 5), (2, 4, 5)],
+        ref=attention_weights_ref,
+    ),
+    C(
+        "F.attention_weights_mask",
+        lambda t, q, k, m: t.F.attention_weights(q, k, m, scale=0.5),
+        [(2, 3, 5), (2, 4, 5), Const(MASK)],
+        ref=attention_weights_ref,
+    ),
+    C(
+        "F.attention_weights_empty_row",
+        lambda t, q, k, m: t.F.attention_weights(q, k, m, scale=0.5),
+        [(2, 3, 5), (2, 4, 5), Const(MASK_EMPTY_ROW)],
+        ref=attention_weights_ref,
+    ),
+    C(
+        "F.attention_weights_heads_default_scale",
+        lambda t, q, k, m: t.F.attention_weights(q, k, m),
+        [(2, 2, 3, 4), (2, 2, 5, 4), Const(np.arange(5) < 3)],
+        ref=lambda t, q, k, m: attention_weights_ref(t, q, k, m, scale=0.5),
+    ),
+    C(
+        "attention_like",
+        lambda t, q, k, v: t.F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v,
+        [(2, 3, 4), (2, 5, 4), (2, 5, 4)],
+    ),
     # -------- transformer-sized shapes: float32 must still agree to OP_RTOL with longer sums
-    C("model_linear", lambda t, x, w, b: t.F.linear(x, w, b), [(4, 10, 64), (128, 64), (128,)], gradcheck=False,
-      why="model-sized: 5k inputs make central differences slow; small shapes of the same op are checked"),
-    C("model_layer_norm", lambda t, x, w, b: t.F.layer_norm(x, (64,), w, b), [(4, 10, 64), (64,), (64,)],
-      gradcheck=False, why="model-sized: slow; small shapes of the same op are checked"),
-    C("model_attention", lambda t, q, k, v, m: t.F.softmax((q @ k.transpose(-2, -1) / 4.0).masked_fill(m, -inf), dim=-1) @ v,
-      [(2, 4, 10, 16), (2, 4, 12, 16), (2, 4, 12, 16), Const(np.arange(12) >= 9)], gradcheck=False,
-      why="model-sized: slow; small shapes of the same ops are checked"),
-    C("model_cross_entropy", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(40, 100), Int((40,), 100)],
-      dict(label_smoothing=0.1), gradcheck=False, why="model-sized: slow; small shapes of the same op are checked"),
-    C("model_sum_mean_var", lambda t, x: x.var(dim=-1) + x.mean(dim=(0, 1)).sum(), [(8, 50, 64)], gradcheck=False,
-      why="model-sized: slow; small shapes of the same ops are checked"),
+    C(
+        "model_linear",
+        lambda t, x, w, b: t.F.linear(x, w, b),
+        [(4, 10, 64), (128, 64), (128,)],
+        gradcheck=False,
+        why="model-sized: 5k inputs make central differences slow; small shapes of the same op are checked",
+    ),
+    C(
+        "model_layer_norm",
+        lambda t, x, w, b: t.F.layer_norm(x, (64,), w, b),
+        [(4, 10, 64), (64,), (64,)],
+        gradcheck=False,
+        why="model-sized: slow; small shapes of the same op are checked",
+    ),
+    C(
+        "model_attention",
+        lambda t, q, k, v, m: t.F.softmax((q @ k.transpose(-2, -1) / 4.0).masked_fill(m, -inf), dim=-1) @ v,
+        [(2, 4, 10, 16), (2, 4, 12, 16), (2, 4, 12, 16), Const(np.arange(12) >= 9)],
+        gradcheck=False,
+        why="model-sized: slow; small shapes of the same ops are checked",
+    ),
+    C(
+        "model_cross_entropy",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(40, 100), Int((40,), 100)],
+        dict(label_smoothing=0.1),
+        gradcheck=False,
+        why="model-sized: slow; small shapes of the same op are checked",
+    ),
+    C(
+        "model_sum_mean_var",
+        lambda t, x: x.var(dim=-1) + x.mean(dim=(0, 1)).sum(),
+        [(8, 50, 64)],
+        gradcheck=False,
+        why="model-sized: slow; small shapes of the same ops are checked",
+    ),
     # the (N, C, d) layout torch accepts for per-position targets, a single (C,) row, all rows ignored
     C("F.cross_entropy_NCd", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(3, 4, 5), Const(TARGET_ND)]),
-    C("F.cross_entropy_NCd_smooth_none", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
-      [(3, 4, 5), Const(TARGET_ND)], dict(label_smoothing=0.1, reduction="none")),
-    C("F.cross_entropy_NCd_smooth_sum", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
-      [(3, 4, 5), Const(TARGET_ND)], dict(label_smoothing=0.1, reduction="sum")),
+    C(
+        "F.cross_entropy_NCd_smooth_none",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(3, 4, 5), Const(TARGET_ND)],
+        dict(label_smoothing=0.1, reduction="none"),
+    ),
+    C(
+        "F.cross_entropy_NCd_smooth_sum",
+        lambda t, x, y, **k: t.F.cross_entropy(x, y, **k),
+        [(3, 4, 5), Const(TARGET_ND)],
+        dict(label_smoothing=0.1, reduction="sum"),
+    ),
     C("F.cross_entropy_1d", lambda t, x, y: t.F.cross_entropy(x, y), [(4,), Const(np.array(2))]),
-    C("F.cross_entropy_all_ignored", lambda t, x, y: t.F.cross_entropy(x, y), [(2, 4), Const(np.array([-100, -100]))],
-      gradcheck=False, why="mean over zero rows is 0/0 = NaN, as in torch"),
+    C(
+        "F.cross_entropy_all_ignored",
+        lambda t, x, y: t.F.cross_entropy(x, y),
+        [(2, 4), Const(np.array([-100, -100]))],
+        gradcheck=False,
+        why="mean over zero rows is 0/0 = NaN, as in torch",
+    ),
     C("F.nll_loss_NCd", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(3, 4, 5), Const(TARGET_ND)]),
-    C("F.nll_loss_NCd_none", lambda t, x, y, **k: t.F.nll_loss(x, y, **k), [(3, 4, 5), Const(TARGET_ND)],
-      dict(reduction="none")),
+    C(
+        "F.nll_loss_NCd_none",
+        lambda t, x, y, **k: t.F.nll_loss(x, y, **k),
+        [(3, 4, 5), Const(TARGET_ND)],
+        dict(reduction="none"),
+    ),
 ]
 
 # -------- the names a PyTorch user reaches for (tensor.py's and nn/functional.py's last sections):
 # mm, bmm, norm (its own primitive: gradient 0 at the origin), gather/sort/topk (integer-array indexing,
 # so the gradient scatter-adds), the elementwise losses and the loss and activation modules
-GATHER_IDX = np.array([[0, 0, 3], [2, 1, 1], [3, 3, 0]])          # (3, 3) into a (3, 4) input, repeats
-GATHER_IDX0 = np.array([[2, 0, 2, 1], [2, 2, 0, 0]])              # (2, 4) along dim 0 of a (3, 4) input
-ZERO_ROW = np.array([[0.0, 0.0, 0.0], [0.3, -1.2, 0.4]])          # the 2-norm of row 0 is at its kink
+GATHER_IDX = np.array([[0, 0, 3], [2, 1, 1], [3, 3, 0]])  # (3, 3) into a (3, 4) input, repeats
+GATHER_IDX0 = np.array([[2, 0, 2, 1], [2, 2, 0, 0]])  # (2, 4) along dim 0 of a (3, 4) input
+ZERO_ROW = np.array([[0.0, 0.0, 0.0], [0.3, -1.2, 0.4]])  # the 2-norm of row 0 is at its kink
 TARGET_NEAR_ZERO = np.array([[0.0, 0.0, 1.0], [0.0, 2.5, -1.0]])  # logits exactly 0: BCE is smooth there
 
 CASES += [
@@ -654,10 +893,20 @@ CASES += [
     C("norm_p1", lambda t, x: x.norm(p=1, dim=1), [Away(3, 4)]),
     C("norm_inf", lambda t, x: x.norm(p=float("inf"), dim=0), [(3, 4)]),
     C("norm_neg_inf", lambda t, x: x.norm(p=-float("inf")), [Away(3, 4)]),
-    C("norm_zero_row", lambda t, x: x.norm(dim=1), [Const(ZERO_ROW, grad=True)], gradcheck=False,
-      why="row 0 is the origin, the 2-norm's kink: gradient 0 there and second derivative NaN, as torch"),
-    C("norm_all_zero", lambda t, x: x.norm(), [Const(np.zeros((2, 3)), grad=True)], gradcheck=False,
-      why="the origin, the 2-norm's kink: gradient 0 there and second derivative NaN, as torch"),
+    C(
+        "norm_zero_row",
+        lambda t, x: x.norm(dim=1),
+        [Const(ZERO_ROW, grad=True)],
+        gradcheck=False,
+        why="row 0 is the origin, the 2-norm's kink: gradient 0 there and second derivative NaN, as torch",
+    ),
+    C(
+        "norm_all_zero",
+        lambda t, x: x.norm(),
+        [Const(np.zeros((2, 3)), grad=True)],
+        gradcheck=False,
+        why="the origin, the 2-norm's kink: gradient 0 there and second derivative NaN, as torch",
+    ),
     C("gather_dim1", lambda t, x, i: x.gather(1, i), [(3, 4), Const(GATHER_IDX)]),
     C("gather_dim0_fn", lambda t, x, i: t.gather(x, 0, i), [(3, 4), Const(GATHER_IDX0)]),
     C("gather_3d_smaller", lambda t, x, i: t.gather(x, -1, i), [(2, 3, 5), Const(np.array([[[4, 0], [1, 1]]]))]),
@@ -678,8 +927,13 @@ CASES += [
     C("einsum_sum_transpose", lambda t, x: t.einsum("ijk->ki", x), [(2, 3, 4)]),
     C("einsum_list_full_sum", lambda t, x, y: t.einsum("ij,ij->", [x, y]), [(3, 4), (3, 4)]),
     C("cpu", lambda t, x: x.cpu() * 2, [(3, 4)]),
-    C("type_as_float32", lambda t, x, y: x.type_as(y.float()), [(3, 4), NoGrad(2)], gradcheck=False,
-      why="the output is float32: finite differences need float64 throughout"),
+    C(
+        "type_as_float32",
+        lambda t, x, y: x.type_as(y.float()),
+        [(3, 4), NoGrad(2)],
+        gradcheck=False,
+        why="the output is float32: finite differences need float64 throughout",
+    ),
     C("F.mse_loss", lambda t, x, y: t.F.mse_loss(x, y), [(3, 4), (3, 4)]),
     C("F.mse_loss_sum", lambda t, x, y: t.F.mse_loss(x, y, reduction="sum"), [(3, 4), NoGrad(3, 4)]),
     C("F.mse_loss_none", lambda t, x, y: t.F.mse_loss(x, y, reduction="none"), [(3, 4), (3, 4)]),
@@ -687,27 +941,45 @@ CASES += [
     C("F.l1_loss_sum", lambda t, x, y: t.F.l1_loss(x, y, reduction="sum"), [(3, 4), NoGrad(3, 4)]),
     C("F.l1_loss_none", lambda t, x, y: t.F.l1_loss(x, y, reduction="none"), [(3, 4), (3, 4)]),
     C("F.bce_with_logits", lambda t, x, y: t.F.binary_cross_entropy_with_logits(x, y), [(3, 4), (3, 4)]),
-    C("F.bce_with_logits_large", lambda t, x, y: t.F.binary_cross_entropy_with_logits(x * 40, y, reduction="sum"),
-      [(3, 4), Pos(3, 4)]),
-    C("F.bce_with_logits_at_0", lambda t, x, y: t.F.binary_cross_entropy_with_logits(x, y, reduction="none"),
-      [Const(TARGET_NEAR_ZERO, grad=True), (2, 3)]),
-    C("F.bce_with_logits_weights", lambda t, x, y, w, pw: t.F.binary_cross_entropy_with_logits(
-        x, y, w, pos_weight=pw), [(2, 3, 4), (2, 3, 4), Arg((3, 1), "pos", grad=False), Arg((4,), "pos", grad=False)]),
+    C(
+        "F.bce_with_logits_large",
+        lambda t, x, y: t.F.binary_cross_entropy_with_logits(x * 40, y, reduction="sum"),
+        [(3, 4), Pos(3, 4)],
+    ),
+    C(
+        "F.bce_with_logits_at_0",
+        lambda t, x, y: t.F.binary_cross_entropy_with_logits(x, y, reduction="none"),
+        [Const(TARGET_NEAR_ZERO, grad=True), (2, 3)],
+    ),
+    C(
+        "F.bce_with_logits_weights",
+        lambda t, x, y, w, pw: t.F.binary_cross_entropy_with_logits(x, y, w, pos_weight=pw),
+        [(2, 3, 4), (2, 3, 4), Arg((3, 1), "pos", grad=False), Arg((4,), "pos", grad=False)],
+    ),
     C("F.one_hot", lambda t, i: t.F.one_hot(i, 5), [Int((2, 3), 5)], grad=False),
     C("F.one_hot_inferred", lambda t, i: t.F.one_hot(i), [Const(np.array([0, 3, 1, 3]))], grad=False),
     C("nn.Tanh", lambda t, x: t.nn.Tanh()(x), [(3, 4)]),
     C("nn.Sigmoid", lambda t, x: t.nn.Sigmoid()(x), [(3, 4)]),
     C("nn.Softmax", lambda t, x: t.nn.Softmax(dim=1)(x), [(2, 3, 4)]),
     C("nn.LogSoftmax", lambda t, x: t.nn.LogSoftmax(dim=-1)(x), [(2, 3, 4)]),
-    C("nn.CrossEntropyLoss", lambda t, x, y: t.nn.CrossEntropyLoss(label_smoothing=0.1)(x, y),
-      [(5, 4), Const(TARGET_IGN)]),
-    C("nn.CrossEntropyLoss_sum_ignore1", lambda t, x, y: t.nn.CrossEntropyLoss(ignore_index=1, reduction="sum")(x, y),
-      [(5, 4), Const(TARGET_IGN1)]),
+    C(
+        "nn.CrossEntropyLoss",
+        lambda t, x, y: t.nn.CrossEntropyLoss(label_smoothing=0.1)(x, y),
+        [(5, 4), Const(TARGET_IGN)],
+    ),
+    C(
+        "nn.CrossEntropyLoss_sum_ignore1",
+        lambda t, x, y: t.nn.CrossEntropyLoss(ignore_index=1, reduction="sum")(x, y),
+        [(5, 4), Const(TARGET_IGN1)],
+    ),
     C("nn.NLLLoss", lambda t, x, y: t.nn.NLLLoss(reduction="none")(x, y), [(5, 4), Const(TARGET)]),
     C("nn.MSELoss", lambda t, x, y: t.nn.MSELoss()(x, y), [(3, 4), (3, 4)]),
     C("nn.L1Loss", lambda t, x, y: t.nn.L1Loss(reduction="sum")(x, y), [(3, 4), (3, 4)]),
-    C("nn.BCEWithLogitsLoss", lambda t, x, y, pw: t.nn.BCEWithLogitsLoss(pos_weight=pw)(x, y),
-      [(3, 4), (3, 4), Const(np.array([0.5, 1.0, 2.0, 3.0]))]),
+    C(
+        "nn.BCEWithLogitsLoss",
+        lambda t, x, y, pw: t.nn.BCEWithLogitsLoss(pos_weight=pw)(x, y),
+        [(3, 4), (3, 4), Const(np.array([0.5, 1.0, 2.0, 3.0]))],
+    ),
 ]
 
 _names = [c.name for c in CASES]

@@ -3,6 +3,7 @@
 Op values are the table's business (tests/test_ops.py); here each test pins one behaviour
 of the engine that users of PyTorch rely on, checked against torch where torch defines it.
 """
+
 from __future__ import annotations
 
 import gc
@@ -26,17 +27,17 @@ def _both(arr, requires_grad=True):
 # ----------------------------------------------------------------------------- depth
 def test_deep_chain_no_recursion_error():
     """100,000 scalar ops in one chain: the walk must be iterative (no RecursionError)."""
-    a, b, n = 0.99999, 1e-5, 50_000          # two ops per step
+    a, b, n = 0.99999, 1e-5, 50_000  # two ops per step
     x = mt.tensor(1.0, dtype=mt.float64, requires_grad=True)
     y = x
     for _ in range(n):
         y = y * a + b
     y.backward()
     expected = 1.0
-    for _ in range(n):                       # the same multiplications, in the same order
+    for _ in range(n):  # the same multiplications, in the same order
         expected *= a
     assert_close(x.grad.numpy(), np.array(expected), RTOL, "d(chain)/dx")
-    del y                                    # freeing a 100k-deep graph must not overflow either
+    del y  # freeing a 100k-deep graph must not overflow either
 
 
 # ----------------------------------------------------------------------------- accumulation, retain_graph
@@ -73,7 +74,7 @@ def test_backward_non_scalar_needs_gradient(rng):
     y = x * 2
     with pytest.raises(RuntimeError, match=r"scalar"):
         y.backward()
-    y.backward(mt.tensor(np.ones((2, 3)) * 0.5))     # with a gradient it works
+    y.backward(mt.tensor(np.ones((2, 3)) * 0.5))  # with a gradient it works
     assert_close(x.grad.numpy(), np.ones((2, 3)), RTOL, "x.grad")
 
 
@@ -110,14 +111,20 @@ def test_leaf_grads_never_alias(name, rng):
     y = ALIAS_GRAPHS[name](x, z)
     g = mt.tensor(rng.standard_normal(y.shape))
     y.backward(g)
-    arrays = {"x.grad": x.grad.numpy(), "z.grad": z.grad.numpy(), "g": g.numpy(), "x": x.numpy(), "z": z.numpy(),
-              "y": y.numpy()}
+    arrays = {
+        "x.grad": x.grad.numpy(),
+        "z.grad": z.grad.numpy(),
+        "g": g.numpy(),
+        "x": x.numpy(),
+        "z": z.numpy(),
+        "y": y.numpy(),
+    }
     for a in ("x.grad", "z.grad"):
         for b, arr in arrays.items():
             if a != b:
                 assert not np.shares_memory(arrays[a], arr), f"{name}: {a} shares memory with {b}"
     before = z.grad.numpy().copy()
-    x.grad.data *= 100.0                      # an optimizer-style in-place update on one leaf's grad
+    x.grad.data *= 100.0  # an optimizer-style in-place update on one leaf's grad
     np.testing.assert_array_equal(z.grad.numpy(), before)
 
 
@@ -128,12 +135,13 @@ def test_register_hook_modifies_gradient(rng):
     seen = {}
 
     def observer(name):
-        def hook(grad):                             # returns None: observes, changes nothing
+        def hook(grad):  # returns None: observes, changes nothing
             seen[name] = grad.numpy().copy()
+
         return hook
 
     for x, lib in ((xm, mt), (xt, torch)):
-        h = x * 3                                   # a non-leaf: its hook changes what flows on
+        h = x * 3  # a non-leaf: its hook changes what flows on
         h.register_hook(lambda grad: grad * 2)
         x.register_hook(observer(lib.__name__))
         (h.tanh() * lib.tensor(g)).sum().backward()
@@ -156,12 +164,12 @@ def test_retain_grad_on_non_leaf(rng):
     for x in (xm, xt):
         y = x * 2
         y.retain_grad()
-        (y ** 2).sum().backward()
+        (y**2).sum().backward()
         ys.append(y)
     ym, yt = ys
     assert not ym.is_leaf
     assert_close(ym.grad.numpy(), yt.grad.numpy(), RTOL, "y.grad")
-    z = xm * 3                                          # without retain_grad: no .grad kept
+    z = xm * 3  # without retain_grad: no .grad kept
     (z * z).sum().backward()
     assert z.grad is None
 
@@ -226,11 +234,13 @@ def test_custom_function_matches_torch(rng):
 
 def _function(backward):
     """A custom Function out = a * b whose backward is `backward(ctx, g)`."""
+
     class Custom(mt.autograd.Function):
         @staticmethod
         def forward(ctx, a, b):
             ctx.save_for_backward(a, b)
             return a * b
+
     Custom.backward = staticmethod(backward)
     return Custom
 
@@ -239,7 +249,9 @@ def test_custom_backward_returning_the_wrong_number_of_gradients_raises(rng):
     a, b = mt.tensor(rng.standard_normal(3), requires_grad=True), mt.tensor(rng.standard_normal(3))
     for grads in [lambda g: (g,), lambda g: (g, g, g)]:
         fn = _function(lambda ctx, g, grads=grads: grads(g))
-        with pytest.raises(RuntimeError, match=r"CustomBackward returned (1|3) gradients.*forward took 2 tensor inputs"):
+        with pytest.raises(
+            RuntimeError, match=r"CustomBackward returned (1|3) gradients.*forward took 2 tensor inputs"
+        ):
             fn.apply(a, b).sum().backward()
     assert a.grad is None
 
@@ -260,7 +272,8 @@ def test_custom_backward_single_array_for_a_single_input(rng):
 
         @staticmethod
         def backward(ctx, g):
-            return 2 * g                      # not a tuple: accepted for one input, as in torch
+            return 2 * g  # not a tuple: accepted for one input, as in torch
+
     a = mt.tensor(rng.standard_normal(3), requires_grad=True)
     Double.apply(a).sum().backward()
     np.testing.assert_array_equal(a.grad.numpy(), np.full(3, 2.0))
@@ -335,7 +348,7 @@ def test_detach_shares_memory_and_cuts_graph():
     y = x * 2
     d = y.detach()
     assert not d.requires_grad and d.grad_fn is None and d.is_leaf
-    assert np.shares_memory(d.numpy(), y.numpy())   # like torch: same storage
+    assert np.shares_memory(d.numpy(), y.numpy())  # like torch: same storage
     loss = (y * d).sum()
     loss.backward()
     assert_close(x.grad.numpy(), 2 * d.numpy(), RTOL, "d is a constant")
@@ -370,8 +383,10 @@ PROMOTIONS = [
     ("python list of floats", lambda t: t.tensor([1.0, 2.0])),
     ("python list of ints", lambda t: t.tensor([1, 2])),
     ("python list of bools", lambda t: t.tensor([True, False])),
-    ("f32 where f64", lambda t: t.where(t.tensor([True, False]), t.ones(2, dtype=t.float32),
-                                         t.zeros(2, dtype=t.float64))),
+    (
+        "f32 where f64",
+        lambda t: t.where(t.tensor([True, False]), t.ones(2, dtype=t.float32), t.zeros(2, dtype=t.float64)),
+    ),
     ("f32 masked_fill python float", lambda t: t.ones(2, dtype=t.float32).masked_fill(t.tensor([True, False]), -1e9)),
     ("f32 ** python float", lambda t: t.ones(2, dtype=t.float32) ** 2.5),
     ("python float ** f32", lambda t: 2.0 ** t.ones(2, dtype=t.float32)),
@@ -402,8 +417,7 @@ PROMOTIONS = [
 @pytest.mark.parametrize("name,make", PROMOTIONS, ids=[p[0] for p in PROMOTIONS])
 def test_type_promotion_matches_torch(name, make):
     ours, ref = make(mt), make(torch)
-    assert ours.dtype.name == str(ref.dtype).removeprefix("torch."), \
-        f"{name}: {ours.dtype} vs torch {ref.dtype}"
+    assert ours.dtype.name == str(ref.dtype).removeprefix("torch."), f"{name}: {ours.dtype} vs torch {ref.dtype}"
     np.testing.assert_allclose(ours.numpy(), ref.numpy())
 
 
@@ -411,7 +425,7 @@ def test_numpy_arrays_keep_their_dtype():
     assert mt.tensor(np.ones(2, dtype=np.float32)).dtype == mt.float32
     assert mt.tensor(np.ones(2, dtype=np.float64)).dtype == mt.float64
     assert mt.tensor(np.ones(2, dtype=np.int32)).dtype == mt.int32
-    assert mt.tensor(np.ones(2), dtype=mt.float32).dtype == mt.float32   # an explicit dtype wins
+    assert mt.tensor(np.ones(2), dtype=mt.float32).dtype == mt.float32  # an explicit dtype wins
 
 
 def test_dtype_objects_are_numpy_dtypes():
@@ -429,9 +443,9 @@ def test_default_dtype_switching():
         assert mt.tensor([1.0]).dtype == mt.float64
         assert mt.zeros(2).dtype == mt.float64 and mt.ones(2, 3).dtype == mt.float64
         assert mt.randn(2).dtype == mt.float64 and mt.rand(2).dtype == mt.float64
-        assert mt.tensor([1, 2]).dtype == mt.int64                      # ints stay int64
-        assert mt.tensor(np.ones(2, dtype=np.float32)).dtype == mt.float32   # arrays keep theirs
-        assert (mt.tensor([1, 2]) * 0.5).dtype == mt.float64            # int * float -> default
+        assert mt.tensor([1, 2]).dtype == mt.int64  # ints stay int64
+        assert mt.tensor(np.ones(2, dtype=np.float32)).dtype == mt.float32  # arrays keep theirs
+        assert (mt.tensor([1, 2]) * 0.5).dtype == mt.float64  # int * float -> default
         assert (mt.tensor([1, 2]) * 0.5).dtype.name == str((torch.tensor([1, 2]) * 0.5).dtype)[6:]
         assert (mt.ones(2, dtype=mt.float32) + 1.5).dtype == mt.float32  # scalars never promote
     finally:
@@ -454,7 +468,7 @@ def test_float32_stays_float32_through_graph(rng):
 
 # ----------------------------------------------------------------------------- memory
 def _step(w, x, saved_refs=None):
-    h = (x @ w).tanh()              # intermediates referenced only by the graph
+    h = (x @ w).tanh()  # intermediates referenced only by the graph
     loss = (h * h).mean()
     if saved_refs is not None:
         saved_refs.append(weakref.ref(h))
@@ -490,7 +504,7 @@ def test_graph_freed_by_refcount_alone(rng):
 
 def _live_tensors() -> int:
     gc.collect()
-    return sum(1 for o in gc.get_objects() if type(o) is mt.Tensor)   # type(): isinstance pokes lazy torch modules
+    return sum(1 for o in gc.get_objects() if type(o) is mt.Tensor)  # type(): isinstance pokes lazy torch modules
 
 
 def test_no_growth_of_live_objects_over_many_steps(rng):

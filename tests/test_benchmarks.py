@@ -8,6 +8,7 @@ report's format: a section per thread count, the headline from separate processe
 columns, the interference line, the JSON keys and the PNGs. Timings themselves are never
 asserted: they depend on the machine and its neighbours.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,7 +20,8 @@ import zipfile
 
 import pytest
 
-from benchmarks import flops, run, workloads as W
+from benchmarks import flops, run
+from benchmarks import workloads as W
 from benchmarks.timing import alternate, ratio_stats, round_medians
 from tests.cli_help import undocumented_flags
 
@@ -34,10 +36,11 @@ def test_forward_flops_match_torch_flop_counter(name):
     """benchmarks/flops.py's formula equals what torch counts in parity's model: forward, and 2x more in backward."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
+
     cfg = W.get_config(name)
     batch = W.make_batch(cfg)
     model = W.copy_to_torch(W.build_numpy_model(cfg), cfg)
-    model.eval()                         # no dropout: the count is the same, the run deterministic
+    model.eval()  # no dropout: the count is the same, the run deterministic
     args = [torch.from_numpy(a) for a in (batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)]
     with FlopCounterMode(display=False) as fwd:
         out = model(*args)
@@ -76,7 +79,7 @@ def test_alternate_takes_turns_and_settles_only_between_processes():
     assert min(gaps) >= 0.05
     assert round_medians(replies["numpy"]) == [2.0] * 3
     log.clear()
-    same = FakeWorker(log, [1.0])                 # in-process: one worker hosts both sides, nothing to settle
+    same = FakeWorker(log, [1.0])  # in-process: one worker hosts both sides, nothing to settle
     alternate({"numpy": same, "torch": same}, {"op": "time"}, rounds=2, settle_s=10.0)
     assert [side for side, _ in log] == ["numpy", "torch"] * 2
 
@@ -90,12 +93,15 @@ def test_ratio_stats_summarize_per_round_ratios():
         ratio_stats([1.0], [1.0, 2.0])
 
 
-@pytest.mark.parametrize("after, verdict", [([70.0, 71.0, 69.0], "INTERFERENCE"),
-                                            ([35.5, 34.9, 35.2], "no interference")])
+@pytest.mark.parametrize(
+    "after, verdict", [([70.0, 71.0, 69.0], "INTERFERENCE"), ([35.5, 34.9, 35.2], "no interference")]
+)
 def test_interference_line_states_both_times_and_the_factor(after, verdict):
     from benchmarks.report import interference_markdown
-    it = run.interference_summary({"interference": {"torch_alone_ms": [35.0, 36.0, 34.0],
-                                                    "torch_after_numpy_ms": after}})
+
+    it = run.interference_summary(
+        {"interference": {"torch_alone_ms": [35.0, 36.0, 34.0], "torch_after_numpy_ms": after}}
+    )
     assert it["differs"] == (verdict == "INTERFERENCE")
     line = interference_markdown({"configs": {"copy": {"interference": it}}})
     assert line.startswith("- Interference check, copy: ") and verdict in line
@@ -106,8 +112,12 @@ def test_interference_line_states_both_times_and_the_factor(after, verdict):
 def test_real_workers_time_tiny_each_in_its_own_process():
     """A numpy and a torch worker on 'tiny': samples come back, and the numpy process never loads torch."""
     from benchmarks.worker import Worker
-    settings = run.resolve_settings(run.build_parser().parse_args(
-        ["run", "--quick", "--calls", "2", "--repeats", "3", "--budget", "0.5", "--settle", "0"]))
+
+    settings = run.resolve_settings(
+        run.build_parser().parse_args(
+            ["run", "--quick", "--calls", "2", "--repeats", "3", "--budget", "0.5", "--settle", "0"]
+        )
+    )
     timed = {"numpy": Worker("numpy", 1), "torch": Worker("torch", 1)}
     try:
         m = run.time_workload(timed, {"name": "tiny"}, "train", settings)
@@ -125,6 +135,7 @@ def test_real_workers_time_tiny_each_in_its_own_process():
 # ------------------------------------------------------------------------------------ command line
 def test_every_flag_has_help_and_shows_its_default():
     from benchmarks import memory, ops, worker
+
     for parser in (run.build_parser(), ops.build_parser(), memory.build_parser(), worker.build_parser()):
         assert undocumented_flags(parser) == []
 
@@ -135,11 +146,19 @@ def test_threads_takes_a_list():
     assert run.build_parser().parse_args(["run"]).threads == [2]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--threads", "0"], "--threads"), (["--threads", "1,1"], "--threads"), (["--threads", "two"], "--threads"),
-    (["--configs", "bogus"], "--configs"), (["--repeats", "0"], "--repeats"), (["--budget", "-1"], "--budget"),
-    (["--settle", "-0.1"], "--settle"), (["--scaling-lengths", "0", "8"], "--scaling-lengths"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--threads", "0"], "--threads"),
+        (["--threads", "1,1"], "--threads"),
+        (["--threads", "two"], "--threads"),
+        (["--configs", "bogus"], "--configs"),
+        (["--repeats", "0"], "--repeats"),
+        (["--budget", "-1"], "--budget"),
+        (["--settle", "-0.1"], "--settle"),
+        (["--scaling-lengths", "0", "8"], "--scaling-lengths"),
+    ],
+)
 def test_bad_flags_are_refused_in_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         run.main(["run", *argv])
@@ -153,11 +172,32 @@ def test_wheel_leaves_benchmarks_out(tmp_path):
     """`pip install .` must not put a top-level `benchmarks` package into site-packages."""
     # Built from a clean copy: a stale build/ folder in the checkout would leak old files into the wheel.
     src = tmp_path / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info", "runs",
-                                                             "results", "__pycache__", ".*_cache"))
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation",
-                           "--no-index", "-q", "-w", str(tmp_path / "dist")], cwd=src, capture_output=True, text=True,
-                          timeout=300)
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "build", "dist", "*.egg-info", "runs", "results", "__pycache__", ".*_cache"
+        ),
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            ".",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+        ],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     tops = {name.split("/")[0] for name in zipfile.ZipFile(wheel).namelist() if "dist-info" not in name}
@@ -169,14 +209,46 @@ def test_wheel_leaves_benchmarks_out(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    cmd = [sys.executable, "-m", "benchmarks", "run", "--quick", "--configs", "tiny", "--threads", "1,2",
-           "--out", str(out), "--repeats", "3", "--budget", "1", "--settle", "0.05", "--scaling-base", "tiny",
-           "--scaling-lengths", "8", "16", "--scaling-dims", "16", "32", "--scaling-dims-len", "8",
-           "--memory-steps", "1", "--ops-sizes", "small", "--hvp-configs", "tiny"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks",
+        "run",
+        "--quick",
+        "--configs",
+        "tiny",
+        "--threads",
+        "1,2",
+        "--out",
+        str(out),
+        "--repeats",
+        "3",
+        "--budget",
+        "1",
+        "--settle",
+        "0.05",
+        "--scaling-base",
+        "tiny",
+        "--scaling-lengths",
+        "8",
+        "16",
+        "--scaling-dims",
+        "16",
+        "32",
+        "--scaling-dims-len",
+        "8",
+        "--memory-steps",
+        "1",
+        "--ops-sizes",
+        "small",
+        "--hvp-configs",
+        "tiny",
+    ]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, (f"benchmark run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                                  f"{proc.stderr[-3000:]}")
+    assert proc.returncode == 0, (
+        f"benchmark run failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     return out, proc.stdout
 
 
@@ -189,8 +261,17 @@ def test_json_is_well_formed(tiny_run):
     assert res["method"] == "separate processes" and list(res["threads"]) == ["1", "2"]
     for n, section in res["threads"].items():
         m = section["machine"]
-        for key in ("cpu_model", "logical_cores", "threads", "numpy", "numpy_blas", "numpy_blas_runtime", "env",
-                    "torch", "python"):
+        for key in (
+            "cpu_model",
+            "logical_cores",
+            "threads",
+            "numpy",
+            "numpy_blas",
+            "numpy_blas_runtime",
+            "env",
+            "torch",
+            "python",
+        ):
             assert key in m, f"machine facts lack {key!r}"
         assert m["threads"] == int(n) and m["env"]["OPENBLAS_NUM_THREADS"] == n and m["torch_threads"] == int(n)
         assert section["gemm_reference"]["numpy"] > 0 and section["gemm_reference"]["torch"] > 0
@@ -211,8 +292,11 @@ def test_json_is_well_formed(tiny_run):
             assert ("gemm_fraction" in m) == (w in ("forward", "fwd_bwd", "train"))
         assert 0 < tiny["measurements"]["train"]["gemm_fraction"]["numpy"] < 1
         assert tiny["cache_speedup"]["numpy"] > 0
-        assert set(tiny["phases"]["numpy"]) == set(tiny["phases"]["torch"]) == {
-            "zero_grad", "forward+loss", "backward", "clip", "optimizer"}
+        assert (
+            set(tiny["phases"]["numpy"])
+            == set(tiny["phases"]["torch"])
+            == {"zero_grad", "forward+loss", "backward", "clip", "optimizer"}
+        )
         assert tiny["profile_numpy"]["rows"] and tiny["profile_torch"]["rows"]
         mem = section["memory"]["tiny"]
         for side in ("numpy", "torch"):
@@ -221,8 +305,14 @@ def test_json_is_well_formed(tiny_run):
         assert [p["seq_len"] for p in section["scaling"]["seq_len"]] == [8, 16]
         assert [p["d_model"] for p in section["scaling"]["d_model"]] == [16, 32]
         assert all("gemm_fraction" in p and "ratio_spread" in p for p in section["scaling"]["seq_len"])
-        assert {r["op"] for r in section["ops"]} >= {"matmul", "linear", "softmax", "layer_norm", "cross_entropy",
-                                                     "attention (model's)"}
+        assert {r["op"] for r in section["ops"]} >= {
+            "matmul",
+            "linear",
+            "softmax",
+            "layer_norm",
+            "cross_entropy",
+            "attention (model's)",
+        }
         assert all(r["size"] == "small" and r["ratio_fb"] > 0 and r["fwd_ok"] for r in section["ops"])
         assert len(section["targets"]) == 14
         hvp = section["hvp"]["tiny"]
@@ -247,8 +337,12 @@ def test_markdown_report_format(tiny_run):
         # The headline: the training step measured with a process per side, with the GEMM-rate columns.
         i = lines.index("### Training step, separate processes")
         head = lines[i + 2]
-        for col in ("ratio [IQR; min-max of per-round ratios]", "minitensor % of GEMM rate",
-                    "PyTorch % of GEMM rate", "peak memory ratio"):
+        for col in (
+            "ratio [IQR; min-max of per-round ratios]",
+            "minitensor % of GEMM rate",
+            "PyTorch % of GEMM rate",
+            "peak memory ratio",
+        ):
             assert col in head, head
         assert lines[i + 4].startswith("| tiny | ")
         inter = [x for x in lines if x.startswith("- Interference check, tiny: ")]
@@ -259,11 +353,17 @@ def test_markdown_report_format(tiny_run):
         assert "minitensor cost in gradients" in head and "PyTorch cost in gradients" in head
         for label in ("one gradient (the unit)", "HVP, double backward", "HVP, autograd.functional.hvp"):
             assert any(x.startswith(f"| tiny | {label} | ") for x in lines), label
-        assert any(x.startswith("H v of the two sides, compared in one process") and "tiny: max rel" in x
-                   for x in lines)
+        assert any(
+            x.startswith("H v of the two sides, compared in one process") and "tiny: max rel" in x for x in lines
+        )
         rows = [x for x in lines if x.startswith("| ")]
-        for label in ("forward (eval, no_grad)", "forward + backward", "training step", "greedy decode, no cache",
-                      "greedy decode, KV cache"):
+        for label in (
+            "forward (eval, no_grad)",
+            "forward + backward",
+            "training step",
+            "greedy decode, no cache",
+            "greedy decode, KV cache",
+        ):
             row = next((r for r in rows if r.startswith(f"| {label} |")), None)
             assert row is not None, f"no table row for {label!r}"
             assert row.count("|") == 10, row
@@ -271,7 +371,7 @@ def test_markdown_report_format(tiny_run):
     width, fenced = None, False
     for line in md.splitlines() + [""]:
         if line.startswith("```"):
-            fenced = not fenced          # the profiler's own text table is quoted verbatim
+            fenced = not fenced  # the profiler's own text table is quoted verbatim
             continue
         if fenced:
             continue
@@ -281,7 +381,7 @@ def test_markdown_report_format(tiny_run):
             assert line.count("|") == width, f"ragged table row: {line}"
         else:
             width = None
-    assert "## 2 threads" in stdout                 # the report is printed too
+    assert "## 2 threads" in stdout  # the report is printed too
 
 
 @pytest.mark.slow
@@ -297,9 +397,30 @@ def test_pngs_non_empty(tiny_run):
 
 @pytest.mark.slow
 def test_in_process_mode_is_labelled(tmp_path):
-    cmd = [sys.executable, "-m", "benchmarks", "run", "--in-process", "--quick", "--configs", "tiny", "--threads",
-           "1", "--out", str(tmp_path), "--repeats", "3", "--budget", "0.5", "--skip", "memory", "scaling", "ops",
-           "profile", "decode"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks",
+        "run",
+        "--in-process",
+        "--quick",
+        "--configs",
+        "tiny",
+        "--threads",
+        "1",
+        "--out",
+        str(tmp_path),
+        "--repeats",
+        "3",
+        "--budget",
+        "0.5",
+        "--skip",
+        "memory",
+        "scaling",
+        "ops",
+        "profile",
+        "decode",
+    ]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -312,18 +433,27 @@ def test_in_process_mode_is_labelled(tmp_path):
 def test_hvp_configs_default_to_those_run_and_the_table_format():
     """The HVP part follows --configs (copy-reverse and base among them; not base with --quick), and its table
     has a row per config and workload with each side's cost in gradients."""
-    settings = lambda argv: run.resolve_settings(run.build_parser().parse_args(["run", *argv]))  # noqa: E731
+    settings = lambda argv: run.resolve_settings(run.build_parser().parse_args(["run", *argv]))
     assert settings([])["hvp_configs"] == ["copy-reverse", "base"]
     assert settings(["--quick"])["hvp_configs"] == ["copy-reverse"]
     assert settings(["--configs", "tiny"])["hvp_configs"] == []
     assert settings(["--configs", "tiny", "--hvp-configs", "tiny"])["hvp_configs"] == ["tiny"]
     from benchmarks.report import hvp_markdown
-    stat = lambda ms: {"median_ms": ms, "iqr_ms": 0.1}  # noqa: E731
-    res = {key: {"numpy": stat(ms), "torch": stat(ms / 2), "ratio": 2.0, "ratio_spread": {
-        "median": 2.0, "q1": 1.9, "q3": 2.1, "min": 1.8, "max": 2.2}} for key, ms in
-        (("grad", 10.0), ("hvp", 30.0), ("hvp_functional", 40.0))}
+
+    stat = lambda ms: {"median_ms": ms, "iqr_ms": 0.1}
+    res = {
+        key: {
+            "numpy": stat(ms),
+            "torch": stat(ms / 2),
+            "ratio": 2.0,
+            "ratio_spread": {"median": 2.0, "q1": 1.9, "q3": 2.1, "min": 1.8, "max": 2.2},
+        }
+        for key, ms in (("grad", 10.0), ("hvp", 30.0), ("hvp_functional", 40.0))
+    }
     res["cost_in_gradients"] = {"hvp": {"numpy": 3.0, "torch": 3.0}, "hvp_functional": {"numpy": 4.0, "torch": 4.0}}
     lines = hvp_markdown({"copy-reverse": res}).splitlines()
     assert len(lines) == 2 + 3 and len({line.count("|") for line in lines}) == 1
-    assert lines[3] == ("| copy-reverse | HVP, double backward | 30.00 (0.10) | 15.00 (0.10) | 2.00 [1.90-2.10; "
-                        "1.80-2.20] | 3.00 | 3.00 |")
+    assert lines[3] == (
+        "| copy-reverse | HVP, double backward | 30.00 (0.10) | 15.00 (0.10) | 2.00 [1.90-2.10; "
+        "1.80-2.20] | 3.00 | 3.00 |"
+    )

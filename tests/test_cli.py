@@ -1,4 +1,5 @@
 """transformer_np/cli.py and experiments.py: every command on a tiny model in a temporary directory."""
+
 import json
 import os
 import subprocess
@@ -7,13 +8,32 @@ import sys
 import pytest
 
 import transformer_np.cli
-from .cli_help import undocumented_flags
 from transformer_np.cli import main
 from transformer_np.experiments import EXPERIMENTS
 
-TINY = ["--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1", "--num-decoder-layers", "1",
-        "--d-ff", "32", "--train-size", "60", "--eval-size", "8", "--batch-size", "8", "--warmup-steps", "4",
-        "--no-progress"]
+from .cli_help import undocumented_flags
+
+TINY = [
+    "--d-model",
+    "16",
+    "--num-heads",
+    "2",
+    "--num-encoder-layers",
+    "1",
+    "--num-decoder-layers",
+    "1",
+    "--d-ff",
+    "32",
+    "--train-size",
+    "60",
+    "--eval-size",
+    "8",
+    "--batch-size",
+    "8",
+    "--warmup-steps",
+    "4",
+    "--no-progress",
+]
 
 
 def user_error(argv, capsys) -> str:
@@ -29,13 +49,31 @@ def user_error(argv, capsys) -> str:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("cli") / "cr")
-    assert main(["train", "--task", "copy-reverse", "--out", out, "--steps", "4", "--checkpoint-every", "2",
-                 "--eval-every", "2", *TINY]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "copy-reverse",
+                "--out",
+                out,
+                "--steps",
+                "4",
+                "--checkpoint-every",
+                "2",
+                "--eval-every",
+                "2",
+                *TINY,
+            ]
+        )
+        == 0
+    )
     return out
 
 
 def test_train_writes_checkpoint_and_flags_reach_the_configs(run_dir, capsys):
     import minitensor as mt
+
     state = mt.load(os.path.join(run_dir, "checkpoint.npz"))
     assert state["model_config"]["d_model"] == 16 and state["model_config"]["num_heads"] == 2
     assert state["train_config"]["steps"] == 4 and state["train_config"]["train_size"] == 60
@@ -46,6 +84,7 @@ def test_train_writes_checkpoint_and_flags_reach_the_configs(run_dir, capsys):
 
 def test_train_resume_continues(run_dir, tmp_path, capsys):
     import shutil
+
     out = str(tmp_path / "cr")
     shutil.copytree(run_dir, out)
     assert main(["train", "--out", out, "--resume", "--steps", "6", "--no-progress"]) == 0
@@ -59,8 +98,10 @@ def test_decode_greedy_and_beam(run_dir, capsys):
     assert main(["decode", "--checkpoint", run_dir, "--input", "3 4 5"]) == 0
     out = capsys.readouterr().out
     assert "input:  3 4 5" in out and "greedy:" in out
-    assert main(["decode", "--checkpoint", run_dir, "--input", "3 4 5", "--beam", "3", "--n-best", "2",
-                 "--max-len", "8"]) == 0
+    assert (
+        main(["decode", "--checkpoint", run_dir, "--input", "3 4 5", "--beam", "3", "--n-best", "2", "--max-len", "8"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "beam 1 (score" in out and "beam 2 (score" in out
 
@@ -69,17 +110,24 @@ def test_plot_writes_every_figure(run_dir, tmp_path, capsys):
     out = str(tmp_path / "plots")
     assert main(["plot", "--checkpoint", run_dir, "--out", out, "--input", "3 4 5 6"]) == 0
     names = set(os.listdir(out))
-    for want in ("positional_encoding.png", "positional_curves.png", "causal_mask.png", "lr_schedule.png",
-                 "loss.png", "grad_norms.png", "attn_encoder_layer0_head0.png", "attn_decoder_self_layers.png",
-                 "attn_decoder_cross_layer0_heads.png"):
+    for want in (
+        "positional_encoding.png",
+        "positional_curves.png",
+        "causal_mask.png",
+        "lr_schedule.png",
+        "loss.png",
+        "grad_norms.png",
+        "attn_encoder_layer0_head0.png",
+        "attn_decoder_self_layers.png",
+        "attn_decoder_cross_layer0_heads.png",
+    ):
         assert want in names
         assert os.path.getsize(os.path.join(out, want)) > 1000
 
 
 def test_clear_errors_and_nonzero_exit(tmp_path, capsys):
     assert "invalid choice: 'nope'" in user_error(["train", "--task", "nope", "--out", str(tmp_path / "x")], capsys)
-    assert "no checkpoint" in user_error(["decode", "--checkpoint", str(tmp_path / "missing"), "--input", "3"],
-                                         capsys)
+    assert "no checkpoint" in user_error(["decode", "--checkpoint", str(tmp_path / "missing"), "--input", "3"], capsys)
     user_error(["plot", "--checkpoint", str(tmp_path / "missing"), "--out", str(tmp_path / "p")], capsys)
     assert "invalid choice: 'nope'" in user_error(["experiment", "nope", "--out", str(tmp_path / "e")], capsys)
     assert "no checkpoint" in user_error(["train", "--out", str(tmp_path / "y"), "--resume"], capsys)
@@ -91,12 +139,12 @@ def test_decode_rejects_bad_input(run_dir, capsys):
     assert "unknown source tokens ['99']" in user_error(["decode", "--checkpoint", run_dir, "--input", "3 99"], capsys)
     user_error(["decode", "--checkpoint", run_dir, "--input", "3", "--n-best", "2"], capsys)
     assert "the input is empty" in user_error(["decode", "--checkpoint", run_dir, "--input", ""], capsys)
-    assert "special tokens ['<unk>']" in user_error(["decode", "--checkpoint", run_dir, "--input", "3 <unk>"],
-                                                    capsys)
+    assert "special tokens ['<unk>']" in user_error(["decode", "--checkpoint", run_dir, "--input", "3 <unk>"], capsys)
 
 
 def test_decode_no_cache_is_honoured_by_beam_search(run_dir, capsys, monkeypatch):
     import transformer_np.decode as decode
+
     seen = []
     real = decode.beam_search
     monkeypatch.setattr(decode, "beam_search", lambda *a, **k: seen.append(k["use_cache"]) or real(*a, **k))
@@ -124,6 +172,7 @@ def test_train_help_groups_the_flags_and_lists_the_choices(capsys):
 
 def test_a_run_is_never_overwritten_by_accident(run_dir, tmp_path, capsys):
     import shutil
+
     out = str(tmp_path / "cr")
     shutil.copytree(run_dir, out)
     before = {f: os.path.getmtime(os.path.join(out, f)) for f in os.listdir(out)}
@@ -131,12 +180,17 @@ def test_a_run_is_never_overwritten_by_accident(run_dir, tmp_path, capsys):
     assert {f: os.path.getmtime(os.path.join(out, f)) for f in os.listdir(out)} == before
     assert main(["train", "--out", out, "--steps", "2", "--overwrite", *TINY]) == 0
     import minitensor as mt
+
     assert mt.load(os.path.join(out, "checkpoint.npz"))["step"] == 2
 
 
 def test_python_dash_m_entry_point(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "transformer_np", "decode", "--checkpoint", str(tmp_path / "none"),
-                        "--input", "3"], capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    r = subprocess.run(
+        [sys.executable, "-m", "transformer_np", "decode", "--checkpoint", str(tmp_path / "none"), "--input", "3"],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(__file__)),
+    )
     assert r.returncode == 2 and "no checkpoint" in r.stderr
 
 

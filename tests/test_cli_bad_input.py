@@ -5,6 +5,7 @@ stderr naming the problem (never a traceback), nothing on stdout, and no file cr
 anywhere under the test's directory (the trained run, the damaged files, the would-be outputs).
 A few cases run as real subprocesses (`python -m transformer_np`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,19 +33,23 @@ def _damaged_files(root: str, run: str) -> None:
     for name, data in files.items():
         with open(os.path.join(root, f"{name}.npz"), "wb") as f:
             f.write(data)
-    mt.save({"weights": np.zeros(3)}, os.path.join(root, "other.npz"))                 # an .npz, not ours
+    mt.save({"weights": np.zeros(3)}, os.path.join(root, "other.npz"))  # an .npz, not ours
     np.save(os.path.join(root, "array.npy"), np.zeros(3))
-    os.replace(os.path.join(root, "array.npy"), os.path.join(root, "array.npz"))     # a bare .npy
+    os.replace(os.path.join(root, "array.npy"), os.path.join(root, "array.npz"))  # a bare .npy
     mt.save({**good, "model_config": {**good["model_config"], "d_model": -16}}, os.path.join(root, "badcfg.npz"))
     mt.save({**good, "model_config": {**good["model_config"], "colour": 1}}, os.path.join(root, "extracfg.npz"))
-    mt.save({**good, "model_config": {**good["model_config"], "d_model": 32, "num_heads": 2}},
-            os.path.join(root, "shapes.npz"))                                          # weights of another model
+    mt.save(
+        {**good, "model_config": {**good["model_config"], "d_model": 32, "num_heads": 2}},
+        os.path.join(root, "shapes.npz"),
+    )  # weights of another model
     mt.save({k: v for k, v in good.items() if k != "tgt_vocab"}, os.path.join(root, "novocab.npz"))
     mt.save({k: v for k, v in good.items() if k != "optimizer"}, os.path.join(root, "noopt.npz"))
     for name in ("empty", "text", "truncated", "other", "array", "badcfg", "extracfg", "shapes", "noopt"):
         os.makedirs(os.path.join(root, f"run_{name}"))
-        with open(os.path.join(root, f"{name}.npz"), "rb") as src, \
-                open(os.path.join(root, f"run_{name}", "checkpoint.npz"), "wb") as dst:
+        with (
+            open(os.path.join(root, f"{name}.npz"), "rb") as src,
+            open(os.path.join(root, f"run_{name}", "checkpoint.npz"), "wb") as dst,
+        ):
             dst.write(src.read())
     os.makedirs(os.path.join(root, "emptydir"))
     with open(os.path.join(root, "afile"), "w") as f:
@@ -64,7 +69,7 @@ def root(tmp_path_factory):
 def _snapshot(root: str) -> dict:
     """Every file and directory under root, with a hash of each file's bytes and its modification time."""
     out = {}
-    for d, dirs, files in os.walk(root):
+    for d, _dirs, files in os.walk(root):
         out[d] = "dir"
         for f in files:
             p = os.path.join(d, f)
@@ -179,22 +184,33 @@ FLAG_CASES = [
 ]
 
 # Every subcommand that reads a checkpoint, on every missing or malformed file.
-BAD_FILES = [("{new}", "no checkpoint"), ("{root}/emptydir", "no checkpoint"),
-             ("{root}/empty.npz", "not a readable .npz"), ("{root}/text.npz", "not a readable .npz"),
-             ("{root}/truncated.npz", "not a readable .npz"), ("{root}/array.npz", "single .npy array"),
-             ("{root}/other.npz", "is not a transformer_np checkpoint: missing 'model'"),
-             ("{root}/badcfg.npz", "damaged configuration: ModelConfig: expected d_model >= 1"),
-             ("{root}/extracfg.npz", "damaged configuration"),
-             ("{root}/shapes.npz", "does not hold the model its configuration describes"),
-             ("{root}/novocab.npz", "missing 'tgt_vocab'")]
-READERS = [["decode", "--checkpoint", "{file}", "--input", "3 4"],
-           ["plot", "--checkpoint", "{file}", "--out", "{new}"]]
+BAD_FILES = [
+    ("{new}", "no checkpoint"),
+    ("{root}/emptydir", "no checkpoint"),
+    ("{root}/empty.npz", "not a readable .npz"),
+    ("{root}/text.npz", "not a readable .npz"),
+    ("{root}/truncated.npz", "not a readable .npz"),
+    ("{root}/array.npz", "single .npy array"),
+    ("{root}/other.npz", "is not a transformer_np checkpoint: missing 'model'"),
+    ("{root}/badcfg.npz", "damaged configuration: ModelConfig: expected d_model >= 1"),
+    ("{root}/extracfg.npz", "damaged configuration"),
+    ("{root}/shapes.npz", "does not hold the model its configuration describes"),
+    ("{root}/novocab.npz", "missing 'tgt_vocab'"),
+]
+READERS = [["decode", "--checkpoint", "{file}", "--input", "3 4"], ["plot", "--checkpoint", "{file}", "--out", "{new}"]]
 FILE_CASES = [([arg.replace("{file}", path) for arg in argv], match) for argv in READERS for path, match in BAD_FILES]
 # train --resume reads OUT/checkpoint.npz
-RESUME_BAD = [("empty", "not a readable .npz"), ("text", "not a readable .npz"), ("truncated", "not a readable .npz"),
-              ("array", "single .npy array"), ("other", "missing 'model'"), ("badcfg", "damaged configuration"),
-              ("extracfg", "damaged configuration"), ("noopt", "missing 'optimizer'"),
-              ("shapes", "does not hold a run of its own configuration")]
+RESUME_BAD = [
+    ("empty", "not a readable .npz"),
+    ("text", "not a readable .npz"),
+    ("truncated", "not a readable .npz"),
+    ("array", "single .npy array"),
+    ("other", "missing 'model'"),
+    ("badcfg", "damaged configuration"),
+    ("extracfg", "damaged configuration"),
+    ("noopt", "missing 'optimizer'"),
+    ("shapes", "does not hold a run of its own configuration"),
+]
 FILE_CASES += [(["train", "--out", f"{{root}}/run_{name}", "--resume"], match) for name, match in RESUME_BAD]
 
 CASES = FLAG_CASES + FILE_CASES
@@ -231,7 +247,9 @@ def test_bad_input_is_one_line_exit_2_and_touches_nothing(root, argv, match, cap
 
 def test_the_table_covers_every_flag_of_every_command():
     from transformer_np.cli import build_parser
+
     from .cli_help import _subparsers
+
     named = {arg for argv, _ in CASES for arg in argv if arg.startswith("--")}
     named |= {a.split("=")[0] for a in named}
     for cmd, sub in _subparsers(build_parser()):
@@ -241,17 +259,25 @@ def test_the_table_covers_every_flag_of_every_command():
                 pytest.fail(f"{cmd} {flags[0]}: no bad value in the table")
 
 
-@pytest.mark.parametrize("argv, match", [
-    (["train", "--out", "{new}", "--schedule", "cosine"], "invalid choice: 'cosine'"),
-    (["train", "--out", "{new}", "--eval-size", "0"], "eval_size >= 1"),
-    (["train", "--out", "{root}/run_other", "--resume"], "missing 'model'"),
-    (["decode", "--checkpoint", "{run}", "--input", ""], "the input is empty"),
-    (["plot", "--checkpoint", "{root}/text.npz", "--out", "{new}"], "not a readable .npz"),
-])
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["train", "--out", "{new}", "--schedule", "cosine"], "invalid choice: 'cosine'"),
+        (["train", "--out", "{new}", "--eval-size", "0"], "eval_size >= 1"),
+        (["train", "--out", "{root}/run_other", "--resume"], "missing 'model'"),
+        (["decode", "--checkpoint", "{run}", "--input", ""], "the input is empty"),
+        (["plot", "--checkpoint", "{root}/text.npz", "--out", "{new}"], "not a readable .npz"),
+    ],
+)
 def test_bad_input_in_a_real_process(root, argv, match):
     before = _snapshot(root)
-    r = subprocess.run([sys.executable, "-m", "transformer_np", *_argv(argv, root)], capture_output=True, text=True,
-                       cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    r = subprocess.run(
+        [sys.executable, "-m", "transformer_np", *_argv(argv, root)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and match in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert _snapshot(root) == before

@@ -1,4 +1,5 @@
 """The curvature experiment: power iteration, the tiny run end to end, its refusals, and PyTorch's eigenvalue."""
+
 from __future__ import annotations
 
 import json
@@ -24,9 +25,10 @@ def test_power_iteration_finds_the_largest_magnitude_eigenvalue(rng):
     def hvp(vs):
         y = h @ np.concatenate([vs[0].reshape(-1), vs[1]])
         return [y[:4].reshape(2, 2), y[4:]]
+
     top = power_iteration(hvp, [rng.standard_normal((2, 2)), rng.standard_normal(3)], iterations=200, tol=1e-12)
     assert top["eigenvalue"] == pytest.approx(5.0, rel=1e-10)
-    assert top["residual"] < 1e-5 and top["iterations"] < 200                # stopped by the tolerance
+    assert top["residual"] < 1e-5 and top["iterations"] < 200  # stopped by the tolerance
     assert [h["eigenvalue"] for h in top["history"]][-1] == top["eigenvalue"]
     # the residual of an exact eigenvector is 0 at the first iteration
     exact = q[:, 0]
@@ -38,14 +40,14 @@ def test_top_eigenvalue_is_the_most_positive_even_when_a_negative_one_dominates(
     """Spectrum {5, -8, 1, 0.5, 0}: power iteration alone finds -8; the shifted second phase finds 5."""
     q, _ = np.linalg.qr(rng.standard_normal((5, 5)))
     h = q @ np.diag([5.0, -8.0, 1.0, 0.5, 0.0]) @ q.T
-    hvp = lambda vs: [h @ vs[0]]  # noqa: E731
+    hvp = lambda vs: [h @ vs[0]]
     v0 = [rng.standard_normal(5)]
     top = top_eigenvalue(hvp, v0, iterations=500, tol=1e-12)
     assert top["negative"] == pytest.approx(-8.0, rel=1e-9) and top["eigenvalue"] == pytest.approx(5.0, rel=1e-9)
     assert top["iterations"] == sum(top["phases"]) and len(top["phases"]) == 2 and top["residual"] < 1e-5
-    again = top_eigenvalue(hvp, v0, iterations=500, counts=top["phases"])        # a reference run repeats it
+    again = top_eigenvalue(hvp, v0, iterations=500, counts=top["phases"])  # a reference run repeats it
     assert again["eigenvalue"] == top["eigenvalue"] and again["phases"] == top["phases"]
-    positive = top_eigenvalue(lambda vs: [-h @ vs[0] + 0.0], v0, iterations=500, tol=1e-12)   # spectrum negated
+    positive = top_eigenvalue(lambda vs: [-h @ vs[0] + 0.0], v0, iterations=500, tol=1e-12)  # spectrum negated
     assert positive["negative"] is None and positive["eigenvalue"] == pytest.approx(8.0, rel=1e-9)
 
 
@@ -87,6 +89,7 @@ def test_top_eigenvalue_equals_pytorchs_on_the_same_weights(tmp_path, capsys):
     """`python -m parity.curvature --tiny`: each measurement repeated on the PyTorch twin (same iterations, same
     start), float32; a second run into the same folder is refused in one line."""
     from parity.curvature import main as parity_curvature
+
     out = str(tmp_path / "curv")
     assert parity_curvature(["--tiny", "--out", out, "--no-progress"]) == 0
     res = json.loads(_read(os.path.join(out, "curvature.json")))
@@ -103,8 +106,12 @@ def test_top_eigenvalue_equals_pytorchs_on_the_same_weights(tmp_path, capsys):
 
 
 def test_plot_curvature_checks_its_series(tmp_path):
-    good = dict(eigenvalues={"post-norm": [3.0, 5.0]}, lrs={"post-norm": [1e-3, 2e-3]},
-                grad_norms={"post-norm": [1.0, 0.5]}, residuals={"post-norm": [0.5, 0.1, 0.01]})
+    good = dict(
+        eigenvalues={"post-norm": [3.0, 5.0]},
+        lrs={"post-norm": [1e-3, 2e-3]},
+        grad_norms={"post-norm": [1.0, 0.5]},
+        residuals={"post-norm": [0.5, 0.1, 0.01]},
+    )
     assert os.path.getsize(plots.plot_curvature([0, 2], path=str(tmp_path / "c.png"), **good)) > 1000
     with pytest.raises(ValueError, match="1 eigenvalues for 2 steps"):
         plots.plot_curvature([0, 2], path=str(tmp_path / "d.png"), **{**good, "eigenvalues": {"post-norm": [3.0]}})

@@ -1,11 +1,24 @@
 """transformer_np/data.py: vocabulary, tasks, batching (NumPy only, no model needed)."""
+
 import json
 
 import numpy as np
 import pytest
 
-from transformer_np.data import (BOS_ID, EOS_ID, TASKS, UNK_ID, Vocab, get_task, make_batches,
-                                 pad_batch, read_corpus, shift_targets, iterate_forever, batch_order)
+from transformer_np.data import (
+    BOS_ID,
+    EOS_ID,
+    TASKS,
+    UNK_ID,
+    Vocab,
+    batch_order,
+    get_task,
+    iterate_forever,
+    make_batches,
+    pad_batch,
+    read_corpus,
+    shift_targets,
+)
 
 
 def test_vocab_specials_round_trip_and_unk(tmp_path):
@@ -17,11 +30,11 @@ def test_vocab_specials_round_trip_and_unk(tmp_path):
     assert v.decode(ids) == "the cat sleeps"
     assert v.decode(ids, strip_special=False) == "<bos> the cat sleeps <eos>"
     assert v.encode("the dog") == [4, UNK_ID]
-    assert v.decode([4, 5, EOS_ID, 6]) == "the cat"          # stops at <eos>
+    assert v.decode([4, 5, EOS_ID, 6]) == "the cat"  # stops at <eos>
     assert v.encode(["cat", "the"]) == [5, 4]
     path = tmp_path / "v.json"
     v.save(str(path))
-    json.loads(path.read_text())                              # plain JSON
+    json.loads(path.read_text())  # plain JSON
     assert Vocab.load(str(path)) == v
 
 
@@ -65,17 +78,17 @@ def test_task_formats_follow_the_seeds():
     copy = get_task("copy")
     assert len(copy.src_vocab) == 100
     src, tgt = copy.splits(5, 1, 0)[0][0]
-    assert len(src) == 10 and tgt == [BOS_ID] + src + [EOS_ID]            # seed 000: bare source
+    assert len(src) == 10 and tgt == [BOS_ID] + src + [EOS_ID]  # seed 000: bare source
 
     cr = get_task("copy-reverse")
-    assert len(cr.src_vocab) == 20 and len(cr.tgt_vocab) == 20             # seed 003: vocabulary 20
+    assert len(cr.src_vocab) == 20 and len(cr.tgt_vocab) == 20  # seed 003: vocabulary 20
     lengths = set()
     for src, tgt in cr.splits(500, 10, 0)[0]:
         s = src[1:-1]
         lengths.add(len(s))
         assert tgt == [BOS_ID] + s + s[::-1] + [EOS_ID]
     assert lengths == set(range(3, 11))
-    assert cr.encode_source("3 4 5") == [BOS_ID, 7, 8, 9, EOS_ID]          # symbol k -> id k + 4
+    assert cr.encode_source("3 4 5") == [BOS_ID, 7, 8, 9, EOS_ID]  # symbol k -> id k + 4
     assert cr.decode_target([BOS_ID, 7, 8, 9, 9, 8, 7, EOS_ID]) == "3 4 5 5 4 3"
     with pytest.raises(ValueError, match="unknown source tokens"):
         cr.encode_source("3 99")
@@ -99,7 +112,7 @@ def test_toy_translation_corpus():
     assert 40 <= len(pairs) <= 80
     task = get_task("toy-translation")
     train, held = task.splits(10, 10, 0)
-    assert len(train) == len(pairs) and held == train                      # memorisation check
+    assert len(train) == len(pairs) and held == train  # memorisation check
     src, tgt = train[0]
     assert task.src_vocab.decode(src) == pairs[0][0] and task.decode_target(tgt) == pairs[0][1]
     assert UNK_ID not in {t for s, g in train for t in s + g}
@@ -117,7 +130,7 @@ def test_read_corpus_rejects_malformed(tmp_path):
 
 def test_make_batches_pads_right_and_shifts():
     pairs = [([1, 5, 6, 2], [1, 7, 2]), ([1, 5, 2], [1, 7, 8, 9, 2]), ([1, 9, 9, 9, 9, 2], [1, 2])]
-    (src, tgt), = make_batches(pairs, batch_size=3, shuffle=False)
+    ((src, tgt),) = make_batches(pairs, batch_size=3, shuffle=False)
     assert src.dtype == np.int64 and tgt.dtype == np.int64
     np.testing.assert_array_equal(src, [[1, 5, 6, 2, 0, 0], [1, 5, 2, 0, 0, 0], [1, 9, 9, 9, 9, 2]])
     np.testing.assert_array_equal(tgt, [[1, 7, 2, 0, 0], [1, 7, 8, 9, 2], [1, 2, 0, 0, 0]])
@@ -126,7 +139,7 @@ def test_make_batches_pads_right_and_shifts():
     np.testing.assert_array_equal(labels, tgt[:, 1:])
     assert (dec_in[:, 0] == BOS_ID).all()
     batches = make_batches(pairs, batch_size=2)
-    assert [b[0].shape[0] for b in batches] == [2, 1]                       # last batch smaller
+    assert [b[0].shape[0] for b in batches] == [2, 1]  # last batch smaller
 
 
 def test_make_batches_shuffle_is_seeded_and_covers_everything():
@@ -139,7 +152,7 @@ def test_make_batches_shuffle_is_seeded_and_covers_everything():
     assert sorted(int(s[1]) for batch in a for s in batch[0]) == list(range(4, 14))
     # the endless iterator restarts exactly where a (epoch, index) pair says
     it = iterate_forever(pairs, 3, seed=1)
-    seq = [next(it) for _ in range(9)]                                       # 4 batches per epoch
+    seq = [next(it) for _ in range(9)]  # 4 batches per epoch
     it2 = iterate_forever(pairs, 3, seed=1, epoch=seq[5][0], start=seq[5][1])
     for want in seq[5:]:
         got = next(it2)

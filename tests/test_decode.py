@@ -3,6 +3,7 @@
 The model is untrained (random weights), so its outputs are arbitrary but deterministic; a bias
 on the EOS logit makes rows stop at different steps so the stopping and padding logic runs.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,8 +20,17 @@ V = 12
 
 
 def _model(eos_bias=0.0, **kw) -> Transformer:
-    cfg = dict(src_vocab_size=V, tgt_vocab_size=V, d_model=16, num_heads=4, num_encoder_layers=2,
-               num_decoder_layers=2, d_ff=32, dropout=0.1, max_len=24)
+    cfg = dict(
+        src_vocab_size=V,
+        tgt_vocab_size=V,
+        d_model=16,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=32,
+        dropout=0.1,
+        max_len=24,
+    )
     cfg.update(kw)
     model = Transformer(**cfg)
     model.generator.bias.data[EOS_ID] += eos_bias
@@ -47,8 +57,9 @@ def test_cached_logits_equal_full_recomputation(rng, dtype):
             memory = model.encode(src, src_mask)
             full = model.decode(tgt, memory, src_mask, causal_mask(tgt.shape[1])).numpy()
             cache = model.init_cache()
-            steps = [model.decode(tgt[:, t:t + 1], memory, src_mask, cache=cache).numpy()
-                     for t in range(tgt.shape[1])]
+            steps = [
+                model.decode(tgt[:, t : t + 1], memory, src_mask, cache=cache).numpy() for t in range(tgt.shape[1])
+            ]
             # a multi-token chunk after a prefix uses the offset causal mask
             cache2 = model.init_cache()
             head = model.decode(tgt[:, :3], memory, src_mask, cache=cache2).numpy()
@@ -79,9 +90,9 @@ def test_greedy_stops_and_pads_after_eos(rng):
     for row in out:
         eos = np.flatnonzero(row == EOS_ID)
         if len(eos):
-            assert (row[eos[0] + 1:] == PAD_ID).all()
+            assert (row[eos[0] + 1 :] == PAD_ID).all()
             ended.append(eos[0])
-    if out.shape[1] < 20:            # stopped early: every row produced EOS, the longest at the last step
+    if out.shape[1] < 20:  # stopped early: every row produced EOS, the longest at the last step
         assert len(ended) == 6 and max(ended) == out.shape[1] - 1
     # each token is the argmax of the model given the prefix (teacher-forced check)
     model.eval()
@@ -150,18 +161,26 @@ def test_beam_scores_are_penalized_log_probabilities(rng, float64_default):
             assert scores == sorted(scores, reverse=True)
             for tokens, score in hyps:
                 tgt = np.concatenate([[BOS_ID], tokens[:-1]])[None]
-                logits = model.decode(tgt, memory[b:b + 1], padding_mask(src[b:b + 1]),
-                                      causal_mask(len(tokens))).numpy()[0]
-                logp = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) \
+                logits = model.decode(
+                    tgt, memory[b : b + 1], padding_mask(src[b : b + 1]), causal_mask(len(tokens))
+                ).numpy()[0]
+                logp = (
+                    logits
+                    - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True))
                     - logits.max(-1, keepdims=True)
+                )
                 total = logp[np.arange(len(tokens)), tokens].sum()
-                assert_close(np.array(score), np.array(total / length_penalty_gnmt(len(tokens), alpha)),
-                             OP_RTOL["float64"], "beam score vs teacher-forced log P / lp")
+                assert_close(
+                    np.array(score),
+                    np.array(total / length_penalty_gnmt(len(tokens), alpha)),
+                    OP_RTOL["float64"],
+                    "beam score vs teacher-forced log P / lp",
+                )
 
 
 def test_beam_search_finds_the_exhaustive_optimum_with_a_wide_beam(rng, float64_default):
     # With beam_size >= V^(L-1), no prefix is ever pruned: beam search is exhaustive over length-L outputs.
-    model = _model(tgt_vocab_size=4, src_vocab_size=V, eos_bias=-100.0)       # EOS (id 2) never wins
+    model = _model(tgt_vocab_size=4, src_vocab_size=V, eos_bias=-100.0)  # EOS (id 2) never wins
     src = _src(rng, B=2)
     L = 3
     beams = beam_search(model, src, beam_size=16, max_len=L, length_penalty=0.0)
@@ -172,7 +191,7 @@ def test_beam_search_finds_the_exhaustive_optimum_with_a_wide_beam(rng, float64_
             best, best_seq = -np.inf, None
             for seq in np.ndindex(4, 4, 4):
                 tgt = np.array([[BOS_ID, seq[0], seq[1]]])
-                logits = model.decode(tgt, memory[b:b + 1], padding_mask(src[b:b + 1]), causal_mask(L)).numpy()[0]
+                logits = model.decode(tgt, memory[b : b + 1], padding_mask(src[b : b + 1]), causal_mask(L)).numpy()[0]
                 m = logits.max(-1, keepdims=True)
                 logp = logits - m - np.log(np.exp(logits - m).sum(-1, keepdims=True))
                 total = logp[np.arange(L), list(seq)].sum()
@@ -189,7 +208,7 @@ def test_decode_argument_errors(rng):
     with pytest.raises(ValueError, match="max_len"):
         greedy_decode(model, src, max_len=0)
     with pytest.raises(ValueError, match="max_len=25"):
-        greedy_decode(model, src, max_len=25)           # the model's max_len is 24
+        greedy_decode(model, src, max_len=25)  # the model's max_len is 24
     with pytest.raises(ValueError, match="n_best"):
         beam_search(model, src, beam_size=2, n_best=3, max_len=5)
     with pytest.raises(TypeError, match="beam_size"):

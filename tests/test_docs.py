@@ -8,6 +8,7 @@
 2. Every ```python block of docs/engine.md runs, in order, in one namespace (as a notebook would), and
    where a ```text block follows it, what the block prints must be exactly that text.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,12 +37,12 @@ def references(doc: Path) -> list[tuple[int, re.Match]]:
 def defines(lines: list[str], i: int, name: str) -> bool:
     """Line i (1-based) defines `name`, or, for `Class.name`, defines name inside class Class."""
     owner, _, name = name.rpartition(".")
-    indent = r"\s+" if owner else ""                         # a bare name is defined at the module's top level
+    indent = r"\s+" if owner else ""  # a bare name is defined at the module's top level
     if not 1 <= i <= len(lines) or re.match(rf"{indent}(def|class)\s+{re.escape(name)}\b", lines[i - 1]) is None:
         return False
     if not owner:
         return True
-    enclosing = next((m[1] for line in reversed(lines[:i - 1]) if (m := re.match(r"class (\w+)", line))), None)
+    enclosing = next((m[1] for line in reversed(lines[: i - 1]) if (m := re.match(r"class (\w+)", line))), None)
     return enclosing == owner
 
 
@@ -68,8 +69,7 @@ def test_the_engine_chapter_has_references():
     assert sum(1 for doc, _, _ in ALL_REFERENCES if doc == "engine.md") >= 15
 
 
-@pytest.mark.parametrize("doc,line,m", ALL_REFERENCES,
-                         ids=[f"{d}:{i}:{m['name']}" for d, i, m in ALL_REFERENCES])
+@pytest.mark.parametrize("doc,line,m", ALL_REFERENCES, ids=[f"{d}:{i}:{m['name']}" for d, i, m in ALL_REFERENCES])
 def test_code_reference_points_at_its_definition(doc, line, m):
     problem = check_reference(m)
     assert problem is None, f"docs/{doc} line {line}: {problem} (repair: python tests/test_docs.py --fix)"
@@ -116,11 +116,12 @@ def test_every_snippet_runs_and_prints_what_the_text_says(name):
     assert blocks, f"docs/{name} has no python snippets"
     for k, (code, expected) in enumerate(blocks, 1):
         printed = io.StringIO()
-        with contextlib.redirect_stdout(printed):     # exec: the docs' own snippets, run as a notebook would
-            exec(compile(code, f"docs/{name}, snippet {k}", "exec"), namespace)  # noqa: S102
+        with contextlib.redirect_stdout(printed):  # exec: the docs' own snippets, run as a notebook would
+            exec(compile(code, f"docs/{name}, snippet {k}", "exec"), namespace)
         if expected is not None:
             assert printed.getvalue() == expected, (
-                f"docs/{name}, snippet {k} printed\n{printed.getvalue()}\ninstead of what the text says:\n{expected}")
+                f"docs/{name}, snippet {k} printed\n{printed.getvalue()}\ninstead of what the text says:\n{expected}"
+            )
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Each case states the exception class and regexes the message must match: the op'
 the offending shapes or dtypes, so a user reading the error alone can find the bug. Shapes
 may print as tuples or lists: `_shape` accepts either.
 """
+
 from __future__ import annotations
 
 import re
@@ -147,7 +148,9 @@ def test_cross_entropy_target_dtype():
 
 
 def test_cross_entropy_target_shape():
-    _raises(ValueError, lambda: F.cross_entropy(_f(4, 3), mt.tensor([0, 1, 2])), "cross_entropy", _shape(4, 3), _shape(3))
+    _raises(
+        ValueError, lambda: F.cross_entropy(_f(4, 3), mt.tensor([0, 1, 2])), "cross_entropy", _shape(4, 3), _shape(3)
+    )
 
 
 def test_cross_entropy_target_out_of_range():
@@ -193,10 +196,11 @@ def test_backward_gradient_dtype():
 def test_assigning_a_grad_of_another_shape_or_dtype_raises():
     p = _f(3, grad=True)
     _raises(RuntimeError, lambda: setattr(p, "grad", mt.ones(1)), "assigned grad", _shape(1), _shape(3))
-    _raises(RuntimeError, lambda: setattr(p, "grad", mt.ones(3, dtype=mt.float64)), "assigned grad", "float64",
-            "float32")
+    _raises(
+        RuntimeError, lambda: setattr(p, "grad", mt.ones(3, dtype=mt.float64)), "assigned grad", "float64", "float32"
+    )
     _raises(TypeError, lambda: setattr(p, "grad", np.ones(3, dtype=np.float32)), "assigned grad", "ndarray")
-    p.grad = mt.ones(3)                                      # the right shape and dtype is accepted
+    p.grad = mt.ones(3)  # the right shape and dtype is accepted
     p.grad = None
 
 
@@ -204,19 +208,29 @@ def test_sgd_never_broadcasts_a_gradient_into_a_parameter():
     p = _f(3, grad=True)
     before = p.numpy().copy()
     p.grad = mt.zeros(3)
-    p.grad.data = np.ones(1, dtype=np.float32)               # through the raw-array escape hatch
+    p.grad.data = np.ones(1, dtype=np.float32)  # through the raw-array escape hatch
     opt = mt.optim.SGD([p], lr=0.1)
     _raises(RuntimeError, opt.step, "SGD.step", _shape(3), _shape(1), "no parameter was updated")
     np.testing.assert_array_equal(p.numpy(), before)
 
 
 # ----------------------------------------------------------------------------- factories and conversion
-@pytest.mark.parametrize("make", [lambda: mt.randn(2.5), lambda: mt.zeros(3, 2.5), lambda: mt.ones((2, 1.5)),
-                                  lambda: mt.empty(2.0), lambda: mt.rand(1, 2.5), lambda: mt.full((2.5,), 1.0),
-                                  lambda: mt.randint(0, 5, (2.5,)), lambda: mt.eye(2.5), lambda: mt.randperm(3.0),
-                                  lambda: mt.zeros(2).reshape(2.0)],
-                         ids=["randn", "zeros", "ones", "empty", "rand", "full", "randint", "eye", "randperm",
-                              "reshape"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: mt.randn(2.5),
+        lambda: mt.zeros(3, 2.5),
+        lambda: mt.ones((2, 1.5)),
+        lambda: mt.empty(2.0),
+        lambda: mt.rand(1, 2.5),
+        lambda: mt.full((2.5,), 1.0),
+        lambda: mt.randint(0, 5, (2.5,)),
+        lambda: mt.eye(2.5),
+        lambda: mt.randperm(3.0),
+        lambda: mt.zeros(2).reshape(2.0),
+    ],
+    ids=["randn", "zeros", "ones", "empty", "rand", "full", "randint", "eye", "randperm", "reshape"],
+)
 def test_non_integer_sizes_raise_type_error(make):
     _raises(TypeError, make, "sizes must be integers", r"\d\.\d")
 
@@ -225,27 +239,43 @@ def test_negative_sizes_raise():
     _raises(ValueError, lambda: mt.zeros(2, -1), "zeros", "non-negative")
 
 
-@pytest.mark.parametrize("data,dtype", [([2 ** 63], None), (2 ** 64 + 1, None), ([1, -2 ** 63 - 1], None),
-                                        ([300], mt.uint8), ([-1], mt.uint8), ([2 ** 31], mt.int32)])
+@pytest.mark.parametrize(
+    "data,dtype",
+    [
+        ([2**63], None),
+        (2**64 + 1, None),
+        ([1, -(2**63) - 1], None),
+        ([300], mt.uint8),
+        ([-1], mt.uint8),
+        ([2**31], mt.int32),
+    ],
+)
 def test_integers_that_do_not_fit_raise_overflow(data, dtype):
     _raises(OverflowError, lambda: mt.tensor(data, dtype=dtype), "does not fit", str(np.dtype(dtype or np.int64)))
 
 
 def test_largest_int64_still_fits():
-    assert mt.tensor([2 ** 63 - 1, -2 ** 63]).tolist() == [2 ** 63 - 1, -2 ** 63]
+    assert mt.tensor([2**63 - 1, -(2**63)]).tolist() == [2**63 - 1, -(2**63)]
 
 
 # ----------------------------------------------------------------------------- errors name the op
-BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-          "div": lambda a, b: a / b, "pow": lambda a, b: a ** b, "maximum": mt.maximum, "minimum": mt.minimum,
-          "add_fn": mt.add, "rsub": lambda a, b: b.__rsub__(a)}
+BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "mul": lambda a, b: a * b,
+    "div": lambda a, b: a / b,
+    "pow": lambda a, b: a**b,
+    "maximum": mt.maximum,
+    "minimum": mt.minimum,
+    "add_fn": mt.add,
+    "rsub": lambda a, b: b.__rsub__(a),
+}
 
 
 @pytest.mark.parametrize("name", list(BINARY))
 def test_binary_broadcast_mismatch_names_the_op_and_both_shapes(name):
     op = name.split("_")[0].removeprefix("r")
-    _raises(ValueError, lambda: BINARY[name](_f(3, 4), _f(2, 4)), rf"^{op}\b", _shape(3, 4), _shape(2, 4),
-            "broadcast")
+    _raises(ValueError, lambda: BINARY[name](_f(3, 4), _f(2, 4)), rf"^{op}\b", _shape(3, 4), _shape(2, 4), "broadcast")
 
 
 def test_mixed_dtype_broadcast_mismatch_names_the_op():

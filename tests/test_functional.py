@@ -6,6 +6,7 @@ inputs were a Tensor, a tuple where they were a tuple), to OP_RTOL (the MLP) or 
 whole Transformer). Also: create_graph (a result differentiated once more), strict mode and the
 argument errors, with PyTorch's behaviour.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -50,7 +51,8 @@ def _mlp(lib, F, layer_norm=None):
 
     def f(x, w1, b1, gamma, beta, w2):
         h = layer_norm(x @ w1 + b1, (5,), gamma, beta)
-        return h.tanh() @ w2                                         # (3, 2)
+        return h.tanh() @ w2  # (3, 2)
+
     return f
 
 
@@ -71,29 +73,41 @@ def _sides(arrays):
 @pytest.fixture
 def mlp(rng):
     xs = _arrays(rng, SHAPES)
-    xs[3] += 1.0                                                     # gamma around 1, as initialised
+    xs[3] += 1.0  # gamma around 1, as initialised
     vec_f = (_mlp(mt, mF), _mlp(torch, tF))
     c = rng.standard_normal((3, 2))
     scalar_f = (_scalar(vec_f[0], mt.tensor, c), _scalar(vec_f[1], torch.tensor, c))
-    return dict(inputs=_sides(xs), vec=vec_f, scalar=scalar_f, c=c,
-                v_out=_sides([rng.standard_normal((3, 2))]), v_in=_sides(_arrays(rng, SHAPES)))
+    return dict(
+        inputs=_sides(xs),
+        vec=vec_f,
+        scalar=scalar_f,
+        c=c,
+        v_out=_sides([rng.standard_normal((3, 2))]),
+        v_in=_sides(_arrays(rng, SHAPES)),
+    )
 
 
 @pytest.mark.parametrize("create_graph", [False, True])
 def test_vjp_and_jvp_equal_torch_on_tuple_inputs(mlp, create_graph):
     (ours_in, ref_in), (f, g) = mlp["inputs"], mlp["vec"]
     v, tv = mlp["v_out"][0][0], mlp["v_out"][1][0]
-    _assert_same(MF.vjp(f, ours_in, v, create_graph=create_graph),
-                 TF.vjp(g, ref_in, tv, create_graph=create_graph), RTOL, "vjp")
-    _assert_same(MF.jvp(f, ours_in, mlp["v_in"][0], create_graph=create_graph),
-                 TF.jvp(g, ref_in, mlp["v_in"][1], create_graph=create_graph), RTOL, "jvp")
+    _assert_same(
+        MF.vjp(f, ours_in, v, create_graph=create_graph), TF.vjp(g, ref_in, tv, create_graph=create_graph), RTOL, "vjp"
+    )
+    _assert_same(
+        MF.jvp(f, ours_in, mlp["v_in"][0], create_graph=create_graph),
+        TF.jvp(g, ref_in, mlp["v_in"][1], create_graph=create_graph),
+        RTOL,
+        "jvp",
+    )
 
 
 @pytest.mark.parametrize("name", ["hvp", "vhp"])
 def test_hvp_and_vhp_equal_torch_on_tuple_inputs(mlp, name):
     (ours_in, ref_in), (f, g) = mlp["inputs"], mlp["scalar"]
-    _assert_same(getattr(MF, name)(f, ours_in, mlp["v_in"][0]), getattr(TF, name)(g, ref_in, mlp["v_in"][1]),
-                 RTOL, name)
+    _assert_same(
+        getattr(MF, name)(f, ours_in, mlp["v_in"][0]), getattr(TF, name)(g, ref_in, mlp["v_in"][1]), RTOL, name
+    )
 
 
 def test_jacobian_and_hessian_equal_torch_on_tuple_inputs(mlp):
@@ -105,7 +119,7 @@ def test_jacobian_and_hessian_equal_torch_on_tuple_inputs(mlp):
 def _one_input(fs, inputs, k=1):
     """fs as functions of input k alone (the others fixed): the single-Tensor form of the API."""
     (f, g), (ours, ref) = fs, inputs
-    return ((lambda x: f(*ours[:k], x, *ours[k + 1:]), lambda x: g(*ref[:k], x, *ref[k + 1:])), (ours[k], ref[k]))
+    return ((lambda x: f(*ours[:k], x, *ours[k + 1 :]), lambda x: g(*ref[:k], x, *ref[k + 1 :])), (ours[k], ref[k]))
 
 
 def test_single_tensor_inputs_give_single_tensors(mlp):
@@ -120,8 +134,12 @@ def test_single_tensor_inputs_give_single_tensors(mlp):
     _assert_same(MF.hvp(s, x, v), TF.hvp(ts, tx, tv), RTOL, "hvp")
     _assert_same(MF.vhp(s, x, v), TF.vhp(ts, tx, tv), RTOL, "vhp")
     # a tuple of outputs and one input: the jacobian is a tuple with one entry per output
-    _assert_same(MF.jacobian(lambda a: (f(a), f(a).exp()), x), TF.jacobian(lambda a: (g(a), g(a).exp()), tx),
-                 RTOL, "jacobian of two outputs")
+    _assert_same(
+        MF.jacobian(lambda a: (f(a), f(a).exp()), x),
+        TF.jacobian(lambda a: (g(a), g(a).exp()), tx),
+        RTOL,
+        "jacobian of two outputs",
+    )
 
 
 def test_vectorize_is_accepted_with_the_same_values(mlp):
@@ -142,8 +160,7 @@ def test_create_graph_results_differentiate_again_into_the_callers_graph(mlp, rn
     torch's (its layer norm written from primitives, see _composite_layer_norm) and to finite differences."""
     (s, _), (x, tx) = _one_input(mlp["scalar"], mlp["inputs"], k=0)
     c = mlp["c"]
-    f = lambda x0: _scalar(_mlp(torch, None, _composite_layer_norm), torch.tensor, c)(  # noqa: E731
-        x0, *mlp["inputs"][1][1:])
+    f = lambda x0: _scalar(_mlp(torch, None, _composite_layer_norm), torch.tensor, c)(x0, *mlp["inputs"][1][1:])
     x, tx = x.detach().requires_grad_(), tx.detach().requires_grad_()
     v, tv = mlp["v_in"][0][0], mlp["v_in"][1][0]
     w = rng.standard_normal(tuple(x.shape))
@@ -169,20 +186,29 @@ def test_an_unused_input_gives_zeros_or_a_strict_error_as_in_torch(mlp):
     (x, tx) = mlp["inputs"][0][0], mlp["inputs"][1][0]
     y, ty = mt.tensor(np.ones(2)), torch.tensor(np.ones(2))
     for name in ("vjp", "vhp", "hvp"):
-        ours = getattr(MF, name)(lambda a, b: (a.tanh() ** 2).sum(), (x, y), (mt.ones_like(x), mt.ones_like(y))
-                                 if name != "vjp" else None)
-        ref = getattr(TF, name)(lambda a, b: (a.tanh() ** 2).sum(), (tx, ty), (torch.ones_like(tx),
-                                torch.ones_like(ty)) if name != "vjp" else None)
+        ours = getattr(MF, name)(
+            lambda a, b: (a.tanh() ** 2).sum(), (x, y), (mt.ones_like(x), mt.ones_like(y)) if name != "vjp" else None
+        )
+        ref = getattr(TF, name)(
+            lambda a, b: (a.tanh() ** 2).sum(),
+            (tx, ty),
+            (torch.ones_like(tx), torch.ones_like(ty)) if name != "vjp" else None,
+        )
         _assert_same(ours, ref, RTOL, name)
         with pytest.raises(RuntimeError, match="independent of input 1"):
-            getattr(MF, name)(lambda a, b: (a.tanh() ** 2).sum(), (x, y), (x, y) if name != "vjp" else None,
-                              strict=True)
+            getattr(MF, name)(
+                lambda a, b: (a.tanh() ** 2).sum(), (x, y), (x, y) if name != "vjp" else None, strict=True
+            )
     with pytest.raises(RuntimeError, match="independent of input 1"):
         MF.jacobian(lambda a, b: a * 2, (x, y), strict=True)
-    _assert_same(MF.jacobian(lambda a, b: a * 2, (x, y)), TF.jacobian(lambda a, b: a * 2, (tx, ty)), RTOL,
-                 "jacobian with an unused input")
+    _assert_same(
+        MF.jacobian(lambda a, b: a * 2, (x, y)),
+        TF.jacobian(lambda a, b: a * 2, (tx, ty)),
+        RTOL,
+        "jacobian with an unused input",
+    )
     with pytest.raises(RuntimeError, match="jacobian of the user-provided function .* independent of the input"):
-        MF.hessian(lambda a: (a * 3).sum(), x, strict=True)          # linear: its gradient is a constant
+        MF.hessian(lambda a: (a * 3).sum(), x, strict=True)  # linear: its gradient is a constant
 
 
 def test_bad_arguments_are_refused_with_torchs_messages(mlp):
@@ -208,6 +234,7 @@ def test_bad_arguments_are_refused_with_torchs_messages(mlp):
 # A tiny Transformer: transformer_np against parity/model.py with the same weights (parity/convert.py)
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module", params=[False, True], ids=["post-norm", "pre-norm"])
 def tiny(request):
     from parity import masks as pm
@@ -215,9 +242,20 @@ def tiny(request):
     from transformer_np import masks as nm
     from transformer_np.config import ModelConfig
     from transformer_np.data import PAD_ID, shift_targets
-    cfg = ModelConfig(src_vocab_size=9, tgt_vocab_size=9, d_model=8, num_heads=2, num_encoder_layers=1,
-                      num_decoder_layers=1, d_ff=12, dropout=0.0, max_len=16, norm_first=request.param,
-                      activation="gelu")
+
+    cfg = ModelConfig(
+        src_vocab_size=9,
+        tgt_vocab_size=9,
+        d_model=8,
+        num_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=12,
+        dropout=0.0,
+        max_len=16,
+        norm_first=request.param,
+        activation="gelu",
+    )
     ours, ref = build_models(cfg, "float64", "cpu", seed=3)
     ours.eval()
     ref.eval()
@@ -230,7 +268,7 @@ def tiny(request):
     pt_args = (ts, tt, pm.padding_mask(ts, PAD_ID), pm.target_mask(tt, PAD_ID))
 
     def np_logits(*ps):
-        return functional_call(ours, dict(zip(names, ps)), np_args)                   # (B, T, V)
+        return functional_call(ours, dict(zip(names, ps)), np_args)  # (B, T, V)
 
     def pt_logits(*ps):
         return torch.func.functional_call(ref, dict(zip(names, ps)), pt_args)
@@ -244,8 +282,9 @@ def tiny(request):
     params = ([p.detach() for p in ours.parameters()], [p.detach() for p in ref.parameters()])
     rng = np.random.default_rng(2)
     v = [rng.standard_normal(tuple(p.shape)) for p in params[0]]
-    return dict(names=names, loss=(np_loss, pt_loss), logits=(np_logits, pt_logits), params=params, v=_sides(v),
-                model=ours)
+    return dict(
+        names=names, loss=(np_loss, pt_loss), logits=(np_logits, pt_logits), params=params, v=_sides(v), model=ours
+    )
 
 
 @pytest.mark.parametrize("name", ["vjp", "hvp", "vhp", "jvp"])
@@ -257,11 +296,13 @@ def test_functional_api_on_the_whole_transformer_equals_torch(tiny, name):
 
 def _partial(fn, params, picked):
     """fn as a function of the parameters at indices `picked`, the others fixed at `params`."""
+
     def f(*sub):
         ps = list(params)
         for i, p in zip(picked, sub):
             ps[i] = p
         return fn(*ps)
+
     return f
 
 
@@ -271,10 +312,12 @@ def test_jacobian_and_hessian_on_part_of_the_transformer_equal_torch(tiny):
     names = tiny["names"]
     picked = [names.index("generator.bias"), next(i for i, n in enumerate(names) if n.endswith("norm1.weight"))]
     for fn_name, key in (("hessian", "loss"), ("jacobian", "logits")):
-        ours = getattr(MF, fn_name)(_partial(tiny[key][0], tiny["params"][0], picked),
-                                    tuple(tiny["params"][0][i] for i in picked))
-        ref = getattr(TF, fn_name)(_partial(tiny[key][1], tiny["params"][1], picked),
-                                   tuple(tiny["params"][1][i] for i in picked))
+        ours = getattr(MF, fn_name)(
+            _partial(tiny[key][0], tiny["params"][0], picked), tuple(tiny["params"][0][i] for i in picked)
+        )
+        ref = getattr(TF, fn_name)(
+            _partial(tiny[key][1], tiny["params"][1], picked), tuple(tiny["params"][1][i] for i in picked)
+        )
         _assert_same(ours, ref, PARITY_RTOL["float64"], fn_name)
 
 

@@ -5,6 +5,7 @@ and stability; their hand-written backward must agree with what the engine deriv
 the unfused formula. Both sides run in minitensor, so this also cross-checks the primitives.
 Compared in float64 at OP_RTOL['float64'] and float32 at OP_RTOL['float32'].
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,12 +43,12 @@ def layer_norm_ref(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def cross_entropy_ref(x, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """Smoothed NLL of log_softmax over (N, C): (1-eps) * -logp[target] + eps * mean_c(-logp)."""
-    logp = log_softmax_ref(x, dim=-1)                                  # (N, C)
+    logp = log_softmax_ref(x, dim=-1)  # (N, C)
     t = target.numpy()
     keep = t != ignore_index
     safe = np.where(keep, t, 0)
-    nll = -logp[np.arange(t.shape[0]), safe]                           # (N,)
-    smooth = -logp.mean(dim=-1)                                        # (N,)
+    nll = -logp[np.arange(t.shape[0]), safe]  # (N,)
+    smooth = -logp.mean(dim=-1)  # (N,)
     per = nll * (1 - label_smoothing) + smooth * label_smoothing
     per = per * mt.tensor(keep.astype(x.dtype))
     if reduction == "none":
@@ -104,15 +105,23 @@ dtypes = pytest.mark.parametrize("dtype_name", ["float64", "float32"])
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 def test_softmax_equals_composite(dtype_name, dim, rng):
     xs = _inputs(rng, dtype_name, (2, 3, 4))
-    check_fused(lambda x: F.softmax(x, dim=dim), lambda x: softmax_ref(x, dim), xs, dtype_name, rng, f"softmax dim={dim}")
+    check_fused(
+        lambda x: F.softmax(x, dim=dim), lambda x: softmax_ref(x, dim), xs, dtype_name, rng, f"softmax dim={dim}"
+    )
 
 
 @dtypes
 @pytest.mark.parametrize("dim", [-1, 0, 1])
 def test_log_softmax_equals_composite(dtype_name, dim, rng):
     xs = _inputs(rng, dtype_name, (2, 3, 4))
-    check_fused(lambda x: F.log_softmax(x, dim=dim), lambda x: log_softmax_ref(x, dim), xs, dtype_name, rng,
-                f"log_softmax dim={dim}")
+    check_fused(
+        lambda x: F.log_softmax(x, dim=dim),
+        lambda x: log_softmax_ref(x, dim),
+        xs,
+        dtype_name,
+        rng,
+        f"log_softmax dim={dim}",
+    )
 
 
 @dtypes
@@ -139,16 +148,28 @@ def test_cross_entropy_equals_composite(dtype_name, reduction, label_smoothing, 
     kw = dict(ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing)
     if ignore_index != -100:
         target = mt.tensor(np.array([0, 2, 3, 4, 2, 1]))
-    check_fused(lambda x: F.cross_entropy(x, target, **kw), lambda x: cross_entropy_ref(x, target, **kw),
-                xs, dtype_name, rng, f"cross_entropy {kw}")
+    check_fused(
+        lambda x: F.cross_entropy(x, target, **kw),
+        lambda x: cross_entropy_ref(x, target, **kw),
+        xs,
+        dtype_name,
+        rng,
+        f"cross_entropy {kw}",
+    )
 
 
 @dtypes
 def test_nll_of_log_softmax_equals_cross_entropy(dtype_name, rng):
     xs = _inputs(rng, dtype_name, (6, 5))
     target = mt.tensor(np.array([0, 2, -100, 4, 2, 1]))
-    check_fused(lambda x: F.cross_entropy(x, target), lambda x: F.nll_loss(F.log_softmax(x, dim=-1), target),
-                xs, dtype_name, rng, "nll_loss(log_softmax)")
+    check_fused(
+        lambda x: F.cross_entropy(x, target),
+        lambda x: F.nll_loss(F.log_softmax(x, dim=-1), target),
+        xs,
+        dtype_name,
+        rng,
+        "nll_loss(log_softmax)",
+    )
 
 
 @dtypes
@@ -158,7 +179,6 @@ def test_linear_equals_composite(dtype_name, bias, x_shape, rng):
     shapes = [x_shape, (5, 4)] + ([(5,)] if bias else [])
     xs = _inputs(rng, dtype_name, *shapes)
     check_fused(F.linear, linear_ref, xs, dtype_name, rng, f"linear {x_shape} bias={bias}")
-
 
 
 @dtypes
@@ -171,5 +191,11 @@ def test_attention_weights_equals_composite(dtype_name, masked, rng):
         keep[..., 0] = True
         if masked == "an empty row":
             keep[1, 0, 2] = False
-    check_fused(lambda q, k: F.attention_weights(q, k, keep, scale=0.5),
-                lambda q, k: attention_weights_ref(q, k, keep, scale=0.5), xs, dtype_name, rng, f"attention {masked}")
+    check_fused(
+        lambda q, k: F.attention_weights(q, k, keep, scale=0.5),
+        lambda q, k: attention_weights_ref(q, k, keep, scale=0.5),
+        xs,
+        dtype_name,
+        rng,
+        f"attention {masked}",
+    )

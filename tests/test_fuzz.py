@@ -30,6 +30,7 @@ steps around them like the fast one, so that anything it reports is a new discre
 
 A failure prints the program as it ran (`v3 = v1 @ v2`, shapes and leaf values) through hypothesis' notes.
 """
+
 from __future__ import annotations
 
 import math
@@ -67,14 +68,14 @@ MT, TORCH = Lib(mt, F), Lib(torch, torch.nn.functional)
 @dataclass(frozen=True)
 class Profile:
     name: str
-    examples: int               # the fast profile: per entry of FOCUS (62 of them); the long one: in all
+    examples: int  # the fast profile: per entry of FOCUS (62 of them); the long one: in all
     max_ops: int
-    special_values: bool        # leaves may hold inf, -inf, NaN, 0.0 and -0.0
-    known_issues: bool          # include inputs that hit the known engine issues (see the module docstring)
+    special_values: bool  # leaves may hold inf, -inf, NaN, 0.0 and -0.0
+    known_issues: bool  # include inputs that hit the known engine issues (see the module docstring)
     max_side: int = 4
 
 
-FAST = Profile("fast", examples=8, max_ops=6, special_values=False, known_issues=False)     # per op and form
+FAST = Profile("fast", examples=8, max_ops=6, special_values=False, known_issues=False)  # per op and form
 LONG = Profile("long", examples=3000, max_ops=10, special_values=True, known_issues=True)
 # The long profile's inputs minus the known issues: what it reports is new (run beside LONG by `-m fuzz`).
 LONG_NEW = Profile("long_new", examples=3000, max_ops=10, special_values=True, known_issues=False)
@@ -84,20 +85,21 @@ LONG_NEW = Profile("long_new", examples=3000, max_ops=10, special_values=True, k
 # entry (and its guard) when its fix lands.
 KNOWN = {
     "bce_inf_upstream": "binary_cross_entropy_with_logits, a composite here, turns an infinite upstream gradient into "
-                        "NaN (inf - inf inside its log_softmax pair); torch's fused backward (sigmoid(x) - y) * g "
-                        "gives +-inf",
+    "NaN (inf - inf inside its log_softmax pair); torch's fused backward (sigmoid(x) - y) * g "
+    "gives +-inf",
 }
 
 # Behaviours where the engine keeps its own answer on purpose (documented in the engine where they happen and
 # stated by a test in tests/test_fuzz_findings.py): every profile steps around them.
 DEVIATIONS = {
     "cross_entropy_inf_upstream": "cross_entropy backward of an infinite upstream gradient: ours is the limit "
-                                  "(softmax - q) * g, +-inf; torch's composite backward computes inf - inf: NaN",
+    "(softmax - q) * g, +-inf; torch's composite backward computes inf - inf: NaN",
     "bce_logit_neg_inf": "binary_cross_entropy_with_logits at a logit of -inf: ours +inf (the limit), torch's "
-                         "(1 - y) x - log sigmoid(x) gives -inf + inf = NaN",
+    "(1 - y) x - log sigmoid(x) gives -inf + inf = NaN",
     "layer_norm_inf_upstream": "layer_norm's input gradient where g * weight holds an inf (an infinite weight or "
-                               "upstream gradient): ours +-inf or NaN by its order of sums, torch NaN for the row",
+    "upstream gradient): ours +-inf or NaN by its order of sums, torch NaN for the row",
 }
+
 
 class Finding(AssertionError):
     """A discrepancy between the libraries; the message says which op and how."""
@@ -109,7 +111,7 @@ class Node:
     name: str
     ours: mt.Tensor
     ref: torch.Tensor
-    leaf: np.ndarray | None = None      # the array a leaf was built from (to check it is left unmodified)
+    leaf: np.ndarray | None = None  # the array a leaf was built from (to check it is left unmodified)
     used: bool = False
 
     @property
@@ -127,12 +129,12 @@ class Node:
 
 @dataclass
 class Program:
-    data: object                        # hypothesis' st.data() handle
+    data: object  # hypothesis' st.data() handle
     profile: Profile
     nodes: list = field(default_factory=list)
-    stopped: bool = False               # an op failed on both sides: nothing more to run
-    applied: set = field(default_factory=set)   # the ops applied (some meet a deviation: see DEVIATIONS)
-    lines: list = field(default_factory=list)   # the program as it ran, for the failure report
+    stopped: bool = False  # an op failed on both sides: nothing more to run
+    applied: set = field(default_factory=set)  # the ops applied (some meet a deviation: see DEVIATIONS)
+    lines: list = field(default_factory=list)  # the program as it ran, for the failure report
 
     def draw(self, strategy, label: str):
         return self.data.draw(strategy, label=label)
@@ -151,10 +153,14 @@ class Program:
     def leaf(self, shape: tuple, kind: str | None = None, grad: bool = True) -> Node:
         kinds = ["normal", "normal", "positive", "ties", "wide"] + (["special"] if self.profile.special_values else [])
         kind = kind or self.draw(st.sampled_from(kinds), "leaf kind")
-        rng = np.random.default_rng(self.draw(st.integers(0, 2 ** 32 - 1), "leaf seed"))
+        rng = np.random.default_rng(self.draw(st.integers(0, 2**32 - 1), "leaf seed"))
         a = _leaf_values(rng, shape, kind)
-        node = Node(f"v{len(self.nodes)}", mt.tensor(a.copy(), requires_grad=grad),
-                    torch.tensor(a.copy(), requires_grad=grad), leaf=a)
+        node = Node(
+            f"v{len(self.nodes)}",
+            mt.tensor(a.copy(), requires_grad=grad),
+            torch.tensor(a.copy(), requires_grad=grad),
+            leaf=a,
+        )
         self.nodes.append(node)
         self.log(f"{node.name} = leaf {kind} {shape}{'' if grad else ' (no grad)'}: {np.array2string(a, 200)}")
         return node
@@ -200,8 +206,10 @@ class Program:
         if ref_error is None:
             raise Finding(f"{text}: ours raises {type(our_error).__name__}: {message}; torch does not")
         if not isinstance(our_error, CLEAR_ERRORS) or not _names_op(message, names):
-            raise Finding(f"{text}: both raise, but ours is not a clear error naming {names[0]!r}: "
-                          f"{type(our_error).__name__}: {message} (torch: {_first_line(ref_error)})")
+            raise Finding(
+                f"{text}: both raise, but ours is not a clear error naming {names[0]!r}: "
+                f"{type(our_error).__name__}: {message} (torch: {_first_line(ref_error)})"
+            )
 
     # ---- the end: one backward, all leaf gradients
     def backward(self) -> None:
@@ -210,12 +218,14 @@ class Program:
             return
         # an inf or NaN in the forward can send an infinite gradient into cross_entropy or layer_norm (deviations)
         nonfinite = any(n.is_float and not np.isfinite(n.value).all() for n in self.nodes)
-        if self.avoid("cross_entropy_inf_upstream", nonfinite and "cross_entropy" in self.applied) or \
-                self.avoid("layer_norm_inf_upstream", nonfinite and "layer_norm" in self.applied) or \
-                self.avoid("bce_inf_upstream", nonfinite and "binary_cross_entropy_with_logits" in self.applied):
+        if (
+            self.avoid("cross_entropy_inf_upstream", nonfinite and "cross_entropy" in self.applied)
+            or self.avoid("layer_norm_inf_upstream", nonfinite and "layer_norm" in self.applied)
+            or self.avoid("bce_inf_upstream", nonfinite and "binary_cross_entropy_with_logits" in self.applied)
+        ):
             return
-        rng = np.random.default_rng(self.draw(st.integers(0, 2 ** 32 - 1), "upstream seed"))
-        gs = [rng.standard_normal(n.shape) + 0.5 for n in outs]     # off zero mean: sums do not cancel
+        rng = np.random.default_rng(self.draw(st.integers(0, 2**32 - 1), "upstream seed"))
+        gs = [rng.standard_normal(n.shape) + 0.5 for n in outs]  # off zero mean: sums do not cancel
         self.log(f"backward from {[n.name for n in outs]}")
 
         def loss(t, *xs):
@@ -223,6 +233,7 @@ class Program:
 
         def run_backward(t, *xs):
             loss(t, *xs).backward()
+
         _, our_error, leaked = _run(run_backward, MT, [n.ours for n in outs])
         _, ref_error, _ = _run(run_backward, TORCH, [n.ref for n in outs])
         self.check_leaks(leaked, "backward")
@@ -240,8 +251,9 @@ class Program:
             if n.ours.grad is None:
                 raise Finding(f"{what}: missing (torch has one)")
             if n.ours.grad.shape != n.shape or n.ours.grad.dtype.name != "float64":
-                raise Finding(f"{what}: shape {n.ours.grad.shape} dtype {n.ours.grad.dtype}, "
-                              f"expected {n.shape} float64")
+                raise Finding(
+                    f"{what}: shape {n.ours.grad.shape} dtype {n.ours.grad.dtype}, expected {n.shape} float64"
+                )
             assert_close(n.ours.grad.numpy(), n.ref.grad.numpy(), RTOL, what=what)
 
     def check_leaves_unmodified(self) -> None:
@@ -255,11 +267,11 @@ def _leaf_values(rng: np.random.Generator, shape: tuple, kind: str) -> np.ndarra
         return rng.standard_normal(shape)
     if kind == "positive":
         return rng.uniform(0.5, 2.0, shape)
-    if kind == "ties":          # small integers as floats: zeros, equal maxima, kinks of relu/abs/clamp
+    if kind == "ties":  # small integers as floats: zeros, equal maxima, kinks of relu/abs/clamp
         return rng.integers(-2, 3, shape).astype(np.float64)
-    if kind == "probability":   # targets of a binary cross-entropy
+    if kind == "probability":  # targets of a binary cross-entropy
         return rng.uniform(0.0, 1.0, shape)
-    if kind == "wide":          # exp and powers reach large values, softmax meets big differences
+    if kind == "wide":  # exp and powers reach large values, softmax meets big differences
         return rng.standard_normal(shape) * 8.0
     if kind == "special":
         a = rng.standard_normal(shape)
@@ -279,13 +291,16 @@ def _run(fn, lib: Lib, tensors: list):
         warnings.simplefilter("always")
         try:
             return fn(lib, *tensors), None, _runtime_warnings(caught)
-        except Exception as e:  # noqa: BLE001  (any exception is compared with the other library's)
+        except Exception as e:
             return None, e, _runtime_warnings(caught)
 
 
 def _runtime_warnings(caught) -> list:
-    return [f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})"
-            for w in caught if issubclass(w.category, RuntimeWarning)]
+    return [
+        f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})"
+        for w in caught
+        if issubclass(w.category, RuntimeWarning)
+    ]
 
 
 def _first_line(e: BaseException) -> str:
@@ -330,7 +345,7 @@ def _positive_leaf(p: Program):
     return lambda: p.leaf(p.shape(), kind="positive")
 
 
-UNARY = {   # name: (function, needs the safe domain)
+UNARY = {  # name: (function, needs the safe domain)
     "neg": (lambda t, x: -x, False),
     "exp": (lambda t, x: x.exp(), False),
     "log": (lambda t, x: x.log(), True),
@@ -360,7 +375,7 @@ def op_power(p: Program, name: str | None = None) -> bool:
     e = p.draw(st.sampled_from(POWERS), "exponent")
     fractional = e != int(e)
     x = p.pick(_no_negatives if fractional else (lambda n: True), make=_positive_leaf(p) if fractional else None)
-    p.apply(f"{x.name} ** {e}", ("pow",), lambda t, a: a ** e, x)
+    p.apply(f"{x.name} ** {e}", ("pow",), lambda t, a: a**e, x)
     return True
 
 
@@ -371,14 +386,20 @@ def op_scalar(p: Program, form: str | None = None) -> bool:
     c = p.draw(st.sampled_from(SCALARS), "scalar")
     form = form or p.draw(st.sampled_from(SCALAR_FORMS), "form")
     if form == "c ** x" and c < 0:
-        c = -c      # torch: a negative base to a real power is NaN
+        c = -c  # torch: a negative base to a real power is NaN
     if form == "clamp":
         lo, hi = p.draw(st.sampled_from([(-0.5, 0.5), (None, 0.0), (0.0, None), (1.0, -1.0)]), "clamp bounds")
         x = p.pick()
         p.apply(f"{x.name}.clamp({lo}, {hi})", ("clamp",), lambda t, a: a.clamp(lo, hi), x)
         return True
-    fns = {"x + c": lambda t, a: a + c, "c - x": lambda t, a: c - a, "x * c": lambda t, a: a * c,
-           "x / c": lambda t, a: a / c, "c / x": lambda t, a: c / a, "c ** x": lambda t, a: c ** a}
+    fns = {
+        "x + c": lambda t, a: a + c,
+        "c - x": lambda t, a: c - a,
+        "x * c": lambda t, a: a * c,
+        "x / c": lambda t, a: a / c,
+        "c / x": lambda t, a: c / a,
+        "c ** x": lambda t, a: c**a,
+    }
     x = p.pick()
     p.apply(form.replace("x", x.name).replace("c", repr(c)), ("add", "sub", "mul", "div", "pow"), fns[form], x)
     return True
@@ -388,7 +409,7 @@ def _broadcast_partner(p: Program, shape: tuple) -> tuple:
     """A shape that broadcasts with `shape`: a suffix of it, each dim kept, set to 1, or grown from 1."""
     keep = p.draw(st.integers(0, len(shape)), "partner ndim")
     out = []
-    for s in shape[len(shape) - keep:]:
+    for s in shape[len(shape) - keep :]:
         choice = p.draw(st.sampled_from(["same", "one", "grow"]), "partner dim")
         if choice == "grow" and s == 1:
             out.append(p.draw(st.integers(2, 3), "grown dim"))
@@ -409,8 +430,11 @@ def _other_operand(p: Program, x: Node, ok=lambda n: True, make_kind=None) -> No
     if p.draw(st.integers(0, 9), "mismatched shape?") == 0:
         bad = [s + 1 if s > 1 else 3 for s in x.shape] or [2]
         return p.leaf(tuple(bad[-2:]), kind=make_kind)
-    return p.pick(lambda n: _broadcasts(n.shape, x.shape) and ok(n), "second operand",
-                  make=lambda: p.leaf(_broadcast_partner(p, x.shape), kind=make_kind))
+    return p.pick(
+        lambda n: _broadcasts(n.shape, x.shape) and ok(n),
+        "second operand",
+        make=lambda: p.leaf(_broadcast_partner(p, x.shape), kind=make_kind),
+    )
 
 
 BINARY = {
@@ -426,20 +450,21 @@ BINARY = {
 
 def op_binary(p: Program, name: str | None = None) -> bool:
     name = name or p.draw(st.sampled_from(sorted(BINARY) + ["pow"]), "binary op")
-    if name == "pow":       # torch: a negative base to a real power is NaN, so the base stays >= 0
+    if name == "pow":  # torch: a negative base to a real power is NaN, so the base stays >= 0
         x = p.pick(_no_negatives, make=_positive_leaf(p))
         # exponents stay within +-4: x ** 30 turns round-off into errors beyond OP_RTOL on both sides
-        y = _other_operand(p, x, ok=lambda n: bool(np.all(np.abs(n.value[np.isfinite(n.value)]) <= 4)),
-                           make_kind="normal")
-        p.apply(f"{x.name} ** {y.name}", ("pow",), lambda t, a, b: a ** b, x, y)
+        y = _other_operand(
+            p, x, ok=lambda n: bool(np.all(np.abs(n.value[np.isfinite(n.value)]) <= 4)), make_kind="normal"
+        )
+        p.apply(f"{x.name} ** {y.name}", ("pow",), lambda t, a, b: a**b, x, y)
         return True
     x = p.pick()
     y = _other_operand(p, x)
     if p.draw(st.booleans(), "swap operands"):
         x, y = y, x
     if name == "div" and x is y:
-        return False    # x / x: an exact-zero gradient from cancelling terms; round-off exceeds OP_RTOL's floor
-    names = ("where", "comparison") if name == "where" else (name,)     # where's condition is a comparison
+        return False  # x / x: an exact-zero gradient from cancelling terms; round-off exceeds OP_RTOL's floor
+    names = ("where", "comparison") if name == "where" else (name,)  # where's condition is a comparison
     p.apply(f"{name}({x.name}, {y.name})", names, BINARY[name], x, y)
     return True
 
@@ -448,8 +473,13 @@ def op_masked_fill(p: Program, name: str | None = None) -> bool:
     x = p.pick()
     m = _other_operand(p, x)
     value = p.draw(st.sampled_from([0.0, -1e9, -math.inf, 2.5]), "fill value")
-    p.apply(f"{x.name}.masked_fill({m.name} > 0, {value})", ("masked_fill",),
-            lambda t, a, b: a.masked_fill(b > 0, value), x, m)
+    p.apply(
+        f"{x.name}.masked_fill({m.name} > 0, {value})",
+        ("masked_fill",),
+        lambda t, a, b: a.masked_fill(b > 0, value),
+        x,
+        m,
+    )
     return True
 
 
@@ -475,11 +505,13 @@ def op_reduce(p: Program, name: str | None = None) -> bool:
     name = name or p.draw(st.sampled_from(REDUCTIONS), "reduction")
     x = p.pick()
     keepdim = p.draw(st.booleans(), "keepdim")
-    form = p.draw(st.sampled_from(["all", "dim", "tuple"] if name in ("sum", "mean", "var", "std", "amax")
-                                  else ["all", "dim"]), "dim form")
+    form = p.draw(
+        st.sampled_from(["all", "dim", "tuple"] if name in ("sum", "mean", "var", "std", "amax") else ["all", "dim"]),
+        "dim form",
+    )
     ndim = len(x.shape)
     if name == "logsumexp" and form == "all":
-        form = "dim"    # logsumexp needs a dim (in both libraries)
+        form = "dim"  # logsumexp needs a dim (in both libraries)
     if form == "all":
         dim = None
     elif form == "dim":
@@ -492,7 +524,7 @@ def op_reduce(p: Program, name: str | None = None) -> bool:
         unbiased = p.draw(st.booleans(), "unbiased")
         kw["unbiased"] = unbiased
         if unbiased and _reduced_size(x.shape, dim) <= 1:
-            return False    # torch answers NaN (no degrees of freedom): outside the safe domain
+            return False  # torch answers NaN (no degrees of freedom): outside the safe domain
     if name in ("max", "min", "argmax") and dim is not None:
         fn = (lambda t, a: getattr(a, name)(**kw).values) if name != "argmax" else (lambda t, a: a.argmax(**kw))
     else:
@@ -529,8 +561,10 @@ def op_index(p: Program, form: str | None = None) -> bool:
     keys = {
         "int": (f"[{i}]", lambda t: i),
         "slice": (f"[{i}:{j}]", lambda t: slice(i, j)),
-        "slice_step": ("[:, ::2]" if len(x.shape) > 1 else "[::2]",
-                       lambda t: (slice(None), slice(None, None, 2)) if len(x.shape) > 1 else slice(None, None, 2)),
+        "slice_step": (
+            "[:, ::2]" if len(x.shape) > 1 else "[::2]",
+            lambda t: (slice(None), slice(None, None, 2)) if len(x.shape) > 1 else slice(None, None, 2),
+        ),
         "none": (f"[None, {i}]", lambda t: (None, i)),
         "ellipsis": ("[..., 0]", lambda t: (Ellipsis, 0)),
         "list": (f"[{rows}]", lambda t: list(rows)),
@@ -559,8 +593,9 @@ def op_shape(p: Program, form: str | None = None) -> bool:
         size = math.prod(x.shape)
         factors = [d for d in range(1, size + 1) if size % d == 0] or [1]
         a = p.draw(st.sampled_from(factors), "reshape factor")
-        shape = p.draw(st.sampled_from([(a, size // a), (size // a, a, 1), (-1, a), (size,), (a, -1, 1),
-                                        (a + 1, -1)]), "new shape")      # the last is refused unless a + 1 divides
+        shape = p.draw(
+            st.sampled_from([(a, size // a), (size // a, a, 1), (-1, a), (size,), (a, -1, 1), (a + 1, -1)]), "new shape"
+        )  # the last is refused unless a + 1 divides
         p.apply(f"{x.name}.reshape{shape}", ("reshape", "view", "shape"), lambda t, v: v.reshape(*shape), x)
     elif form == "permute":
         perm = list(p.draw(st.permutations(range(ndim)), "perm"))
@@ -581,7 +616,7 @@ def op_shape(p: Program, form: str | None = None) -> bool:
         p.apply(f"{x.name}.flatten({s})", ("flatten", "dim"), lambda t, v: v.flatten(s), x)
     else:
         if ndim == 0:
-            return False    # expand() needs at least one size in torch
+            return False  # expand() needs at least one size in torch
         target = tuple(p.draw(st.integers(2, 3), "expand size") if s == 1 else s for s in x.shape)
         if p.draw(st.booleans(), "expand new leading dim"):
             target = (2,) + target
@@ -612,8 +647,11 @@ def op_softmax(p: Program, name: str | None = None) -> bool:
     x = p.pick()
     dim = _dim(p, len(x.shape))
     name = name or p.draw(st.sampled_from(SOFTMAXES), "which")
-    fns = {"softmax": lambda t, a: t.F.softmax(a, dim=dim), "log_softmax": lambda t, a: t.F.log_softmax(a, dim=dim),
-           "softmax_method": lambda t, a: a.softmax(dim)}
+    fns = {
+        "softmax": lambda t, a: t.F.softmax(a, dim=dim),
+        "log_softmax": lambda t, a: t.F.log_softmax(a, dim=dim),
+        "softmax_method": lambda t, a: a.softmax(dim),
+    }
     p.apply(f"{name}({x.name}, dim={dim})", (name.split("_method")[0],), fns[name], x)
     return True
 
@@ -621,7 +659,7 @@ def op_softmax(p: Program, name: str | None = None) -> bool:
 def op_layer_norm(p: Program, name: str | None = None) -> bool:
     x = p.pick(lambda n: len(n.shape) >= 1, make=lambda: p.leaf(p.shape(min_dims=1)))
     k = p.draw(st.integers(1, len(x.shape)), "normalized dims")
-    shape = x.shape[len(x.shape) - k:]
+    shape = x.shape[len(x.shape) - k :]
     if math.prod(shape) <= 2:
         # one or two normalized elements: xhat is 0 or +-1 whatever x is, so the input gradient is pure
         # cancellation of terms of size rstd, and both libraries' round-off exceeds OP_RTOL's floor
@@ -632,8 +670,13 @@ def op_layer_norm(p: Program, name: str | None = None) -> bool:
     eps = p.draw(st.sampled_from([1e-5, 1e-3]), "eps")
     params = [p.leaf(shape) for _ in range({"none": 0, "weight": 1, "both": 2}[affine])]
     p.applied.add("layer_norm")
-    p.apply(f"layer_norm({x.name}, {shape}, {', '.join(n.name for n in params)}, eps={eps})", ("layer_norm",),
-            lambda t, a, *wb: t.F.layer_norm(a, shape, *wb, eps=eps), x, *params)
+    p.apply(
+        f"layer_norm({x.name}, {shape}, {', '.join(n.name for n in params)}, eps={eps})",
+        ("layer_norm",),
+        lambda t, a, *wb: t.F.layer_norm(a, shape, *wb, eps=eps),
+        x,
+        *params,
+    )
     return True
 
 
@@ -643,8 +686,14 @@ def op_linear(p: Program, name: str | None = None) -> bool:
     out = p.draw(st.integers(1, 3), "out features")
     w = p.leaf((out, fan_in))
     b = [p.leaf((out,))] if p.draw(st.booleans(), "bias") else []
-    p.apply(f"linear({x.name}, {w.name}{', ' + b[0].name if b else ''})", ("linear",),
-            lambda t, a, *wb: t.F.linear(a, *wb), x, w, *b)
+    p.apply(
+        f"linear({x.name}, {w.name}{', ' + b[0].name if b else ''})",
+        ("linear",),
+        lambda t, a, *wb: t.F.linear(a, *wb),
+        x,
+        w,
+        *b,
+    )
     return True
 
 
@@ -656,8 +705,12 @@ def op_embedding(p: Program, name: str | None = None) -> bool:
         ids[-1] = vocab
     ids = ids.reshape(p.draw(st.sampled_from([(-1,), (1, -1)]), "ids shape"))
     pad = p.draw(st.sampled_from([None, 0]), "padding_idx")
-    p.apply(f"embedding({ids.tolist()}, {w.name}, padding_idx={pad})", ("embedding",),
-            lambda t, v: t.F.embedding(t.tensor(ids), v, padding_idx=pad), w)
+    p.apply(
+        f"embedding({ids.tolist()}, {w.name}, padding_idx={pad})",
+        ("embedding",),
+        lambda t, v: t.F.embedding(t.tensor(ids), v, padding_idx=pad),
+        w,
+    )
     return True
 
 
@@ -668,7 +721,7 @@ def op_cross_entropy(p: Program, name: str | None = None) -> bool:
     target_shape = () if len(shape) == 1 else (shape[0],) + shape[2:]
     if classes == 0:
         return False
-    rng = np.random.default_rng(p.draw(st.integers(0, 2 ** 16), "target seed"))
+    rng = np.random.default_rng(p.draw(st.integers(0, 2**16), "target seed"))
     target = rng.integers(0, classes, target_shape)
     if target.ndim and p.draw(st.booleans(), "ignore some"):
         target[rng.random(target_shape) < 0.3] = -100
@@ -678,9 +731,12 @@ def op_cross_entropy(p: Program, name: str | None = None) -> bool:
     reduction = p.draw(st.sampled_from(["mean", "sum", "none"]), "reduction")
     smoothing = p.draw(st.sampled_from([0.0, 0.1]), "label_smoothing")
     p.applied.add("cross_entropy")
-    p.apply(f"cross_entropy({x.name}, {target.tolist()}, reduction={reduction!r}, label_smoothing={smoothing})",
-            ("cross_entropy", "target"),
-            lambda t, a: t.F.cross_entropy(a, t.tensor(target), reduction=reduction, label_smoothing=smoothing), x)
+    p.apply(
+        f"cross_entropy({x.name}, {target.tolist()}, reduction={reduction!r}, label_smoothing={smoothing})",
+        ("cross_entropy", "target"),
+        lambda t, a: t.F.cross_entropy(a, t.tensor(target), reduction=reduction, label_smoothing=smoothing),
+        x,
+    )
     return True
 
 
@@ -700,9 +756,13 @@ def op_norm(p: Program, name: str | None = None) -> bool:
         dim = tuple(p.draw(st.lists(st.integers(0, max(ndim - 1, 0)), min_size=1, max_size=2, unique=True), "dims"))
     keepdim = p.draw(st.booleans(), "keepdim")
     if order in (math.inf, -math.inf) and not x.ref.numel():
-        return False    # both refuse (amax/amin of nothing), torch with a bare message of its amax
-    p.apply(f"norm({x.name}, p={order}, dim={dim}, keepdim={keepdim})", ("norm", "dim"),
-            lambda t, a: t.norm(a, p=order, dim=dim, keepdim=keepdim), x)
+        return False  # both refuse (amax/amin of nothing), torch with a bare message of its amax
+    p.apply(
+        f"norm({x.name}, p={order}, dim={dim}, keepdim={keepdim})",
+        ("norm", "dim"),
+        lambda t, a: t.norm(a, p=order, dim=dim, keepdim=keepdim),
+        x,
+    )
     return True
 
 
@@ -720,7 +780,7 @@ def op_ordering(p: Program, name: str | None = None) -> bool:
         largest = name == "topk"
         fn = lambda t, a: t.topk(a, k, dim=dim, largest=largest).values
     else:
-        rng = np.random.default_rng(p.draw(st.integers(0, 2 ** 16), "index seed"))
+        rng = np.random.default_rng(p.draw(st.integers(0, 2**16), "index seed"))
         index = rng.integers(0, max(size, 1), x.shape) if size else np.zeros(x.shape, dtype=np.int64)
         fn = lambda t, a: t.gather(a, dim, t.tensor(index))
     # ties (and NaN) order the values alike in both libraries, but may send a gradient to another tied entry
@@ -735,27 +795,65 @@ def op_pair_loss(p: Program, name: str | None = None) -> bool:
     x = p.pick()
     y = p.pick(lambda n: n.shape == x.shape and n is not x, "target", make=lambda: p.leaf(x.shape))
     if name == "binary_cross_entropy_with_logits":
-        y = p.pick(lambda n: n.shape == x.shape and bool(np.all((n.value >= 0) & (n.value <= 1))), "target",
-                   make=lambda: p.leaf(x.shape, kind="probability"))
+        y = p.pick(
+            lambda n: n.shape == x.shape and bool(np.all((n.value >= 0) & (n.value <= 1))),
+            "target",
+            make=lambda: p.leaf(x.shape, kind="probability"),
+        )
     reduction = p.draw(st.sampled_from(["mean", "sum", "none"]), "reduction")
     if p.avoid("bce_logit_neg_inf", name == "binary_cross_entropy_with_logits" and bool(np.any(x.value == -math.inf))):
         return False
     p.applied.add(name)
-    p.apply(f"{name}({x.name}, {y.name}, reduction={reduction!r})", (name,),
-            lambda t, a, b: getattr(t.F, name)(a, b, reduction=reduction), x, y)
+    p.apply(
+        f"{name}({x.name}, {y.name}, reduction={reduction!r})",
+        (name,),
+        lambda t, a, b: getattr(t.F, name)(a, b, reduction=reduction),
+        x,
+        y,
+    )
     return True
 
 
 # Every op and, for those with several, every name or form: the fast profile starts one program from each.
-FOCUS = [(op_unary, n) for n in sorted(UNARY)] + [(op_binary, n) for n in sorted(BINARY) + ["pow"]] + \
-    [(op_reduce, n) for n in REDUCTIONS] + [(op_index, f) for f in INDEX_FORMS] + \
-    [(op_shape, f) for f in SHAPE_FORMS] + [(op_scalar, f) for f in SCALAR_FORMS] + \
-    [(op_softmax, n) for n in SOFTMAXES] + [(op, None) for op in (op_power, op_masked_fill, op_matmul, op_layer_norm,
-                                                                  op_linear, op_embedding, op_cross_entropy)] + \
-    [(op_norm, None)] + [(op_ordering, n) for n in ORDERINGS] + [(op_pair_loss, n) for n in PAIR_LOSSES]
-OPS = [op_unary, op_unary, op_power, op_scalar, op_binary, op_binary, op_masked_fill, op_reduce, op_reduce,
-       op_index, op_shape, op_shape, op_matmul, op_softmax, op_layer_norm, op_linear, op_embedding, op_cross_entropy,
-       op_norm, op_ordering, op_pair_loss]
+FOCUS = (
+    [(op_unary, n) for n in sorted(UNARY)]
+    + [(op_binary, n) for n in sorted(BINARY) + ["pow"]]
+    + [(op_reduce, n) for n in REDUCTIONS]
+    + [(op_index, f) for f in INDEX_FORMS]
+    + [(op_shape, f) for f in SHAPE_FORMS]
+    + [(op_scalar, f) for f in SCALAR_FORMS]
+    + [(op_softmax, n) for n in SOFTMAXES]
+    + [
+        (op, None)
+        for op in (op_power, op_masked_fill, op_matmul, op_layer_norm, op_linear, op_embedding, op_cross_entropy)
+    ]
+    + [(op_norm, None)]
+    + [(op_ordering, n) for n in ORDERINGS]
+    + [(op_pair_loss, n) for n in PAIR_LOSSES]
+)
+OPS = [
+    op_unary,
+    op_unary,
+    op_power,
+    op_scalar,
+    op_binary,
+    op_binary,
+    op_masked_fill,
+    op_reduce,
+    op_reduce,
+    op_index,
+    op_shape,
+    op_shape,
+    op_matmul,
+    op_softmax,
+    op_layer_norm,
+    op_linear,
+    op_embedding,
+    op_cross_entropy,
+    op_norm,
+    op_ordering,
+    op_pair_loss,
+]
 
 
 def run_program(data, profile: Profile, focus=None) -> None:
@@ -775,9 +873,14 @@ def run_program(data, profile: Profile, focus=None) -> None:
 
 
 def _settings(profile: Profile):
-    return settings(max_examples=profile.examples, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
-                                           HealthCheck.data_too_large], print_blob=True)
+    return settings(
+        max_examples=profile.examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large],
+        print_blob=True,
+    )
 
 
 def _focus_id(focus) -> str:
@@ -819,7 +922,13 @@ _TANH = mt.Tensor.tanh
 def test_fuzzer_catches_a_planted_bug(monkeypatch, planted):
     """The fast profile's examples must notice a wrong tanh, in its value or in its gradient alone."""
     monkeypatch.setattr(mt.Tensor, "tanh", planted)
-    explore = settings(max_examples=FAST.examples, deadline=None, derandomize=True, database=None,
-                       phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+    explore = settings(
+        max_examples=FAST.examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     with pytest.raises(AssertionError, match=r"gradient of leaf|= tanh\(v\d+\): max relative error"):
         explore(given(st.data())(lambda data: run_program(data, FAST, (op_unary, "tanh"))))()

@@ -7,6 +7,7 @@ failure, and whoever fixed it removes the mark here and the `KNOWN` entry and gu
 A behaviour where the engine keeps its own answer on purpose is a deviation: its test states ours, and
 tests/test_fuzz.py steps around it through `DEVIATIONS` (documented where it happens in the engine).
 """
+
 from __future__ import annotations
 
 import warnings
@@ -49,9 +50,12 @@ def same_grad(fn, a, upstream=None):
 # ---------------------------------------------------------------------------------------- dims of a 0-d tensor
 @pytest.mark.parametrize("op", ["sum", "mean", "logsumexp", "transpose"])
 def test_dim_0_of_a_0d_tensor(op):
-    fns = {"sum": lambda v: v.sum(dim=0), "mean": lambda v: v.mean(dim=-1, keepdim=True),
-           "logsumexp": lambda v: v.logsumexp(dim=0),
-           "transpose": lambda v: v.transpose(0, -1)}
+    fns = {
+        "sum": lambda v: v.sum(dim=0),
+        "mean": lambda v: v.mean(dim=-1, keepdim=True),
+        "logsumexp": lambda v: v.logsumexp(dim=0),
+        "transpose": lambda v: v.transpose(0, -1),
+    }
     same_grad(fns[op], 0.7)
 
 
@@ -106,8 +110,11 @@ def test_linear_with_no_input_features():
 # ---------------------------------------------------------------------------------------- broadcasting semantics
 def test_masked_fill_with_a_mask_that_grows_the_input():
     mask = np.array([[True, False], [False, True]])
-    same_grad(lambda v: v.masked_fill((mt.tensor(mask) if isinstance(v, mt.Tensor) else torch.tensor(mask)), 2.5),
-              [0.3], upstream=[[1.0, 2.0], [3.0, 4.0]])
+    same_grad(
+        lambda v: v.masked_fill((mt.tensor(mask) if isinstance(v, mt.Tensor) else torch.tensor(mask)), 2.5),
+        [0.3],
+        upstream=[[1.0, 2.0], [3.0, 4.0]],
+    )
 
 
 # ---------------------------------------------------------------------------------------- non-finite gradients
@@ -121,12 +128,17 @@ def test_clamp_backward_with_an_infinite_upstream_gradient():
 
 def test_minimum_backward_with_a_nan_upstream_gradient():
     other = np.array([0.0, 0.0])
-    same_grad(lambda v: (mt if isinstance(v, mt.Tensor) else torch).minimum(
-        v, mt.tensor(other) if isinstance(v, mt.Tensor) else torch.tensor(other)), [1.0, -1.0], upstream=[nan, 1.0])
+    same_grad(
+        lambda v: (mt if isinstance(v, mt.Tensor) else torch).minimum(
+            v, mt.tensor(other) if isinstance(v, mt.Tensor) else torch.tensor(other)
+        ),
+        [1.0, -1.0],
+        upstream=[nan, 1.0],
+    )
 
 
 def test_pow_zero_backward_with_an_infinite_upstream_gradient():
-    same_grad(lambda v: v ** 0, [2.0, -3.0], upstream=[inf, 1.0])
+    same_grad(lambda v: v**0, [2.0, -3.0], upstream=[inf, 1.0])
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.1])
@@ -139,6 +151,7 @@ def test_cross_entropy_backward_with_an_infinite_upstream_gradient(smoothing):
     def ce(v):
         lib, tgt = (F, mt.tensor(target)) if isinstance(v, mt.Tensor) else (torch.nn.functional, torch.tensor(target))
         return lib.cross_entropy(v, tgt, reduction="none", label_smoothing=smoothing)
+
     x, xt = both([[0.2, -0.3], [1.0, 0.5]])
     upstream = np.array([inf, 1.0])
     ce(x).backward(mt.tensor(upstream.copy()))
@@ -165,8 +178,12 @@ def test_relu_backward_at_nan():
 
 def test_maximum_backward_at_nan():
     other = np.array([1.0, 1.0])
-    same_grad(lambda v: (mt if isinstance(v, mt.Tensor) else torch).maximum(
-        v, mt.tensor(other) if isinstance(v, mt.Tensor) else torch.tensor(other)), [nan, 2.0])
+    same_grad(
+        lambda v: (mt if isinstance(v, mt.Tensor) else torch).maximum(
+            v, mt.tensor(other) if isinstance(v, mt.Tensor) else torch.tensor(other)
+        ),
+        [nan, 2.0],
+    )
 
 
 def test_max_backward_at_nan():
@@ -184,6 +201,7 @@ def test_layer_norm_variance_overflow():
     def ln(v):
         lib, wrap = (F, mt.tensor) if isinstance(v, mt.Tensor) else (torch.nn.functional, torch.tensor)
         return lib.layer_norm(v, (3,), wrap(w), wrap(b))
+
     same_grad(ln, [[1e200, 1.0, 2.0]])
 
 
@@ -195,8 +213,8 @@ def test_assert_close_on_differing_0d_arrays():
 # ---------------------------------------------------------------------------------------- signed zeros
 def test_power_minus_half_at_negative_zero():
     """x ** -0.5 is PyTorch's rsqrt: -inf at -0.0 and NaN at -inf (IEEE pow: +inf and 0)."""
-    same_grad(lambda v: v ** -0.5, [-0.0, 4.0])
-    same_grad(lambda v: v ** -0.5, [-inf, 4.0])
+    same_grad(lambda v: v**-0.5, [-0.0, 4.0])
+    same_grad(lambda v: v**-0.5, [-inf, 4.0])
 
 
 @pytest.mark.parametrize("loss", ["cross_entropy", "nll_loss"])
@@ -226,13 +244,16 @@ def test_bce_with_logits_at_infinite_logits():
 def test_inf_norm_at_nan():
     """PyTorch's inf-norm gradient counts a NaN entry as the extremum with sign 0: 0 everywhere, not NaN."""
     for order in (inf, -inf):
-        same_grad(lambda v: (mt if isinstance(v, mt.Tensor) else torch).norm(v, p=order, dim=1),
-                  [[nan, 1.0, -3.0], [2.0, -2.0, 0.5]], upstream=[1.0, 2.0])
+        same_grad(
+            lambda v, order=order: (mt if isinstance(v, mt.Tensor) else torch).norm(v, p=order, dim=1),
+            [[nan, 1.0, -3.0], [2.0, -2.0, 0.5]],
+            upstream=[1.0, 2.0],
+        )
 
 
 def test_power_half_gradient_at_negative_zero():
     """d/dx x ** 0.5 = 0.5 x ** -0.5, which PyTorch computes with its rsqrt: -inf at -0.0 (IEEE pow: +inf)."""
-    same_grad(lambda v: v ** 0.5, [-0.0, 4.0])
+    same_grad(lambda v: v**0.5, [-0.0, 4.0])
 
 
 # ---------------------------------------------------------------------------------------- zero-size features
@@ -273,20 +294,28 @@ def test_ties_keep_the_input_and_its_signed_zero(op):
     which a later division turns from -inf into +inf."""
     x = np.array([-0.0, 0.0, -1.0, nan, 2.0])
     zeros = np.array([0.0, -0.0, 0.0, 0.0, 0.0])
-    fns = {"relu": lambda v, lib: v.relu(), "clamp_min": lambda v, lib: v.clamp(min=0.0),
-           "clamp_max": lambda v, lib: v.clamp(max=0.0), "maximum": lambda v, lib: lib.maximum(v, lib.tensor(zeros)),
-           "minimum": lambda v, lib: lib.minimum(v, lib.tensor(zeros))}
+    fns = {
+        "relu": lambda v, lib: v.relu(),
+        "clamp_min": lambda v, lib: v.clamp(min=0.0),
+        "clamp_max": lambda v, lib: v.clamp(max=0.0),
+        "maximum": lambda v, lib: lib.maximum(v, lib.tensor(zeros)),
+        "minimum": lambda v, lib: lib.minimum(v, lib.tensor(zeros)),
+    }
     ours, ref = fns[op](mt.tensor(x), mt).numpy(), fns[op](torch.tensor(x), torch).numpy()
     assert np.array_equal(ours, ref, equal_nan=True) and np.array_equal(np.signbit(ours), np.signbit(ref)), ours
 
 
-@pytest.mark.xfail(strict=True, reason="binary_cross_entropy_with_logits is a composite here: an infinite upstream "
-                                       "gradient meets inf - inf in its log_softmax pair (NaN); torch's fused "
-                                       "backward (sigmoid(x) - y) * g gives +-inf")
+@pytest.mark.xfail(
+    strict=True,
+    reason="binary_cross_entropy_with_logits is a composite here: an infinite upstream "
+    "gradient meets inf - inf in its log_softmax pair (NaN); torch's fused "
+    "backward (sigmoid(x) - y) * g gives +-inf",
+)
 def test_bce_with_logits_backward_with_an_infinite_upstream_gradient():
     y = np.array([0.6, 0.3])
 
     def bce(v):
         lib, target = (F, mt.tensor(y)) if isinstance(v, mt.Tensor) else (torch.nn.functional, torch.tensor(y))
         return lib.binary_cross_entropy_with_logits(v, target, reduction="none")
+
     same_grad(bce, [-2.5, 1.0], upstream=[inf, 1.0])

@@ -5,6 +5,7 @@
 nothing, so the second half feeds it a Function with a deliberately wrong backward and
 asserts it is caught, with the worst element named.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,8 +16,7 @@ from minitensor.testing import GRADCHECK
 
 from .op_cases import CASES, MT, as_list, make_inputs
 
-DIFFERENTIABLE = [c for c in CASES
-                  if c.grad and c.gradcheck and any(s.is_float and s.grad for s in c.specs)]
+DIFFERENTIABLE = [c for c in CASES if c.grad and c.gradcheck and any(s.is_float and s.grad for s in c.specs)]
 
 
 def _wrapped(case, xs):
@@ -59,12 +59,12 @@ def square_with_vjp(vjp):
 
 def _off_at_1_2(x, g):
     gx = 2.0 * x * g
-    gx[1, 2] += 0.5                     # correct everywhere but at element (1, 2)
+    gx[1, 2] += 0.5  # correct everywhere but at element (1, 2)
     return gx
 
 
 SquareRight = square_with_vjp(lambda x, g: 2.0 * x * g)
-SquareWrongFactor = square_with_vjp(lambda x, g: 3.0 * x * g)     # wrong everywhere
+SquareWrongFactor = square_with_vjp(lambda x, g: 3.0 * x * g)  # wrong everywhere
 SquareOneBadElement = square_with_vjp(_off_at_1_2)
 
 
@@ -105,7 +105,9 @@ def test_gradcheck_refuses_float32_inputs():
 
 def test_gradcheck_checks_every_input():
     """A wrong gradient on the second input only is still caught, and that input is named."""
+
     def f(a, b):
         return SquareRight.apply(a) + SquareWrongFactor.apply(b)
+
     report = _check_fails(f, _x(), _x())
     assert "input 1" in report, report

@@ -8,6 +8,7 @@ differentiable cases in float64 (finite differences of the first derivative). Th
 go one order further. The engine's entry points (grad, backward(create_graph=True)) and their
 errors are tested below the table, and a tiny Transformer's Hessian-vector product against torch's.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,7 +56,7 @@ def derivatives(case, dtype_name: str, order: int):
         vs = [_random(y.shape, torch_dtype_name(y), rng) for y in ys_t]
         vs_mt = [mt.tensor(v.copy(), requires_grad=True) for v in vs]
         vs_t = [torch.tensor(v.copy(), requires_grad=True) for v in vs]
-        if k > 1:                                             # <previous derivative, v>, one scalar each
+        if k > 1:  # <previous derivative, v>, one scalar each
             ys_mt = [sum((y * v).sum() for y, v in zip(ys_mt, vs_mt))]
             ys_t = [sum((y * v).sum() for y, v in zip(ys_t, vs_t))]
             vs_mt, vs_t = [None], [None]
@@ -63,7 +64,7 @@ def derivatives(case, dtype_name: str, order: int):
         ys_mt = _grad(mt, ys_mt, wrt_mt, vs_mt, create_graph=k < order)
         ys_t = _grad(torch, ys_t, wrt_t, vs_t, create_graph=k < order)
         results += [(f"order {k}, wrt {i}", a, b) for i, (a, b) in enumerate(zip(ys_mt, ys_t))]
-        keep = [i for i, y in enumerate(ys_t) if y.requires_grad]   # what depends on something further
+        keep = [i for i, y in enumerate(ys_t) if y.requires_grad]  # what depends on something further
         if k < order and not keep:
             break
         ys_mt, ys_t = [ys_mt[i] for i in keep], [ys_t[i] for i in keep]
@@ -80,8 +81,8 @@ def _check(case, dtype_name, order):
 # against float64 (each library's float32 result is off torch's float64 one by more than OP_RTOL).
 FLOAT32_ILL_CONDITIONED = {
     "F.log_softmax_large": "a row of log_softmax(300 x) is one-hot to 1 - p = 4e-5; the second derivative is "
-                           "proportional to 1 - p, which float32 (p rounded to 6e-8) resolves to 1e-3 only: torch's "
-                           "float32 misses its own float64 value by 7e-5, ours by 4e-4",
+    "proportional to 1 - p, which float32 (p rounded to 6e-8) resolves to 1e-3 only: torch's "
+    "float32 misses its own float64 value by 7e-5, ours by 4e-4",
 }
 
 
@@ -121,10 +122,45 @@ def test_every_primitive_is_differentiated_twice():
     assert not missing, f"primitives whose backward the table never differentiates: {missing}"
 
 
-ELEMENTWISE = [c for c in WITH_GRAD if c.name in {
-    "add", "sub", "mul", "div", "div_broadcast", "rdiv_scalar", "pow_2", "pow_3", "pow_2.5", "pow_neg1", "pow_0.5",
-    "rpow_scalar", "pow_tensor", "neg", "exp", "log", "sqrt", "abs", "tanh", "sigmoid", "relu", "erf", "clamp_both",
-    "maximum", "minimum", "where", "masked_fill", "F.gelu_none", "F.gelu_tanh", "double", "mul_self", "diamond"}]
+ELEMENTWISE = [
+    c
+    for c in WITH_GRAD
+    if c.name
+    in {
+        "add",
+        "sub",
+        "mul",
+        "div",
+        "div_broadcast",
+        "rdiv_scalar",
+        "pow_2",
+        "pow_3",
+        "pow_2.5",
+        "pow_neg1",
+        "pow_0.5",
+        "rpow_scalar",
+        "pow_tensor",
+        "neg",
+        "exp",
+        "log",
+        "sqrt",
+        "abs",
+        "tanh",
+        "sigmoid",
+        "relu",
+        "erf",
+        "clamp_both",
+        "maximum",
+        "minimum",
+        "where",
+        "masked_fill",
+        "F.gelu_none",
+        "F.gelu_tanh",
+        "double",
+        "mul_self",
+        "diamond",
+    }
+]
 
 
 @pytest.mark.parametrize("case", ELEMENTWISE, ids=str)
@@ -155,7 +191,7 @@ def test_grad_of_several_outputs_and_inputs_leaf_and_not_matches_torch():
     g1, g2 = rng.standard_normal((3, 2)), rng.standard_normal(4)
     outs = []
     for lib, a, b in ((mt, x, w), (torch, xt, wt)):
-        h = (a @ b).tanh()                                       # a non-leaf input
+        h = (a @ b).tanh()  # a non-leaf input
         outs.append((lib, [h * 2, (a * a).sum(0)], [a, h, b], [lib.tensor(g1), lib.tensor(g2)]))
     (_, ys, xs, gs), (_, yts, xts, gts) = outs
     ours = mt.autograd.grad(ys, xs, gs)
@@ -201,9 +237,9 @@ def test_retain_graph_defaults_to_create_graph():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
     y = (x * x).sum()
     mt.autograd.grad(y, x, create_graph=True)
-    mt.autograd.grad(y, x)                                       # kept by create_graph=True
+    mt.autograd.grad(y, x)  # kept by create_graph=True
     with pytest.raises(RuntimeError, match="a second time"):
-        mt.autograd.grad(y, x)                                   # freed by the plain grad just before
+        mt.autograd.grad(y, x)  # freed by the plain grad just before
 
 
 def test_autograd_backward_takes_several_tensors_as_torch():
@@ -219,8 +255,8 @@ def test_autograd_backward_takes_several_tensors_as_torch():
 def test_grad_results_own_their_arrays():
     x, y = mt.tensor([1.0, 2.0], requires_grad=True), mt.tensor([3.0, 4.0], requires_grad=True)
     g = np.array([1.0, -1.0], dtype=np.float32)
-    gx, gy = mt.autograd.grad(x + y, [x, y], g)                  # Add hands the same array to both
-    (gs,) = mt.autograd.grad(x.sum(), x)                         # Sum's gradient is a broadcast view
+    gx, gy = mt.autograd.grad(x + y, [x, y], g)  # Add hands the same array to both
+    (gs,) = mt.autograd.grad(x.sum(), x)  # Sum's gradient is a broadcast view
     gx.data *= 2
     assert gy.numpy().tolist() == [1.0, -1.0] and g.tolist() == [1.0, -1.0]
     assert gs.data.flags.writeable
@@ -234,7 +270,7 @@ def test_allow_unused_gives_none():
 
 def test_version_counters_hold_under_create_graph():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
-    (g,) = mt.autograd.grad((x * x * x).sum(), x, create_graph=True)   # its graph saved x
+    (g,) = mt.autograd.grad((x * x * x).sum(), x, create_graph=True)  # its graph saved x
     with mt.no_grad():
         x.mul_(2)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
@@ -304,7 +340,7 @@ def test_a_custom_function_with_a_numpy_backward_refuses_create_graph():
             return (np.asarray(g.data if isinstance(g, mt.Tensor) else g) * ctx.out,)
 
     x = mt.tensor([0.5], requires_grad=True)
-    NumpyExp.apply(x).sum().backward()                           # first order: fine
+    NumpyExp.apply(x).sum().backward()  # first order: fine
     with pytest.raises(RuntimeError, match="NumpyExpBackward returned a NumPy array .* create_graph=True"):
         mt.autograd.grad(NumpyExp.apply(x).sum(), x, create_graph=True)
 
@@ -312,6 +348,7 @@ def test_a_custom_function_with_a_numpy_backward_refuses_create_graph():
 def test_gradgradcheck_catches_a_wrong_second_derivative():
     """y = x^3 with a backward whose value is right (3 x^2 g) but which hides one x from the graph:
     gradcheck passes, gradgradcheck must not."""
+
     class Cube(mt.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -340,9 +377,19 @@ def test_transformer_hvp_matches_the_parity_model(norm_first, activation):
     from transformer_np.config import ModelConfig
     from transformer_np.train import compute_loss
 
-    cfg = ModelConfig(src_vocab_size=11, tgt_vocab_size=13, d_model=8, num_heads=2, num_encoder_layers=1,
-                      num_decoder_layers=1, d_ff=16, dropout=0.0, max_len=16, norm_first=norm_first,
-                      activation=activation)
+    cfg = ModelConfig(
+        src_vocab_size=11,
+        tgt_vocab_size=13,
+        d_model=8,
+        num_heads=2,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        d_ff=16,
+        dropout=0.0,
+        max_len=16,
+        norm_first=norm_first,
+        activation=activation,
+    )
     np_model, pt_model = build_models(cfg, "float64", "cpu", seed=0)
     src, tgt = synthetic_batch(np.random.default_rng(0), 3, 5, 6, 11, 13)
     names = [n for n, _ in np_model.named_parameters()]
@@ -372,6 +419,7 @@ DOC_QUOTES = [
 @pytest.mark.parametrize("path,line", DOC_QUOTES)
 def test_worked_examples_quote_the_code(path, line):
     from pathlib import Path
+
     root = Path(__file__).resolve().parent.parent
     assert line in (root / "docs" / "higher_order.md").read_text(), f"docs/higher_order.md no longer quotes {line!r}"
     assert line in (root / path).read_text(), f"{path} no longer has the line the docs quote: {line!r}"

@@ -5,6 +5,7 @@ optimizers' updates, clip_grad_norm_, nn.init, load_state_dict); a view shares i
 A node records the versions of what it saved, and backward raises PyTorch's error when one changed.
 Changing a tensor the graph does not need is fine, and `.data` stays the unchecked escape hatch.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -45,13 +46,14 @@ def test_fill_under_no_grad_of_a_saved_parameter_raises():
     _raises_modified(y.backward, "MulBackward")
 
 
-@pytest.mark.parametrize("make_opt", [lambda p: mt.optim.SGD(p, lr=0.1), lambda p: mt.optim.Adam(p, lr=0.1)],
-                         ids=["SGD", "Adam"])
+@pytest.mark.parametrize(
+    "make_opt", [lambda p: mt.optim.SGD(p, lr=0.1), lambda p: mt.optim.Adam(p, lr=0.1)], ids=["SGD", "Adam"]
+)
 def test_optimizer_step_between_forward_and_backward_raises(make_opt):
     w, x = _t(4, 3, grad=True), _t(2, 3, seed=1)
     opt = make_opt([w])
-    F.linear(x, w).sum().backward()                       # a gradient for the step
-    loss = F.linear(x, w).sum()                           # saves w
+    F.linear(x, w).sum().backward()  # a gradient for the step
+    loss = F.linear(x, w).sum()  # saves w
     opt.step()
     _raises_modified(loss.backward, "LinearBackward", "(4, 3)")
 
@@ -85,18 +87,22 @@ def test_fused_ops_check_their_saved_inputs():
 
 def test_a_saved_output_changed_through_detach_raises():
     x = _t(2, 3, grad=True)
-    y = F.softmax(x, dim=-1)                              # saves its output
-    loss = y[:, 0].sum()                                  # indexing and sum save nothing
-    y.detach().zero_()                                    # detach shares the array and the version counter
+    y = F.softmax(x, dim=-1)  # saves its output
+    loss = y[:, 0].sum()  # indexing and sum save nothing
+    y.detach().zero_()  # detach shares the array and the version counter
     _raises_modified(loss.backward, "SoftmaxBackward", "(2, 3)")
 
 
-@pytest.mark.parametrize("change", [
-    lambda x: x[0].fill_(1.0),
-    lambda x: x.view(6).__setitem__(2, 7.0),
-    lambda x: x.T.zero_(),
-    lambda x: x.split(1, dim=0)[1].mul_(3),
-], ids=["getitem", "view setitem", "T", "split"])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda x: x[0].fill_(1.0),
+        lambda x: x.view(6).__setitem__(2, 7.0),
+        lambda x: x.T.zero_(),
+        lambda x: x.split(1, dim=0)[1].mul_(3),
+    ],
+    ids=["getitem", "view setitem", "T", "split"],
+)
 def test_a_change_through_a_view_bumps_the_base(change):
     w, x = _t(2, 3, grad=True), _t(2, 3, seed=1)
     y = (w * x).sum()
@@ -107,8 +113,8 @@ def test_a_change_through_a_view_bumps_the_base(change):
 def test_a_copy_is_not_a_view():
     w, x = _t(2, 3, grad=True), _t(2, 3, seed=1)
     y = (w * x).sum()
-    x[[0, 1]].fill_(1.0)                                  # an integer-array index copies
-    x.reshape(3, 2).clone().zero_()                       # clone copies
+    x[[0, 1]].fill_(1.0)  # an integer-array index copies
+    x.reshape(3, 2).clone().zero_()  # clone copies
     y.backward()
     np.testing.assert_array_equal(w.grad.numpy(), x.numpy())
 
@@ -116,11 +122,11 @@ def test_a_copy_is_not_a_view():
 # ----------------------------------------------------------------------------- what stays allowed
 def test_changing_a_tensor_the_graph_does_not_need_is_fine():
     w, x = _t(3, grad=True), _t(3, seed=1)
-    y = (w + x).sum()                                     # Add saves nothing
+    y = (w + x).sum()  # Add saves nothing
     x.fill_(0)
     other = _t(3, seed=2)
     z = (w * other).sum()
-    x.add_(1)                                             # x is not in z's graph
+    x.add_(1)  # x is not in z's graph
     y.backward()
     z.backward()
     np.testing.assert_allclose(w.grad.numpy(), 1 + other.numpy())
@@ -129,7 +135,7 @@ def test_changing_a_tensor_the_graph_does_not_need_is_fine():
 def test_data_is_the_unchecked_escape_hatch():
     w, x = _t(3, grad=True), _t(3, seed=1)
     y = (w * x).sum()
-    x.data[...] = 2.0                                     # documented: .data writes are not tracked
+    x.data[...] = 2.0  # documented: .data writes are not tracked
     y.backward()
     np.testing.assert_array_equal(w.grad.numpy(), np.full(3, 2.0))
 
@@ -188,9 +194,9 @@ def test_inplace_operand_errors_name_the_op_and_shapes():
     with pytest.raises(ValueError, match=r"add_.*\(4,\).*\(2, 3\)"):
         t.add_(mt.ones(4, dtype=mt.float64))
     with pytest.raises(ValueError, match=r"mul_.*\(2, 3, 1\)"):
-        t.mul_(mt.ones(2, 3, 1, dtype=mt.float64))             # the result would grow the tensor
+        t.mul_(mt.ones(2, 3, 1, dtype=mt.float64))  # the result would grow the tensor
     with pytest.raises(ValueError, match="div_"):
-        mt.tensor([1, 2]).div_(2)                              # int64 cannot hold a true division
+        mt.tensor([1, 2]).div_(2)  # int64 cannot hold a true division
     with pytest.raises(ValueError, match=r"masked_fill_.*\(4,\)"):
         t.masked_fill_(mt.tensor([True, False, True, True]), 0.0)
     assert t._version == 0

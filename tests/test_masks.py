@@ -1,4 +1,5 @@
 """transformer_np/masks.py: shapes, values, and the errors on bad token ids."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,7 @@ import pytest
 import minitensor as mt
 from transformer_np.masks import causal_mask, padding_mask, target_mask
 
-TOKENS = np.array([[5, 6, 7, 0, 0],
-                   [4, 0, 9, 8, 0]], dtype=np.int64)
+TOKENS = np.array([[5, 6, 7, 0, 0], [4, 0, 9, 8, 0]], dtype=np.int64)
 
 
 def test_padding_mask_shape_and_values():
@@ -33,7 +33,7 @@ def test_causal_mask_is_lower_triangular(size):
 
 def test_causal_mask_with_offset_matches_the_last_rows_of_the_full_mask():
     full = causal_mask(7).numpy()[0, 0]
-    part = causal_mask(3, offset=4).numpy()[0, 0]                  # queries 4, 5, 6 against keys 0..6
+    part = causal_mask(3, offset=4).numpy()[0, 0]  # queries 4, 5, 6 against keys 0..6
     assert part.shape == (3, 7)
     np.testing.assert_array_equal(part, full[4:])
 

@@ -6,6 +6,7 @@ torch.nn.functional.scaled_dot_product_attention, the layers against torch.nn.Mu
 and torch.nn.TransformerEncoderLayer / TransformerDecoderLayer with our weights copied in.
 Full-model parity is parity/'s job; here: semantics, shapes, init, errors.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,16 +19,32 @@ import minitensor as mt
 from minitensor.testing import GRADCHECK, OP_RTOL, PARITY_RTOL, assert_close
 from transformer_np.config import ModelConfig
 from transformer_np.masks import causal_mask, padding_mask
-from transformer_np.model import (DecoderLayer, EncoderLayer, LearnedPositionalEmbedding, MultiHeadAttention,
-                                  PositionalEncoding, PositionwiseFeedForward, Transformer,
-                                  scaled_dot_product_attention)
+from transformer_np.model import (
+    DecoderLayer,
+    EncoderLayer,
+    LearnedPositionalEmbedding,
+    MultiHeadAttention,
+    PositionalEncoding,
+    PositionwiseFeedForward,
+    Transformer,
+    scaled_dot_product_attention,
+)
 
 TORCH_DTYPE = {"float64": torch.float64, "float32": torch.float32}
 
 
 def _tiny(**kw) -> Transformer:
-    cfg = dict(src_vocab_size=11, tgt_vocab_size=13, d_model=16, num_heads=4, num_encoder_layers=2,
-               num_decoder_layers=2, d_ff=32, dropout=0.0, max_len=20)
+    cfg = dict(
+        src_vocab_size=11,
+        tgt_vocab_size=13,
+        d_model=16,
+        num_heads=4,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=32,
+        dropout=0.0,
+        max_len=20,
+    )
     cfg.update(kw)
     return Transformer(**cfg)
 
@@ -45,9 +62,9 @@ def _tleaf(arr) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------
 def _attention_mask(rng, B, T, S, fully_masked_row=True):
     keep = rng.random((B, 1, T, S)) > 0.4
-    keep[..., 0] = True                                             # every row sees a key ...
+    keep[..., 0] = True  # every row sees a key ...
     if fully_masked_row:
-        keep[0, 0, 1, :] = False                                    # ... but query 1 of batch 0 sees nothing
+        keep[0, 0, 1, :] = False  # ... but query 1 of batch 0 sees nothing
     return keep
 
 
@@ -91,8 +108,9 @@ def test_attention_gradcheck_with_an_empty_row_and_broadcast_keys(rng):
     k = _leaf(rng.standard_normal((1, H, S, Dh)))
     v = _leaf(rng.standard_normal((1, H, S, Dh)))
     keep = _attention_mask(rng, B, T, S)
-    assert mt.autograd.gradcheck(lambda q, k, v: scaled_dot_product_attention(q, k, v, mt.tensor(keep)),
-                                 (q, k, v), **GRADCHECK)
+    assert mt.autograd.gradcheck(
+        lambda q, k, v: scaled_dot_product_attention(q, k, v, mt.tensor(keep)), (q, k, v), **GRADCHECK
+    )
 
 
 def test_attention_matches_torch_sdpa_when_every_row_sees_a_key(rng):
@@ -101,7 +119,8 @@ def test_attention_matches_torch_sdpa_when_every_row_sees_a_key(rng):
     keep = _attention_mask(rng, B, T, S, fully_masked_row=False)
     out, _ = scaled_dot_product_attention(mt.tensor(q), mt.tensor(k), mt.tensor(v), mt.tensor(keep))
     ref = torch.nn.functional.scaled_dot_product_attention(
-        torch.tensor(q), torch.tensor(k), torch.tensor(v), attn_mask=torch.tensor(keep))  # bool: True = attend
+        torch.tensor(q), torch.tensor(k), torch.tensor(v), attn_mask=torch.tensor(keep)
+    )  # bool: True = attend
     assert_close(out.numpy(), ref.numpy(), PARITY_RTOL["float64"], "attention vs torch sdpa")
 
 
@@ -125,7 +144,7 @@ def test_attention_rows_sum_to_one_on_allowed_keys_and_empty_rows_are_zero(rng):
 def test_fully_padded_query_rows_give_zero_and_finite_gradients(rng):
     B, H, T, S, Dh = 1, 2, 3, 4, 4
     q, k, v = (_leaf(rng.standard_normal(s)) for s in [(B, H, T, Dh), (B, H, S, Dh), (B, H, S, Dh)])
-    keep = np.zeros((B, 1, T, S), dtype=bool)                      # nothing to attend to at all
+    keep = np.zeros((B, 1, T, S), dtype=bool)  # nothing to attend to at all
     out, w = scaled_dot_product_attention(q, k, v, mt.tensor(keep))
     (out * mt.tensor(rng.standard_normal(out.shape))).sum().backward()
     assert (out.numpy() == 0).all() and (w.numpy() == 0).all()
@@ -153,7 +172,7 @@ def test_attention_dropout_float_and_module(rng):
     assert_close(w1.numpy()[kept], 2 * w0.numpy()[kept], OP_RTOL["float64"], "kept weights / (1 - p)")
     drop = mt.nn.Dropout(0.5)
     drop.eval()
-    _, w2 = scaled_dot_product_attention(q, k, v, dropout=drop)     # eval: identity
+    _, w2 = scaled_dot_product_attention(q, k, v, dropout=drop)  # eval: identity
     np.testing.assert_array_equal(w2.numpy(), w0.numpy())
 
 
@@ -162,10 +181,12 @@ def test_attention_dropout_float_and_module(rng):
 # ----------------------------------------------------------------------------------------------
 def _load_mha(t_mha: torch.nn.MultiheadAttention, mha: MultiHeadAttention) -> None:
     with torch.no_grad():
-        t_mha.in_proj_weight.copy_(torch.tensor(np.concatenate(
-            [mha.W_q.weight.numpy(), mha.W_k.weight.numpy(), mha.W_v.weight.numpy()])))
-        t_mha.in_proj_bias.copy_(torch.tensor(np.concatenate(
-            [mha.W_q.bias.numpy(), mha.W_k.bias.numpy(), mha.W_v.bias.numpy()])))
+        t_mha.in_proj_weight.copy_(
+            torch.tensor(np.concatenate([mha.W_q.weight.numpy(), mha.W_k.weight.numpy(), mha.W_v.weight.numpy()]))
+        )
+        t_mha.in_proj_bias.copy_(
+            torch.tensor(np.concatenate([mha.W_q.bias.numpy(), mha.W_k.bias.numpy(), mha.W_v.bias.numpy()]))
+        )
         t_mha.out_proj.weight.copy_(torch.tensor(mha.W_o.weight.numpy()))
         t_mha.out_proj.bias.copy_(torch.tensor(mha.W_o.bias.numpy()))
 
@@ -285,8 +306,9 @@ def test_encoder_layer_matches_torch(rng, norm_first, activation, float64_defaul
     B, S, D, H, F = 2, 5, 8, 2, 16
     layer = EncoderLayer(D, H, F, dropout=0.0, activation=activation, norm_first=norm_first)
     _randomize(layer, rng)
-    t_layer = torch.nn.TransformerEncoderLayer(D, H, F, dropout=0.0, activation=activation, batch_first=True,
-                                               norm_first=norm_first, dtype=torch.float64)
+    t_layer = torch.nn.TransformerEncoderLayer(
+        D, H, F, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first, dtype=torch.float64
+    )
     _load_mha(t_layer.self_attn, layer.self_attn)
     _load_ffn_norms(t_layer, layer, 2)
     x = rng.standard_normal((B, S, D))
@@ -303,8 +325,9 @@ def test_encoder_layer_matches_torch(rng, norm_first, activation, float64_defaul
     rtol = PARITY_RTOL["float64"]
     assert_close(out.numpy(), t_out.detach().numpy(), rtol, "encoder layer output")
     assert_close(mx.grad.numpy(), tx.grad.numpy(), rtol, "encoder layer grad x")
-    assert_close(layer.feed_forward.linear1.weight.grad.numpy(), t_layer.linear1.weight.grad.numpy(), rtol,
-                 "grad linear1.weight")
+    assert_close(
+        layer.feed_forward.linear1.weight.grad.numpy(), t_layer.linear1.weight.grad.numpy(), rtol, "grad linear1.weight"
+    )
     assert_close(layer.norm1.weight.grad.numpy(), t_layer.norm1.weight.grad.numpy(), rtol, "grad norm1.weight")
 
 
@@ -313,8 +336,9 @@ def test_decoder_layer_matches_torch(rng, norm_first, float64_default):
     B, T, S, D, H, F = 2, 4, 5, 8, 2, 16
     layer = DecoderLayer(D, H, F, dropout=0.0, activation="relu", norm_first=norm_first)
     _randomize(layer, rng)
-    t_layer = torch.nn.TransformerDecoderLayer(D, H, F, dropout=0.0, batch_first=True, norm_first=norm_first,
-                                               dtype=torch.float64)
+    t_layer = torch.nn.TransformerDecoderLayer(
+        D, H, F, dropout=0.0, batch_first=True, norm_first=norm_first, dtype=torch.float64
+    )
     _load_mha(t_layer.self_attn, layer.self_attn)
     _load_mha(t_layer.multihead_attn, layer.cross_attn)
     _load_ffn_norms(t_layer, layer, 3)
@@ -327,16 +351,21 @@ def test_decoder_layer_matches_torch(rng, norm_first, float64_default):
     out = layer(mx, mm, mt.tensor(pad[:, None, None, :]), causal_mask(T))
     (out * mt.tensor(g)).sum().backward()
     tx, tm = _tleaf(x), _tleaf(mem)
-    t_out = t_layer(tx, tm, tgt_mask=torch.tensor(~np.tril(np.ones((T, T), dtype=bool))),
-                    memory_key_padding_mask=torch.tensor(~pad))
+    t_out = t_layer(
+        tx, tm, tgt_mask=torch.tensor(~np.tril(np.ones((T, T), dtype=bool))), memory_key_padding_mask=torch.tensor(~pad)
+    )
     (t_out * torch.tensor(g)).sum().backward()
 
     rtol = PARITY_RTOL["float64"]
     assert_close(out.numpy(), t_out.detach().numpy(), rtol, "decoder layer output")
     assert_close(mx.grad.numpy(), tx.grad.numpy(), rtol, "decoder layer grad x")
     assert_close(mm.grad.numpy(), tm.grad.numpy(), rtol, "decoder layer grad memory")
-    assert_close(layer.cross_attn.W_o.weight.grad.numpy(), t_layer.multihead_attn.out_proj.weight.grad.numpy(),
-                 rtol, "grad cross_attn.W_o.weight")
+    assert_close(
+        layer.cross_attn.W_o.weight.grad.numpy(),
+        t_layer.multihead_attn.out_proj.weight.grad.numpy(),
+        rtol,
+        "grad cross_attn.W_o.weight",
+    )
     assert_close(layer.norm3.bias.grad.numpy(), t_layer.norm3.bias.grad.numpy(), rtol, "grad norm3.bias")
 
 
@@ -403,8 +432,10 @@ def test_tied_embeddings_share_one_parameter():
     assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in untied.parameters()) - 13 * 16
 
 
-@pytest.mark.parametrize("norm_first,final_norm,positional,activation",
-                         [(False, False, "sinusoidal", "relu"), (True, True, "learned", "gelu")])
+@pytest.mark.parametrize(
+    "norm_first,final_norm,positional,activation",
+    [(False, False, "sinusoidal", "relu"), (True, True, "learned", "gelu")],
+)
 def test_forward_shapes_dtype_and_backward(rng, norm_first, final_norm, positional, activation):
     model = _tiny(norm_first=norm_first, final_norm=final_norm, positional=positional, activation=activation)
     src = rng.integers(1, 11, size=(3, 7))
@@ -428,6 +459,7 @@ def test_forward_builds_pad_masks_when_none(rng):
     tgt[1, 3:] = 0
     implicit = model(src, tgt).numpy()
     from transformer_np.masks import target_mask
+
     explicit = model(src, tgt, padding_mask(src), target_mask(tgt)).numpy()
     np.testing.assert_array_equal(implicit, explicit)
     # under the same mask, changing a padded source token changes nothing; changing a real one does
@@ -446,7 +478,7 @@ def test_forward_builds_pad_masks_when_none(rng):
 def test_an_all_pad_source_row_stays_finite_forward_and_backward(rng):
     model = _tiny(final_norm=True)
     src = rng.integers(1, 11, size=(2, 5))
-    src[1] = 0                                                       # nothing to attend to, in encoder and cross-attention
+    src[1] = 0  # nothing to attend to, in encoder and cross-attention
     tgt = rng.integers(1, 13, size=(2, 4))
     model.store_attention(True)
     logits = model(src, tgt)
@@ -480,7 +512,7 @@ def test_attention_maps(rng):
     assert [m.shape for m in maps["decoder_self"]] == [(2, 4, 4, 4)] * 2
     assert [m.shape for m in maps["decoder_cross"]] == [(2, 4, 4, 6)] * 2
     self_w = maps["decoder_self"][0]
-    assert (self_w[..., np.triu_indices(4, 1)[0], np.triu_indices(4, 1)[1]] == 0).all()   # causal
+    assert (self_w[..., np.triu_indices(4, 1)[0], np.triu_indices(4, 1)[1]] == 0).all()  # causal
     model.store_attention(False)
     assert model.attention_maps()["encoder"] == [None, None]
 

@@ -5,6 +5,7 @@ match torch's names), run on the same input, and backpropagated from the same ra
 gradient; outputs, input gradients and every parameter gradient are compared with the
 tolerances of minitensor/testing.py in float64 and float32.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,6 +65,7 @@ def _check(ours, theirs, x, dtype_name, rng, randomize=True):
 
 # ============================================================================ layers vs torch
 
+
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear(dtype_name, rng, bias):
     ours, theirs = _build(lambda: nn.Linear(7, 5, bias=bias), lambda: torch.nn.Linear(7, 5, bias=bias), dtype_name)
@@ -72,15 +74,18 @@ def test_linear(dtype_name, rng, bias):
 
 @pytest.mark.parametrize("padding_idx", [None, 0, -1])
 def test_embedding(dtype_name, rng, padding_idx):
-    ours, theirs = _build(lambda: nn.Embedding(10, 6, padding_idx=padding_idx),
-                          lambda: torch.nn.Embedding(10, 6, padding_idx=padding_idx), dtype_name)
-    ids = np.array([[0, 1, 1, 9], [3, 0, 9, 9], [2, 2, 2, 5]], dtype=np.int64)   # repeats and padding
+    ours, theirs = _build(
+        lambda: nn.Embedding(10, 6, padding_idx=padding_idx),
+        lambda: torch.nn.Embedding(10, 6, padding_idx=padding_idx),
+        dtype_name,
+    )
+    ids = np.array([[0, 1, 1, 9], [3, 0, 9, 9], [2, 2, 2, 5]], dtype=np.int64)  # repeats and padding
     _check(ours, theirs, ids, dtype_name, rng, randomize=False)
     if padding_idx is not None:
         row = padding_idx % 10
         assert np.all(ours.weight.grad.data[row] == 0), "no gradient may reach the padding row"
         assert np.all(ours.weight.data[row] == 0), "the padding row starts at zero"
-    assert np.all(ours.weight.grad.data[[4, 6, 7, 8]] == 0)      # rows never looked up
+    assert np.all(ours.weight.grad.data[[4, 6, 7, 8]] == 0)  # rows never looked up
 
 
 def test_embedding_padding_row_initialised_to_zero():
@@ -96,17 +101,25 @@ def test_layer_norm(dtype_name, rng, shape):
 
 
 def test_layer_norm_without_affine(dtype_name, rng):
-    ours, theirs = _build(lambda: nn.LayerNorm(6, eps=1e-6, elementwise_affine=False),
-                          lambda: torch.nn.LayerNorm(6, eps=1e-6, elementwise_affine=False), dtype_name)
+    ours, theirs = _build(
+        lambda: nn.LayerNorm(6, eps=1e-6, elementwise_affine=False),
+        lambda: torch.nn.LayerNorm(6, eps=1e-6, elementwise_affine=False),
+        dtype_name,
+    )
     assert list(ours.named_parameters()) == []
     _check(ours, theirs, rng.standard_normal((4, 6)).astype(DT[dtype_name][0]), dtype_name, rng)
 
 
-@pytest.mark.parametrize("make", [lambda: (nn.ReLU(), torch.nn.ReLU()),
-                                  lambda: (nn.GELU(), torch.nn.GELU()),
-                                  lambda: (nn.GELU("tanh"), torch.nn.GELU("tanh")),
-                                  lambda: (nn.Identity(3, x=1), torch.nn.Identity(3, x=1))],
-                         ids=["relu", "gelu", "gelu-tanh", "identity"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: (nn.ReLU(), torch.nn.ReLU()),
+        lambda: (nn.GELU(), torch.nn.GELU()),
+        lambda: (nn.GELU("tanh"), torch.nn.GELU("tanh")),
+        lambda: (nn.Identity(3, x=1), torch.nn.Identity(3, x=1)),
+    ],
+    ids=["relu", "gelu", "gelu-tanh", "identity"],
+)
 def test_activations(dtype_name, rng, make):
     ours, theirs = make()
     _check(ours, theirs, rng.standard_normal((3, 5)).astype(DT[dtype_name][0]), dtype_name, rng, randomize=False)
@@ -117,13 +130,16 @@ def test_sequential_mlp(dtype_name, rng):
         return nn.Sequential(nn.Linear(4, 8), nn.LayerNorm(8), nn.ReLU(), nn.Dropout(0.0), nn.Linear(8, 3))
 
     def theirs():
-        return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8), torch.nn.ReLU(),
-                                   torch.nn.Dropout(0.0), torch.nn.Linear(8, 3))
+        return torch.nn.Sequential(
+            torch.nn.Linear(4, 8), torch.nn.LayerNorm(8), torch.nn.ReLU(), torch.nn.Dropout(0.0), torch.nn.Linear(8, 3)
+        )
+
     o, t = _build(ours, theirs, dtype_name)
     _check(o, t, rng.standard_normal((6, 4)).astype(DT[dtype_name][0]), dtype_name, rng)
 
 
 # ============================================================================ dropout
+
 
 def test_dropout_p0_and_eval_are_identity(rng):
     x = mt.tensor(rng.standard_normal((3, 4)), requires_grad=True)
@@ -145,7 +161,7 @@ def test_dropout_mask_fn_equals_masked_scaling(dtype_name, rng):
     y = d(x)
     assert calls == [(2, 3, 5)]
     xt = torch.tensor(x_np, requires_grad=True)
-    yt = xt * torch.from_numpy(keep) / (1 - p)               # what torch's dropout does with this mask
+    yt = xt * torch.from_numpy(keep) / (1 - p)  # what torch's dropout does with this mask
     assert_close(y.data, yt.detach().numpy(), OP_RTOL[dtype_name], "dropout forward")
     g = rng.standard_normal(y.shape).astype(np_dt)
     y.backward(mt.tensor(g))
@@ -156,7 +172,7 @@ def test_dropout_mask_fn_equals_masked_scaling(dtype_name, rng):
 
 def test_dropout_mask_fn_is_validated():
     d = nn.Dropout(0.5)
-    d.mask_fn = lambda shape: np.ones(shape)                  # float, not bool
+    d.mask_fn = lambda shape: np.ones(shape)  # float, not bool
     with pytest.raises(ValueError, match="bool array of shape"):
         d(mt.ones(2, 3))
     d.mask_fn = lambda shape: np.ones((3, 2), dtype=bool)
@@ -174,6 +190,7 @@ def test_dropout_random_mask_statistics():
 
 
 # ============================================================================ Module API
+
 
 class Block(nn.Module):
     def __init__(self, d):
@@ -230,7 +247,7 @@ def test_names_and_order_match_torch():
     ours, theirs = Net(), TNet()
     assert [n for n, _ in ours.named_parameters()] == [n for n, _ in theirs.named_parameters()]
     assert [n for n, _ in ours.named_buffers()] == [n for n, _ in theirs.named_buffers()]
-    assert list(ours.state_dict()) == list(theirs.state_dict())      # tied weight under both names
+    assert list(ours.state_dict()) == list(theirs.state_dict())  # tied weight under both names
     assert [n for n, _ in ours.named_modules()] == [n for n, _ in theirs.named_modules()]
     assert [n for n, _ in ours.named_children()] == [n for n, _ in theirs.named_children()]
     assert "blocks.0.table" not in ours.state_dict()
@@ -243,14 +260,14 @@ def test_state_dict_is_a_copy_and_round_trips(rng):
     sd = a.state_dict()
     assert all(isinstance(v, np.ndarray) for v in sd.values())
     before = sd["blocks.0.proj.weight"].copy()
-    a.blocks[0].proj.weight.data += 1.0                      # training after state_dict()
+    a.blocks[0].proj.weight.data += 1.0  # training after state_dict()
     np.testing.assert_array_equal(sd["blocks.0.proj.weight"], before)
     sd = a.state_dict()
     weight_obj = b.blocks[1].proj.weight
     arr = weight_obj.data
     res = b.load_state_dict(sd)
     assert res.missing_keys == [] and res.unexpected_keys == []
-    assert b.blocks[1].proj.weight is weight_obj and b.blocks[1].proj.weight.data is arr   # copied in place
+    assert b.blocks[1].proj.weight is weight_obj and b.blocks[1].proj.weight.data is arr  # copied in place
     for k, v in b.state_dict().items():
         np.testing.assert_array_equal(v, sd[k])
     a.eval(), b.eval()
@@ -274,7 +291,7 @@ def test_load_state_dict_reports_all_problems_at_once():
     assert "missing keys: blocks.0.norm.bias" in msg
     assert "unexpected keys: blocks.5.proj.weight" in msg
     assert "blocks.1.proj.weight: expected shape (4, 4), got (4, 5)" in msg
-    np.testing.assert_array_equal(m.blocks[0].proj.weight.data, before)   # nothing written
+    np.testing.assert_array_equal(m.blocks[0].proj.weight.data, before)  # nothing written
 
 
 def test_load_state_dict_non_strict_and_dtype():
@@ -299,7 +316,7 @@ def test_load_state_dict_non_strict_and_dtype():
 def test_load_from_torch_state_dict_by_name():
     ours, theirs = Net(tie=False), TNet(tie=False)
     ours.load_state_dict({k: v.numpy() for k, v in theirs.state_dict().items()})
-    for (k, v), (tk, tv) in zip(ours.state_dict().items(), theirs.state_dict().items()):
+    for (_k, v), (_tk, tv) in zip(ours.state_dict().items(), theirs.state_dict().items()):
         np.testing.assert_array_equal(v, tv.numpy())
 
 
@@ -371,6 +388,7 @@ def test_apply_visits_children_then_self():
     def init_linear(mod):
         if isinstance(mod, nn.Linear) and mod.bias is not None:
             nn.init.zeros_(mod.bias)
+
     m.apply(init_linear)
     assert np.all(m.blocks[0].proj.bias.data == 0)
 
@@ -384,8 +402,8 @@ def test_double_and_float_convert_parameters_and_float_buffers():
     assert all(p.dtype == np.float64 for p in m.parameters())
     assert all(p.grad.dtype == np.float64 for p in m.parameters() if p.grad is not None)
     assert m.blocks[0].scale.dtype == np.float64 and m.blocks[0].table.dtype == np.float64
-    assert m.blocks[0].counts.dtype == np.int64                       # integer buffers untouched
-    assert m.embed.weight is weight and m.head.weight is weight       # ties survive
+    assert m.blocks[0].counts.dtype == np.int64  # integer buffers untouched
+    assert m.embed.weight is weight and m.head.weight is weight  # ties survive
     m.eval()
     assert m(ids).dtype == np.float64
     m.float()
@@ -416,11 +434,12 @@ def test_attribute_registration_rules():
     m.note = "plain attribute"
     assert m.note == "plain attribute"
     with pytest.raises(AttributeError, match="'Linear' object has no attribute 'nope'"):
-        m.nope
+        _ = m.nope
 
     class Forgot(nn.Module):
         def __init__(self):
             self.lin = nn.Linear(2, 2)
+
     with pytest.raises(AttributeError, match="super"):
         Forgot()
     with pytest.raises(TypeError, match="Tensor or None"):
@@ -449,6 +468,7 @@ def test_constructor_and_input_validation():
 
 
 # ============================================================================ init
+
 
 def test_default_init_ranges_and_dtype(float64_default):
     lin = nn.Linear(100, 50)
@@ -483,7 +503,9 @@ def test_init_functions():
         nn.init.xavier_uniform_(nn.Parameter(np.empty(5, dtype=np.float32)))
     with pytest.raises(TypeError, match="Tensor"):
         nn.init.zeros_(np.zeros(3))
-    assert nn.init.calculate_gain("leaky_relu", math.sqrt(5)) == torch.nn.init.calculate_gain("leaky_relu", math.sqrt(5))
+    assert nn.init.calculate_gain("leaky_relu", math.sqrt(5)) == torch.nn.init.calculate_gain(
+        "leaky_relu", math.sqrt(5)
+    )
 
 
 def test_init_is_reproducible_under_manual_seed():
@@ -496,6 +518,7 @@ def test_init_is_reproducible_under_manual_seed():
 
 # ============================================================================ grad utilities
 
+
 @pytest.mark.parametrize("max_norm,norm_type", [(0.5, 2.0), (1e3, 2.0), (0.3, math.inf), (0.7, 1.0)])
 def test_clip_grad_norm_matches_torch(rng, max_norm, norm_type):
     shapes = [(3, 4), (4,), (2, 2, 2)]
@@ -505,7 +528,7 @@ def test_clip_grad_norm_matches_torch(rng, max_norm, norm_type):
         g = rng.standard_normal(p.shape)
         p.grad = mt.tensor(g)
         tp.grad = torch.from_numpy(g.copy())
-    extra = nn.Parameter(rng.standard_normal(3))                 # no grad: skipped
+    extra = nn.Parameter(rng.standard_normal(3))  # no grad: skipped
     total = nn.utils.clip_grad_norm_(ours + [extra], max_norm, norm_type=norm_type)
     ttotal = torch.nn.utils.clip_grad_norm_(theirs, max_norm, norm_type=norm_type, foreach=False)
     assert isinstance(total, float)

@@ -5,6 +5,7 @@ Notebooks are executed the way a reader runs them, through a Jupyter kernel (jup
 format, nbclient executes), when the `notebooks` extra is installed (`make test` installs it); without it,
 each runs as a plain script, which every notebook also supports. Either way an error fails the test.
 """
+
 from __future__ import annotations
 
 import os
@@ -17,7 +18,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOTEBOOK_DIR = os.path.join(ROOT, "notebooks")
 NOTEBOOKS = sorted(f for f in os.listdir(NOTEBOOK_DIR) if re.fullmatch(r"\d\d_\w+\.py", f))
-TIMEOUT_S = 300                          # per notebook, at the tiny size (each takes seconds on a quiet machine)
+TIMEOUT_S = 300  # per notebook, at the tiny size (each takes seconds on a quiet machine)
 
 
 def _env() -> dict:
@@ -29,9 +30,9 @@ def _env() -> dict:
 
 def _have_jupyter() -> bool:
     try:
-        import jupytext  # noqa: F401
-        import nbclient  # noqa: F401
-        import ipykernel  # noqa: F401
+        import ipykernel  # noqa: F401  (only whether it imports matters)
+        import jupytext  # noqa: F401  (only whether it imports matters)
+        import nbclient  # noqa: F401  (only whether it imports matters)
     except ImportError:
         return False
     return True
@@ -55,20 +56,28 @@ def test_notebook_runs_top_to_bottom(name, monkeypatch):
     path = os.path.join(NOTEBOOK_DIR, name)
     env = _env()
     if not _have_jupyter():
-        proc = subprocess.run([sys.executable, path], cwd=NOTEBOOK_DIR, env=env, capture_output=True, text=True,
-                              timeout=TIMEOUT_S)
+        proc = subprocess.run(
+            [sys.executable, path], cwd=NOTEBOOK_DIR, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+        )
         assert proc.returncode == 0, f"{name} failed as a script:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
         return
     import jupytext
     from nbclient import NotebookClient
-    for key, value in env.items():                   # the kernel inherits this process's environment
+
+    for key, value in env.items():  # the kernel inherits this process's environment
         monkeypatch.setenv(key, value)
     nb = jupytext.read(path)
-    client = NotebookClient(nb, timeout=TIMEOUT_S, kernel_name="python3",
-                            resources={"metadata": {"path": NOTEBOOK_DIR}})
-    client.execute()                                 # raises CellExecutionError naming the cell on any error
-    errors = [o for cell in nb.cells if cell.cell_type == "code" for o in cell.get("outputs", [])
-              if o.get("output_type") == "error"]
+    client = NotebookClient(
+        nb, timeout=TIMEOUT_S, kernel_name="python3", resources={"metadata": {"path": NOTEBOOK_DIR}}
+    )
+    client.execute()  # raises CellExecutionError naming the cell on any error
+    errors = [
+        o
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for o in cell.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert not errors
 
 
@@ -82,16 +91,17 @@ def _readme_first_look() -> str:
 
 
 def test_readme_first_look_runs_and_prints_what_it_computes():
-    proc = subprocess.run([sys.executable, "-c", _readme_first_look()], cwd=ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", _readme_first_look()], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert "digraph minitensor" in out                                      # the graph, as DOT text
-    assert re.search(r"label=\"x\\n\(4, 8\)", out) and re.search(r"label=\"W\\n\(3, 8\)", out)   # leaves named
+    assert "digraph minitensor" in out  # the graph, as DOT text
+    assert re.search(r"label=\"x\\n\(4, 8\)", out) and re.search(r"label=\"W\\n\(3, 8\)", out)  # leaves named
     assert "gradcheck: passed" in out
     worst = float(re.search(r"worst \|backward - finite difference\|: ([0-9.e+-]+)", out).group(1))
     assert worst < 1e-6
-    assert "Linear" in out and "CrossEntropy" in out                       # the profile table
+    assert "Linear" in out and "CrossEntropy" in out  # the profile table
 
 
 def test_readme_links_the_glossary_and_the_notebooks():
@@ -101,9 +111,26 @@ def test_readme_links_the_glossary_and_the_notebooks():
     assert os.path.isfile(os.path.join(ROOT, "docs", "glossary.md"))
 
 
-GLOSSARY_TERMS = ["Exact match", "Token accuracy", "Free trajectory", "Lockstep trajectory", "max relative error",
-                  "floor", "Beam score", "GNMT length penalty", "Post-norm, pre-norm", "Preset", "Warmup",
-                  "Label smoothing", "Teacher forcing", "KV cache", "tok/s", "IQR", "Rule, value, limit", "Tolerance (rtol)"]
+GLOSSARY_TERMS = [
+    "Exact match",
+    "Token accuracy",
+    "Free trajectory",
+    "Lockstep trajectory",
+    "max relative error",
+    "floor",
+    "Beam score",
+    "GNMT length penalty",
+    "Post-norm, pre-norm",
+    "Preset",
+    "Warmup",
+    "Label smoothing",
+    "Teacher forcing",
+    "KV cache",
+    "tok/s",
+    "IQR",
+    "Rule, value, limit",
+    "Tolerance (rtol)",
+]
 
 
 def test_glossary_defines_the_terms_the_outputs_use():

@@ -4,6 +4,7 @@ float64 must agree to round-off (OP_RTOL['float64']), float32 to its precision
 (OP_RTOL['float32']); the upstream gradient is random. A handful of behaviours that do not fit
 one table line (an all -inf softmax row, what cross-entropy accepts) are tested below it.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -46,7 +47,7 @@ def test_every_primitive_has_a_case():
 
     The table's functions are run under the profiler, which records every primitive called."""
     primitives = {c.__name__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor.")}
-    assert {"Add", "MatMul", "Softmax", "AttentionWeights", "AMaxMin"} <= primitives   # the walk sees all homes
+    assert {"Add", "MatMul", "Softmax", "AttentionWeights", "AMaxMin"} <= primitives  # the walk sees all homes
     with mt.profiler.profile() as prof:
         for case in CASES:
             xs, _, _ = make_inputs(case, "float64")
@@ -56,7 +57,9 @@ def test_every_primitive_has_a_case():
 
 
 def test_every_primitive_lives_in_the_ops_package():
-    homes = {c.__name__: c.__module__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor")}
+    homes = {
+        c.__name__: c.__module__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor")
+    }
     elsewhere = {name: mod for name, mod in homes.items() if not mod.startswith("minitensor.ops.")}
     assert not elsewhere, f"Function subclasses outside minitensor/ops/: {elsewhere}"
 
@@ -70,10 +73,10 @@ EDGES = {
     "1/x": lambda t, x: 1 / x,
     "log(x)": lambda t, x: x.log(),
     "sqrt(x)": lambda t, x: x.sqrt(),
-    "x**-1": lambda t, x: x ** -1,
-    "x**0": lambda t, x: x ** 0,
-    "x**0.5": lambda t, x: x ** 0.5,
-    "x**x": lambda t, x: x ** x,
+    "x**-1": lambda t, x: x**-1,
+    "x**0": lambda t, x: x**0,
+    "x**0.5": lambda t, x: x**0.5,
+    "x**x": lambda t, x: x**x,
     "x**(x+1)": lambda t, x: x ** (x + 1),
     "exp(1000x)": lambda t, x: (x * 1000).exp(),
     "sigmoid(-1000x)": lambda t, x: (x * -1000).sigmoid(),
@@ -99,7 +102,7 @@ def _compare_quietly(name, fn, x, xt, g):
         y = fn(mt, x)
         y.backward(mt.tensor(g[: y.numel()].reshape(y.shape)))
     with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")                          # torch warns on std with n <= correction
+        warnings.simplefilter("ignore")  # torch warns on std with n <= correction
         yt = fn(torch, xt)
         yt.backward(torch.tensor(g[: yt.numel()].reshape(yt.shape)))
     assert_close(y.numpy(), yt.detach().numpy(), OP_RTOL["float64"], f"{name} forward")
@@ -117,12 +120,14 @@ ZERO_OVER_ZERO = {
     "var(one element, biased)": (lambda t, x: x.var(unbiased=False), [2.0]),
     "sqrt(0)": (lambda t, x: x.sqrt(), [0.0, 4.0]),
     "sqrt(sum of squares) at 0": (lambda t, x: (x * x).sum().sqrt(), [0.0, 0.0]),
-    "0 ** x": (lambda t, x: 0 ** x, [0.0, 1.0, -1.0]),
+    "0 ** x": (lambda t, x: 0**x, [0.0, 1.0, -1.0]),
     "(-2) ** x": (lambda t, x: (-2) ** x, [0.0, 1.0, 2.0]),
-    "x ** 0.5 at 0": (lambda t, x: x ** 0.5, [0.0, 1.0]),
+    "x ** 0.5 at 0": (lambda t, x: x**0.5, [0.0, 1.0]),
     "x / x at 0": (lambda t, x: x / x, [0.0, 2.0]),
-    "layer_norm eps=0 constant row": (lambda t, x: t.nn.functional.layer_norm(x, (3,), eps=0.0),
-                                      [[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]]),
+    "layer_norm eps=0 constant row": (
+        lambda t, x: t.nn.functional.layer_norm(x, (3,), eps=0.0),
+        [[2.0, 2.0, 2.0], [1.0, 2.0, 4.0]],
+    ),
     "amax(ties)": (lambda t, x: x.amax(), [1.0, 1.0, -1.0]),
 }
 

@@ -6,6 +6,7 @@ a scheduler. After 20 steps the parameters must agree within TRAINING_ATOL_FLOAT
 state_dict round trips resume bit for bit, parameter groups, skipped parameters, validation,
 and a 1,000-step run that must not grow memory.
 """
+
 from __future__ import annotations
 
 import gc
@@ -29,13 +30,19 @@ WARMUP, D_MODEL = 5, 16
 
 
 def mlp_ours():
-    return nn.Sequential(nn.Linear(D_IN, D_HID), nn.LayerNorm(D_HID), nn.ReLU(), nn.Dropout(0.0),
-                         nn.Linear(D_HID, N_CLS))
+    return nn.Sequential(
+        nn.Linear(D_IN, D_HID), nn.LayerNorm(D_HID), nn.ReLU(), nn.Dropout(0.0), nn.Linear(D_HID, N_CLS)
+    )
 
 
 def mlp_torch():
-    return torch.nn.Sequential(torch.nn.Linear(D_IN, D_HID), torch.nn.LayerNorm(D_HID), torch.nn.ReLU(),
-                               torch.nn.Dropout(0.0), torch.nn.Linear(D_HID, N_CLS)).double()
+    return torch.nn.Sequential(
+        torch.nn.Linear(D_IN, D_HID),
+        torch.nn.LayerNorm(D_HID),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(0.0),
+        torch.nn.Linear(D_HID, N_CLS),
+    ).double()
 
 
 def make_pair(seed=0):
@@ -43,7 +50,7 @@ def make_pair(seed=0):
     mt.set_default_dtype(mt.float64)
     ours = mlp_ours()
     rng = np.random.default_rng(seed + 1)
-    for p in ours.parameters():      # LayerNorm off its ones/zeros so its gradients matter
+    for p in ours.parameters():  # LayerNorm off its ones/zeros so its gradients matter
         p.data[...] = rng.standard_normal(p.shape) * 0.5
     theirs = mlp_torch()
     theirs.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
@@ -57,37 +64,53 @@ def batches(n=STEPS, seed=2, dtype=np.float64):
 
 OPTIMIZERS = {
     "sgd": (lambda p: SGD(p, lr=0.2), lambda p: torch.optim.SGD(p, lr=0.2, foreach=False)),
-    "sgd-momentum-wd": (lambda p: SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-2),
-                        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-2, foreach=False)),
-    "sgd-dampening": (lambda p: SGD(p, lr=0.1, momentum=0.8, dampening=0.3),
-                      lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.8, dampening=0.3, foreach=False)),
-    "sgd-nesterov": (lambda p: SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
-                     lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3,
-                                               foreach=False)),
+    "sgd-momentum-wd": (
+        lambda p: SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-2),
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-2, foreach=False),
+    ),
+    "sgd-dampening": (
+        lambda p: SGD(p, lr=0.1, momentum=0.8, dampening=0.3),
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.8, dampening=0.3, foreach=False),
+    ),
+    "sgd-nesterov": (
+        lambda p: SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+        lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3, foreach=False),
+    ),
     "adam": (lambda p: Adam(p, lr=0.02), lambda p: torch.optim.Adam(p, lr=0.02, foreach=False)),
-    "adam-wd": (lambda p: Adam(p, lr=0.02, betas=(0.9, 0.98), eps=1e-9, weight_decay=1e-2),
-                lambda p: torch.optim.Adam(p, lr=0.02, betas=(0.9, 0.98), eps=1e-9, weight_decay=1e-2,
-                                           foreach=False)),
-    "adam-amsgrad": (lambda p: Adam(p, lr=0.02, amsgrad=True),
-                     lambda p: torch.optim.Adam(p, lr=0.02, amsgrad=True, foreach=False)),
-    "adamw": (lambda p: AdamW(p, lr=0.02, weight_decay=0.1),
-              lambda p: torch.optim.AdamW(p, lr=0.02, weight_decay=0.1, foreach=False)),
+    "adam-wd": (
+        lambda p: Adam(p, lr=0.02, betas=(0.9, 0.98), eps=1e-9, weight_decay=1e-2),
+        lambda p: torch.optim.Adam(p, lr=0.02, betas=(0.9, 0.98), eps=1e-9, weight_decay=1e-2, foreach=False),
+    ),
+    "adam-amsgrad": (
+        lambda p: Adam(p, lr=0.02, amsgrad=True),
+        lambda p: torch.optim.Adam(p, lr=0.02, amsgrad=True, foreach=False),
+    ),
+    "adamw": (
+        lambda p: AdamW(p, lr=0.02, weight_decay=0.1),
+        lambda p: torch.optim.AdamW(p, lr=0.02, weight_decay=0.1, foreach=False),
+    ),
 }
 
 
 def _warmup_lambda(e):
     n = e + 1
-    return 1.0 * D_MODEL ** -0.5 * min(n ** -0.5, n * WARMUP ** -1.5)
+    return 1.0 * D_MODEL**-0.5 * min(n**-0.5, n * WARMUP**-1.5)
 
 
 SCHEDULERS = {
     "none": (None, None),
-    "step": (lambda o: lr_scheduler.StepLR(o, step_size=4, gamma=0.5),
-             lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=4, gamma=0.5)),
-    "lambda": (lambda o: lr_scheduler.LambdaLR(o, lambda e: 0.9 ** e),
-               lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda e: 0.9 ** e)),
-    "warmup": (lambda o: lr_scheduler.WarmupInverseSqrt(o, d_model=D_MODEL, warmup_steps=WARMUP),
-               lambda o: torch.optim.lr_scheduler.LambdaLR(o, _warmup_lambda)),
+    "step": (
+        lambda o: lr_scheduler.StepLR(o, step_size=4, gamma=0.5),
+        lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=4, gamma=0.5),
+    ),
+    "lambda": (
+        lambda o: lr_scheduler.LambdaLR(o, lambda e: 0.9**e),
+        lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda e: 0.9**e),
+    ),
+    "warmup": (
+        lambda o: lr_scheduler.WarmupInverseSqrt(o, d_model=D_MODEL, warmup_steps=WARMUP),
+        lambda o: torch.optim.lr_scheduler.LambdaLR(o, _warmup_lambda),
+    ),
 }
 
 
@@ -141,7 +164,9 @@ def test_training_matches_torch(opt_name, sched_name):
     assert_close(np.array(norms[:1]), np.array(tnorms[:1]), OP_RTOL["float64"], "first grad norm")
     for (name, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
         diff = np.abs(p.data - tp.detach().numpy()).max()
-        assert diff <= TRAINING_ATOL_FLOAT64, f"{opt_name}/{sched_name}: {name} differs by {diff:.3e} after {STEPS} steps"
+        assert diff <= TRAINING_ATOL_FLOAT64, (
+            f"{opt_name}/{sched_name}: {name} differs by {diff:.3e} after {STEPS} steps"
+        )
     assert losses[-1] < losses[0]
 
 
@@ -151,10 +176,14 @@ def test_param_groups_match_torch():
     no_decay = [p for n, p in ours.named_parameters() if not n.endswith("weight")]
     tdecay = [p for n, p in theirs.named_parameters() if n.endswith("weight")]
     tno_decay = [p for n, p in theirs.named_parameters() if not n.endswith("weight")]
-    opt = AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0, "lr": 0.005}],
-                lr=0.02)
-    topt = torch.optim.AdamW([{"params": tdecay, "weight_decay": 0.1},
-                              {"params": tno_decay, "weight_decay": 0.0, "lr": 0.005}], lr=0.02, foreach=False)
+    opt = AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0, "lr": 0.005}], lr=0.02
+    )
+    topt = torch.optim.AdamW(
+        [{"params": tdecay, "weight_decay": 0.1}, {"params": tno_decay, "weight_decay": 0.0, "lr": 0.005}],
+        lr=0.02,
+        foreach=False,
+    )
     sched = lr_scheduler.StepLR(opt, 3, 0.7)
     tsched = torch.optim.lr_scheduler.StepLR(topt, 3, 0.7)
     data = batches()
@@ -165,8 +194,10 @@ def test_param_groups_match_torch():
         assert np.abs(p.data - tp.detach().numpy()).max() <= TRAINING_ATOL_FLOAT64, name
 
 
-@pytest.mark.parametrize("opt_name,sched_name", [("adam-wd", "warmup"), ("sgd-momentum-wd", "step"),
-                                                 ("adam-amsgrad", "lambda"), ("sgd-nesterov", "none")])
+@pytest.mark.parametrize(
+    "opt_name,sched_name",
+    [("adam-wd", "warmup"), ("sgd-momentum-wd", "step"), ("adam-amsgrad", "lambda"), ("sgd-nesterov", "none")],
+)
 def test_state_dict_round_trip_resumes_exactly(tmp_path, opt_name, sched_name):
     """10 steps, save model/optimizer/scheduler to disk, rebuild everything, 10 more == 20 straight."""
     make_opt, _ = OPTIMIZERS[opt_name]
@@ -183,12 +214,14 @@ def test_state_dict_round_trip_resumes_exactly(tmp_path, opt_name, sched_name):
     sched = make_sched(opt) if make_sched else None
     losses, _, _ = train_ours(model, opt, sched, data[:10])
     path = tmp_path / "ckpt.npz"
-    mt.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
-             "scheduler": sched.state_dict() if sched else {}}, path)
-    opt.step()                       # a stale update after saving must not leak into the checkpoint
+    mt.save(
+        {"model": model.state_dict(), "optimizer": opt.state_dict(), "scheduler": sched.state_dict() if sched else {}},
+        path,
+    )
+    opt.step()  # a stale update after saving must not leak into the checkpoint
 
     ckpt = mt.load(path)
-    model2, _ = make_pair(seed=5)    # different initial weights: everything must come from the file
+    model2, _ = make_pair(seed=5)  # different initial weights: everything must come from the file
     model2.load_state_dict(ckpt["model"])
     opt2 = make_opt(model2.parameters())
     opt2.load_state_dict(ckpt["optimizer"])
@@ -215,7 +248,7 @@ def test_state_dict_layout_follows_torch():
     assert set(sd["state"][0]) == set(tsd["state"][0])
     assert sd["param_groups"][0]["params"] == tsd["param_groups"][0]["params"]
     exp_avg = opt.state[ours[0].weight]["exp_avg"]
-    assert exp_avg is not sd["state"][0]["exp_avg"]            # a copy
+    assert exp_avg is not sd["state"][0]["exp_avg"]  # a copy
     np.testing.assert_array_equal(exp_avg, sd["state"][0]["exp_avg"])
 
 
@@ -259,10 +292,10 @@ def test_warmup_schedule_shape():
     for _ in range(9999):
         s.step()
         lrs.append(s.get_last_lr()[0])
-    assert lrs[0] == pytest.approx(512 ** -0.5 * 4000 ** -1.5)          # first update: step_num 1
+    assert lrs[0] == pytest.approx(512**-0.5 * 4000**-1.5)  # first update: step_num 1
     peak = int(np.argmax(lrs))
     assert peak == 3999 and lrs[peak] == pytest.approx((512 * 4000) ** -0.5)
-    assert lrs[9999] == pytest.approx(512 ** -0.5 * 10000 ** -0.5)
+    assert lrs[9999] == pytest.approx(512**-0.5 * 10000**-0.5)
     assert all(np.diff(lrs[:4000]) > 0) and all(np.diff(lrs[4000:]) < 0)
 
 
@@ -279,8 +312,11 @@ def test_params_without_grad_are_skipped(rng):
 
 
 def test_updates_are_in_place_and_keep_dtype(rng):
-    for make in (lambda ps: SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.1), lambda ps: Adam(ps, weight_decay=0.1),
-                 lambda ps: AdamW(ps, amsgrad=True)):
+    for make in (
+        lambda ps: SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.1),
+        lambda ps: Adam(ps, weight_decay=0.1),
+        lambda ps: AdamW(ps, amsgrad=True),
+    ):
         p = nn.Parameter(rng.standard_normal((4, 3)).astype(np.float32))
         arr = p.data
         p.grad = mt.tensor(rng.standard_normal((4, 3)).astype(np.float32))
@@ -288,7 +324,7 @@ def test_updates_are_in_place_and_keep_dtype(rng):
         opt = make([p])
         opt.step()
         assert p.data is arr and p.dtype == np.float32
-        np.testing.assert_array_equal(p.grad.data, g_before)            # the gradient is never modified
+        np.testing.assert_array_equal(p.grad.data, g_before)  # the gradient is never modified
         for v in opt.state[p].values():
             if isinstance(v, np.ndarray):
                 assert v.dtype == np.float32
@@ -389,11 +425,15 @@ def test_training_does_not_grow_memory():
     assert math.isfinite(step(0))
 
 
-@pytest.mark.parametrize("ours_cls,torch_cls,kw", [
-    (SGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
-    (Adam, torch.optim.Adam, dict(lr=0.01, weight_decay=0.01)),
-    (AdamW, torch.optim.AdamW, dict(lr=0.01, amsgrad=True)),
-], ids=["sgd", "adam", "adamw"])
+@pytest.mark.parametrize(
+    "ours_cls,torch_cls,kw",
+    [
+        (SGD, torch.optim.SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
+        (Adam, torch.optim.Adam, dict(lr=0.01, weight_decay=0.01)),
+        (AdamW, torch.optim.AdamW, dict(lr=0.01, amsgrad=True)),
+    ],
+    ids=["sgd", "adam", "adamw"],
+)
 def test_maximize_matches_torch(rng, ours_cls, torch_cls, kw):
     p = nn.Parameter(rng.standard_normal((3, 4)))
     tp = torch.nn.Parameter(torch.from_numpy(p.data.copy()))
@@ -426,7 +466,10 @@ def test_adam_threaded_update_is_bitwise_the_sequential_one(monkeypatch):
     def run(threads):
         monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
         rng = np.random.default_rng(0)
-        params = [mt.nn.Parameter(mt.tensor(rng.standard_normal(s).astype(np.float32))) for s in [(700, 1000), (600, 900), (7,)]]
+        params = [
+            mt.nn.Parameter(mt.tensor(rng.standard_normal(s).astype(np.float32)))
+            for s in [(700, 1000), (600, 900), (7,)]
+        ]
         opt = mt.optim.Adam(params, lr=1e-3, weight_decay=0.01)
         for _ in range(3):
             for p in params:

@@ -4,6 +4,7 @@ The report runs on CPU with a small batch and two optimizer steps; it must pass,
 must cover every parameter (gradient and value after the steps), every submodule's output and
 every attention block's weights.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -34,8 +35,7 @@ def _assert_covers_everything(report, np_model, pt_model):
     assert params <= report.names("param.grad"), params - report.names("param.grad")
     assert set(pt_model.state_dict()) <= report.names("param")
     forward = {name.split("#")[0] for name in report.names("forward")}
-    called = {name for name, m in pt_model.named_modules()
-              if name and not isinstance(m, torch.nn.ModuleList)}
+    called = {name for name, m in pt_model.named_modules() if name and not isinstance(m, torch.nn.ModuleList)}
     assert called <= forward, called - forward
     attn = {name for name, m in pt_model.named_modules() if isinstance(m, TorchMHA)}
     assert {f"{a}.attn_weights" for a in attn} == report.names("attn")
@@ -55,26 +55,43 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("config,dtype,norm_first,activation,dropout", CASES,
-                         ids=["-".join(map(str, c)) for c in CASES])
+@pytest.mark.parametrize(
+    "config,dtype,norm_first,activation,dropout", CASES, ids=["-".join(map(str, c)) for c in CASES]
+)
 def test_report_passes_and_covers_every_module(config, dtype, norm_first, activation, dropout):
-    report = run_report(ReportConfig(config, dtype, "cpu", steps=2, norm_first=norm_first, activation=activation,
-                                     dropout=dropout, batch_size=3, seed=1))
+    report = run_report(
+        ReportConfig(
+            config,
+            dtype,
+            "cpu",
+            steps=2,
+            norm_first=norm_first,
+            activation=activation,
+            dropout=dropout,
+            batch_size=3,
+            seed=1,
+        )
+    )
     assert report.passed, "\n" + render.table(report, failures_only=True)
-    np_model, pt_model = build_models(get_preset(config).model.replace(norm_first=norm_first, activation=activation),
-                                      dtype, "cpu", seed=1)
+    np_model, pt_model = build_models(
+        get_preset(config).model.replace(norm_first=norm_first, activation=activation), dtype, "cpu", seed=1
+    )
     _assert_covers_everything(report, np_model, pt_model)
     assert {r.group for r in report.rows} == set(results.GROUPS)
     assert all(r.limit == PARITY_RTOL[dtype] for r in report.rows if r.rule == "rel")
     assert {r.name for r in report.rows if r.rule == "zero"} == (
-        {n for n in report.names("param.grad") if n.endswith("W_k.bias")} | {"key-bias grads step 2"})
+        {n for n in report.names("param.grad") if n.endswith("W_k.bias")} | {"key-bias grads step 2"}
+    )
     assert {"loss step 2", "param grads step 2", "grad norm step 1", "grad norm step 2"} <= report.names("step")
     assert report.meta["trajectory"] == ("free" if dtype == "float64" else "lockstep")
 
 
 def test_report_variants_learned_positions_tied_embeddings_final_norm():
-    report = run_report(ReportConfig("copy", "float64", "cpu", steps=2, positional="learned", tie_embeddings=True,
-                                     final_norm=True, batch_size=3))
+    report = run_report(
+        ReportConfig(
+            "copy", "float64", "cpu", steps=2, positional="learned", tie_embeddings=True, final_norm=True, batch_size=3
+        )
+    )
     assert report.passed, "\n" + render.table(report, failures_only=True)
     assert "pos_encoding.embedding.weight" in report.names("param.grad")
     assert {"encoder.norm", "decoder.norm"} <= report.names("forward")
@@ -87,13 +104,14 @@ def test_numpy_side_computes_the_training_loss_of_transformer_np(monkeypatch, rn
     np_train = importlib.import_module("transformer_np.train")
     from parity.loss import sequence_loss as torch_loss
     from transformer_np.loss import sequence_loss as np_loss
+
     calls = []
     monkeypatch.setattr(np_train, "sequence_loss", lambda *a: calls.append(a) or np_loss(*a))
     report = run_report(ReportConfig("copy", "float64", "cpu", steps=1, batch_size=2))
     assert calls and report.passed
     logits = rng.standard_normal((3, 5, 7))
     labels = rng.integers(0, 7, (3, 5))
-    labels[0, 3:] = 0                                                           # PAD
+    labels[0, 3:] = 0  # PAD
     a = mt.tensor(logits, requires_grad=True)
     b = torch.tensor(logits, requires_grad=True)
     la, lb = np_loss(a, labels, 0.1), torch_loss(b, labels, 0.1)
@@ -118,7 +136,7 @@ def test_report_catches_a_wrong_weight(monkeypatch):
     failed_forward = {r.name for r in report.failures() if r.kind == "forward"}
     assert not report.passed
     assert "decoder.layers.1.feed_forward.linear2" in failed_forward
-    assert "decoder.layers.0.feed_forward.linear2" not in failed_forward       # upstream of the change
+    assert "decoder.layers.0.feed_forward.linear2" not in failed_forward  # upstream of the change
     assert "generator" in failed_forward and "loss" in {r.name for r in report.failures()}
     assert "decoder.layers.1.feed_forward.linear2.bias" in {r.name for r in report.failures() if r.kind == "param"}
 
@@ -199,7 +217,7 @@ def test_mask_to_torch_rejects_non_bool():
 def test_fully_masked_query_rows_give_zeros_on_both_sides(rng):
     q = rng.standard_normal((2, 3, 8))
     mask = np.ones((2, 1, 3, 3), dtype=bool)
-    mask[0, 0, 1, :] = False                                  # query 1 of sentence 0 sees nothing
+    mask[0, 0, 1, :] = False  # query 1 of sentence 0 sees nothing
     mt.set_default_dtype(mt.float64)
     a = NpMHA(8, 2, dropout=0.0)
     b = TorchMHA(8, 2, dropout=0.0).double()
@@ -226,8 +244,9 @@ def test_greedy_and_beam_decoding_agree(use_cache):
     beams_pt = pt_decode.beam_search(pt_model, src, beam_size=3, max_len=5, n_best=2, use_cache=use_cache)
     for hyps_np, hyps_pt in zip(beams_np, beams_pt):
         assert [h[0].tolist() for h in hyps_np] == [h[0].tolist() for h in hyps_pt]
-        assert_close(np.array([h[1] for h in hyps_np]), np.array([h[1] for h in hyps_pt]),
-                     PARITY_RTOL["float64"], "beam scores")
+        assert_close(
+            np.array([h[1] for h in hyps_np]), np.array([h[1] for h in hyps_pt]), PARITY_RTOL["float64"], "beam scores"
+        )
 
 
 def test_parity_cached_decoding_equals_full_recomputation():
@@ -240,7 +259,7 @@ def test_parity_cached_decoding_equals_full_recomputation():
         memory = pt_model.encode(src)
         full = pt_model.decode(tgt, memory)
         cache = pt_model.init_cache()
-        steps = [pt_model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(5)]
+        steps = [pt_model.decode(tgt[:, t : t + 1], memory, cache=cache) for t in range(5)]
     assert_close(torch.cat(steps, dim=1).numpy(), full.numpy(), PARITY_RTOL["float64"], "cached logits")
 
 
@@ -252,8 +271,9 @@ def test_parity_model_rejects_bad_input():
     with pytest.raises(ValueError, match="out of range"):
         pt_model(torch.full((2, 3), cfg.src_vocab_size), torch.zeros(2, 3, dtype=torch.long))
     with pytest.raises(TypeError, match="bool mask"):
-        pt_model(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long),
-                 src_mask=torch.ones(2, 1, 1, 3))
+        pt_model(
+            torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long), src_mask=torch.ones(2, 1, 1, 3)
+        )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -271,38 +291,42 @@ def test_rel_rule_judges_a_small_array_relative_to_its_own_scale():
     row = report.rows[0]
     assert not row.ok and row.rule == "rel" and row.value == pytest.approx(1e-8, rel=1e-3)
     from minitensor.testing import error_stats
-    assert error_stats(ours, ref)[1] <= PARITY_RTOL["float64"]             # the old, loose measure
+
+    assert error_stats(ours, ref)[1] <= PARITY_RTOL["float64"]  # the old, loose measure
 
 
 def test_zero_rule_limit_is_n_eps_sum_of_the_terms():
     """The limit is derived from eps and the size of the sum: n * eps * sum|terms|, per entry."""
     from minitensor.testing import FLOOR, sum_roundoff_limit
+
     rng = np.random.default_rng(0)
     terms = rng.standard_normal((384, 4))
-    terms -= terms.mean(axis=0)                                             # columns sum to 0 exactly in math
+    terms -= terms.mean(axis=0)  # columns sum to 0 exactly in math
     limit = sum_roundoff_limit(terms, "float64")
     np.testing.assert_allclose(limit, 384 * np.finfo(np.float64).eps * np.abs(terms).sum(axis=0))
-    assert np.all(np.abs(terms.sum(axis=0)) <= limit)                       # the computed sum is round-off
+    assert np.all(np.abs(terms.sum(axis=0)) <= limit)  # the computed sum is round-off
     report = results.Report(meta={})
-    off = np.array([0.0, 0.0, 1e-9, 0.0])                                   # a real error of 1e-9
+    off = np.array([0.0, 0.0, 1e-9, 0.0])  # a real error of 1e-9
     report.check_zero("grads", "param.grad", "b", (terms.sum(axis=0) + off, terms.sum(axis=0)), limit, "")
     row = report.rows[0]
     assert not row.ok and row.rule == "zero" and row.value == pytest.approx(1e-9, rel=1e-3)
     assert row.limit == pytest.approx(limit[2])
     scale = float(np.abs(terms).max())
-    assert row.value <= FLOOR["float64"] * max(1.0, scale)                  # the old limit passed it
+    assert row.value <= FLOOR["float64"] * max(1.0, scale)  # the old limit passed it
 
 
 def test_zero_rule_catches_a_key_bias_gradient_the_old_floor_passed(monkeypatch):
     """A key-bias gradient off by 1e-11 on the transformer_np side (a real bug, 1e5 times the round-off):
     the 'zero' row fails; FLOOR * scale (1e-3 of the sibling W_q.bias gradient) would have passed it."""
     from minitensor.testing import FLOOR
+
     real_loss = parity_report.NpSide.loss
 
     def with_a_bias_leak(self, src, tgt):
         loss = real_loss(self, src, tgt)
         b = self.model.encoder.layers[0].self_attn.W_k.bias
-        return loss + (b * 1e-11).sum() - float((b.data * 1e-11).sum())   # same value, gradient + 1e-11
+        return loss + (b * 1e-11).sum() - float((b.data * 1e-11).sum())  # same value, gradient + 1e-11
+
     monkeypatch.setattr(parity_report.NpSide, "loss", with_a_bias_leak)
     report = run_report(ReportConfig("copy", "float64", "cpu", steps=2, dropout=0.0, batch_size=2))
     rows = {r.name: r for r in report.rows if r.kind in ("param.grad", "step")}
@@ -311,8 +335,8 @@ def test_zero_rule_catches_a_key_bias_gradient_the_old_floor_passed(monkeypatch)
     assert "n*eps*sum|dK|" in row.note
     assert not rows["key-bias grads step 2"].ok
     sibling = rows["encoder.layers.0.self_attn.W_q.bias"]
-    assert row.value <= FLOOR["float64"] * max(1.0, sibling.max_abs)      # the old rule's limit, loosely
-    assert rows["decoder.layers.0.self_attn.W_k.bias"].ok                 # the others still pass
+    assert row.value <= FLOOR["float64"] * max(1.0, sibling.max_abs)  # the old rule's limit, loosely
+    assert rows["decoder.layers.0.self_attn.W_k.bias"].ok  # the others still pass
 
 
 def test_drift_rule_limit_is_adams_step_bound_for_round_off_gradients():
@@ -323,16 +347,17 @@ def test_drift_rule_limit_is_adams_step_bound_for_round_off_gradients():
     preset = get_preset("copy")
     rate = warmup_lambda(preset.model.d_model, preset.train.warmup_steps, 1.0)
     lrs = [preset.train.lr * rate(0), preset.train.lr * rate(1)]
-    g = max(r.limit for r in report.rows if r.rule == "zero")     # passed: every key-bias gradient entry is below
+    g = max(r.limit for r in report.rows if r.rule == "zero")  # passed: every key-bias gradient entry is below
     drift = [r for r in report.rows if r.rule == "drift"]
     assert {r.name for r in drift} == {n for n in report.names("param") if n.endswith("W_k.bias")}
     assert all(r.ok and r.value <= r.limit for r in drift)
     assert all(0 < r.limit <= sum(lrs) * g / preset.train.eps for r in drift)
     assert all(r.limit < 1e-8 < sum(lrs) for r in drift)
     assert parity_report.adam_step_bound([1e-3, 2e-3], [1e-15, 3e-15], (0.9, 0.98), 1e-9) == pytest.approx(
-        1e-3 * 1e-6 + 2e-3 * 3e-6)
+        1e-3 * 1e-6 + 2e-3 * 3e-6
+    )
     assert parity_report.adam_step_bound([1e-3], [1.0], (0.9, 0.98), 1e-9) == pytest.approx(1e-3)
-    assert parity_report.adam_step_bound([1e-3], [1.0], (0.9, 0.999), 1e-9) == pytest.approx(1e-3 * 0.1 / 0.001 ** 0.5)
+    assert parity_report.adam_step_bound([1e-3], [1.0], (0.9, 0.999), 1e-9) == pytest.approx(1e-3 * 0.1 / 0.001**0.5)
     bound = drift[0].limit
     row = results.Report(meta={})
     row.check_drift("b", np.full(3, 1e-8), np.zeros(3), np.zeros(3), bound, "")
@@ -355,15 +380,29 @@ def test_text_fits_120_columns_with_every_column_headed(small_report):
     assert head.split() == ["kind", "module", "/", "parameter", "shape", "rule", "value", "limit", "result"]
     width = len(head)
     table_rows = render.table(small_report).splitlines()[2:]
-    table_rows = [line for line in table_rows if not line.startswith("[")]         # the group headings
+    table_rows = [line for line in table_rows if not line.startswith("[")]  # the group headings
     assert len(table_rows) == len(small_report.rows) and all(len(line) <= width for line in table_rows)
     for g in results.GROUPS:
         n = sum(r.group == g for r in small_report.rows)
         assert f"[{g}: {render.plural(n, 'check')}]" in out
     assert "[logits: 1 check]" in out and "[loss: 1 check]" in out
-    long_name = results.Report(meta=small_report.meta, rows=[small_report.rows[0].__class__(
-        "encoder", "forward", "encoder." + "very_long_module_name." * 8 + "end", (2, 3), 0.0, 0.0, "rel", 0.0,
-        1e-4, True)])
+    long_name = results.Report(
+        meta=small_report.meta,
+        rows=[
+            small_report.rows[0].__class__(
+                "encoder",
+                "forward",
+                "encoder." + "very_long_module_name." * 8 + "end",
+                (2, 3),
+                0.0,
+                0.0,
+                "rel",
+                0.0,
+                1e-4,
+                True,
+            )
+        ],
+    )
     assert max(map(len, render.table(long_name).splitlines())) <= 120
 
 
@@ -373,16 +412,27 @@ def test_header_states_the_reference_adjustments_with_counts(small_report):
     assert a["relu_inputs_compared"] > 0 and a["relu_branches_aligned"] >= 0
     assert "reference adjusted, torch side only" in head
     assert "the total norm is accumulated in float64" in head
-    assert (f"for {a['relu_branches_aligned']:,} of {a['relu_inputs_compared']:,} ReLU inputs"
-            in " ".join(head.split()))
+    assert f"for {a['relu_branches_aligned']:,} of {a['relu_inputs_compared']:,} ReLU inputs" in " ".join(head.split())
     md = render.markdown(small_report)
     assert "ReLU inputs" in md and "accumulated in float64" in md
 
 
 def test_legend_explains_kinds_rules_and_trajectories(small_report):
     legend = "\n".join(render.legend(small_report.meta))
-    for word in ("forward:", "attn:", "loss:", "grad:", "param.grad:", "step:", "param:", "rel:", "zero:", "drift:",
-                 "free:", "lockstep:"):
+    for word in (
+        "forward:",
+        "attn:",
+        "loss:",
+        "grad:",
+        "param.grad:",
+        "step:",
+        "param:",
+        "rel:",
+        "zero:",
+        "drift:",
+        "free:",
+        "lockstep:",
+    ):
         assert word in legend, word
     kinds = {r.kind for r in small_report.rows}
     assert all(f"{k}:" in legend for k in kinds)
@@ -393,7 +443,8 @@ def test_plurals_and_failures_only(small_report):
     assert render.plural(1, "check") == "1 check" and render.plural(2, "check") == "2 checks"
     assert render.plural(0, "check") == "0 checks"
     assert render.table(small_report, failures_only=True) == (
-        f"no failures: all {len(small_report.rows)} checks within their limits")
+        f"no failures: all {len(small_report.rows)} checks within their limits"
+    )
     one = results.Report(meta=small_report.meta, rows=[small_report.rows[0]])
     assert render.verdict(one) == "PASS: all 1 check within their limits"
     assert render.table(one, failures_only=True) == "no failures: all 1 check within their limits"
@@ -413,15 +464,27 @@ def test_plurals_and_failures_only(small_report):
 HVP_CASES = [(norm_first, activation) for norm_first in (False, True) for activation in ("relu", "gelu")]
 
 
-@pytest.mark.parametrize("norm_first,activation", HVP_CASES, ids=[f"{'pre' if n else 'post'}-norm-{a}"
-                                                                  for n, a in HVP_CASES])
+@pytest.mark.parametrize(
+    "norm_first,activation", HVP_CASES, ids=[f"{'pre' if n else 'post'}-norm-{a}" for n, a in HVP_CASES]
+)
 def test_whole_model_hvp_equals_torch_to_1e9_in_float64(norm_first, activation):
     """H v of the copy-reverse model's training loss, every parameter's block and the whole vector, rule 'rel'."""
-    report = run_report(ReportConfig("copy-reverse", "float64", "cpu", steps=0, norm_first=norm_first,
-                                     activation=activation, batch_size=3, seed=2))
+    report = run_report(
+        ReportConfig(
+            "copy-reverse",
+            "float64",
+            "cpu",
+            steps=0,
+            norm_first=norm_first,
+            activation=activation,
+            batch_size=3,
+            seed=2,
+        )
+    )
     hvp = [r for r in report.rows if r.group == "hvp"]
-    assert hvp and all(r.ok and r.rule == "rel" and r.limit == PARITY_RTOL["float64"] == 1e-9 for r in hvp), \
+    assert hvp and all(r.ok and r.rule == "rel" and r.limit == PARITY_RTOL["float64"] == 1e-9 for r in hvp), (
         "\n" + render.table(report, failures_only=True)
+    )
     np_model, _ = build_models(get_preset("copy-reverse").model, "float64", "cpu", seed=2)
     names = [n for n, _ in np_model.named_parameters()]
     assert {r.name for r in hvp} >= {n for n in names if not n.endswith("W_k.bias")}
@@ -437,7 +500,7 @@ def test_hvp_rows_catch_a_wrong_second_derivative(monkeypatch):
     def sabotaged(grad, loss, params, direction):
         out = real(grad, loss, params, direction)
         if grad is mt.autograd.grad:
-            out[-1] = out[-1] * (1 + 1e-7)                         # the output projection's bias
+            out[-1] = out[-1] * (1 + 1e-7)  # the output projection's bias
         return out
 
     monkeypatch.setattr(parity_report, "hessian_vector_product", sabotaged)
@@ -452,5 +515,5 @@ def test_hessian_vector_product_is_the_derivative_of_the_directional_gradient(rn
     x, v = rng.standard_normal(5), rng.standard_normal(5)
     for lib, grad in ((mt, mt.autograd.grad), (torch, torch.autograd.grad)):
         t = lib.tensor(x, requires_grad=True)
-        hv = parity_report.hessian_vector_product(grad, (t ** 3).sum(), [t], [lib.tensor(v)])[0]
+        hv = parity_report.hessian_vector_product(grad, (t**3).sum(), [t], [lib.tensor(v)])[0]
         assert_close(to_np(hv), 6 * x * v, PARITY_RTOL["float64"], f"{lib.__name__} H v")

@@ -1,4 +1,5 @@
 """`python -m parity`: the report and summary commands, their outputs and their errors."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,13 +24,30 @@ def _run(*args):
 
 
 def test_report_command_passes_and_writes_json_and_markdown(tmp_path):
-    code, out, err = _run("report", "--config", "copy", "--dtype", "float32", "--device", "cpu", "--steps", "1",
-                          "--batch-size", "2", "--norm-first", "--activation", "gelu", "--dropout", "0.2",
-                          "--out", str(tmp_path))
+    code, out, err = _run(
+        "report",
+        "--config",
+        "copy",
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--steps",
+        "1",
+        "--batch-size",
+        "2",
+        "--norm-first",
+        "--activation",
+        "gelu",
+        "--dropout",
+        "0.2",
+        "--out",
+        str(tmp_path),
+    )
     assert code == 0, out[-3000:] + err[-3000:]
     assert "PASS: all" in out and "decoder.layers.1.cross_attn.attn_weights" in out
     assert "ReLU branches: none aligned (the activation is not ReLU)" in out
-    assert max(len(line) for line in out.splitlines() if not line.startswith("wrote ")) <= 120   # not the paths
+    assert max(len(line) for line in out.splitlines() if not line.startswith("wrote ")) <= 120  # not the paths
     with open(tmp_path / "parity_copy_float32_cpu.json") as f:
         data = json.load(f)
     assert data["passed"] is True
@@ -53,19 +71,22 @@ def _exit_code(argv) -> int:
         return e.code
 
 
-@pytest.mark.parametrize("args,message", [
-    (["report", "--config", "nope"], "argument --config: invalid choice: 'nope' (choose from 'base', 'copy'"),
-    (["report", "--dtype", "float16"], "argument --dtype: invalid choice: 'float16' (choose from 'float32', "),
-    (["summary", "--config", "copy", "--dtype", "int64"], "argument --dtype: invalid choice: 'int64'"),
-    (["report", "--steps", "-1", "--device", "cpu"], "argument --steps: expected an integer >= 0, got -1"),
-    (["report", "--batch-size", "0"], "argument --batch-size: expected an integer >= 1, got 0"),
-    (["report", "--dropout", "1.5"], "argument --dropout: expected a number in [0, 1), got 1.5"),
-    (["report", "--trajectory", "sideways"], "argument --trajectory: invalid choice: 'sideways'"),
-    (["report", "--activation", "tanh"], "argument --activation: invalid choice: 'tanh'"),
-    (["report", "--positional", "rope"], "argument --positional: invalid choice: 'rope'"),
-    (["report", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
-    (["summary", "--checkpoint", "/nonexistent/run"], "no checkpoint at '/nonexistent/run'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["report", "--config", "nope"], "argument --config: invalid choice: 'nope' (choose from 'base', 'copy'"),
+        (["report", "--dtype", "float16"], "argument --dtype: invalid choice: 'float16' (choose from 'float32', "),
+        (["summary", "--config", "copy", "--dtype", "int64"], "argument --dtype: invalid choice: 'int64'"),
+        (["report", "--steps", "-1", "--device", "cpu"], "argument --steps: expected an integer >= 0, got -1"),
+        (["report", "--batch-size", "0"], "argument --batch-size: expected an integer >= 1, got 0"),
+        (["report", "--dropout", "1.5"], "argument --dropout: expected a number in [0, 1), got 1.5"),
+        (["report", "--trajectory", "sideways"], "argument --trajectory: invalid choice: 'sideways'"),
+        (["report", "--activation", "tanh"], "argument --activation: invalid choice: 'tanh'"),
+        (["report", "--positional", "rope"], "argument --positional: invalid choice: 'rope'"),
+        (["report", "--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+        (["summary", "--checkpoint", "/nonexistent/run"], "no checkpoint at '/nonexistent/run'"),
+    ],
+)
 def test_bad_input_exits_2_with_a_clear_message(args, message, capsys):
     assert _exit_code(args) == 2
     err = capsys.readouterr().err
@@ -76,12 +97,14 @@ def test_bad_input_exits_2_with_a_clear_message(args, message, capsys):
 def test_every_flag_documented_with_default_and_choices():
     from parity.__main__ import build_parser
     from tests.cli_help import undocumented_flags
+
     parser = build_parser()
     assert undocumented_flags(parser) == []
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
-    for command, flags in {"report": ("--config", "--dtype", "--device", "--trajectory", "--activation",
-                                      "--positional"),
-                           "summary": ("--config", "--dtype", "--device", "--trajectory")}.items():
+    for command, flags in {
+        "report": ("--config", "--dtype", "--device", "--trajectory", "--activation", "--positional"),
+        "summary": ("--config", "--dtype", "--device", "--trajectory"),
+    }.items():
         actions = {a.option_strings[-1]: a for a in subs[command]._actions if a.option_strings}
         assert all(actions[f].choices for f in flags), command
         help_text = subs[command].format_help()
@@ -91,8 +114,14 @@ def test_every_flag_documented_with_default_and_choices():
 def test_import_without_torch_says_to_install_the_extra():
     """A simulated missing torch (sys.modules['torch'] = None): `import parity` fails with one line naming the extra."""
     code = "import sys; sys.modules['torch'] = None\ntry:\n    import parity\nexcept ImportError as e:\n    print(e)"
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "PYTHONPATH": ROOT})
+    p = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines() == ["parity needs PyTorch: install the torch extra, pip install '.[torch]'"]
 
@@ -108,10 +137,12 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 def checkpoint_dir(tmp_path_factory):
     """A two-step transformer_np run of a small copy-reverse model (the format of transformer_np/train.py)."""
     from transformer_np.train import default_configs, train
+
     model_cfg, train_cfg = default_configs("copy-reverse")
     model_cfg = model_cfg.replace(d_model=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
-    train_cfg = train_cfg.replace(steps=2, batch_size=8, train_size=64, eval_size=8, eval_every=1000,
-                                  checkpoint_every=1000)
+    train_cfg = train_cfg.replace(
+        steps=2, batch_size=8, train_size=64, eval_size=8, eval_every=1000, checkpoint_every=1000
+    )
     out = str(tmp_path_factory.mktemp("run"))
     previous = mt.get_default_dtype()
     try:

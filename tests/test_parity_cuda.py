@@ -5,6 +5,7 @@ False. transformer_np always runs on the CPU; only the PyTorch reference moves t
 these check that the reference (masks, dropout masks, KV cache, weight transfer) is device-clean
 and that the report's float32 tolerances hold against cuBLAS's summation orders too.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,9 @@ pytestmark = pytest.mark.cuda
 @pytest.mark.parametrize("norm_first,activation", [(False, "relu"), (True, "gelu")], ids=["post-relu", "pre-gelu"])
 @pytest.mark.parametrize("config", ["copy", "copy-reverse"])
 def test_report_passes_on_cuda_float32(config, norm_first, activation):
-    report = run_report(ReportConfig(config, "float32", "cuda", steps=2, norm_first=norm_first, activation=activation,
-                                     batch_size=4))
+    report = run_report(
+        ReportConfig(config, "float32", "cuda", steps=2, norm_first=norm_first, activation=activation, batch_size=4)
+    )
     assert report.meta["device"] == "cuda"
     assert report.passed, "\n" + render.table(report, failures_only=True)
 

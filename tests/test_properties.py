@@ -4,6 +4,7 @@ The op table fixes a few shapes per op; here hypothesis draws the shapes, dims a
 flags. Example counts are small and derandomized so the file runs in seconds and every CI
 run sees the same examples. Values are compared with PyTorch in float64 at OP_RTOL.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,15 +17,19 @@ import minitensor as mt
 from minitensor.testing import OP_RTOL, assert_close
 
 RTOL = OP_RTOL["float64"]
-SETTINGS = settings(max_examples=25, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 BINARY = {
     "add": lambda a, b: a + b,
     "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
     "div": lambda a, b: a / b,
-    "pow": lambda a, b: a ** b,
+    "pow": lambda a, b: a**b,
     "maximum": lambda a, b: (mt if isinstance(a, mt.Tensor) else torch).maximum(a, b),
 }
 
@@ -34,13 +39,16 @@ def _pair(arr: np.ndarray):
 
 
 @SETTINGS
-@given(shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4),
-       op=st.sampled_from(sorted(BINARY)), seed=st.integers(0, 2**31 - 1))
+@given(
+    shapes=mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=4),
+    op=st.sampled_from(sorted(BINARY)),
+    seed=st.integers(0, 2**31 - 1),
+)
 def test_binary_broadcasting(shapes, op, seed):
     rng = np.random.default_rng(seed)
     sa, sb = shapes.input_shapes
-    a = rng.uniform(0.5, 2.0, sa)       # positive: a valid base for pow
-    b = rng.uniform(0.5, 2.0, sb) * rng.choice([-1.0, 1.0], sb)   # away from 0: a valid divisor
+    a = rng.uniform(0.5, 2.0, sa)  # positive: a valid base for pow
+    b = rng.uniform(0.5, 2.0, sb) * rng.choice([-1.0, 1.0], sb)  # away from 0: a valid divisor
     (am, at), (bm, bt) = _pair(a), _pair(b)
     out_m, out_t = BINARY[op](am, bm), BINARY[op](at, bt)
     assert out_m.shape == tuple(out_t.shape) == shapes.result_shape
@@ -81,7 +89,7 @@ def _reduce(lib, x, name, dim, keepdim):
         return x.var(dim=full, unbiased=False, keepdim=keepdim)
     if name == "logsumexp":
         return x.logsumexp(dim=full, keepdim=keepdim)
-    if name in ("max", "min"):      # dim -> values; full reduction -> scalar
+    if name in ("max", "min"):  # dim -> values; full reduction -> scalar
         if isinstance(dim, int):
             return getattr(x, name)(dim=dim, keepdim=keepdim).values
         return getattr(x, name)()
@@ -93,8 +101,7 @@ def _reduce(lib, x, name, dim, keepdim):
 
 
 @SETTINGS
-@given(sd=shape_and_dims(), keepdim=st.booleans(), name=st.sampled_from(REDUCTIONS),
-       seed=st.integers(0, 2**31 - 1))
+@given(sd=shape_and_dims(), keepdim=st.booleans(), name=st.sampled_from(REDUCTIONS), seed=st.integers(0, 2**31 - 1))
 def test_reductions(sd, keepdim, name, seed):
     shape, dim = sd
     rng = np.random.default_rng(seed)
@@ -141,12 +148,14 @@ def test_reshape_permute_round_trip(shape, data):
     np.testing.assert_array_equal(y.numpy(), np.transpose(x, perm))
     g = rng.standard_normal(shape)
     z.backward(mt.tensor(g.copy()))
-    np.testing.assert_array_equal(xm.grad.numpy(), g)   # a round trip moves the gradient unchanged
+    np.testing.assert_array_equal(xm.grad.numpy(), g)  # a round trip moves the gradient unchanged
 
 
 @SETTINGS
-@given(shapes=mutually_broadcastable_shapes(signature=np.matmul.signature, max_dims=3, max_side=4),
-       seed=st.integers(0, 2**31 - 1))
+@given(
+    shapes=mutually_broadcastable_shapes(signature=np.matmul.signature, max_dims=3, max_side=4),
+    seed=st.integers(0, 2**31 - 1),
+)
 def test_matmul_shapes(shapes, seed):
     """np.matmul's signature '(n?,k),(k,m?)->(n?,m?)': 1-D operands and broadcast batch dims."""
     rng = np.random.default_rng(seed)

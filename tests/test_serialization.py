@@ -2,6 +2,7 @@
 
 The format is `.npz` without pickles; see minitensor/serialization.py for the key scheme.
 """
+
 from __future__ import annotations
 
 import io
@@ -65,13 +66,25 @@ def test_nested_optimizer_state_round_trip(tmp_path, rng):
     state = {
         "model": {"w": rng.standard_normal((3, 2))},
         "optimizer": {
-            "state": {0: {"step": 7, "exp_avg": rng.standard_normal((3, 2)), "exp_avg_sq": rng.random((3, 2))},
-                      1: {"momentum_buffer": rng.standard_normal(2).astype(np.float32)}},
-            "param_groups": [{"lr": 0.001, "betas": (0.9, 0.98), "eps": 1e-9, "amsgrad": False,
-                              "weight_decay": 0, "params": [0, 1], "nothing": None, "name": "a/b%c"}],
+            "state": {
+                0: {"step": 7, "exp_avg": rng.standard_normal((3, 2)), "exp_avg_sq": rng.random((3, 2))},
+                1: {"momentum_buffer": rng.standard_normal(2).astype(np.float32)},
+            },
+            "param_groups": [
+                {
+                    "lr": 0.001,
+                    "betas": (0.9, 0.98),
+                    "eps": 1e-9,
+                    "amsgrad": False,
+                    "weight_decay": 0,
+                    "params": [0, 1],
+                    "nothing": None,
+                    "name": "a/b%c",
+                }
+            ],
         },
         "scheduler": {"last_epoch": 12, "base_lrs": [1.0], "_last_lr": [0.1 + 0.2]},
-        "special": [float("inf"), -float("inf"), float("nan"), 2 ** 70, -0.0],
+        "special": [float("inf"), -float("inf"), float("nan"), 2**70, -0.0],
         "weird/key%": {"x": np.zeros(0)},
     }
     path = tmp_path / "ckpt.npz"
@@ -79,7 +92,7 @@ def test_nested_optimizer_state_round_trip(tmp_path, rng):
     back = load(path)
     _same_exactly(state, back)
     assert isinstance(back["optimizer"]["param_groups"][0]["betas"], tuple)
-    assert list(back["optimizer"]["state"]) == [0, 1]          # int keys stay int
+    assert list(back["optimizer"]["state"]) == [0, 1]  # int keys stay int
     with np.load(path, allow_pickle=False) as npz:
         assert "optimizer/state/0/exp_avg" in npz.files
         assert "weird%2Fkey%25/x" in npz.files
@@ -99,7 +112,7 @@ def test_exact_path_is_used_and_overwrite_is_atomic(tmp_path):
     assert path.exists() and not (tmp_path / "no_suffix.npz").exists()
     save({"a": np.zeros(3)}, path)
     np.testing.assert_array_equal(load(path)["a"], np.zeros(3))
-    assert [p.name for p in tmp_path.iterdir()] == ["no_suffix"]   # no temporary left behind
+    assert [p.name for p in tmp_path.iterdir()] == ["no_suffix"]  # no temporary left behind
 
 
 def test_missing_file(tmp_path):
@@ -153,7 +166,7 @@ def test_save_refuses_unsupported_values(tmp_path):
         save([np.ones(2)], tmp_path / "x.npz")
     with pytest.raises(ValueError, match=r"at '1' maps to the archive member '1'"):
         save({1: np.ones(1), "1": np.ones(1)}, tmp_path / "x.npz")
-    assert not any(tmp_path.iterdir())     # nothing written on failure
+    assert not any(tmp_path.iterdir())  # nothing written on failure
 
 
 def test_plain_numpy_npz_loads_as_flat_dict(tmp_path):
@@ -203,9 +216,30 @@ def test_save_over_a_file_keeps_its_permissions(tmp_path):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
 
 
-ODD_KEYS = ["a", "a.npy", "a.npy.npy", "x\0y", "\0", "%", "%25", "%2F", "/", "a/b", "", ".", "..", "\ud800",
-            "\udfff.npy", "__minitensor__", "%5F_minitensor__", "__minitensor__.npy", "日本語", "tab\tnew\nline",
-            "back\\slash", "é" * 300]
+ODD_KEYS = [
+    "a",
+    "a.npy",
+    "a.npy.npy",
+    "x\0y",
+    "\0",
+    "%",
+    "%25",
+    "%2F",
+    "/",
+    "a/b",
+    "",
+    ".",
+    "..",
+    "\ud800",
+    "\udfff.npy",
+    "__minitensor__",
+    "%5F_minitensor__",
+    "__minitensor__.npy",
+    "日本語",
+    "tab\tnew\nline",
+    "back\\slash",
+    "é" * 300,
+]
 
 
 def test_every_odd_key_round_trips(tmp_path):
@@ -238,7 +272,7 @@ def _npy(arr, allow_pickle=False) -> bytes:
 
 def _zip(path, members, compression=zipfile.ZIP_STORED):
     with warnings.catch_warnings(), zipfile.ZipFile(path, "w", compression) as zf:
-        warnings.simplefilter("ignore")     # "Duplicate name": a hostile case wants exactly that
+        warnings.simplefilter("ignore")  # "Duplicate name": a hostile case wants exactly that
         for name, data in members:
             zf.writestr(name, data)
 
@@ -257,7 +291,7 @@ def _with_tree(tree, *members):
 
 def _deep_tree(depth):
     """A tree of `depth` nested lists, as JSON text (json.dumps itself cannot write one 100000 deep)."""
-    return '{"d": [["k", ' + '{"l": [' * depth + '{"v": null}' + ']}' * depth + ']]}'
+    return '{"d": [["k", ' + '{"l": [' * depth + '{"v": null}' + "]}" * depth + "]]}"
 
 
 def _good_file(p):
@@ -266,15 +300,17 @@ def _good_file(p):
 
 def _edit(edit):
     """A file written by `save`, then `edit(bytes) -> bytes`."""
+
     def build(p):
         _good_file(p)
         p.write_bytes(edit(p.read_bytes()))
+
     return build
 
 
 def _flip_data_byte(data: bytes) -> bytes:
-    i = data.index(np.arange(64, dtype=np.float64).tobytes()) + 100   # inside w's data: the CRC no longer holds
-    return data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:]
+    i = data.index(np.arange(64, dtype=np.float64).tobytes()) + 100  # inside w's data: the CRC no longer holds
+    return data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1 :]
 
 
 def _header_with_shape(shape):
@@ -286,9 +322,9 @@ def _header_with_shape(shape):
 def _unknown_compression(p):
     _zip(p, [("a.npy", _npy(np.ones(3)))])
     data = bytearray(p.read_bytes())
-    for sig, off in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):     # method field of local and central headers
+    for sig, off in ((b"PK\x03\x04", 8), (b"PK\x01\x02", 10)):  # method field of local and central headers
         i = data.index(sig)
-        data[i + off:i + off + 2] = (99).to_bytes(2, "little")
+        data[i + off : i + off + 2] = (99).to_bytes(2, "little")
     p.write_bytes(bytes(data))
 
 
@@ -315,27 +351,35 @@ HOSTILE = {
     "a member that is not .npy": (lambda p: _zip(p, [("readme.txt", b"hi")]), "not a .npy array"),
     "a member with a bad npy magic": (lambda p: _zip(p, [("a.npy", b"NOTNUMPY" * 10)]), "cannot be read"),
     "plain npz with a pickled object array": (lambda p: _zip(p, [("a.npy", _npy(_obj, True))]), "object array"),
-    "saved file with a pickled member": (_with_tree({"d": [["a", {"a": "a"}]]}, ("a.npy", _npy(_obj, True))),
-                                         "object array"),
-    "member shorter than its header": (lambda p: _zip(p, [("a.npy", _header_with_shape((1000,)) + b"\0" * 80)]),
-                                       "declares 8000 bytes"),
-    "member claims a huge shape": (lambda p: _zip(p, [("a.npy", _header_with_shape((10 ** 12, 10 ** 6)))]),
-                                   "declares"),
+    "saved file with a pickled member": (
+        _with_tree({"d": [["a", {"a": "a"}]]}, ("a.npy", _npy(_obj, True))),
+        "object array",
+    ),
+    "member shorter than its header": (
+        lambda p: _zip(p, [("a.npy", _header_with_shape((1000,)) + b"\0" * 80)]),
+        "declares 8000 bytes",
+    ),
+    "member claims a huge shape": (lambda p: _zip(p, [("a.npy", _header_with_shape((10**12, 10**6)))]), "declares"),
     "member with bytes after its data": (lambda p: _zip(p, [("a.npy", _npy(np.ones(3)) + b"xx")]), "holds"),
     # the structure member
-    "structure is not JSON": (lambda p: _zip(p, [("__minitensor__.npy", _npy(np.array("{not json")))]),
-                              "invalid JSON"),
-    "structure is a number array": (lambda p: _zip(p, [("__minitensor__.npy", _npy(np.arange(3)))]),
-                                    "expected a 0-d text array"),
-    "structure is a pickled object": (lambda p: _zip(p, [("__minitensor__.npy", _npy(_obj, True))]),
-                                      "object array"),
-    "structure is a JSON list": (lambda p: _zip(p, [("__minitensor__.npy", _npy(np.array("[1, 2]")))]),
-                                 "expected an object"),
-    "structure without a tree": (lambda p: _zip(p, [("__minitensor__.npy", _npy(np.array('{"format": '
-                                                                                         '"minitensor"}')))]),
-                                 "expected an object"),
-    "structure from another format": (lambda p: _zip(p, [("__minitensor__.npy", _meta(format="other"))]),
-                                      "'format': 'minitensor'"),
+    "structure is not JSON": (lambda p: _zip(p, [("__minitensor__.npy", _npy(np.array("{not json")))]), "invalid JSON"),
+    "structure is a number array": (
+        lambda p: _zip(p, [("__minitensor__.npy", _npy(np.arange(3)))]),
+        "expected a 0-d text array",
+    ),
+    "structure is a pickled object": (lambda p: _zip(p, [("__minitensor__.npy", _npy(_obj, True))]), "object array"),
+    "structure is a JSON list": (
+        lambda p: _zip(p, [("__minitensor__.npy", _npy(np.array("[1, 2]")))]),
+        "expected an object",
+    ),
+    "structure without a tree": (
+        lambda p: _zip(p, [("__minitensor__.npy", _npy(np.array('{"format": "minitensor"}')))]),
+        "expected an object",
+    ),
+    "structure from another format": (
+        lambda p: _zip(p, [("__minitensor__.npy", _meta(format="other"))]),
+        "'format': 'minitensor'",
+    ),
     "a newer format version": (lambda p: _zip(p, [("__minitensor__.npy", _meta(version=99))]), "newer format"),
     "a version that is text": (lambda p: _zip(p, [("__minitensor__.npy", _meta(version="1"))]), "format version"),
     "root is a list": (_with_tree({"l": []}), "root is not a dict"),
@@ -374,7 +418,7 @@ def test_load_refuses_a_hostile_file_with_one_clear_value_error(tmp_path, case):
     e = info.value
     assert type(e) is ValueError
     assert str(e).startswith(f"load: {str(path)!r} ") and re.search(phrase, str(e)), str(e)
-    assert e.__cause__ is None and e.__context__ is None     # nothing chained: one error, ours
+    assert e.__cause__ is None and e.__context__ is None  # nothing chained: one error, ours
     shown = "".join(traceback.format_exception(e))
     assert "allow_pickle" not in shown and "unsafe" not in shown, shown
 
@@ -387,6 +431,7 @@ def test_load_refuses_a_directory(tmp_path):
 # --- a save interrupted at each stage leaves the previous file ----------------------------------------------------
 def _raise_on_call(n):
     """A replacement that raises at its n-th call (1-based) and otherwise calls the original."""
+
     def wrap(original):
         calls = []
 
@@ -395,7 +440,9 @@ def _raise_on_call(n):
             if len(calls) == n:
                 raise OSError("disk full (injected)")
             return original(*args, **kwargs)
+
         return patched
+
     return wrap
 
 
@@ -408,6 +455,7 @@ def _raise_after_call(original):
         calls.append(1)
         if len(calls) == 1:
             raise OSError("I/O error after the end record (injected)")
+
     return patched
 
 
@@ -420,9 +468,12 @@ INTERRUPTIONS = {
     "flushing to disk": (os, "fsync", _raise_on_call(1), OSError),
     "setting the permissions": (os, "chmod", _raise_on_call(1), OSError),
     "renaming over the old file": (os, "replace", _raise_on_call(1), OSError),
-    "Ctrl-C while writing an array": (np.lib.format, "write_array",
-                                      lambda orig: lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()),
-                                      KeyboardInterrupt),
+    "Ctrl-C while writing an array": (
+        np.lib.format,
+        "write_array",
+        lambda orig: lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()),
+        KeyboardInterrupt,
+    ),
 }
 
 
@@ -439,17 +490,38 @@ def test_interrupted_save_leaves_the_previous_file_intact(tmp_path, monkeypatch,
     monkeypatch.undo()
     assert path.read_bytes() == before
     _same_exactly(old, load(path))
-    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]      # the temporary file is gone
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]  # the temporary file is gone
 
 
 # --- property: any nested state dict of supported values round-trips bit for bit ---------------------------------
-_DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-           np.float16, np.float32, np.float64, np.complex64, np.complex128, "U3", "S3", "M8[ns]", "m8[s]", ">f8", "<i4"]
+_DTYPES = [
+    np.bool_,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.float16,
+    np.float32,
+    np.float64,
+    np.complex64,
+    np.complex128,
+    "U3",
+    "S3",
+    "M8[ns]",
+    "m8[s]",
+    ">f8",
+    "<i4",
+]
 _ODD_TEXT = st.sampled_from(["\0", "%", "/", ".npy", "__minitensor__", "\ud800", "%2F", "", "a"])
 _KEY_TEXT = st.lists(st.one_of(_ODD_TEXT, st.text(max_size=4)), max_size=3).map("".join)
-_KEYS = st.one_of(_KEY_TEXT, st.integers(-10, 10 ** 30))
+_KEYS = st.one_of(_KEY_TEXT, st.integers(-10, 10**30))
 _ARRAYS = st.sampled_from(_DTYPES).flatmap(
-    lambda dt: hnp.arrays(np.dtype(dt), hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3)))
+    lambda dt: hnp.arrays(np.dtype(dt), hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=3))
+)
 _SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), _KEY_TEXT)
 
 
@@ -460,13 +532,21 @@ def _unique_archive_keys(d):
 
 _TREES = st.recursive(
     st.one_of(_ARRAYS, _SCALARS),
-    lambda kids: st.one_of(st.lists(kids, max_size=3), st.lists(kids, max_size=3).map(tuple),
-                           st.dictionaries(_KEYS, kids, max_size=3).map(_unique_archive_keys)),
-    max_leaves=12)
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3),
+        st.lists(kids, max_size=3).map(tuple),
+        st.dictionaries(_KEYS, kids, max_size=3).map(_unique_archive_keys),
+    ),
+    max_leaves=12,
+)
 
 
-@settings(max_examples=80, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=80,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(st.dictionaries(_KEYS, _TREES, max_size=4).map(_unique_archive_keys))
 def test_any_nested_state_dict_round_trips(tmp_path, obj):
     path = tmp_path / "prop.npz"

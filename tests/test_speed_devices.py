@@ -4,6 +4,7 @@ Each device is a named helper chosen on arrays (a blocked optimizer update, an a
 a fused op); here each is run against the readable formula on the same inputs: bitwise where the
 device only reorders work (blocks of an elementwise update), else to OP_RTOL.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,13 +28,20 @@ def _adam_run(monkeypatch, block: int, cls=Adam, shape=(3 * 1000 + 7,), transpos
     return p.data.copy(), {k: v.copy() for k, v in opt.state[p].items() if isinstance(v, np.ndarray)}
 
 
-@pytest.mark.parametrize("cls, kw", [(Adam, {}), (Adam, dict(amsgrad=True)),
-                                     (Adam, dict(weight_decay=0.1, maximize=True)), (AdamW, dict(weight_decay=0.1))])
+@pytest.mark.parametrize(
+    "cls, kw",
+    [
+        (Adam, {}),
+        (Adam, dict(amsgrad=True)),
+        (Adam, dict(weight_decay=0.1, maximize=True)),
+        (AdamW, dict(weight_decay=0.1)),
+    ],
+)
 @pytest.mark.parametrize("shape, transposed", [((3007,), False), ((70, 50), False), ((70, 50), True)])
 def test_adam_in_blocks_is_bitwise_the_single_pass(monkeypatch, cls, kw, shape, transposed):
     """Blocks of 1,000 entries (several blocks, a short last one; a transposed, non-contiguous parameter
     comes whole) give exactly the parameter and state of one pass over the whole arrays."""
-    whole, whole_state = _adam_run(monkeypatch, 10 ** 9, cls, shape, transposed, **kw)
+    whole, whole_state = _adam_run(monkeypatch, 10**9, cls, shape, transposed, **kw)
     blocked, blocked_state = _adam_run(monkeypatch, 1000, cls, shape, transposed, **kw)
     np.testing.assert_array_equal(blocked, whole)
     for k in whole_state:
@@ -49,7 +57,7 @@ def test_in_blocks_covers_every_entry_once():
         for (block,), scratch in optmod.in_blocks(a):
             assert scratch.shape == block.shape and not np.shares_memory(scratch, a)
             seen.extend(block.tolist())
-            block += 100                                  # views: writes land in a
+            block += 100  # views: writes land in a
     finally:
         optmod.BLOCK_NUMEL = old
     assert seen == list(range(10)) and (a >= 100).all()
@@ -61,6 +69,7 @@ def test_reuse_freed_memory_is_applied_once_and_can_be_declined(monkeypatch):
     import sys
 
     from minitensor import allocator
+
     assert allocator.reuse_freed_memory() is allocator.reuse_freed_memory()
     code = "import minitensor.allocator as a; print(a.reuse_freed_memory())"
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), "MINITENSOR_MALLOC": "default"}
@@ -75,6 +84,7 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
     the blocked softmax gradient is the readable formula `_softmax_grad` that runs on Tensors."""
     from minitensor.ops import fused
     from minitensor.ops.namespace import ARRAYS
+
     rng = np.random.default_rng(0)
     q, k = rng.standard_normal((2, 3, 24, 8), dtype=np.float32), rng.standard_normal((2, 3, 40, 8), dtype=np.float32)
     keep = None if keep_shape is None else rng.random(keep_shape) > 0.3
@@ -90,9 +100,9 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
     assert len(fused.score_blocks(np.empty((2, 3, 24, 40), np.float32))) == 1
     monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
     assert len(fused.score_blocks(np.empty((2, 3, 24, 40), np.float32))) == 2 * 3 * 12
-    for whole, blocked in zip(run(10 ** 9), run(100)):
+    for whole, blocked in zip(run(10**9), run(100)):
         np.testing.assert_array_equal(blocked, whole)
-    w = run(10 ** 9)[0]
+    w = run(10**9)[0]
     monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
     np.testing.assert_array_equal(fused.softmax_grad_in_blocks(g, w), fused._softmax_grad(ARRAYS, g, w))
 
@@ -104,13 +114,14 @@ def test_update_pool_shares_hold_every_parameter_once_and_balance():
     assert sorted(id(p) for s in shares for p in s) == sorted(id(p) for p in params)
     loads = [sum(p.data.size for p in s) for s in shares]
     assert len(shares) == 2 and max(loads) - min(loads) <= max(sizes) and max(loads) <= 1300
-    assert len(optmod._balanced_shares(params[:1], 4)) == 1                  # no empty share
+    assert len(optmod._balanced_shares(params[:1], 4)) == 1  # no empty share
 
 
 def test_dropout_with_a_bool_mask_is_bitwise_x_times_the_float_mask():
     """Dropout keeps `keep` (bool) and scale, not keep * scale: the same output and gradient, bit for bit,
     signed zeros, inf and NaN included."""
     from minitensor.ops import Dropout
+
     rng = np.random.default_rng(0)
     x = rng.standard_normal(200).astype(np.float32)
     x[:4] = [-0.0, np.inf, -np.inf, np.nan]
@@ -122,7 +133,7 @@ def test_dropout_with_a_bool_mask_is_bitwise_x_times_the_float_mask():
         y = Dropout.apply(xt, mt.tensor(keep), scale=scale)
         y.backward(g)
         m = keep * scale
-        with np.errstate(invalid="ignore"):                   # inf * 0 = NaN, on both sides
+        with np.errstate(invalid="ignore"):  # inf * 0 = NaN, on both sides
             ref = x * m
         np.testing.assert_array_equal(np.signbit(y.data), np.signbit(ref))
         np.testing.assert_array_equal(y.data, ref)
@@ -135,6 +146,7 @@ def test_row_scatter_add_is_bitwise_np_add_at(dtype):
     """index_put's row device (the embedding's backward) against np.add.at: repeated rows (up to all the
     same), signed zeros, an empty index; negative rows take np.add.at itself."""
     from minitensor.ops.indexing import index_put
+
     rng = np.random.default_rng(1)
     cases = [(rng.integers(1, 30), rng.integers(1, 6), rng.integers(0, 60)) for _ in range(100)]
     for V, D, N in cases + [(5, 3, 40), (7, 2, 0)]:

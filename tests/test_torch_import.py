@@ -9,6 +9,7 @@ side as key-padding masks plus a boolean causal attn_mask (True = blocked), on o
 boolean "True = may attend" mask each. nn.Transformer runs with grad enabled, which keeps it
 on its reference ("slow") path: the fused inference fast path and nested tensors are not used.
 """
+
 from __future__ import annotations
 
 import copy
@@ -45,10 +46,11 @@ D, H, FF, B, S, T = 32, 4, 64, 3, 7, 6
 
 def _nn_transformer(norm_first, activation="relu"):
     torch.manual_seed(0)
-    ref = torch.nn.Transformer(D, H, 2, 2, FF, dropout=0.0, activation=activation, batch_first=True,
-                               norm_first=norm_first).double()
-    with torch.no_grad():                        # non-trivial norms and biases, so a swapped one shows
-        for name, p in ref.named_parameters():
+    ref = torch.nn.Transformer(
+        D, H, 2, 2, FF, dropout=0.0, activation=activation, batch_first=True, norm_first=norm_first
+    ).double()
+    with torch.no_grad():  # non-trivial norms and biases, so a swapped one shows
+        for _name, p in ref.named_parameters():
             if p.dim() == 1:
                 p.add_(0.1 * torch.randn_like(p))
     return ref
@@ -70,20 +72,30 @@ def _run_reference(ref, x_src, x_tgt, src_keep, tgt_keep, upstream):
     xt = torch.tensor(x_tgt, requires_grad=True)
     causal_blocked = ~torch.ones(T, T, dtype=torch.bool).tril()
     memory = ref.encoder(xs, src_key_padding_mask=torch.tensor(~src_keep))
-    out = ref.decoder(xt, memory, tgt_mask=causal_blocked, tgt_key_padding_mask=torch.tensor(~tgt_keep),
-                      memory_key_padding_mask=torch.tensor(~src_keep))
+    out = ref.decoder(
+        xt,
+        memory,
+        tgt_mask=causal_blocked,
+        tgt_key_padding_mask=torch.tensor(~tgt_keep),
+        memory_key_padding_mask=torch.tensor(~src_keep),
+    )
     (out * torch.tensor(upstream)).sum().backward()
     grads = copy.deepcopy(ref)
     with torch.no_grad():
         for (_, g), (_, p) in zip(grads.named_parameters(), ref.named_parameters()):
             g.copy_(p.grad)
-    return memory.detach().numpy(), out.detach().numpy(), xs.grad.numpy(), xt.grad.numpy(), \
-        convert.torch_transformer_arrays(grads)
+    return (
+        memory.detach().numpy(),
+        out.detach().numpy(),
+        xs.grad.numpy(),
+        xt.grad.numpy(),
+        convert.torch_transformer_arrays(grads),
+    )
 
 
 def _our_masks(src_keep, tgt_keep):
-    src_mask = src_keep[:, None, None, :]                                       # (B, 1, 1, S)
-    tgt_mask = tgt_keep[:, None, None, :] & np.tri(T, dtype=bool)[None, None]   # (B, 1, T, T)
+    src_mask = src_keep[:, None, None, :]  # (B, 1, 1, S)
+    tgt_mask = tgt_keep[:, None, None, :] & np.tri(T, dtype=bool)[None, None]  # (B, 1, T, T)
     return src_mask, tgt_mask
 
 
@@ -97,10 +109,13 @@ FRAMEWORKS = {
 def _our_transformer(side, norm_first, activation):
     if side == "transformer_np":
         from transformer_np.model import Transformer
-        return Transformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True,
-                           activation=activation)
-    return TorchTransformer(10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True,
-                            activation=activation).double()
+
+        return Transformer(
+            10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True, activation=activation
+        )
+    return TorchTransformer(
+        10, 10, D, H, 2, 2, FF, dropout=0.0, norm_first=norm_first, final_norm=True, activation=activation
+    ).double()
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
@@ -135,11 +150,21 @@ def test_mask_to_torch_drives_nn_transformer_like_key_padding(rng):
     x_src, x_tgt, src_keep, tgt_keep = _inputs(rng)
     src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
     xs, xt = torch.tensor(x_src), torch.tensor(x_tgt)
-    a = ref(xs, xt, src_mask=convert.mask_to_torch(src_mask, H, B, S, S),
-            tgt_mask=convert.mask_to_torch(tgt_mask, H, B, T, T),
-            memory_mask=convert.mask_to_torch(src_mask, H, B, T, S))
-    b = ref(xs, xt, tgt_mask=~torch.ones(T, T, dtype=torch.bool).tril(), src_key_padding_mask=torch.tensor(~src_keep),
-            tgt_key_padding_mask=torch.tensor(~tgt_keep), memory_key_padding_mask=torch.tensor(~src_keep))
+    a = ref(
+        xs,
+        xt,
+        src_mask=convert.mask_to_torch(src_mask, H, B, S, S),
+        tgt_mask=convert.mask_to_torch(tgt_mask, H, B, T, T),
+        memory_mask=convert.mask_to_torch(src_mask, H, B, T, S),
+    )
+    b = ref(
+        xs,
+        xt,
+        tgt_mask=~torch.ones(T, T, dtype=torch.bool).tril(),
+        src_key_padding_mask=torch.tensor(~src_keep),
+        tgt_key_padding_mask=torch.tensor(~tgt_keep),
+        memory_key_padding_mask=torch.tensor(~src_keep),
+    )
     assert_close(a.detach().numpy(), b.detach().numpy(), RTOL, "converted masks")
 
 
@@ -156,13 +181,15 @@ def test_multihead_attention_alone(side, rng, float64_default):
     key_keep[0, 5:] = False
     upstream = rng.standard_normal((B, T, D))
     tq, tkv = torch.tensor(q, requires_grad=True), torch.tensor(kv, requires_grad=True)
-    out_ref, w_ref = ref(tq, tkv, tkv, key_padding_mask=torch.tensor(~key_keep), need_weights=True,
-                         average_attn_weights=False)
+    out_ref, w_ref = ref(
+        tq, tkv, tkv, key_padding_mask=torch.tensor(~key_keep), need_weights=True, average_attn_weights=False
+    )
     (out_ref * torch.tensor(upstream)).sum().backward()
     arrays = convert.from_torch_multihead_attention(ref)
     mask = key_keep[:, None, None, :]
     if side == "transformer_np":
         from transformer_np.model import MultiHeadAttention
+
         mha = MultiHeadAttention(D, H, dropout=0.0)
         convert.load_arrays(mha, arrays)
         mha.store_attention = True
@@ -198,9 +225,11 @@ def test_import_rejects_a_mismatched_model():
 def test_single_layers_import(norm_first, rng, float64_default):
     """nn.TransformerEncoderLayer / DecoderLayer alone -> transformer_np's EncoderLayer / DecoderLayer."""
     from transformer_np.model import DecoderLayer, EncoderLayer
+
     torch.manual_seed(1)
-    enc_ref = torch.nn.TransformerEncoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first,
-                                               activation="gelu").double()
+    enc_ref = torch.nn.TransformerEncoderLayer(
+        D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first, activation="gelu"
+    ).double()
     dec_ref = torch.nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, norm_first=norm_first).double()
     enc = EncoderLayer(D, H, FF, dropout=0.0, activation="gelu", norm_first=norm_first)
     dec = DecoderLayer(D, H, FF, dropout=0.0, activation="relu", norm_first=norm_first)
@@ -210,8 +239,13 @@ def test_single_layers_import(norm_first, rng, float64_default):
     src_mask, tgt_mask = _our_masks(src_keep, tgt_keep)
     with torch.no_grad():
         mem_ref = enc_ref(torch.tensor(x_src), src_key_padding_mask=torch.tensor(~src_keep))
-        out_ref = dec_ref(torch.tensor(x_tgt), mem_ref, tgt_mask=~torch.ones(T, T, dtype=torch.bool).tril(),
-                          tgt_key_padding_mask=torch.tensor(~tgt_keep), memory_key_padding_mask=torch.tensor(~src_keep))
+        out_ref = dec_ref(
+            torch.tensor(x_tgt),
+            mem_ref,
+            tgt_mask=~torch.ones(T, T, dtype=torch.bool).tril(),
+            tgt_key_padding_mask=torch.tensor(~tgt_keep),
+            memory_key_padding_mask=torch.tensor(~src_keep),
+        )
     with mt.no_grad():
         mem = enc(mt.tensor(x_src), mt.tensor(src_mask))
         out = dec(mt.tensor(x_tgt), mt.tensor(mem_ref.numpy()), mt.tensor(src_mask), mt.tensor(tgt_mask))

@@ -6,6 +6,7 @@ test_gradcheck.py and test_higher_order.py). Here: that every name exists where 
 device story (one device, "cpu"), the factories `new_*`, the modules' construction and state, a first
 training step written the PyTorch way, and the clear errors for what is refused.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,15 +19,45 @@ from minitensor.testing import OP_RTOL, assert_close
 F = mt.nn.functional
 
 NAMES = {
-    "Tensor": ["device", "is_cuda", "cpu", "cuda", "mm", "bmm", "norm", "new_zeros", "new_ones", "new_full",
-               "new_empty", "new_tensor", "type_as", "topk", "sort", "argsort", "gather"],
+    "Tensor": [
+        "device",
+        "is_cuda",
+        "cpu",
+        "cuda",
+        "mm",
+        "bmm",
+        "norm",
+        "new_zeros",
+        "new_ones",
+        "new_full",
+        "new_empty",
+        "new_tensor",
+        "type_as",
+        "topk",
+        "sort",
+        "argsort",
+        "gather",
+    ],
     "mt": ["device", "cuda", "mm", "bmm", "norm", "topk", "sort", "argsort", "gather", "einsum"],
-    "nn": ["Tanh", "Sigmoid", "Softmax", "LogSoftmax", "CrossEntropyLoss", "MSELoss", "NLLLoss", "L1Loss",
-           "BCEWithLogitsLoss"],
+    "nn": [
+        "Tanh",
+        "Sigmoid",
+        "Softmax",
+        "LogSoftmax",
+        "CrossEntropyLoss",
+        "MSELoss",
+        "NLLLoss",
+        "L1Loss",
+        "BCEWithLogitsLoss",
+    ],
     "F": ["mse_loss", "l1_loss", "one_hot", "binary_cross_entropy_with_logits"],
 }
-NAMESPACES = {"Tensor": (mt.Tensor, torch.Tensor), "mt": (mt, torch), "nn": (mt.nn, torch.nn),
-              "F": (F, torch.nn.functional)}
+NAMESPACES = {
+    "Tensor": (mt.Tensor, torch.Tensor),
+    "mt": (mt, torch),
+    "nn": (mt.nn, torch.nn),
+    "F": (F, torch.nn.functional),
+}
 
 
 @pytest.mark.parametrize("where", sorted(NAMES))
@@ -115,8 +146,11 @@ def test_type_as_matches_torch():
 def test_sort_topk_return_named_values_and_indices_as_torch():
     z = np.random.default_rng(0).standard_normal((3, 5))
     x, xt = mt.tensor(z), torch.tensor(z)
-    for ours, theirs in ((x.sort(dim=1), xt.sort(dim=1)), (mt.topk(x, 2), torch.topk(xt, 2)),
-                         (x.sort(descending=True), xt.sort(descending=True))):
+    for ours, theirs in (
+        (x.sort(dim=1), xt.sort(dim=1)),
+        (mt.topk(x, 2), torch.topk(xt, 2)),
+        (x.sort(descending=True), xt.sort(descending=True)),
+    ):
         values, indices = ours
         assert values is ours.values and indices is ours.indices
         np.testing.assert_array_equal(values.numpy(), theirs.values.numpy())
@@ -135,8 +169,10 @@ def test_sort_puts_nan_where_torch_does():
 
 def test_sort_of_integers_and_of_a_0d_tensor():
     z = np.array([[3, 1, 2], [0, 5, 5]])
-    for ours, theirs in ((mt.tensor(z).sort(dim=1, stable=True), torch.tensor(z).sort(dim=1, stable=True)),
-                         (mt.tensor(2.5).sort(), torch.tensor(2.5).sort())):
+    for ours, theirs in (
+        (mt.tensor(z).sort(dim=1, stable=True), torch.tensor(z).sort(dim=1, stable=True)),
+        (mt.tensor(2.5).sort(), torch.tensor(2.5).sort()),
+    ):
         np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
         np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
 
@@ -181,7 +217,7 @@ def test_a_first_training_step_written_the_pytorch_way_matches_torch():
     for lib in (mt, torch):
         lib.manual_seed(0)
         model = lib.nn.Sequential(lib.nn.Linear(5, 4), lib.nn.Tanh(), lib.nn.Linear(4, 3)).double()
-        if lib is torch:                                        # the same starting weights
+        if lib is torch:  # the same starting weights
             with torch.no_grad():
                 for p, q in zip(model.parameters(), results[0][2]):
                     p.copy_(torch.tensor(q))
@@ -233,20 +269,27 @@ REFUSED = [
     (lambda: F.l1_loss(mt.randn(3), mt.tensor([1, 2, 3])), TypeError, "l1_loss: target must be floating"),
     (lambda: F.l1_loss(mt.randn(3), mt.randn(3), reduction="avg"), ValueError, "reduction must be 'mean', 'sum' or"),
     (lambda: F.binary_cross_entropy_with_logits(mt.randn(3, 2), mt.rand(3)), ValueError, "target of shape"),
-    (lambda: F.binary_cross_entropy_with_logits(mt.randn(3, 2), mt.rand(3, 2), pos_weight=mt.ones(3)),
-     ValueError, r"pos_weight must be a Tensor that broadcasts to \(2,\), got \(3,\)"),
+    (
+        lambda: F.binary_cross_entropy_with_logits(mt.randn(3, 2), mt.rand(3, 2), pos_weight=mt.ones(3)),
+        ValueError,
+        r"pos_weight must be a Tensor that broadcasts to \(2,\), got \(3,\)",
+    ),
     (lambda: mt.nn.CrossEntropyLoss(weight=mt.ones(3)), NotImplementedError, "CrossEntropyLoss: per-class weight"),
     (lambda: mt.nn.NLLLoss(weight=mt.ones(3)), NotImplementedError, "NLLLoss: per-class weight"),
-    (lambda: mt.nn.CrossEntropyLoss(reduction="avg")(mt.randn(2, 3), mt.tensor([0, 1])), ValueError,
-     "cross_entropy: reduction must be"),
+    (
+        lambda: mt.nn.CrossEntropyLoss(reduction="avg")(mt.randn(2, 3), mt.tensor([0, 1])),
+        ValueError,
+        "cross_entropy: reduction must be",
+    ),
     (lambda: mt.nn.MSELoss(reduction="avg")(mt.randn(2), mt.randn(2)), ValueError, "mse_loss: reduction must be"),
     (lambda: mt.nn.Softmax()(mt.randn(2, 3)), ValueError, r"Softmax: dim is None; .* nn.Softmax\(dim=-1\)"),
     (lambda: mt.nn.LogSoftmax()(mt.randn(2, 3)), ValueError, "LogSoftmax: dim is None"),
 ]
 
 
-@pytest.mark.parametrize("call,error,message", REFUSED, ids=[m.split(":")[0] + f"-{i}" for i, (_, _, m) in
-                                                            enumerate(REFUSED)])
+@pytest.mark.parametrize(
+    "call,error,message", REFUSED, ids=[m.split(":")[0] + f"-{i}" for i, (_, _, m) in enumerate(REFUSED)]
+)
 def test_refused_inputs_raise_clear_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()

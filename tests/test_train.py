@@ -1,4 +1,5 @@
 """transformer_np/train.py: schedules, evaluation, checkpoints, exact resume, Ctrl-C, config mismatch."""
+
 import os
 import re
 
@@ -8,13 +9,22 @@ import pytest
 import minitensor as mt
 from transformer_np.config import ModelConfig, TrainConfig
 from transformer_np.data import PAD_ID, get_task, make_batches
-from transformer_np.train import (build_model, build_optimizer, compute_loss, config_for_task,
-                                  default_configs, evaluate, layer_groups, load_checkpoint, load_history,
-                                  schedule_curve, train)
+from transformer_np.train import (
+    build_model,
+    build_optimizer,
+    compute_loss,
+    config_for_task,
+    default_configs,
+    evaluate,
+    layer_groups,
+    load_checkpoint,
+    load_history,
+    schedule_curve,
+    train,
+)
 
 TINY_MODEL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.1)
-TINY_TRAIN = dict(steps=6, batch_size=8, train_size=40, eval_size=8, eval_every=3, checkpoint_every=3,
-                  warmup_steps=4)
+TINY_TRAIN = dict(steps=6, batch_size=8, train_size=40, eval_size=8, eval_every=3, checkpoint_every=3, warmup_steps=4)
 
 
 def tiny(task="copy-reverse", **train_changes):
@@ -47,7 +57,7 @@ def test_schedules():
     m, t = tiny()
     lrs = schedule_curve(m, t.replace(schedule="warmup", lr=1.0, warmup_steps=10), 40)
     n = np.arange(1, 41)
-    np.testing.assert_allclose(lrs, m.d_model ** -0.5 * np.minimum(n ** -0.5, n * 10 ** -1.5), rtol=1e-12)
+    np.testing.assert_allclose(lrs, m.d_model**-0.5 * np.minimum(n**-0.5, n * 10**-1.5), rtol=1e-12)
     assert np.argmax(lrs) == 9
     lrs = schedule_curve(m, t.replace(schedule="step", lr=0.1, step_size=5, gamma=0.5), 12)
     np.testing.assert_allclose(lrs, [0.1] * 5 + [0.05] * 5 + [0.025] * 2)
@@ -76,7 +86,7 @@ def test_loss_ignores_padding_and_evaluate_counts_tokens():
     lp = logits.numpy() - logits.numpy().max(-1, keepdims=True)
     lp = lp - np.log(np.exp(lp).sum(-1, keepdims=True))
     keep = labels != PAD_ID
-    assert (~keep).any()                                         # the batch really has padding
+    assert (~keep).any()  # the batch really has padding
     nll = -np.take_along_axis(lp, labels[..., None], -1)[..., 0]
     np.testing.assert_allclose(loss.item(), nll[keep].mean(), rtol=1e-5)
     metrics = evaluate(model, pairs, batch_size=4)
@@ -165,6 +175,7 @@ def test_config_for_task_sets_vocab_sizes():
 
 def test_real_sigint_is_held_to_the_step_boundary(tmp_path):
     import signal
+
     m, t = tiny(checkpoint_every=100)
     straight = train(m, t, str(tmp_path / "a"), progress=False)
     seen = []
@@ -172,38 +183,49 @@ def test_real_sigint_is_held_to_the_step_boundary(tmp_path):
     def ctrl_c_at_3(step, record):
         seen.append(step)
         if step == 3:
-            os.kill(os.getpid(), signal.SIGINT)        # what Ctrl-C sends
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
 
     with pytest.raises(KeyboardInterrupt):
         train(m, t, str(tmp_path / "b"), progress=False, callback=ctrl_c_at_3)
     assert seen == [1, 2, 3] and load_checkpoint(str(tmp_path / "b")).step == 3
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # handler restored
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
     resumed = train(m, t, str(tmp_path / "b"), resume=True, progress=False)
     _assert_bitwise_equal(_params(straight.model), _params(resumed.model))
 
 
-@pytest.mark.parametrize("cls, changes, message", [
-    (ModelConfig, dict(num_encoder_layers=-1), "expected num_encoder_layers >= 1, got num_encoder_layers=-1"),
-    (ModelConfig, dict(d_model=0), "ModelConfig: expected d_model >= 1, got d_model=0"),
-    (ModelConfig, dict(d_model=10, num_heads=4), "d_model must be divisible by num_heads, got d_model=10 and "
-                                                 "num_heads=4"),
-    (ModelConfig, dict(dropout=1.0), "ModelConfig: expected dropout in [0, 1), got dropout=1.0"),
-    (ModelConfig, dict(activation="tanh"), "ModelConfig: unknown activation 'tanh': expected one of 'relu', 'gelu'"),
-    (ModelConfig, dict(d_ff=2.5), "ModelConfig: d_ff must be an int, got float 2.5"),
-    (ModelConfig, dict(norm_first=1), "ModelConfig: norm_first must be True or False, got int 1"),
-    (TrainConfig, dict(batch_size=0), "TrainConfig: expected batch_size >= 1, got batch_size=0"),
-    (TrainConfig, dict(eval_size=0), "TrainConfig: expected eval_size >= 1, got eval_size=0"),
-    (TrainConfig, dict(lr=float("nan")), "TrainConfig: expected lr in (0, inf), got lr=nan"),
-    (TrainConfig, dict(betas=(0.9,)), "TrainConfig: betas must be a pair (beta1, beta2), got (0.9,)"),
-    (TrainConfig, dict(task="nope"), "TrainConfig: unknown task 'nope'"),
-])
+@pytest.mark.parametrize(
+    "cls, changes, message",
+    [
+        (ModelConfig, dict(num_encoder_layers=-1), "expected num_encoder_layers >= 1, got num_encoder_layers=-1"),
+        (ModelConfig, dict(d_model=0), "ModelConfig: expected d_model >= 1, got d_model=0"),
+        (
+            ModelConfig,
+            dict(d_model=10, num_heads=4),
+            "d_model must be divisible by num_heads, got d_model=10 and num_heads=4",
+        ),
+        (ModelConfig, dict(dropout=1.0), "ModelConfig: expected dropout in [0, 1), got dropout=1.0"),
+        (
+            ModelConfig,
+            dict(activation="tanh"),
+            "ModelConfig: unknown activation 'tanh': expected one of 'relu', 'gelu'",
+        ),
+        (ModelConfig, dict(d_ff=2.5), "ModelConfig: d_ff must be an int, got float 2.5"),
+        (ModelConfig, dict(norm_first=1), "ModelConfig: norm_first must be True or False, got int 1"),
+        (TrainConfig, dict(batch_size=0), "TrainConfig: expected batch_size >= 1, got batch_size=0"),
+        (TrainConfig, dict(eval_size=0), "TrainConfig: expected eval_size >= 1, got eval_size=0"),
+        (TrainConfig, dict(lr=float("nan")), "TrainConfig: expected lr in (0, inf), got lr=nan"),
+        (TrainConfig, dict(betas=(0.9,)), "TrainConfig: betas must be a pair (beta1, beta2), got (0.9,)"),
+        (TrainConfig, dict(task="nope"), "TrainConfig: unknown task 'nope'"),
+    ],
+)
 def test_configs_refuse_every_bad_field_with_the_command_lines_message(cls, changes, message):
     base = ModelConfig(src_vocab_size=20, tgt_vocab_size=20) if cls is ModelConfig else TrainConfig()
     with pytest.raises((ValueError, TypeError)) as e:
         base.replace(**changes)
     assert message in str(e.value)
-    if cls is ModelConfig:                   # the model itself checks its arguments the same way, first
+    if cls is ModelConfig:  # the model itself checks its arguments the same way, first
         from transformer_np.model import Transformer
+
         with pytest.raises(type(e.value), match=re.escape(str(e.value))):
             Transformer(**{**base.to_dict(), **changes})
 
@@ -223,11 +245,15 @@ def test_train_refuses_a_directory_that_holds_a_run(tmp_path):
 def test_the_package_root_is_the_public_api_and_imports_light():
     import subprocess
     import sys
-    code = ("import sys, transformer_np as t; "
-            "from transformer_np import Transformer, ModelConfig, TrainConfig, greedy_decode, beam_search, train; "
-            "assert sorted(set(t.__all__)) == sorted(t.__all__) and all(hasattr(t, n) for n in t.__all__); "
-            "assert 'matplotlib' not in sys.modules and 'tqdm' not in sys.modules, 'heavy import'; print('ok')")
+
+    code = (
+        "import sys, transformer_np as t; "
+        "from transformer_np import Transformer, ModelConfig, TrainConfig, greedy_decode, beam_search, train; "
+        "assert sorted(set(t.__all__)) == sorted(t.__all__) and all(hasattr(t, n) for n in t.__all__); "
+        "assert 'matplotlib' not in sys.modules and 'tqdm' not in sys.modules, 'heavy import'; print('ok')"
+    )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
-                       env={**os.environ, "PYTHONPATH": root})
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": root}
+    )
     assert r.stdout.strip() == "ok", r.stderr

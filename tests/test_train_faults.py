@@ -10,6 +10,7 @@
   by a crash or by a KeyboardInterrupt; the resume from what is left on disk is again bitwise equal to the
   uninterrupted run.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -24,11 +25,10 @@ import pytest
 
 from transformer_np.train import CHECKPOINT_NAME, default_configs, load_history, train
 
-train_module = importlib.import_module("transformer_np.train")   # the package root's `train` is the function
+train_module = importlib.import_module("transformer_np.train")  # the package root's `train` is the function
 
 TINY_MODEL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.1)
-TINY_TRAIN = dict(steps=6, batch_size=8, train_size=40, eval_size=8, eval_every=3, checkpoint_every=2,
-                  warmup_steps=4)
+TINY_TRAIN = dict(steps=6, batch_size=8, train_size=40, eval_size=8, eval_every=3, checkpoint_every=2, warmup_steps=4)
 SIGINT_SCENARIOS = 16
 
 
@@ -73,6 +73,7 @@ def straight(tmp_path_factory):
 
     def count(frame, event, arg):
         events[0] += 1
+
     sys.setprofile(count)
     try:
         res = train(m, t, str(tmp_path_factory.mktemp("straight")), progress=False)
@@ -100,7 +101,7 @@ def _train_with_sigints(out_dir: str, at: list[int]) -> bool:
             train(m, t, out_dir, resume=resume, progress=False)
         finally:
             sys.setprofile(None)
-        count[0] += 0       # a last instruction for a signal sent on the way out to land on
+        count[0] += 0  # a last instruction for a signal sent on the way out to land on
     except KeyboardInterrupt:
         return True
     finally:
@@ -115,11 +116,13 @@ def test_repeated_sigint_at_random_points_then_resume_is_bitwise_exact(straight,
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run")
         interruptions = 0
-        for attempt in range(3):
+        for _attempt in range(3):
             first = int(rng.integers(0, n_events))
             # the others follow within a few calls (inside the same step or save) or much later
-            gaps = [int(rng.integers(1, 50)) if rng.random() < 0.5 else int(rng.integers(50, n_events // 4))
-                    for _ in range(int(rng.integers(0, 4)))]
+            gaps = [
+                int(rng.integers(1, 50)) if rng.random() < 0.5 else int(rng.integers(50, n_events // 4))
+                for _ in range(int(rng.integers(0, 4)))
+            ]
             at = list(np.cumsum([first, *gaps]))
             if _train_with_sigints(out, at):
                 interruptions += 1
@@ -143,10 +146,15 @@ class _SaveFaults:
 
     def __init__(self, monkeypatch, fail_at: int | None, error):
         self.fail_at, self.error, self.saves, self.armed = fail_at, error, 0, False
-        self.calls: list[str] = []          # the second save's calls, in order: its stages
+        self.calls: list[str] = []  # the second save's calls, in order: its stages
         import minitensor.serialization as ser
-        for owner, name in ((os, "replace"), (ser.tempfile, "mkstemp"), (np.lib.format, "write_array"),
-                            (train_module.json, "dump")):
+
+        for owner, name in (
+            (os, "replace"),
+            (ser.tempfile, "mkstemp"),
+            (np.lib.format, "write_array"),
+            (train_module.json, "dump"),
+        ):
             monkeypatch.setattr(owner, name, self._wrap(name, getattr(owner, name)))
         real_save = train_module._save_checkpoint
 
@@ -157,6 +165,7 @@ class _SaveFaults:
                 return real_save(*args, **kwargs)
             finally:
                 self.armed = False
+
         monkeypatch.setattr(train_module, "_save_checkpoint", save)
 
     def _wrap(self, name, fn):
@@ -167,6 +176,7 @@ class _SaveFaults:
                     self.armed = False
                     raise self.error
             return fn(*args, **kwargs)
+
         return wrapper
 
 
@@ -199,14 +209,13 @@ def _check_saves_interrupted_at(stages: list[int], straight, monkeypatch, tmp_pa
     return cases
 
 
-def test_a_save_interrupted_at_each_kind_of_stage_then_resume_is_bitwise_exact(straight, monkeypatch, tmp_path,
-                                                                              capsys):
+def test_a_save_interrupted_at_each_kind_of_stage_then_resume_is_bitwise_exact(straight, monkeypatch, tmp_path, capsys):
     calls = _stages_of_one_save(monkeypatch, str(tmp_path))
     # the history file and its rename, then the archive: its temporary file, one member per array, the rename
     assert calls[:3] == ["dump", "replace", "mkstemp"] and calls[-1] == "replace"
     assert calls[3:-1] == ["write_array"] * (len(calls) - 4) and len(calls) > 20
     arrays = range(4, len(calls))
-    stages = [1, 2, 3, arrays[0], arrays[len(arrays) // 2], arrays[-1], len(calls)]    # 1-based call numbers
+    stages = [1, 2, 3, arrays[0], arrays[len(arrays) // 2], arrays[-1], len(calls)]  # 1-based call numbers
     assert _check_saves_interrupted_at(stages, straight, monkeypatch, tmp_path) == 14
 
 
@@ -220,16 +229,45 @@ def test_ctrl_c_three_times_on_the_command_line_keeps_a_run_that_resumes_exactly
     """The real thing: `python -m transformer_np train` in its own process, Ctrl-C pressed three times in a row."""
     import subprocess
     import time
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = str(tmp_path / "run")
-    flags = ["--d-model", "16", "--num-heads", "2", "--num-encoder-layers", "1", "--num-decoder-layers", "1",
-             "--d-ff", "32", "--batch-size", "8", "--train-size", "40", "--eval-size", "8", "--warmup-steps", "4",
-             "--eval-every", "0", "--checkpoint-every", "0", "--no-progress"]
+    flags = [
+        "--d-model",
+        "16",
+        "--num-heads",
+        "2",
+        "--num-encoder-layers",
+        "1",
+        "--num-decoder-layers",
+        "1",
+        "--d-ff",
+        "32",
+        "--batch-size",
+        "8",
+        "--train-size",
+        "40",
+        "--eval-size",
+        "8",
+        "--warmup-steps",
+        "4",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "0",
+        "--no-progress",
+    ]
     env = {**os.environ, "PYTHONPATH": root, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "transformer_np", "train", "--out", out, "--steps", "100000",
-                             *flags], cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "transformer_np", "train", "--out", out, "--steps", "100000", *flags],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().startswith("task copy-reverse")
-    time.sleep(1.0)                                   # some steps
+    time.sleep(1.0)  # some steps
     for _ in range(3):
         proc.send_signal(signal.SIGINT)
         time.sleep(0.002)
@@ -239,8 +277,24 @@ def test_ctrl_c_three_times_on_the_command_line_keeps_a_run_that_resumes_exactly
     state = train_module.mt.load(os.path.join(out, CHECKPOINT_NAME))
     step = int(state["step"])
     assert step > 0 and len(load_history(out)["step"]) == step
-    r = subprocess.run([sys.executable, "-m", "transformer_np", "train", "--out", out, "--resume", "--steps",
-                        str(step + 2), "--no-progress"], cwd=root, env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "transformer_np",
+            "train",
+            "--out",
+            out,
+            "--resume",
+            "--steps",
+            str(step + 2),
+            "--no-progress",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     m, t = _configs()
     t = t.replace(steps=step + 2, eval_every=0, checkpoint_every=0)

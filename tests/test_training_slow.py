@@ -10,6 +10,7 @@ The architectures are the seeds'; the recipes (steps, lr, warmup, dropout, label
 are tuned for a short run and are what RECIPES says. Thresholds are the issue's, never loosened.
 Each test prints its wall time and accuracy (run with -s to see them).
 """
+
 import time
 
 import pytest
@@ -27,10 +28,32 @@ from transformer_np.train import default_configs, train
 #   settles the model (copy: 100% from step 1500 on, held-out loss 2e-5; copy-reverse: 96.0%
 #   after 2500 warmup steps, 99.8% after 2000 StepLR steps).
 RECIPES = {
-    "copy": (dict(dropout=0.0), dict(steps=2000, schedule="step", lr=1e-3, step_size=400, gamma=0.5,
-                                     label_smoothing=0.0, train_size=100_000, eval_size=200)),
-    "copy-reverse": (dict(dropout=0.0), dict(steps=2000, schedule="step", lr=1e-3, step_size=400, gamma=0.5,
-                                             label_smoothing=0.0, train_size=50_000, eval_size=500)),
+    "copy": (
+        dict(dropout=0.0),
+        dict(
+            steps=2000,
+            schedule="step",
+            lr=1e-3,
+            step_size=400,
+            gamma=0.5,
+            label_smoothing=0.0,
+            train_size=100_000,
+            eval_size=200,
+        ),
+    ),
+    "copy-reverse": (
+        dict(dropout=0.0),
+        dict(
+            steps=2000,
+            schedule="step",
+            lr=1e-3,
+            step_size=400,
+            gamma=0.5,
+            label_smoothing=0.0,
+            train_size=50_000,
+            eval_size=500,
+        ),
+    ),
     "toy-translation": (dict(dropout=0.0), dict(steps=800)),
 }
 THRESHOLDS = {"copy": 1.0, "copy-reverse": 0.98, "toy-translation": 1.0}
@@ -46,8 +69,10 @@ def _run(task, tmp_path):
     res = train(model_cfg, train_cfg, str(tmp_path), progress=False)
     wall = time.perf_counter() - t0
     m = res.metrics
-    print(f"\n[acceptance] {task}: {train_cfg.steps} steps, wall {wall:.1f} s, exact match {m['exact_acc']:.4f} "
-          f"on {m['num_examples']} sequences, token accuracy {m['token_acc']:.4f}, loss {m['loss']:.4f}")
+    print(
+        f"\n[acceptance] {task}: {train_cfg.steps} steps, wall {wall:.1f} s, exact match {m['exact_acc']:.4f} "
+        f"on {m['num_examples']} sequences, token accuracy {m['token_acc']:.4f}, loss {m['loss']:.4f}"
+    )
     return m
 
 

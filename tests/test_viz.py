@@ -1,4 +1,5 @@
 """mt.viz: the DOT text of a small graph, parameter names, and render() with and without Graphviz."""
+
 from __future__ import annotations
 
 import re
@@ -48,9 +49,9 @@ def test_shared_subgraph_drawn_once_and_deep_graph():
     b = a * 2
     c = (b + b).sum()
     dot = viz.to_dot(c, params={"a": a})
-    assert dot.count("label=\"Mul") == 1 and dot.count("a\\n(3,) float32") == 1
+    assert dot.count('label="Mul') == 1 and dot.count("a\\n(3,) float32") == 1
     h = a
-    for _ in range(3000):          # deeper than Python's recursion limit: the walk is iterative
+    for _ in range(3000):  # deeper than Python's recursion limit: the walk is iterative
         h = h * 1.0
     assert viz.to_dot(h.sum()).count("Mul") == 3000
 

@@ -11,26 +11,76 @@ and the command line are imported on use: `transformer_np.plots`, `transformer_n
 `python -m transformer_np --help`. (`transformer_np.train` is the training function; its module
 stays importable as usual: `from transformer_np.train import load_checkpoint`.)
 """
+
 from .config import PRESETS, ModelConfig, Preset, TrainConfig, get_preset
-from .data import (BOS_ID, EOS_ID, PAD_ID, TASKS, UNK_ID, Task, Vocab, get_task, iterate_forever, make_batches,
-                   shift_targets)
+from .data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    TASKS,
+    UNK_ID,
+    Task,
+    Vocab,
+    get_task,
+    iterate_forever,
+    make_batches,
+    shift_targets,
+)
 from .decode import beam_search, greedy_decode, length_penalty_gnmt
 from .masks import causal_mask, padding_mask, target_mask
 from .model import KVCache, MultiHeadAttention, Transformer, scaled_dot_product_attention, sinusoidal_table
-from .train import (Checkpoint, TrainResult, default_configs, evaluate, fit, greedy_outputs, load_checkpoint,
-                    load_history, train)
+from .train import (
+    Checkpoint,
+    TrainResult,
+    default_configs,
+    evaluate,
+    fit,
+    greedy_outputs,
+    load_checkpoint,
+    load_history,
+    train,
+)
 
 __all__ = [
     # configuration
-    "ModelConfig", "TrainConfig", "Preset", "PRESETS", "get_preset",
+    "ModelConfig",
+    "TrainConfig",
+    "Preset",
+    "PRESETS",
+    "get_preset",
     # the model and its parts
-    "Transformer", "MultiHeadAttention", "scaled_dot_product_attention", "sinusoidal_table", "KVCache",
-    "padding_mask", "causal_mask", "target_mask",
+    "Transformer",
+    "MultiHeadAttention",
+    "scaled_dot_product_attention",
+    "sinusoidal_table",
+    "KVCache",
+    "padding_mask",
+    "causal_mask",
+    "target_mask",
     # tasks and data
-    "Task", "TASKS", "get_task", "Vocab", "PAD_ID", "BOS_ID", "EOS_ID", "UNK_ID", "make_batches", "shift_targets",
+    "Task",
+    "TASKS",
+    "get_task",
+    "Vocab",
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNK_ID",
+    "make_batches",
+    "shift_targets",
     "iterate_forever",
     # training and checkpoints
-    "train", "fit", "evaluate", "default_configs", "load_checkpoint", "load_history", "Checkpoint", "TrainResult",
+    "train",
+    "fit",
+    "evaluate",
+    "default_configs",
+    "load_checkpoint",
+    "load_history",
+    "Checkpoint",
+    "TrainResult",
     # decoding
-    "greedy_decode", "beam_search", "greedy_outputs", "length_penalty_gnmt",
+    "greedy_decode",
+    "beam_search",
+    "greedy_outputs",
+    "length_penalty_gnmt",
 ]

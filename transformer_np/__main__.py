@@ -1,4 +1,5 @@
 """`python -m transformer_np ...`: see transformer_np/cli.py for the commands."""
+
 import sys
 
 from .cli import main

@@ -10,6 +10,7 @@ Every user error (a bad flag value, a missing or damaged checkpoint, an output t
 overwrite a run) is one line on stderr and exit status 2, before anything is printed or written.
 Ctrl-C during training finishes the step, saves a checkpoint and exits with status 130.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -77,13 +78,27 @@ TRAIN_HELP = {
     "eval_every": "held-out evaluation every this many steps (0: only at the end)",
     "checkpoint_every": "checkpoint every this many steps (0: only at the end and on Ctrl-C)",
 }
-TRAIN_GROUPS = {"optimisation": ("steps", "batch_size", "lr", "schedule", "warmup_steps", "step_size", "gamma",
-                                 "betas", "eps", "weight_decay", "label_smoothing", "clip_grad_norm"),
-                "data": ("train_size", "eval_size", "seed"),
-                "run": ("eval_every", "checkpoint_every")}
+TRAIN_GROUPS = {
+    "optimisation": (
+        "steps",
+        "batch_size",
+        "lr",
+        "schedule",
+        "warmup_steps",
+        "step_size",
+        "gamma",
+        "betas",
+        "eps",
+        "weight_decay",
+        "label_smoothing",
+        "clip_grad_norm",
+    ),
+    "data": ("train_size", "eval_size", "seed"),
+    "run": ("eval_every", "checkpoint_every"),
+}
 CHOICES = {"activation": ACTIVATIONS, "positional": POSITIONALS, "schedule": SCHEDULES}
 _BOOL_FIELDS = {"norm_first", "final_norm", "tie_embeddings"}
-_PRESET = PRESETS["copy-reverse"]           # the preset whose values --help shows
+_PRESET = PRESETS["copy-reverse"]  # the preset whose values --help shows
 
 
 def _flag(name: str) -> str:
@@ -112,17 +127,26 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         _add_field_flag(g, f, MODEL_HELP[f.name], getattr(_PRESET.model, f.name))
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     groups = {name: p.add_argument_group(f"{name} (TrainConfig)") for name in TRAIN_GROUPS}
-    groups["data"].add_argument("--task", choices=sorted(TASKS), default=None,
-                                help="the task to learn (default: copy-reverse, or the checkpoint's with --resume)")
+    groups["data"].add_argument(
+        "--task",
+        choices=sorted(TASKS),
+        default=None,
+        help="the task to learn (default: copy-reverse, or the checkpoint's with --resume)",
+    )
     for name, field_names in TRAIN_GROUPS.items():
         for field_name in field_names:
-            _add_field_flag(groups[name], fields[field_name], TRAIN_HELP[field_name],
-                            getattr(_PRESET.train, field_name))
+            _add_field_flag(
+                groups[name], fields[field_name], TRAIN_HELP[field_name], getattr(_PRESET.train, field_name)
+            )
     run = groups["run"]
     run.add_argument("--out", required=True, help="run directory (checkpoint.npz, history.json)")
     how = run.add_mutually_exclusive_group()
-    how.add_argument("--resume", action="store_true", help="continue the run in OUT (flags override its "
-                     "configuration; only --steps, --eval-every and --checkpoint-every may change)")
+    how.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in OUT (flags override its "
+        "configuration; only --steps, --eval-every and --checkpoint-every may change)",
+    )
     how.add_argument("--overwrite", action="store_true", help="replace the run already in OUT")
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -144,8 +168,12 @@ def _subcommand(sub, name: str, run, help_text: str) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     from .experiments import EXPERIMENTS
-    parser = _Parser(prog="python -m transformer_np", formatter_class=_HelpFormatter,
-                     description="The 'Attention Is All You Need' Transformer in NumPy on minitensor.")
+
+    parser = _Parser(
+        prog="python -m transformer_np",
+        formatter_class=_HelpFormatter,
+        description="The 'Attention Is All You Need' Transformer in NumPy on minitensor.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = _subcommand(sub, "train", cmd_train, "train a task; every ModelConfig/TrainConfig field is a flag")
@@ -157,10 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--beam", type=int, default=0, help="beam size (0 or 1: greedy)")
     p.add_argument("--n-best", type=int, default=1, help="with --beam: how many hypotheses to print")
     p.add_argument("--length-penalty", type=float, default=0.6, help="with --beam: GNMT length penalty alpha")
-    p.add_argument("--max-len", type=int, default=None,
-                   help="most tokens to generate (default: the task's longest target + 10, at most the model's)")
-    p.add_argument("--no-cache", action="store_true", help="recompute every prefix instead of using the "
-                   "key/value cache (greedy and beam; same tokens, slower)")
+    p.add_argument(
+        "--max-len",
+        type=int,
+        default=None,
+        help="most tokens to generate (default: the task's longest target + 10, at most the model's)",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="recompute every prefix instead of using the key/value cache (greedy and beam; same tokens, slower)",
+    )
 
     p = _subcommand(sub, "plot", cmd_plot, "write every figure for a checkpoint and a sample input")
     p.add_argument("--checkpoint", required=True, help="a run directory or its checkpoint.npz")
@@ -191,11 +226,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _train_configs(args) -> tuple[ModelConfig, TrainConfig]:
     """The configs `train` will run: the task preset's (or the checkpoint's with --resume), then the flags."""
     from .train import default_configs, resume_configs
+
     if args.resume:
         model_cfg, train_cfg = resume_configs(args.out)
         if args.task is not None and args.task != train_cfg.task:
-            raise ValueError(f"--resume: the checkpoint in {args.out!r} trained task {train_cfg.task!r}, "
-                             f"not {args.task!r}")
+            raise ValueError(
+                f"--resume: the checkpoint in {args.out!r} trained task {train_cfg.task!r}, not {args.task!r}"
+            )
     else:
         model_cfg, train_cfg = default_configs(args.task or "copy-reverse")
     model_cfg = model_cfg.replace(**_overrides(args, ModelConfig))
@@ -205,36 +242,64 @@ def _train_configs(args) -> tuple[ModelConfig, TrainConfig]:
 
 def cmd_train(args) -> int:
     from .train import CHECKPOINT_NAME, train
+
     model_cfg, train_cfg = _train_configs(args)
 
     def announce():
         print(f"task {train_cfg.task}: {json.dumps(model_cfg.to_dict())}")
         print(f"recipe: {json.dumps(train_cfg.to_dict())}")
-    res = train(model_cfg, train_cfg, args.out, resume=args.resume, progress=not args.no_progress,
-                overwrite=args.overwrite, on_start=announce)
+
+    res = train(
+        model_cfg,
+        train_cfg,
+        args.out,
+        resume=args.resume,
+        progress=not args.no_progress,
+        overwrite=args.overwrite,
+        on_start=announce,
+    )
     m = res.metrics
-    print(f"done: {res.step} steps in {res.wall_time:.1f} s; held-out ({m['num_examples']} examples): "
-          f"loss {m['loss']:.4f}, token accuracy {m['token_acc']:.4f}, exact match {m['exact_acc']:.4f}")
+    print(
+        f"done: {res.step} steps in {res.wall_time:.1f} s; held-out ({m['num_examples']} examples): "
+        f"loss {m['loss']:.4f}, token accuracy {m['token_acc']:.4f}, exact match {m['exact_acc']:.4f}"
+    )
     print(f"checkpoint: {os.path.join(args.out, CHECKPOINT_NAME)}")
     return 0
 
 
-def decode_text(ckpt, text: str, beam: int = 0, n_best: int = 1, length_penalty: float = 0.6,
-                max_len: int | None = None, use_cache: bool = True) -> list[tuple[str, float | None]]:
+def decode_text(
+    ckpt,
+    text: str,
+    beam: int = 0,
+    n_best: int = 1,
+    length_penalty: float = 0.6,
+    max_len: int | None = None,
+    use_cache: bool = True,
+) -> list[tuple[str, float | None]]:
     """Decode `text` with a loaded Checkpoint: [(output text, score or None for greedy)], best first."""
     import minitensor as mt
+
     from .decode import beam_search, greedy_decode
+
     task, model = ckpt.task, ckpt.model
     src_ids = task.encode_source(text)
     if len(src_ids) > ckpt.model_cfg.max_len:
-        raise ValueError(f"decode: the input has {len(src_ids)} tokens, "
-                         f"the model's max_len is {ckpt.model_cfg.max_len}")
+        raise ValueError(
+            f"decode: the input has {len(src_ids)} tokens, the model's max_len is {ckpt.model_cfg.max_len}"
+        )
     if max_len is None:
         max_len = min(task.max_tgt_len + 10, ckpt.model_cfg.max_len)
     src = mt.tensor(np.asarray([src_ids], dtype=np.int64))
     if beam > 1:
-        hyps = beam_search(model, src, beam_size=beam, max_len=max_len, length_penalty=length_penalty,
-                           n_best=n_best, use_cache=use_cache)[0]             # the only source sentence
+        hyps = beam_search(
+            model,
+            src,
+            beam_size=beam,
+            max_len=max_len,
+            length_penalty=length_penalty,
+            n_best=n_best,
+            use_cache=use_cache,
+        )[0]  # the only source sentence
         return [(task.decode_target(ids), score) for ids, score in hyps]
     out = greedy_decode(model, src, max_len=max_len, use_cache=use_cache)
     return [(task.decode_target(out[0]), None)]
@@ -255,12 +320,14 @@ def _check_decode_flags(args) -> None:
 
 def cmd_decode(args) -> int:
     from .train import load_checkpoint
+
     _check_decode_flags(args)
     ckpt = load_checkpoint(args.checkpoint)
     if args.max_len is not None and args.max_len > ckpt.model_cfg.max_len:
         raise ValueError(f"--max-len {args.max_len} exceeds the model's max_len {ckpt.model_cfg.max_len}")
-    results = decode_text(ckpt, args.input, args.beam, args.n_best, args.length_penalty, args.max_len,
-                          not args.no_cache)
+    results = decode_text(
+        ckpt, args.input, args.beam, args.n_best, args.length_penalty, args.max_len, not args.no_cache
+    )
     print(f"input:  {args.input}")
     for i, (text, score) in enumerate(results):
         label = "greedy" if score is None else f"beam {i + 1} (score {score:.4f})"
@@ -276,11 +343,13 @@ def _check_out_is_a_directory(out: str) -> None:
 def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | None = None) -> list[str]:
     """Every figure for a checkpoint: PE, causal mask, attention maps on a sample input, training curves."""
     import minitensor as mt
+
     from . import plots
     from .data import BOS_ID, EOS_ID
     from .masks import causal_mask
     from .model import sinusoidal_table
     from .train import greedy_outputs, load_history, schedule_curve
+
     task, model, cfg = ckpt.task, ckpt.model, ckpt.model_cfg
     if text is None:
         # held-out pairs are drawn first, so this is the run's first held-out example
@@ -297,8 +366,8 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
     paths.append(plots.plot_positional_curves(pe, os.path.join(out_dir, "positional_curves.png")))
 
     out_ids = greedy_outputs(model, [src_ids], min(task.max_tgt_len + 10, cfg.max_len))[0]
-    tgt_in = [BOS_ID] + out_ids                                                   # decoder input
-    tgt_next = out_ids + [EOS_ID]                                                 # what each row predicts
+    tgt_in = [BOS_ID] + out_ids  # decoder input
+    tgt_next = out_ids + [EOS_ID]  # what each row predicts
     src_labels = [task.src_vocab.itos[i] for i in src_ids]
     tgt_labels = [task.tgt_vocab.itos[i] for i in tgt_in]
     paths.append(plots.plot_causal_mask(causal_mask(len(tgt_in)).numpy(), os.path.join(out_dir, "causal_mask.png")))
@@ -315,29 +384,87 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
         f.write(sample + "\n")
     next_labels = [task.tgt_vocab.itos[i] for i in tgt_next]
     # Layers and heads are numbered from 1 in the figures; files keep the 0-based index of the parameter names.
-    kinds = {"encoder": ("encoder self-attention", "encoder layer", src_labels, src_labels, "source key",
-                         "source query", None),
-             "decoder_self": ("decoder self-attention", "decoder layer", tgt_labels, tgt_labels, "target key",
-                              "target query", next_labels),
-             "decoder_cross": ("decoder cross-attention", "decoder layer", src_labels, tgt_labels, "source key",
-                               "target query", next_labels)}
+    kinds = {
+        "encoder": (
+            "encoder self-attention",
+            "encoder layer",
+            src_labels,
+            src_labels,
+            "source key",
+            "source query",
+            None,
+        ),
+        "decoder_self": (
+            "decoder self-attention",
+            "decoder layer",
+            tgt_labels,
+            tgt_labels,
+            "target key",
+            "target query",
+            next_labels,
+        ),
+        "decoder_cross": (
+            "decoder cross-attention",
+            "decoder layer",
+            src_labels,
+            tgt_labels,
+            "source key",
+            "target query",
+            next_labels,
+        ),
+    }
     for kind, (name, layer_name, xl, yl, xlab, ylab, predicts) in kinds.items():
         layers = maps[kind]
         last = len(layers) - 1
-        paths.append(plots.plot_attention(layers[0][0], os.path.join(out_dir, f"attn_{kind}_layer0_head0.png"), xl, yl,
-                                          f"{name}, {layer_name} 1 of {last + 1}, head 1", xlab, ylab, predicts))
+        paths.append(
+            plots.plot_attention(
+                layers[0][0],
+                os.path.join(out_dir, f"attn_{kind}_layer0_head0.png"),
+                xl,
+                yl,
+                f"{name}, {layer_name} 1 of {last + 1}, head 1",
+                xlab,
+                ylab,
+                predicts,
+            )
+        )
         heads_png = os.path.join(out_dir, f"attn_{kind}_layer{last}_heads.png")
-        paths.append(plots.plot_attention_heads(layers[last], heads_png, xl, yl,
-                                                f"{name}, {layer_name} {last + 1} of {last + 1} (the last), every head",
-                                                xlab, ylab, predicts))
-        paths.append(plots.plot_attention_layers(layers, os.path.join(out_dir, f"attn_{kind}_layers.png"), xl, yl,
-                                                 f"{name}, mean over heads, every layer", xlab, ylab, layer_name,
-                                                 predicts))
+        paths.append(
+            plots.plot_attention_heads(
+                layers[last],
+                heads_png,
+                xl,
+                yl,
+                f"{name}, {layer_name} {last + 1} of {last + 1} (the last), every head",
+                xlab,
+                ylab,
+                predicts,
+            )
+        )
+        paths.append(
+            plots.plot_attention_layers(
+                layers,
+                os.path.join(out_dir, f"attn_{kind}_layers.png"),
+                xl,
+                yl,
+                f"{name}, mean over heads, every layer",
+                xlab,
+                ylab,
+                layer_name,
+                predicts,
+            )
+        )
 
     steps = max(ckpt.train_cfg.steps, 1)
     lrs = schedule_curve(cfg, ckpt.train_cfg, steps)
-    paths.append(plots.plot_lr(np.arange(1, steps + 1), lrs, os.path.join(out_dir, "lr_schedule.png"),
-                               f"Learning-rate schedule ({ckpt.train_cfg.schedule})"))
+    paths.append(
+        plots.plot_lr(
+            np.arange(1, steps + 1),
+            lrs,
+            os.path.join(out_dir, "lr_schedule.png"),
+            f"Learning-rate schedule ({ckpt.train_cfg.schedule})",
+        )
+    )
     run_dir = run_dir or os.path.dirname(ckpt.path)
     try:
         hist = load_history(run_dir)
@@ -345,20 +472,28 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
         hist = None
     if hist and hist["step"]:
         ev = hist.get("eval", [])
-        paths.append(plots.plot_loss(hist["step"], hist["loss"], os.path.join(out_dir, "loss.png"),
-                                     [e["step"] for e in ev], [e["loss"] for e in ev],
-                                     f"Training loss ({task.name})"))
-        paths.append(plots.plot_grad_norms(hist["step"], hist["layer_grad_norms"],
-                                           os.path.join(out_dir, "grad_norms.png")))
+        paths.append(
+            plots.plot_loss(
+                hist["step"],
+                hist["loss"],
+                os.path.join(out_dir, "loss.png"),
+                [e["step"] for e in ev],
+                [e["loss"] for e in ev],
+                f"Training loss ({task.name})",
+            )
+        )
+        paths.append(
+            plots.plot_grad_norms(hist["step"], hist["layer_grad_norms"], os.path.join(out_dir, "grad_norms.png"))
+        )
     return paths
 
 
 def cmd_plot(args) -> int:
     from .train import load_checkpoint
+
     _check_out_is_a_directory(args.out)
     ckpt = load_checkpoint(args.checkpoint)
-    paths = write_all_plots(ckpt, args.out, args.input,
-                            args.checkpoint if os.path.isdir(args.checkpoint) else None)
+    paths = write_all_plots(ckpt, args.out, args.input, args.checkpoint if os.path.isdir(args.checkpoint) else None)
     for p in paths:
         print(p)
     return 0
@@ -366,13 +501,15 @@ def cmd_plot(args) -> int:
 
 def cmd_experiment(args) -> int:
     from .experiments import EXPERIMENTS, check_experiment, run_experiment
+
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
     _check_out_is_a_directory(args.out)
-    for name in names:                          # every refusal before the first experiment runs
+    for name in names:  # every refusal before the first experiment runs
         check_experiment(name, args.out, args.steps, args.overwrite, args.tiny)
     for name in names:
-        res = run_experiment(name, args.out, steps=args.steps, progress=not args.no_progress,
-                             overwrite=args.overwrite, tiny=args.tiny)
+        res = run_experiment(
+            name, args.out, steps=args.steps, progress=not args.no_progress, overwrite=args.overwrite, tiny=args.tiny
+        )
         print(res["markdown"])
         print(f"wrote {', '.join(res['files'])}")
     return 0
@@ -382,12 +519,24 @@ def cmd_experiment(args) -> int:
 # as in the acceptance test (tests/test_training_slow.py): StepLR from 1e-3 halved every 400 steps,
 # fresh training data, no dropout or label smoothing. About 2.5 minutes on 2 quiet cores.
 DEMO_MODEL = dict(dropout=0.0)
-DEMO_TRAIN = dict(steps=2000, batch_size=32, schedule="step", lr=1e-3, step_size=400, gamma=0.5,
-                  train_size=50000, eval_size=200, eval_every=500, checkpoint_every=500, label_smoothing=0.0)
+DEMO_TRAIN = dict(
+    steps=2000,
+    batch_size=32,
+    schedule="step",
+    lr=1e-3,
+    step_size=400,
+    gamma=0.5,
+    train_size=50000,
+    eval_size=200,
+    eval_every=500,
+    checkpoint_every=500,
+    label_smoothing=0.0,
+)
 
 
 def cmd_demo(args) -> int:
     from .train import default_configs, load_checkpoint, train
+
     model_cfg, train_cfg = default_configs("copy-reverse")
     model_cfg = model_cfg.replace(**DEMO_MODEL)
     train_cfg = train_cfg.replace(**DEMO_TRAIN)
@@ -396,13 +545,19 @@ def cmd_demo(args) -> int:
     t0 = time.perf_counter()
 
     def announce():
-        print(f"demo: training copy-reverse (target = input + reversed input) for {train_cfg.steps} steps; "
-              f"model {json.dumps(model_cfg.to_dict())}")
-    res = train(model_cfg, train_cfg, args.out, progress=not args.no_progress, overwrite=args.overwrite,
-                on_start=announce)
+        print(
+            f"demo: training copy-reverse (target = input + reversed input) for {train_cfg.steps} steps; "
+            f"model {json.dumps(model_cfg.to_dict())}"
+        )
+
+    res = train(
+        model_cfg, train_cfg, args.out, progress=not args.no_progress, overwrite=args.overwrite, on_start=announce
+    )
     m = res.metrics
-    print(f"\nheld-out ({m['num_examples']} sequences never seen in training): exact match {m['exact_acc']:.1%}, "
-          f"token accuracy {m['token_acc']:.1%}, loss {m['loss']:.4f}  [{res.wall_time:.0f} s of training]")
+    print(
+        f"\nheld-out ({m['num_examples']} sequences never seen in training): exact match {m['exact_acc']:.1%}, "
+        f"token accuracy {m['token_acc']:.1%}, loss {m['loss']:.4f}  [{res.wall_time:.0f} s of training]"
+    )
     ckpt = load_checkpoint(args.out)
     print("\nexamples (greedy / beam 4):")
     for text in ("3 4 5", "15 0 7 7 2", "1 2 3 4 5 6 7 8 9 10"):

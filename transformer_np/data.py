@@ -17,12 +17,13 @@ each symbol alphabet is one smaller than a vocabulary without <unk> of the same 
 Sequence conventions: a target is always <bos> ... <eos>. The copy source is the bare
 sequence; every other source is wrapped in <bos> ... <eos>.
 """
+
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -99,7 +100,7 @@ class Vocab:
         return {"specials": list(self.specials), "tokens": self.itos[4:]}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Vocab":
+    def from_dict(cls, d: dict) -> Vocab:
         return cls(d["tokens"], specials=tuple(d["specials"]))
 
     def save(self, path: str) -> None:
@@ -107,7 +108,7 @@ class Vocab:
             json.dump(self.to_dict(), f, ensure_ascii=False, indent=1)
 
     @classmethod
-    def load(cls, path: str) -> "Vocab":
+    def load(cls, path: str) -> Vocab:
         with open(path, encoding="utf-8") as f:
             return cls.from_dict(json.load(f))
 
@@ -130,16 +131,17 @@ class Task:
     `sample(rng)` draws one (src_ids, tgt_ids) pair; `splits` deduplicates so that no held-out
     source appears in training. `fixed_pairs`, when set, replaces sampling (the toy corpus).
     """
+
     name: str
     description: str
     src_vocab: Vocab
     tgt_vocab: Vocab
-    source_specials: bool                       # wrap sources in <bos> ... <eos>
+    source_specials: bool  # wrap sources in <bos> ... <eos>
     sample: Callable[[np.random.Generator], Pair] | None = None
     fixed_pairs: list | None = None
-    preset: str = "copy-reverse"                # the config preset this task trains with by default
-    max_src_len: int = 0                        # longest source (specials included)
-    max_tgt_len: int = 0                        # longest target (specials included)
+    preset: str = "copy-reverse"  # the config preset this task trains with by default
+    max_src_len: int = 0  # longest source (specials included)
+    max_tgt_len: int = 0  # longest target (specials included)
 
     def encode_source(self, text) -> list[int]:
         """Text as a user types it (e.g. "3 4 5") to source ids, with this task's specials.
@@ -203,8 +205,10 @@ class Task:
             train_seen.add(key)
             train.append((src, tgt))
         if not train:
-            raise ValueError(f"task {self.name!r}: could not draw any training pair disjoint from "
-                             f"{len(held)} held-out pairs; lower eval_size")
+            raise ValueError(
+                f"task {self.name!r}: could not draw any training pair disjoint from "
+                f"{len(held)} held-out pairs; lower eval_size"
+            )
         return train, held
 
 
@@ -224,8 +228,18 @@ def _copy_task() -> Task:
     def sample(rng):
         s = _symbols(rng, 96, 10, 10)
         return s, _wrap(s, True)
-    return Task("copy", "copy 10 symbols from a vocabulary of 100", vocab, vocab, False,
-                sample, preset="copy", max_src_len=10, max_tgt_len=12)
+
+    return Task(
+        "copy",
+        "copy 10 symbols from a vocabulary of 100",
+        vocab,
+        vocab,
+        False,
+        sample,
+        preset="copy",
+        max_src_len=10,
+        max_tgt_len=12,
+    )
 
 
 def _seq_task(name: str, description: str, fn: Callable[[list[int]], list[int]], max_out: int) -> Task:
@@ -235,8 +249,10 @@ def _seq_task(name: str, description: str, fn: Callable[[list[int]], list[int]],
     def sample(rng):
         s = _symbols(rng, 16, 3, 10)
         return _wrap(s, True), _wrap(fn(s), True)
-    return Task(name, description, vocab, vocab, True, sample, preset="copy-reverse",
-                max_src_len=12, max_tgt_len=max_out + 2)
+
+    return Task(
+        name, description, vocab, vocab, True, sample, preset="copy-reverse", max_src_len=12, max_tgt_len=max_out + 2
+    )
 
 
 def _addition_task() -> Task:
@@ -248,8 +264,18 @@ def _addition_task() -> Task:
         src = vocab.encode(list(f"{a}+{b}"), add_bos=True, add_eos=True)
         tgt = vocab.encode(list(str(a + b)), add_bos=True, add_eos=True)
         return src, tgt
-    task = Task("addition", "add two numbers of 1-3 digits, character level: '12+34' -> '46'",
-                vocab, vocab, True, sample, preset="copy-reverse", max_src_len=9, max_tgt_len=6)
+
+    task = Task(
+        "addition",
+        "add two numbers of 1-3 digits, character level: '12+34' -> '46'",
+        vocab,
+        vocab,
+        True,
+        sample,
+        preset="copy-reverse",
+        max_src_len=9,
+        max_tgt_len=6,
+    )
 
     # sources are typed either "12+34" or "1 2 + 3 4": split into characters
     def encode_source(text):
@@ -288,17 +314,28 @@ def _translation_task() -> Task:
     src_vocab = Vocab(t for s, _ in sentences for t in s.split())
     tgt_vocab = Vocab(t for _, s in sentences for t in s.split())
     pairs = [(src_vocab.encode(s, True, True), tgt_vocab.encode(t, True, True)) for s, t in sentences]
-    return Task("toy-translation", f"{len(pairs)} short English -> German sentence pairs",
-                src_vocab, tgt_vocab, True, None, fixed_pairs=pairs, preset="toy-translation",
-                max_src_len=max(len(s) for s, _ in pairs), max_tgt_len=max(len(t) for _, t in pairs))
+    return Task(
+        "toy-translation",
+        f"{len(pairs)} short English -> German sentence pairs",
+        src_vocab,
+        tgt_vocab,
+        True,
+        None,
+        fixed_pairs=pairs,
+        preset="toy-translation",
+        max_src_len=max(len(s) for s, _ in pairs),
+        max_tgt_len=max(len(t) for _, t in pairs),
+    )
 
 
 TASKS: dict[str, Callable[[], Task]] = {
     "copy": _copy_task,
-    "copy-reverse": lambda: _seq_task("copy-reverse", "target = input + reversed input, vocabulary 20, lengths 3-10",
-                                      lambda s: s + s[::-1], 20),
-    "reverse": lambda: _seq_task("reverse", "target = reversed input, vocabulary 20, lengths 3-10",
-                                 lambda s: s[::-1], 10),
+    "copy-reverse": lambda: _seq_task(
+        "copy-reverse", "target = input + reversed input, vocabulary 20, lengths 3-10", lambda s: s + s[::-1], 20
+    ),
+    "reverse": lambda: _seq_task(
+        "reverse", "target = reversed input, vocabulary 20, lengths 3-10", lambda s: s[::-1], 10
+    ),
     "sort": lambda: _seq_task("sort", "target = input sorted ascending, vocabulary 20, lengths 3-10", sorted, 10),
     "addition": _addition_task,
     "toy-translation": _translation_task,
@@ -324,7 +361,7 @@ def pad_batch(seqs: Sequence[Sequence[int]], pad_id: int = PAD_ID) -> np.ndarray
         raise ValueError(f"pad_batch: sequence {lengths.index(0)} is empty")
     out = np.full((len(seqs), max(lengths)), pad_id, dtype=np.int64)
     for i, s in enumerate(seqs):
-        out[i, :len(s)] = s
+        out[i, : len(s)] = s
     return out
 
 
@@ -332,8 +369,10 @@ def check_lengths(pairs: Sequence[Pair], max_len: int, what: str = "make_batches
     """Raise ValueError when a source or target is longer than the model's positional table covers."""
     for i, (src, tgt) in enumerate(pairs):
         if len(src) > max_len or len(tgt) > max_len:
-            raise ValueError(f"{what}: pair {i} has source length {len(src)} and target length {len(tgt)}, "
-                             f"longer than the model's max_len={max_len}")
+            raise ValueError(
+                f"{what}: pair {i} has source length {len(src)} and target length {len(tgt)}, "
+                f"longer than the model's max_len={max_len}"
+            )
 
 
 def batch_order(num_pairs: int, batch_size: int, shuffle: bool, seed: int, epoch: int = 0) -> list[np.ndarray]:
@@ -342,7 +381,7 @@ def batch_order(num_pairs: int, batch_size: int, shuffle: bool, seed: int, epoch
     idx = np.arange(num_pairs)
     if shuffle:
         idx = np.random.default_rng([seed, epoch]).permutation(num_pairs)
-    return [idx[i:i + batch_size] for i in range(0, num_pairs, batch_size)]
+    return [idx[i : i + batch_size] for i in range(0, num_pairs, batch_size)]
 
 
 def collate(pairs: Sequence[Pair], indices=None) -> tuple[np.ndarray, np.ndarray]:
@@ -351,8 +390,14 @@ def collate(pairs: Sequence[Pair], indices=None) -> tuple[np.ndarray, np.ndarray
     return pad_batch([p[0] for p in chosen]), pad_batch([p[1] for p in chosen])
 
 
-def make_batches(pairs: Sequence[Pair], batch_size: int, shuffle: bool = False, seed: int = 0,
-                 max_len: int | None = None, epoch: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+def make_batches(
+    pairs: Sequence[Pair],
+    batch_size: int,
+    shuffle: bool = False,
+    seed: int = 0,
+    max_len: int | None = None,
+    epoch: int = 0,
+) -> list[tuple[np.ndarray, np.ndarray]]:
     """All batches of one epoch: a list of (src (B, S) int64, tgt (B, T) int64), right-padded with PAD=0.
 
     The last batch may be smaller. With `max_len`, sequences longer than it are an error.
@@ -374,8 +419,9 @@ def shift_targets(tgt) -> tuple[np.ndarray, np.ndarray]:
     return tgt[:, :-1], tgt[:, 1:]
 
 
-def iterate_forever(pairs: Sequence[Pair], batch_size: int, seed: int, epoch: int = 0,
-                    start: int = 0) -> Iterator[tuple[int, int, tuple[np.ndarray, np.ndarray]]]:
+def iterate_forever(
+    pairs: Sequence[Pair], batch_size: int, seed: int, epoch: int = 0, start: int = 0
+) -> Iterator[tuple[int, int, tuple[np.ndarray, np.ndarray]]]:
     """Endless shuffled batches as (epoch, index within epoch, batch), starting at (epoch, start)."""
     while True:
         order = batch_order(len(pairs), batch_size, True, seed, epoch)

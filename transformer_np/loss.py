@@ -6,6 +6,7 @@
 
 parity/loss.py is the same function in PyTorch, line for line.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,5 +20,5 @@ from .data import PAD_ID
 def sequence_loss(logits: mt.Tensor, labels, label_smoothing: float = 0.0) -> mt.Tensor:
     """Label-smoothed cross-entropy of logits (B, T, V) against labels (B, T), averaged over non-PAD labels."""
     V = logits.shape[-1]
-    labels = mt.tensor(np.ascontiguousarray(labels).reshape(-1))                      # (B*T,)
+    labels = mt.tensor(np.ascontiguousarray(labels).reshape(-1))  # (B*T,)
     return F.cross_entropy(logits.reshape(-1, V), labels, ignore_index=PAD_ID, label_smoothing=label_smoothing)

@@ -10,6 +10,7 @@ the attention scores' shape (B, H, T_q, T_k). Masks combine with `&`.
 Deviation from PyTorch, flagged: torch.nn.MultiheadAttention and nn.Transformer take the
 opposite convention (bool True = blocked, or an additive float mask); parity/ converts.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,9 @@ def _token_array(tokens, who: str) -> np.ndarray:
     elif isinstance(tokens, np.ndarray):
         arr = tokens
     else:
-        raise TypeError(f"{who}: expected token ids as an mt.Tensor or NumPy array of shape (B, L), "
-                        f"got {type(tokens).__name__}")
+        raise TypeError(
+            f"{who}: expected token ids as an mt.Tensor or NumPy array of shape (B, L), got {type(tokens).__name__}"
+        )
     if not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{who}: expected integer token ids, got dtype {arr.dtype}")
     if arr.ndim != 2:
@@ -37,7 +39,7 @@ def _token_array(tokens, who: str) -> np.ndarray:
 def padding_mask(tokens, pad_id: int = PAD_ID) -> mt.Tensor:
     """(B, 1, 1, S) bool: True where tokens[b, s] != pad_id, so every query ignores padded keys."""
     arr = _token_array(tokens, "padding_mask")
-    return mt.from_numpy((arr != pad_id)[:, None, None, :])                          # (B, 1, 1, S)
+    return mt.from_numpy((arr != pad_id)[:, None, None, :])  # (B, 1, 1, S)
 
 
 def causal_mask(size: int, offset: int = 0) -> mt.Tensor:
@@ -50,8 +52,8 @@ def causal_mask(size: int, offset: int = 0) -> mt.Tensor:
         raise ValueError(f"causal_mask: size must be a positive int, got {size!r}")
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
         raise ValueError(f"causal_mask: offset must be a non-negative int, got {offset!r}")
-    tri = np.tri(int(size), int(offset) + int(size), k=int(offset), dtype=bool)      # (T, offset + T)
-    return mt.from_numpy(tri[None, None])                                            # (1, 1, T, offset + T)
+    tri = np.tri(int(size), int(offset) + int(size), k=int(offset), dtype=bool)  # (T, offset + T)
+    return mt.from_numpy(tri[None, None])  # (1, 1, T, offset + T)
 
 
 def target_mask(tgt, pad_id: int = PAD_ID) -> mt.Tensor:

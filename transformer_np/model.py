@@ -44,6 +44,7 @@ Parameter names and shapes of the base model (V_src = V_tgt = 10000, D 512, H 8,
 
 Token ids are integer arrays or Tensors (B, L); PAD=0 (transformer_np.data.PAD_ID).
 """
+
 from __future__ import annotations
 
 import math
@@ -53,10 +54,10 @@ import numpy as np
 import minitensor as mt
 import minitensor.nn as nn
 import minitensor.nn.functional as F
-from transformer_np.config import ModelConfig
-from transformer_np.data import PAD_ID
 from minitensor.nn import Dropout
 from minitensor.nn.functional import attention_weights
+from transformer_np.config import ModelConfig
+from transformer_np.data import PAD_ID
 from transformer_np.masks import causal_mask, padding_mask, target_mask
 
 
@@ -71,25 +72,29 @@ def _raw(x):
 def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0) -> mt.Tensor:
     """Check token ids (B, L): integer dtype, 2-D, non-empty, ids in [0, vocab_size), offset + L <= max_len."""
     if not isinstance(tokens, (mt.Tensor, np.ndarray)):
-        raise TypeError(f"{who}: expected token ids as an mt.Tensor or NumPy array of shape (B, L), "
-                        f"got {type(tokens).__name__}")
+        raise TypeError(
+            f"{who}: expected token ids as an mt.Tensor or NumPy array of shape (B, L), got {type(tokens).__name__}"
+        )
     arr = _raw(tokens)
     if not np.issubdtype(arr.dtype, np.integer):
         raise TypeError(f"{who}: expected integer (int64) token ids, got dtype {arr.dtype}")
     if arr.ndim != 2:
         raise ValueError(f"{who}: expected token ids of shape (B, L), got shape {tuple(arr.shape)}")
     if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"{who}: expected a non-empty batch of shape (B, L) with B, L >= 1, "
-                         f"got shape {tuple(arr.shape)}")
+        raise ValueError(
+            f"{who}: expected a non-empty batch of shape (B, L) with B, L >= 1, got shape {tuple(arr.shape)}"
+        )
     lo, hi = int(arr.min()), int(arr.max())
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
         where = tuple(int(i) for i in np.argwhere(arr == bad)[0])
-        raise ValueError(f"{who}: token id {bad} at {where} is out of range for a vocabulary of size "
-                         f"{vocab_size} (expected 0 <= id < {vocab_size})")
+        raise ValueError(
+            f"{who}: token id {bad} at {where} is out of range for a vocabulary of size "
+            f"{vocab_size} (expected 0 <= id < {vocab_size})"
+        )
     if offset + arr.shape[1] > max_len:
         raise ValueError(f"{who}: sequence length {offset + arr.shape[1]} exceeds max_len {max_len}")
-    return tokens if isinstance(tokens, mt.Tensor) else mt.as_tensor(tokens)         # shares the array
+    return tokens if isinstance(tokens, mt.Tensor) else mt.as_tensor(tokens)  # shares the array
 
 
 def check_mask(mask, shape: tuple, who: str):
@@ -106,8 +111,10 @@ def check_mask(mask, shape: tuple, who: str):
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"{who}: mask of shape {tuple(arr.shape)} does not broadcast to the attention "
-                         f"scores' shape {tuple(shape)} (B, H, T_q, T_k)")
+        raise ValueError(
+            f"{who}: mask of shape {tuple(arr.shape)} does not broadcast to the attention "
+            f"scores' shape {tuple(shape)} (B, H, T_q, T_k)"
+        )
     return mask
 
 
@@ -125,28 +132,33 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
     """
     if q.ndim != k.ndim or q.ndim != v.ndim or q.ndim < 2:
-        raise ValueError(f"scaled_dot_product_attention: q, k, v must have the same rank >= 2, "
-                         f"got shapes {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(
+            f"scaled_dot_product_attention: q, k, v must have the same rank >= 2, "
+            f"got shapes {q.shape}, {k.shape}, {v.shape}"
+        )
     if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"scaled_dot_product_attention: expected q (..., T_q, Dh), k (..., T_k, Dh), "
-                         f"v (..., T_k, Dv), got {q.shape}, {k.shape}, {v.shape}")
+        raise ValueError(
+            f"scaled_dot_product_attention: expected q (..., T_q, Dh), k (..., T_k, Dh), "
+            f"v (..., T_k, Dv), got {q.shape}, {k.shape}, {v.shape}"
+        )
     if q.dtype != k.dtype or q.dtype != v.dtype:
-        raise TypeError(f"scaled_dot_product_attention: q, k, v must share a dtype, "
-                        f"got {q.dtype}, {k.dtype}, {v.dtype}")
+        raise TypeError(
+            f"scaled_dot_product_attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
+        )
     if dropout is not None and dropout_p:
         raise ValueError("scaled_dot_product_attention: give dropout (module or p) or dropout_p, not both")
     keep = None
     if mask is not None:
         scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
         keep = _raw(check_mask(mask, scores_shape, "scaled_dot_product_attention"))
-    weights = attention_weights(q, k, keep, scale=1.0 / math.sqrt(q.shape[-1]))      # (B, H, T_q, T_k)
+    weights = attention_weights(q, k, keep, scale=1.0 / math.sqrt(q.shape[-1]))  # (B, H, T_q, T_k)
     if isinstance(dropout, nn.Module):
         weights = dropout(weights)
-    elif dropout:                                                                    # a float p
+    elif dropout:  # a float p
         weights = F.dropout(weights, p=float(dropout), training=True)
     elif dropout_p:
         weights = F.dropout(weights, p=float(dropout_p), training=True)
-    return weights @ v, weights                                                      # (B, H, T_q, Dv)
+    return weights @ v, weights  # (B, H, T_q, Dv)
 
 
 class MultiHeadAttention(nn.Module):
@@ -160,8 +172,7 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
-            raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by "
-                             f"num_heads ({num_heads})")
+            raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.d_model = d_model
         self.num_heads = num_heads
         self.d_head = d_model // num_heads
@@ -175,11 +186,11 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x):
         B, T, _ = x.shape
-        return x.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)          # (B, H, T, Dh)
+        return x.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
 
     def merge_heads(self, x):
         B, _, T, _ = x.shape
-        return x.transpose(1, 2).reshape(B, T, self.d_model)                         # (B, T, D)
+        return x.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
 
     def forward(self, query, key, value, mask=None, cache=None):
         """query (B, T_q, D), key/value (B, T_k, D), mask broadcastable to (B, H, T_q, T_k) -> (B, T_q, D).
@@ -189,21 +200,20 @@ class MultiHeadAttention(nn.Module):
         the memory's keys and values are projected on the first call and reused after.
         """
         if query.ndim != 3 or query.shape[-1] != self.d_model:
-            raise ValueError(f"MultiHeadAttention: expected query of shape (B, T, {self.d_model}), "
-                             f"got {query.shape}")
-        q = self.split_heads(self.W_q(query))                                        # (B, H, T_q, Dh)
+            raise ValueError(f"MultiHeadAttention: expected query of shape (B, T, {self.d_model}), got {query.shape}")
+        q = self.split_heads(self.W_q(query))  # (B, H, T_q, Dh)
         if cache is not None and cache.static and cache.k is not None:
-            k, v = cache.k, cache.v                                                  # (B, H, S, Dh)
+            k, v = cache.k, cache.v  # (B, H, S, Dh)
         else:
-            k = self.split_heads(self.W_k(key))                                      # (B, H, T_k, Dh)
+            k = self.split_heads(self.W_k(key))  # (B, H, T_k, Dh)
             v = self.split_heads(self.W_v(value))
             if cache is not None:
                 k, v = cache.update(k, v)
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
             # A detached copy: the array itself is saved for backward and must not be edited by a plot.
-            self.attn_weights = weights.data.copy()                                  # (B, H, T_q, T_k)
-        return self.W_o(self.merge_heads(out))                                       # (B, T_q, D)
+            self.attn_weights = weights.data.copy()  # (B, H, T_q, T_k)
+        return self.W_o(self.merge_heads(out))  # (B, T_q, D)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -223,14 +233,14 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x):
-        h = self.linear1(x)                                                          # (B, T, d_ff)
+        h = self.linear1(x)  # (B, T, d_ff)
         h = F.relu(h) if self.activation == "relu" else F.gelu(h)
-        return self.linear2(self.dropout(h))                                         # (B, T, D)
+        return self.linear2(self.dropout(h))  # (B, T, D)
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> np.ndarray:
     """(max_len, D) float64: PE[pos, 2i] = sin(pos / 10000^(2i/D)), PE[pos, 2i+1] = cos(pos / 10000^(2i/D))."""
-    position = np.arange(max_len, dtype=np.float64)[:, None]                         # (max_len, 1)
+    position = np.arange(max_len, dtype=np.float64)[:, None]  # (max_len, 1)
     div_term = np.exp(np.arange(0, d_model, 2, dtype=np.float64) * (-math.log(10000.0) / d_model))
     pe = np.zeros((max_len, d_model), dtype=np.float64)
     pe[:, 0::2] = np.sin(position * div_term)
@@ -247,14 +257,14 @@ class PositionalEncoding(nn.Module):
         self.dropout = Dropout(dropout)
         # Computed in float64, stored in the default dtype; persistent=False: rebuilt, never saved.
         pe = sinusoidal_table(max_len, d_model).astype(mt.get_default_dtype())
-        self.register_buffer("pe", mt.from_numpy(pe), persistent=False)              # (max_len, D)
+        self.register_buffer("pe", mt.from_numpy(pe), persistent=False)  # (max_len, D)
 
     def forward(self, x, offset: int = 0):
         """x (B, T, D) holds positions offset .. offset+T-1 (offset > 0 in incremental decoding)."""
         T = x.shape[1]
         if offset + T > self.max_len:
             raise ValueError(f"PositionalEncoding: sequence length {offset + T} exceeds max_len {self.max_len}")
-        return self.dropout(x + self.pe[offset:offset + T])                          # (B, T, D)
+        return self.dropout(x + self.pe[offset : offset + T])  # (B, T, D)
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -269,9 +279,8 @@ class LearnedPositionalEmbedding(nn.Module):
     def forward(self, x, offset: int = 0):
         T = x.shape[1]
         if offset + T > self.max_len:
-            raise ValueError(f"LearnedPositionalEmbedding: sequence length {offset + T} exceeds max_len "
-                             f"{self.max_len}")
-        return self.dropout(x + self.embedding.weight[offset:offset + T])            # (B, T, D)
+            raise ValueError(f"LearnedPositionalEmbedding: sequence length {offset + T} exceeds max_len {self.max_len}")
+        return self.dropout(x + self.embedding.weight[offset : offset + T])  # (B, T, D)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -284,8 +293,15 @@ class EncoderLayer(nn.Module):
     pre-norm  (norm_first=True):         x = x + dropout(sublayer(LayerNorm(x)))
     """
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
@@ -310,8 +326,15 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the encoder memory, feed-forward; residual blocks as EncoderLayer."""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+    ):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
@@ -347,11 +370,21 @@ class DecoderLayer(nn.Module):
 class Encoder(nn.Module):
     """N EncoderLayers, then LayerNorm when final_norm (pre-norm stacks need it; torch.nn.Transformer has it)."""
 
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False, final_norm: bool = False):
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        final_norm: bool = False,
+    ):
         super().__init__()
-        self.layers = nn.ModuleList([EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first)
-                                     for _ in range(num_layers)])
+        self.layers = nn.ModuleList(
+            [EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first) for _ in range(num_layers)]
+        )
         if final_norm:
             self.norm = nn.LayerNorm(d_model)
         else:
@@ -360,17 +393,27 @@ class Encoder(nn.Module):
     def forward(self, x, mask=None):
         for layer in self.layers:
             x = layer(x, mask)
-        return self.norm(x) if self.norm is not None else x                          # (B, S, D)
+        return self.norm(x) if self.norm is not None else x  # (B, S, D)
 
 
 class Decoder(nn.Module):
     """N DecoderLayers, then LayerNorm when final_norm."""
 
-    def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 activation: str = "relu", norm_first: bool = False, final_norm: bool = False):
+    def __init__(
+        self,
+        num_layers: int,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        norm_first: bool = False,
+        final_norm: bool = False,
+    ):
         super().__init__()
-        self.layers = nn.ModuleList([DecoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first)
-                                     for _ in range(num_layers)])
+        self.layers = nn.ModuleList(
+            [DecoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first) for _ in range(num_layers)]
+        )
         if final_norm:
             self.norm = nn.LayerNorm(d_model)
         else:
@@ -379,7 +422,7 @@ class Decoder(nn.Module):
     def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None):
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, src_mask, tgt_mask, cache.layers[i] if cache is not None else None)
-        return self.norm(x) if self.norm is not None else x                          # (B, T, D)
+        return self.norm(x) if self.norm is not None else x  # (B, T, D)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -400,7 +443,7 @@ class AttentionCache:
     def update(self, k, v):
         """Store (append, unless static) k, v (B, H, t_new, Dh); return all keys/values so far."""
         if self.k is not None and not self.static:
-            k = mt.cat([self.k, k], dim=2)                                           # (B, H, t + t_new, Dh)
+            k = mt.cat([self.k, k], dim=2)  # (B, H, t + t_new, Dh)
             v = mt.cat([self.v, v], dim=2)
         self.k, self.v = k, v
         return k, v
@@ -423,8 +466,10 @@ class KVCache:
 
     def __init__(self, num_layers: int):
         self.offset = 0
-        self.layers = [{"self_attn": AttentionCache(static=False), "cross_attn": AttentionCache(static=True)}
-                       for _ in range(num_layers)]
+        self.layers = [
+            {"self_attn": AttentionCache(static=False), "cross_attn": AttentionCache(static=True)}
+            for _ in range(num_layers)
+        ]
 
     def reorder(self, index, static: bool = False) -> None:
         """Select batch rows `index` (int array) of every self-attention entry; of the cross-attention
@@ -448,15 +493,40 @@ class Transformer(nn.Module):
     torch.nn.Transformer, which also re-initialises only the matrices) and LayerNorms start at (1, 0).
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512, num_heads: int = 8,
-                 num_encoder_layers: int = 6, num_decoder_layers: int = 6, d_ff: int = 2048,
-                 dropout: float = 0.1, max_len: int = 5000, norm_first: bool = False,
-                 final_norm: bool = False, activation: str = "relu", positional: str = "sinusoidal",
-                 tie_embeddings: bool = False):
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        num_heads: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        max_len: int = 5000,
+        norm_first: bool = False,
+        final_norm: bool = False,
+        activation: str = "relu",
+        positional: str = "sinusoidal",
+        tie_embeddings: bool = False,
+    ):
         # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
-        config = ModelConfig(src_vocab_size, tgt_vocab_size, d_model, num_heads, num_encoder_layers,
-                             num_decoder_layers, d_ff, dropout, max_len, norm_first, final_norm,
-                             activation, positional, tie_embeddings)
+        config = ModelConfig(
+            src_vocab_size,
+            tgt_vocab_size,
+            d_model,
+            num_heads,
+            num_encoder_layers,
+            num_decoder_layers,
+            d_ff,
+            dropout,
+            max_len,
+            norm_first,
+            final_norm,
+            activation,
+            positional,
+            tie_embeddings,
+        )
         super().__init__()
         self.config = config
         self.d_model = d_model
@@ -469,10 +539,12 @@ class Transformer(nn.Module):
             self.pos_encoding = PositionalEncoding(d_model, max_len, dropout)
         else:
             self.pos_encoding = LearnedPositionalEmbedding(d_model, max_len, dropout)
-        self.encoder = Encoder(num_encoder_layers, d_model, num_heads, d_ff, dropout, activation,
-                               norm_first, final_norm)
-        self.decoder = Decoder(num_decoder_layers, d_model, num_heads, d_ff, dropout, activation,
-                               norm_first, final_norm)
+        self.encoder = Encoder(
+            num_encoder_layers, d_model, num_heads, d_ff, dropout, activation, norm_first, final_norm
+        )
+        self.decoder = Decoder(
+            num_decoder_layers, d_model, num_heads, d_ff, dropout, activation, norm_first, final_norm
+        )
         self.generator = nn.Linear(d_model, tgt_vocab_size)
         if tie_embeddings:
             # Deviation from the paper's base recipe (it shares all three matrices): target only.
@@ -480,7 +552,7 @@ class Transformer(nn.Module):
         self.reset_parameters()
 
     @classmethod
-    def from_config(cls, config: ModelConfig) -> "Transformer":
+    def from_config(cls, config: ModelConfig) -> Transformer:
         return cls(**config.to_dict())
 
     def reset_parameters(self) -> None:
@@ -517,10 +589,10 @@ class Transformer(nn.Module):
         src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.encode: src")
         B, S = src.shape
         if src_mask is None:
-            src_mask = padding_mask(src, PAD_ID)                                     # (B, 1, 1, S)
+            src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
         check_mask(src_mask, (B, self.config.num_heads, S, S), "Transformer.encode: src_mask")
-        x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))         # (B, S, D)
-        return self.encoder(x, src_mask)                                             # (B, S, D)
+        x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, D)
+        return self.encoder(x, src_mask)  # (B, S, D)
 
     def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None):
         """tgt (B, T) ids, memory (B, S, D) -> logits (B, T, V_tgt).
@@ -535,23 +607,24 @@ class Transformer(nn.Module):
         tgt = check_tokens(tgt, self.tgt_vocab_size, self.max_len, "Transformer.decode: tgt", offset)
         B, T = tgt.shape
         if memory.ndim != 3 or memory.shape[0] != B or memory.shape[2] != self.d_model:
-            raise ValueError(f"Transformer.decode: expected memory of shape ({B}, S, {self.d_model}), "
-                             f"got {memory.shape}")
+            raise ValueError(
+                f"Transformer.decode: expected memory of shape ({B}, S, {self.d_model}), got {memory.shape}"
+            )
         S = memory.shape[1]
         if tgt_mask is None:
             if cache is None:
-                tgt_mask = target_mask(tgt, PAD_ID)                                  # (B, 1, T, T)
+                tgt_mask = target_mask(tgt, PAD_ID)  # (B, 1, T, T)
             elif T > 1:
-                tgt_mask = causal_mask(T, offset)                                    # (1, 1, T, offset + T)
+                tgt_mask = causal_mask(T, offset)  # (1, 1, T, offset + T)
             # one new token with a cache: it may see every cached position and itself, no mask
         H = self.config.num_heads
         check_mask(tgt_mask, (B, H, T, offset + T), "Transformer.decode: tgt_mask")
         check_mask(src_mask, (B, H, T, S), "Transformer.decode: src_mask")
         x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
-        x = self.decoder(x, memory, src_mask, tgt_mask, cache)                       # (B, T, D)
+        x = self.decoder(x, memory, src_mask, tgt_mask, cache)  # (B, T, D)
         if cache is not None:
             cache.offset += T
-        return self.generator(x)                                                     # (B, T, V_tgt)
+        return self.generator(x)  # (B, T, V_tgt)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None):
         """src (B, S), tgt (B, T) ids -> logits (B, T, V_tgt) (teacher forcing).
@@ -561,6 +634,6 @@ class Transformer(nn.Module):
         """
         src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.forward: src")
         if src_mask is None:
-            src_mask = padding_mask(src, PAD_ID)                                     # (B, 1, 1, S)
-        memory = self.encode(src, src_mask)                                          # (B, S, D)
-        return self.decode(tgt, memory, src_mask, tgt_mask)                          # (B, T, V_tgt)
+            src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
+        memory = self.encode(src, src_mask)  # (B, S, D)
+        return self.decode(tgt, memory, src_mask, tgt_mask)  # (B, T, V_tgt)

@@ -9,11 +9,12 @@ heatmaps (one head, all heads of a layer as a grid, the head average of every la
 training loss curve, the learning-rate schedule, per-layer gradient norms over training, the
 curvature study's four panels, and a generic line chart the experiments use.
 """
+
 from __future__ import annotations
 
 import math
 import os
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -51,7 +52,7 @@ def _tick_labels(ax, axis: str, labels, cell_points: float, rotation: int = 0) -
     """Label every cell when the font fits its cell, else every k-th cell, so labels never overlap."""
     fontsize = min(8.0, 0.7 * cell_points)
     every = 1
-    while fontsize < 5.0:                         # below 5 pt labels are unreadable: thin them out instead
+    while fontsize < 5.0:  # below 5 pt labels are unreadable: thin them out instead
         every += 1
         fontsize = min(8.0, 0.7 * cell_points * every)
     ticks = list(range(0, len(labels), every))
@@ -93,7 +94,7 @@ def _query_axis_label(ylabel: str, predicts) -> str:
 def plot_positional_encoding(pe, path: str, title: str = "Sinusoidal positional encoding") -> str:
     """Heatmap of PE (positions x dimensions), shown as dimension (rows) against position (columns)."""
     pe = _array(pe, (2, 3), "plot_positional_encoding")
-    if pe.ndim == 3:                     # (1, L, D) buffer
+    if pe.ndim == 3:  # (1, L, D) buffer
         pe = pe[0]
     fig = Figure(figsize=(10, 4.5))
     ax = fig.subplots()
@@ -105,8 +106,9 @@ def plot_positional_encoding(pe, path: str, title: str = "Sinusoidal positional 
     return _save(fig, path)
 
 
-def plot_positional_curves(pe, path: str, dims: Sequence[int] = (0, 1, 2, 3),
-                           title: str = "Positional encoding: first dimensions") -> str:
+def plot_positional_curves(
+    pe, path: str, dims: Sequence[int] = (0, 1, 2, 3), title: str = "Positional encoding: first dimensions"
+) -> str:
     """PE[:, d] against position: top, the first dimensions (a sin/cos pair per frequency);
     bottom, even dimensions spread across the width, whose wavelength grows geometrically."""
     pe = _array(pe, (2, 3), "plot_positional_curves")
@@ -125,7 +127,7 @@ def plot_positional_curves(pe, path: str, dims: Sequence[int] = (0, 1, 2, 3),
         ax.set_ylabel("encoding value")
         ax.set_title(sub, fontsize=10)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)   # outside: the curves fill the axes
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)  # outside: the curves fill the axes
     bottom.set_xlabel("position")
     fig.suptitle(title)
     return _save(fig, path)
@@ -141,6 +143,7 @@ def plot_causal_mask(mask, path: str, title: str = "Causal (look-ahead) mask") -
     fig = Figure(figsize=(5.2, 4.5))
     ax = fig.subplots()
     from matplotlib.colors import ListedColormap
+
     # two colours for two values (a continuous colour bar would suggest values in between)
     im = ax.imshow(m, cmap=ListedColormap(["#f7fbff", "#08306b"]), vmin=-0.5, vmax=1.5, interpolation="nearest")
     cb = fig.colorbar(im, ax=ax, ticks=[0, 1], boundaries=[-0.5, 0.5, 1.5], shrink=0.4)
@@ -163,8 +166,16 @@ def _map_inches(shape: tuple, cell: float = 0.22, low: float = 2.4, high: float 
     return min(max(cell * cols, low), high), min(max(cell * rows, low), high)
 
 
-def plot_attention(weights, path: str, x_labels=None, y_labels=None, title: str = "Attention",
-                   xlabel: str = "key", ylabel: str = "query", predicts=None) -> str:
+def plot_attention(
+    weights,
+    path: str,
+    x_labels=None,
+    y_labels=None,
+    title: str = "Attention",
+    xlabel: str = "key",
+    ylabel: str = "query",
+    predicts=None,
+) -> str:
     """One attention map (T_q, T_k); rows are queries, columns keys, each row sums to 1.
 
     `predicts`: for decoder maps, the token each query row is trained to output (the next one);
@@ -184,8 +195,16 @@ def plot_attention(weights, path: str, x_labels=None, y_labels=None, title: str 
     return _save(fig, path)
 
 
-def plot_attention_heads(weights, path: str, x_labels=None, y_labels=None, title: str = "Attention heads",
-                         xlabel: str = "key", ylabel: str = "query", predicts=None) -> str:
+def plot_attention_heads(
+    weights,
+    path: str,
+    x_labels=None,
+    y_labels=None,
+    title: str = "Attention heads",
+    xlabel: str = "key",
+    ylabel: str = "query",
+    predicts=None,
+) -> str:
     """All heads of one layer (H, T_q, T_k) as a grid of heatmaps sharing one colour scale (0 to 1).
 
     Heads are numbered from 1. `predicts` as in plot_attention.
@@ -231,9 +250,17 @@ def _mean_attention_vmax(maps: list) -> float:
     return top if top > 0 else 1.0
 
 
-def plot_attention_layers(layer_weights: Sequence, path: str, x_labels=None, y_labels=None,
-                          title: str = "Attention averaged over heads", xlabel: str = "key",
-                          ylabel: str = "query", layer_name: str = "layer", predicts=None) -> str:
+def plot_attention_layers(
+    layer_weights: Sequence,
+    path: str,
+    x_labels=None,
+    y_labels=None,
+    title: str = "Attention averaged over heads",
+    xlabel: str = "key",
+    ylabel: str = "query",
+    layer_name: str = "layer",
+    predicts=None,
+) -> str:
     """The head average of every layer: `layer_weights` is a list of (H, T_q, T_k) (or (T_q, T_k)) arrays.
 
     Layers are numbered from 1 ('encoder layer 1' is the one next to the embeddings). The colour
@@ -267,8 +294,13 @@ def plot_attention_layers(layer_weights: Sequence, path: str, x_labels=None, y_l
         ax.set_xlabel(xlabel, fontsize=8)
         if i == 0:
             ax.set_ylabel(_query_axis_label(ylabel, predicts), fontsize=8)
-    fig.colorbar(im, ax=list(axes), label=f"mean attention weight over heads (scale 0 to {vmax:.2f})", shrink=0.85,
-                 extend="max" if any(m.max() > vmax for m in maps) else "neither")
+    fig.colorbar(
+        im,
+        ax=list(axes),
+        label=f"mean attention weight over heads (scale 0 to {vmax:.2f})",
+        shrink=0.85,
+        extend="max" if any(m.max() > vmax for m in maps) else "neither",
+    )
     fig.suptitle(title)
     return _save(fig, path)
 
@@ -281,11 +313,10 @@ def _smooth(y: np.ndarray, window: int) -> np.ndarray:
         return y
     c = np.cumsum(np.insert(y, 0, 0.0))
     out = (c[window:] - c[:-window]) / window
-    return np.concatenate([y[:window - 1].cumsum() / np.arange(1, window), out])
+    return np.concatenate([y[: window - 1].cumsum() / np.arange(1, window), out])
 
 
-def plot_loss(steps, losses, path: str, eval_steps=None, eval_losses=None,
-              title: str = "Training loss") -> str:
+def plot_loss(steps, losses, path: str, eval_steps=None, eval_losses=None, title: str = "Training loss") -> str:
     """Per-step training loss (faint), its running mean, and held-out loss points if given."""
     steps = _array(steps, 1, "plot_loss (steps)")
     losses = _array(losses, 1, "plot_loss (losses)")
@@ -294,11 +325,16 @@ def plot_loss(steps, losses, path: str, eval_steps=None, eval_losses=None,
     fig = Figure(figsize=(9, 4.5))
     ax = fig.subplots()
     window = max(1, len(losses) // 50)
-    if window > 1:       # a noisy per-step line, and its running mean on top
+    if window > 1:  # a noisy per-step line, and its running mean on top
         ax.plot(steps, losses, color="tab:blue", alpha=0.3, linewidth=0.8, label="train (per step)")
-        ax.plot(steps, _smooth(losses.astype(float), window), color="tab:blue", linewidth=1.8,
-                label=f"train (running mean of {window} steps)")
-    else:                # too few steps to smooth: the per-step line is the curve
+        ax.plot(
+            steps,
+            _smooth(losses.astype(float), window),
+            color="tab:blue",
+            linewidth=1.8,
+            label=f"train (running mean of {window} steps)",
+        )
+    else:  # too few steps to smooth: the per-step line is the curve
         ax.plot(steps, losses, color="tab:blue", linewidth=1.5, label="train (per step)")
     if eval_steps is not None and eval_losses is not None and len(eval_steps):
         ax.plot(eval_steps, eval_losses, "o-", color="tab:orange", label="held-out")
@@ -322,8 +358,13 @@ def plot_lr(steps, lrs, path: str, title: str = "Learning-rate schedule") -> str
     ax = fig.subplots()
     ax.plot(steps, lrs, color="tab:green", linewidth=1.8)
     peak = int(np.argmax(lrs))
-    ax.annotate(f"peak {lrs[peak]:.2e} at step {int(steps[peak])}", (steps[peak], lrs[peak]),
-                textcoords="offset points", xytext=(10, -15), fontsize=8)
+    ax.annotate(
+        f"peak {lrs[peak]:.2e} at step {int(steps[peak])}",
+        (steps[peak], lrs[peak]),
+        textcoords="offset points",
+        xytext=(10, -15),
+        fontsize=8,
+    )
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("learning rate")
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-3, 3))
@@ -332,8 +373,9 @@ def plot_lr(steps, lrs, path: str, title: str = "Learning-rate schedule") -> str
     return _save(fig, path)
 
 
-def plot_grad_norms(steps, norms: Mapping[str, Sequence[float]], path: str,
-                    title: str = "Gradient norm per layer") -> str:
+def plot_grad_norms(
+    steps, norms: Mapping[str, Sequence[float]], path: str, title: str = "Gradient norm per layer"
+) -> str:
     """One line per layer group ('encoder.layers.0', 'generator', ...) of the gradient 2-norm, log scale."""
     steps = _array(steps, 1, "plot_grad_norms (steps)")
     if not norms:
@@ -343,7 +385,8 @@ def plot_grad_norms(steps, norms: Mapping[str, Sequence[float]], path: str,
     cmap = {"encoder": "Blues", "decoder": "Oranges"}
     names = list(norms)
     import matplotlib
-    for i, name in enumerate(names):
+
+    for _i, name in enumerate(names):
         y = _array(norms[name], 1, f"plot_grad_norms ({name})").astype(float)
         if y.shape != steps.shape:
             raise ValueError(f"plot_grad_norms: {name!r} has {y.shape[0]} values for {steps.shape[0]} steps")
@@ -362,8 +405,7 @@ def plot_grad_norms(steps, norms: Mapping[str, Sequence[float]], path: str,
     ax.set_title(title)
     ax.grid(True, alpha=0.3, which="both")
     # parameter names count layers from 0: 'encoder.layers.0' is encoder layer 1, next to the embeddings
-    ax.legend(fontsize=7, ncol=2, loc="upper right", title="parameter group (layers.0 = first layer)",
-              title_fontsize=7)
+    ax.legend(fontsize=7, ncol=2, loc="upper right", title="parameter group (layers.0 = first layer)", title_fontsize=7)
     return _save(fig, path)
 
 
@@ -372,6 +414,7 @@ def _log_axis(ax, axis: str, data_values=None) -> None:
     else plain numbers ('0.1', '2', '50') when the range spans at most three decades; wider ranges
     keep powers of ten, the only readable labels there."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
+
     getattr(ax, f"set_{axis}scale")("log")
     target = ax.xaxis if axis == "x" else ax.yaxis
     plain = FuncFormatter(lambda v, _: f"{v:g}")
@@ -380,16 +423,26 @@ def _log_axis(ax, axis: str, data_values=None) -> None:
         target.set_major_formatter(plain)
         target.set_minor_locator(NullLocator())
         return
-    lo, hi = (ax.get_xlim() if axis == "x" else ax.get_ylim())
+    lo, hi = ax.get_xlim() if axis == "x" else ax.get_ylim()
     if lo > 0 and hi / lo <= 1e3:
         target.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         target.set_major_formatter(plain)
         target.set_minor_formatter(FuncFormatter(lambda v, _: ""))
 
 
-def plot_lines(x, series: Mapping[str, Sequence[float]], path: str, xlabel: str, ylabel: str, title: str,
-               logx: bool = False, logy: bool = False, markers: bool = True,
-               lower: Mapping[str, Sequence[float]] | None = None, lower_ylabel: str = "") -> str:
+def plot_lines(
+    x,
+    series: Mapping[str, Sequence[float]],
+    path: str,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = False,
+    logy: bool = False,
+    markers: bool = True,
+    lower: Mapping[str, Sequence[float]] | None = None,
+    lower_ylabel: str = "",
+) -> str:
     """A generic chart: one line per named series against a shared x (the experiments' summaries).
 
     x: numbers, or strings naming categories (length buckets '3-10', ...), drawn evenly spaced
@@ -434,9 +487,15 @@ def plot_lines(x, series: Mapping[str, Sequence[float]], path: str, xlabel: str,
     return _save(fig, path)
 
 
-def plot_curvature(measured_steps, eigenvalues: Mapping[str, Sequence[float]], lrs: Mapping[str, Sequence[float]],
-                   grad_norms: Mapping[str, Sequence[float]], residuals: Mapping[str, Sequence[float]], path: str,
-                   title: str = "Curvature of the loss over training") -> str:
+def plot_curvature(
+    measured_steps,
+    eigenvalues: Mapping[str, Sequence[float]],
+    lrs: Mapping[str, Sequence[float]],
+    grad_norms: Mapping[str, Sequence[float]],
+    residuals: Mapping[str, Sequence[float]],
+    path: str,
+    title: str = "Curvature of the loss over training",
+) -> str:
     """Four panels sharing one colour per run (post-norm, pre-norm): the top Hessian eigenvalue at the
     measured steps, the learning rate and the gradient norm of every training step, and the power
     iteration's residual per iteration at the last measurement (its convergence)."""
@@ -453,15 +512,25 @@ def plot_curvature(measured_steps, eigenvalues: Mapping[str, Sequence[float]], l
         top.plot(x, eig, "o-", color=color, label=name)
         lr = np.asarray(lrs[name], dtype=float)
         shared = all(np.array_equal(lr, np.asarray(other, dtype=float)) for other in lrs.values())
-        if not shared or name == next(iter(lrs)):       # one line when every run has the same schedule
-            lr_ax.plot(np.arange(len(lr)), lr, color="tab:green" if shared else color, linewidth=1.5,
-                       label=" and ".join(lrs) if shared else name)
+        if not shared or name == next(iter(lrs)):  # one line when every run has the same schedule
+            lr_ax.plot(
+                np.arange(len(lr)),
+                lr,
+                color="tab:green" if shared else color,
+                linewidth=1.5,
+                label=" and ".join(lrs) if shared else name,
+            )
         gn = np.asarray(grad_norms[name], dtype=float)
         window = max(1, len(gn) // 50)
-        if window > 1:   # a noisy per-step line, and its running mean on top
+        if window > 1:  # a noisy per-step line, and its running mean on top
             gn_ax.plot(np.arange(len(gn)), gn, color=color, alpha=0.25, linewidth=0.7)
-            gn_ax.plot(np.arange(len(gn)), _smooth(gn, window), color=color, linewidth=1.6,
-                       label=f"{name} (running mean of {window} steps)")
+            gn_ax.plot(
+                np.arange(len(gn)),
+                _smooth(gn, window),
+                color=color,
+                linewidth=1.6,
+                label=f"{name} (running mean of {window} steps)",
+            )
         elif gn.size:
             gn_ax.plot(np.arange(len(gn)), gn, color=color, linewidth=1.5, label=name)
         res = np.asarray(residuals[name], dtype=float)
@@ -484,6 +553,7 @@ def plot_curvature(measured_steps, eigenvalues: Mapping[str, Sequence[float]], l
     if all(np.all(np.asarray(r, dtype=float) > 0) for r in residuals.values()):
         _log_axis(conv_ax, "y")
     from matplotlib.ticker import MaxNLocator
+
     for ax in (top, lr_ax, gn_ax):
         ax.set_xlabel("optimizer step")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))

@@ -21,6 +21,7 @@ Why resume is exact: the data order of epoch e is a permutation seeded by (seed,
 generator, whose state is saved; Adam's moments and step counts and the scheduler's step are
 saved. Nothing else carries state across steps.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -38,8 +39,18 @@ import minitensor as mt
 from minitensor.random import get_rng_state, set_rng_state
 
 from .config import ModelConfig, TrainConfig, get_preset
-from .data import (BOS_ID, EOS_ID, PAD_ID, Task, Vocab, check_lengths, get_task, iterate_forever, make_batches,
-                   shift_targets)
+from .data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    Task,
+    Vocab,
+    check_lengths,
+    get_task,
+    iterate_forever,
+    make_batches,
+    shift_targets,
+)
 from .loss import sequence_loss
 
 CHECKPOINT_NAME = "checkpoint.npz"
@@ -75,8 +86,10 @@ def _check_model_fits_task(model_cfg: ModelConfig, task: Task) -> None:
     need = (len(task.src_vocab), len(task.tgt_vocab))
     have = (model_cfg.src_vocab_size, model_cfg.tgt_vocab_size)
     if have[0] < need[0] or have[1] < need[1]:
-        raise ValueError(f"train: task {task.name!r} needs src/tgt vocabularies of {need[0]}/{need[1]} tokens, "
-                         f"the model config has {have[0]}/{have[1]}; use config_for_task(model_cfg, task)")
+        raise ValueError(
+            f"train: task {task.name!r} needs src/tgt vocabularies of {need[0]}/{need[1]} tokens, "
+            f"the model config has {have[0]}/{have[1]}; use config_for_task(model_cfg, task)"
+        )
 
 
 def config_diff(saved: dict, requested: dict, skip=()) -> list[str]:
@@ -110,26 +123,33 @@ def check_out_dir(out_dir: str, resume: bool = False, overwrite: bool = False) -
     if resume:
         checkpoint_path(out_dir)
     elif has_run and not overwrite:
-        raise ValueError(f"train: {out_dir!r} already holds a run ({CHECKPOINT_NAME} or {HISTORY_NAME}); "
-                         "continue it with --resume or replace it with --overwrite")
+        raise ValueError(
+            f"train: {out_dir!r} already holds a run ({CHECKPOINT_NAME} or {HISTORY_NAME}); "
+            "continue it with --resume or replace it with --overwrite"
+        )
 
 
-def check_run(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False,
-              overwrite: bool = False) -> tuple[Task, list, list]:
+def check_run(
+    model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False, overwrite: bool = False
+) -> tuple[Task, list, list]:
     """Every check `train` makes before any work (also run by the command line before it prints):
     the output directory, the task, the model's fit to it, and with resume the checkpoint's configs.
     Returns (task, training pairs, held-out pairs)."""
     if not isinstance(model_cfg, ModelConfig) or not isinstance(train_cfg, TrainConfig):
-        raise TypeError(f"train: expected (ModelConfig, TrainConfig), got ({type(model_cfg).__name__}, "
-                        f"{type(train_cfg).__name__})")
+        raise TypeError(
+            f"train: expected (ModelConfig, TrainConfig), got ({type(model_cfg).__name__}, {type(train_cfg).__name__})"
+        )
     check_out_dir(out_dir, resume, overwrite)
     if resume:
         _, saved_model, saved_train = read_checkpoint(out_dir, RESUME_KEYS)
-        diffs = config_diff(saved_model.to_dict(), model_cfg.to_dict()) + \
-            config_diff(saved_train.to_dict(), train_cfg.to_dict(), skip=RESUMABLE_FIELDS)
+        diffs = config_diff(saved_model.to_dict(), model_cfg.to_dict()) + config_diff(
+            saved_train.to_dict(), train_cfg.to_dict(), skip=RESUMABLE_FIELDS
+        )
         if diffs:
-            raise ValueError(f"train: cannot resume from {checkpoint_path(out_dir)!r}, it was trained with a "
-                             "different configuration: " + "; ".join(diffs))
+            raise ValueError(
+                f"train: cannot resume from {checkpoint_path(out_dir)!r}, it was trained with a "
+                "different configuration: " + "; ".join(diffs)
+            )
     task = get_task(train_cfg.task)
     _check_model_fits_task(model_cfg, task)
     train_pairs, eval_pairs = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
@@ -150,14 +170,20 @@ def resume_configs(out_dir: str) -> tuple[ModelConfig, TrainConfig]:
 def build_model(model_cfg: ModelConfig, seed: int):
     """A freshly initialised Transformer; the generator is seeded first so init is reproducible."""
     from .model import Transformer
+
     mt.manual_seed(seed)
     return Transformer.from_config(model_cfg)
 
 
 def build_optimizer(model, train_cfg: TrainConfig):
     # With the warmup schedule Adam's lr is the schedule's multiplier (the paper's 1.0 by default).
-    return mt.optim.Adam(model.parameters(), lr=train_cfg.lr, betas=tuple(train_cfg.betas), eps=train_cfg.eps,
-                         weight_decay=train_cfg.weight_decay)
+    return mt.optim.Adam(
+        model.parameters(),
+        lr=train_cfg.lr,
+        betas=tuple(train_cfg.betas),
+        eps=train_cfg.eps,
+        weight_decay=train_cfg.weight_decay,
+    )
 
 
 def build_scheduler(optimizer, model_cfg: ModelConfig, train_cfg: TrainConfig):
@@ -168,7 +194,7 @@ def build_scheduler(optimizer, model_cfg: ModelConfig, train_cfg: TrainConfig):
         return sched.WarmupInverseSqrt(optimizer, d_model=model_cfg.d_model, warmup_steps=train_cfg.warmup_steps)
     if train_cfg.schedule == "step":
         return sched.StepLR(optimizer, step_size=train_cfg.step_size, gamma=train_cfg.gamma)
-    return sched.LambdaLR(optimizer, lambda _: 1.0)                # 'constant' (TrainConfig allows no other)
+    return sched.LambdaLR(optimizer, lambda _: 1.0)  # 'constant' (TrainConfig allows no other)
 
 
 def schedule_curve(model_cfg: ModelConfig, train_cfg: TrainConfig, steps: int | None = None) -> np.ndarray:
@@ -210,7 +236,8 @@ def compute_loss(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float
     Returns (loss Tensor, logits Tensor (B, T-1, V), labels array (B, T-1)).
     """
     from .masks import padding_mask, target_mask
-    tgt_in, labels = shift_targets(tgt)                                 # (B, T-1) each
+
+    tgt_in, labels = shift_targets(tgt)  # (B, T-1) each
     src_t, tgt_t = mt.tensor(src), mt.tensor(tgt_in)
     logits = model(src_t, tgt_t, padding_mask(src_t, PAD_ID), target_mask(tgt_t, PAD_ID))  # (B, T-1, V)
     loss = sequence_loss(logits, labels, label_smoothing)
@@ -225,8 +252,11 @@ def train_step(model, optimizer, scheduler, params, src, tgt, train_cfg: TrainCo
     optimizer.zero_grad()
     loss, _, labels = compute_loss(model, src, tgt, train_cfg.label_smoothing)
     loss.backward()
-    sq = {} if groups is None else {k: sum(_sq_norm(p.grad.data) for p in ps if p.grad is not None)
-                                    for k, ps in groups.items()}
+    sq = (
+        {}
+        if groups is None
+        else {k: sum(_sq_norm(p.grad.data) for p in ps if p.grad is not None) for k, ps in groups.items()}
+    )
     if train_cfg.clip_grad_norm > 0:
         total = float(mt.nn.utils.clip_grad_norm_(params, train_cfg.clip_grad_norm))
     elif sq:
@@ -238,8 +268,14 @@ def train_step(model, optimizer, scheduler, params, src, tgt, train_cfg: TrainCo
     return loss.item(), total, sq, labels
 
 
-def fit(model_cfg: ModelConfig, train_cfg: TrainConfig, train_pairs, steps: int | None = None,
-        progress: bool = False, desc: str = "fit"):
+def fit(
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    train_pairs,
+    steps: int | None = None,
+    progress: bool = False,
+    desc: str = "fit",
+):
     """A bare training loop for experiments: no checkpoints, history file or evaluation.
 
     Returns (model in eval mode, per-step losses, wall seconds).
@@ -256,6 +292,7 @@ def fit(model_cfg: ModelConfig, train_cfg: TrainConfig, train_pairs, steps: int 
     it = range(steps)
     if progress:
         from tqdm.auto import tqdm
+
         it = tqdm(it, desc=desc, unit="step", dynamic_ncols=True, leave=False)
     t0 = time.perf_counter()
     for _ in it:
@@ -279,27 +316,42 @@ def _strip(seq) -> list[int]:
     return out
 
 
-def greedy_outputs(model, srcs: list[list[int]], max_new_tokens: int, batch_size: int = 100,
-                   use_cache: bool = True) -> list[list[int]]:
+def greedy_outputs(
+    model, srcs: list[list[int]], max_new_tokens: int, batch_size: int = 100, use_cache: bool = True
+) -> list[list[int]]:
     """Greedy decoding of each source; each result without <bos>/<eos>/padding."""
     from .decode import greedy_decode
+
     results: list[list[int]] = []
     was_training = model.training
     model.eval()
     try:
         with mt.no_grad():
             for i in range(0, len(srcs), batch_size):
-                src = make_batches([(s, [BOS_ID, EOS_ID]) for s in srcs[i:i + batch_size]], batch_size)[0][0]
-                out = greedy_decode(model, mt.tensor(src), max_len=max_new_tokens, bos_id=BOS_ID, eos_id=EOS_ID,
-                                    pad_id=PAD_ID, use_cache=use_cache)
+                src = make_batches([(s, [BOS_ID, EOS_ID]) for s in srcs[i : i + batch_size]], batch_size)[0][0]
+                out = greedy_decode(
+                    model,
+                    mt.tensor(src),
+                    max_len=max_new_tokens,
+                    bos_id=BOS_ID,
+                    eos_id=EOS_ID,
+                    pad_id=PAD_ID,
+                    use_cache=use_cache,
+                )
                 results.extend(_strip(row) for row in out)
     finally:
         model.train(was_training)
     return results
 
 
-def evaluate(model, pairs, batch_size: int = 100, label_smoothing: float = 0.0, exact: bool = True,
-             max_new_tokens: int | None = None) -> dict:
+def evaluate(
+    model,
+    pairs,
+    batch_size: int = 100,
+    label_smoothing: float = 0.0,
+    exact: bool = True,
+    max_new_tokens: int | None = None,
+) -> dict:
     """Held-out metrics: loss (label smoothing as given, PAD ignored), token accuracy (PAD excluded),
     and exact-sequence accuracy of greedy decoding (the whole target, up to <eos>, must match)."""
     if len(pairs) == 0:
@@ -335,6 +387,7 @@ def evaluate(model, pairs, batch_size: int = 100, label_smoothing: float = 0.0, 
 @dataclass
 class Checkpoint:
     """A loaded checkpoint: the model (eval mode), its task and configs, and the raw state."""
+
     model: object
     task: Task
     model_cfg: ModelConfig
@@ -348,8 +401,10 @@ def checkpoint_path(path: str) -> str:
     """A run directory or a checkpoint file to the checkpoint file; FileNotFoundError if absent."""
     p = os.path.join(path, CHECKPOINT_NAME) if os.path.isdir(path) else path
     if not os.path.isfile(p):
-        raise FileNotFoundError(f"no checkpoint at {path!r} (expected a run directory holding {CHECKPOINT_NAME} "
-                                f"or the file itself); train one with `python -m transformer_np train`")
+        raise FileNotFoundError(
+            f"no checkpoint at {path!r} (expected a run directory holding {CHECKPOINT_NAME} "
+            f"or the file itself); train one with `python -m transformer_np train`"
+        )
     return p
 
 
@@ -391,6 +446,7 @@ def load_checkpoint(path: str) -> Checkpoint:
     state, model_cfg, train_cfg = read_checkpoint(path)
     file = checkpoint_path(path)
     from .model import Transformer
+
     model = Transformer.from_config(model_cfg)
     try:
         model.load_state_dict(state["model"])
@@ -401,24 +457,28 @@ def load_checkpoint(path: str) -> Checkpoint:
     return Checkpoint(model, task, model_cfg, train_cfg, int(state["step"]), state, file)
 
 
-def _save_checkpoint(out_dir, model, optimizer, scheduler, step, rng_state, data_state, model_cfg, train_cfg,
-                     task, history) -> str:
+def _save_checkpoint(
+    out_dir, model, optimizer, scheduler, step, rng_state, data_state, model_cfg, train_cfg, task, history
+) -> str:
     # The history goes first: a crash between the two files leaves a history ahead of the
     # checkpoint, which resuming cuts back, never one that lacks the checkpoint's steps.
     _write_history(out_dir, history)
     path = os.path.join(out_dir, CHECKPOINT_NAME)
-    mt.save({
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "step": int(step),
-        "rng": rng_state,
-        "data": dict(data_state),
-        "model_config": model_cfg.to_dict(),
-        "train_config": train_cfg.to_dict(),
-        "src_vocab": task.src_vocab.to_dict(),
-        "tgt_vocab": task.tgt_vocab.to_dict(),
-    }, path)
+    mt.save(
+        {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "step": int(step),
+            "rng": rng_state,
+            "data": dict(data_state),
+            "model_config": model_cfg.to_dict(),
+            "train_config": train_cfg.to_dict(),
+            "src_vocab": task.src_vocab.to_dict(),
+            "tgt_vocab": task.tgt_vocab.to_dict(),
+        },
+        path,
+    )
     return path
 
 
@@ -451,7 +511,7 @@ class TrainResult:
     model: object
     task: Task
     history: dict
-    metrics: dict                 # final held-out metrics (evaluate)
+    metrics: dict  # final held-out metrics (evaluate)
     out_dir: str
     step: int
     wall_time: float
@@ -469,8 +529,8 @@ class _InterruptGuard:
     """
 
     def __init__(self):
-        self.pending = False        # a SIGINT arrived inside an atomic block
-        self.stopping = False       # KeyboardInterrupt raised: the run is on its way out
+        self.pending = False  # a SIGINT arrived inside an atomic block
+        self.stopping = False  # KeyboardInterrupt raised: the run is on its way out
         self._depth = 0
         self._old = None
 
@@ -506,12 +566,27 @@ class _InterruptGuard:
 
 
 def _new_history(groups) -> dict:
-    return {"step": [], "loss": [], "lr": [], "grad_norm": [], "tokens_per_s": [],
-            "layer_grad_norms": {k: [] for k in groups}, "eval": []}
+    return {
+        "step": [],
+        "loss": [],
+        "lr": [],
+        "grad_norm": [],
+        "tokens_per_s": [],
+        "layer_grad_norms": {k: [] for k in groups},
+        "eval": [],
+    }
 
 
-def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False,
-          progress: bool = True, callback=None, overwrite: bool = False, on_start=None) -> TrainResult:
+def train(
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    out_dir: str,
+    resume: bool = False,
+    progress: bool = True,
+    callback=None,
+    overwrite: bool = False,
+    on_start=None,
+) -> TrainResult:
     """Train a Transformer on `train_cfg.task` for `train_cfg.steps` optimizer steps; see the module docstring.
 
     `callback(step, record)` runs after every completed step with that step's record (loss, lr,
@@ -542,8 +617,9 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
             step = int(state["step"])
             epoch, batch_index = int(state["data"]["epoch"]), int(state["data"]["batch_index"])
         except (TypeError, ValueError, KeyError, IndexError, RuntimeError) as e:
-            raise ValueError(f"{checkpoint_path(out_dir)!r} does not hold a run of its own configuration: "
-                             f"{_shorten(e)}") from None
+            raise ValueError(
+                f"{checkpoint_path(out_dir)!r} does not hold a run of its own configuration: {_shorten(e)}"
+            ) from None
         if os.path.isfile(os.path.join(out_dir, HISTORY_NAME)):
             history = load_history(out_dir)
             # a history saved ahead of its checkpoint (a crash between the two files) would repeat steps: cut it
@@ -561,12 +637,14 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
 
     def save():
         data = {"epoch": epoch, "batch_index": batch_index}
-        return _save_checkpoint(out_dir, model, optimizer, scheduler, step, get_rng_state(), data,
-                                model_cfg, train_cfg, task, history)
+        return _save_checkpoint(
+            out_dir, model, optimizer, scheduler, step, get_rng_state(), data, model_cfg, train_cfg, task, history
+        )
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
+
         bar = tqdm(total=train_cfg.steps, initial=step, desc=f"train {task.name}", unit="step", dynamic_ncols=True)
     t_start = time.perf_counter()
     guard = _InterruptGuard()
@@ -580,14 +658,20 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
                         t0 = time.perf_counter()
                         epoch_i, index_i, (src, tgt) = next(batches)
                         lr = optimizer.param_groups[0]["lr"]
-                        loss, total, sq, labels = train_step(model, optimizer, scheduler, params, src, tgt,
-                                                             train_cfg, groups)
+                        loss, total, sq, labels = train_step(
+                            model, optimizer, scheduler, params, src, tgt, train_cfg, groups
+                        )
                         step += 1
-                        epoch, batch_index = epoch_i, index_i + 1          # the next batch's position
+                        epoch, batch_index = epoch_i, index_i + 1  # the next batch's position
                         n_tokens = int(np.count_nonzero(src != PAD_ID) + np.count_nonzero(labels != PAD_ID))
                         dt = time.perf_counter() - t0
-                        record = {"step": step, "loss": loss, "lr": float(lr), "grad_norm": total,
-                                  "tokens_per_s": n_tokens / dt if dt > 0 else 0.0}
+                        record = {
+                            "step": step,
+                            "loss": loss,
+                            "lr": float(lr),
+                            "grad_norm": total,
+                            "tokens_per_s": n_tokens / dt if dt > 0 else 0.0,
+                        }
                         for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
                             history[k].append(record[k])
                         for k, v in sq.items():
@@ -600,8 +684,10 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
                         m = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
                         history["eval"].append({"step": step, **m})
                         if bar is not None:
-                            bar.write(f"step {step}: held-out loss {m['loss']:.4f}, token acc {m['token_acc']:.4f}, "
-                                      f"exact {m['exact_acc']:.4f}")
+                            bar.write(
+                                f"step {step}: held-out loss {m['loss']:.4f}, token acc {m['token_acc']:.4f}, "
+                                f"exact {m['exact_acc']:.4f}"
+                            )
                     if train_cfg.checkpoint_every and step % train_cfg.checkpoint_every == 0:
                         with guard.atomic():
                             save()
@@ -614,7 +700,7 @@ def train(model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: 
                     history["wall_time"] = history.get("wall_time", 0.0) + wall
                     save()
             except KeyboardInterrupt:
-                guard.stopping = True       # from here on every Ctrl-C is dropped: the save below runs in full
+                guard.stopping = True  # from here on every Ctrl-C is dropped: the save below runs in full
                 path = save()
                 if bar is not None:
                     bar.close()

@@ -3,6 +3,7 @@ naming the op, before any work) and calls a primitive of minitensor.ops; the fus
 (linear, softmax, log_softmax, layer_norm, cross_entropy, nll_loss, embedding, dropout, the
 attention weights) and their derivations live in ops/fused.py and ops/indexing.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,25 +14,46 @@ from .. import ops
 from ..random import generator
 from ..tensor import Tensor, log_softmax, softmax
 
-__all__ = ["linear", "relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "cross_entropy",
-           "nll_loss", "mse_loss", "embedding", "dropout", "attention_weights",
-           "l1_loss", "binary_cross_entropy_with_logits", "one_hot"]
+__all__ = [
+    "linear",
+    "relu",
+    "gelu",
+    "sigmoid",
+    "tanh",
+    "softmax",
+    "log_softmax",
+    "layer_norm",
+    "cross_entropy",
+    "nll_loss",
+    "mse_loss",
+    "embedding",
+    "dropout",
+    "attention_weights",
+    "l1_loss",
+    "binary_cross_entropy_with_logits",
+    "one_hot",
+]
 
 
 # ----------------------------------------------------------------------------- linear
 
+
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y = x W^T + b (one fused node)."""
     if input.shape[-1:] != weight.shape[1:] or weight.ndim != 2:
-        raise ValueError(f"linear: input of shape {input.shape} does not match weight of shape {weight.shape} "
-                         f"(expected input (..., {weight.shape[-1] if weight.ndim else '?'}))")
+        raise ValueError(
+            f"linear: input of shape {input.shape} does not match weight of shape {weight.shape} "
+            f"(expected input (..., {weight.shape[-1] if weight.ndim else '?'}))"
+        )
     if bias is not None and bias.shape != weight.shape[:1]:
         raise ValueError(f"linear: bias of shape {bias.shape}, expected ({weight.shape[0]},)")
     dt = input.dtype
     if weight.dtype != dt or (bias is not None and bias.dtype != dt):
-        raise TypeError(f"linear: input dtype {dt} differs from weight dtype {weight.dtype}"
-                        f"{'' if bias is None else ' / bias dtype ' + str(bias.dtype)}; convert one explicitly")
-    if 0 in weight.shape:    # no input or no output features: the fused node's (-1, features) reshape cannot work
+        raise TypeError(
+            f"linear: input dtype {dt} differs from weight dtype {weight.dtype}"
+            f"{'' if bias is None else ' / bias dtype ' + str(bias.dtype)}; convert one explicitly"
+        )
+    if 0 in weight.shape:  # no input or no output features: the fused node's (-1, features) reshape cannot work
         out = input @ weight.transpose(0, 1)
         return out if bias is None else out + bias
     if bias is None:
@@ -41,11 +63,13 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
 # ----------------------------------------------------------------------------- activations
 
+
 def refuse_inplace(op: str, inplace: bool) -> None:
     """minitensor's functional ops never write into their input: inplace=True is refused, not ignored."""
     if inplace:
-        raise ValueError(f"{op}: inplace=True is not supported (minitensor ops never write into their input); "
-                         "use inplace=False")
+        raise ValueError(
+            f"{op}: inplace=True is not supported (minitensor ops never write into their input); use inplace=False"
+        )
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -73,11 +97,13 @@ def tanh(input: Tensor) -> Tensor:
 # ----------------------------------------------------------------------------- layer norm
 # softmax and log_softmax are torch.softmax / torch.log_softmax, imported from tensor.py.
 
-def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None,
-               eps: float = 1e-5) -> Tensor:
+
+def layer_norm(
+    input: Tensor, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
     """Normalise over the trailing `normalized_shape` dims, then scale by weight and shift by bias."""
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if input.shape[input.ndim - len(shape):] != shape or len(shape) > input.ndim:
+    if input.shape[input.ndim - len(shape) :] != shape or len(shape) > input.ndim:
         raise ValueError(f"layer_norm: input of shape {input.shape} does not end with normalized_shape {shape}")
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None and p.shape != shape:
@@ -93,6 +119,7 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, bi
 
 
 # ----------------------------------------------------------------------------- losses
+
 
 def _check_target(input_shape: tuple, target: Tensor, op: str) -> np.ndarray:
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
@@ -114,8 +141,9 @@ def _unbatched(loss: Tensor, input: Tensor, reduction: str) -> Tensor:
     return loss + 0.0 if input.ndim == 1 and reduction == "none" else loss
 
 
-def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean",
-                  label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(
+    input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0
+) -> Tensor:
     """torch.nn.functional.cross_entropy for class-index targets (one fused node)."""
     if weight is not None:
         raise NotImplementedError("cross_entropy: per-class weight is not supported")
@@ -125,8 +153,9 @@ def cross_entropy(input: Tensor, target, weight=None, ignore_index: int = -100, 
     if input.dtype.kind != "f":
         raise TypeError(f"cross_entropy: input must be floating (logits), got {input.dtype}")
     t = _check_target(input.shape, target, "cross_entropy")
-    loss = ops.CrossEntropy.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction,
-                                  label_smoothing=float(label_smoothing))
+    loss = ops.CrossEntropy.apply(
+        input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction, label_smoothing=float(label_smoothing)
+    )
     return _unbatched(loss, input, reduction)
 
 
@@ -135,8 +164,9 @@ def nll_loss(input: Tensor, target, weight=None, ignore_index: int = -100, reduc
         raise NotImplementedError("nll_loss: per-class weight is not supported")
     _check_reduction("nll_loss", reduction)
     t = _check_target(input.shape, target, "nll_loss")
-    return _unbatched(ops.NLLLoss.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction),
-                      input, reduction)
+    return _unbatched(
+        ops.NLLLoss.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction), input, reduction
+    )
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
@@ -148,6 +178,7 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 
 # ----------------------------------------------------------------------------- embedding and dropout
 
+
 def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of `weight` looked up by integer ids; no gradient reaches row padding_idx."""
     ids = input.data if isinstance(input, Tensor) else np.asarray(input)
@@ -158,8 +189,7 @@ def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     n = weight.shape[0]
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         bad = ids[(ids < 0) | (ids >= n)].reshape(-1)[0]
-        raise IndexError(f"embedding: id {bad} is out of range for an embedding of {n} rows "
-                         f"(ids shape {ids.shape})")
+        raise IndexError(f"embedding: id {bad} is out of range for an embedding of {n} rows (ids shape {ids.shape})")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
     return ops.Embedding.apply(weight, Tensor.wrap(ids), padding_idx=padding_idx)
@@ -181,14 +211,16 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     else:
         keep = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
         if keep.shape != input.shape or keep.dtype != np.bool_:
-            raise ValueError(f"dropout: mask must be a bool array of the input's shape {input.shape}, "
-                             f"got {keep.dtype} {keep.shape}")
+            raise ValueError(
+                f"dropout: mask must be a bool array of the input's shape {input.shape}, got {keep.dtype} {keep.shape}"
+            )
     dt = input.dtype.type
     scale = dt(0) if p == 1.0 else dt(1.0 / (1.0 - p))
     return ops.Dropout.apply(input, Tensor.wrap(keep), scale=scale)
 
 
 # ----------------------------------------------------------------------------- attention
+
 
 def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = None) -> Tensor:
     """softmax(q k^T * scale) over the keys where the bool `mask` is True (one fused node).
@@ -198,11 +230,13 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
     scale defaults to 1 / sqrt(Dh). A query row whose mask is all False gets zero weights and
     zero gradients, where masked_fill(-inf) -> softmax gives NaN."""
     if q.ndim < 2 or k.ndim < 2 or q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"attention_weights: expected q (..., T_q, Dh) and k (..., T_k, Dh), "
-                         f"got shapes {q.shape} and {k.shape}")
+        raise ValueError(
+            f"attention_weights: expected q (..., T_q, Dh) and k (..., T_k, Dh), got shapes {q.shape} and {k.shape}"
+        )
     if q.dtype != k.dtype or q.dtype.kind != "f":
-        raise TypeError(f"attention_weights: q and k must be floating tensors of one dtype, "
-                        f"got {q.dtype} and {k.dtype}")
+        raise TypeError(
+            f"attention_weights: q and k must be floating tensors of one dtype, got {q.dtype} and {k.dtype}"
+        )
     keep = None
     if mask is not None:
         keep = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
@@ -214,8 +248,9 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
         except ValueError:
             ok = False
         if not ok:
-            raise ValueError(f"attention_weights: mask of shape {keep.shape} does not broadcast to the scores' "
-                             f"shape {scores}")
+            raise ValueError(
+                f"attention_weights: mask of shape {keep.shape} does not broadcast to the scores' shape {scores}"
+            )
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     return ops.AttentionWeights.apply(q, k, keep=keep, scale=scale)
 
@@ -223,6 +258,7 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
 # ============================================================================= names a PyTorch user reaches for
 # l1_loss, binary_cross_entropy_with_logits and one_hot, appended. Each is an exact composite of the
 # primitives above; the functions before this section are the fused wrappers.
+
 
 def _reduced(loss: Tensor, reduction: str) -> Tensor:
     return loss.mean() if reduction == "mean" else (loss.sum() if reduction == "sum" else loss)
@@ -265,15 +301,22 @@ def _broadcasts_to(shape: tuple, target: tuple) -> bool:
         return False
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tensor | None = None,
-                                     reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+def binary_cross_entropy_with_logits(
+    input: Tensor,
+    target: Tensor,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+    pos_weight: Tensor | None = None,
+) -> Tensor:
     """-(pos_weight * y * log sigmoid(x) + (1 - y) * log sigmoid(-x)) * weight, from logits x."""
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     _check_pair("binary_cross_entropy_with_logits", input, target)
     for name, w, shape in (("weight", weight, input.shape), ("pos_weight", pos_weight, input.shape[-1:])):
         if w is not None and not (isinstance(w, Tensor) and _broadcasts_to(w.shape, shape)):
-            raise ValueError(f"binary_cross_entropy_with_logits: {name} must be a Tensor that broadcasts to "
-                             f"{shape}, got {getattr(w, 'shape', type(w).__name__)}")
+            raise ValueError(
+                f"binary_cross_entropy_with_logits: {name} must be a Tensor that broadcasts to "
+                f"{shape}, got {getattr(w, 'shape', type(w).__name__)}"
+            )
     # Deviation from PyTorch, kept on purpose: at a logit of -inf (and a target > 0) the loss is +inf, the limit;
     # PyTorch's formula (1 - y) x - log sigmoid(x) computes -inf + inf there: NaN. At +inf both give +inf.
     log_p, log_not_p = _log_sigmoid_pair(input)

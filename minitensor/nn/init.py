@@ -11,6 +11,7 @@ The streams differ from PyTorch's (see minitensor/random.py): equal seeds give e
     kaiming_uniform_: U(-b, b),  b = gain * sqrt(3 / fan),  gain = calculate_gain(nonlinearity, a)
     kaiming_normal_:  N(0, std^2), std = gain / sqrt(fan)
 """
+
 from __future__ import annotations
 
 import math
@@ -21,8 +22,20 @@ import numpy as np
 from ..random import generator
 from ..tensor import Tensor
 
-__all__ = ["calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_", "eye_",
-           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_"]
+__all__ = [
+    "calculate_gain",
+    "uniform_",
+    "normal_",
+    "constant_",
+    "zeros_",
+    "ones_",
+    "eye_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "trunc_normal_",
+]
 
 
 def _array(fn: str, tensor) -> np.ndarray:
@@ -38,7 +51,7 @@ def _float_array(fn: str, tensor) -> np.ndarray:
     return a
 
 
-def _set(tensor, values) -> "Tensor":
+def _set(tensor, values) -> Tensor:
     """tensor's array = values, in place, recorded as an in-place change (its version is bumped)."""
     tensor.data[...] = values
     tensor.bump_version()
@@ -53,8 +66,16 @@ def _number(fn: str, name: str, v) -> float:
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
     """The recommended gain for a nonlinearity (torch.nn.init.calculate_gain's table)."""
-    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-              "conv_transpose3d", "sigmoid")
+    linear = (
+        "linear",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "sigmoid",
+    )
     if nonlinearity in linear:
         return 1.0
     if nonlinearity == "tanh":
@@ -63,18 +84,22 @@ def calculate_gain(nonlinearity: str, param=None) -> float:
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
         slope = 0.01 if param is None else _number("calculate_gain", "param", param)
-        return math.sqrt(2.0 / (1 + slope ** 2))
+        return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}; expected one of "
-                     f"{list(linear) + ['tanh', 'relu', 'leaky_relu', 'selu']}")
+    raise ValueError(
+        f"calculate_gain: unsupported nonlinearity {nonlinearity!r}; expected one of "
+        f"{list(linear) + ['tanh', 'relu', 'leaky_relu', 'selu']}"
+    )
 
 
 def _calculate_fan_in_and_fan_out(tensor) -> tuple[int, int]:
     shape = tensor.shape
     if len(shape) < 2:
-        raise ValueError(f"fan in and fan out can not be computed for a tensor with fewer than 2 "
-                         f"dimensions (got shape {tuple(shape)})")
+        raise ValueError(
+            f"fan in and fan out can not be computed for a tensor with fewer than 2 "
+            f"dimensions (got shape {tuple(shape)})"
+        )
     receptive = math.prod(shape[2:])
     return shape[1] * receptive, shape[0] * receptive
 

@@ -15,6 +15,7 @@ Deviations from PyTorch, flagged:
     existing arrays (an optimizer holding the parameters keeps working).
   * Dropout has a `mask_fn` hook (see Dropout) used by the parity checks.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,10 +30,29 @@ from . import functional as F
 from . import init
 from .utils import zero_grad_
 
-__all__ = ["Parameter", "Module", "Linear", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
-           "Identity", "Sequential", "ModuleList", "ModuleDict",
-           "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
-           "BCEWithLogitsLoss"]
+__all__ = [
+    "Parameter",
+    "Module",
+    "Linear",
+    "Embedding",
+    "LayerNorm",
+    "Dropout",
+    "ReLU",
+    "GELU",
+    "Identity",
+    "Sequential",
+    "ModuleList",
+    "ModuleDict",
+    "Tanh",
+    "Sigmoid",
+    "Softmax",
+    "LogSoftmax",
+    "CrossEntropyLoss",
+    "NLLLoss",
+    "MSELoss",
+    "L1Loss",
+    "BCEWithLogitsLoss",
+]
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -55,6 +75,7 @@ def _check_positive_int(where: str, name: str, v) -> int:
 
 
 # ============================================================================ Parameter
+
 
 class Parameter(Tensor):
     """A Tensor that a Module registers as a learnable parameter (requires_grad=True by default).
@@ -79,6 +100,7 @@ class Parameter(Tensor):
 
 
 # ============================================================================ Module
+
 
 class _RemovableHandle:
     """Returned by register_forward_hook; `.remove()` unregisters the hook."""
@@ -132,29 +154,37 @@ class Module:
     def __setattr__(self, name: str, value) -> None:
         d = self.__dict__
         if "_parameters" not in d:
-            raise AttributeError(f"cannot assign {name!r} before Module.__init__() call "
-                                 f"(call super().__init__() first in {type(self).__name__}.__init__)")
+            raise AttributeError(
+                f"cannot assign {name!r} before Module.__init__() call "
+                f"(call super().__init__() first in {type(self).__name__}.__init__)"
+            )
         params, buffers, modules = d["_parameters"], d["_buffers"], d["_modules"]
         if isinstance(value, Parameter):
             self._remove_from(name, d, buffers, modules)
             params[name] = value
         elif name in params:
             if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} as parameter {name!r} of "
-                                f"{type(self).__name__} (mt.nn.Parameter or None expected)")
+                raise TypeError(
+                    f"cannot assign {type(value).__name__} as parameter {name!r} of "
+                    f"{type(self).__name__} (mt.nn.Parameter or None expected)"
+                )
             params[name] = None
         elif isinstance(value, Module):
             self._remove_from(name, d, params, buffers)
             modules[name] = value
         elif name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign {type(value).__name__} as child module {name!r} of "
-                                f"{type(self).__name__} (Module or None expected)")
+                raise TypeError(
+                    f"cannot assign {type(value).__name__} as child module {name!r} of "
+                    f"{type(self).__name__} (Module or None expected)"
+                )
             modules[name] = None
         elif name in buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign {type(value).__name__} as buffer {name!r} of "
-                                f"{type(self).__name__} (Tensor or None expected)")
+                raise TypeError(
+                    f"cannot assign {type(value).__name__} as buffer {name!r} of "
+                    f"{type(self).__name__} (Tensor or None expected)"
+                )
             buffers[name] = value
         else:
             object.__setattr__(self, name, value)
@@ -188,16 +218,21 @@ class Module:
             raise KeyError(f"{kind} name can't be empty or contain '.', got {name!r}")
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"cannot register {kind} {name!r} before Module.__init__() call")
-        if hasattr(type(self), name) or (name in self.__dict__ and name not in self._parameters
-                                         and name not in self._buffers and name not in self._modules):
+        if hasattr(type(self), name) or (
+            name in self.__dict__
+            and name not in self._parameters
+            and name not in self._buffers
+            and name not in self._modules
+        ):
             raise KeyError(f"attribute {name!r} already exists on {type(self).__name__}")
 
     def register_parameter(self, name: str, param) -> None:
         """Register `param` (a Parameter, or None for an absent optional one such as bias=False)."""
         self._check_new_name("parameter", name)
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign {type(param).__name__} as parameter {name!r} "
-                            "(mt.nn.Parameter or None expected)")
+            raise TypeError(
+                f"cannot assign {type(param).__name__} as parameter {name!r} (mt.nn.Parameter or None expected)"
+            )
         self._remove_from(name, self.__dict__, self._buffers, self._modules)
         self._parameters[name] = param
 
@@ -245,7 +280,7 @@ class Module:
                 continue
             yield from m.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
 
-    def modules(self) -> Iterator["Module"]:
+    def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
             yield m
 
@@ -256,7 +291,7 @@ class Module:
                 seen.add(id(m))
                 yield name, m
 
-    def children(self) -> Iterator["Module"]:
+    def children(self) -> Iterator[Module]:
         for _, m in self.named_children():
             yield m
 
@@ -288,7 +323,7 @@ class Module:
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def get_submodule(self, target: str) -> "Module":
+    def get_submodule(self, target: str) -> Module:
         """The descendant at dotted path `target` ('' is self)."""
         m = self
         if target == "":
@@ -299,7 +334,7 @@ class Module:
             m = m._modules[part]
         return m
 
-    def apply(self, fn) -> "Module":
+    def apply(self, fn) -> Module:
         """fn(module) on every descendant then on self (post-order, like torch); returns self."""
         for m in self.children():
             m.apply(fn)
@@ -307,7 +342,7 @@ class Module:
         return self
 
     # ---- modes and gradients -----------------------------------------------------------
-    def train(self, mode: bool = True) -> "Module":
+    def train(self, mode: bool = True) -> Module:
         """Set training mode on self and every descendant (Dropout reads it)."""
         if not isinstance(mode, bool):
             raise ValueError(f"train: mode is expected to be a bool, got {type(mode).__name__}")
@@ -315,10 +350,10 @@ class Module:
             object.__setattr__(m, "training", mode)
         return self
 
-    def eval(self) -> "Module":
+    def eval(self) -> Module:
         return self.train(False)
 
-    def requires_grad_(self, requires_grad: bool = True) -> "Module":
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
@@ -328,7 +363,7 @@ class Module:
         zero_grad_(self.parameters(), set_to_none)
 
     # ---- dtype -------------------------------------------------------------------------
-    def to(self, dtype) -> "Module":
+    def to(self, dtype) -> Module:
         """Convert floating parameters and buffers (and their grads) to `dtype`, in place; returns self.
 
         Integer/bool buffers are left alone, as in torch. The Parameter objects stay the same
@@ -356,10 +391,10 @@ class Module:
             if t.grad is not None:
                 t.grad.data = t.grad.data.astype(dt)
 
-    def double(self) -> "Module":
+    def double(self) -> Module:
         return self.to(np.float64)
 
-    def float(self) -> "Module":
+    def float(self) -> Module:
         return self.to(np.float32)
 
     # ---- state dict --------------------------------------------------------------------
@@ -377,7 +412,7 @@ class Module:
             kids = [(pre + name + ".", c) for name, c in m._modules.items() if c is not None]
             stack.extend(reversed(kids))
 
-    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> "OrderedDict":
+    def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
         """Ordered name -> array copy (Tensor itself if keep_vars).
         Tied parameters appear under every name, as in torch."""
         out = OrderedDict() if destination is None else destination
@@ -424,8 +459,10 @@ class Module:
         if type_errors:
             problems.append("wrong types: " + "; ".join(type_errors))
         if dtype_errors:
-            problems.append("wrong dtypes (no implicit cast; convert the model with .to(dtype) or the "
-                            "arrays with .astype): " + "; ".join(dtype_errors))
+            problems.append(
+                "wrong dtypes (no implicit cast; convert the model with .to(dtype) or the "
+                "arrays with .astype): " + "; ".join(dtype_errors)
+            )
         if problems:
             msg = f"Error(s) in loading state_dict for {type(self).__name__}:\n  " + "\n  ".join(problems)
             structural = shape_errors or (strict and (missing or unexpected))
@@ -453,6 +490,7 @@ class Module:
 
 # ============================================================================ layers
 
+
 class Linear(Module):
     """y = x W^T + b, W of shape (out_features, in_features) as in torch.
 
@@ -464,7 +502,7 @@ class Linear(Module):
         self.in_features = _check_positive_int("Linear", "in_features", in_features)
         self.out_features = _check_positive_int("Linear", "out_features", out_features)
         dt = _default_float_dtype(dtype, "Linear")
-        self.weight = Parameter(np.empty((out_features, in_features), dtype=dt))   # (out, in)
+        self.weight = Parameter(np.empty((out_features, in_features), dtype=dt))  # (out, in)
         if bias:
             self.bias = Parameter(np.empty((out_features,), dtype=dt))
         else:
@@ -479,8 +517,10 @@ class Linear(Module):
 
     def forward(self, input):
         if input.shape[-1:] != (self.in_features,):
-            raise ValueError(f"Linear(in_features={self.in_features}): expected input of shape (..., "
-                             f"{self.in_features}), got {tuple(input.shape)}")
+            raise ValueError(
+                f"Linear(in_features={self.in_features}): expected input of shape (..., "
+                f"{self.in_features}), got {tuple(input.shape)}"
+            )
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self):
@@ -501,12 +541,13 @@ class Embedding(Module):
             if isinstance(padding_idx, bool) or not isinstance(padding_idx, numbers.Integral):
                 raise TypeError(f"Embedding: padding_idx must be an int or None, got {type(padding_idx).__name__}")
             if not -num_embeddings <= padding_idx < num_embeddings:
-                raise ValueError(f"Embedding: padding_idx must be within [-{num_embeddings}, {num_embeddings}), "
-                                 f"got {padding_idx}")
+                raise ValueError(
+                    f"Embedding: padding_idx must be within [-{num_embeddings}, {num_embeddings}), got {padding_idx}"
+                )
             padding_idx = int(padding_idx) % num_embeddings
         self.padding_idx = padding_idx
         dt = _default_float_dtype(dtype, "Embedding")
-        self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dt))   # (V, D)
+        self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dt))  # (V, D)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -529,16 +570,17 @@ class LayerNorm(Module):
     weight starts at ones, bias at zeros.
     """
 
-    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True,
-                 dtype=None):
+    def __init__(
+        self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, dtype=None
+    ):
         super().__init__()
         if isinstance(normalized_shape, numbers.Integral) and not isinstance(normalized_shape, bool):
             normalized_shape = (normalized_shape,)
         if not isinstance(normalized_shape, (tuple, list)) or len(normalized_shape) == 0:
-            raise TypeError(f"LayerNorm: normalized_shape must be an int or a non-empty tuple of ints, "
-                            f"got {normalized_shape!r}")
-        self.normalized_shape = tuple(_check_positive_int("LayerNorm", "normalized_shape", n)
-                                      for n in normalized_shape)
+            raise TypeError(
+                f"LayerNorm: normalized_shape must be an int or a non-empty tuple of ints, got {normalized_shape!r}"
+            )
+        self.normalized_shape = tuple(_check_positive_int("LayerNorm", "normalized_shape", n) for n in normalized_shape)
         if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps > 0:
             raise ValueError(f"LayerNorm: eps must be a positive number, got {eps!r}")
         self.eps = float(eps)
@@ -593,8 +635,11 @@ class Dropout(Module):
         if isinstance(keep, Tensor):
             keep = keep.data
         if not isinstance(keep, np.ndarray) or keep.dtype != np.bool_ or keep.shape != shape:
-            got = (f"{type(keep).__name__} of dtype {keep.dtype} and shape {keep.shape}"
-                   if isinstance(keep, np.ndarray) else type(keep).__name__)
+            got = (
+                f"{type(keep).__name__} of dtype {keep.dtype} and shape {keep.shape}"
+                if isinstance(keep, np.ndarray)
+                else type(keep).__name__
+            )
             raise ValueError(f"Dropout.mask_fn must return a bool array of shape {shape}, got {got}")
         return F.dropout(input, self.p, True, mask=keep)
 
@@ -641,6 +686,7 @@ class Identity(Module):
 
 # ============================================================================ containers
 
+
 def _index(where: str, idx, n: int) -> int:
     if isinstance(idx, bool) or not isinstance(idx, numbers.Integral):
         raise TypeError(f"{where} indices must be integers or slices, got {type(idx).__name__}")
@@ -679,7 +725,7 @@ class Sequential(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
-    def append(self, module: Module) -> "Sequential":
+    def append(self, module: Module) -> Sequential:
         self.add_module(str(len(self)), module)
         return self
 
@@ -728,16 +774,16 @@ class ModuleList(Module):
     def __iter__(self) -> Iterator[Module]:
         return iter(self._modules.values())
 
-    def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
+    def __iadd__(self, modules: Iterable[Module]) -> ModuleList:
         return self.extend(modules)
 
-    def append(self, module: Module) -> "ModuleList":
+    def append(self, module: Module) -> ModuleList:
         if not isinstance(module, Module):
             raise TypeError(f"ModuleList.append: expected a Module, got {type(module).__name__}")
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules: Iterable[Module]) -> "ModuleList":
+    def extend(self, modules: Iterable[Module]) -> ModuleList:
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
             raise TypeError("ModuleList.extend: expected an iterable of Modules, got a single Module")
         for m in modules:
@@ -815,9 +861,9 @@ class ModuleDict(Module):
         raise NotImplementedError("ModuleDict has no forward(); index it and call its modules")
 
 
-
 # ============================================================================ names a PyTorch user reaches for
 # Activations and losses as modules, each calling its function in nn.functional (appended).
+
 
 class Tanh(Module):
     """y = tanh(x)."""
@@ -842,8 +888,10 @@ class _AlongDim(Module):
 
     def _dim(self) -> int:
         if self.dim is None:
-            raise ValueError(f"{type(self).__name__}: dim is None; construct it with the dim to normalise over, "
-                             f"e.g. nn.{type(self).__name__}(dim=-1)")
+            raise ValueError(
+                f"{type(self).__name__}: dim is None; construct it with the dim to normalise over, "
+                f"e.g. nn.{type(self).__name__}(dim=-1)"
+            )
         return self.dim
 
     def extra_repr(self):
@@ -886,14 +934,18 @@ class _ClassLoss(_Loss):
 class CrossEntropyLoss(_ClassLoss):
     """F.cross_entropy(input, target): logits (N, C) or (N, C, d...) against class indices."""
 
-    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean",
-                 label_smoothing: float = 0.0):
+    def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0):
         super().__init__(weight, ignore_index, reduction)
         self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, ignore_index=self.ignore_index, reduction=self.reduction,
-                               label_smoothing=self.label_smoothing)
+        return F.cross_entropy(
+            input,
+            target,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+        )
 
 
 class NLLLoss(_ClassLoss):
@@ -926,5 +978,6 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input, target):
-        return F.binary_cross_entropy_with_logits(input, target, self.weight, reduction=self.reduction,
-                                                  pos_weight=self.pos_weight)
+        return F.binary_cross_entropy_with_logits(
+            input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
+        )

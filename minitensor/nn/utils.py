@@ -5,6 +5,7 @@ All work on the raw arrays (`p.grad.data`, `p.data`) in place and record no grap
     clip_grad_norm_:  total = ||(||g_1||, ..., ||g_n||)||_p  (= the p-norm of all gradients joined);
                       if max_norm / (total + 1e-6) < 1, every g_i *= max_norm / (total + 1e-6)
 """
+
 from __future__ import annotations
 
 import math
@@ -23,8 +24,9 @@ def _param_list(where: str, parameters) -> list:
     try:
         params = list(parameters)
     except TypeError:
-        raise TypeError(f"{where}: expected a Tensor or an iterable of Tensors, "
-                        f"got {type(parameters).__name__}") from None
+        raise TypeError(
+            f"{where}: expected a Tensor or an iterable of Tensors, got {type(parameters).__name__}"
+        ) from None
     for p in params:
         if not isinstance(p, Tensor):
             raise TypeError(f"{where}: expected Tensors, got {type(p).__name__}")
@@ -38,7 +40,7 @@ def _sum_of_squares(g: np.ndarray, block: int = 1024) -> float:
     report to see on the base model); blocking keeps each float32 partial sum short, so the result
     is accurate to ~1e-9, at close to the speed of one BLAS dot and without a temporary array."""
     x = g.reshape(-1)
-    if x.size <= block:                                     # one block: a single dot (biases, norms)
+    if x.size <= block:  # one block: a single dot (biases, norms)
         return float(np.dot(x, x))
     n = x.size - x.size % block
     head = x[:n].reshape(-1, block)
@@ -71,10 +73,12 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         total = float(np.sqrt(np.dot(norms, norms)))
     else:
         norms = np.array([np.sum(np.abs(g) ** norm_type) ** (1.0 / norm_type) for g in grads], dtype=np.float64)
-        total = float(np.sum(norms ** norm_type) ** (1.0 / norm_type))
+        total = float(np.sum(norms**norm_type) ** (1.0 / norm_type))
     if error_if_nonfinite and not math.isfinite(total):
-        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-                           f"non-finite ({total}); set error_if_nonfinite=False to clip anyway")
+        raise RuntimeError(
+            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+            f"non-finite ({total}); set error_if_nonfinite=False to clip anyway"
+        )
     clip_coef = float(max_norm) / (total + 1e-6)
     if clip_coef < 1.0:
         for p in params:
@@ -109,7 +113,7 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
             p.grad.bump_version()
 
 
-def parameters_to_vector(parameters) -> "Tensor":
+def parameters_to_vector(parameters) -> Tensor:
     """All parameters flattened and joined into one 1-D Tensor (a copy, no graph)."""
     params = _param_list("parameters_to_vector", parameters)
     if not params:
@@ -125,8 +129,10 @@ def vector_to_parameters(vec, parameters) -> None:
     params = _param_list("vector_to_parameters", parameters)
     v = vec.data if isinstance(vec, Tensor) else vec
     if not isinstance(v, np.ndarray) or v.ndim != 1:
-        raise TypeError(f"vector_to_parameters: expected a 1-D Tensor, got {type(vec).__name__} "
-                        f"of shape {getattr(v, 'shape', None)}")
+        raise TypeError(
+            f"vector_to_parameters: expected a 1-D Tensor, got {type(vec).__name__} "
+            f"of shape {getattr(v, 'shape', None)}"
+        )
     total = sum(p.data.size for p in params)
     if v.size != total:
         raise ValueError(f"vector_to_parameters: vector has {v.size} elements, the parameters need {total}")
@@ -135,6 +141,6 @@ def vector_to_parameters(vec, parameters) -> None:
         n = p.data.size
         if v.dtype != p.data.dtype:
             raise TypeError(f"vector_to_parameters: vector dtype {v.dtype} differs from parameter dtype {p.data.dtype}")
-        p.data[...] = v[i:i + n].reshape(p.data.shape)
+        p.data[...] = v[i : i + n].reshape(p.data.shape)
         p.bump_version()
         i += n

@@ -17,26 +17,98 @@ writes into `g` or into a saved array.
     fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy NLLLoss Dropout AttentionWeights
     extra.py         Norm (the 2-norm, its own node for PyTorch's gradient 0 at the origin), NormInf (max |a|)
 """
-from .elementwise import (Abs, Add, Cast, Clamp, Clone, Div, Erf, Exp, Gelu, Log, MaskedFill, Maximum, Minimum, Mul,
-                          Neg, Pow, PowScalar, Relu, RPowScalar, Sigmoid, Sqrt, Sub, Tanh, Where)
+
+from .elementwise import (
+    Abs,
+    Add,
+    Cast,
+    Clamp,
+    Clone,
+    Div,
+    Erf,
+    Exp,
+    Gelu,
+    Log,
+    MaskedFill,
+    Maximum,
+    Minimum,
+    Mul,
+    Neg,
+    Pow,
+    PowScalar,
+    Relu,
+    RPowScalar,
+    Sigmoid,
+    Sqrt,
+    Sub,
+    Tanh,
+    Where,
+)
+from .extra import Norm, NormInf  # the primitives behind the PyTorch names at the end of tensor.py
 from .fused import AttentionWeights, CrossEntropy, Dropout, LayerNorm, Linear, LogSoftmax, NLLLoss, Softmax
 from .indexing import Embedding, GetItem, IndexPut
 from .matmul import MatMul
 from .reductions import AMaxMin, LogSumExp, MaxMin, Mean, Std, Sum, Var
 from .shape import Cat, Expand, Permute, Repeat, Reshape, Stack, Transpose, Tril, Triu
 
-__all__ = ["Abs", "Add", "Cast", "Clamp", "Clone", "Div", "Erf", "Exp", "Gelu", "Log", "MaskedFill", "Maximum",
-           "Minimum", "Mul", "Neg", "Pow", "PowScalar", "Relu", "RPowScalar", "Sigmoid", "Sqrt", "Sub", "Tanh",
-           "Where", "AttentionWeights", "CrossEntropy", "Dropout", "LayerNorm", "Linear", "LogSoftmax", "NLLLoss",
-           "Softmax", "Embedding", "GetItem", "IndexPut", "MatMul", "AMaxMin", "LogSumExp", "MaxMin", "Mean", "Std",
-           "Sum", "Var", "Cat", "Expand", "Permute", "Repeat", "Reshape", "Stack", "Transpose", "Tril", "Triu"]
+__all__ = [
+    "Abs",
+    "Add",
+    "Cast",
+    "Clamp",
+    "Clone",
+    "Div",
+    "Erf",
+    "Exp",
+    "Gelu",
+    "Log",
+    "MaskedFill",
+    "Maximum",
+    "Minimum",
+    "Mul",
+    "Neg",
+    "Pow",
+    "PowScalar",
+    "Relu",
+    "RPowScalar",
+    "Sigmoid",
+    "Sqrt",
+    "Sub",
+    "Tanh",
+    "Where",
+    "AttentionWeights",
+    "CrossEntropy",
+    "Dropout",
+    "LayerNorm",
+    "Linear",
+    "LogSoftmax",
+    "NLLLoss",
+    "Softmax",
+    "Embedding",
+    "GetItem",
+    "IndexPut",
+    "MatMul",
+    "AMaxMin",
+    "LogSumExp",
+    "MaxMin",
+    "Mean",
+    "Std",
+    "Sum",
+    "Var",
+    "Cat",
+    "Expand",
+    "Permute",
+    "Repeat",
+    "Reshape",
+    "Stack",
+    "Transpose",
+    "Tril",
+    "Triu",
+    "Norm",
+    "NormInf",
+]
 
 from ..autograd import register_namespaces
 from .namespace import ARRAYS, TENSORS
 
 register_namespaces(ARRAYS, TENSORS)
-
-# appended: the primitives behind the PyTorch names of tensor.py's last section (extra.py)
-from .extra import Norm, NormInf
-
-__all__ += ["Norm", "NormInf"]

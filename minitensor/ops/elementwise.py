@@ -6,6 +6,7 @@ input's shape (autograd.unbroadcast), so no formula here deals with broadcasting
 written with operators and `ctx.xp` (ops/namespace.py), so that the same lines run on arrays and,
 under create_graph, on Tensors: masks such as `out > 0` are then constant bool Tensors.
 """
+
 from __future__ import annotations
 
 import math
@@ -14,11 +15,12 @@ import numpy as np
 
 from ..autograd import Function
 
-
 # ----------------------------------------------------------------------------- arithmetic
+
 
 class Add(Function):
     """out = a + b;  da = g, db = g"""
+
     @staticmethod
     def forward(ctx, a, b):
         return a + b
@@ -30,6 +32,7 @@ class Add(Function):
 
 class Sub(Function):
     """out = a - b;  da = g, db = -g"""
+
     @staticmethod
     def forward(ctx, a, b):
         return a - b
@@ -41,6 +44,7 @@ class Sub(Function):
 
 class Mul(Function):
     """out = a * b;  da = g * b, db = g * a"""
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -55,6 +59,7 @@ class Mul(Function):
 
 class Div(Function):
     """out = a / b;  da = g / b, db = -g * a / b^2 = -g * out / b"""
+
     @staticmethod
     def forward(ctx, a, b):
         out = a / b
@@ -72,6 +77,7 @@ class Pow(Function):
     """out = a ** b (both tensors);  da = g * b * a^(b-1), db = g * out * log(a)
     PyTorch's conventions at the edges: da = 0 where b == 0 (selected, so even an infinite g gives 0),
     db = 0 where a == 0 and b >= 0 (multiplied, as PyTorch does)."""
+
     @staticmethod
     def forward(ctx, a, b):
         out = np.power(a, b)
@@ -90,11 +96,12 @@ class Pow(Function):
 
 class PowScalar(Function):
     """out = a ** e (e a Python number);  da = g * e * a^(e-1), and 0 for e == 0 whatever g is (as in PyTorch)"""
+
     @staticmethod
     def forward(ctx, a, exponent):
         ctx.save_for_backward(a)
         ctx.e = exponent
-        if exponent == -0.5:        # as PyTorch, 1 / sqrt(a): -inf at -0.0 and NaN at -inf (IEEE pow: inf, 0)
+        if exponent == -0.5:  # as PyTorch, 1 / sqrt(a): -inf at -0.0 and NaN at -inf (IEEE pow: inf, 0)
             return 1 / np.sqrt(a)
         return np.power(a, a.dtype.type(exponent))
 
@@ -103,7 +110,7 @@ class PowScalar(Function):
         (a,), e = ctx.saved_arrays, ctx.e
         if e == 0:
             return (ctx.xp.zeros_like(a),)
-        if e == 0.5:                # a^(-1/2) as the forward computes it (PyTorch's rsqrt: -inf at -0.0)
+        if e == 0.5:  # a^(-1/2) as the forward computes it (PyTorch's rsqrt: -inf at -0.0)
             return (g * (a.dtype.type(0.5) / ctx.xp.sqrt(a)),)
         return (g * (e * a ** a.dtype.type(e - 1)),)
 
@@ -111,6 +118,7 @@ class PowScalar(Function):
 class RPowScalar(Function):
     """out = c ** a (c a Python number);  da = g * out * log(c)
     (PyTorch's value at c == 0: 0 where a >= 0, where out * log(c) would be 0 * -inf)"""
+
     @staticmethod
     def forward(ctx, a, base):
         out = np.power(a.dtype.type(base), a)
@@ -130,6 +138,7 @@ class RPowScalar(Function):
 
 class Neg(Function):
     """out = -a;  da = -g"""
+
     @staticmethod
     def forward(ctx, a):
         return -a
@@ -141,8 +150,10 @@ class Neg(Function):
 
 # ----------------------------------------------------------------------------- unary functions
 
+
 class Exp(Function):
     """out = e^a;  da = g * out"""
+
     @staticmethod
     def forward(ctx, a):
         out = np.exp(a)
@@ -157,6 +168,7 @@ class Exp(Function):
 
 class Log(Function):
     """out = ln a;  da = g / a"""
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -170,6 +182,7 @@ class Log(Function):
 
 class Sqrt(Function):
     """out = sqrt(a);  da = g / (2 out)"""
+
     @staticmethod
     def forward(ctx, a):
         out = np.sqrt(a)
@@ -184,6 +197,7 @@ class Sqrt(Function):
 
 class Abs(Function):
     """out = |a|;  da = g * sign(a)  (sign 0 at a == 0 and at NaN, as in PyTorch)"""
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -197,6 +211,7 @@ class Abs(Function):
 
 class Tanh(Function):
     """out = tanh a;  da = g * (1 - out^2)"""
+
     @staticmethod
     def forward(ctx, a):
         out = np.tanh(a)
@@ -219,6 +234,7 @@ class Sigmoid(Function):
     """out = 1 / (1 + e^-a);  da = g * out * (1 - out) = g * out * sigmoid(-a)
     (1 - out is computed as sigmoid(-a): where out rounds to 1 it would be 0, and the derivatives of
     higher order, which are made of such factors, would lose their value there)"""
+
     @staticmethod
     def forward(ctx, a):
         out = stable_sigmoid(a)
@@ -234,10 +250,11 @@ class Sigmoid(Function):
 class Relu(Function):
     """out = max(a, 0);  da = g where out > 0 (or is NaN), else 0
     (selected, not g * mask: an inf or NaN g stays where it belongs and gives 0 elsewhere, as in PyTorch)"""
+
     @staticmethod
     def forward(ctx, a):
-        out = np.maximum(a.dtype.type(0), a)     # on a tie NumPy returns its second operand: relu(-0.0) = -0.0,
-        ctx.save_for_backward(out)               # as PyTorch
+        out = np.maximum(a.dtype.type(0), a)  # on a tie NumPy returns its second operand: relu(-0.0) = -0.0,
+        ctx.save_for_backward(out)  # as PyTorch
         return out
 
     @staticmethod
@@ -250,13 +267,23 @@ class Relu(Function):
 # float32 uses the Chebyshev fit of erfc from Numerical Recipes (fractional error < 1.2e-7 everywhere,
 # about two float32 ulps), evaluated in float32.
 _math_erf = np.frompyfunc(math.erf, 1, 1)
-_ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
-                0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+_ERFC_COEFFS = (
+    -1.26551223,
+    1.00002368,
+    0.37409196,
+    0.09678418,
+    -0.18628806,
+    0.27886807,
+    -1.13520398,
+    1.48851587,
+    -0.82215223,
+    0.17087277,
+)
 
 
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function of a float array, in its dtype."""
-    if x.ndim == 0:         # as 1 element: NumPy turns 0-d intermediates into scalars, which take no out=
+    if x.ndim == 0:  # as 1 element: NumPy turns 0-d intermediates into scalars, which take no out=
         return erf(x.reshape(1)).reshape(())
     if x.dtype == np.float64:
         return _math_erf(x).astype(np.float64)
@@ -277,7 +304,7 @@ def _erf_float32_fit(x: np.ndarray) -> np.ndarray:
     z *= z
     np.subtract(poly, z, out=poly)
     np.exp(poly, out=poly)
-    poly *= t                                   # erfc(|x|)
+    poly *= t  # erfc(|x|)
     return np.where(x >= 0, 1 - poly, poly - 1)
 
 
@@ -289,6 +316,7 @@ _GELU_TANH_C = 0.044715
 
 class Erf(Function):
     """out = erf(a);  da = g * 2/sqrt(pi) e^(-a^2)"""
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -320,9 +348,9 @@ class Gelu(Function):
     approximate='tanh':   out = a/2 (1 + t), t = tanh(u), u = sqrt(2/pi)(a + 0.044715 a^3),
                           da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2),
                           computed with s = (1 + t)/2 and 1 - s:  out = a s,  da = g * (s + 2 a s (1 - s) du/da)."""
+
     @staticmethod
     def forward(ctx, a, approximate="none"):
-        dt = a.dtype.type
         ctx.save_for_backward(a)
         ctx.approximate = approximate
         if approximate == "tanh":
@@ -340,19 +368,21 @@ class Gelu(Function):
             s, rest = ctx.intermediate(ctx.halves, _gelu_tanh_halves, a)
             du = dt(_SQRT_2_OVER_PI) * (1 + dt(3 * _GELU_TANH_C) * a * a)
             return (g * (s + 2 * a * s * rest * du),)
-        pdf = dt(_INV_SQRT_2PI) * ctx.xp.exp(dt(-0.5) * a * a)           # phi(a)
+        pdf = dt(_INV_SQRT_2PI) * ctx.xp.exp(dt(-0.5) * a * a)  # phi(a)
         return (g * (ctx.intermediate(ctx.cdf, _gelu_cdf, a) + a * pdf),)
 
 
 # ----------------------------------------------------------------------------- clamp, max/min, select
 
+
 class Clamp(Function):
     """out = min(max(a, lo), hi);  da = g where lo <= a <= hi (inclusive, as in PyTorch), else 0 (selected)"""
+
     @staticmethod
     def forward(ctx, a, min=None, max=None):
         ctx.save_for_backward(a)
         ctx.lo, ctx.hi = min, max
-        out = a if min is None else np.maximum(a.dtype.type(min), a)     # a on a tie (-0.0 stays), as PyTorch
+        out = a if min is None else np.maximum(a.dtype.type(min), a)  # a on a tie (-0.0 stays), as PyTorch
         return out if max is None else np.minimum(a.dtype.type(max), out)
 
     @staticmethod
@@ -372,10 +402,11 @@ def _to_larger(xp, g, a, b):
 
 class Maximum(Function):
     """out = max(a, b);  the gradient goes to the larger input, split in half on ties (as in PyTorch)"""
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.maximum(b, a)              # on a tie NumPy returns its second operand, PyTorch a (-0.0 vs 0.0)
+        return np.maximum(b, a)  # on a tie NumPy returns its second operand, PyTorch a (-0.0 vs 0.0)
 
     @staticmethod
     def backward(ctx, g):
@@ -385,19 +416,21 @@ class Maximum(Function):
 
 class Minimum(Function):
     """out = min(a, b);  the gradient goes to the smaller input, split in half on ties"""
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return np.minimum(b, a)              # a on a tie, as PyTorch
+        return np.minimum(b, a)  # a on a tie, as PyTorch
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_arrays
-        return _to_larger(ctx.xp, g, b, a), _to_larger(ctx.xp, g, a, b)      # a is the smaller where b is larger
+        return _to_larger(ctx.xp, g, b, a), _to_larger(ctx.xp, g, a, b)  # a is the smaller where b is larger
 
 
 class Where(Function):
     """out = cond ? a : b;  da = g where cond, db = g where not cond"""
+
     @staticmethod
     def forward(ctx, a, b, cond):
         ctx.cond = cond
@@ -411,6 +444,7 @@ class Where(Function):
 
 class MaskedFill(Function):
     """out = mask ? value : a  (mask broadcast to a's shape);  da = g where not mask"""
+
     @staticmethod
     def forward(ctx, a, mask, value):
         ctx.mask = mask
@@ -423,8 +457,10 @@ class MaskedFill(Function):
 
 # ----------------------------------------------------------------------------- dtype and memory
 
+
 class Cast(Function):
     """out = a as another float dtype;  da = g cast back to a's dtype"""
+
     @staticmethod
     def forward(ctx, a, dtype):
         ctx.dtype = a.dtype
@@ -437,6 +473,7 @@ class Cast(Function):
 
 class Clone(Function):
     """out = a copied into fresh memory (C order);  da = g"""
+
     @staticmethod
     def forward(ctx, a):
         return np.array(a, order="C", copy=True)

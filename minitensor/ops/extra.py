@@ -5,6 +5,7 @@ composites of existing primitives; the 2-norm needs its own node because the com
 sqrt(sum(a * a)) has the gradient 0/0 = NaN at a = 0, where PyTorch's norm gives 0, and the inf-norms
 because PyTorch's gradient treats a NaN entry as an extremum with gradient 0 (amax(|a|) would give NaN).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,6 +17,7 @@ from .reductions import expand_reduced
 class Norm(Function):
     """out = sqrt(sum a^2) over dim (the 2-norm);  da = g * a / out, and 0 where out == 0
     (PyTorch's subgradient at the origin, where the formula would be 0/0)"""
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         out = np.asarray(np.sqrt((a * a).sum(axis=dim, keepdims=keepdim)))
@@ -37,11 +39,14 @@ class NormInf(Function):
     da = g * sign(a) * [|a| == out or NaN] / count, as PyTorch: g is shared evenly between tied extrema, and a NaN
     entry counts as one (its sign, and so its gradient, is 0), so a NaN norm sends 0 to every entry, where the
     composite amax(|a|) would spread NaN over the slice."""
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
         if a.size == 0 and (dim is None or any(a.shape[d] == 0 for d in dim)):
-            raise ValueError(f"norm: p={'inf' if mode == 'max' else '-inf'} cannot reduce over a zero-size dim "
-                             f"(input of shape {a.shape}, dim {dim})")
+            raise ValueError(
+                f"norm: p={'inf' if mode == 'max' else '-inf'} cannot reduce over a zero-size dim "
+                f"(input of shape {a.shape}, dim {dim})"
+            )
         size = np.abs(a)
         out = size.max(axis=dim, keepdims=True) if mode == "max" else size.min(axis=dim, keepdims=True)
         chosen = (size == out) | np.isnan(size)

@@ -25,23 +25,25 @@ PyTorch does (0/0). AttentionWeights never produces such a row: a fully masked q
 zero weights. A row that is -inf only in some entries is fine: those entries get probability 0
 and gradient 0.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from ..autograd import Function
 
-
 # ----------------------------------------------------------------------------- linear
+
 
 class Linear(Function):
     """y = x @ W^T + b, x (..., in), W (out, in);  dx = g @ W, dW = g^T x (rows flattened), db = sum g"""
+
     @staticmethod
     def forward(ctx, x, weight, bias=None):
-        x2 = x.reshape(-1, x.shape[-1])                    # (N, in), a view for contiguous x
-        out = x2 @ weight.T                                # (N, out): BLAS reads W^T without copying
+        x2 = x.reshape(-1, x.shape[-1])  # (N, in), a view for contiguous x
+        out = x2 @ weight.T  # (N, out): BLAS reads W^T without copying
         if bias is not None:
-            out += bias                                    # in place on a fresh array
+            out += bias  # in place on a fresh array
         ctx.save_for_backward(x, weight)
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
 
@@ -49,21 +51,23 @@ class Linear(Function):
     def backward(ctx, g):
         x, weight = ctx.saved_arrays
         need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
-        g2 = g.reshape(-1, g.shape[-1])                    # (N, out)
+        g2 = g.reshape(-1, g.shape[-1])  # (N, out)
         gx = (g2 @ weight).reshape(x.shape) if need_x else None
         gw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
         gb = ctx.xp.sum(g2, axis=0) if need_b else None
-        return (gx, gw, gb)[:len(ctx.needs_input_grad)]          # the bias is an optional input
+        return (gx, gw, gb)[: len(ctx.needs_input_grad)]  # the bias is an optional input
 
 
 # ----------------------------------------------------------------------------- softmax family
 
+
 class Softmax(Function):
     """y = e^{x - max} / sum e^{x - max};  dx = y * (g - sum(g * y))"""
+
     @staticmethod
     def forward(ctx, x, dim):
-        e = np.exp(x - x.max(axis=dim, keepdims=True, initial=-np.inf))    # an all -inf row gives NaN, as in
-                                                                            # PyTorch; initial: a 0-size dim
+        e = np.exp(x - x.max(axis=dim, keepdims=True, initial=-np.inf))  # an all -inf row gives NaN, as in
+        # PyTorch; initial: a 0-size dim
         e /= e.sum(axis=dim, keepdims=True)
         ctx.save_for_backward(e)
         ctx.dim = dim
@@ -78,6 +82,7 @@ class Softmax(Function):
 
 class LogSoftmax(Function):
     """y = x - max - log sum e^{x - max};  dx = g - e^y * sum(g)"""
+
     @staticmethod
     def forward(ctx, x, dim):
         out = log_softmax(x, dim)
@@ -93,17 +98,19 @@ class LogSoftmax(Function):
 
 def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward)."""
-    shifted = x - x.max(axis=dim, keepdims=True, initial=-np.inf)          # initial: a 0-size dim is fine
+    shifted = x - x.max(axis=dim, keepdims=True, initial=-np.inf)  # initial: a 0-size dim is fine
     return shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
 
 
 # ----------------------------------------------------------------------------- layer norm
+
 
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * w + b over the last k dims (biased variance);
     dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
     Deviation from PyTorch: where dxhat holds an inf (an infinite weight or g), dx is +-inf or NaN by this
     order of sums; PyTorch's kernel (another order) gives NaN for the whole row. Non-finite either way."""
+
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
         axes = tuple(range(x.ndim - k, x.ndim))
@@ -132,7 +139,7 @@ class LayerNorm(Function):
             gx = dxhat - xp.mean(dxhat, axis=axes, keepdims=True)
             gx = xp.sub_(gx, xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True))
             gx = xp.mul_(gx, rstd)
-        return (gx, gw, gb)[:len(ctx.needs_input_grad)]          # weight and bias are optional inputs
+        return (gx, gw, gb)[: len(ctx.needs_input_grad)]  # weight and bias are optional inputs
 
 
 def _normalized(xp, x, axes: tuple, eps: float):
@@ -146,6 +153,7 @@ def _normalized(xp, x, axes: tuple, eps: float):
 
 
 # ----------------------------------------------------------------------------- losses
+
 
 def _rows(xp, x):
     """(N, C, d1, ...) or (C,) -> (rows, C) with the class axis last."""
@@ -187,7 +195,7 @@ def _reduce(losses: np.ndarray, valid: np.ndarray, reduction: str, target_shape:
         return losses.reshape(target_shape), None
     if reduction == "sum":
         return np.asarray(losses.sum()), dt(1)
-    count = dt(valid.sum())                                 # every row ignored: 0/0 = NaN, as in PyTorch
+    count = dt(valid.sum())  # every row ignored: 0/0 = NaN, as in PyTorch
     return np.asarray(losses.sum() / count), dt(1) / count
 
 
@@ -201,11 +209,12 @@ class CrossEntropy(Function):
     dx_n = (softmax(x_n) - q_n) * dL/dloss_n
     Deviation from PyTorch, kept on purpose: an infinite dL/dloss_n gives +-inf (the limit, by the sign of
     p - q); PyTorch's composite backward (nll_loss, then log_softmax) computes inf - inf there: NaN."""
+
     @staticmethod
     def forward(ctx, x, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         C = x.shape[0 if x.ndim == 1 else 1]
         tv, valid = _valid_targets(target, C, ignore_index, "cross_entropy")
-        logp = _row_log_softmax(ctx.xp, x)                        # (R, C)
+        logp = _row_log_softmax(ctx.xp, x)  # (R, C)
         e = x.dtype.type(label_smoothing)
         nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]
         losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
@@ -222,8 +231,8 @@ class CrossEntropy(Function):
         (x,) = ctx.saved_arrays
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
-        grad = xp.exp(logp)                                       # softmax p, (R, C)
-        if e:                                                     # p - q, q = (1 - e) onehot(t) + e / C
+        grad = xp.exp(logp)  # softmax p, (R, C)
+        if e:  # p - q, q = (1 - e) onehot(t) + e / C
             grad = xp.sub_(grad, e / C)
         grad = xp.sub_at_(grad, (np.arange(R), tv), 1 - e)
         per_row = _per_row_grad(g, ctx.reduction, ctx.scale)
@@ -233,6 +242,7 @@ class CrossEntropy(Function):
 
 class NLLLoss(Function):
     """loss_n = -x[n, t_n];  dx[n, t_n] = -dL/dloss_n, 0 elsewhere"""
+
     @staticmethod
     def forward(ctx, x, target, ignore_index=-100, reduction="mean"):
         x2 = _rows(ctx.xp, x)
@@ -253,12 +263,14 @@ class NLLLoss(Function):
 
 # ----------------------------------------------------------------------------- dropout
 
+
 class Dropout(Function):
     """y = x * m, m = keep * scale (scale = 1 / (1 - p));  dx = g * m
 
     The mask is kept as the boolean `keep` (a byte an entry, a quarter of a float32 mask: on the base
     model's step about 45 MB less at the peak) and the float mask is rebuilt for the backward. x * keep
     * scale equals x * (keep * scale) bitwise: keep * scale is exactly scale or 0."""
+
     @staticmethod
     def forward(ctx, x, keep, scale):
         ctx.keep, ctx.scale = keep, scale
@@ -274,6 +286,7 @@ class Dropout(Function):
 
 # ----------------------------------------------------------------------------- attention
 
+
 class AttentionWeights(Function):
     """w = softmax(q k^T * scale) over the keys where `keep` is True; a row with no such key is all 0.
     dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
@@ -286,18 +299,19 @@ class AttentionWeights(Function):
     finite (uniform) until it is zeroed; its gradient is then 0 (w = 0 there), never NaN.
     The derivation is in docs/backprop.md ("Masked attention weights").
     """
+
     @staticmethod
     def forward(ctx, q, k, keep=None, scale=1.0):
         sc = q.dtype.type(scale)
         # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
-        w = np.matmul(q * sc, np.swapaxes(k, -1, -2))                                # (B, H, T_q, T_k)
-        keep_full = None if keep is None else np.broadcast_to(keep, w.shape)         # a view: no copy
+        w = np.matmul(q * sc, np.swapaxes(k, -1, -2))  # (B, H, T_q, T_k)
+        keep_full = None if keep is None else np.broadcast_to(keep, w.shape)  # a view: no copy
         for block in score_blocks(w):
             _masked_softmax_(w[block], None if keep is None else keep_full[block])
         if keep is not None:
-            row_has_key = keep.any(axis=-1, keepdims=True)                           # (.., T_q, 1)
+            row_has_key = keep.any(axis=-1, keepdims=True)  # (.., T_q, 1)
             if not row_has_key.all():
-                w *= row_has_key                                                     # empty rows: uniform -> 0
+                w *= row_has_key  # empty rows: uniform -> 0
         ctx.save_for_backward(q, k, w)
         ctx.scale = sc
         return w
@@ -307,9 +321,9 @@ class AttentionWeights(Function):
         q, k, w = ctx.saved_arrays
         xp = ctx.xp
         need_q, need_k = ctx.needs_input_grad
-        ds = xp.softmax_grad(g, w)                                 # w * (g - sum_k g * w): _softmax_grad below
-        dq = (ds @ k) * ctx.scale if need_q else None                                # (B, H, T_q, Dh)
-        dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None           # (B, H, T_k, Dh)
+        ds = xp.softmax_grad(g, w)  # w * (g - sum_k g * w): _softmax_grad below
+        dq = (ds @ k) * ctx.scale if need_q else None  # (B, H, T_q, Dh)
+        dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None  # (B, H, T_k, Dh)
         return dq, dk
 
 
@@ -342,7 +356,7 @@ def softmax_grad_in_blocks(g, w):
     return ds
 
 
-SCORE_BLOCK_NUMEL = 1 << 18     # 1 MiB of float32 scores: a block and its temporaries stay in the L2 cache
+SCORE_BLOCK_NUMEL = 1 << 18  # 1 MiB of float32 scores: a block and its temporaries stay in the L2 cache
 
 
 def score_blocks(w):

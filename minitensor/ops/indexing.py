@@ -1,5 +1,6 @@
 """Indexing primitives: a[index] and the embedding lookup W[ids]. Both scatter g back into zeros;
 repeated integer indices accumulate (np.add.at), as in PyTorch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,14 @@ def index_put(shape: tuple, index, values: np.ndarray, advanced: bool) -> np.nda
 
 def _is_row_index(index, values, shape) -> bool:
     """index is one 1-D array of non-negative row numbers and values one row per entry (the embedding's case)."""
-    return (isinstance(index, np.ndarray) and index.ndim == 1 and index.dtype.kind in "iu" and len(shape) == 2
-            and values.shape == (index.size, shape[1]) and (index.size == 0 or index.min() >= 0))
+    return (
+        isinstance(index, np.ndarray)
+        and index.ndim == 1
+        and index.dtype.kind in "iu"
+        and len(shape) == 2
+        and values.shape == (index.size, shape[1])
+        and (index.size == 0 or index.min() >= 0)
+    )
 
 
 def _add_rows_at(out, rows, values) -> None:
@@ -36,14 +43,15 @@ def _add_rows_at(out, rows, values) -> None:
     starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]])
     occurrence = np.arange(rows.size) - np.repeat(starts, np.diff(np.r_[starts, rows.size]))
     for r in range(int(occurrence.max()) + 1 if rows.size else 0):
-        take = order[occurrence == r]                          # the r-th occurrences: distinct rows
+        take = order[occurrence == r]  # the r-th occurrences: distinct rows
         out[rows[take]] += values[take]
 
 
 class GetItem(Function):
     """out = a[index];  da = zeros with g written (basic index) or scatter-added (integer arrays:
     repeated indices accumulate) at index"""
-    returns_view = True                 # a basic index gives a view (an integer-array index a copy)
+
+    returns_view = True  # a basic index gives a view (an integer-array index a copy)
 
     @staticmethod
     def forward(ctx, a, index, advanced):
@@ -58,6 +66,7 @@ class GetItem(Function):
 class IndexPut(Function):
     """out = zeros(shape) with v put at index (added where integer arrays repeat an index): the backward
     of GetItem as a primitive of its own, so that a[index] can be differentiated twice;  dv = g[index]"""
+
     @staticmethod
     def forward(ctx, v, shape, index, advanced):
         ctx.index, ctx.advanced = index, advanced
@@ -70,6 +79,7 @@ class IndexPut(Function):
 
 class Embedding(Function):
     """out = W[ids];  dW = scatter-add of g into the rows ids (repeated ids accumulate), padding row 0"""
+
     @staticmethod
     def forward(ctx, weight, ids, padding_idx=None):
         ctx.ids, ctx.num, ctx.padding_idx = ids, weight.shape[0], padding_idx
@@ -78,7 +88,7 @@ class Embedding(Function):
     @staticmethod
     def backward(ctx, g):
         D = g.shape[-1]
-        if ctx.padding_idx is not None:                      # the padding row gets no gradient
+        if ctx.padding_idx is not None:  # the padding row gets no gradient
             g = ctx.xp.where((ctx.ids == ctx.padding_idx)[..., None], 0, g)
         # rows counted, not inferred (-1): an embedding of size D = 0 has no size to infer them from
         return ctx.xp.index_put((ctx.num, D), ctx.ids.reshape(-1), g.reshape(ctx.ids.size, D), True), None

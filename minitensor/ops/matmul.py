@@ -1,4 +1,5 @@
 """Matrix product: torch.matmul's semantics (batched, broadcasting, 1-D operands) on np.matmul."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +10,7 @@ from ..autograd import Function
 class MatMul(Function):
     """out = a @ b;  da = g @ b^T, db = a^T @ g
     (batch dims broadcast and are summed back by the graph walk; a 1-D operand as in torch.matmul)."""
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -18,14 +20,14 @@ class MatMul(Function):
     def backward(ctx, g):
         a, b = ctx.saved_arrays
         need_a, need_b = ctx.needs_input_grad
-        if a.ndim == 1 and b.ndim == 1:                       # a dot product: out = sum a * b
+        if a.ndim == 1 and b.ndim == 1:  # a dot product: out = sum a * b
             return (g * b if need_a else None), (g * a if need_b else None)
         a2, b2, g2 = _as_matrices(a, b, g)
         ga = g2 @ ctx.xp.swapaxes(b2, -1, -2) if need_a else None
         gb = _rhs_grad(ctx.xp, a2, g2, b2.ndim) if need_b else None
-        if a.ndim == 1 and ga is not None:                    # drop the row dim _as_matrices added
+        if a.ndim == 1 and ga is not None:  # drop the row dim _as_matrices added
             ga = ga[..., 0, :]
-        if b.ndim == 1 and gb is not None:                    # and the column dim
+        if b.ndim == 1 and gb is not None:  # and the column dim
             gb = gb[..., 0]
         return ga, gb
 
@@ -45,6 +47,6 @@ def _rhs_grad(xp, a, g, b_ndim: int):
     by a batched left operand (a weight), the batch folds into the rows and the sum over the batch
     that the graph walk would do becomes part of one GEMM."""
     if b_ndim == 2 and a.ndim > 2:
-        rows = int(np.prod(a.shape[:-1]))     # counted, not inferred (-1): K or N may be 0
+        rows = int(np.prod(a.shape[:-1]))  # counted, not inferred (-1): K or N may be 0
         return a.reshape(rows, a.shape[-1]).T @ g.reshape(rows, g.shape[-1])
     return xp.swapaxes(a, -1, -2) @ g

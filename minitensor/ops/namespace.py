@@ -14,6 +14,7 @@ Speed devices that write into a fresh array (`xp.sub_(gx, y)`: gx -= y) are in-p
 on Tensors they return a new tensor, so the recorded graph never sees an in-place change.
 A function that makes a non-differentiable value (a sign, a mask) returns a constant Tensor.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -59,6 +60,7 @@ def zero_where(drop, g):
 
 class ArrayOps:
     """NumPy, under the names the backward formulas use."""
+
     exp, log, sqrt, sign = staticmethod(np.exp), staticmethod(np.log), staticmethod(np.sqrt), staticmethod(sign)
     zeros_like, zero_where = staticmethod(np.zeros_like), staticmethod(zero_where)
     where, swapaxes, transpose = staticmethod(np.where), staticmethod(np.swapaxes), staticmethod(np.transpose)
@@ -67,7 +69,7 @@ class ArrayOps:
     split, unstack = staticmethod(np.split), staticmethod(np.unstack)
     erf, log_softmax, index_put = staticmethod(erf), staticmethod(log_softmax), staticmethod(index_put)
     sigmoid = staticmethod(stable_sigmoid)
-    softmax_grad = staticmethod(softmax_grad_in_blocks)      # fused.py's speed device for _softmax_grad
+    softmax_grad = staticmethod(softmax_grad_in_blocks)  # fused.py's speed device for _softmax_grad
 
     @staticmethod
     def astype(a, dtype):
@@ -95,23 +97,28 @@ class TensorOps:
     """The same functions as recorded primitives on Tensors (the backward of a backward)."""
 
     @staticmethod
-    def exp(a): return Exp.apply(a)
+    def exp(a):
+        return Exp.apply(a)
 
     @staticmethod
-    def log(a): return Log.apply(a)
+    def log(a):
+        return Log.apply(a)
 
     @staticmethod
-    def sqrt(a): return Sqrt.apply(a)
+    def sqrt(a):
+        return Sqrt.apply(a)
 
     @staticmethod
-    def sigmoid(a): return Sigmoid.apply(a)
+    def sigmoid(a):
+        return Sigmoid.apply(a)
 
     @staticmethod
-    def erf(a): return Erf.apply(a)
+    def erf(a):
+        return Erf.apply(a)
 
     @staticmethod
     def sign(a):
-        return a.wrap(sign(a.data))                  # piecewise constant: its derivative is 0
+        return a.wrap(sign(a.data))  # piecewise constant: its derivative is 0
 
     @staticmethod
     def zero_where(drop, g):
@@ -161,10 +168,12 @@ class TensorOps:
         return Mean.apply(a, dim=_axes(axis, a.ndim), keepdim=keepdims)
 
     @staticmethod
-    def tril(a, k=0): return Tril.apply(a, diagonal=k)
+    def tril(a, k=0):
+        return Tril.apply(a, diagonal=k)
 
     @staticmethod
-    def triu(a, k=0): return Triu.apply(a, diagonal=k)
+    def triu(a, k=0):
+        return Triu.apply(a, diagonal=k)
 
     @staticmethod
     def astype(a, dtype):
@@ -195,10 +204,12 @@ class TensorOps:
         return IndexPut.apply(values, shape=tuple(shape), index=index, advanced=advanced)
 
     @staticmethod
-    def sub_(a, b): return a - b
+    def sub_(a, b):
+        return a - b
 
     @staticmethod
-    def mul_(a, b): return a * b
+    def mul_(a, b):
+        return a * b
 
     @staticmethod
     def sub_at_(a, index, value):

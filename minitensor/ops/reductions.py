@@ -4,6 +4,7 @@
 Each backward first puts the reduced axes back into g (`expand_reduced`) so that it broadcasts
 against the input.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,7 +35,7 @@ def mean(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
     """np.mean, with PyTorch's NaN and no "Mean of empty slice" RuntimeWarning over zero elements."""
     if a.size:
         return np.mean(a, axis=axis, keepdims=keepdims)
-    return np.sum(a, axis=axis, keepdims=keepdims) / a.dtype.type(_reduced_count(a.shape, axis))   # 0/0: NaN
+    return np.sum(a, axis=axis, keepdims=keepdims) / a.dtype.type(_reduced_count(a.shape, axis))  # 0/0: NaN
 
 
 def _reduced_count(shape: tuple, dim) -> int:
@@ -44,6 +45,7 @@ def _reduced_count(shape: tuple, dim) -> int:
 
 class Sum(Function):
     """out = sum of a over dim;  da = g broadcast back over the reduced axes"""
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
@@ -57,6 +59,7 @@ class Sum(Function):
 
 class Mean(Function):
     """out = mean of a over dim (n elements each);  da = g / n broadcast back"""
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
@@ -87,6 +90,7 @@ def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
 
 class Var(Function):
     """out = sum((a - mean)^2) / (n - correction);  da = g * 2 (a - mean) / (n - correction)"""
+
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
         squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
@@ -102,6 +106,7 @@ class Var(Function):
 class Std(Function):
     """out = sqrt(var);  da = g * (a - mean) / ((n - correction) out), and 0 where out == 0
     (PyTorch's value on a constant line, where the formula would be 0/0)"""
+
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
         squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
@@ -121,6 +126,7 @@ class MaxMin(Function):
     """out = max (or min) of a over one dim;  da = g at the selected index (the first one), 0 elsewhere.
     Over all elements (dim=None): g is shared evenly between tied maxima (as in PyTorch's max()), and
     between the NaNs when the result is NaN."""
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
@@ -131,7 +137,7 @@ class MaxMin(Function):
             return out
         idx = np.expand_dims(np.argmax(a, axis=dim) if mode == "max" else np.argmin(a, axis=dim), dim)
         positions = np.arange(a.shape[dim]).reshape((-1,) + (1,) * (a.ndim - dim - 1))
-        ctx.chosen, ctx.share = positions == idx, 1                  # one-hot along dim at the index
+        ctx.chosen, ctx.share = positions == idx, 1  # one-hot along dim at the index
         out = np.take_along_axis(a, idx, axis=dim)
         return out if keepdim else np.squeeze(out, axis=dim)
 
@@ -145,11 +151,14 @@ class AMaxMin(Function):
     """out = amax (or amin) over dim(s);  da = g / count * [a == out], g shared evenly between tied extrema.
     PyTorch's formula, multiplied: a NaN or inf g spreads NaN over its whole slice, and so does a NaN
     extremum (no element equals it: count 0)."""
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
         if a.size == 0 and (dim is None or any(a.shape[d] == 0 for d in dim)):
-            raise ValueError(f"{'amax' if mode == 'max' else 'amin'}: cannot reduce over a zero-size dim "
-                             f"(input of shape {a.shape}, dim {dim})")
+            raise ValueError(
+                f"{'amax' if mode == 'max' else 'amin'}: cannot reduce over a zero-size dim "
+                f"(input of shape {a.shape}, dim {dim})"
+            )
         out = a.max(axis=dim, keepdims=True) if mode == "max" else a.min(axis=dim, keepdims=True)
         ties = a == out
         ctx.ties, ctx.count = ties, ties.sum(axis=dim, keepdims=True).astype(a.dtype)
@@ -164,11 +173,12 @@ class AMaxMin(Function):
 
 class LogSumExp(Function):
     """out = m + log(sum(e^(a - m))), m = max a (finite);  da = g * e^(a - out)"""
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         m = np.max(a, axis=dim, keepdims=True) if a.size else np.zeros((1,) * a.ndim, a.dtype)
         m = np.where(np.isfinite(m), m, 0).astype(a.dtype, copy=False)
-        out = np.log(np.exp(a - m).sum(axis=dim, keepdims=True)) + m   # an all -inf line: log 0 = -inf
+        out = np.log(np.exp(a - m).sum(axis=dim, keepdims=True)) + m  # an all -inf line: log 0 = -inf
         out = np.asarray(_drop_reduced(out, dim, keepdim))
         ctx.save_for_backward(a, out)
         ctx.dim, ctx.keepdim = dim, keepdim
@@ -179,4 +189,4 @@ class LogSumExp(Function):
         a, out = ctx.saved_arrays
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
         out = expand_reduced(out, a.ndim, ctx.dim, ctx.keepdim)
-        return (g * ctx.xp.exp(a - out),)                      # an all -inf line: NaN, as in PyTorch
+        return (g * ctx.xp.exp(a - out),)  # an all -inf line: NaN, as in PyTorch

@@ -3,6 +3,7 @@
 Reshape, transpose, permute and expand return NumPy views of their input (no copy); their
 backward moves g back the same way.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +13,7 @@ from ..autograd import Function
 
 class Reshape(Function):
     """out = a viewed with a new shape (a copy only when NumPy cannot view);  da = g reshaped back"""
+
     returns_view = True
 
     @staticmethod
@@ -26,6 +28,7 @@ class Reshape(Function):
 
 class Transpose(Function):
     """out = a with dims d0 and d1 swapped (a view);  da = g swapped back"""
+
     returns_view = True
 
     @staticmethod
@@ -40,6 +43,7 @@ class Transpose(Function):
 
 class Permute(Function):
     """out = a with axes reordered (a view);  da = g with the inverse permutation"""
+
     returns_view = True
 
     @staticmethod
@@ -54,6 +58,7 @@ class Permute(Function):
 
 class Expand(Function):
     """out = a broadcast to shape (a read-only view);  da = g summed back by the graph walk"""
+
     returns_view = True
 
     @staticmethod
@@ -67,6 +72,7 @@ class Expand(Function):
 
 class Repeat(Function):
     """out = a tiled `sizes` times per dim (torch.Tensor.repeat);  da = g summed over the tiles"""
+
     @staticmethod
     def forward(ctx, a, sizes):
         ctx.shape, ctx.sizes = a.shape, sizes
@@ -75,13 +81,14 @@ class Repeat(Function):
     @staticmethod
     def backward(ctx, g):
         shape = (1,) * (len(ctx.sizes) - len(ctx.shape)) + ctx.shape
-        tiles_and_sizes = [n for pair in zip(ctx.sizes, shape) for n in pair]    # (r0, n0, r1, n1, ...)
+        tiles_and_sizes = [n for pair in zip(ctx.sizes, shape) for n in pair]  # (r0, n0, r1, n1, ...)
         g = ctx.xp.sum(g.reshape(tiles_and_sizes), axis=tuple(range(0, len(tiles_and_sizes), 2)))
         return (g.reshape(ctx.shape),)
 
 
 class Cat(Function):
     """out = inputs joined along dim;  each input's gradient is its slice of g"""
+
     @staticmethod
     def forward(ctx, *arrays, dim=0):
         ctx.dim = dim
@@ -95,6 +102,7 @@ class Cat(Function):
 
 class Stack(Function):
     """out = inputs stacked along a new dim;  each input's gradient is g indexed at its position"""
+
     @staticmethod
     def forward(ctx, *arrays, dim=0):
         ctx.dim = dim
@@ -107,6 +115,7 @@ class Stack(Function):
 
 class Tril(Function):
     """out = lower triangle of the last two dims (entries above `diagonal` zeroed);  da = tril(g)"""
+
     @staticmethod
     def forward(ctx, a, diagonal=0):
         ctx.k = diagonal
@@ -119,6 +128,7 @@ class Tril(Function):
 
 class Triu(Function):
     """out = upper triangle of the last two dims;  da = triu(g)"""
+
     @staticmethod
     def forward(ctx, a, diagonal=0):
         ctx.k = diagonal

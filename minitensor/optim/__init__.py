@@ -3,6 +3,7 @@
 `mt.optim.SGD`, `mt.optim.Adam`, `mt.optim.AdamW`, `mt.optim.lr_scheduler.{LambdaLR, StepLR,
 WarmupInverseSqrt}`, with PyTorch's names, update formulas and state_dict layout.
 """
+
 from . import lr_scheduler
 from .adam import Adam, AdamW
 from .optimizer import Optimizer

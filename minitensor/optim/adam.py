@@ -13,6 +13,7 @@ Everything runs in NumPy in place on `p.data`; m, v (and vmax) have the paramete
 one scratch array per parameter per step holds the intermediate terms. A large parameter is updated
 block by block (optimizer.in_blocks: the same numbers, read from the cache rather than memory).
 """
+
 from __future__ import annotations
 
 import math
@@ -42,11 +43,21 @@ class Adam(Optimizer):
 
     _decoupled = False
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        maximize: bool = False,
+    ):
         _check_hparams(type(self).__name__, lr, betas, eps, weight_decay)
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
-                                      amsgrad=amsgrad, maximize=maximize))
+        super().__init__(
+            params,
+            dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize),
+        )
 
     def update_parameter(self, p, group: dict) -> None:
         state = self.state_for(p)
@@ -79,22 +90,22 @@ class Adam(Optimizer):
                 g = g + wd * w
         np.subtract(g, m, out=tmp)
         tmp *= 1 - beta1
-        m += tmp                                # m = lerp(m, g, 1 - beta1)
+        m += tmp  # m = lerp(m, g, 1 - beta1)
         v *= beta2
         np.multiply(g, 1 - beta2, out=tmp)
         tmp *= g
-        v += tmp                                # v = beta2 v + (1 - beta2) g g
+        v += tmp  # v = beta2 v + (1 - beta2) g g
 
-        bias_correction1 = 1 - beta1 ** t
-        bias_correction2_sqrt = math.sqrt(1 - beta2 ** t)
+        bias_correction1 = 1 - beta1**t
+        bias_correction2_sqrt = math.sqrt(1 - beta2**t)
         step_size = lr / bias_correction1
-        if vmax is not None:                    # amsgrad
+        if vmax is not None:  # amsgrad
             np.maximum(vmax, v, out=vmax)
             np.sqrt(vmax, out=tmp)
         else:
             np.sqrt(v, out=tmp)
         tmp /= bias_correction2_sqrt
-        tmp += eps                              # denom
+        tmp += eps  # denom
         np.divide(m, tmp, out=tmp)
         tmp *= -step_size
         w += tmp
@@ -108,7 +119,16 @@ class AdamW(Adam):
 
     _decoupled = True
 
-    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, maximize: bool = False):
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, maximize=maximize)
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        maximize: bool = False,
+    ):
+        super().__init__(
+            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize
+        )

@@ -7,6 +7,7 @@ then `scheduler.step()`. A scheduler writes `group['lr']`; the optimizer reads i
 `state_dict()` holds the counters and the base learning rates, so a run resumes exactly:
 build the optimizer and the scheduler as for a fresh run, then load both state dicts.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -35,8 +36,10 @@ class LRScheduler:
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"{type(self).__name__}: param 'initial_lr' is not specified in "
-                                   f"param_groups[{i}] when resuming with last_epoch={last_epoch}")
+                    raise KeyError(
+                        f"{type(self).__name__}: param 'initial_lr' is not specified in "
+                        f"param_groups[{i}] when resuming with last_epoch={last_epoch}"
+                    )
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._last_lr: list[float] = []
@@ -60,8 +63,10 @@ class LRScheduler:
 
     def state_dict(self) -> dict:
         """Counters, base lrs and hyperparameters (plain Python values; never the optimizer)."""
-        return {k: (list(getattr(self, k)) if isinstance(getattr(self, k), list) else getattr(self, k))
-                for k in self._state_keys()}
+        return {
+            k: (list(getattr(self, k)) if isinstance(getattr(self, k), list) else getattr(self, k))
+            for k in self._state_keys()
+        }
 
     def load_state_dict(self, state_dict: dict) -> None:
         missing = [k for k in self._state_keys() if k not in state_dict]
@@ -72,8 +77,10 @@ class LRScheduler:
             setattr(self, k, list(v) if isinstance(v, (list, tuple)) else v)
         self.last_epoch = int(self.last_epoch)
         if len(self._last_lr) != len(self.optimizer.param_groups):
-            raise ValueError(f"{type(self).__name__}.load_state_dict: state has {len(self._last_lr)} learning "
-                             f"rates, the optimizer has {len(self.optimizer.param_groups)} param groups")
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: state has {len(self._last_lr)} learning "
+                f"rates, the optimizer has {len(self.optimizer.param_groups)} param groups"
+            )
         # Deviation, flagged: torch leaves group['lr'] alone here, so resuming works only when the
         # optimizer's state is loaded after the scheduler was built. Writing the saved lr back
         # makes the order of the two load_state_dict calls irrelevant.
@@ -147,8 +154,9 @@ class WarmupInverseSqrt(LRScheduler):
     Use it with the optimizer's lr set to the multiplier you want (TrainConfig.lr, 1.0 in the paper).
     """
 
-    def __init__(self, optimizer: Optimizer, d_model: int, warmup_steps: int = 4000, factor: float = 1.0,
-                 last_epoch: int = -1):
+    def __init__(
+        self, optimizer: Optimizer, d_model: int, warmup_steps: int = 4000, factor: float = 1.0, last_epoch: int = -1
+    ):
         for name, v in (("d_model", d_model), ("warmup_steps", warmup_steps)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"WarmupInverseSqrt: {name} must be a positive int, got {v!r}")
@@ -162,7 +170,7 @@ class WarmupInverseSqrt(LRScheduler):
     def multiplier(self, last_epoch: int) -> float:
         """factor * d_model^-0.5 * min(n^-0.5, n * warmup^-1.5) at n = last_epoch + 1."""
         n = last_epoch + 1
-        return self.factor * self.d_model ** -0.5 * min(n ** -0.5, n * self.warmup_steps ** -1.5)
+        return self.factor * self.d_model**-0.5 * min(n**-0.5, n * self.warmup_steps**-1.5)
 
     def get_lr(self) -> list[float]:
         m = self.multiplier(self.last_epoch)
@@ -170,4 +178,3 @@ class WarmupInverseSqrt(LRScheduler):
 
     def _state_keys(self):
         return super()._state_keys() + ("d_model", "warmup_steps", "factor")
-

@@ -12,13 +12,14 @@ state_dict layout (PyTorch's):
      'param_groups': [{hyperparameters..., 'params': [index, ...]}]}
 Arrays in it are copies, so training after `state_dict()` does not change a saved dict.
 """
+
 from __future__ import annotations
 
 import copy
 import functools
 import os
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -38,7 +39,7 @@ def num_threads() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
-PARALLEL_MIN_NUMEL = 1 << 20   # below ~1M entries in a step, thread hand-off costs more than it saves
+PARALLEL_MIN_NUMEL = 1 << 20  # below ~1M entries in a step, thread hand-off costs more than it saves
 
 
 class UpdatePool:
@@ -67,7 +68,7 @@ class UpdatePool:
             self.threads = n
         shares = _balanced_shares(params, n)
         futures = [self.executor.submit(_update_all, update, share) for share in shares[1:]]
-        _update_all(update, shares[0])            # the calling thread takes a share too: one hand-off fewer
+        _update_all(update, shares[0])  # the calling thread takes a share too: one hand-off fewer
         for f in futures:
             f.result()
 
@@ -92,7 +93,7 @@ def _balanced_shares(params: list, n: int) -> list:
 update_pool = UpdatePool()
 
 
-BLOCK_NUMEL = 1 << 15   # 128 KiB of float32: the five arrays of an Adam block fit in L2 together
+BLOCK_NUMEL = 1 << 15  # 128 KiB of float32: the five arrays of an Adam block fit in L2 together
 
 
 def in_blocks(*arrays):
@@ -110,8 +111,8 @@ def in_blocks(*arrays):
     flat = [a.reshape(-1) for a in arrays]
     scratch = np.empty(BLOCK_NUMEL, dtype=arrays[0].dtype)
     for start in range(0, n, BLOCK_NUMEL):
-        block = tuple(a[start:start + BLOCK_NUMEL] for a in flat)
-        yield block, scratch[:block[0].size]
+        block = tuple(a[start : start + BLOCK_NUMEL] for a in flat)
+        yield block, scratch[: block[0].size]
 
 
 class _Required:
@@ -149,14 +150,17 @@ class Optimizer:
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
-        self.state: _ParamState = _ParamState()   # param (or id(param)) -> dict
+        self.state: _ParamState = _ParamState()  # param (or id(param)) -> dict
         self.param_groups: list[dict] = []
         if isinstance(params, Tensor):
-            raise TypeError(f"{type(self).__name__}: params should be an iterable of Tensors or dicts, "
-                            "got a single Tensor (wrap it in a list)")
+            raise TypeError(
+                f"{type(self).__name__}: params should be an iterable of Tensors or dicts, "
+                "got a single Tensor (wrap it in a list)"
+            )
         if isinstance(params, Mapping) or not isinstance(params, Iterable):
-            raise TypeError(f"{type(self).__name__}: params should be an iterable of Tensors or dicts, "
-                            f"got {type(params).__name__}")
+            raise TypeError(
+                f"{type(self).__name__}: params should be an iterable of Tensors or dicts, got {type(params).__name__}"
+            )
         params = list(params)
         if len(params) == 0:
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
@@ -204,8 +208,9 @@ class Optimizer:
             raise ValueError(f"{name}: some parameters appear in more than one parameter group")
         for k, v in self.defaults.items():
             if v is required and k not in group:
-                raise ValueError(f"{name}: parameter group didn't specify a value of required "
-                                 f"optimization parameter {k!r}")
+                raise ValueError(
+                    f"{name}: parameter group didn't specify a value of required optimization parameter {k!r}"
+                )
             group.setdefault(k, v)
         group["params"] = params
         self.param_groups.append(group)
@@ -225,7 +230,7 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient; returns closure() if given."""
         loss = None
-        if closure is not None:                   # torch's closure protocol: re-evaluate with grad enabled
+        if closure is not None:  # torch's closure protocol: re-evaluate with grad enabled
             with enable_grad():
                 loss = closure()
         groups = [(group, [p for p in group["params"] if p.grad is not None]) for group in self.param_groups]
@@ -234,7 +239,7 @@ class Optimizer:
         for group, params in groups:
             update_pool.run(functools.partial(self.update_parameter, group=group), params)
             for p in params:
-                p.bump_version()                  # a graph that saved p now refuses to backpropagate
+                p.bump_version()  # a graph that saved p now refuses to backpropagate
         return loss
 
     def _check_grads(self, params: list) -> None:
@@ -242,8 +247,10 @@ class Optimizer:
         an update never broadcasts a gradient into a parameter."""
         for p in params:
             if p.grad.shape != p.shape or p.grad.dtype != p.dtype:
-                raise RuntimeError(f"{type(self).__name__}.step: a parameter of shape {p.shape} ({p.dtype}) has a "
-                                   f"gradient of shape {p.grad.shape} ({p.grad.dtype}); no parameter was updated")
+                raise RuntimeError(
+                    f"{type(self).__name__}.step: a parameter of shape {p.shape} ({p.dtype}) has a "
+                    f"gradient of shape {p.grad.shape} ({p.grad.dtype}); no parameter was updated"
+                )
 
     def update_parameter(self, p, group: dict) -> None:
         """The update rule of one parameter with a gradient (p.data in place): each optimizer's formula."""
@@ -263,8 +270,9 @@ class Optimizer:
         state = {}
         for pid, i in index.items():
             if pid in self.state and self.state[pid]:
-                state[i] = {k: (v.copy() if isinstance(v, np.ndarray) else copy.deepcopy(v))
-                            for k, v in self.state[pid].items()}
+                state[i] = {
+                    k: (v.copy() if isinstance(v, np.ndarray) else copy.deepcopy(v)) for k, v in self.state[pid].items()
+                }
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: Mapping) -> None:
@@ -274,12 +282,16 @@ class Optimizer:
             raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and 'param_groups'")
         saved_groups = list(state_dict["param_groups"])
         if len(saved_groups) != len(self.param_groups):
-            raise ValueError(f"{name}.load_state_dict: the loaded state has {len(saved_groups)} parameter "
-                             f"groups, this optimizer has {len(self.param_groups)}")
+            raise ValueError(
+                f"{name}.load_state_dict: the loaded state has {len(saved_groups)} parameter "
+                f"groups, this optimizer has {len(self.param_groups)}"
+            )
         for i, (g, s) in enumerate(zip(self.param_groups, saved_groups)):
             if len(g["params"]) != len(s["params"]):
-                raise ValueError(f"{name}.load_state_dict: group {i} has {len(g['params'])} parameters, "
-                                 f"the loaded state has {len(s['params'])}")
+                raise ValueError(
+                    f"{name}.load_state_dict: group {i} has {len(g['params'])} parameters, "
+                    f"the loaded state has {len(s['params'])}"
+                )
         by_index = {}
         for g, s in zip(self.param_groups, saved_groups):
             for p, idx in zip(g["params"], s["params"]):
@@ -294,11 +306,15 @@ class Optimizer:
             for k, v in st.items():
                 if isinstance(v, np.ndarray) and v.ndim > 0:
                     if v.shape != p.shape:
-                        raise ValueError(f"{name}.load_state_dict: state[{idx}][{k!r}] has shape {v.shape}, "
-                                         f"the parameter has shape {p.shape}")
+                        raise ValueError(
+                            f"{name}.load_state_dict: state[{idx}][{k!r}] has shape {v.shape}, "
+                            f"the parameter has shape {p.shape}"
+                        )
                     if v.dtype != p.dtype:
-                        raise TypeError(f"{name}.load_state_dict: state[{idx}][{k!r}] has dtype {v.dtype}, "
-                                        f"the parameter has dtype {p.dtype} (cast it explicitly)")
+                        raise TypeError(
+                            f"{name}.load_state_dict: state[{idx}][{k!r}] has dtype {v.dtype}, "
+                            f"the parameter has dtype {p.dtype} (cast it explicitly)"
+                        )
                     entry[k] = v.copy()
                 elif isinstance(v, np.ndarray):  # a 0-d array (e.g. 'step' after np round trip)
                     entry[k] = v.item()

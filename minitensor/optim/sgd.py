@@ -8,6 +8,7 @@ The update is PyTorch's single-tensor SGD, term for term (so 20 steps agree to r
     p = p - lr * g
 computed in NumPy in place on `p.data`; the momentum buffer has the parameter's dtype.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,16 @@ __all__ = ["SGD"]
 class SGD(Optimizer):
     """SGD(params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False)."""
 
-    def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False, maximize: bool = False):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        maximize: bool = False,
+    ):
         for name, v in (("lr", lr), ("momentum", momentum), ("dampening", dampening), ("weight_decay", weight_decay)):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise TypeError(f"SGD: {name} must be a number, got {type(v).__name__}")
@@ -29,8 +38,17 @@ class SGD(Optimizer):
                 raise ValueError(f"SGD: invalid {name} {v} (expected >= 0)")
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum > 0 and zero dampening")
-        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
-                                      weight_decay=weight_decay, nesterov=nesterov, maximize=maximize))
+        super().__init__(
+            params,
+            dict(
+                lr=lr,
+                momentum=momentum,
+                dampening=dampening,
+                weight_decay=weight_decay,
+                nesterov=nesterov,
+                maximize=maximize,
+            ),
+        )
 
     def update_parameter(self, p, group: dict) -> None:
         momentum, dampening = group["momentum"], group["dampening"]
