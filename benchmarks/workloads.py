@@ -295,22 +295,20 @@ def _greedy(module, model, src, src_mask, n_new, use_cache):
 
 def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
     import minitensor as mt
-    import minitensor.nn.functional as F
+    from transformer_np.loss import sequence_loss
 
     try:
         from transformer_np import decode as np_decode
     except ImportError:
         np_decode = None
     src, tgt_in = mt.tensor(batch.src), mt.tensor(batch.tgt_in)
-    tgt_out = mt.tensor(batch.tgt_out.reshape(-1))
     src_mask, tgt_mask = mt.tensor(batch.src_mask), mt.tensor(batch.tgt_mask)
-    V = cfg.model.tgt_vocab_size
     params = list(model.parameters())
     opt = mt.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
     def loss_fn():
         logits = model(src, tgt_in, src_mask, tgt_mask)  # (B, T, V)
-        return F.cross_entropy(logits.reshape(-1, V), tgt_out, ignore_index=PAD, label_smoothing=LABEL_SMOOTHING)
+        return sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)  # the loss train.py trains with
 
     def forward():
         model.eval()
@@ -354,9 +352,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
     from minitensor.autograd_functional import functional_call
 
     names = [n for n, _ in model.named_parameters()]
-    ce = lambda logits: F.cross_entropy(
-        logits.reshape(-1, V), tgt_out, ignore_index=PAD, label_smoothing=LABEL_SMOOTHING
-    )
+    ce = lambda logits: sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)
     grad, hvp, hvp_functional = _second_order(
         mt.autograd,
         functional_call,
@@ -385,7 +381,8 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
 
 def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: float = 1e-4) -> Side:
     import torch
-    import torch.nn.functional as F
+
+    from parity.loss import sequence_loss
 
     try:
         from parity import decode as t_decode
@@ -393,15 +390,13 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
         t_decode = None
     dev = torch.device(device)
     src, tgt_in = torch.from_numpy(batch.src).to(dev), torch.from_numpy(batch.tgt_in).to(dev)
-    tgt_out = torch.from_numpy(batch.tgt_out.reshape(-1)).to(dev)
     src_mask, tgt_mask = torch.from_numpy(batch.src_mask).to(dev), torch.from_numpy(batch.tgt_mask).to(dev)
-    V = cfg.model.tgt_vocab_size
     params = list(model.parameters())
     opt = torch.optim.Adam(params, lr=lr, betas=(0.9, 0.98), eps=1e-9)
 
     def loss_fn():
         logits = model(src, tgt_in, src_mask, tgt_mask)  # (B, T, V)
-        return F.cross_entropy(logits.reshape(-1, V), tgt_out, ignore_index=PAD, label_smoothing=LABEL_SMOOTHING)
+        return sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)  # parity's twin of transformer_np's loss
 
     def forward():
         model.eval()
@@ -445,9 +440,7 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
         return _phased(opt.zero_grad, loss_fn, lambda: torch.nn.utils.clip_grad_norm_(params, CLIP), opt.step, sync)()
 
     names = [n for n, _ in model.named_parameters()]
-    ce = lambda logits: F.cross_entropy(
-        logits.reshape(-1, V), tgt_out, ignore_index=PAD, label_smoothing=LABEL_SMOOTHING
-    )
+    ce = lambda logits: sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)
     grad, hvp, hvp_functional = _second_order(
         torch.autograd,
         torch.func.functional_call,

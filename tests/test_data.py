@@ -78,10 +78,10 @@ def test_task_formats_follow_the_seeds():
     copy = get_task("copy")
     assert len(copy.src_vocab) == 100
     src, tgt = copy.splits(5, 1, 0)[0][0]
-    assert len(src) == 10 and tgt == [BOS_ID] + src + [EOS_ID]  # seed 000: bare source
+    assert len(src) == 10 and tgt == [BOS_ID] + src + [EOS_ID]  # the copy task: a bare source
 
     cr = get_task("copy-reverse")
-    assert len(cr.src_vocab) == 20 and len(cr.tgt_vocab) == 20  # seed 003: vocabulary 20
+    assert len(cr.src_vocab) == 20 and len(cr.tgt_vocab) == 20  # the copy-reverse preset: vocabulary 20
     lengths = set()
     for src, tgt in cr.splits(500, 10, 0)[0]:
         s = src[1:-1]

@@ -35,7 +35,7 @@ def _raises(exc, fn, *patterns):
     return msg
 
 
-# ----------------------------------------------------------------------------- the list
+# ----------------------------------------------------------------------------- shape and dtype mismatches
 def test_matmul_shape_mismatch():
     _raises(ValueError, lambda: _f(3, 4) @ _f(5, 6), "matmul", _shape(3, 4), _shape(5, 6))
 
