@@ -414,8 +414,9 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
         g = node.receive(g, retain=inputs is None)
         if needed is not None:
             sink.capture(node, g)
-            if node not in needed and node.ctx is not None:  # nothing upstream of it is asked for (a freed
-                continue  # node has no inputs left: its backward says so)
+            # nothing upstream of this node is asked for (a freed node has no inputs left: its backward says so)
+            if node not in needed and node.ctx is not None:
+                continue
         for t, gi in zip(node.inputs, node.backward(g, create_graph)):
             if t is None or gi is None:
                 continue
