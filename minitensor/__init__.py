@@ -13,6 +13,7 @@ testing.py (tolerances).
 """
 
 from . import autograd, nn, ops, optim, profiler, random, viz
+from .allocator import reuse_freed_memory
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .creation import (
     arange,
@@ -229,3 +230,7 @@ __version__ = "0.1.0"
 from .tensor import argsort, bmm, cuda, device, einsum, gather, mm, norm, sort, topk
 
 __all__ += ["argsort", "bmm", "cuda", "device", "einsum", "gather", "mm", "norm", "sort", "topk"]
+
+# Speed device, process-wide (minitensor/allocator.py): a training step's freed activations are reused by
+# the next step instead of being returned to the OS and faulted in again. MINITENSOR_MALLOC=default opts out.
+reuse_freed_memory()

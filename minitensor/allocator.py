@@ -12,7 +12,7 @@ high-water mark and does not grow with it (measured on copy-reverse, base and lo
 freed by the program stays with the process (resident up to its own peak) until it exits; a program
 that frees a large buffer for good and needs the memory elsewhere sets MINITENSOR_MALLOC=default.
 
-Process-wide, from the first `import minitensor` on (autograd.py calls it). MINITENSOR_MALLOC=default
+Process-wide, from the first `import minitensor` on (minitensor/__init__.py calls it). MINITENSOR_MALLOC=default
 in the environment leaves malloc alone; where the C library is not glibc it does nothing.
 """
 

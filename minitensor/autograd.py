@@ -50,9 +50,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .allocator import reuse_freed_memory
-
-reuse_freed_memory()  # the walk frees each step's activations; the next step reuses that memory
 _grad_enabled = True
 
 
