@@ -26,6 +26,8 @@ if __name__ == "__main__":
 import argparse
 import resource
 
+from transformer_np.cli import OneLineParser
+
 
 def _maxrss_kib() -> int:
     """ru_maxrss of this process, KiB (inherits the parent's size across fork+exec on Linux)."""
@@ -141,7 +143,7 @@ def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> di
 def build_parser() -> argparse.ArgumentParser:
     from benchmarks.workloads import CONFIGS
 
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
     ap.add_argument("--side", required=True, choices=["numpy", "torch"], help="which framework this child measures")
     ap.add_argument("--config", required=True, choices=sorted(CONFIGS), help="benchmark config to train")
     ap.add_argument("--steps", type=int, default=3, help="training steps before the peak is read (default: 3)")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from minitensor.testing import OP_RTOL
+from transformer_np.cli import OneLineParser
 
 
 @dataclass(frozen=True)
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmarks.env import WAIT_POLICIES
 
     names = sorted({c.name for c in CASES})
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="python -m benchmarks.ops", description="minitensor vs PyTorch per-op timings, each in its own process"
     )
     ap.add_argument("--quick", action="store_true", help="fewer rounds, shorter samples")

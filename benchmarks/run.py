@@ -27,6 +27,8 @@ import statistics
 import sys
 import time
 
+from transformer_np.cli import OneLineParser
+
 FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
 QUICK_CONFIGS = ["copy", "copy-reverse"]
 MEASUREMENTS = ["forward", "greedy_nocache", "greedy_cache", "fwd_bwd", "train"]  # train last: it moves the weights
@@ -55,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     from benchmarks.workloads import CONFIGS
 
     names = sorted(CONFIGS)
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="python -m benchmarks",
         description="transformer_np (NumPy) vs PyTorch benchmarks, each framework timed in its own process",
     )

@@ -44,6 +44,8 @@ import subprocess
 import tempfile
 import time
 
+from transformer_np.cli import OneLineParser
+
 SIDES = ("numpy", "torch", "torch-cuda", "both")
 
 
@@ -262,7 +264,7 @@ def serve(side: str, threads: int) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from benchmarks.env import WAIT_POLICIES
 
-    ap = argparse.ArgumentParser(
+    ap = OneLineParser(
         prog="python -m benchmarks.worker", description="a benchmark worker (started by `python -m benchmarks run`)"
     )
     ap.add_argument("--side", required=True, choices=SIDES, help="which framework(s) this process hosts")

@@ -17,6 +17,7 @@ import argparse
 import sys
 import textwrap
 
+from transformer_np.cli import OneLineParser
 from transformer_np.config import PRESETS
 
 from . import render
@@ -100,7 +101,7 @@ def _common(p: argparse.ArgumentParser, out_default: str | None) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m parity", description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary}")

@@ -26,8 +26,10 @@ from .config import ACTIVATIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, T
 from .data import TASKS
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error: "PROG: error: MESSAGE" on stderr and exit status 2, no usage block."""
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a one-line error: "PROG: error: MESSAGE" on stderr and exit status 2, no usage block.
+
+    The three command lines (transformer_np, parity, benchmarks) all parse with it."""
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
@@ -169,7 +171,7 @@ def _subcommand(sub, name: str, run, help_text: str) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     from .experiments import EXPERIMENTS
 
-    parser = _Parser(
+    parser = OneLineParser(
         prog="python -m transformer_np",
         formatter_class=_HelpFormatter,
         description="The 'Attention Is All You Need' Transformer in NumPy on minitensor.",
