@@ -213,11 +213,20 @@ def hvp_direction(model, seed: int = 1) -> list[np.ndarray]:
     return [rng.standard_normal(tuple(p.shape)).astype(np.float32) for _, p in model.named_parameters()]
 
 
-def _second_order(autograd, functional_call, as_tensor, model, loss_of_logits, args: tuple, names: list, v: list):
+def _second_order(autograd, functional_call, as_tensor, model, loss_of_logits, args: tuple, names: list):
     """The grad, hvp and hvp_functional closures of one library (its autograd module, functional_call and
-    array -> tensor), for the loss `loss_of_logits(model(*args))` in eval mode."""
+    array -> tensor), for the loss `loss_of_logits(model(*args))` in eval mode.
+
+    The direction v (one array per parameter: as large as the model) is made on the first HVP call, not
+    here: a side that is only trained or decoded (the peak-memory child, benchmarks/memory.py) must not
+    carry it."""
     params = [p for _, p in model.named_parameters()]
-    direction = [as_tensor(x) for x in v]
+    made = []
+
+    def direction():
+        if not made:
+            made.append([as_tensor(x) for x in hvp_direction(model)])
+        return made[0]
 
     def grad():
         model.eval()
@@ -226,12 +235,12 @@ def _second_order(autograd, functional_call, as_tensor, model, loss_of_logits, a
     def hvp():
         model.eval()
         grads = autograd.grad(loss_of_logits(model(*args)), params, create_graph=True)
-        return autograd.grad(sum((g * d).sum() for g, d in zip(grads, direction)), params)
+        return autograd.grad(sum((g * d).sum() for g, d in zip(grads, direction())), params)
 
     def hvp_functional():
         model.eval()
         loss = lambda *ps: loss_of_logits(functional_call(model, dict(zip(names, ps)), args))
-        return autograd.functional.hvp(loss, tuple(params), tuple(direction))
+        return autograd.functional.hvp(loss, tuple(params), tuple(direction()))
 
     return grad, hvp, hvp_functional
 
@@ -361,7 +370,6 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         ce,
         (src, tgt_in, src_mask, tgt_mask),
         names,
-        hvp_direction(model),
     )
     return Side(
         "numpy",
@@ -449,7 +457,6 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
         ce,
         (src, tgt_in, src_mask, tgt_mask),
         names,
-        hvp_direction(model),
     )
     return Side(
         "torch" if dev.type == "cpu" else f"torch-{dev.type}",
