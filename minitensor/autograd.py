@@ -193,7 +193,7 @@ class Node:
     def __init__(self, fn, ctx, inputs, saved=()):
         self.fn = fn  # the Function subclass
         self.ctx = ctx  # its Context; None once freed
-        self.inputs = inputs  # per forward input: the Tensor if it requires grad, else None
+        self.inputs = inputs  # per forward input: a leaf Tensor, an Edge to a non-leaf, or None (no grad)
         self.saved = saved  # (VersionCounter, version when saved, array, input index or _OUTPUT)
         self.hooks = None  # the (non-leaf) output tensor's hooks, as array -> array functions
         self.retained = None  # the output tensor when retain_grad() was called on it
@@ -235,21 +235,29 @@ class Node:
 
     def _tensor_context(self) -> Context:
         """A copy of ctx for a backward on Tensors: the Tensor namespace, and each saved input or output
-        as its Tensor (the output rebuilt around this node, so that its gradient flows through it)."""
+        as its Tensor (an output rebuilt around this node, a non-leaf input around its Edge's producer,
+        so that gradients flow through them)."""
+        from .tensor import Tensor
+
         ctx = copy.copy(self.ctx)
         ctx.xp, ctx.create_graph = _TENSORS, True
-        like = next(t for t in self.inputs if t is not None)
         sources = {id(arr): (counter, src) for counter, _, arr, src in self.saved}
         saved = []
         for arr in self.ctx.saved_arrays:
             counter, src = sources.get(id(arr), (None, None))
-            if src is None or (src != _OUTPUT and self.inputs[src] is not None):
-                saved.append(arr if src is None else self.inputs[src])
+            if src is None:  # an array the forward made: private to this node
+                saved.append(arr)
                 continue
-            t = like.wrap(arr)  # an output, or an input outside the graph
+            ref = self.inputs[src] if src != _OUTPUT else None
+            if ref is not None and not isinstance(ref, Edge):  # a leaf: the Tensor itself
+                saved.append(ref)
+                continue
+            t = Tensor.wrap(arr)  # the output, a non-leaf input, or an input outside the graph
             t.version_counter = counter
             if src == _OUTPUT:
                 t.requires_grad, t.grad_fn = True, self
+            elif ref is not None:
+                t.requires_grad, t.grad_fn = True, ref.grad_fn
             saved.append(t)
         ctx.saved_arrays = tuple(saved)
         return ctx
@@ -272,11 +280,11 @@ class Node:
                     f"its backward cannot be differentiated again. Write it with operators and ctx.xp on "
                     f"ctx.saved_arrays (see docs/higher_order.md)"
                 )
-            if gi.shape != t.data.shape:
+            if gi.shape != t.shape:
                 out[i] = gi = unbroadcast(
-                    gi, t.data.shape, f"{self.name()}Backward, input {i}", _TENSORS if create_graph else Context.xp
+                    gi, t.shape, f"{self.name()}Backward, input {i}", _TENSORS if create_graph else Context.xp
                 )
-            if gi.dtype != t.data.dtype:
+            if gi.dtype != t.dtype:
                 raise RuntimeError(
                     f"function {self.name()}Backward returned a {gi.dtype} gradient for input {i}, a {t.dtype} tensor"
                 )
@@ -287,6 +295,24 @@ class Node:
         self.ctx = None
         self.inputs = ()
         self.saved = ()
+
+
+class Edge:
+    """What a node keeps of a non-leaf input: the node that produced it, its shape and dtype, not its array.
+
+    Keeping the input Tensor would keep every activation alive until the backward reaches its consumer,
+    whether or not the consumer's backward reads it (a ReLU's input, a dropout's input): what a backward
+    reads, its forward saves (save_for_backward), as in PyTorch. A leaf input is kept as itself: the walk
+    hands it its gradient."""
+
+    __slots__ = ("grad_fn", "shape", "dtype")
+    requires_grad = True
+
+    def __init__(self, t):
+        self.grad_fn, self.shape, self.dtype = t.grad_fn, t.data.shape, t.data.dtype
+
+    def __repr__(self):
+        return f"<Edge from {self.grad_fn.name()}Backward {self.shape} {self.dtype}>"
 
 
 class Function:
@@ -318,7 +344,7 @@ class Function:
             if any(needs):
                 ctx.needs_input_grad = needs
                 result.requires_grad = True
-                inputs = tuple(t if n else None for t, n in zip(tensors, needs))
+                inputs = tuple((t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs))
                 result.grad_fn = Node(cls, ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
         return result
 

@@ -471,7 +471,7 @@ def _step(w, x, saved_refs=None):
     h = (x @ w).tanh()  # intermediates referenced only by the graph
     loss = (h * h).mean()
     if saved_refs is not None:
-        saved_refs.append(weakref.ref(h))
+        saved_refs.append(weakref.ref(h.data))  # h's array: Mul saved it for its backward
     return loss
 
 
@@ -484,6 +484,23 @@ def test_graph_released_after_backward(rng):
     gc.collect()
     loss.backward()
     assert refs[0]() is None, "backward kept the intermediate tensor alive through the graph"
+
+
+def test_an_activation_no_backward_reads_is_freed_during_the_forward(rng):
+    """A node keeps a non-leaf input as an Edge (producer, shape, dtype), not its array: relu's input and
+    dropout's input are read by no backward, so they die as soon as the forward moves on."""
+    w = mt.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    x = mt.tensor(rng.standard_normal((5, 4)))
+    pre = x @ w
+    kept = (weakref.ref(pre.data),)
+    act = mt.relu(pre)  # relu keeps a boolean mask, not its input
+    kept += (weakref.ref(act.data),)
+    out = mt.nn.functional.dropout(act, 0.5, training=True)  # dropout keeps its boolean mask only
+    del pre, act
+    gc.collect()
+    assert [r() is None for r in kept] == [True, True], "the graph kept an array no backward reads"
+    out.sum().backward()
+    assert w.grad is not None and w.grad.shape == (4, 3)
 
 
 def test_graph_freed_by_refcount_alone(rng):

@@ -412,7 +412,7 @@ DOC_QUOTES = [
     ("minitensor/ops/elementwise.py", "return (g * (1 - out * out),)"),
     ("minitensor/ops/fused.py", "gy = g * y"),
     ("minitensor/ops/fused.py", "return (ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True)),)"),
-    ("minitensor/ops/fused.py", "xhat, rstd = ctx.intermediate((ctx.xhat, ctx.rstd), _normalized, x, axes, ctx.eps)"),
+    ("minitensor/ops/fused.py", "mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)"),
 ]
 
 

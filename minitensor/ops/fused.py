@@ -114,8 +114,10 @@ class LayerNorm(Function):
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
         axes = tuple(range(x.ndim - k, x.ndim))
-        xhat, rstd = _normalized(ctx.xp, x, axes, eps)
-        ctx.xhat, ctx.rstd, ctx.axes, ctx.eps = xhat, rstd, axes, eps
+        xhat, mean, rstd = _normalized(ctx.xp, x, axes, eps)
+        # The row statistics are kept, not xhat: xhat is rebuilt in the backward, so a layer norm holds one
+        # activation-sized array (its input) until then instead of two (as PyTorch keeps mean and rstd).
+        ctx.mean, ctx.rstd, ctx.axes, ctx.eps = mean, rstd, axes, eps
         ctx.save_for_backward(x, *(() if weight is None else (weight,)))
         if weight is None:
             return xhat
@@ -128,7 +130,8 @@ class LayerNorm(Function):
     def backward(ctx, g):
         xp, axes = ctx.xp, ctx.axes
         x, w = (ctx.saved_arrays + (None,))[:2]
-        xhat, rstd = ctx.intermediate((ctx.xhat, ctx.rstd), _normalized, x, axes, ctx.eps)
+        mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
+        xhat = (x - mean) * rstd  # the forward's xhat, bit for bit
         need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
         rows = tuple(range(g.ndim - len(axes)))
         gw = xp.sum(g * xhat, axis=rows) if need_w else None
@@ -143,13 +146,19 @@ class LayerNorm(Function):
 
 
 def _normalized(xp, x, axes: tuple, eps: float):
-    """(xhat, rstd): xhat = (x - mean) * rstd, rstd = (var + eps)^-1/2 over axes (biased variance)."""
-    xc = x - xp.mean(x, axis=axes, keepdims=True)
+    """(xhat, mean, rstd): xhat = (x - mean) * rstd, rstd = (var + eps)^-1/2 over axes (biased variance)."""
+    mean = xp.mean(x, axis=axes, keepdims=True)
+    xc = x - mean
     var = xp.mean(xc * xc, axis=axes, keepdims=True)
     # a variance that overflows (finite |x| beyond ~1e154) would make rstd 0 and the output the bias: NaN instead,
     # as PyTorch gives
     rstd = xp.where(var == np.inf, np.nan, 1.0 / xp.sqrt(var + x.dtype.type(eps)))
-    return xc * rstd, rstd
+    return xc * rstd, mean, rstd
+
+
+def _row_stats(xp, x, axes: tuple, eps: float):
+    """(mean, rstd) of _normalized: what LayerNorm's backward rebuilds xhat from."""
+    return _normalized(xp, x, axes, eps)[1:]
 
 
 # ----------------------------------------------------------------------------- losses
