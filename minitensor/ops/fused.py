@@ -31,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function
+from .rowwise import is_last, last_max
 
 # ----------------------------------------------------------------------------- linear
 
@@ -66,8 +67,7 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, x, dim):
-        e = np.exp(x - x.max(axis=dim, keepdims=True, initial=-np.inf))  # an all -inf row gives NaN, as in
-        # PyTorch; initial: a 0-size dim
+        e = np.exp(x - _max(x, dim))  # an all -inf row gives NaN, as in PyTorch
         e /= e.sum(axis=dim, keepdims=True)
         ctx.save_for_backward(e)
         ctx.dim = dim
@@ -96,9 +96,14 @@ class LogSoftmax(Function):
         return (g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True),)
 
 
+def _max(x: np.ndarray, dim: int) -> np.ndarray:
+    """x.max(axis=dim, keepdims=True) (0-size dims fine); over the last axis rowwise.last_max, a speed device."""
+    return last_max(x) if is_last(dim, x.ndim) else x.max(axis=dim, keepdims=True, initial=-np.inf)
+
+
 def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward)."""
-    shifted = x - x.max(axis=dim, keepdims=True, initial=-np.inf)  # initial: a 0-size dim is fine
+    shifted = x - _max(x, dim)
     return shifted - np.log(np.exp(shifted).sum(axis=dim, keepdims=True))
 
 
@@ -341,7 +346,7 @@ def _masked_softmax_(w, keep):
     dtype's lowest value first, so they end with weight 0 (AttentionWeights.forward, one block at a time)."""
     if keep is not None:
         np.copyto(w, np.finfo(w.dtype).min, where=~keep)
-    w -= w.max(axis=-1, keepdims=True)
+    w -= last_max(w)
     np.exp(w, out=w)
     w /= w.sum(axis=-1, keepdims=True)
 
