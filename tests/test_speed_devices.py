@@ -163,3 +163,44 @@ def test_row_scatter_add_is_bitwise_np_add_at(dtype):
     ref = np.zeros((5, 2), dtype)
     np.add.at(ref, ids, g)
     np.testing.assert_array_equal(index_put((5, 2), ids, g, True), ref)
+
+
+def test_clip_grad_norm_on_the_pool_is_bitwise_the_serial_one(monkeypatch):
+    """clip_grad_norm_ computes each gradient's norm and rescales each gradient on the shared pool
+    (minitensor/pool.py); the total and the clipped gradients are the one-thread ones, bit for bit."""
+    from minitensor import pool
+
+    def run(threads):
+        monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
+        rng = np.random.default_rng(0)
+        params = [
+            mt.nn.Parameter(mt.tensor(rng.standard_normal(s).astype(np.float32)))
+            for s in [(900, 800), (700, 900), (5,)]
+        ]
+        for p in params:
+            p.grad = mt.tensor(rng.standard_normal(p.shape).astype(np.float32))
+        total = mt.nn.utils.clip_grad_norm_(params, 1.0)
+        return total, [p.grad.data.copy() for p in params]
+
+    assert 900 * 800 + 700 * 900 >= pool.PARALLEL_MIN_NUMEL
+    (t1, g1), (t2, g2) = run(1), run(2)
+    assert t1 == t2
+    for a, b in zip(g1, g2):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_pool_runs_in_larger_blocks_and_says_so(monkeypatch):
+    """While a run is spread over threads, in_blocks hands out THREADED_BLOCK_NUMEL-sized blocks."""
+    from minitensor import pool
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    sizes = {}
+    params = [mt.nn.Parameter(mt.tensor(np.zeros(1 << 20, np.float32))) for _ in range(2)]
+
+    def record(p):
+        sizes[id(p)] = (pool.update_pool.threaded, [b[0].size for b, _ in optmod.in_blocks(p.data)][0])
+
+    pool.update_pool.run(record, params)
+    assert set(sizes.values()) == {(True, optmod.THREADED_BLOCK_NUMEL)} and not pool.update_pool.threaded
+    record(params[0])
+    assert sizes[id(params[0])] == (False, optmod.BLOCK_NUMEL)

@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from ..pool import update_pool
 from ..tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "zero_grad_"]
@@ -62,14 +63,17 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     norm_type = float(norm_type)
     if not norm_type > 0:
         raise ValueError(f"clip_grad_norm_: norm_type must be positive (or inf), got {norm_type}")
-    grads = [p.grad.data for p in params if p.grad is not None]
+    with_grad = [p for p in params if p.grad is not None]
+    grads = [p.grad.data for p in with_grad]
     if not grads:
         return 0.0
     if norm_type == math.inf:
         total = max(float(np.max(np.abs(g))) if g.size else 0.0 for g in grads)
     elif norm_type == 2.0:
-        # per-array norms, then the norm of those (torch's order)
-        norms = np.array([math.sqrt(_sum_of_squares(g)) for g in grads])
+        # per-array norms, then the norm of those (torch's order); each array's on the pool
+        squares = {}
+        update_pool.run(lambda p: squares.__setitem__(id(p), _sum_of_squares(p.grad.data)), with_grad)
+        norms = np.array([math.sqrt(squares[id(p)]) for p in with_grad])
         total = float(np.sqrt(np.dot(norms, norms)))
     else:
         norms = np.array([np.sum(np.abs(g) ** norm_type) ** (1.0 / norm_type) for g in grads], dtype=np.float64)
@@ -81,10 +85,9 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         )
     clip_coef = float(max_norm) / (total + 1e-6)
     if clip_coef < 1.0:
-        for p in params:
-            if p.grad is not None:
-                p.grad.data *= clip_coef
-                p.grad.bump_version()
+        update_pool.run(lambda p: p.grad.data.__imul__(clip_coef), with_grad)
+        for p in with_grad:
+            p.grad.bump_version()
     return total
 
 

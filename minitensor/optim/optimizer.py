@@ -17,101 +17,42 @@ from __future__ import annotations
 
 import copy
 import functools
-import os
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..autograd import enable_grad
 from ..nn.utils import zero_grad_
+from ..pool import PARALLEL_MIN_NUMEL, _balanced_shares, num_threads, update_pool  # noqa: F401 (re-exported)
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
 
 
-def num_threads() -> int:
-    """Threads for elementwise optimizer updates: the BLAS setting (OMP/OPENBLAS_NUM_THREADS) or the cores."""
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        v = os.environ.get(var, "")
-        if v.isdigit() and int(v) > 0:
-            return int(v)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-PARALLEL_MIN_NUMEL = 1 << 20  # below ~1M entries in a step, thread hand-off costs more than it saves
-
-
-class UpdatePool:
-    """Speed device shared by every optimizer: per-parameter updates run on a thread pool when a step is large.
-
-    NumPy releases the GIL inside ufunc loops, so per-parameter updates (independent of each other,
-    hence bitwise the same in any order) run on several cores, as PyTorch's multi-threaded
-    optimizer kernels do. The pool has as many threads as the BLAS is allowed (num_threads), so a
-    comparison run with the same thread count on both sides stays fair."""
-
-    def __init__(self):
-        self.threads = 0
-        self.executor = None
-
-    def run(self, update, params: list) -> None:
-        """update(p) for every parameter p; on the pool when there are several and they are large."""
-        n = num_threads()
-        if n <= 1 or len(params) < 2 or sum(p.data.size for p in params) < PARALLEL_MIN_NUMEL:
-            for p in params:
-                update(p)
-            return
-        if self.executor is None or self.threads != n:
-            if self.executor is not None:
-                self.executor.shutdown(wait=False)
-            self.executor = ThreadPoolExecutor(max_workers=n, thread_name_prefix="minitensor-optim")
-            self.threads = n
-        shares = _balanced_shares(params, n)
-        futures = [self.executor.submit(_update_all, update, share) for share in shares[1:]]
-        _update_all(update, shares[0])  # the calling thread takes a share too: one hand-off fewer
-        for f in futures:
-            f.result()
-
-
-def _update_all(update, params: list) -> None:
-    for p in params:
-        update(p)
-
-
-def _balanced_shares(params: list, n: int) -> list:
-    """params split into n lists of about equal total size (largest first, each to the lightest list):
-    one task per thread rather than one per parameter, whose hand-offs would cost more than the small
-    parameters' updates (a copy-reverse step has 130)."""
-    shares, loads = [[] for _ in range(n)], [0] * n
-    for p in sorted(params, key=lambda p: -p.data.size):
-        i = loads.index(min(loads))
-        shares[i].append(p)
-        loads[i] += p.data.size
-    return [share for share in shares if share]
-
-
-update_pool = UpdatePool()
-
-
 BLOCK_NUMEL = 1 << 15  # 128 KiB of float32: the five arrays of an Adam block fit in L2 together
+# On the update pool, blocks 4x larger: each block's dozen ufunc calls hand the GIL back and forth between
+# the threads, and at 32K entries those hand-offs cost as much as the passes (Adam on the base model at
+# 2 threads: 165 ms with 32K blocks, 126 ms with 128K; at 1 thread 32K stays the fastest).
+THREADED_BLOCK_NUMEL = 1 << 17
 
 
 def in_blocks(*arrays):
-    """Speed device for elementwise updates: yields (views of `arrays` over one block of BLOCK_NUMEL entries,
+    """Speed device for elementwise updates: yields (views of `arrays` over one block of BLOCK_NUMEL entries
+    (THREADED_BLOCK_NUMEL on the update pool),
     scratch) block by block, scratch being a fresh array of the block's shape for intermediate terms.
 
     An update of a dozen passes (Adam) then runs each pass over a block that is still in the cache instead
     of over whole arrays in memory: Adam on the base model takes half the time. Every operation is
     elementwise, so the result is bitwise the one of a single pass. Arrays of the same shape; if one of
     them is not C-contiguous (a view cannot be flattened without a copy) they come whole, as one block."""
-    n = arrays[0].size
-    if n <= BLOCK_NUMEL or not all(a.flags.c_contiguous for a in arrays):
+    n, size = arrays[0].size, THREADED_BLOCK_NUMEL if update_pool.threaded else BLOCK_NUMEL
+    if n <= size or not all(a.flags.c_contiguous for a in arrays):
         yield arrays, np.empty_like(arrays[0])
         return
     flat = [a.reshape(-1) for a in arrays]
-    scratch = np.empty(BLOCK_NUMEL, dtype=arrays[0].dtype)
-    for start in range(0, n, BLOCK_NUMEL):
-        block = tuple(a[start : start + BLOCK_NUMEL] for a in flat)
+    scratch = np.empty(size, dtype=arrays[0].dtype)
+    for start in range(0, n, size):
+        block = tuple(a[start : start + size] for a in flat)
         yield block, scratch[: block[0].size]
 
 
