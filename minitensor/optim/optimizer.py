@@ -2,10 +2,9 @@
 
 Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` in raw
 NumPy, updating `p.data` in place: no Tensor is created and no graph is recorded during a step.
-`step()` runs it for every parameter with a gradient, on the shared update pool when the step is
-large. Hyperparameters
-are read from `self.param_groups[i]` at every step, so a scheduler changes the learning rate by
-writing `group['lr']`, exactly as in PyTorch.
+`step()` runs it for every parameter with a gradient, on the shared pool (minitensor/pool.py) when the
+step is large. Hyperparameters are read from `self.param_groups[i]` at every step, so a scheduler
+changes the learning rate by writing `group['lr']`, exactly as in PyTorch.
 
 state_dict layout (PyTorch's):
     {'state': {index: {name: array or number}},      # index = position over all groups' params
