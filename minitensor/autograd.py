@@ -33,8 +33,8 @@ tensor.py's Tensor provides them, so the import order is one way: tensor.py -> o
 Deviation from PyTorch, flagged: after a backward without retain_graph, every node on the path
 is freed, also one that saved nothing (`y = x + 1`). PyTorch lets a second loss backpropagate
 through such save-nothing nodes; here it raises the "second time" error. The reason: a node here
-holds its input Tensors (and so their arrays), and dropping them at once is what returns the
-activations' memory even while the caller keeps the loss tensor alive.
+holds its inputs' producer nodes (and through them their saved arrays), and dropping them at once is
+what returns the activations' memory even while the caller keeps the loss tensor alive.
 
 A backward never writes into the incoming `g` or a saved array: the same array can flow to
 several inputs (x + x), so gradients are combined by creating new arrays, and a leaf receives an
@@ -237,10 +237,9 @@ class Node:
         """A copy of ctx for a backward on Tensors: the Tensor namespace, and each saved input or output
         as its Tensor (an output rebuilt around this node, a non-leaf input around its Edge's producer,
         so that gradients flow through them)."""
-        from .tensor import Tensor
-
         ctx = copy.copy(self.ctx)
         ctx.xp, ctx.create_graph = _TENSORS, True
+        like = next(t for t in self.inputs if t is not None)
         sources = {id(arr): (counter, src) for counter, _, arr, src in self.saved}
         saved = []
         for arr in self.ctx.saved_arrays:
@@ -252,7 +251,7 @@ class Node:
             if ref is not None and not isinstance(ref, Edge):  # a leaf: the Tensor itself
                 saved.append(ref)
                 continue
-            t = Tensor.wrap(arr)  # the output, a non-leaf input, or an input outside the graph
+            t = like.wrap(arr)  # the output, a non-leaf input, or an input outside the graph
             t.version_counter = counter
             if src == _OUTPUT:
                 t.requires_grad, t.grad_fn = True, self
@@ -298,18 +297,18 @@ class Node:
 
 
 class Edge:
-    """What a node keeps of a non-leaf input: the node that produced it, its shape and dtype, not its array.
+    """What a node keeps of a non-leaf input: the node that produced it, its shape and dtype (and the
+    tensor class's `wrap`, for a backward on Tensors), not its array.
 
     Keeping the input Tensor would keep every activation alive until the backward reaches its consumer,
     whether or not the consumer's backward reads it (a ReLU's input, a dropout's input): what a backward
     reads, its forward saves (save_for_backward), as in PyTorch. A leaf input is kept as itself: the walk
     hands it its gradient."""
 
-    __slots__ = ("grad_fn", "shape", "dtype")
-    requires_grad = True
+    __slots__ = ("grad_fn", "shape", "dtype", "wrap")
 
     def __init__(self, t):
-        self.grad_fn, self.shape, self.dtype = t.grad_fn, t.data.shape, t.data.dtype
+        self.grad_fn, self.shape, self.dtype, self.wrap = t.grad_fn, t.data.shape, t.data.dtype, t.wrap
 
     def __repr__(self):
         return f"<Edge from {self.grad_fn.name()}Backward {self.shape} {self.dtype}>"

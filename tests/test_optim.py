@@ -18,10 +18,9 @@ import pytest
 import torch
 
 import minitensor as mt
-from minitensor import nn
+from minitensor import nn, pool
 from minitensor.nn import functional as F
 from minitensor.optim import SGD, Adam, AdamW, lr_scheduler
-from minitensor.optim import optimizer as optmod
 from minitensor.testing import OP_RTOL, TRAINING_ATOL_FLOAT64, assert_close
 
 D_IN, D_HID, N_CLS, BATCH, STEPS = 6, 16, 5, 12, 20
@@ -477,6 +476,6 @@ def test_adam_threaded_update_is_bitwise_the_sequential_one(monkeypatch):
             opt.step()
         return [p.data.copy() for p in params]
 
-    assert sum(np.prod(s) for s in [(700, 1000), (600, 900)]) >= optmod.PARALLEL_MIN_NUMEL
+    assert sum(np.prod(s) for s in [(700, 1000), (600, 900)]) >= pool.PARALLEL_MIN_NUMEL
     for a, b in zip(run(1), run(2)):
         assert np.array_equal(a, b)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import minitensor as mt
+from minitensor import pool
 from minitensor.optim import Adam, AdamW
 from minitensor.optim import optimizer as optmod
 
@@ -110,11 +111,11 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
 def test_update_pool_shares_hold_every_parameter_once_and_balance():
     sizes = [1000, 10, 600, 500, 7, 7, 300]
     params = [mt.tensor(np.zeros(n, np.float32)) for n in sizes]
-    shares = optmod._balanced_shares(params, 2)
+    shares = pool._balanced_shares(params, 2)
     assert sorted(id(p) for s in shares for p in s) == sorted(id(p) for p in params)
     loads = [sum(p.data.size for p in s) for s in shares]
     assert len(shares) == 2 and max(loads) - min(loads) <= max(sizes) and max(loads) <= 1300
-    assert len(optmod._balanced_shares(params[:1], 4)) == 1  # no empty share
+    assert len(pool._balanced_shares(params[:1], 4)) == 1  # no empty share
 
 
 def test_dropout_with_a_bool_mask_is_bitwise_x_times_the_float_mask():
@@ -168,7 +169,6 @@ def test_row_scatter_add_is_bitwise_np_add_at(dtype):
 def test_clip_grad_norm_on_the_pool_is_bitwise_the_serial_one(monkeypatch):
     """clip_grad_norm_ computes each gradient's norm and rescales each gradient on the shared pool
     (minitensor/pool.py); the total and the clipped gradients are the one-thread ones, bit for bit."""
-    from minitensor import pool
 
     def run(threads):
         monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
@@ -191,8 +191,6 @@ def test_clip_grad_norm_on_the_pool_is_bitwise_the_serial_one(monkeypatch):
 
 def test_the_pool_runs_in_larger_blocks_and_says_so(monkeypatch):
     """While a run is spread over threads, in_blocks hands out THREADED_BLOCK_NUMEL-sized blocks."""
-    from minitensor import pool
-
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     sizes = {}
     params = [mt.nn.Parameter(mt.tensor(np.zeros(1 << 20, np.float32))) for _ in range(2)]

@@ -72,7 +72,11 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     elif norm_type == 2.0:
         # per-array norms, then the norm of those (torch's order); each array's on the pool
         squares = {}
-        update_pool.run(lambda p: squares.__setitem__(id(p), _sum_of_squares(p.grad.data)), with_grad)
+
+        def square_of(p):
+            squares[id(p)] = _sum_of_squares(p.grad.data)
+
+        update_pool.run(square_of, with_grad)
         norms = np.array([math.sqrt(squares[id(p)]) for p in with_grad])
         total = float(np.sqrt(np.dot(norms, norms)))
     else:
@@ -85,8 +89,12 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         )
     clip_coef = float(max_norm) / (total + 1e-6)
     if clip_coef < 1.0:
-        update_pool.run(lambda p: p.grad.data.__imul__(clip_coef), with_grad)
-        for p in with_grad:
+
+        def rescale(p):
+            p.grad.data *= clip_coef
+
+        update_pool.run(rescale, with_grad)
+        for p in with_grad:  # in this thread: two gradients may share a version counter
             p.grad.bump_version()
     return total
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..autograd import enable_grad
 from ..nn.utils import zero_grad_
-from ..pool import PARALLEL_MIN_NUMEL, _balanced_shares, num_threads, update_pool  # noqa: F401 (re-exported)
+from ..pool import update_pool
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
@@ -36,9 +36,9 @@ THREADED_BLOCK_NUMEL = 1 << 17
 
 
 def in_blocks(*arrays):
-    """Speed device for elementwise updates: yields (views of `arrays` over one block of BLOCK_NUMEL entries
-    (THREADED_BLOCK_NUMEL on the update pool),
-    scratch) block by block, scratch being a fresh array of the block's shape for intermediate terms.
+    """Speed device for elementwise updates: yields (views of `arrays` over one block, scratch) block by
+    block, scratch being a fresh array of the block's shape for intermediate terms. A block has
+    BLOCK_NUMEL entries, THREADED_BLOCK_NUMEL while the pool runs the update on several threads.
 
     An update of a dozen passes (Adam) then runs each pass over a block that is still in the cache instead
     of over whole arrays in memory: Adam on the base model takes half the time. Every operation is
