@@ -1,26 +1,37 @@
-"""Speed device: maxima along the last axis of a float array.
+"""Speed devices: maxima and sums along the last axis of a float array.
 
-NumPy reduces a contiguous last axis one row at a time, and for the short rows a Transformer's
-attention reduces (10 to 30 scores) the cost per row dominates: on copy-reverse's attention scores,
-(32, 8, 22, 22) float32 at one thread, `w.max(axis=-1)` takes 270 us, against 45 us for `np.exp(w)`
-over the same numbers. Every softmax subtracts its row maximum first, so this is on the path of
-each attention layer, forward and decoding.
+NumPy reduces a contiguous last axis one row at a time, and for the short rows a Transformer
+reduces (10 to 30 attention scores, 128 to 512 features in a layer norm) the cost per row
+dominates: on copy-reverse's attention scores, (32, 8, 22, 22) float32 at one thread,
+`w.max(axis=-1)` takes 270 us and `w.sum(axis=-1)` 112 us, against 45 us for `np.exp(w)` over the
+same numbers. Every softmax subtracts its row maximum and divides by its row sum, and a layer norm
+takes two row means forward and two backward, so these are on the path of every layer.
 
 `last_max` transposes rows of at most SHORT_ROW numbers into one contiguous block and combines its
 rows by elementwise maxima (68 us there); longer rows keep np.max. A maximum does not depend on the
 order it is taken in, so the values are np.max's exactly, for every row wherever it sits in the
 batch (tests/test_rowwise.py).
 
-Sums are left to NumPy on purpose: a matrix-vector product with a vector of ones is 3 to 5 times
-faster on such rows, but BLAS's order of additions depends on how many rows share the call, so a
-row's sum would change (by round-off) with the batch around it.
+`last_sum` hands rows of at most SUM_ROW numbers to np.einsum, whose summing loop is vectorised
+across a row instead of being called once per row (22 us there). A sum does depend on its order,
+so the values are np.sum's up to round-off, not bitwise; what matters more, and is tested, is that a
+row's sum is a function of that row alone: the same bits whichever rows share the call, whether the
+array was contiguous, and in a one-row call. Attention computed block by block, or one query at a
+time with a cache, then sums each row exactly as the whole batch does. Longer rows keep np.sum:
+there einsum's buffered loop splits rows, and its running sum is less accurate than np.sum's
+pairwise one.
+A matrix-vector product with a vector of ones is as fast but not usable: BLAS's order of additions
+depends on how many rows share the call.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import reductions
+
 SHORT_ROW = 64  # last_max transposes rows up to this length; beyond it np.max is as fast
+SUM_ROW = 1024  # last_sum's einsum path takes rows up to this length (row-independent up to 4096, tested)
 
 
 def last_max(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
@@ -32,6 +43,24 @@ def last_max(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
     columns = np.ascontiguousarray(a.reshape(-1, n).T)  # (n, rows): row r's numbers are column r
     m = np.maximum.reduce(columns, axis=0).reshape(a.shape[:-1])
     return m[..., None] if keepdims else m
+
+
+def last_sum(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
+    """a.sum(axis=-1, keepdims=keepdims); for float rows of at most SUM_ROW numbers by np.einsum (the same
+    up to round-off, and each row's sum independent of the rows beside it)."""
+    n = a.shape[-1] if a.ndim else 0
+    if not (a.dtype in (np.float32, np.float64) and a.size and n <= SUM_ROW):
+        return np.sum(a, axis=-1, keepdims=keepdims)
+    rows = np.ascontiguousarray(a).reshape(-1, n)  # (rows, n): one layout, so one order of additions per row
+    s = np.einsum("rn->r", rows).reshape(a.shape[:-1])
+    return s[..., None] if keepdims else s
+
+
+def last_mean(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
+    """a.mean(axis=-1, keepdims=keepdims) as np.mean computes it (the row sum over n), the sum by last_sum."""
+    if not (a.dtype in (np.float32, np.float64) and a.ndim and a.shape[-1]):
+        return reductions.mean(a, axis=-1, keepdims=keepdims)
+    return last_sum(a, keepdims) / a.dtype.type(a.shape[-1])
 
 
 def is_last(axis, ndim: int) -> bool:
