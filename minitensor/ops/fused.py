@@ -131,7 +131,7 @@ class LayerNorm(Function):
         ctx.save_for_backward(x, *(() if weight is None else (weight,)))
         if weight is None:
             return xhat
-        out = xhat * weight
+        out = ctx.xp.mul_(xhat, weight)  # in place: xhat is a fresh array that nothing keeps
         if bias is not None:
             out += bias
         return out
@@ -141,7 +141,7 @@ class LayerNorm(Function):
         xp, axes = ctx.xp, ctx.axes
         x, w = (ctx.saved_arrays + (None,))[:2]
         mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
-        xhat = (x - mean) * rstd  # the forward's xhat, bit for bit
+        xhat = xp.mul_(x - mean, rstd)  # the forward's xhat, bit for bit
         need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
         rows = tuple(range(g.ndim - len(axes)))
         gw = xp.sum(g * xhat, axis=rows) if need_w else None
@@ -150,7 +150,7 @@ class LayerNorm(Function):
         if need_x:
             dxhat = g * w if w is not None else g
             gx = dxhat - xp.mean(dxhat, axis=axes, keepdims=True)
-            gx = xp.sub_(gx, xhat * xp.mean(dxhat * xhat, axis=axes, keepdims=True))
+            gx = xp.sub_(gx, xp.mul_(xhat, xp.mean(dxhat * xhat, axis=axes, keepdims=True)))  # xhat's last use
             gx = xp.mul_(gx, rstd)
         return (gx, gw, gb)[: len(ctx.needs_input_grad)]  # weight and bias are optional inputs
 
@@ -163,7 +163,7 @@ def _normalized(xp, x, axes: tuple, eps: float):
     # a variance that overflows (finite |x| beyond ~1e154) would make rstd 0 and the output the bias: NaN instead,
     # as PyTorch gives
     rstd = xp.where(var == np.inf, np.nan, 1.0 / xp.sqrt(var + x.dtype.type(eps)))
-    return xc * rstd, mean, rstd
+    return xp.mul_(xc, rstd), mean, rstd
 
 
 def _row_stats(xp, x, axes: tuple, eps: float):
