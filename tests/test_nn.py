@@ -189,6 +189,26 @@ def test_dropout_random_mask_statistics():
     assert np.all(nn.Dropout(1.0)(mt.ones(3, 3)).data == 0)
 
 
+def test_dropout_keep_mask_keeps_1_minus_p_from_32_bits_per_entry():
+    from minitensor.nn.functional import _keep_mask
+
+    for p in (0.1, 0.5, 0.9):
+        keep = _keep_mask((1001, 999), p)  # an odd count: the last 64-bit draw is half used
+        assert keep.shape == (1001, 999) and keep.dtype == np.bool_
+        sigma = np.sqrt(p * (1 - p) / keep.size)
+        assert abs(keep.mean() - (1 - p)) < 5 * sigma, (p, keep.mean())
+    assert not _keep_mask((5, 7), 1.0).any() and _keep_mask((5, 7), 0.0).all()
+    assert _keep_mask((0, 3), 0.5).shape == (0, 3)
+    # two entries per 64-bit draw: 5 entries take 3 draws of the seeded PCG64, which continues from there
+    mt.manual_seed(3)
+    first = _keep_mask((5,), 0.5)
+    after = mt.random.generator().integers(0, 2**64, size=2, dtype=np.uint64)
+    ref = np.random.Generator(np.random.PCG64(3))
+    bits = ref.integers(0, 2**64, size=3, dtype=np.uint64).view(np.uint32)[:5]
+    np.testing.assert_array_equal(first, bits >= 2**31)
+    np.testing.assert_array_equal(after, ref.integers(0, 2**64, size=2, dtype=np.uint64))
+
+
 # ============================================================================ Module API
 
 

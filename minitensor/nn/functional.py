@@ -195,6 +195,16 @@ def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     return ops.Embedding.apply(weight, Tensor.wrap(ids), padding_idx=padding_idx)
 
 
+def _keep_mask(shape: tuple, p: float) -> np.ndarray:
+    """A bool mask of `shape`, each entry True with probability 1 - p: a uniform 32-bit integer u is kept when
+    u >= p 2^32 (p resolved to 2^-32, finer than the 2^-24 of a float32 uniform).
+    Speed device: one 64-bit draw of the generator makes two such integers, about 2.4 times fewer cycles
+    per entry than float32 uniforms (a copy-reverse training step draws 3.6M entries)."""
+    n = math.prod(shape)
+    bits = generator().integers(0, 2**64, size=(n + 1) // 2, dtype=np.uint64).view(np.uint32)[:n]
+    return (bits >= round(p * 2**32)).reshape(shape)  # p = 1: 2^32, above every uint32: nothing kept
+
+
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, mask=None) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p) (identity when not training).
 
@@ -206,8 +216,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if not training or p == 0.0:
         return input
     if mask is None:
-        draw_dtype = np.float32 if input.dtype == np.float32 else np.float64
-        keep = generator().random(input.shape, dtype=draw_dtype) >= p
+        keep = _keep_mask(input.shape, p)
     else:
         keep = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
         if keep.shape != input.shape or keep.dtype != np.bool_:
