@@ -1,8 +1,9 @@
 """Each fused op equals the composite of primitives it replaces, forward and backward.
 
-The fused kernels (softmax, log_softmax, layer_norm, cross_entropy, linear) exist for speed
-and stability; their hand-written backward must agree with what the engine derives from
-the unfused formula. Both sides run in minitensor, so this also cross-checks the primitives.
+The fused kernels (softmax, log_softmax, layer_norm, cross_entropy, bce_with_logits, linear, the
+attention weights) exist for speed and stability; their hand-written backward must agree with what
+the engine derives from the unfused formula. Both sides run in minitensor, so this also
+cross-checks the primitives.
 Compared in float64 at OP_RTOL['float64'] and float32 at OP_RTOL['float32'].
 """
 
@@ -56,6 +57,14 @@ def cross_entropy_ref(x, target, ignore_index=-100, reduction="mean", label_smoo
     if reduction == "sum":
         return per.sum()
     return per.sum() / float(keep.sum())
+
+
+def bce_with_logits_ref(x, y, weight=None, reduction="mean", pos_weight=None):
+    """-(pos_weight y log sigmoid(x) + (1 - y) log sigmoid(-x)) * weight, from the LogSigmoid primitive."""
+    positive = y * F.logsigmoid(x) if pos_weight is None else pos_weight * y * F.logsigmoid(x)
+    loss = -(positive + (1 - y) * F.logsigmoid(-x))
+    loss = loss if weight is None else loss * weight
+    return loss.mean() if reduction == "mean" else (loss.sum() if reduction == "sum" else loss)
 
 
 def linear_ref(x, weight, bias=None):
@@ -170,6 +179,35 @@ def test_nll_of_log_softmax_equals_cross_entropy(dtype_name, rng):
         rng,
         "nll_loss(log_softmax)",
     )
+
+
+@dtypes
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weights", ["none", "weight", "pos_weight", "both"])
+def test_bce_with_logits_equals_composite(dtype_name, reduction, weights, rng):
+    """Gradients for the logits, the targets and both weights (pos_weight broadcast over the last dim)."""
+    shapes = (
+        [(2, 3, 4), (2, 3, 4)]
+        + [(3, 1)] * (weights in ("weight", "both"))
+        + [(4,)] * (weights in ("pos_weight", "both"))
+    )
+    xs = _inputs(rng, dtype_name, *shapes)
+    xs[0] = mt.tensor(xs[0].numpy() * 4, requires_grad=True)  # logits well into both tails
+
+    def split(x, y, *w):
+        weight = w[0] if weights in ("weight", "both") else None
+        pos_weight = w[-1] if weights in ("pos_weight", "both") else None
+        return x, y, dict(weight=weight, reduction=reduction, pos_weight=pos_weight)
+
+    def fused(*a):
+        x, y, kw = split(*a)
+        return F.binary_cross_entropy_with_logits(x, y, **kw)
+
+    def composite(*a):
+        x, y, kw = split(*a)
+        return bce_with_logits_ref(x, y, **kw)
+
+    check_fused(fused, composite, xs, dtype_name, rng, f"bce_with_logits {reduction} {weights}")
 
 
 @dtypes

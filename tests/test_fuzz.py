@@ -83,19 +83,16 @@ LONG_NEW = Profile("long_new", examples=3000, max_ops=10, special_values=True, k
 # Inputs the fast profile steps around (the long profile keeps them): the findings reported to the engine and kept
 # as strict xfails in tests/test_fuzz_findings.py, so that `make test` stays green until each is fixed. Delete an
 # entry (and its guard) when its fix lands.
-KNOWN = {
-    "bce_inf_upstream": "binary_cross_entropy_with_logits, a composite here, turns an infinite upstream gradient into "
-    "NaN (inf - inf inside its log_softmax pair); torch's fused backward (sigmoid(x) - y) * g "
-    "gives +-inf",
-}
+KNOWN: dict[str, str] = {}
 
 # Behaviours where the engine keeps its own answer on purpose (documented in the engine where they happen and
 # stated by a test in tests/test_fuzz_findings.py): every profile steps around them.
 DEVIATIONS = {
     "cross_entropy_inf_upstream": "cross_entropy backward of an infinite upstream gradient: ours is the limit "
     "(softmax - q) * g, +-inf; torch's composite backward computes inf - inf: NaN",
-    "bce_logit_neg_inf": "binary_cross_entropy_with_logits at a logit of -inf: ours +inf (the limit), torch's "
-    "(1 - y) x - log sigmoid(x) gives -inf + inf = NaN",
+    "bce_infinite_logit": "binary_cross_entropy_with_logits at a logit of -inf, or of +inf with a target of 1: ours "
+    "the limit (+inf, or 0 where the target switches the infinite term off), torch's (1 - y) x - log sigmoid(x) "
+    "gives NaN (-inf + inf, 0 * inf)",
     "layer_norm_inf_upstream": "layer_norm's input gradient where g * weight holds an inf (an infinite weight or "
     "upstream gradient): ours +-inf or NaN by its order of sums, torch NaN for the row",
 }
@@ -218,11 +215,8 @@ class Program:
             return
         # an inf or NaN in the forward can send an infinite gradient into cross_entropy or layer_norm (deviations)
         nonfinite = any(n.is_float and not np.isfinite(n.value).all() for n in self.nodes)
-        if (
-            self.avoid("cross_entropy_inf_upstream", nonfinite and "cross_entropy" in self.applied)
-            or self.avoid("layer_norm_inf_upstream", nonfinite and "layer_norm" in self.applied)
-            or self.avoid("bce_inf_upstream", nonfinite and "binary_cross_entropy_with_logits" in self.applied)
-        ):
+        meets = {"cross_entropy_inf_upstream": "cross_entropy", "layer_norm_inf_upstream": "layer_norm"}
+        if any(self.avoid(known, nonfinite and op in self.applied) for known, op in meets.items()):
             return
         rng = np.random.default_rng(self.draw(st.integers(0, 2**32 - 1), "upstream seed"))
         gs = [rng.standard_normal(n.shape) + 0.5 for n in outs]  # off zero mean: sums do not cancel
@@ -801,7 +795,8 @@ def op_pair_loss(p: Program, name: str | None = None) -> bool:
             make=lambda: p.leaf(x.shape, kind="probability"),
         )
     reduction = p.draw(st.sampled_from(["mean", "sum", "none"]), "reduction")
-    if p.avoid("bce_logit_neg_inf", name == "binary_cross_entropy_with_logits" and bool(np.any(x.value == -math.inf))):
+    infinite_logit = (x.value == -math.inf) | ((x.value == math.inf) & (y.value == 1))
+    if p.avoid("bce_infinite_logit", name == "binary_cross_entropy_with_logits" and bool(np.any(infinite_logit))):
         return False
     p.applied.add(name)
     p.apply(

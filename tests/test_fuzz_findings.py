@@ -241,6 +241,54 @@ def test_bce_with_logits_at_infinite_logits():
     assert_close(x.grad.numpy(), xt.grad.numpy(), RTOL, what="gradient")
 
 
+@pytest.mark.parametrize("pos_weight", [None, [0.5, 2.0]], ids=["no pos_weight", "pos_weight"])
+def test_bce_with_logits_backward_with_an_infinite_upstream_gradient(pos_weight):
+    """The fused backward ((w y + 1 - y) sigmoid(x) - w y) * g gives +-inf, as torch's; the composite it replaced
+    (a log_softmax of a stacked pair) computed inf - inf there: NaN."""
+    y = np.array([0.6, 0.3])
+
+    def bce(v):
+        lib, wrap = (F, mt.tensor) if isinstance(v, mt.Tensor) else (torch.nn.functional, torch.tensor)
+        pw = None if pos_weight is None else wrap(np.array(pos_weight))
+        return lib.binary_cross_entropy_with_logits(v, wrap(y), reduction="none", pos_weight=pw)
+
+    same_grad(bce, [-2.5, 1.0], upstream=[inf, 1.0])
+
+
+@pytest.mark.parametrize("pos_weight", [None, 0.5, 2.0])
+def test_bce_with_logits_limits_at_infinite_logits(pos_weight):
+    """At x = +-inf (targets 0, 0.3, 1) every value is its limit, never NaN: the loss (+inf, or 0 where the target
+    switches the infinite term off; torch gives NaN at -inf and at +inf with y = 1, a deviation), dx = (1 - y) g
+    at +inf and -w y g at -inf (torch's), dy = -+inf (torch's -x g), dpos_weight = -y log sigmoid(x) g (0 where
+    y = 0; torch has none), and the second derivative in x, (w y + 1 - y) sigmoid'(x) g = 0."""
+    xs = np.array([inf, inf, inf, -inf, -inf, -inf])
+    ys = np.array([0.0, 0.3, 1.0, 0.0, 0.3, 1.0])
+    w = 1.0 if pos_weight is None else pos_weight
+    g = np.full(6, 1.5)
+    (x, xt), (y, yt) = both(xs), both(ys)
+    pw, pwt = (None, None) if pos_weight is None else both(np.full(6, w))  # one per entry: dpw stays elementwise
+    ours = F.binary_cross_entropy_with_logits(x, y, reduction="none", pos_weight=pw)
+    ref = torch.nn.functional.binary_cross_entropy_with_logits(
+        xt, yt, reduction="none", pos_weight=None if pwt is None else pwt.detach()
+    )
+    limit = np.array([inf, inf, 0.0, 0.0, inf, inf])
+    assert_close(ours.numpy(), limit, RTOL, what="loss")
+    assert np.array_equal(np.isnan(ref.detach().numpy()), [False, False, True, True, True, True])  # torch's
+
+    wrt = [x, y] + ([] if pw is None else [pw])
+    grads = mt.autograd.grad(ours, wrt, mt.tensor(g.copy()), create_graph=True)
+    gx, gy = grads[0].numpy(), grads[1].numpy()
+    gxt, gyt = torch.autograd.grad(ref, [xt, yt], torch.tensor(g.copy()))
+    assert_close(gx, np.where(xs > 0, (1 - ys) * g, -w * ys * g), RTOL, what="dx")
+    assert_close(gx, gxt.numpy(), RTOL, what="dx against torch")
+    assert_close(gy, np.where(xs > 0, -inf, inf), RTOL, what="dy")
+    assert_close(gy, gyt.numpy(), RTOL, what="dy against torch")
+    if pw is not None:
+        assert_close(grads[2].numpy(), np.where((xs < 0) & (ys > 0), inf, 0.0), RTOL, what="dpos_weight")
+    (second,) = mt.autograd.grad(grads[0].sum(), x)
+    assert_close(second.numpy(), np.zeros(6), RTOL, what="d2/dx2")
+
+
 def test_inf_norm_at_nan():
     """PyTorch's inf-norm gradient counts a NaN entry as the extremum with sign 0: 0 everywhere, not NaN."""
     for order in (inf, -inf):
@@ -303,19 +351,3 @@ def test_ties_keep_the_input_and_its_signed_zero(op):
     }
     ours, ref = fns[op](mt.tensor(x), mt).numpy(), fns[op](torch.tensor(x), torch).numpy()
     assert np.array_equal(ours, ref, equal_nan=True) and np.array_equal(np.signbit(ours), np.signbit(ref)), ours
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="binary_cross_entropy_with_logits is a composite here: an infinite upstream "
-    "gradient meets inf - inf in its log_softmax pair (NaN); torch's fused "
-    "backward (sigmoid(x) - y) * g gives +-inf",
-)
-def test_bce_with_logits_backward_with_an_infinite_upstream_gradient():
-    y = np.array([0.6, 0.3])
-
-    def bce(v):
-        lib, target = (F, mt.tensor(y)) if isinstance(v, mt.Tensor) else (torch.nn.functional, torch.tensor(y))
-        return lib.binary_cross_entropy_with_logits(v, target, reduction="none")
-
-    same_grad(bce, [-2.5, 1.0], upstream=[inf, 1.0])

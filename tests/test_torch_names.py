@@ -50,7 +50,7 @@ NAMES = {
         "L1Loss",
         "BCEWithLogitsLoss",
     ],
-    "F": ["mse_loss", "l1_loss", "one_hot", "binary_cross_entropy_with_logits"],
+    "F": ["mse_loss", "l1_loss", "one_hot", "binary_cross_entropy_with_logits", "logsigmoid"],
 }
 NAMESPACES = {
     "Tensor": (mt.Tensor, torch.Tensor),
@@ -269,6 +269,7 @@ REFUSED = [
     (lambda: F.l1_loss(mt.randn(3), mt.tensor([1, 2, 3])), TypeError, "l1_loss: target must be floating"),
     (lambda: F.l1_loss(mt.randn(3), mt.randn(3), reduction="avg"), ValueError, "reduction must be 'mean', 'sum' or"),
     (lambda: F.binary_cross_entropy_with_logits(mt.randn(3, 2), mt.rand(3)), ValueError, "target of shape"),
+    (lambda: F.logsigmoid(mt.tensor([1, 2])), TypeError, "logsigmoid: expected a floating tensor, got int64"),
     (
         lambda: F.binary_cross_entropy_with_logits(mt.randn(3, 2), mt.rand(3, 2), pos_weight=mt.ones(3)),
         ValueError,

@@ -1,7 +1,7 @@
 """mt.nn.functional: PyTorch's functional API. Each function validates its arguments (clear errors
 naming the op, before any work) and calls a primitive of minitensor.ops; the fused primitives
-(linear, softmax, log_softmax, layer_norm, cross_entropy, nll_loss, embedding, dropout, the
-attention weights) and their derivations live in ops/fused.py and ops/indexing.py.
+(linear, softmax, log_softmax, layer_norm, cross_entropy, nll_loss, binary_cross_entropy_with_logits,
+embedding, dropout, the attention weights) and their derivations live in ops/fused.py and ops/indexing.py.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import ops
+from ..dtypes import result_type
 from ..random import generator
 from ..tensor import Tensor, log_softmax, softmax
 
@@ -19,6 +20,7 @@ __all__ = [
     "relu",
     "gelu",
     "sigmoid",
+    "logsigmoid",
     "tanh",
     "softmax",
     "log_softmax",
@@ -88,6 +90,13 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 def sigmoid(input: Tensor) -> Tensor:
     return input.sigmoid()
+
+
+def logsigmoid(input: Tensor) -> Tensor:
+    """log sigmoid(x), computed stably (min(x, 0) - log1p(e^-|x|)): finite where sigmoid(x) underflows."""
+    if input.dtype.kind != "f":
+        raise TypeError(f"logsigmoid: expected a floating tensor, got {input.dtype}")
+    return ops.LogSigmoid.apply(input)
 
 
 def tanh(input: Tensor) -> Tensor:
@@ -265,8 +274,8 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
 
 
 # ============================================================================= names a PyTorch user reaches for
-# l1_loss, binary_cross_entropy_with_logits and one_hot, appended. Each is an exact composite of the
-# primitives above; the functions before this section are the fused wrappers.
+# l1_loss, binary_cross_entropy_with_logits and one_hot, appended. l1_loss and one_hot are exact composites
+# of the primitives above; binary_cross_entropy_with_logits wraps the fused ops.BCEWithLogits.
 
 
 def _reduced(loss: Tensor, reduction: str) -> Tensor:
@@ -292,17 +301,6 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     return _reduced((input - target).abs(), reduction)
 
 
-def _log_sigmoid_pair(x: Tensor) -> tuple[Tensor, Tensor]:
-    """(log sigmoid(x), log sigmoid(-x)) as the log_softmax of [-max(x, 0), min(x, 0)] (= [0, x] shifted by
-    -max(x, 0), which log_softmax ignores): one fused, stable node, smooth everywhere (the composite
-    max(x, 0) - x + log(1 + e^-|x|) has a kink at 0 in each of its terms). The shift keeps both entries <= 0,
-    so x = +-inf gives (0, -inf) or (-inf, 0), not the inf - inf = NaN of log_softmax([0, inf]). At x = 0 the
-    gradient of the shift is shared 1/2 : 1/2 by max and min, and the pair's derivative in x stays 1."""
-    zero = Tensor.wrap(np.zeros(x.shape, x.dtype))
-    pair = log_softmax(ops.Stack.apply(-ops.Maximum.apply(x, zero), ops.Minimum.apply(x, zero), dim=x.ndim), dim=-1)
-    return pair[..., 1], pair[..., 0]
-
-
 def _broadcasts_to(shape: tuple, target: tuple) -> bool:
     try:
         return np.broadcast_shapes(shape, target) == target
@@ -317,7 +315,10 @@ def binary_cross_entropy_with_logits(
     reduction: str = "mean",
     pos_weight: Tensor | None = None,
 ) -> Tensor:
-    """-(pos_weight * y * log sigmoid(x) + (1 - y) * log sigmoid(-x)) * weight, from logits x."""
+    """-(pos_weight * y * log sigmoid(x) + (1 - y) * log sigmoid(-x)) * weight, from logits x (one fused node,
+    ops.BCEWithLogits, then the weight and the reduction).
+
+    Extension, flagged: weight and pos_weight may require grad (PyTorch refuses a gradient for either)."""
     _check_reduction("binary_cross_entropy_with_logits", reduction)
     _check_pair("binary_cross_entropy_with_logits", input, target)
     for name, w, shape in (("weight", weight, input.shape), ("pos_weight", pos_weight, input.shape[-1:])):
@@ -326,11 +327,11 @@ def binary_cross_entropy_with_logits(
                 f"binary_cross_entropy_with_logits: {name} must be a Tensor that broadcasts to "
                 f"{shape}, got {getattr(w, 'shape', type(w).__name__)}"
             )
-    # Deviation from PyTorch, kept on purpose: at a logit of -inf (and a target > 0) the loss is +inf, the limit;
-    # PyTorch's formula (1 - y) x - log sigmoid(x) computes -inf + inf there: NaN. At +inf both give +inf.
-    log_p, log_not_p = _log_sigmoid_pair(input)
-    positive = target * log_p if pos_weight is None else pos_weight * target * log_p
-    loss = -(positive + (1 - target) * log_not_p)
+    # Deviation from PyTorch, kept on purpose (ops.BCEWithLogits): at an infinite logit the loss is the limit
+    # (+inf at -inf with a target > 0, 0 where the target switches the infinite term off); PyTorch gives NaN there.
+    tensors = (input, target) + (() if pos_weight is None else (pos_weight,))
+    dt = result_type(*tensors)  # mixed dtypes promote as the elementwise ops do
+    loss = ops.BCEWithLogits.apply(*(t if t.dtype == dt else t.to(dt) for t in tensors))
     return _reduced(loss if weight is None else loss * weight, reduction)
 
 

@@ -7,14 +7,15 @@ them back to each input's shape, so no formula deals with broadcasting. `ctx.nee
 lets a backward skip work for inputs that do not need a gradient (a mask, a constant). No backward
 writes into `g` or into a saved array.
 
-    elementwise.py   Add Sub Mul Div Pow PowScalar RPowScalar Neg Exp Log Sqrt Abs Tanh Sigmoid Relu
-                     Erf Gelu Clamp Maximum Minimum Where MaskedFill Cast Clone
+    elementwise.py   Add Sub Mul Div Pow PowScalar RPowScalar Neg Exp Log Sqrt Abs Tanh Sigmoid LogSigmoid
+                     Relu Erf Gelu Clamp Maximum Minimum Where MaskedFill Cast Clone
     matmul.py        MatMul
     reductions.py    Sum Mean Var Std MaxMin AMaxMin LogSumExp
     shape.py         Reshape Transpose Permute Expand Repeat Cat Stack Tril Triu
     indexing.py      GetItem IndexPut Embedding
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
-    fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy NLLLoss Dropout AttentionWeights
+    fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy NLLLoss BCEWithLogits Dropout
+                     AttentionWeights
     extra.py         Norm (the 2-norm, its own node for PyTorch's gradient 0 at the origin), NormInf (max |a|)
 """
 
@@ -29,6 +30,7 @@ from .elementwise import (
     Exp,
     Gelu,
     Log,
+    LogSigmoid,
     MaskedFill,
     Maximum,
     Minimum,
@@ -45,7 +47,17 @@ from .elementwise import (
     Where,
 )
 from .extra import Norm, NormInf  # the primitives behind the PyTorch names at the end of tensor.py
-from .fused import AttentionWeights, CrossEntropy, Dropout, LayerNorm, Linear, LogSoftmax, NLLLoss, Softmax
+from .fused import (
+    AttentionWeights,
+    BCEWithLogits,
+    CrossEntropy,
+    Dropout,
+    LayerNorm,
+    Linear,
+    LogSoftmax,
+    NLLLoss,
+    Softmax,
+)
 from .indexing import Embedding, GetItem, IndexPut
 from .matmul import MatMul
 from .reductions import AMaxMin, LogSumExp, MaxMin, Mean, Std, Sum, Var
@@ -62,6 +74,7 @@ __all__ = [
     "Exp",
     "Gelu",
     "Log",
+    "LogSigmoid",
     "MaskedFill",
     "Maximum",
     "Minimum",
@@ -77,6 +90,7 @@ __all__ = [
     "Tanh",
     "Where",
     "AttentionWeights",
+    "BCEWithLogits",
     "CrossEntropy",
     "Dropout",
     "LayerNorm",

@@ -247,6 +247,29 @@ class Sigmoid(Function):
         return (g * out * ctx.xp.sigmoid(-a),)
 
 
+def log_sigmoid(a: np.ndarray) -> np.ndarray:
+    """log sigmoid(a) = min(a, 0) - log1p(e^-|a|): e^x never overflows, and log1p keeps the tiny values
+    of large a (log(1 + e) would round them to 0). a = -inf gives -inf, a = +inf gives 0."""
+    return np.minimum(a, 0) - np.log1p(np.exp(-np.abs(a)))
+
+
+class LogSigmoid(Function):
+    """out = log sigmoid(a) = min(a, 0) - log1p(e^-|a|);  da = g * sigmoid(-a)
+    (one smooth formula, although min and |a| have kinks at 0. A primitive of its own because the gradients
+    of BCE with logits for its target and pos_weight are made of log sigmoid, and under create_graph they
+    need it differentiable: log(sigmoid(a)) would underflow to -inf below a = -745 in float64.)"""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return log_sigmoid(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        return (g * ctx.xp.sigmoid(-a),)
+
+
 class Relu(Function):
     """out = max(a, 0);  da = g where out > 0 (or is NaN), else 0
     (selected, not g * mask: an inf or NaN g stays where it belongs and gives 0 elsewhere, as in PyTorch)"""

@@ -1,7 +1,8 @@
 """Primitives added for the names a PyTorch user reaches for: the vector 2-norm and the inf-norms.
 
-The other such names (gather, sort, topk, mse_loss, binary_cross_entropy_with_logits, ...) are exact
-composites of existing primitives; the 2-norm needs its own node because the composite
+Most other such names (gather, sort, topk, mse_loss, l1_loss, ...) are exact composites of existing
+primitives (binary_cross_entropy_with_logits is fused, in fused.py, and logsigmoid is elementwise.py's
+LogSigmoid); the 2-norm needs its own node because the composite
 sqrt(sum(a * a)) has the gradient 0/0 = NaN at a = 0, where PyTorch's norm gives 0, and the inf-norms
 because PyTorch's gradient treats a NaN entry as an extremum with gradient 0 (amax(|a|) would give NaN).
 """

@@ -17,6 +17,10 @@ cross_entropy with label smoothing e over C classes, target t, weightless:
              q = (1 - e) onehot(t) + e / C;   loss_n = -sum_c q_c log p_c
              dlogits_n = (softmax(logits_n) - q) * g_n       (rows with t = ignore_index get 0)
              reduction='mean' divides by the number of non-ignored rows.
+bce_with_logits, elementwise, target t, pos_weight w (1 if none), s = sigmoid(x):
+             loss = -(w t log s + (1 - t) log(1 - s)),  log s = log sigmoid(x), log(1 - s) = log sigmoid(-x)
+             dx = ((w t + 1 - t) s - w t) * g   (w = 1: (s - t) * g)
+             dt = -(w log sigmoid(x) - log sigmoid(-x)) * g   (w = 1: -x * g);   dw = -t log sigmoid(x) * g
 attention    w = softmax(q k^T * scale) over the keys that a mask keeps; a row that keeps none is 0
              dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function
+from .elementwise import log_sigmoid
 from .rowwise import is_last, last_max, last_sum
 
 # ----------------------------------------------------------------------------- linear
@@ -278,6 +283,46 @@ class NLLLoss(Function):
         per_row = xp.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
         grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
         return _unrows(xp, grad, ctx.shape), None
+
+
+class BCEWithLogits(Function):
+    """loss = -(w t log sigmoid(x) + (1 - t) log sigmoid(-x)), elementwise, w = pos_weight (1 if not given);
+    dx = ((w t + 1 - t) sigmoid(x) - w t) * g,  dt = -(w log sigmoid(x) - log sigmoid(-x)) * g,
+    dw = -t log sigmoid(x) * g   (w broadcasts over the last dim; the walk sums dw back to its shape)
+
+    Unreduced and unweighted: F.binary_cross_entropy_with_logits multiplies by `weight` and reduces after it.
+    Deviation from PyTorch, kept on purpose: at an infinite logit the loss is its limit, +inf at -inf with a
+    target > 0, 0 at -inf with a target of 0 and at +inf with a target of 1 (a term whose coefficient is 0 is 0,
+    as in torch.xlogy); PyTorch's formula (1 - t) x - log sigmoid(x) gives NaN there (-inf + inf, 0 * inf).
+    dx is finite there, and an infinite g gives +-inf, not the NaN of a composite (inf - inf)."""
+
+    @staticmethod
+    def forward(ctx, x, target, pos_weight=None):
+        ctx.save_for_backward(x, target, *(() if pos_weight is None else (pos_weight,)))
+        w_t = target if pos_weight is None else pos_weight * target
+        loss = -(_times_log(ctx.xp, w_t, log_sigmoid(x)) + _times_log(ctx.xp, 1 - target, log_sigmoid(-x)))
+        return loss + 0.0  # a zero loss is +0.0, as PyTorch's (the negation of +0 + +0 is -0.0)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x, t, w = (ctx.saved_arrays + (None,))[:3]
+        need_x, need_t, need_w = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+        gx = gt = gw = None
+        if need_x:
+            s = xp.sigmoid(x)
+            gx = (s - t) * g if w is None else ((w * t + 1 - t) * s - w * t) * g
+        if need_t:  # log sigmoid(x) - log sigmoid(-x) = x, exactly: without pos_weight no log is needed
+            gt = -x * g if w is None else -(_times_log(xp, w, xp.log_sigmoid(x)) - xp.log_sigmoid(-x)) * g
+        if need_w:
+            gw = -_times_log(xp, t, xp.log_sigmoid(x)) * g
+        return (gx, gt, gw)[: len(ctx.needs_input_grad)]  # pos_weight is an optional input
+
+
+def _times_log(xp, c, log_s):
+    """c * log_s, and 0 where c == 0 and log_s == -inf (0 log 0 = 0, as torch.xlogy): a term that a target of
+    0 or 1 switches off stays off at an infinite logit, instead of 0 * -inf = NaN."""
+    return xp.where((c == 0) & (log_s == -np.inf), 0, c * log_s)
 
 
 # ----------------------------------------------------------------------------- dropout

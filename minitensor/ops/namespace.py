@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import Cast, Erf, Exp, Log, Sigmoid, Sqrt, Where, erf, stable_sigmoid
+from .elementwise import Cast, Erf, Exp, Log, LogSigmoid, Sigmoid, Sqrt, Where, erf, log_sigmoid, stable_sigmoid
 from .fused import LogSoftmax, _softmax_grad, log_softmax, softmax_grad_in_blocks
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum, mean
@@ -80,6 +80,7 @@ class ArrayOps:
     split, unstack = staticmethod(np.split), staticmethod(np.unstack)
     erf, log_softmax, index_put = staticmethod(erf), staticmethod(log_softmax), staticmethod(index_put)
     sigmoid = staticmethod(stable_sigmoid)
+    log_sigmoid = staticmethod(log_sigmoid)
     softmax_grad = staticmethod(softmax_grad_in_blocks)  # fused.py's speed device for _softmax_grad
 
     @staticmethod
@@ -122,6 +123,10 @@ class TensorOps:
     @staticmethod
     def sigmoid(a):
         return Sigmoid.apply(a)
+
+    @staticmethod
+    def log_sigmoid(a):
+        return LogSigmoid.apply(a)
 
     @staticmethod
     def erf(a):
