@@ -192,21 +192,33 @@ def test_dropout_random_mask_statistics():
 def test_dropout_keep_mask_keeps_1_minus_p_from_32_bits_per_entry():
     from minitensor.nn.functional import _keep_mask
 
-    for p in (0.1, 0.5, 0.9):
-        keep = _keep_mask((1001, 999), p)  # an odd count: the last 64-bit draw is half used
+    for p in (0.1, 0.5, 0.9, 1 / 3, 0.999):
+        keep = _keep_mask((1001, 999), p)  # an odd count: the last 64-bit draw is partly used
         assert keep.shape == (1001, 999) and keep.dtype == np.bool_
         sigma = np.sqrt(p * (1 - p) / keep.size)
         assert abs(keep.mean() - (1 - p)) < 5 * sigma, (p, keep.mean())
     assert not _keep_mask((5, 7), 1.0).any() and _keep_mask((5, 7), 0.0).all()
     assert _keep_mask((0, 3), 0.5).shape == (0, 3)
-    # two entries per 64-bit draw: 5 entries take 3 draws of the seeded PCG64, which continues from there
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 1 / 3])
+def test_dropout_keep_mask_is_the_32_bit_rule_drawn_a_byte_at_a_time(p):
+    """Rebuilt from the seeded PCG64: an entry's top byte against t's, and the 24 low bits where they tie."""
+    from minitensor.nn.functional import _keep_mask
+
+    n, t = 100_003, round(p * 2**32)
     mt.manual_seed(3)
-    first = _keep_mask((5,), 0.5)
-    after = mt.random.generator().integers(0, 2**64, size=2, dtype=np.uint64)
-    ref = np.random.Generator(np.random.PCG64(3))
-    bits = ref.integers(0, 2**64, size=3, dtype=np.uint64).view(np.uint32)[:5]
-    np.testing.assert_array_equal(first, bits >= 2**31)
-    np.testing.assert_array_equal(after, ref.integers(0, 2**64, size=2, dtype=np.uint64))
+    keep = _keep_mask((n,), p)
+    after = mt.random.generator().bit_generator.random_raw(2)
+    ref = np.random.PCG64(3)
+    hi = ref.random_raw((n + 7) // 8).view(np.uint8)[:n]
+    tied = np.flatnonzero(hi == t >> 24)
+    assert 0 < tied.size < n // 100  # about n / 256: the low bits really decide some entries
+    low = ref.random_raw((4 * tied.size + 7) // 8).view(np.uint8)[: 4 * tied.size].view(np.uint32) & 0xFFFFFF
+    u = (hi.astype(np.uint64) << 24) + np.uint64(2**24 - 1)  # an untied entry: any low bits give the same answer
+    u[tied] = (np.uint64(t >> 24) << 24) + low
+    np.testing.assert_array_equal(keep, u >= t)
+    np.testing.assert_array_equal(after, ref.random_raw(2))  # and the generator continues from there
 
 
 # ============================================================================ Module API

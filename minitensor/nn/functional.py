@@ -205,13 +205,27 @@ def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
 
 
 def _keep_mask(shape: tuple, p: float) -> np.ndarray:
-    """A bool mask of `shape`, each entry True with probability 1 - p: a uniform 32-bit integer u is kept when
-    u >= p 2^32 (p resolved to 2^-32, finer than the 2^-24 of a float32 uniform).
-    Speed device: one 64-bit draw of the generator makes two such integers, about 2.4 times fewer cycles
-    per entry than float32 uniforms (a copy-reverse training step draws 3.6M entries)."""
+    """A bool mask of `shape`, each entry True with probability 1 - p: an entry's uniform 32-bit integer u is kept
+    when u >= t = round(p 2^32) (p resolved to 2^-32, finer than the 2^-24 of a float32 uniform).
+
+    Speed device: u is drawn a byte at a time. Its top byte decides alone unless it equals t's top byte (one entry in
+    256); only those entries draw their 24 lower bits. The mask is exactly that of whole 32-bit integers, for an
+    eighth of the generator's 64-bit draws (float32 uniforms cost about 5 times as much per entry; dropout draws
+    1.2M entries per copy training step, 3.6M per copy-reverse step)."""
     n = math.prod(shape)
-    bits = generator().integers(0, 2**64, size=(n + 1) // 2, dtype=np.uint64).view(np.uint32)[:n]
-    return (bits >= round(p * 2**32)).reshape(shape)  # p = 1: 2^32, above every uint32: nothing kept
+    t = round(p * 2**32)  # p = 1: 2^32, whose top "byte" 256 no byte reaches: nothing kept
+    top, low = t >> 24, t & 0xFFFFFF
+    hi = _random_bytes(n)
+    keep = hi > top
+    tied = np.flatnonzero(hi == top)
+    if tied.size:
+        keep[tied] = (_random_bytes(4 * tied.size).view(np.uint32) & 0xFFFFFF) >= low
+    return keep.reshape(shape)
+
+
+def _random_bytes(n: int) -> np.ndarray:
+    """n uniform random bytes (uint8) from ceil(n / 8) 64-bit draws of the generator."""
+    return generator().bit_generator.random_raw((n + 7) // 8).view(np.uint8)[:n]
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, mask=None) -> Tensor:
