@@ -329,18 +329,23 @@ def hvp_markdown(hvp: dict) -> str:
                 f"| {name} | {label} | {_ms(m['numpy'])} | {_ms(m['torch'])} | {_spread(m)} | "
                 f"{cost['numpy']:.2f} | {cost['torch']:.2f} |"
             )
-    checks = [
-        f"{name}: max rel {res['parity']['max_rel']:.2e} ({'ok' if res['parity']['ok'] else 'DIFFERS'})"
-        for name, res in hvp.items()
-        if "parity" in res
-    ]
+    checks = [_hvp_check_text(name, res["parity"]) for name, res in hvp.items() if "parity" in res]
     if checks:
         lines += [
             "",
             "H v of the two sides, compared in one process (float32 limit PARITY_RTOL "
-            f"{PARITY_RTOL['float32']:g}): " + "; ".join(checks) + ".",
+            f"{PARITY_RTOL['float32']:g}; as in the parity report, a ReLU input within round-off of 0 takes "
+            "transformer_np's side of 0 on the torch side): " + "; ".join(checks) + ".",
         ]
     return "\n".join(lines)
+
+
+def _hvp_check_text(name: str, check: dict) -> str:
+    text = f"{name}: max rel {check['max_rel']:.2e} ({'ok' if check['ok'] else 'DIFFERS'}"
+    branches = check.get("relu_branches")
+    if branches:
+        text += f"; ReLU branches aligned: {branches['aligned']:,} of {branches['seen']:,} inputs"
+    return text + ")"
 
 
 def losses_markdown(results: dict, top: int = 10) -> str:

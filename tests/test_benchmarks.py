@@ -317,6 +317,7 @@ def test_json_is_well_formed(tiny_run):
         assert len(section["targets"]) == 14
         hvp = section["hvp"]["tiny"]
         assert hvp["parity"]["ok"], f"H v of the two sides differ: {hvp['parity']}"
+        assert hvp["parity"]["relu_branches"]["seen"] > 0  # the ReLU inputs were compared (and any flip aligned)
         for key in ("grad", "hvp", "hvp_functional"):
             assert hvp[key]["numpy"]["median_ms"] > 0 and hvp[key]["torch"]["median_ms"] > 0 and hvp[key]["ratio"] > 0
         for key in ("hvp", "hvp_functional"):
@@ -453,6 +454,9 @@ def test_hvp_configs_default_to_those_run_and_the_table_format():
     res["cost_in_gradients"] = {"hvp": {"numpy": 3.0, "torch": 3.0}, "hvp_functional": {"numpy": 4.0, "torch": 4.0}}
     lines = hvp_markdown({"copy-reverse": res}).splitlines()
     assert len(lines) == 2 + 3 and len({line.count("|") for line in lines}) == 1
+    res["parity"] = {"max_rel": 2e-6, "ok": True, "relu_branches": {"aligned": 1, "seen": 1310720}}
+    check = hvp_markdown({"copy-reverse": res}).splitlines()[-1]
+    assert check.endswith("copy-reverse: max rel 2.00e-06 (ok; ReLU branches aligned: 1 of 1,310,720 inputs).")
     assert lines[3] == (
         "| copy-reverse | HVP, double backward | 30.00 (0.10) | 15.00 (0.10) | 2.00 [1.90-2.10; "
         "1.80-2.20] | 3.00 | 3.00 |"
