@@ -37,7 +37,7 @@ import numpy as np
 from ..autograd import Function
 from ..pool import update_pool
 from .elementwise import log_sigmoid
-from .rowwise import is_last, last_max, last_sum
+from .rowwise import is_last, last_max, last_sum, sum_
 
 # ----------------------------------------------------------------------------- linear
 
@@ -74,7 +74,7 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         e = np.exp(x - _max(x, dim))  # an all -inf row gives NaN, as in PyTorch
-        e /= _sum(e, dim)
+        e /= sum_(e, dim, keepdims=True)
         ctx.save_for_backward(e)
         ctx.dim = dim
         return e
@@ -107,15 +107,10 @@ def _max(x: np.ndarray, dim: int) -> np.ndarray:
     return last_max(x) if is_last(dim, x.ndim) else x.max(axis=dim, keepdims=True, initial=-np.inf)
 
 
-def _sum(x: np.ndarray, dim: int) -> np.ndarray:
-    """x.sum(axis=dim, keepdims=True); over the last axis rowwise.last_sum, a speed device."""
-    return last_sum(x) if is_last(dim, x.ndim) else x.sum(axis=dim, keepdims=True)
-
-
 def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward)."""
     shifted = x - _max(x, dim)
-    return shifted - np.log(_sum(np.exp(shifted), dim))
+    return shifted - np.log(sum_(np.exp(shifted), dim, keepdims=True))
 
 
 # ----------------------------------------------------------------------------- layer norm
@@ -313,10 +308,12 @@ class BCEWithLogits(Function):
         if need_x:
             s = xp.sigmoid(x)
             gx = (s - t) * g if w is None else ((w * t + 1 - t) * s - w * t) * g
-        if need_t:  # log sigmoid(x) - log sigmoid(-x) = x, exactly: without pos_weight no log is needed
-            gt = -x * g if w is None else -(_times_log(xp, w, xp.log_sigmoid(x)) - xp.log_sigmoid(-x)) * g
+        # log sigmoid(x) - log sigmoid(-x) = x, exactly: without pos_weight the target's gradient needs no log
+        log_p = xp.log_sigmoid(x) if need_w or (need_t and w is not None) else None
+        if need_t:
+            gt = -x * g if w is None else -(_times_log(xp, w, log_p) - xp.log_sigmoid(-x)) * g
         if need_w:
-            gw = -_times_log(xp, t, xp.log_sigmoid(x)) * g
+            gw = -_times_log(xp, t, log_p) * g
         return (gx, gt, gw)[: len(ctx.needs_input_grad)]  # pos_weight is an optional input
 
 

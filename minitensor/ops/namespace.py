@@ -22,8 +22,8 @@ import numpy as np
 from .elementwise import Cast, Erf, Exp, Log, LogSigmoid, Sigmoid, Sqrt, Where, erf, log_sigmoid, stable_sigmoid
 from .fused import LogSoftmax, _softmax_grad, log_softmax, softmax_grad_in_blocks
 from .indexing import GetItem, IndexPut, index_put
-from .reductions import Mean, Sum, mean
-from .rowwise import is_last, last_mean, last_sum
+from .reductions import Mean, Sum
+from .rowwise import mean_, sum_
 from .shape import Expand, Permute, Reshape, Transpose, Tril, Triu
 
 
@@ -57,16 +57,6 @@ def zero_where(drop, g):
     keep = ~drop
     out = g * keep
     return out if np.isfinite(out).all() else np.where(keep, g, 0).astype(out.dtype, copy=False)
-
-
-def sum_(a, axis=None, keepdims=False):
-    """np.sum; over the last axis by rowwise.last_sum, a speed device (the same sums up to round-off)."""
-    return last_sum(a, keepdims) if is_last(axis, np.ndim(a)) else np.sum(a, axis=axis, keepdims=keepdims)
-
-
-def mean_(a, axis=None, keepdims=False):
-    """reductions.mean; over the last axis by rowwise.last_mean, a speed device."""
-    return last_mean(a, keepdims) if is_last(axis, np.ndim(a)) else mean(a, axis=axis, keepdims=keepdims)
 
 
 class ArrayOps:

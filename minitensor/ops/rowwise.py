@@ -22,6 +22,9 @@ there einsum's buffered loop splits rows, and its running sum is less accurate t
 pairwise one.
 A matrix-vector product with a vector of ones is as fast but not usable: BLAS's order of additions
 depends on how many rows share the call.
+
+`sum_` and `mean_` take np.sum's arguments and use last_sum / last_mean over the last axis: the softmax
+family calls them, and so does every first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py).
 """
 
 from __future__ import annotations
@@ -61,6 +64,16 @@ def last_mean(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
     if not (a.dtype in (np.float32, np.float64) and a.ndim and a.shape[-1]):
         return reductions.mean(a, axis=-1, keepdims=keepdims)
     return last_sum(a, keepdims) / a.dtype.type(a.shape[-1])
+
+
+def sum_(a, axis=None, keepdims=False):
+    """np.sum; over the last axis by last_sum (the same sums up to round-off)."""
+    return last_sum(a, keepdims) if is_last(axis, np.ndim(a)) else np.sum(a, axis=axis, keepdims=keepdims)
+
+
+def mean_(a, axis=None, keepdims=False):
+    """reductions.mean; over the last axis by last_mean."""
+    return last_mean(a, keepdims) if is_last(axis, np.ndim(a)) else reductions.mean(a, axis=axis, keepdims=keepdims)
 
 
 def is_last(axis, ndim: int) -> bool:
