@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import autograd, ops
-from .autograd import VersionCounter, ieee_quiet, is_grad_enabled
+from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, no_grad
 from .dtypes import SUPPORTED, bool_, float32, float64, get_default_dtype, int32, int64, result_type
 from .random import generator
 
@@ -325,13 +325,21 @@ class Tensor:
     # ------------------------------------------------------------------ in place, outside autograd
     # Each in-place method refuses a tensor that requires grad (outside no_grad) or a graph output,
     # and bumps the version counter, so that a graph which saved the old values raises at backward.
-    def _check_inplace(self, op: str) -> None:
+    def _check_inplace(self, op: str, *operands) -> None:
         if self.grad_fn is not None or (self.requires_grad and is_grad_enabled()):
             raise RuntimeError(f"{op}: in-place change of a tensor that requires grad; wrap it in mt.no_grad()")
+        # Deviation from PyTorch, flagged: PyTorch differentiates an in-place op with respect to a tensor
+        # operand (x[i] = v, x.copy_(v), x.add_(v) send v a gradient); these writes go to .data outside the
+        # graph, so an operand that requires grad is refused rather than silently taken as a constant.
+        if is_grad_enabled() and builtins.any(isinstance(o, Tensor) and o.requires_grad for o in operands):
+            raise RuntimeError(
+                f"{op}: an operand requires grad, and minitensor's in-place ops do not differentiate it; use the "
+                f"out-of-place form (mt.where, masked_fill, +, ...), or pass operand.detach() to use it as a constant"
+            )
 
     def _write(self, op: str, index, value) -> Tensor:
         """self.data[index] = value, broadcast; errors name the op and both shapes."""
-        self._check_inplace(op)
+        self._check_inplace(op, value)
         value = value.data if isinstance(value, Tensor) else value
         try:
             with ieee_quiet():
@@ -346,7 +354,7 @@ class Tensor:
 
     def _update(self, op: str, ufunc, other) -> Tensor:
         """self = ufunc(self, other) in place: the result keeps this tensor's shape and dtype."""
-        self._check_inplace(op)
+        self._check_inplace(op, other)
         o = other.data if isinstance(other, Tensor) else other
         try:
             with ieee_quiet():
@@ -366,9 +374,11 @@ class Tensor:
         return self._write("fill_", Ellipsis, value)
 
     def add_(self, other, alpha=1) -> Tensor:
+        self._check_inplace("add_", other)  # before other * alpha, which would record a graph
         return self._update("add_", np.add, _scaled(other, alpha))
 
     def sub_(self, other, alpha=1) -> Tensor:
+        self._check_inplace("sub_", other)
         return self._update("sub_", np.subtract, _scaled(other, alpha))
 
     def mul_(self, other) -> Tensor:
@@ -378,12 +388,14 @@ class Tensor:
         return self._update("div_", np.true_divide, other)
 
     def copy_(self, src) -> Tensor:
+        self._check_inplace("copy_", src)
         arr = src.data if isinstance(src, Tensor) else np.asarray(src)
         if not np.can_cast(arr.dtype, self.dtype, casting="same_kind"):
             raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}")
         return self._write("copy_", Ellipsis, arr)
 
     def masked_fill_(self, mask, value) -> Tensor:
+        self._check_inplace("masked_fill_", value)
         m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
         if m.dtype != bool_:
             raise TypeError(f"masked_fill_: mask must be a bool tensor, got {m.dtype}")
@@ -396,7 +408,9 @@ class Tensor:
     def clamp_(self, min=None, max=None) -> Tensor:
         if min is None and max is None:
             raise ValueError("clamp_: at least one of min and max must be given")
-        return self._write("clamp_", Ellipsis, np.clip(self.data, min, max))
+        self._check_inplace("clamp_", min, max)
+        with no_grad():  # the out-of-place clamp, its NaN and tie rules, written back
+            return self._write("clamp_", Ellipsis, clamp(self, min, max))
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
         return self._write("uniform_", Ellipsis, generator().uniform(a, b, self.shape))
@@ -1128,11 +1142,22 @@ def matmul(a, b) -> Tensor:
 
 
 def clamp(a: Tensor, min=None, max=None) -> Tensor:
+    """min(max(a, min), max); each bound a number or a tensor that broadcasts with a. Tensor bounds are
+    differentiated as in PyTorch: a bound gets the gradient where it is active (ops.Clamp)."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    if a.dtype.kind != "f" and builtins.any(isinstance(v, float) for v in (min, max)):
-        a = a.to(get_default_dtype())  # as in PyTorch: a float bound promotes an integer input
-    return ops.Clamp.apply(a, min=min, max=max)
+    bounds = [b for b in (min, max) if b is not None]
+    for b in bounds:
+        if not isinstance(b, (Tensor, numbers.Real)):
+            raise TypeError(f"clamp: min and max must be numbers or tensors, got {type(b).__name__}")
+    dt = result_type(a, *bounds)  # as in PyTorch: a float bound promotes an integer input
+    x, *bs = (_operand(v, dt) for v in (a, *bounds))
+    shapes = [t.shape for t in (x, *bs)]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(f"clamp: shapes input {x.shape}, min/max {[t.shape for t in bs]} do not broadcast") from None
+    return ops.Clamp.apply(x, *bs, has_min=min is not None, has_max=max is not None)
 
 
 def maximum(a, b) -> Tensor:
@@ -1161,15 +1186,28 @@ def where(condition, input, other) -> Tensor:
 
 def masked_fill(input: Tensor, mask, value) -> Tensor:
     """input with `value` wherever the bool `mask` is True; mask and input broadcast together (as in PyTorch,
-    a larger mask gives a larger result; the in-place masked_fill_ cannot grow its tensor and refuses)."""
+    a larger mask gives a larger result; the in-place masked_fill_ cannot grow its tensor and refuses).
+    `value` is a number or a 0-d tensor, which gets the gradient summed over the masked positions."""
     m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if m.dtype != bool_:
         raise TypeError(f"masked_fill: mask must be a bool tensor, got {m.dtype}")
     if not _shapes_broadcast(m.shape, input.shape):
         raise ValueError(f"masked_fill: mask of shape {m.shape} and input of shape {input.shape} do not broadcast")
     if isinstance(value, Tensor):
-        value = value.item()
-    return ops.MaskedFill.apply(input, mask=m, value=value)
+        if value.ndim != 0:
+            raise ValueError(
+                f"masked_fill: value must be a number or a 0-d tensor, got a tensor of shape {value.shape}"
+            )
+        if value.dtype.kind == "f" and input.dtype.kind == "f":
+            value = _operand(value, input.dtype)  # a differentiable cast: value's gradient in its own dtype
+        else:
+            value = Tensor.wrap(value.data.astype(input.dtype))
+    elif isinstance(value, numbers.Number):
+        with ieee_quiet():  # -inf or NaN into an integer tensor: NumPy's value, no warning
+            value = Tensor.wrap(np.asarray(value).astype(input.dtype))
+    else:
+        raise TypeError(f"masked_fill: value must be a number or a 0-d tensor, got {type(value).__name__}")
+    return ops.MaskedFill.apply(input, value, mask=m)
 
 
 def flatten(t: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:

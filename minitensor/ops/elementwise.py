@@ -399,22 +399,40 @@ class Gelu(Function):
 
 
 class Clamp(Function):
-    """out = min(max(a, lo), hi);  da = g where lo <= a <= hi (inclusive, as in PyTorch), else 0 (selected)"""
+    """out = min(max(a, lo), hi), each bound a tensor (a Python number comes as a 0-d one, an absent bound as None);
+    da  = g where lo <= a <= hi (inclusive: on a tie the input gets g, the bound 0), else 0,
+    dlo = g where a < lo (and lo < hi when both are given: lo > hi makes out = hi),
+    dhi = g where a > hi (or hi < lo),
+    PyTorch's clamp_backward and clamp_backward_min_max, selected (an inf or NaN g stays where it belongs)."""
 
     @staticmethod
-    def forward(ctx, a, min=None, max=None):
-        ctx.save_for_backward(a)
-        ctx.lo, ctx.hi = min, max
-        out = a if min is None else np.maximum(a.dtype.type(min), a)  # a on a tie (-0.0 stays), as PyTorch
-        return out if max is None else np.minimum(a.dtype.type(max), out)
+    def forward(ctx, a, *bounds, has_min, has_max):
+        lo = bounds[0] if has_min else None
+        hi = bounds[-1] if has_max else None
+        ctx.save_for_backward(a, *bounds)
+        ctx.has_min, ctx.has_max = has_min, has_max
+        out = a if lo is None else np.maximum(lo, a)  # a on a tie (-0.0 stays), as PyTorch
+        return out if hi is None else np.minimum(hi, out)
 
     @staticmethod
     def backward(ctx, g):
-        (a,) = ctx.saved_arrays
-        inside = (a >= ctx.lo) if ctx.lo is not None else True
-        if ctx.hi is not None:
-            inside = (a <= ctx.hi) & inside
-        return (ctx.xp.where(inside, g, 0),)
+        a, *bounds = ctx.saved_arrays
+        lo = bounds[0] if ctx.has_min else None
+        hi = bounds[-1] if ctx.has_max else None
+        xp, need = ctx.xp, ctx.needs_input_grad
+        if lo is not None and hi is not None:
+            inside = (a >= lo) & (a <= hi)
+            to_lo, to_hi = (a < lo) & (lo < hi), (a > hi) | (hi < lo)
+        elif lo is not None:
+            inside, to_lo, to_hi = a >= lo, a < lo, None
+        else:
+            inside, to_lo, to_hi = a <= hi, None, a > hi
+        grads = [xp.where(inside, g, 0) if need[0] else None]
+        if lo is not None:
+            grads.append(xp.where(to_lo, g, 0) if need[1] else None)
+        if hi is not None:
+            grads.append(xp.where(to_hi, g, 0) if need[-1] else None)
+        return tuple(grads)
 
 
 def _to_larger(xp, g, a, b):
@@ -466,16 +484,21 @@ class Where(Function):
 
 
 class MaskedFill(Function):
-    """out = mask ? value : a  (mask broadcast to a's shape);  da = g where not mask"""
+    """out = mask ? value : a  (value a 0-d tensor, mask broadcast with a);
+    da = g where not mask, dvalue = g where mask (summed to value's shape () by the graph walk)"""
 
     @staticmethod
-    def forward(ctx, a, mask, value):
+    def forward(ctx, a, value, mask):
         ctx.mask = mask
-        return np.where(mask, a.dtype.type(value), a)
+        return np.where(mask, value, a)
 
     @staticmethod
     def backward(ctx, g):
-        return (ctx.xp.where(ctx.mask, 0, g),)
+        need_a, need_value = ctx.needs_input_grad
+        return (
+            ctx.xp.where(ctx.mask, 0, g) if need_a else None,
+            ctx.xp.where(ctx.mask, g, 0) if need_value else None,
+        )
 
 
 # ----------------------------------------------------------------------------- dtype and memory
