@@ -227,9 +227,9 @@ __all__ = [
 __version__ = "0.1.0"
 
 # appended: the names a PyTorch user reaches for in the first hour (tensor.py, last section)
-from .tensor import argsort, bmm, cuda, device, einsum, gather, mm, norm, sort, topk
+from .tensor import argsort, bmm, cuda, device, einsum, gather, index_select, mm, norm, sort, topk
 
-__all__ += ["argsort", "bmm", "cuda", "device", "einsum", "gather", "mm", "norm", "sort", "topk"]
+__all__ += ["argsort", "bmm", "cuda", "device", "einsum", "gather", "index_select", "mm", "norm", "sort", "topk"]
 
 # Speed device, process-wide (minitensor/allocator.py): a training step's freed activations are reused by
 # the next step instead of being returned to the OS and faulted in again. MINITENSOR_MALLOC=default opts out.

@@ -37,12 +37,12 @@ def _operand(x, dtype: np.dtype) -> Tensor:
     return Tensor.wrap(np.asarray(x, dtype=dtype))
 
 
-def _binary(fn, a, b, dtype=None) -> Tensor:
+def _binary(fn, a, b, dtype=None, **kwargs) -> Tensor:
     """fn.apply on a and b (tensors or Python numbers) promoted as PyTorch does, or to `dtype`;
     operands that do not broadcast give an error naming the op and both shapes."""
     x, y = _operands(a, b, dtype)
     try:
-        return fn.apply(x, y)
+        return fn.apply(x, y, **kwargs)
     except ValueError:
         if _shapes_broadcast(x.shape, y.shape):  # some other error: NumPy's message says it
             raise
@@ -384,8 +384,12 @@ class Tensor:
     def mul_(self, other) -> Tensor:
         return self._update("mul_", np.multiply, other)
 
-    def div_(self, other) -> Tensor:
-        return self._update("div_", np.true_divide, other)
+    def div_(self, other, *, rounding_mode=None) -> Tensor:
+        if rounding_mode is None:
+            return self._update("div_", np.true_divide, other)
+        self._check_inplace("div_", other)
+        with no_grad():
+            return self._write("div_", Ellipsis, div(self, other, rounding_mode=rounding_mode))
 
     def copy_(self, src) -> Tensor:
         self._check_inplace("copy_", src)
@@ -506,17 +510,17 @@ class Tensor:
     def __pos__(self):
         return self
 
-    def add(self, other):
-        return self + other
+    def add(self, other, *, alpha=1):
+        return add(self, other, alpha=alpha)
 
-    def sub(self, other):
-        return self - other
+    def sub(self, other, *, alpha=1):
+        return sub(self, other, alpha=alpha)
 
     def mul(self, other):
         return self * other
 
-    def div(self, other):
-        return self / other
+    def div(self, other, *, rounding_mode=None):
+        return div(self, other, rounding_mode=rounding_mode)
 
     def pow(self, exponent):
         return pow(self, exponent)
@@ -777,6 +781,9 @@ class Tensor:
 
     def gather(self, dim, index):
         return gather(self, dim, index)
+
+    def index_select(self, dim, index):
+        return index_select(self, dim, index)
 
     def sort(self, dim=-1, descending=False, stable=False):
         return sort(self, dim, descending, stable)
@@ -1048,20 +1055,42 @@ def _normalize_index(index):
 # ---------------------------------------------------------------------- functions (torch.* names)
 
 
-def add(a, b):
-    return _binary(ops.Add, a, b)
+def _alpha_times(b, alpha, a, op: str):
+    """alpha * b for add/sub's `alpha` (a Python number, as in PyTorch; a float alpha with integer operands refused)."""
+    if alpha == 1 and not isinstance(alpha, float):
+        return b
+    if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
+        raise TypeError(f"{op}: alpha must be a number, got {type(alpha).__name__}")
+    if isinstance(alpha, float) and result_type(a, b).kind != "f":
+        raise TypeError(f"{op}: for integer operands, alpha must not be a float, got alpha={alpha!r}")
+    return b * alpha
 
 
-def sub(a, b):
-    return _binary(ops.Sub, a, b)
+def add(a, b, *, alpha=1):
+    """a + alpha * b"""
+    return _binary(ops.Add, a, _alpha_times(b, alpha, a, "add"))
+
+
+def sub(a, b, *, alpha=1):
+    """a - alpha * b"""
+    return _binary(ops.Sub, a, _alpha_times(b, alpha, a, "sub"))
 
 
 def mul(a, b):
     return _binary(ops.Mul, a, b)
 
 
-def div(a, b):
-    return _div(a, b)
+def div(a, b, *, rounding_mode=None):
+    """a / b; rounding_mode 'trunc' rounds the quotient toward zero, 'floor' down (Python's //), both in the
+    operands' promoted dtype (integers stay integers) and with the gradient 0, as in PyTorch."""
+    if rounding_mode is None:
+        return _div(a, b)
+    if rounding_mode not in ("trunc", "floor"):
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    x, y = _operands(a, b)
+    if x.dtype.kind in "iub" and not np.all(y.data):
+        raise ZeroDivisionError(f"div: integer division by zero (rounding_mode={rounding_mode!r})")
+    return _binary(ops.DivRounded, x, y, rounding_mode=rounding_mode)
 
 
 def neg(a):
@@ -1252,12 +1281,15 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty sequence of tensors")
-    d = _one_dim(dim, tensors[0].ndim, "cat")
-    ref = tensors[0].shape
+    dt = result_type(*tensors)
+    # as in PyTorch (a legacy rule): a 1-D empty tensor is skipped (ops.Cat), whatever the others' shapes
+    ref = next((x.shape for x in tensors if x.shape != (0,)), tensors[0].shape)
+    d = _one_dim(dim, len(ref), "cat")
     for i, x in enumerate(tensors):
+        if x.shape == (0,) and ref != (0,):
+            continue
         if x.ndim != len(ref) or x.shape[:d] + x.shape[d + 1 :] != ref[:d] + ref[d + 1 :]:
             raise ValueError(f"cat: tensor {i} has shape {x.shape}, incompatible with {ref} outside dim {d}")
-    dt = result_type(*tensors)
     return ops.Cat.apply(*[_operand(x, dt) for x in tensors], dim=d)
 
 
@@ -1524,24 +1556,43 @@ def _index_array(index, op: str) -> np.ndarray:
 
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j][k] = input[index[i][j][k]][j][k] (dim=0), and so on: values picked along dim.
-    Its gradient scatter-adds g back along dim (repeated indices accumulate)."""
+    Its gradient scatter-adds g back along dim (repeated indices accumulate).
+    As in PyTorch, index has input's number of dimensions, a 0-d tensor counting as 1-D, and an empty
+    index of any shape gives an empty result of its shape."""
     t = _check_tensor(input, "gather", "input")
     idx = _index_array(index, "gather")
     d = _one_dim(dim, t.ndim, "gather")
-    if idx.ndim != t.ndim:
+    if idx.size == 0:
+        return t.reshape(-1)[Tensor.wrap(np.zeros(idx.shape, dtype=int64))]  # picks nothing: gradient 0
+    t_shape, idx_shape = t.shape or (1,), idx.shape or (1,)  # a 0-d tensor counts as 1-D
+    if len(idx_shape) != len(t_shape):
         raise ValueError(f"gather: index must have as many dimensions as input ({t.ndim}), got shape {idx.shape}")
-    if builtins.any(idx.shape[k] > t.shape[k] for k in range(t.ndim) if k != d):
+    if builtins.any(idx_shape[k] > t_shape[k] for k in range(len(t_shape)) if k != d):
         raise ValueError(f"gather: index of shape {idx.shape} is larger than input {t.shape} outside dim {d}")
-    if idx.size and (idx.min() < 0 or idx.max() >= t.shape[d]):
-        bad = idx[(idx < 0) | (idx >= t.shape[d])].reshape(-1)[0]
-        raise IndexError(f"gather: index {bad} is out of range for dim {d} of size {t.shape[d]}")
+    if idx.min() < 0 or idx.max() >= t_shape[d]:
+        bad = idx[(idx < 0) | (idx >= t_shape[d])].reshape(-1)[0]
+        raise IndexError(f"gather: index {bad} is out of range for dim {d} of size {t_shape[d]}")
+    # the integer-array index that picks the same entries: idx along dim, positions along the others
+    i = idx.reshape(idx_shape)
+    full = tuple(i if k == d else np.arange(n).reshape((-1,) + (1,) * (i.ndim - 1 - k)) for k, n in enumerate(i.shape))
+    out = ops.GetItem.apply(_reshape(t, t_shape), index=full, advanced=True)
+    return _reshape(out, idx.shape)
+
+
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The slices of input at `index` (a 1-D or 0-d integer tensor) along dim; the gradient scatter-adds g
+    back (repeated indices accumulate). As in PyTorch, a 0-d input takes an index of one entry, 0."""
+    t = _check_tensor(input, "index_select", "input")
+    idx = _index_array(index, "index_select")
+    d = _one_dim(dim, t.ndim, "index_select")
+    if idx.ndim > 1:
+        raise ValueError(f"index_select: index must be a 1-D (or 0-d) tensor, got shape {idx.shape}")
+    n = t.shape[d] if t.ndim else 1
+    if idx.size and (idx.min() < 0 or idx.max() >= n) or (t.ndim == 0 and idx.size != 1):
+        raise IndexError(f"index_select: index {idx.tolist()} is out of range for dim {d} of size {n}")
     if t.ndim == 0:
         return ops.GetItem.apply(t, index=(), advanced=False)
-    # the integer-array index that picks the same entries: idx along dim, positions along the others
-    full = tuple(
-        idx if k == d else np.arange(n).reshape((-1,) + (1,) * (t.ndim - 1 - k)) for k, n in enumerate(idx.shape)
-    )
-    return ops.GetItem.apply(t, index=full, advanced=True)
+    return ops.GetItem.apply(t, index=(slice(None),) * d + (idx.reshape(-1),), advanced=True)
 
 
 def _sort_indices(data: np.ndarray, d: int, descending: builtins.bool) -> np.ndarray:
@@ -1583,44 +1634,89 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: builtins.bool = True, so
 
 
 def einsum(equation: str, *operands) -> Tensor:
-    """torch.einsum as a composite: each operand is laid out over all the equation's letters (permuted, with
-    size-1 axes for the letters it lacks), the operands are multiplied by broadcasting, and the letters not
-    in the output are summed. Exact; the product over every letter is materialised (no contraction order),
-    which suits the small shapes one learns with. Not supported, refused: '...' and a letter repeated
-    within one operand (a diagonal)."""
+    """torch.einsum as a composite: a letter repeated within one operand first takes that operand's diagonal
+    ('ii->i', 'iij->j'; an integer-array index, so the gradient lands back on the diagonal); '...' stands for
+    the dims the letters do not name, aligned from the right across operands; then each operand is laid out
+    over all the equation's letters (permuted, with size-1 axes for the letters it lacks), the operands are
+    multiplied by broadcasting (a size-1 dim broadcasts, as in PyTorch), and the letters not in the output
+    are summed. Exact; the product over every letter is materialised (no contraction order), which suits
+    the small shapes one learns with."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    eq = equation.replace(" ", "") if isinstance(equation, str) else None
-    if eq is None or "." in eq:
-        raise NotImplementedError(f"einsum: expected an equation such as 'ij,jk->ik' without '...', got {equation!r}")
-    lhs, arrow, rhs = eq.partition("->")
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum: expected an equation string such as 'ij,jk->ik', got {type(equation).__name__}")
+    lhs, arrow, rhs = equation.replace(" ", "").partition("->")
     subscripts = lhs.split(",")
     if len(subscripts) != len(operands):
         raise ValueError(f"einsum: {equation!r} names {len(subscripts)} operands, got {len(operands)}")
-    used = lhs.replace(",", "")
-    if not arrow:  # implicit output: the letters used once, alphabetically
+    for k, x in enumerate(operands):
+        _check_tensor(x, "einsum", f"operand {k}")
+    subscripts, rhs = _einsum_ellipsis(equation, subscripts, rhs if arrow else None, operands)
+    used = "".join(subscripts)
+    if rhs is None:  # implicit output: the letters used once, alphabetically
         rhs = "".join(sorted(c for c in set(used) if used.count(c) == 1))
     if not (used + rhs).isalpha() and (used + rhs):
         raise ValueError(f"einsum: subscripts must be letters, got {equation!r}")
-    sizes: dict = {}
-    for k, (sub, x) in enumerate(zip(subscripts, operands)):
-        if _check_tensor(x, "einsum", f"operand {k}").ndim != len(sub):
-            raise ValueError(f"einsum: operand {k} has {x.ndim} dimensions but subscripts {sub!r} name {len(sub)}")
-        if len(set(sub)) != len(sub):
-            raise NotImplementedError(
-                f"einsum: letter repeated within operand {k} ({sub!r}): diagonals are not supported"
-            )
-        for c, n in zip(sub, x.shape):
-            if sizes.setdefault(c, n) != n:
-                raise ValueError(f"einsum: letter {c!r} is size {sizes[c]} in one operand and {n} in operand {k}")
     if len(set(rhs)) != len(rhs) or not set(rhs) <= set(used):
         raise ValueError(f"einsum: the output {rhs!r} must name distinct letters of the inputs")
+    laid_out = []  # (letters, tensor) per operand, each letter once
+    sizes: dict = {}  # letter -> its size (> 1 where some operand has it so; 1 broadcasts)
+    for k, (sub, x) in enumerate(zip(subscripts, operands)):
+        if x.ndim != len(sub):
+            raise ValueError(f"einsum: operand {k} has {x.ndim} dimensions but subscripts {sub!r} name {len(sub)}")
+        sub, x = _einsum_diagonal(sub, x, k)
+        for c, n in zip(sub, x.shape):
+            if sizes.setdefault(c, n) != n and 1 not in (sizes[c], n):
+                raise ValueError(f"einsum: letter {c!r} is size {sizes[c]} in one operand and {n} in operand {k}")
+            sizes[c] = n if sizes[c] == 1 else sizes[c]
+        laid_out.append((sub, x))
     order = list(rhs) + sorted(set(used) - set(rhs))  # output letters first, then the summed ones
     product = None
-    for sub, x in zip(subscripts, operands):
+    for sub, x in laid_out:
+        own = dict(zip(sub, x.shape))
         dims = sorted(range(len(sub)), key=lambda i: order.index(sub[i]))
         x = x if dims == sorted(dims) else permute(x, dims)
-        x = _reshape(x, tuple(sizes[c] if c in sub else 1 for c in order))
+        x = _reshape(x, tuple(own.get(c, 1) for c in order))
         product = x if product is None else product * x
+    product = expand(product, tuple(sizes[c] for c in order))  # letters of size 1 in every operand stay 1
     summed = tuple(range(len(rhs), len(order)))
     return product.sum(dim=summed) if summed else product
+
+
+def _einsum_ellipsis(equation: str, subscripts: list, rhs, operands) -> tuple:
+    """'...' replaced by letters the equation does not use: operand k's '...' covers its dims the letters do
+    not name, the last of the E letters of the widest '...' (dims aligned from the right, as broadcasting
+    aligns them). An implicit output starts with them, as in PyTorch."""
+    if "." not in equation:
+        return subscripts, rhs
+    counts = []
+    for k, (sub, x) in enumerate(zip(subscripts, operands)):
+        if sub.replace("...", "", 1).count(".") or (rhs is not None and rhs.replace("...", "", 1).count(".")):
+            raise ValueError(f"einsum: '.' only as one '...' per operand and output, got {equation!r}")
+        n = x.ndim - (len(sub) - 3) if "..." in sub else 0
+        if n < 0:
+            raise ValueError(f"einsum: operand {k} has {x.ndim} dimensions, fewer than {sub!r} names")
+        counts.append(n)
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in equation][
+        : builtins.max(counts)
+    ]
+    subscripts = [sub.replace("...", "".join(free[len(free) - n :])) for sub, n in zip(subscripts, counts)]
+    if rhs is None:
+        used = "".join(subscripts)
+        return subscripts, "".join(free) + "".join(sorted(c for c in set(used) - set(free) if used.count(c) == 1))
+    return subscripts, rhs.replace("...", "".join(free))
+
+
+def _einsum_diagonal(sub: str, x: Tensor, k: int) -> tuple:
+    """(sub with each letter once, x's diagonal over the dims of each repeated letter): 'iij' on x gives
+    'ij' and y[i, j] = x[i, i, j], as the integer-array index x[ar_i, ar_i, ar_j] with each arange laid
+    along its letter's axis of the result."""
+    letters = "".join(dict.fromkeys(sub))
+    if letters == sub:
+        return sub, x
+    for c in letters:
+        n = {x.shape[i] for i, ci in enumerate(sub) if ci == c}
+        if len(n) > 1:
+            raise ValueError(f"einsum: letter {c!r} is repeated in operand {k} ({sub!r}) with sizes {sorted(n)}")
+    index = tuple(np.arange(x.shape[i]).reshape([-1 if c == ci else 1 for c in letters]) for i, ci in enumerate(sub))
+    return letters, ops.GetItem.apply(x, index=index, advanced=True)

@@ -1001,5 +1001,101 @@ CASES += [
     ),
 ]
 
+# -------- issue 18: tensor arguments PyTorch differentiates (clamp's bounds, masked_fill's value), and the
+# spellings users reach for: alpha=, rounding_mode=, einsum diagonals and '...', index_select, gather's 0-d rules
+SEL = np.array([2, 0, 2, 3])  # repeated: index_select's gradient accumulates
+CASES += [
+    C("clamp_tensor_bounds", lambda t, x, lo, hi: t.clamp(x, lo, hi), [(3, 4), (3, 4), (3, 4)]),
+    C("clamp_tensor_bounds_method", lambda t, x, lo, hi: x.clamp(min=lo, max=hi), [(2, 3, 4), (3, 1), (4,)]),
+    C("clamp_tensor_min", lambda t, x, lo: x.clamp(min=lo), [(3, 4), (4,)]),
+    C("clamp_tensor_max", lambda t, x, hi: t.clamp(x, max=hi), [(3, 4), (3, 1)]),
+    C(
+        "clamp_tensor_min_number_max",
+        lambda t, x, lo: x.clamp(lo, 0.4),
+        [(3, 4), (3, 4)],
+        ref=lambda t, x, lo: x.clamp(lo, t.tensor(0.4, dtype=x.dtype)),
+        why="torch takes both bounds as numbers or both as tensors; minitensor also takes one of each",
+    ),
+    C("clamp_tensor_bounds_grow_input", lambda t, x, lo, hi: t.clamp(x, lo, hi), [(4,), (3, 4), (3, 1)]),
+    C("clamp_tensor_int_bound", lambda t, x, hi: t.clamp(x, max=hi), [(3, 4), Int((3, 4), 2)]),
+    C(
+        "clamp_tensor_bounds_ties",
+        lambda t, x, lo, hi: t.clamp(x, lo, hi),
+        [Ties(4, 5), Ties(4, 5), Ties(4, 5)],
+        gradcheck=False,
+        why="ties of x with a bound, and crossed bounds (min > max gives max): torch's conventions, no derivative",
+    ),
+    C("masked_fill_tensor_value", lambda t, x, m, v: x.masked_fill(m, v), [(2, 3, 4), Bool(2, 3, 4), ()]),
+    C("masked_fill_tensor_value_fn", lambda t, x, m, v: t.masked_fill(x, m, v), [(3, 4), Bool(2, 1, 4), ()]),
+    C("masked_fill_tensor_value_only", lambda t, x, m, v: x.masked_fill(m, v), [NoGrad(3, 4), Bool(3, 4), ()]),
+    C("add_alpha", lambda t, x, y: t.add(x, y, alpha=2.5), [(3, 4), (4,)]),
+    C("add_alpha_method_int", lambda t, x, y: x.add(y, alpha=-3), [(3, 4), (3, 4)]),
+    C("add_alpha_scalar_other", lambda t, x: t.add(x, 1.5, alpha=2), [(3, 4)]),
+    C("sub_alpha", lambda t, x, y: t.sub(x, y, alpha=0.5), [(3, 4), (3, 1)]),
+    C("sub_alpha_method", lambda t, x, y: x.sub(y, alpha=-1.25), [(3, 4), (3, 4)]),
+    C("add_alpha_int", lambda t, x, y: t.add(x, y, alpha=3), [Int((3, 4), 5), Int((4,), 5)], grad=False),
+    C("add_alpha_inplace", lambda t, x, y: x.clone().add_(y, alpha=2.5), [NoGrad(3, 4), NoGrad(3, 4)], grad=False),
+    C(
+        "sub_alpha_inplace",
+        lambda t, x, y: x.clone().sub_(y, alpha=-2),
+        [
+            NoGrad(3, 4),
+            NoGrad(
+                4,
+            ),
+        ],
+        grad=False,
+    ),
+    C("div_trunc", lambda t, x, y: t.div(x * 4, y, rounding_mode="trunc"), [(3, 4), Away(3, 4)]),
+    C(
+        "div_floor",
+        lambda t, x, y: x.mul(4).div(y, rounding_mode="floor"),
+        [
+            (3, 4),
+            Away(
+                4,
+            ),
+        ],
+    ),
+    C("div_floor_scalar", lambda t, x: t.div(x * 4, -1.5, rounding_mode="floor"), [(3, 4)]),
+    C("div_none", lambda t, x, y: t.div(x, y, rounding_mode=None), [(3, 4), Away(3, 4)]),
+    C("div_trunc_int", lambda t, x, y: t.div(x - 5, y + 1, rounding_mode="trunc"), [Int((3, 4), 10), Int((4,), 4)]),
+    C(
+        "div_floor_int",
+        lambda t, x, y: t.div(x - 5, y - 5, rounding_mode="floor"),
+        [Int((3, 4), 10), Const(np.array([-3, -1, 2, 4]))],
+    ),
+    C(
+        "div_floor_inplace",
+        lambda t, x, y: x.clone().div_(y, rounding_mode="floor"),
+        [
+            NoGrad(3, 4),
+            NoGrad(
+                4,
+            ),
+        ],
+        grad=False,
+    ),
+    C("einsum_diagonal", lambda t, x: t.einsum("ii->i", x), [(4, 4)]),
+    C("einsum_trace", lambda t, x: t.einsum("ii->", x), [(4, 4)]),
+    C("einsum_trace_implicit", lambda t, x: t.einsum("ii", x), [(3, 3)]),
+    C("einsum_diagonal_sum", lambda t, x: t.einsum("iij->j", x), [(3, 3, 2)]),
+    C("einsum_diagonal_batched", lambda t, x, y: t.einsum("bii,bj->bij", x, y), [(2, 3, 3), (2, 4)]),
+    C("einsum_diagonal_apart", lambda t, x: t.einsum("iji->ij", x), [(3, 2, 3)]),
+    C("einsum_ellipsis_matmul", lambda t, x, y: t.einsum("...ij,...jk->...ik", x, y), [(2, 3, 4), (4, 5)]),
+    C("einsum_ellipsis_implicit", lambda t, x, y: t.einsum("i...,i", x, y), [(3, 2, 4), (3,)]),
+    C("einsum_ellipsis_summed", lambda t, x: t.einsum("i...->", x), [(3, 2)]),
+    C("einsum_size1_broadcast", lambda t, x, y: t.einsum("ij,jk->ik", x, y), [(2, 1), (3, 4)]),
+    C("index_select", lambda t, x, i: x.index_select(1, i), [(3, 4), Const(SEL)]),
+    C("index_select_fn_dim0", lambda t, x, i: t.index_select(x, 0, i), [(4, 2, 3), Const(SEL)]),
+    C("index_select_0d_index", lambda t, x, i: t.index_select(x, -1, i), [(3, 4), Const(np.array(2))]),
+    C("index_select_0d_input", lambda t, x, i: x.index_select(0, i), [(), Const(np.array([0]))]),
+    C("gather_0d_input", lambda t, x, i: t.gather(x, 0, i), [(), Const(np.array([0, 0, 0]))]),
+    C("gather_0d_index", lambda t, x, i: x.gather(0, i), [(5,), Const(np.array(3))]),
+    C("gather_0d_both", lambda t, x, i: t.gather(x, 0, i), [(), Const(np.array(0))]),
+    C("gather_empty_index", lambda t, x, i: t.gather(x, 0, i), [(5,), Const(np.zeros((2, 0), dtype=np.int64))]),
+    C("cat_legacy_empty", lambda t, x, y: t.cat([x, y], dim=1), [(0,), (3, 2)]),
+]
+
 _names = [c.name for c in CASES]
 assert len(_names) == len(set(_names)), "duplicate case names in the op table"

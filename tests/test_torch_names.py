@@ -37,8 +37,9 @@ NAMES = {
         "sort",
         "argsort",
         "gather",
+        "index_select",
     ],
-    "mt": ["device", "cuda", "mm", "bmm", "norm", "topk", "sort", "argsort", "gather", "einsum"],
+    "mt": ["device", "cuda", "mm", "bmm", "norm", "topk", "sort", "argsort", "gather", "einsum", "index_select"],
     "nn": [
         "Tanh",
         "Sigmoid",
@@ -235,6 +236,10 @@ def test_a_first_training_step_written_the_pytorch_way_matches_torch():
 
 
 # ----------------------------------------------------------------------------- refused inputs
+def _v():
+    return mt.ones(3, requires_grad=True)
+
+
 REFUSED = [
     (lambda: mt.randn(2, 3, 4).mm(mt.randn(4, 2)), ValueError, r"mm: input must be a 2-D matrix, got shape \(2, 3,"),
     (lambda: mt.mm(mt.randn(2, 3), [[1.0]]), TypeError, "mm: mat2 must be a Tensor, got list"),
@@ -254,8 +259,40 @@ REFUSED = [
     (lambda: mt.randn(3, 4).topk(5), ValueError, r"topk: k must be an integer in \[0, 4\]"),
     (lambda: mt.randn(3, 4).topk(1.0), ValueError, "topk: k must be an integer"),
     (lambda: mt.randn(3, 4).sort(dim=2), IndexError, "sort: dim 2 out of range"),
-    (lambda: mt.einsum("ii->i", mt.randn(3, 3)), NotImplementedError, "einsum: letter repeated within operand 0"),
-    (lambda: mt.einsum("...j,jk", mt.randn(3, 3), mt.randn(3, 2)), NotImplementedError, "without '...'"),
+    (lambda: mt.einsum("ii->i", mt.randn(3, 4)), ValueError, r"letter 'i' is repeated in operand 0 .* sizes \[3, 4\]"),
+    (lambda: mt.einsum("i..j", mt.randn(3, 3)), ValueError, "'.' only as one '...' per operand"),
+    (lambda: mt.einsum("...ijk", mt.randn(3, 3)), ValueError, "operand 0 has 2 dimensions, fewer than '...ijk' names"),
+    (lambda: mt.einsum(3, mt.randn(3, 3)), TypeError, "einsum: expected an equation string"),
+    (lambda: mt.randn(3, 4).index_select(1, mt.tensor([[0]])), ValueError, "index_select: index must be a 1-D"),
+    (lambda: mt.randn(3, 4).index_select(1, mt.tensor([0.0])), TypeError, "index_select: index must be an integer"),
+    (lambda: mt.randn(3, 4).index_select(1, mt.tensor([4])), IndexError, r"index_select: index \[4\] is out of range"),
+    (lambda: mt.randn(3, 4).index_select(1, mt.tensor([-1])), IndexError, "index_select: index .* out of range"),
+    (lambda: mt.tensor(2.0).index_select(0, mt.tensor([0, 0])), IndexError, "index_select: index .* out of range"),
+    (lambda: mt.randn(3, 4).index_select(2, mt.tensor([0])), IndexError, "index_select: dim 2 out of range"),
+    (lambda: mt.randn(3).gather(0, mt.zeros(2, 2, dtype=mt.int64)), ValueError, "as many dimensions as input"),
+    (lambda: mt.div(mt.randn(3), 2.0, rounding_mode="round"), ValueError, "rounding_mode must be None, 'trunc' or"),
+    (lambda: mt.div(mt.tensor([3, 4]), mt.tensor([1, 0]), rounding_mode="floor"), ZeroDivisionError, "by zero"),
+    (lambda: mt.add(mt.tensor([1, 2]), mt.tensor([1, 2]), alpha=0.5), TypeError, "alpha must not be a float"),
+    (lambda: mt.randn(3).sub(mt.randn(3), alpha="2"), TypeError, "sub: alpha must be a number, got str"),
+    (lambda: mt.randn(3).add(mt.randn(3), 2), TypeError, "positional argument"),
+    (lambda: mt.randn(3).clamp(mt.randn(4)), ValueError, "clamp: shapes .* do not broadcast"),
+    (lambda: mt.randn(3).clamp("0"), TypeError, "clamp: min and max must be numbers or tensors, got str"),
+    (lambda: mt.randn(3).masked_fill(mt.ones(3).bool(), mt.ones(1)), ValueError, "value must be a number or a 0-d"),
+    (lambda: mt.randn(3).masked_fill(mt.ones(3).bool(), "x"), TypeError, "value must be a number or a 0-d tensor"),
+    # in-place ops write outside the graph: an operand that requires grad is refused, never taken as a constant
+    (lambda: mt.zeros(3).__setitem__(0, _v()[0]), RuntimeError, "__setitem__: an operand requires grad"),
+    (lambda: mt.zeros(3).copy_(_v()), RuntimeError, "copy_: an operand requires grad"),
+    (lambda: mt.zeros(3).fill_(_v().sum()), RuntimeError, "fill_: an operand requires grad"),
+    (lambda: mt.zeros(3).add_(_v(), alpha=2), RuntimeError, "add_: an operand requires grad"),
+    (lambda: mt.zeros(3).sub_(_v()), RuntimeError, "sub_: an operand requires grad"),
+    (lambda: mt.zeros(3).mul_(_v()), RuntimeError, "mul_: an operand requires grad"),
+    (lambda: mt.zeros(3).div_(_v(), rounding_mode="trunc"), RuntimeError, "div_: an operand requires grad"),
+    (
+        lambda: mt.zeros(3).masked_fill_(mt.ones(3).bool(), _v().sum()),
+        RuntimeError,
+        "masked_fill_: an operand requires",
+    ),
+    (lambda: mt.zeros(3).clamp_(max=_v()), RuntimeError, "clamp_: an operand requires grad"),
     (lambda: mt.einsum("ij,jk->ik", mt.randn(3, 4), mt.randn(5, 2)), ValueError, "letter 'j' is size 4 .* and 5"),
     (lambda: mt.einsum("ij,jk->ik", mt.randn(3, 4)), ValueError, "names 2 operands, got 1"),
     (lambda: mt.einsum("ijk->i", mt.randn(3, 4)), ValueError, "operand 0 has 2 dimensions but subscripts 'ijk'"),
@@ -294,3 +331,13 @@ REFUSED = [
 def test_refused_inputs_raise_clear_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_inplace_ops_take_a_requires_grad_operand_under_no_grad_as_a_constant():
+    x = mt.zeros(3)
+    with mt.no_grad():
+        x.copy_(_v())
+        x[0] = _v()[1] * 2
+        x.add_(_v(), alpha=0.5)
+        x.clamp_(max=_v() * 1.75)
+    np.testing.assert_array_equal(x.numpy(), [1.75, 1.5, 1.5])

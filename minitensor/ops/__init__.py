@@ -7,7 +7,7 @@ them back to each input's shape, so no formula deals with broadcasting. `ctx.nee
 lets a backward skip work for inputs that do not need a gradient (a mask, a constant). No backward
 writes into `g` or into a saved array.
 
-    elementwise.py   Add Sub Mul Div Pow PowScalar RPowScalar Neg Exp Log Sqrt Abs Tanh Sigmoid LogSigmoid
+    elementwise.py   Add Sub Mul Div DivRounded Pow PowScalar RPowScalar Neg Exp Log Sqrt Abs Tanh Sigmoid LogSigmoid
                      Relu Erf Gelu Clamp Maximum Minimum Where MaskedFill Cast Clone
     matmul.py        MatMul
     reductions.py    Sum Mean Var Std MaxMin AMaxMin LogSumExp
@@ -26,6 +26,7 @@ from .elementwise import (
     Clamp,
     Clone,
     Div,
+    DivRounded,
     Erf,
     Exp,
     Gelu,
@@ -70,6 +71,7 @@ __all__ = [
     "Clamp",
     "Clone",
     "Div",
+    "DivRounded",
     "Erf",
     "Exp",
     "Gelu",

@@ -73,6 +73,26 @@ class Div(Function):
         return (g / b if need_a else None), (-g * out / b if need_b else None)
 
 
+class DivRounded(Function):
+    """out = trunc(a / b) or floor(a / b) (rounding_mode 'trunc' or 'floor');  da = 0, db = 0
+    (the result is piecewise constant: PyTorch's derivative is 0 everywhere, at the steps too)"""
+
+    @staticmethod
+    def forward(ctx, a, b, rounding_mode):
+        if rounding_mode == "floor":  # Python's floor division (fmod-based, as PyTorch's), inf or NaN at b == 0
+            return np.floor_divide(a, b)
+        if a.dtype.kind in "iu":  # integer division rounded toward zero, exact (a / b in floats is not)
+            q = np.abs(a) // np.abs(b)
+            return np.where((a < 0) != (b < 0), -q, q).astype(q.dtype, copy=False)
+        return np.trunc(a / b)
+
+    @staticmethod
+    def backward(ctx, g):
+        zero = ctx.xp.zeros_like(g)
+        need_a, need_b = ctx.needs_input_grad
+        return (zero if need_a else None), (zero if need_b else None)
+
+
 class Pow(Function):
     """out = a ** b (both tensors);  da = g * b * a^(b-1), db = g * out * log(a)
     PyTorch's conventions at the edges: da = 0 where b == 0 (selected, so even an infinite g gives 0),

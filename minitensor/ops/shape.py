@@ -87,17 +87,21 @@ class Repeat(Function):
 
 
 class Cat(Function):
-    """out = inputs joined along dim;  each input's gradient is its slice of g"""
+    """out = inputs joined along dim;  each input's gradient is its slice of g
+    (PyTorch's legacy rule: a 1-D empty input beside others is skipped, and its gradient is empty)"""
 
     @staticmethod
     def forward(ctx, *arrays, dim=0):
-        ctx.dim = dim
-        ctx.bounds = [int(b) for b in np.cumsum([x.shape[dim] for x in arrays])[:-1]]
-        return np.concatenate(arrays, axis=dim)
+        legacy = [x.shape == (0,) for x in arrays]
+        ctx.dim, ctx.skipped = dim, legacy if not all(legacy) else [False] * len(arrays)
+        kept = [x for x, skip in zip(arrays, ctx.skipped) if not skip]
+        ctx.bounds = [int(b) for b in np.cumsum([x.shape[dim] for x in kept])[:-1]]
+        return np.concatenate(kept, axis=dim)
 
     @staticmethod
     def backward(ctx, g):
-        return tuple(ctx.xp.split(g, ctx.bounds, axis=ctx.dim))
+        slices = iter(ctx.xp.split(g, ctx.bounds, axis=ctx.dim))
+        return tuple(g.reshape(-1)[:0] if skip else next(slices) for skip in ctx.skipped)
 
 
 class Stack(Function):
