@@ -36,6 +36,7 @@ so the list can only shrink. The whole sweep takes a few seconds, so every sampl
 from __future__ import annotations
 
 import collections
+import inspect
 import re
 import sys
 import warnings
@@ -91,8 +92,6 @@ def _entry_id(op) -> str:
 
 def _calls_only_methods(fn) -> bool:
     """An OpInfo wrapper lambda that calls only methods of its arguments (no `torch.` inside)."""
-    import inspect
-
     try:
         src = inspect.getsource(fn)
     except (OSError, TypeError):
@@ -344,6 +343,22 @@ def test_a_wrong_gradient_is_caught(monkeypatch):
     (op,) = [op for op in ENTRIES if _entry_id(op) == "mul"]
     verdicts = {v for _, v, _ in sweep_entry(op)}
     assert "wrong" in verdicts
+
+
+def test_the_refusal_list_only_shrinks(monkeypatch):
+    """A refusal not listed fails, a listed one for another reason fails, and a listed one that agrees fails."""
+    key = ("add", "fn", "a sample")
+    monkeypatch.setattr(sys.modules[__name__], "REFUSALS", {})
+    with pytest.raises(AssertionError, match="a new refusal"):
+        _check([(key, "refused", "TypeError: no")])
+    monkeypatch.setattr(sys.modules[__name__], "REFUSALS", {key: "TypeError: no"})
+    _check([(key, "refused", "TypeError: no")])
+    with pytest.raises(AssertionError, match="for another reason"):
+        _check([(key, "refused", "ValueError: other")])
+    with pytest.raises(AssertionError, match="now agrees: remove it"):
+        _check([(key, "agree", "")])
+    with pytest.raises(AssertionError, match="silently wrong"):
+        _check([(key, "wrong", "gradient of tensor argument 1: missing")])
 
 
 def main(argv) -> int:
