@@ -79,7 +79,7 @@ def _exit_code(argv) -> int:
         (["summary", "--config", "copy", "--dtype", "int64"], "argument --dtype: invalid choice: 'int64'"),
         (["report", "--steps", "-1", "--device", "cpu"], "argument --steps: expected an integer >= 0, got -1"),
         (["report", "--batch-size", "0"], "argument --batch-size: expected an integer >= 1, got 0"),
-        (["report", "--dropout", "1.5"], "argument --dropout: expected a number in [0, 1), got 1.5"),
+        (["report", "--dropout", "1.5"], "argument --dropout: expected a finite number in [0, 1), got 1.5"),
         (["report", "--trajectory", "sideways"], "argument --trajectory: invalid choice: 'sideways'"),
         (["report", "--activation", "tanh"], "argument --activation: invalid choice: 'tanh'"),
         (["report", "--positional", "rope"], "argument --positional: invalid choice: 'rope'"),
