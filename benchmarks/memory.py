@@ -133,6 +133,11 @@ def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> di
             proc.communicate()
             out[side] = {"side": side, "config": config, "error": f"timed out after {timeout:.0f} s"}
             continue
+        except BaseException:  # Ctrl-C: no child is left running
+            for p in procs.values():
+                p.kill()
+                p.wait()
+            raise
         if proc.returncode != 0:
             last = stderr.strip().splitlines()[-1:] or [f"rc {proc.returncode}"]
             out[side] = {"side": side, "config": config, "error": last[0]}

@@ -365,9 +365,12 @@ def _run(args) -> None:
             target_ms=2.0 if args.quick else 5.0,
             settle_s=args.settle,
         )
-    finally:
+    except BaseException:  # Ctrl-C or a failure: stop the workers now, not after their current request
         for w in (*workers.values(), checker):
-            w.close()
+            w.close(kill=True)
+        raise
+    for w in (*workers.values(), checker):
+        w.close()
     table = ops_markdown(rows)
     print(table)
     os.makedirs(args.out, exist_ok=True)

@@ -246,9 +246,9 @@ def start_workers(threads: int, settings: dict):
     }, both
 
 
-def close_workers(timed: dict, both) -> None:
+def close_workers(timed: dict, both, kill: bool = False) -> None:
     for w in {id(w): w for w in [*timed.values(), both]}.values():
-        w.close()
+        w.close(kill=kill)
 
 
 # -------------------------------------------------------------------------------------- timing
@@ -594,8 +594,10 @@ def run_threads(threads: int, settings: dict, log) -> dict:
                 settings["ops_target_ms"],
                 settings["settle_s"],
             )
-    finally:
-        close_workers(timed, both)
+    except BaseException:  # Ctrl-C or a failure: stop the workers now, not after their current request
+        close_workers(timed, both, kill=True)
+        raise
+    close_workers(timed, both)
     section["targets"] = evaluate_targets(section)
     return section
 

@@ -346,7 +346,10 @@ class Worker:
             raise WorkerError(f"benchmark worker '{self.side}', {req['op']} {req.get('workload', '')}: {out['error']}")
         return out
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """End the worker: close its stdin and wait for it, or with `kill` (Ctrl-C, a failure) stop it at once."""
+        if kill and self.proc.poll() is None:
+            self.proc.kill()
         if self.proc.poll() is None:
             self.proc.stdin.close()
             try:
