@@ -81,7 +81,12 @@ def thread_env_from_argv(argv: list[str], default: int = 2) -> int:
                 found[flag] = argv[i + 1]
             elif arg.startswith(flag + "="):
                 found[flag] = arg.split("=", 1)[1]
-    threads = int(found["--threads"])
+    try:
+        threads = int(found["--threads"])
+    except ValueError:
+        return default  # not a number: argparse refuses it in one line right after; nothing to set
+    if threads < 1 or found["--wait-policy"] not in WAIT_POLICIES:
+        return default  # likewise out of range
     set_thread_env(threads, found["--wait-policy"])
     return threads
 

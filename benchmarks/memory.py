@@ -27,6 +27,7 @@ import argparse
 import resource
 
 from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import THREADS_MAX, integer
 
 
 def _maxrss_kib() -> int:
@@ -132,6 +133,11 @@ def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> di
             proc.communicate()
             out[side] = {"side": side, "config": config, "error": f"timed out after {timeout:.0f} s"}
             continue
+        except BaseException:  # Ctrl-C: no child is left running
+            for p in procs.values():
+                p.kill()
+                p.wait()
+            raise
         if proc.returncode != 0:
             last = stderr.strip().splitlines()[-1:] or [f"rc {proc.returncode}"]
             out[side] = {"side": side, "config": config, "error": last[0]}
@@ -146,8 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
     ap.add_argument("--side", required=True, choices=["numpy", "torch"], help="which framework this child measures")
     ap.add_argument("--config", required=True, choices=sorted(CONFIGS), help="benchmark config to train")
-    ap.add_argument("--steps", type=int, default=3, help="training steps before the peak is read (default: 3)")
-    ap.add_argument("--threads", type=int, default=2, help="threads for BLAS/OpenMP/torch (default: 2)")
+    ap.add_argument("--steps", type=integer(1), default=3, help="training steps before the peak is read (default: 3)")
+    ap.add_argument(
+        "--threads", type=integer(1, THREADS_MAX), default=2, help="threads for BLAS/OpenMP/torch (default: 2)"
+    )
     return ap
 
 

@@ -17,13 +17,18 @@ import argparse
 import json
 import math
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from minitensor.serialization import atomic_write
 from minitensor.testing import OP_RTOL
 from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import THREADS_MAX, integer, interrupted, number, sigint_deferred
+
+SETTLE_MAX = 60.0  # seconds, as benchmarks/run.py's --settle
 
 
 @dataclass(frozen=True)
@@ -287,7 +292,8 @@ def plot_ops(rows: list[dict], path: str) -> None:
     for y, x in enumerate(ratios):
         ax.text(x, y, f" {x:.2f}", va="center", fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "wb", suffix=".png") as f:  # never a half-written PNG
+        fig.savefig(f, dpi=110, format="png")
     plt.close(fig)
 
 
@@ -314,10 +320,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="OP",
         help=f"only these op names, from {{{', '.join(names)}}} (default: all)",
     )
-    ap.add_argument("--threads", type=int, default=2, help="threads for both sides (default: 2)")
+    ap.add_argument("--threads", type=integer(1, THREADS_MAX), default=2, help="threads for both sides (default: 2)")
     ap.add_argument(
         "--settle",
-        type=float,
+        type=number(0.0, SETTLE_MAX),
         default=0.2,
         help="seconds between handing the cores from one side's process to the other's (default: 0.2)",
     )
@@ -334,8 +340,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     ap = build_parser()
     args = ap.parse_args(argv)
-    if args.threads < 1 or args.settle < 0:
-        ap.error(f"expected --threads >= 1 and --settle >= 0, got {args.threads} and {args.settle}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        ap.error(f"--out {args.out!r} is a file, expected a directory")
+    try:
+        _run(args)
+    except KeyboardInterrupt:  # one line, 130; the three files are all written or none replaced
+        sys.exit(interrupted("python -m benchmarks.ops"))
+
+
+def _run(args) -> None:
     from benchmarks.env import facts_line
     from benchmarks.worker import Worker
 
@@ -352,20 +365,24 @@ def main(argv: list[str] | None = None) -> None:
             target_ms=2.0 if args.quick else 5.0,
             settle_s=args.settle,
         )
-    finally:
+    except BaseException:  # Ctrl-C or a failure: stop the workers now, not after their current request
         for w in (*workers.values(), checker):
-            w.close()
+            w.close(kill=True)
+        raise
+    for w in (*workers.values(), checker):
+        w.close()
     table = ops_markdown(rows)
     print(table)
     os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "ops.md"), "w") as f:
-        f.write(
-            f"# Op microbenchmarks\n\n{facts_line(facts)}\n\nEach side in its own process; ratios are "
-            f"medians of per-pass ratios.\n\n{table}\n"
-        )
-    with open(os.path.join(args.out, "ops.json"), "w") as f:
-        json.dump({"machine": facts, "ops": rows}, f, indent=1)
-    plot_ops(rows, os.path.join(args.out, "ops.png"))
+    with sigint_deferred():
+        with atomic_write(os.path.join(args.out, "ops.md")) as f:
+            f.write(
+                f"# Op microbenchmarks\n\n{facts_line(facts)}\n\nEach side in its own process; ratios are "
+                f"medians of per-pass ratios.\n\n{table}\n"
+            )
+        with atomic_write(os.path.join(args.out, "ops.json")) as f:
+            json.dump({"machine": facts, "ops": rows}, f, indent=1)
+        plot_ops(rows, os.path.join(args.out, "ops.png"))
     print(f"wrote {args.out}/ops.md, ops.json, ops.png")
 
 

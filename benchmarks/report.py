@@ -17,6 +17,7 @@ import json
 import math
 import os
 
+from minitensor.serialization import atomic_write
 from minitensor.testing import PARITY_RTOL
 
 MEASUREMENT_LABELS = {
@@ -250,7 +251,8 @@ def plot_ratios(configs: dict, path: str, title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "wb", suffix=".png") as f:  # never a half-written PNG
+        fig.savefig(f, dpi=110, format="png")
     plt.close(fig)
 
 
@@ -303,7 +305,8 @@ def plot_scaling(series: list[dict], key: str, path: str, title: str) -> None:
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "wb", suffix=".png") as f:  # never a half-written PNG
+        fig.savefig(f, dpi=110, format="png")
     plt.close(fig)
 
 
@@ -557,7 +560,7 @@ def write_outputs(results: dict, out: str) -> str:
     for section in results["threads"].values():
         md += section_markdown(section, results["method"], results["settings"]["settle_s"])
     text = "\n".join(md)
-    with open(os.path.join(out, "results.md"), "w") as f:
+    with atomic_write(os.path.join(out, "results.md")) as f:
         f.write(text + "\n")
     slim = json.loads(json.dumps(results, default=float))
     for section in slim["threads"].values():  # tables are in results.md; keep the JSON to data
@@ -566,7 +569,7 @@ def write_outputs(results: dict, out: str) -> str:
                 if isinstance(res.get(k), dict):
                     res[k].pop("table", None)
                     res[k]["rows"] = res[k].get("rows", [])[:40]
-    with open(os.path.join(out, "results.json"), "w") as f:
+    with atomic_write(os.path.join(out, "results.json")) as f:
         json.dump(slim, f, indent=1)
     for n, section in results["threads"].items():
         how = "one process" if results["method"] == "in-process" else "a process per side"

@@ -28,6 +28,7 @@ import sys
 import time
 
 from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import THREADS_MAX, integer, interrupted, number, sigint_deferred
 
 FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
 QUICK_CONFIGS = ["copy", "copy-reverse"]
@@ -39,6 +40,8 @@ SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp"]
 HVP_CONFIGS = ["copy-reverse", "base"]
 # One gradient (the unit), then one HVP in each form; benchmarks/workloads.py says what each computes.
 HVP_WORKLOADS = ["grad", "hvp", "hvp_functional"]
+SETTLE_MAX = 60.0  # seconds; a pause longer than this between two rounds is a typo, not a setting
+BUDGET_MAX = 3600.0  # seconds per workload and config
 
 
 def _thread_list(text: str) -> list[int]:
@@ -47,8 +50,10 @@ def _thread_list(text: str) -> list[int]:
         counts = [int(x) for x in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected thread counts like 2 or 1,2, got {text!r}") from None
-    if not counts or min(counts) < 1 or len(set(counts)) != len(counts):
-        raise argparse.ArgumentTypeError(f"expected distinct positive thread counts like 1,2, got {text!r}")
+    if not counts or min(counts) < 1 or max(counts) > THREADS_MAX or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct thread counts in [1, {THREADS_MAX}] like 1,2, got {text!r}"
+        )
     return counts
 
 
@@ -97,10 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--settle",
-        type=float,
+        type=number(0.0, SETTLE_MAX),
         default=0.2,
         help="seconds to pause before handing the cores to the other side's process, so that the idle "
-        "BLAS/OpenMP threads of the last one stop spinning (default: 0.2)",
+        f"BLAS/OpenMP threads of the last one stop spinning, at most {SETTLE_MAX:g} (default: 0.2)",
     )
     r.add_argument(
         "--device",
@@ -116,19 +121,22 @@ def build_parser() -> argparse.ArgumentParser:
         "machine) (default: default)",
     )
     r.add_argument("--out", default="benchmarks/results", help="folder for the report (default: benchmarks/results)")
-    r.add_argument("--repeats", type=int, default=None, help="most rounds per workload (default: 15; with --quick: 5)")
+    r.add_argument(
+        "--repeats", type=integer(1), default=None, help="most rounds per workload (default: 15; with --quick: 5)"
+    )
     r.add_argument(
         "--calls",
-        type=int,
+        type=integer(1),
         default=None,
         help="timed calls per round; the round's figure is their median (default: 3; with --quick: 2; "
         "1 for a workload whose round would eat much of the budget)",
     )
     r.add_argument(
         "--budget",
-        type=float,
+        type=number(0.0, BUDGET_MAX, low_open=True),
         default=None,
-        help="seconds per workload and config that bound the rounds (default: 25; with --quick: 4)",
+        help=f"seconds per workload and config that bound the rounds, at most {BUDGET_MAX:g} "
+        "(default: 25; with --quick: 4)",
     )
     r.add_argument(
         "--skip",
@@ -147,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--scaling-lengths",
-        type=int,
+        type=integer(1),
         nargs="+",
         default=None,
         metavar="L",
@@ -155,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--scaling-dims",
-        type=int,
+        type=integer(1),
         nargs="+",
         default=None,
         metavar="D",
@@ -163,13 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument(
         "--scaling-dims-len",
-        type=int,
+        type=integer(1),
         default=None,
         help="sequence length of the d_model series (default: 128; with --quick: 32)",
     )
     r.add_argument(
         "--memory-steps",
-        type=int,
+        type=integer(1),
         default=None,
         help="training steps per peak-memory child (default: 3; with --quick: 2)",
     )
@@ -190,22 +198,6 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: those of {' '.join(HVP_CONFIGS)} among --configs; with --quick: not base)",
     )
     return ap
-
-
-def check_args(ap: argparse.ArgumentParser, args) -> None:
-    """Refuse impossible values in one line (exit status 2) before any process starts."""
-    for flag in ("repeats", "calls", "scaling_dims_len", "memory_steps"):
-        v = getattr(args, flag)
-        if v is not None and v < 1:
-            ap.error(f"--{flag.replace('_', '-')}: expected a positive integer, got {v}")
-    for flag in ("scaling_lengths", "scaling_dims"):
-        v = getattr(args, flag)
-        if v is not None and min(v) < 1:
-            ap.error(f"--{flag.replace('_', '-')}: expected positive integers, got {v}")
-    if args.budget is not None and args.budget <= 0:
-        ap.error(f"--budget: expected a positive number of seconds, got {args.budget}")
-    if args.settle < 0:
-        ap.error(f"--settle: expected seconds >= 0, got {args.settle}")
 
 
 def resolve_settings(args) -> dict:
@@ -254,9 +246,9 @@ def start_workers(threads: int, settings: dict):
     }, both
 
 
-def close_workers(timed: dict, both) -> None:
+def close_workers(timed: dict, both, kill: bool = False) -> None:
     for w in {id(w): w for w in [*timed.values(), both]}.values():
-        w.close()
+        w.close(kill=kill)
 
 
 # -------------------------------------------------------------------------------------- timing
@@ -602,8 +594,10 @@ def run_threads(threads: int, settings: dict, log) -> dict:
                 settings["ops_target_ms"],
                 settings["settle_s"],
             )
-    finally:
-        close_workers(timed, both)
+    except BaseException:  # Ctrl-C or a failure: stop the workers now, not after their current request
+        close_workers(timed, both, kill=True)
+        raise
+    close_workers(timed, both)
     section["targets"] = evaluate_targets(section)
     return section
 
@@ -614,7 +608,6 @@ def run(args) -> dict:
 
     t_start = time.perf_counter()
     settings = resolve_settings(args)
-    os.makedirs(args.out, exist_ok=True)
 
     def log(msg):
         print(f"[{time.perf_counter() - t_start:6.1f} s] {msg}", flush=True)
@@ -634,7 +627,9 @@ def run(args) -> dict:
         results["threads"][str(threads)] = run_threads(threads, settings, log)
     results["elapsed_s"] = time.perf_counter() - t_start
     results["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    text = report.write_outputs(results, args.out)
+    os.makedirs(args.out, exist_ok=True)  # only now: an interrupted run leaves no empty folder either
+    with sigint_deferred():  # results.md, results.json and the PNGs: all of this run's, never a mix
+        text = report.write_outputs(results, args.out)
     print(text)
     print(f"\nwrote {args.out}/results.md, results.json, *.png")
     return results
@@ -643,11 +638,14 @@ def run(args) -> dict:
 def main(argv: list[str] | None = None) -> None:
     ap = build_parser()
     args = ap.parse_args(argv)
-    check_args(ap, args)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):  # found now, not after the run
+        ap.error(f"--out {args.out!r} is a file, expected a directory")
     from benchmarks.worker import WorkerError
 
     try:
         run(args)
+    except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130, no output file touched
+        sys.exit(interrupted("python -m benchmarks run"))
     except WorkerError as exc:  # a worker failed: its message in one line, not a traceback
         print(f"python -m benchmarks: {exc}", file=sys.stderr)
         sys.exit(1)

@@ -45,6 +45,7 @@ import tempfile
 import time
 
 from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import THREADS_MAX, integer
 
 SIDES = ("numpy", "torch", "torch-cuda", "both")
 
@@ -281,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks.worker", description="a benchmark worker (started by `python -m benchmarks run`)"
     )
     ap.add_argument("--side", required=True, choices=SIDES, help="which framework(s) this process hosts")
-    ap.add_argument("--threads", type=int, default=2, help="threads for BLAS/OpenMP/torch (default: 2)")
+    ap.add_argument(
+        "--threads", type=integer(1, THREADS_MAX), default=2, help="threads for BLAS/OpenMP/torch (default: 2)"
+    )
     ap.add_argument(
         "--wait-policy",
         default="default",
@@ -343,7 +346,10 @@ class Worker:
             raise WorkerError(f"benchmark worker '{self.side}', {req['op']} {req.get('workload', '')}: {out['error']}")
         return out
 
-    def close(self) -> None:
+    def close(self, kill: bool = False) -> None:
+        """End the worker: close its stdin and wait for it, or with `kill` (Ctrl-C, a failure) stop it at once."""
+        if kill and self.proc.poll() is None:
+            self.proc.kill()
         if self.proc.poll() is None:
             self.proc.stdin.close()
             try:

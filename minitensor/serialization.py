@@ -37,6 +37,8 @@ Python scalars/strings/None are accepted, and `load` returns NumPy arrays, never
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
@@ -49,7 +51,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-__all__ = ["MAX_DEPTH", "load", "save"]
+__all__ = ["MAX_DEPTH", "atomic_write", "load", "save"]
 
 _META = "__minitensor__"
 _FORMAT_VERSION = 1
@@ -217,9 +219,10 @@ def save(obj, path) -> None:
     """Write `obj` (a state dict, possibly nested) to `path` as an uncompressed `.npz`.
 
     The file is written to a temporary name next to `path`, flushed to disk and renamed over
-    it, so a crash or an exception at any point leaves either the previous file or the new one,
-    never a half-written checkpoint. The new file gets the permissions `open()` would give (the
-    existing file's, else those of the umask). `path` is used exactly (no '.npz' is appended).
+    it (atomic_write), so a crash or an exception at any point leaves either the previous file or
+    the new one, never a half-written checkpoint. If `path` is a symlink, the file it points to is
+    updated and the link kept. The new file gets the permissions `open()` would give (the existing
+    file's, else those of the umask). `path` is used exactly (no '.npz' is appended).
     """
     if not isinstance(obj, Mapping):
         raise TypeError(f"save: expected a dict (a state_dict), got {type(obj).__name__}")
@@ -227,23 +230,50 @@ def save(obj, path) -> None:
     arrays: OrderedDict[str, np.ndarray] = OrderedDict()
     skeleton = _flatten(obj, [], arrays)
     meta = json.dumps({"format": "minitensor", "version": _FORMAT_VERSION, "tree": skeleton}, allow_nan=True)
-    mode = _target_mode(path)
-    # beside `path` (same filesystem, so the rename is atomic); mkstemp creates it 0600, chmod below fixes that
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=os.path.dirname(os.path.abspath(path)))
+    with atomic_write(path, "wb", suffix=".npz") as f:
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+            for key, arr in arrays.items():
+                with zf.open(key + ".npy", "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
+            with zf.open(_META + ".npy", "w") as member:
+                np.lib.format.write_array(member, np.array(meta), allow_pickle=False)
+
+
+def _resolve_links(path: str) -> str:
+    """The file that writing to `path` would change: a symlink (or a chain of them) is followed to
+    its end, as `open(path, 'w')` follows it, so the link stays a link and its target gets the new
+    contents. A dangling link gives its missing target, which the write then creates (as open()
+    does); a loop raises open()'s ELOOP error."""
+    real = os.path.realpath(path)
+    if os.path.islink(real):  # realpath stops on a loop (non-strict) and returns a link still
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+    return real
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode: str = "w", *, suffix: str = ".tmp", **open_kwargs):
+    """`with atomic_write(path) as f:` writes `f` to a temporary file beside the target, flushes it to
+    disk and renames it over the target, so a crash, an exception or a Ctrl-C at any point leaves
+    either the previous file or the new one, never a half-written one (the temporary is removed).
+
+    Through a symlink the link's final target is updated and the link kept (_resolve_links). The new
+    file gets the permissions `open()` would give (the existing file's, else 0o666 less the umask).
+    `mode` is "w" (text; `open_kwargs` such as encoding go to open) or "wb"."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
+    target = _resolve_links(os.fspath(path))
+    file_mode = _target_mode(target)
+    # beside the target (same filesystem, so the rename is atomic); mkstemp creates it 0600, chmod fixes that
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=suffix, dir=os.path.dirname(target))
     try:
-        with os.fdopen(fd, "wb") as f:
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-                for key, arr in arrays.items():
-                    with zf.open(key + ".npy", "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
-                with zf.open(_META + ".npy", "w") as member:
-                    np.lib.format.write_array(member, np.array(meta), allow_pickle=False)
+        with open(fd, mode, **open_kwargs) as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())  # the data reaches the disk before the name points at it
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.chmod(tmp, file_mode)
+        os.replace(tmp, target)
     except BaseException:
-        if os.path.exists(tmp):
+        with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
 

@@ -8,7 +8,8 @@
               grads, hvp, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
 
 Bad input (unknown config, unsupported dtype, --device cuda without a GPU, a checkpoint that is
-not one, mismatched state dicts) prints one line naming what was expected and exits 2.
+not one, mismatched state dicts, a number out of range or not finite) prints one line naming what was
+expected and exits 2. Ctrl-C prints one line and exits 130; the report files are written whole or not at all.
 """
 
 from __future__ import annotations
@@ -18,35 +19,11 @@ import sys
 import textwrap
 
 from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import SEED_MAX, integer, interrupted, number
 from transformer_np.config import PRESETS
 
 from . import render
 from .report import DEVICES, DTYPES, TRAJECTORIES, DeviceError, ReportConfig, run_report, run_summary
-
-
-def _count(minimum: int):
-    """An argparse type: an int >= minimum, or a one-line error naming the bound."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {value}")
-    return value
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -71,18 +48,21 @@ def _common(p: argparse.ArgumentParser, out_default: str | None) -> None:
     )
     p.add_argument(
         "--steps",
-        type=_count(0),
+        type=integer(0),
         default=3,
         help="optimizer steps checked after the first backward (default: %(default)s)",
     )
     p.add_argument(
         "--batch-size",
-        type=_count(1),
+        type=integer(1),
         default=None,
         help="sentences per batch (default: the preset's reference batch; 16 for a checkpoint)",
     )
     p.add_argument(
-        "--seed", type=int, default=0, help="seed of the weights, batches and dropout masks (default: %(default)s)"
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=0,
+        help="seed of the weights, batches and dropout masks, 0 to 2**64-1 (default: %(default)s)",
     )
     p.add_argument(
         "--trajectory",
@@ -127,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--dropout",
-        type=_rate,
+        type=number(0.0, 1.0, high_open=True),
         default=None,
         help="dropout rate; > 0 is checked with identical masks on both sides (default: the preset's)",
     )
@@ -213,6 +193,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return {"report": cmd_report, "summary": cmd_summary}[args.command](args)
+    except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130; no report was written
+        return interrupted(f"python -m parity {args.command}")
     except (ValueError, TypeError, DeviceError, FileNotFoundError) as e:
         print(f"python -m parity {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -15,6 +15,8 @@ import sys
 
 import torch
 
+from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import integer, interrupted
 from transformer_np.experiments import check_experiment, run_experiment
 
 from .convert import np_to_torch
@@ -38,23 +40,34 @@ def torch_hvp(np_model, cfg, src, tgt, label_smoothing: float):
     return hvp
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m parity.curvature", description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    ap = OneLineParser(prog="python -m parity.curvature", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="directory for curvature.md, curvature.json and curvature.png")
     ap.add_argument(
-        "--steps", type=int, default=None, help="training steps (default: the experiment's, 1000; with --tiny: 4)"
+        "--steps",
+        type=integer(1),
+        default=None,
+        help="training steps (default: the experiment's, 1000; with --tiny: 4)",
     )
     ap.add_argument("--tiny", action="store_true", help="a tiny model and 4 steps, in seconds (CI)")
     ap.add_argument("--overwrite", action="store_true", help="replace an earlier curvature result in --out")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return ap
+
+
+def main(argv=None) -> int:
+    ap = build_parser()
     args = ap.parse_args(argv)
     try:
         check_experiment("curvature", args.out, args.steps, args.overwrite, args.tiny)
     except ValueError as e:
         ap.error(str(e))
-    res = run_experiment(
-        "curvature", args.out, args.steps, not args.no_progress, args.overwrite, args.tiny, reference=torch_hvp
-    )
+    try:
+        res = run_experiment(
+            "curvature", args.out, args.steps, not args.no_progress, args.overwrite, args.tiny, reference=torch_hvp
+        )
+    except KeyboardInterrupt:
+        return interrupted("python -m parity.curvature")
     print(res["markdown"])
     print(f"wrote {', '.join(res['files'])}")
     return 0

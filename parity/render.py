@@ -12,7 +12,9 @@ import json
 import os
 import textwrap
 
+from minitensor.serialization import atomic_write
 from minitensor.testing import FLOOR
+from transformer_np.cliutil import sigint_deferred
 
 from .results import Report, Row
 
@@ -204,8 +206,11 @@ def write(report: Report, out_dir: str) -> tuple[str, str]:
     os.makedirs(out_dir, exist_ok=True)
     m = report.meta
     stem = os.path.join(out_dir, f"parity_{m['config']}_{m['dtype']}_{m['device']}")
-    with open(stem + ".json", "w") as f:
-        json.dump(report.to_dict(), f, indent=1)
-    with open(stem + ".md", "w") as f:
-        f.write(markdown(report))
+    text = markdown(report)
+    # Both files or neither: each is written atomically, and a Ctrl-C between them waits for the second.
+    with sigint_deferred():
+        with atomic_write(stem + ".json") as f:
+            json.dump(report.to_dict(), f, indent=1)
+        with atomic_write(stem + ".md") as f:
+            f.write(text)
     return stem + ".json", stem + ".md"

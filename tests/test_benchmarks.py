@@ -461,3 +461,35 @@ def test_hvp_configs_default_to_those_run_and_the_table_format():
         "| copy-reverse | HVP, double backward | 30.00 (0.10) | 15.00 (0.10) | 2.00 [1.90-2.10; "
         "1.80-2.20] | 3.00 | 3.00 |"
     )
+
+
+# ------------------------------------------------------------------------------------ Ctrl-C
+def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(tmp_path):
+    """The real `python -m benchmarks run`, interrupted once its workers are timing: one line on stderr,
+    exit 130, no output folder, and the workers stopped with it (the run returns within seconds)."""
+    from .test_parity_cli import interrupt_after_ready
+
+    out = tmp_path / "results"
+    cmd = [sys.executable, "-m", "benchmarks", "run", "--quick", "--configs", "tiny", "--threads", "1"]
+    cmd += ["--skip", *run.SKIPPABLE, "--budget", "1", "--settle", "0", "--out", str(out)]
+    code, err = interrupt_after_ready(cmd, "[", out, wait_s=1.5)
+    assert code == 130, err
+    assert err == "python -m benchmarks run: interrupted\n"
+    assert not out.exists()
+
+
+def test_output_files_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """results.md, results.json and the PNGs are written atomically: a failure halfway through a PNG
+    leaves the earlier files whole and no temporary behind."""
+    from benchmarks import report
+
+    def failing_savefig(self, f, **kwargs):
+        f.write(b"\x89PNG half")
+        raise KeyboardInterrupt
+
+    import matplotlib.figure
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", failing_savefig)
+    with pytest.raises(KeyboardInterrupt):
+        report.plot_ratios({}, str(tmp_path / "ratios.png"), "title")
+    assert os.listdir(tmp_path) == []

@@ -281,3 +281,164 @@ def test_bad_input_in_a_real_process(root, argv, match):
     assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and match in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert _snapshot(root) == before
+
+
+# ---- every numeric flag of every `python -m` entry point (issue 18, item 10) --------------------------
+# transformer_np's numeric flags: NaN, infinity and values past their range, each refused in one line.
+FLOAT_FLAGS = ["--dropout", "--lr", "--gamma", "--eps", "--weight-decay", "--label-smoothing", "--clip-grad-norm"]
+NONFINITE = ["nan", "inf", "-inf", "1e400"]  # 1e400: float() reads it as inf
+NUMERIC_CASES = [(TRAIN + [f"{flag}={v}"], "") for flag in FLOAT_FLAGS for v in NONFINITE]
+NUMERIC_CASES += [(TRAIN + ["--betas", a, b], "betas") for a, b in [("nan", "0.9"), ("0.9", "inf"), ("1e400", "0.9")]]
+NUMERIC_CASES += [(DECODE + [f"--length-penalty={v}"], "--length-penalty") for v in ("inf", "-inf", "1e400")]
+NUMERIC_CASES += [
+    (TRAIN + ["--seed", "nan"], "invalid int value"),
+    (TRAIN + ["--steps", "inf"], "invalid int value"),
+]
+
+
+@pytest.mark.parametrize("argv, match", NUMERIC_CASES, ids=[_case_id(a) for a, _ in NUMERIC_CASES])
+def test_transformer_np_numeric_flags_refuse_nonfinite_and_out_of_range(root, argv, match, capsys):
+    test_bad_input_is_one_line_exit_2_and_touches_nothing(root, argv, match, capsys)
+
+
+def _entry_points():
+    """(prog, build_parser, main) of every `python -m` entry point but transformer_np (the table above)."""
+    import benchmarks.memory
+    import benchmarks.ops
+    import benchmarks.run
+    import benchmarks.worker
+    import parity.__main__
+    import parity.curvature
+
+    return {
+        "python -m parity": (parity.__main__.build_parser, parity.__main__.main),
+        "python -m parity.curvature": (parity.curvature.build_parser, parity.curvature.main),
+        "python -m benchmarks": (benchmarks.run.build_parser, benchmarks.run.main),
+        "python -m benchmarks.ops": (benchmarks.ops.build_parser, benchmarks.ops.main),
+        "python -m benchmarks.memory": (benchmarks.memory.build_parser, benchmarks.memory.main),
+        "python -m benchmarks.worker": (benchmarks.worker.build_parser, benchmarks.worker.main),
+    }
+
+
+def _typed_flags(parser, prefix=()):
+    """(subcommand argv, flag, action) of every flag of `parser` and its subcommands that converts its value."""
+    from .cli_help import _subparsers
+
+    for action in parser._actions:
+        if action.type is not None and action.option_strings:
+            yield list(prefix), action.option_strings[-1], action
+    for name, sub in _subparsers(parser):
+        yield from _typed_flags(sub, (*prefix, name))
+
+
+# (entry point, argv, fragment of the one-line message): the other command lines' bad numbers.
+OTHER_CASES = [
+    (
+        "python -m parity",
+        ["report", "--seed", "-1"],
+        "--seed: expected an integer in [0, 18446744073709551615], got -1",
+    ),
+    ("python -m parity", ["report", "--seed", str(2**64)], "--seed: expected an integer in [0, 18446744073709551615]"),
+    ("python -m parity", ["summary", "--config", "copy", "--seed", "-5"], "--seed: expected an integer in [0,"),
+    ("python -m parity", ["summary", "--config", "copy", "--seed", "1e3"], "--seed: expected an integer"),
+    ("python -m parity", ["report", "--dropout", "nan"], "--dropout: expected a finite number in [0, 1), got 'nan'"),
+    ("python -m parity", ["report", "--dropout", "inf"], "--dropout: expected a finite number in [0, 1)"),
+    ("python -m parity", ["report", "--dropout", "1"], "--dropout: expected a finite number in [0, 1), got 1"),
+    ("python -m parity", ["report", "--steps", "inf"], "--steps: expected an integer >= 0, got 'inf'"),
+    (
+        "python -m parity",
+        ["summary", "--config", "copy", "--batch-size", "0"],
+        "--batch-size: expected an integer >= 1",
+    ),
+    ("python -m parity.curvature", ["--out", "{new}", "--steps", "0"], "--steps: expected an integer >= 1, got 0"),
+    ("python -m parity.curvature", ["--out", "{new}", "--steps", "nan"], "--steps: expected an integer >= 1"),
+    ("python -m benchmarks", ["run", "--settle", "nan"], "--settle: expected a finite number in [0, 60], got 'nan'"),
+    ("python -m benchmarks", ["run", "--settle", "inf"], "--settle: expected a finite number in [0, 60]"),
+    ("python -m benchmarks", ["run", "--settle", "1e400"], "--settle: expected a finite number in [0, 60]"),
+    ("python -m benchmarks", ["run", "--settle", "61"], "--settle: expected a finite number in [0, 60], got 61"),
+    ("python -m benchmarks", ["run", "--budget", "nan"], "--budget: expected a finite number in (0, 3600], got 'nan'"),
+    ("python -m benchmarks", ["run", "--budget=-inf"], "--budget: expected a finite number in (0, 3600]"),
+    ("python -m benchmarks", ["run", "--budget", "0"], "--budget: expected a finite number in (0, 3600], got 0"),
+    ("python -m benchmarks", ["run", "--threads", "nan"], "--threads: expected thread counts like 2 or 1,2"),
+    ("python -m benchmarks", ["run", "--threads", "1,4096"], "--threads: expected distinct thread counts in [1, 1024]"),
+    ("python -m benchmarks", ["run", "--repeats", "inf"], "--repeats: expected an integer >= 1, got 'inf'"),
+    ("python -m benchmarks", ["run", "--calls", "-1"], "--calls: expected an integer >= 1, got -1"),
+    ("python -m benchmarks", ["run", "--scaling-lengths", "8", "nan"], "--scaling-lengths: expected an integer >= 1"),
+    ("python -m benchmarks", ["run", "--scaling-dims", "0"], "--scaling-dims: expected an integer >= 1, got 0"),
+    ("python -m benchmarks", ["run", "--scaling-dims-len", "-3"], "--scaling-dims-len: expected an integer >= 1"),
+    ("python -m benchmarks", ["run", "--memory-steps", "0"], "--memory-steps: expected an integer >= 1, got 0"),
+    ("python -m benchmarks", ["run", "--out", "{root}/afile"], "--out '{root}/afile' is a file, expected a directory"),
+    ("python -m benchmarks.ops", ["--settle", "nan"], "--settle: expected a finite number in [0, 60], got 'nan'"),
+    ("python -m benchmarks.ops", ["--threads", "0"], "--threads: expected an integer in [1, 1024], got 0"),
+    ("python -m benchmarks.ops", ["--out", "{root}/afile"], "is a file, expected a directory"),
+    (
+        "python -m benchmarks.memory",
+        ["--side", "numpy", "--config", "tiny", "--steps", "0"],
+        "--steps: expected an integer >= 1",
+    ),
+    ("python -m benchmarks.memory", ["--side", "numpy", "--config", "tiny", "--threads", "inf"], "--threads"),
+    ("python -m benchmarks.worker", ["--side", "numpy", "--threads", "5000"], "--threads: expected an integer in [1,"),
+]
+
+
+def _run_main(main_fn, argv, capsys) -> tuple[int, str, str]:
+    """main(argv) in-process: (exit status, stdout, stderr); a SystemExit's code, or main's return value."""
+    capsys.readouterr()
+    try:
+        code = main_fn(argv)
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("prog, argv, match", OTHER_CASES, ids=[f"{p} {' '.join(a)}" for p, a, _ in OTHER_CASES])
+def test_other_command_lines_refuse_bad_numbers_in_one_line(root, prog, argv, match, capsys):
+    before = _snapshot(root)
+    code, out, err = _run_main(_entry_points()[prog][1], _argv(argv, root), capsys)
+    assert code == 2, (code, err)
+    assert err.count("\n") == 1 and "Traceback" not in err and err.startswith(prog), err
+    assert match.replace("{root}", root) in err, err
+    assert out == ""
+    assert _snapshot(root) == before
+
+
+def test_every_numeric_flag_of_the_other_command_lines_has_a_validating_type():
+    """A walk over every parser: no flag converts with bare int/float (which take nan, inf and any sign), and
+    each flag's type refuses nan, inf, -inf and 1e400 itself, so a flag added later is caught here."""
+    import argparse
+
+    seen = 0
+    for prog, (build, _main) in _entry_points().items():
+        for sub, flag, action in _typed_flags(build()):
+            where = " ".join([prog, *sub, flag])
+            assert action.type not in (int, float), f"{where}: type={action.type.__name__} takes nan/inf/any sign"
+            for text in NONFINITE:
+                with pytest.raises(argparse.ArgumentTypeError):
+                    action.type(text)
+                    pytest.fail(f"{where} accepted {text!r}")
+            seen += 1
+    assert seen >= 20  # the walk reached the subcommands
+
+
+def test_every_numeric_flag_of_every_entry_point_refuses_nan_in_one_line(root, capsys):
+    """Behaviour rather than types, so transformer_np (validated after parsing, in its configs) is covered
+    too: each flag that converts its value, given 'nan', 'inf' and '-inf', exits 2 with one line."""
+    from transformer_np.cli import build_parser
+
+    bases = {("train",): TRAIN, ("decode",): DECODE, ("experiment",): ["experiment", "heads", "--out", "{new}"]}
+    bases[("demo",)] = ["demo", "--out", "{new}"]
+    mains = {"python -m transformer_np": (build_parser, main), **_entry_points()}
+    failures = []
+    before = _snapshot(root)
+    for prog, (build, main_fn) in mains.items():
+        for sub, flag, action in _typed_flags(build()):
+            base = bases.get(tuple(sub), sub)
+            for text in ("nan", "inf", "-inf"):
+                # --flag=-inf: as two words argparse would take '-inf' for an unknown option
+                given = [flag, *[text] * action.nargs] if isinstance(action.nargs, int) else [f"{flag}={text}"]
+                code, out, err = _run_main(main_fn, _argv(base + given, root), capsys)
+                if code != 2 or err.count("\n") != 1 or "Traceback" in err or out:
+                    failures.append(f"{prog} {' '.join(sub)} {flag} {text}: exit {code}, {err.strip()[:200]!r}")
+    assert failures == []
+    assert _snapshot(root) == before

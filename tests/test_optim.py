@@ -355,7 +355,7 @@ def test_scheduler_writes_lr_read_by_optimizer():
 
 def test_validation_errors():
     p = nn.Parameter(np.zeros(2))
-    with pytest.raises(ValueError, match="invalid lr"):
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
         SGD([p], lr=-1)
     with pytest.raises(ValueError, match="Nesterov"):
         SGD([p], lr=0.1, nesterov=True)
@@ -378,6 +378,90 @@ def test_validation_errors():
         lr_scheduler.WarmupInverseSqrt(opt, d_model=8, warmup_steps=0)
     with pytest.raises(TypeError, match="Optimizer"):
         lr_scheduler.LambdaLR("opt", lambda e: 1.0)
+
+
+# Every hyperparameter of every optimizer and scheduler, at the edge values: (class name, argument, value).
+# The outcome (raise or accept) must be torch's, except that every non-finite value is refused here,
+# also where torch takes it (flagged in optimizer.check_hyperparameter): SGD takes lr=nan, everyone lr=inf.
+_NONFINITE = (math.nan, math.inf, -math.inf)
+_EDGES = _NONFINITE + (-1.0, 0.0, 0.5)
+HPARAM_CASES = (
+    [("SGD", a, v) for a in ("lr", "momentum", "weight_decay") for v in _EDGES]
+    + [(o, a, v) for o in ("Adam", "AdamW") for a in ("lr", "eps", "weight_decay") for v in _EDGES]
+    + [(o, f"betas[{i}]", v) for o in ("Adam", "AdamW") for i in (0, 1) for v in _EDGES + (1.0,)]
+    + [("StepLR", "gamma", v) for v in _NONFINITE + (0.0, 0.5)]
+)
+
+
+def _build(lib, cls_name, arg, value):
+    """The optimizer (or a scheduler over SGD) of `lib` with `arg` set to `value`."""
+    p = [torch.nn.Parameter(torch.zeros(2))] if lib is torch else [nn.Parameter(np.zeros(2))]
+    optim = torch.optim if lib is torch else mt.optim
+    if cls_name == "StepLR":
+        return optim.lr_scheduler.StepLR(optim.SGD(p, lr=0.1), step_size=2, gamma=value)
+    kw = {"lr": 0.1}
+    if arg.startswith("betas"):
+        betas = [0.9, 0.999]
+        betas[int(arg[6])] = value
+        kw["betas"] = tuple(betas)
+    else:
+        kw[arg] = value
+    return getattr(optim, cls_name)(p, **kw)
+
+
+@pytest.mark.parametrize("cls_name,arg,value", HPARAM_CASES)
+def test_hyperparameter_checks_follow_torch(cls_name, arg, value):
+    try:
+        _build(torch, cls_name, arg, value)
+        torch_error = None
+    except ValueError as e:
+        torch_error = str(e)
+    if torch_error is None and math.isfinite(value):
+        _build(mt, cls_name, arg, value)  # torch accepts it: so do we
+        return
+    with pytest.raises(ValueError) as info:
+        _build(mt, cls_name, arg, value)
+    if torch_error is not None:  # torch's wording, after our "Adam: " prefix
+        assert torch_error in str(info.value)
+    else:
+        assert f"{value} (expected a finite number" in str(info.value)
+
+
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam", "AdamW"])
+def test_hyperparameters_are_checked_in_every_group_and_at_every_step(opt_name):
+    """A group's own value, a loaded state_dict and a hand edit of group['lr'] are checked too."""
+    cls = {"SGD": SGD, "Adam": Adam, "AdamW": AdamW}[opt_name]
+    a, b = nn.Parameter(np.zeros(2)), nn.Parameter(np.zeros(2))
+    with pytest.raises(ValueError, match="Invalid learning rate: nan"):
+        cls([{"params": [a]}, {"params": [b], "lr": math.nan}], lr=0.1)
+    opt = cls([a], lr=0.1)
+    with pytest.raises(ValueError, match="Invalid weight_decay value: inf"):
+        opt.add_param_group({"params": [b], "weight_decay": math.inf})
+    state = opt.state_dict()
+    state["param_groups"][0]["lr"] = math.inf
+    with pytest.raises(ValueError, match="Invalid learning rate: inf"):
+        opt.load_state_dict(state)
+    assert opt.param_groups[0]["lr"] == 0.1  # a refused state changes nothing
+    a.grad = mt.tensor(np.ones(2))
+    opt.param_groups[0]["lr"] = math.nan
+    with pytest.raises(ValueError, match="Invalid learning rate: nan"):
+        opt.step()
+    assert np.array_equal(a.data, np.zeros(2))  # no parameter was touched
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0])
+def test_a_schedule_giving_a_bad_lr_is_refused(bad):
+    """torch writes whatever a LambdaLR returns; here the step that would write it raises, naming it."""
+    p = nn.Parameter(np.zeros(2))
+    opt = SGD([p], lr=0.1)
+    sched = lr_scheduler.LambdaLR(opt, lambda e: bad if e == 2 else 1.0)
+    sched.step()
+    with pytest.raises(ValueError, match=f"lr={0.1 * bad} for param group 0 at last_epoch=2"):
+        sched.step()
+    assert sched.last_epoch == 1 and opt.param_groups[0]["lr"] == 0.1
+    for factor in (math.nan, math.inf, 0.0, -1.0):
+        with pytest.raises(ValueError, match="Invalid factor value"):
+            lr_scheduler.WarmupInverseSqrt(opt, d_model=8, warmup_steps=4, factor=factor)
 
 
 def _live_tensors() -> int:

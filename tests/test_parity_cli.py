@@ -79,7 +79,7 @@ def _exit_code(argv) -> int:
         (["summary", "--config", "copy", "--dtype", "int64"], "argument --dtype: invalid choice: 'int64'"),
         (["report", "--steps", "-1", "--device", "cpu"], "argument --steps: expected an integer >= 0, got -1"),
         (["report", "--batch-size", "0"], "argument --batch-size: expected an integer >= 1, got 0"),
-        (["report", "--dropout", "1.5"], "argument --dropout: expected a number in [0, 1), got 1.5"),
+        (["report", "--dropout", "1.5"], "argument --dropout: expected a finite number in [0, 1), got 1.5"),
         (["report", "--trajectory", "sideways"], "argument --trajectory: invalid choice: 'sideways'"),
         (["report", "--activation", "tanh"], "argument --activation: invalid choice: 'tanh'"),
         (["report", "--positional", "rope"], "argument --positional: invalid choice: 'rope'"),
@@ -168,3 +168,67 @@ def test_summary_names_the_keys_of_a_mismatched_checkpoint(checkpoint_dir, tmp_p
     mt.save(state, str(tmp_path / "checkpoint.npz"))
     assert main(["summary", "--checkpoint", str(tmp_path), "--device", "cpu"]) == 2
     assert "encoder.layers.0.norm2.bias" in capsys.readouterr().err
+
+
+# ---- Ctrl-C (issue 18, item 14): one line, exit 130, no report file, as `transformer_np train` ---------
+def interrupt_after_ready(cmd, ready: str, out_dir, wait_s: float = 1.0):
+    """Start `cmd`, wait for a line starting with `ready` on its stdout, let it work `wait_s` more, send
+    SIGINT; returns (exit code, stderr). The run must still be working then (asserted: no exit yet)."""
+    import signal
+    import time
+
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in p.stdout:
+            if line.startswith(ready):
+                break
+        time.sleep(wait_s)
+        assert p.poll() is None, "the command ended before it could be interrupted"
+        p.send_signal(signal.SIGINT)
+        _out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert not os.path.exists(out_dir) or os.listdir(out_dir) == [], os.listdir(out_dir)
+    return p.returncode, err
+
+
+# main() in a child process after its imports (a SIGINT during `import torch` lands before main); the
+# 'ready' line marks that point. The report and summary take 40-90 s here, so 1 s in is mid-work.
+_READY = "import sys, parity.__main__ as m; print('ready', flush=True); sys.exit(m.main(sys.argv[1:]))"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "--config", "copy-reverse", "--device", "cpu"],
+        ["summary", "--config", "copy-reverse", "--device", "cpu"],
+    ],
+    ids=["report", "summary"],
+)
+def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(tmp_path, argv):
+    out = tmp_path / "out"
+    code, err = interrupt_after_ready([sys.executable, "-c", _READY, *argv, "--out", str(out)], "ready", out)
+    assert code == 130, err
+    assert err == f"python -m parity {argv[0]}: interrupted\n"
+
+
+def test_report_files_are_written_whole_when_ctrl_c_comes_while_writing(tmp_path, monkeypatch):
+    """A SIGINT between the JSON and the Markdown waits for the Markdown: both files, then KeyboardInterrupt."""
+    import signal
+
+    from parity import render
+
+    class FakeReport:
+        meta = {"config": "copy", "dtype": "float64", "device": "cpu"}
+
+        def to_dict(self):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the JSON is being written
+            return {"rows": []}
+
+    monkeypatch.setattr(render, "markdown", lambda report: "# report\n")
+    with pytest.raises(KeyboardInterrupt):
+        render.write(FakeReport(), str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == ["parity_copy_float64_cpu.json", "parity_copy_float64_cpu.md"]
+    assert json.load(open(tmp_path / "parity_copy_float64_cpu.json")) == {"rows": []}

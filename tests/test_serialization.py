@@ -552,3 +552,114 @@ def test_any_nested_state_dict_round_trips(tmp_path, obj):
     path = tmp_path / "prop.npz"
     save(obj, path)
     _same_exactly(obj, load(path))
+
+
+# ---- files through a symlink (issue 18, item 9) -----------------------------------------------
+
+
+def _links_and_files(root):
+    """{relative path: 'link -> target' or 'file'} of everything under root: shows a leftover temporary."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            out[rel] = f"link -> {os.readlink(p)}" if os.path.islink(p) else ("dir" if os.path.isdir(p) else "file")
+    return out
+
+
+def test_save_through_a_symlink_updates_its_target_and_keeps_the_link(tmp_path):
+    (tmp_path / "store").mkdir()
+    target = tmp_path / "store" / "ckpt.npz"
+    save({"a": np.ones(2)}, target)
+    os.chmod(target, 0o640)
+    link = tmp_path / "last.npz"
+    link.symlink_to(os.path.join("store", "ckpt.npz"))  # a relative link, as `ln -s` makes
+    save({"a": np.zeros(3)}, link)
+    assert _links_and_files(tmp_path) == {
+        "store": "dir",
+        "store/ckpt.npz": "file",
+        "last.npz": "link -> store/ckpt.npz",
+    }
+    np.testing.assert_array_equal(load(target)["a"], np.zeros(3))
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640  # the target's permissions, as open() keeps them
+
+
+def test_save_through_a_chain_of_symlinks(tmp_path):
+    for d in ("a", "b", "c"):
+        (tmp_path / d).mkdir()
+    save({"x": np.ones(1)}, tmp_path / "c" / "real.npz")
+    (tmp_path / "b" / "mid").symlink_to(tmp_path / "c" / "real.npz")
+    (tmp_path / "a" / "top").symlink_to(os.path.join("..", "b", "mid"))
+    save({"x": np.full(1, 7.0)}, tmp_path / "a" / "top")
+    assert _links_and_files(tmp_path) == {
+        "a": "dir",
+        "b": "dir",
+        "c": "dir",
+        "a/top": "link -> ../b/mid",
+        "b/mid": f"link -> {tmp_path / 'c' / 'real.npz'}",
+        "c/real.npz": "file",
+    }
+    np.testing.assert_array_equal(load(tmp_path / "a" / "top")["x"], [7.0])
+
+
+def test_save_through_a_dangling_symlink_creates_its_target(tmp_path):
+    """As `open(link, 'w')` does: the link is kept and the file it names is created."""
+    link = tmp_path / "ckpt.npz"
+    link.symlink_to("made.npz")
+    save({"a": np.ones(2)}, link)
+    assert _links_and_files(tmp_path) == {"ckpt.npz": "link -> made.npz", "made.npz": "file"}
+    np.testing.assert_array_equal(load(tmp_path / "made.npz")["a"], np.ones(2))
+    # a dangling link into a missing folder fails as open() does, leaving nothing behind
+    (tmp_path / "far").symlink_to(os.path.join("nowhere", "x.npz"))
+    with pytest.raises(FileNotFoundError):
+        save({"a": np.ones(2)}, tmp_path / "far")
+    assert sorted(_links_and_files(tmp_path)) == ["ckpt.npz", "far", "made.npz"]
+
+
+def test_save_through_a_symlink_loop_raises_as_open_does(tmp_path):
+    (tmp_path / "x").symlink_to("y")
+    (tmp_path / "y").symlink_to("x")
+    with pytest.raises(OSError) as info:
+        open(tmp_path / "x", "wb")
+    with pytest.raises(OSError) as ours:
+        save({"a": np.ones(1)}, tmp_path / "x")
+    assert ours.value.errno == info.value.errno
+    assert sorted(_links_and_files(tmp_path)) == ["x", "y"]
+
+
+def test_a_failed_save_through_a_symlink_leaves_the_old_file(tmp_path, monkeypatch):
+    """The write is atomic through a link too: an error halfway leaves the old contents and no temporary."""
+    target = tmp_path / "real.npz"
+    save({"a": np.ones(2), "b": np.ones(2)}, target)
+    link = tmp_path / "link.npz"
+    link.symlink_to("real.npz")
+    calls = []
+    write_array = np.lib.format.write_array
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # a Ctrl-C between two members
+        return write_array(*args, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "write_array", failing)
+    with pytest.raises(KeyboardInterrupt):
+        save({"a": np.zeros(2), "b": np.zeros(2)}, link)
+    monkeypatch.undo()
+    assert _links_and_files(tmp_path) == {"real.npz": "file", "link.npz": "link -> real.npz"}
+    np.testing.assert_array_equal(load(link)["a"], np.ones(2))
+
+
+def test_atomic_write_text_through_a_symlink(tmp_path):
+    from minitensor.serialization import atomic_write
+
+    (tmp_path / "notes.txt").write_text("old\n")
+    (tmp_path / "link.txt").symlink_to("notes.txt")
+    with atomic_write(tmp_path / "link.txt", encoding="utf-8") as f:
+        f.write("new ü\n")
+    assert (tmp_path / "notes.txt").read_text(encoding="utf-8") == "new ü\n"
+    assert _links_and_files(tmp_path) == {"notes.txt": "file", "link.txt": "link -> notes.txt"}
+    with pytest.raises(ValueError, match="mode must be 'w' or 'wb'"):
+        with atomic_write(tmp_path / "x", "a"):
+            pass

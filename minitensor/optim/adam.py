@@ -20,22 +20,9 @@ import math
 
 import numpy as np
 
-from .optimizer import Optimizer, in_blocks
+from .optimizer import Optimizer, check_hyperparameter, in_blocks
 
 __all__ = ["Adam", "AdamW"]
-
-
-def _check_hparams(name, lr, betas, eps, weight_decay):
-    for n, v in (("lr", lr), ("eps", eps), ("weight_decay", weight_decay)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise TypeError(f"{name}: {n} must be a number, got {type(v).__name__}")
-        if v < 0:
-            raise ValueError(f"{name}: invalid {n} {v} (expected >= 0)")
-    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-        raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
-    for i, b in enumerate(betas):
-        if not 0.0 <= b < 1.0:
-            raise ValueError(f"{name}: invalid beta at index {i}: {b} (expected 0 <= beta < 1)")
 
 
 class Adam(Optimizer):
@@ -53,11 +40,21 @@ class Adam(Optimizer):
         amsgrad: bool = False,
         maximize: bool = False,
     ):
-        _check_hparams(type(self).__name__, lr, betas, eps, weight_decay)
-        super().__init__(
-            params,
-            dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize),
-        )
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
+        self.check_hyperparameters(defaults)  # before the parameters are looked at, as torch does
+        defaults["betas"] = tuple(betas)
+        super().__init__(params, defaults)
+
+    def check_hyperparameters(self, group) -> None:
+        name = type(self).__name__
+        check_hyperparameter(name, "Invalid learning rate", group["lr"])
+        check_hyperparameter(name, "Invalid epsilon value", group["eps"])
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r}")
+        for i, b in enumerate(betas):
+            check_hyperparameter(name, f"Invalid beta parameter at index {i}", b, high=1.0)
+        check_hyperparameter(name, "Invalid weight_decay value", group["weight_decay"])
 
     def update_parameter(self, p, group: dict) -> None:
         state = self.state_for(p)

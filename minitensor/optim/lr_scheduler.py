@@ -10,9 +10,10 @@ build the optimizer and the scheduler as for a fresh run, then load both state d
 
 from __future__ import annotations
 
+import math
 import numbers
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_hyperparameter
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "WarmupInverseSqrt"]
 
@@ -54,7 +55,17 @@ class LRScheduler:
 
     def step(self) -> None:
         self.last_epoch += 1
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr()):
+        lrs = self.get_lr()
+        for i, lr in enumerate(lrs):
+            # Deviation, flagged: torch writes whatever the schedule gives (a LambdaLR returning NaN
+            # turns every parameter into NaN at the next step). Refuse it here, naming the step.
+            if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or lr < 0:
+                self.last_epoch -= 1  # nothing changed: the scheduler stays where it was
+                raise ValueError(
+                    f"{type(self).__name__}: the schedule gave lr={lr!r} for param group {i} at "
+                    f"last_epoch={self.last_epoch + 1} (expected a finite number >= 0)"
+                )
+        for group, lr in zip(self.optimizer.param_groups, lrs):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
@@ -125,8 +136,8 @@ class StepLR(LRScheduler):
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
         if isinstance(step_size, bool) or not isinstance(step_size, int) or step_size <= 0:
             raise ValueError(f"StepLR: step_size must be a positive int, got {step_size!r}")
-        if isinstance(gamma, bool) or not isinstance(gamma, numbers.Real):
-            raise TypeError(f"StepLR: gamma must be a number, got {type(gamma).__name__}")
+        # torch takes any gamma, NaN and infinity included; here a finite gamma >= 0 (flagged).
+        check_hyperparameter("StepLR", "Invalid gamma value", gamma)
         self.step_size = step_size
         self.gamma = float(gamma)
         super().__init__(optimizer, last_epoch)
@@ -160,8 +171,9 @@ class WarmupInverseSqrt(LRScheduler):
         for name, v in (("d_model", d_model), ("warmup_steps", warmup_steps)):
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise ValueError(f"WarmupInverseSqrt: {name} must be a positive int, got {v!r}")
-        if isinstance(factor, bool) or not isinstance(factor, numbers.Real) or factor <= 0:
-            raise ValueError(f"WarmupInverseSqrt: factor must be a positive number, got {factor!r}")
+        check_hyperparameter("WarmupInverseSqrt", "Invalid factor value", factor)
+        if factor == 0:
+            raise ValueError("WarmupInverseSqrt: Invalid factor value: 0 (expected a finite number > 0)")
         self.d_model = d_model
         self.warmup_steps = warmup_steps
         self.factor = float(factor)

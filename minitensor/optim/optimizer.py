@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
+import numbers
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -25,7 +27,23 @@ from ..nn.utils import zero_grad_
 from ..pool import update_pool
 from ..tensor import Tensor
 
-__all__ = ["Optimizer", "required"]
+__all__ = ["Optimizer", "required", "check_hyperparameter"]
+
+
+def check_hyperparameter(owner: str, message: str, value, *, low: float = 0.0, high: float | None = None) -> None:
+    """Refuse a hyperparameter that is not a real number in [low, high) (high=None: [low, inf)).
+
+    `message` is torch's wording ("Invalid learning rate"), so the error reads as torch's:
+    "Adam: Invalid learning rate: nan (expected a finite number >= 0)".
+    Deviation from torch, flagged: torch compares `lr < 0` (SGD) or `not 0 <= lr` (Adam), so SGD takes
+    a NaN and both take infinity; either gives NaN or infinite parameters from the first step on
+    (lr=inf: w - inf*g; eps=inf: every update is 0, a run that silently never learns). Here every
+    hyperparameter must be finite."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{owner}: {message.removeprefix('Invalid ')} must be a number, got {type(value).__name__}")
+    bounds = f"{low} <= x < {high}" if high is not None else f">= {low}"
+    if not math.isfinite(value) or value < low or (high is not None and value >= high):
+        raise ValueError(f"{owner}: {message}: {value} (expected a finite number {bounds})")
 
 
 BLOCK_NUMEL = 1 << 15  # 128 KiB of float32: the five arrays of an Adam block fit in L2 together
@@ -152,8 +170,14 @@ class Optimizer:
                     f"{name}: parameter group didn't specify a value of required optimization parameter {k!r}"
                 )
             group.setdefault(k, v)
+        self.check_hyperparameters(group)  # a group's own values too, not only the constructor's
         group["params"] = params
         self.param_groups.append(group)
+
+    def check_hyperparameters(self, group: Mapping) -> None:
+        """Raise if a group's hyperparameters are out of range (each optimizer's rule; check_hyperparameter).
+        Run by the constructor, add_param_group, load_state_dict and every step(): a scheduler or a
+        hand edit of group['lr'] that writes NaN is caught before it reaches a parameter."""
 
     def state_for(self, p) -> dict:
         """The state dict of parameter `p` (created empty on first use)."""
@@ -174,7 +198,8 @@ class Optimizer:
             with enable_grad():
                 loss = closure()
         groups = [(group, [p for p in group["params"] if p.grad is not None]) for group in self.param_groups]
-        for _, params in groups:
+        for group, params in groups:
+            self.check_hyperparameters(group)
             self._check_grads(params)
         for group, params in groups:
             update_pool.run(functools.partial(self.update_parameter, group=group), params)
@@ -261,6 +286,8 @@ class Optimizer:
                 else:
                     entry[k] = copy.deepcopy(v)
             new_state[id(p)] = entry
+        for s in saved_groups:  # before anything changes: a bad state leaves the optimizer as it was
+            self.check_hyperparameters({**self.defaults, **{k: v for k, v in s.items() if k != "params"}})
         self.state = _ParamState(new_state)
         for g, s in zip(self.param_groups, saved_groups):
             for k, v in s.items():

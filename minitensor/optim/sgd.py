@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .optimizer import Optimizer
+from .optimizer import Optimizer, check_hyperparameter
 
 __all__ = ["SGD"]
 
@@ -31,24 +31,25 @@ class SGD(Optimizer):
         nesterov: bool = False,
         maximize: bool = False,
     ):
-        for name, v in (("lr", lr), ("momentum", momentum), ("dampening", dampening), ("weight_decay", weight_decay)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise TypeError(f"SGD: {name} must be a number, got {type(v).__name__}")
-            if v < 0:
-                raise ValueError(f"SGD: invalid {name} {v} (expected >= 0)")
-        if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("SGD: Nesterov momentum requires a momentum > 0 and zero dampening")
-        super().__init__(
-            params,
-            dict(
-                lr=lr,
-                momentum=momentum,
-                dampening=dampening,
-                weight_decay=weight_decay,
-                nesterov=nesterov,
-                maximize=maximize,
-            ),
+        defaults = dict(
+            lr=lr,
+            momentum=momentum,
+            dampening=dampening,
+            weight_decay=weight_decay,
+            nesterov=nesterov,
+            maximize=maximize,
         )
+        self.check_hyperparameters(defaults)  # before the parameters are looked at, as torch does
+        super().__init__(params, defaults)
+
+    def check_hyperparameters(self, group) -> None:
+        check_hyperparameter("SGD", "Invalid learning rate", group["lr"])
+        check_hyperparameter("SGD", "Invalid momentum value", group["momentum"])
+        # torch does not check dampening; a negative one would scale the gradient by more than 1.
+        check_hyperparameter("SGD", "Invalid dampening value", group["dampening"])
+        check_hyperparameter("SGD", "Invalid weight_decay value", group["weight_decay"])
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("SGD: Nesterov momentum requires a momentum > 0 and zero dampening")
 
     def update_parameter(self, p, group: dict) -> None:
         momentum, dampening = group["momentum"], group["dampening"]
