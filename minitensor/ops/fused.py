@@ -216,7 +216,7 @@ def _row_weights(weight, tv: np.ndarray, valid: np.ndarray):
     non-ignored rows, or the sum of their w_{t_n} (PyTorch's weighted mean)."""
     if weight is None:
         return None, valid.sum()
-    w_t = weight[tv]  # a fresh array: an in-place change of weight after the forward cannot reach the backward
+    w_t = weight[tv]
     return w_t, np.where(valid, w_t, 0).sum()
 
 
@@ -269,13 +269,13 @@ class CrossEntropy(Function):
         out, scale = _reduce(losses, reduction, target.shape, denominator)
         ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale, ctx.w_t = logp, tv, valid, e, scale, w_t
         ctx.reduction = reduction
-        ctx.save_for_backward(x)
+        ctx.save_for_backward(x, *(() if weight is None else (weight,)))  # weight: its version is checked, as torch
         return out
 
     @staticmethod
     def backward(ctx, g):
         xp, tv, e, w_t = ctx.xp, ctx.tv, ctx.e, ctx.w_t
-        (x,) = ctx.saved_arrays
+        x = ctx.saved_arrays[0]
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
         grad = xp.exp(logp)  # softmax p, (R, C)
@@ -353,6 +353,7 @@ class NLLLoss(Function):
         out, scale = _reduce(losses, reduction, target.shape, denominator)
         ctx.tv, ctx.valid, ctx.scale, ctx.reduction, ctx.w_t = tv, valid, scale, reduction, w_t
         ctx.shape, ctx.rows = x.shape, x2.shape
+        ctx.save_for_backward(*(() if weight is None else (weight,)))  # read through w_t; saved for its version
         return out
 
     @staticmethod
