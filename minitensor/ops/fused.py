@@ -331,8 +331,8 @@ class CrossEntropyProbs(Function):
         if need_x:
             s = xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
             gx = _unrows(xp, (xp.exp(logp) * s - wq) * per_row, x.shape)
-        if need_t:  # d(w q)/dP = (1 - e) w
-            dq = -logp * per_row if weight is None else -logp * weight * per_row
+        if need_t:  # d(w q)/dP = (1 - e) w; a class of weight 0 has no say, even where log p = -inf
+            dq = (-logp if weight is None else -_times_log(xp, weight, logp)) * per_row
             gt = _unrows(xp, dq * (1 - e) if e else dq, target.shape)
         if need_w:  # 0 log 0 = 0 here too, as in the forward
             gw = xp.sum(-_times_log(xp, q, logp) * per_row, axis=0)
