@@ -411,6 +411,22 @@ REFUSED_LOSSES = [
         ValueError,
         r"nll_loss: input of shape \(4, 4\) expects class indices \(an",
     ),
+    (
+        lambda: F.cross_entropy(_x(2, 3), np.full((2, 3), 0.5)),
+        TypeError,
+        "class probabilities must be a Tensor, got nd",
+    ),
+    (
+        lambda: F.cross_entropy(_x(), mt.tensor(0)),
+        ValueError,
+        r"cross_entropy: input must have a class dim, .* got shape",
+    ),
+    (lambda: F.nll_loss(_x(), mt.tensor(0)), ValueError, r"nll_loss: input must have a class dim"),
+    (
+        lambda: F.nll_loss(np.zeros((2, 3)), mt.tensor([0, 1])),
+        TypeError,
+        "nll_loss: input must be a Tensor, got ndarray",
+    ),
 ]
 
 

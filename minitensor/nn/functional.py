@@ -169,6 +169,14 @@ def _constant_weight(op: str, weight, input: Tensor) -> tuple:
     return (weight,)
 
 
+def _check_class_input(op: str, input) -> None:
+    """The input of a class loss: a Tensor with a class dim, (C,), (N, C) or (N, C, d1, ...)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have a class dim, shape (C,), (N, C) or (N, C, d1, ...), got shape ()")
+
+
 def _check_reduction(op: str, reduction: str) -> None:
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
@@ -186,6 +194,7 @@ def cross_entropy(
     indices (integers, the input's shape without C) or class probabilities (floats, the input's shape), with
     PyTorch's per-class `weight`, `ignore_index` (indices only) and `label_smoothing`."""
     _check_reduction("cross_entropy", reduction)
+    _check_class_input("cross_entropy", input)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     if input.dtype.kind != "f":
@@ -208,7 +217,8 @@ def cross_entropy(
 def _cross_entropy_probs(input: Tensor, target, weight, ignore_index: int, reduction: str, label_smoothing: float):
     """cross_entropy against class probabilities: the target and the weight are differentiated, as in PyTorch
     (its composite for probabilities records them); mixed dtypes promote as the elementwise ops do."""
-    target = target if isinstance(target, Tensor) else Tensor.wrap(np.asarray(target))
+    if not isinstance(target, Tensor):  # as torch: an array's dtype would promote the loss unseen
+        raise TypeError(f"cross_entropy: class probabilities must be a Tensor, got {type(target).__name__}")
     if target.dtype.kind != "f":
         raise TypeError(
             f"cross_entropy: a target of the input's shape {input.shape} holds class probabilities and must be "
@@ -234,6 +244,7 @@ def _cross_entropy_probs(input: Tensor, target, weight, ignore_index: int, reduc
 def nll_loss(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
     """torch.nn.functional.nll_loss: -w_{t_n} input[n, t_n], from log-probabilities (one fused node)."""
     _check_reduction("nll_loss", reduction)
+    _check_class_input("nll_loss", input)
     t = _check_target(input.shape, target, "nll_loss")
     weights = _constant_weight("nll_loss", weight, input)
     loss = ops.NLLLoss.apply(input, Tensor.wrap(t), *weights, ignore_index=ignore_index, reduction=reduction)
