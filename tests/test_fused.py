@@ -477,3 +477,13 @@ def test_mixed_dtypes_of_probabilities_promote_as_in_torch():
     p64 = mt.tensor(np.full((4, 4), 0.25))
     assert F.cross_entropy(x32, p64).dtype == np.float64
     assert F.cross_entropy(x32, p64.float(), mt.ones(4, dtype=mt.int64)).dtype == np.float32
+
+
+@pytest.mark.parametrize("module", ["CrossEntropyLoss", "NLLLoss"])
+def test_loss_modules_keep_weight_as_a_buffer_as_in_torch(module):
+    torch = pytest.importorskip("torch")
+    w = np.array([0.5, 1.0, 2.0])
+    ours, ref = getattr(mt.nn, module)(weight=mt.tensor(w)), getattr(torch.nn, module)(weight=torch.tensor(w))
+    assert list(ours.state_dict()) == list(ref.state_dict()) == ["weight"]
+    assert list(ours.parameters()) == [] and np.array_equal(np.asarray(ours.state_dict()["weight"]), w)
+    assert list(getattr(mt.nn, module)().state_dict()) == list(getattr(torch.nn, module)().state_dict()) == []
