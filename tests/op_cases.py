@@ -1097,5 +1097,75 @@ CASES += [
     C("cat_legacy_empty", lambda t, x, y: t.cat([x, y], dim=1), [(0,), (3, 2)]),
 ]
 
+# -------- per-class weight= on cross_entropy / nll_loss, and cross_entropy with class-probability targets.
+# Class indices: weight is a constant of the input's dtype (torch does not differentiate it), and 'mean' divides
+# by the sum of w[target] over the rows not ignored. Probabilities (a float target of the input's shape, here
+# unnormalised, as torch allows): the target and the weight are differentiated, and 'mean' divides by the rows.
+W4 = Arg((4,), "pos", grad=False)  # one weight per class of a (., 4, ...) input, in [0.5, 2)
+PROBS = np.array([[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1], [0.0, 0.0, 1.0, 0.0], [0.25] * 4, [0.5, 0.0, 0.0, 0.5]])
+
+
+def _ce(t, x, y, *w, **k):
+    return t.F.cross_entropy(x, y, *w, **k)
+
+
+def _nll(t, x, y, *w, **k):
+    return t.F.nll_loss(x, y, *w, **k)
+
+
+CASES += [
+    C("F.cross_entropy_weight", _ce, [(5, 4), Const(TARGET_IGN), W4]),
+    C("F.cross_entropy_weight_sum", _ce, [(5, 4), Const(TARGET_IGN), W4], dict(reduction="sum")),
+    C("F.cross_entropy_weight_none", _ce, [(5, 4), Const(TARGET_IGN), W4], dict(reduction="none")),
+    C("F.cross_entropy_weight_ignore1", _ce, [(5, 4), Const(TARGET_IGN1), W4], dict(ignore_index=1)),
+    C("F.cross_entropy_weight_smooth", _ce, [(5, 4), Const(TARGET_IGN), W4], dict(label_smoothing=0.2)),
+    C(
+        "F.cross_entropy_weight_smooth_none",
+        _ce,
+        [(5, 4), Const(TARGET_IGN), W4],
+        dict(label_smoothing=0.2, reduction="none"),
+    ),
+    C("F.cross_entropy_weight_smooth_all", _ce, [(5, 4), Const(TARGET), W4], dict(label_smoothing=1.0)),
+    C("F.cross_entropy_weight_NCd_smooth", _ce, [(3, 4, 5), Const(TARGET_ND), W4], dict(label_smoothing=0.1)),
+    C("F.cross_entropy_weight_NCd_none", _ce, [(3, 4, 5), Const(TARGET_ND), W4], dict(reduction="none")),
+    C("F.cross_entropy_weight_1d", _ce, [(4,), Const(np.array(2)), W4], dict(label_smoothing=0.1)),
+    C("F.cross_entropy_probs", _ce, [(5, 4), Const(PROBS, grad=True)]),
+    C("F.cross_entropy_probs_unnormalised", _ce, [(5, 4), Pos(5, 4)], dict(reduction="sum")),
+    C("F.cross_entropy_probs_none", _ce, [(5, 4), Pos(5, 4)], dict(reduction="none")),
+    C("F.cross_entropy_probs_smooth", _ce, [(5, 4), Const(PROBS, grad=True)], dict(label_smoothing=0.2)),
+    C("F.cross_entropy_probs_weight", _ce, [(5, 4), Pos(5, 4), Pos(4)]),
+    C("F.cross_entropy_probs_weight_sum", _ce, [(5, 4), Pos(5, 4), Pos(4)], dict(reduction="sum")),
+    C(
+        "F.cross_entropy_probs_weight_smooth_none",
+        _ce,
+        [(5, 4), Pos(5, 4), Pos(4)],
+        dict(label_smoothing=0.3, reduction="none"),
+    ),
+    C("F.cross_entropy_probs_NCd_weight_smooth", _ce, [(3, 4, 5), Pos(3, 4, 5), Pos(4)], dict(label_smoothing=0.1)),
+    C("F.cross_entropy_probs_NCd_none", _ce, [(3, 4, 5), Pos(3, 4, 5)], dict(reduction="none")),
+    C("F.cross_entropy_probs_1d_weight", _ce, [(4,), Pos(4), Pos(4)], dict(reduction="none")),
+    C("F.cross_entropy_probs_ignore_negative", _ce, [(5, 4), Pos(5, 4)], dict(ignore_index=-1)),
+    C("F.nll_loss_weight", _nll, [(5, 4), Const(TARGET_IGN), W4]),
+    C("F.nll_loss_weight_sum", _nll, [(5, 4), Const(TARGET_IGN), W4], dict(reduction="sum")),
+    C("F.nll_loss_weight_none_ignore1", _nll, [(5, 4), Const(TARGET_IGN1), W4], dict(reduction="none", ignore_index=1)),
+    C("F.nll_loss_weight_NCd", _nll, [(3, 4, 5), Const(TARGET_ND), W4]),
+    C("F.nll_loss_weight_1d", _nll, [(4,), Const(np.array(1)), W4], dict(reduction="none")),
+    C(
+        "nn.CrossEntropyLoss_weight",
+        lambda t, x, y, w: t.nn.CrossEntropyLoss(weight=w, ignore_index=1, label_smoothing=0.1)(x, y),
+        [(5, 4), Const(TARGET_IGN1), W4],
+    ),
+    C(
+        "nn.CrossEntropyLoss_probs_weight",
+        lambda t, x, y, w: t.nn.CrossEntropyLoss(weight=w)(x, y),
+        [(5, 4), Pos(5, 4), Pos(4)],
+    ),
+    C(
+        "nn.NLLLoss_weight",
+        lambda t, x, y, w: t.nn.NLLLoss(weight=w, reduction="sum")(x, y),
+        [(5, 4), Const(TARGET_IGN), W4],
+    ),
+]
+
 _names = [c.name for c in CASES]
 assert len(_names) == len(set(_names)), "duplicate case names in the op table"

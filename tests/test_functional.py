@@ -4,7 +4,8 @@ Each test calls the same function on both libraries with the same seeded arrays 
 never all ones) and compares every returned tensor, in the same structure (a Tensor where the
 inputs were a Tensor, a tuple where they were a tuple), to OP_RTOL (the MLP) or PARITY_RTOL (the
 whole Transformer). Also: create_graph (a result differentiated once more), strict mode and the
-argument errors, with PyTorch's behaviour.
+argument errors, with PyTorch's behaviour; and Hessians through cross_entropy / nll_loss with weight= and
+class-probability targets.
 """
 
 from __future__ import annotations
@@ -114,6 +115,38 @@ def test_jacobian_and_hessian_equal_torch_on_tuple_inputs(mlp):
     (ours_in, ref_in) = mlp["inputs"]
     _assert_same(MF.jacobian(mlp["vec"][0], ours_in), TF.jacobian(mlp["vec"][1], ref_in), RTOL, "jacobian")
     _assert_same(MF.hessian(mlp["scalar"][0], ours_in), TF.hessian(mlp["scalar"][1], ref_in), RTOL, "hessian")
+
+
+# The class losses' new forms (weight=, class-probability targets): Hessians of a loss of an MLP's logits, which
+# differentiate the hand-derived backwards of ops.CrossEntropy / CrossEntropyProbs / NLLLoss once more.
+TARGETS = np.array([0, 1, -100])  # (3,) class indices of the (3, 2) logits, one ignored
+
+
+def _class_loss(lib, F, form):
+    w = lib.tensor(np.array([0.7, 1.6]))
+
+    def loss(x, w1, b1, gamma, beta, w2, *p):
+        z = _mlp(lib, F)(x, w1, b1, gamma, beta, w2)  # (3, 2)
+        if form == "weight":
+            return F.cross_entropy(z, lib.tensor(TARGETS), w, label_smoothing=0.2)
+        if form == "nll weight":
+            return F.nll_loss(F.log_softmax(z, dim=-1), lib.tensor(TARGETS), w, reduction="sum")
+        return F.cross_entropy(z, p[0], p[1], label_smoothing=0.1)  # probabilities, weight: both differentiated
+
+    return loss
+
+
+@pytest.mark.parametrize("form", ["weight", "nll weight", "probabilities"])
+def test_hvp_and_hessian_of_the_class_losses_equal_torch(mlp, rng, form):
+    (ours_in, ref_in), (v_ours, v_ref) = mlp["inputs"], mlp["v_in"]
+    if form == "probabilities":
+        extra = [rng.uniform(0.0, 1.0, (3, 2)), rng.uniform(0.5, 2.0, 2)]  # target, weight
+        more, more_v = _sides(extra), _sides(_arrays(rng, [(3, 2), (2,)]))
+        ours_in, ref_in, v_ours, v_ref = ours_in + more[0], ref_in + more[1], v_ours + more_v[0], v_ref + more_v[1]
+    f, g = _class_loss(mt, mF, form), _class_loss(torch, tF, form)
+    _assert_same(MF.hvp(f, ours_in, v_ours), TF.hvp(g, ref_in, v_ref), RTOL, f"hvp {form}")
+    last_two = (lambda *a: f(*ours_in[:-2], *a), lambda *a: g(*ref_in[:-2], *a))  # a full Hessian of a few inputs
+    _assert_same(MF.hessian(last_two[0], ours_in[-2:]), TF.hessian(last_two[1], ref_in[-2:]), RTOL, f"hessian {form}")
 
 
 def _one_input(fs, inputs, k=1):

@@ -312,8 +312,12 @@ REFUSED = [
         ValueError,
         r"pos_weight must be a Tensor that broadcasts to \(2,\), got \(3,\)",
     ),
-    (lambda: mt.nn.CrossEntropyLoss(weight=mt.ones(3)), NotImplementedError, "CrossEntropyLoss: per-class weight"),
-    (lambda: mt.nn.NLLLoss(weight=mt.ones(3)), NotImplementedError, "NLLLoss: per-class weight"),
+    (
+        lambda: mt.nn.CrossEntropyLoss(weight=mt.ones(3))(mt.randn(2, 4), mt.tensor([0, 1])),
+        ValueError,
+        r"cross_entropy: weight must hold one entry per class, shape \(4,\), got shape \(3,\)",
+    ),
+    (lambda: mt.nn.NLLLoss(weight=[1.0, 2.0]), TypeError, "cannot assign list as buffer 'weight'"),
     (
         lambda: mt.nn.CrossEntropyLoss(reduction="avg")(mt.randn(2, 3), mt.tensor([0, 1])),
         ValueError,

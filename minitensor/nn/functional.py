@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .. import ops
+from ..autograd import is_grad_enabled
 from ..dtypes import result_type
 from ..random import generator
 from ..tensor import Tensor, log_softmax, softmax
@@ -130,14 +131,50 @@ def layer_norm(
 # ----------------------------------------------------------------------------- losses
 
 
-def _check_target(input_shape: tuple, target: Tensor, op: str) -> np.ndarray:
+def _check_target(input_shape: tuple, target, op: str, probabilities: bool = False) -> np.ndarray:
+    """Class indices: an integer target of the input's shape without the class dim. `probabilities`: the error
+    also names the other form cross_entropy takes, class probabilities of the input's shape."""
     t = target.data if isinstance(target, Tensor) else np.asarray(target)
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"{op}: target must hold integer class indices, got dtype {t.dtype}")
     expected = input_shape[:1] + input_shape[2:] if len(input_shape) > 1 else ()
-    if t.shape != expected:
-        raise ValueError(f"{op}: input of shape {input_shape} expects a target of shape {expected}, got {t.shape}")
-    return t
+    if t.dtype.kind in "iu" and t.shape == expected:
+        return t
+    forms = f"class indices (an integer target of shape {expected})"
+    if probabilities:
+        forms += f" or class probabilities (a floating target of the input's shape {input_shape})"
+    error = TypeError if t.shape == expected else ValueError
+    raise error(f"{op}: input of shape {input_shape} expects {forms}, got a {t.dtype} target of shape {t.shape}")
+
+
+def _check_weight(op: str, weight, C: int) -> None:
+    """weight: a Tensor of one rescaling factor per class, shape (C,)."""
+    if not isinstance(weight, Tensor):
+        raise TypeError(f"{op}: weight must be a Tensor of {C} per-class weights, got {type(weight).__name__}")
+    if weight.shape != (C,):
+        raise ValueError(f"{op}: weight must hold one entry per class, shape ({C},), got shape {weight.shape}")
+
+
+def _constant_weight(op: str, weight, input: Tensor) -> tuple:
+    """The weight of a class-index loss as an extra input of its node: () for none. PyTorch's rules: it has the
+    input's dtype, and it is not differentiated (torch refuses one that requires grad while grad mode is on)."""
+    if weight is None:
+        return ()
+    _check_weight(op, weight, input.shape[0 if input.ndim == 1 else 1])
+    if weight.dtype != input.dtype:
+        raise TypeError(f"{op}: weight must have the input's dtype {input.dtype}, got {weight.dtype}")
+    if weight.requires_grad and is_grad_enabled():
+        raise RuntimeError(
+            f"{op}: weight requires grad, but {op} with class-index targets is not differentiable with respect "
+            f"to weight (as in PyTorch); pass weight.detach()"
+        )
+    return (weight,)
+
+
+def _check_class_input(op: str, input) -> None:
+    """The input of a class loss: a Tensor with a class dim, (C,), (N, C) or (N, C, d1, ...)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: input must be a Tensor, got {type(input).__name__}")
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have a class dim, shape (C,), (N, C) or (N, C, d1, ...), got shape ()")
 
 
 def _check_reduction(op: str, reduction: str) -> None:
@@ -153,29 +190,65 @@ def _unbatched(loss: Tensor, input: Tensor, reduction: str) -> Tensor:
 def cross_entropy(
     input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0
 ) -> Tensor:
-    """torch.nn.functional.cross_entropy for class-index targets (one fused node)."""
-    if weight is not None:
-        raise NotImplementedError("cross_entropy: per-class weight is not supported")
+    """torch.nn.functional.cross_entropy (one fused node): logits (N, C), (C,) or (N, C, d1, ...) against class
+    indices (integers, the input's shape without C) or class probabilities (floats, the input's shape), with
+    PyTorch's per-class `weight`, `ignore_index` (indices only) and `label_smoothing`."""
     _check_reduction("cross_entropy", reduction)
+    _check_class_input("cross_entropy", input)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
     if input.dtype.kind != "f":
         raise TypeError(f"cross_entropy: input must be floating (logits), got {input.dtype}")
-    t = _check_target(input.shape, target, "cross_entropy")
+    if (target.shape if isinstance(target, Tensor) else np.shape(target)) == input.shape:  # PyTorch's rule
+        return _cross_entropy_probs(input, target, weight, ignore_index, reduction, label_smoothing)
+    t = _check_target(input.shape, target, "cross_entropy", probabilities=True)
+    weights = _constant_weight("cross_entropy", weight, input)
     loss = ops.CrossEntropy.apply(
-        input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction, label_smoothing=float(label_smoothing)
+        input,
+        Tensor.wrap(t),
+        *weights,
+        ignore_index=ignore_index,
+        reduction=reduction,
+        label_smoothing=float(label_smoothing),
+    )
+    return _unbatched(loss, input, reduction)
+
+
+def _cross_entropy_probs(input: Tensor, target, weight, ignore_index: int, reduction: str, label_smoothing: float):
+    """cross_entropy against class probabilities: the target and the weight are differentiated, as in PyTorch
+    (its composite for probabilities records them); mixed dtypes promote as the elementwise ops do."""
+    if not isinstance(target, Tensor):  # as torch: an array's dtype would promote the loss unseen
+        raise TypeError(f"cross_entropy: class probabilities must be a Tensor, got {type(target).__name__}")
+    if target.dtype.kind != "f":
+        raise TypeError(
+            f"cross_entropy: a target of the input's shape {input.shape} holds class probabilities and must be "
+            f"floating, got {target.dtype}"
+        )
+    if ignore_index >= 0:  # PyTorch: a negative ignore_index (the default -100) is accepted and has no effect
+        raise ValueError(
+            f"cross_entropy: ignore_index={ignore_index} is not supported with class-probability targets "
+            f"(a row is left out by giving it zero probabilities)"
+        )
+    if weight is not None:
+        _check_weight("cross_entropy", weight, input.shape[0 if input.ndim == 1 else 1])
+    tensors = (input, target) + (() if weight is None else (weight,))
+    dt = result_type(*tensors)
+    loss = ops.CrossEntropyProbs.apply(
+        *(t if t.dtype == dt else t.to(dt) for t in tensors),
+        reduction=reduction,
+        label_smoothing=float(label_smoothing),
     )
     return _unbatched(loss, input, reduction)
 
 
 def nll_loss(input: Tensor, target, weight=None, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
-    if weight is not None:
-        raise NotImplementedError("nll_loss: per-class weight is not supported")
+    """torch.nn.functional.nll_loss: -w_{t_n} input[n, t_n], from log-probabilities (one fused node)."""
     _check_reduction("nll_loss", reduction)
+    _check_class_input("nll_loss", input)
     t = _check_target(input.shape, target, "nll_loss")
-    return _unbatched(
-        ops.NLLLoss.apply(input, Tensor.wrap(t), ignore_index=ignore_index, reduction=reduction), input, reduction
-    )
+    weights = _constant_weight("nll_loss", weight, input)
+    loss = ops.NLLLoss.apply(input, Tensor.wrap(t), *weights, ignore_index=ignore_index, reduction=reduction)
+    return _unbatched(loss, input, reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:

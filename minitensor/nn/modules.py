@@ -922,17 +922,16 @@ class _Loss(Module):
 
 
 class _ClassLoss(_Loss):
-    """A loss over class indices: per-class weights are refused here, when the module is built."""
+    """A loss over classes: `weight` (one rescaling factor per class, or None) is kept as a buffer, as in PyTorch."""
 
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean"):
         super().__init__(reduction)
-        if weight is not None:
-            raise NotImplementedError(f"{type(self).__name__}: per-class weight is not supported")
+        self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
 
 
 class CrossEntropyLoss(_ClassLoss):
-    """F.cross_entropy(input, target): logits (N, C) or (N, C, d...) against class indices."""
+    """F.cross_entropy(input, target): logits (N, C), (C,) or (N, C, d...) against class indices or probabilities."""
 
     def __init__(self, weight=None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0):
         super().__init__(weight, ignore_index, reduction)
@@ -942,6 +941,7 @@ class CrossEntropyLoss(_ClassLoss):
         return F.cross_entropy(
             input,
             target,
+            self.weight,
             ignore_index=self.ignore_index,
             reduction=self.reduction,
             label_smoothing=self.label_smoothing,
@@ -952,7 +952,7 @@ class NLLLoss(_ClassLoss):
     """F.nll_loss(input, target): log-probabilities against class indices."""
 
     def forward(self, input, target):
-        return F.nll_loss(input, target, ignore_index=self.ignore_index, reduction=self.reduction)
+        return F.nll_loss(input, target, self.weight, ignore_index=self.ignore_index, reduction=self.reduction)
 
 
 class MSELoss(_Loss):

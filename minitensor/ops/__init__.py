@@ -14,8 +14,8 @@ writes into `g` or into a saved array.
     shape.py         Reshape Transpose Permute Expand Repeat Cat Stack Tril Triu
     indexing.py      GetItem IndexPut Embedding
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
-    fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy NLLLoss BCEWithLogits Dropout
-                     AttentionWeights
+    fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy CrossEntropyProbs NLLLoss BCEWithLogits
+                     Dropout AttentionWeights
     extra.py         Norm (the 2-norm, its own node for PyTorch's gradient 0 at the origin), NormInf (max |a|)
 """
 
@@ -52,6 +52,7 @@ from .fused import (
     AttentionWeights,
     BCEWithLogits,
     CrossEntropy,
+    CrossEntropyProbs,
     Dropout,
     LayerNorm,
     Linear,
@@ -94,6 +95,7 @@ __all__ = [
     "AttentionWeights",
     "BCEWithLogits",
     "CrossEntropy",
+    "CrossEntropyProbs",
     "Dropout",
     "LayerNorm",
     "Linear",

@@ -13,10 +13,13 @@ log_softmax  y_i = x_i - m - log sum_j e^{x_j - m}           dx = g - e^y * sum_
 layer_norm   xhat = (x - mu) * rstd, rstd = (var + eps)^-1/2, y = xhat * w + b
              dxhat = g * w;  dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
              dw = sum over rows of g * xhat;  db = sum over rows of g
-cross_entropy with label smoothing e over C classes, target t, weightless:
-             q = (1 - e) onehot(t) + e / C;   loss_n = -sum_c q_c log p_c
-             dlogits_n = (softmax(logits_n) - q) * g_n       (rows with t = ignore_index get 0)
-             reduction='mean' divides by the number of non-ignored rows.
+cross_entropy with label smoothing e over C classes, per-class weight w (1 if none), p = softmax(logits):
+             q_n = (1 - e) onehot(t_n) + e / C (class index t_n)  or  (1 - e) P_n + e / C (class probabilities P_n)
+             loss_n = -sum_c w_c q_nc log p_nc;   s_n = sum_c w_c q_nc   (1 for an index target without weight)
+             dlogits_n = (s_n p_n - w * q_n) * g_n                 (rows with t_n = ignore_index get 0)
+             probabilities only: dP_n = -(1 - e) w * log p_n * g_n,  dw = -sum_n q_n * log p_n * g_n
+             reduction='mean' divides by sum of w_{t_n} over non-ignored rows (index), by the row count (probabilities).
+nll_loss     loss_n = -w_{t_n} x_{n, t_n};  dx_{n, t_n} = -w_{t_n} g_n   (mean: divided by sum of w_{t_n} as above)
 bce_with_logits, elementwise, target t, pos_weight w (1 if none), s = sigmoid(x):
              loss = -(w t log s + (1 - t) log(1 - s)),  log s = log sigmoid(x), log(1 - s) = log sigmoid(-x)
              dx = ((w t + 1 - t) s - w t) * g   (w = 1: (s - t) * g)
@@ -208,15 +211,25 @@ def _valid_targets(target: np.ndarray, C: int, ignore_index: int, op: str):
     return tv, valid
 
 
-def _reduce(losses: np.ndarray, valid: np.ndarray, reduction: str, target_shape: tuple):
-    """Apply `reduction` to per-row losses; returns (loss, per-row scale of dL/dloss_row)."""
+def _row_weights(weight, tv: np.ndarray, valid: np.ndarray):
+    """(w_{t_n}, the mean's denominator): w_{t_n} is None without weight; the denominator is the number of
+    non-ignored rows, or the sum of their w_{t_n} (PyTorch's weighted mean)."""
+    if weight is None:
+        return None, valid.sum()
+    w_t = weight[tv]
+    return w_t, np.where(valid, w_t, 0).sum()
+
+
+def _reduce(losses: np.ndarray, reduction: str, out_shape: tuple, denominator):
+    """Apply `reduction` to per-row losses; returns (loss, per-row scale of dL/dloss_row).
+    'mean' divides the sum by `denominator` (0 gives 0/0 = NaN, as in PyTorch)."""
     dt = losses.dtype.type
     if reduction == "none":
-        return losses.reshape(target_shape), None
+        return losses.reshape(out_shape), None
     if reduction == "sum":
         return np.asarray(losses.sum()), dt(1)
-    count = dt(valid.sum())  # every row ignored: 0/0 = NaN, as in PyTorch
-    return np.asarray(losses.sum() / count), dt(1) / count
+    denominator = dt(denominator)
+    return np.asarray(losses.sum() / denominator), dt(1) / denominator
 
 
 def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
@@ -224,61 +237,133 @@ def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
     return g.reshape(-1) if reduction == "none" else g * scale
 
 
+def _class_dim_removed(shape: tuple) -> tuple:
+    """The shape of an unreduced loss: (N, C, d1, ...) -> (N, d1, ...), (C,) -> ()."""
+    return shape[:1] + shape[2:] if len(shape) > 1 else ()
+
+
 class CrossEntropy(Function):
-    """loss_n = -sum_c q_nc log softmax(x_n)_c with q = (1 - e) onehot(t_n) + e / C;
-    dx_n = (softmax(x_n) - q_n) * dL/dloss_n
+    """Class-index targets t_n, label smoothing e, per-class weight w (a constant; 1 if not given):
+    loss_n = -sum_c w_c q_nc log softmax(x_n)_c with q_n = (1 - e) onehot(t_n) + e / C
+           = -(1 - e) w_{t_n} log p_{n, t_n} - e / C sum_c w_c log p_nc
+    dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc = (1 - e) w_{t_n} + e / C sum_c w_c
+    (no weight: s_n = 1 and dx_n = (p_n - q_n) * dL/dloss_n). 'mean' divides by sum of w_{t_n} over kept rows.
     Deviation from PyTorch, kept on purpose: an infinite dL/dloss_n gives +-inf (the limit, by the sign of
     p - q); PyTorch's composite backward (nll_loss, then log_softmax) computes inf - inf there: NaN."""
 
     @staticmethod
-    def forward(ctx, x, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    def forward(ctx, x, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         C = x.shape[0 if x.ndim == 1 else 1]
         tv, valid = _valid_targets(target, C, ignore_index, "cross_entropy")
         logp = _row_log_softmax(ctx.xp, x)  # (R, C)
         e = x.dtype.type(label_smoothing)
-        nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]
-        losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
+        nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]  # -log p_{n, t_n}
+        w_t, denominator = _row_weights(weight, tv, valid)
+        if weight is None:
+            losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
+        else:
+            losses = (1 - e) * w_t * nll - e / C * (logp @ weight) if label_smoothing else w_t * nll
+            ctx.s = (1 - e) * w_t + e / C * weight.sum()  # s_n = sum_c w_c q_nc, (R,)
+            ctx.smooth_w = e / C * weight  # the smoothing part of w * q_n, (C,)
         losses = np.where(valid, losses, x.dtype.type(0))
-        out, scale = _reduce(losses, valid, reduction, target.shape)
-        ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale = logp, tv, valid, e, scale
+        out, scale = _reduce(losses, reduction, target.shape, denominator)
+        ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale, ctx.w_t = logp, tv, valid, e, scale, w_t
         ctx.reduction = reduction
-        ctx.save_for_backward(x)
+        ctx.save_for_backward(x, *(() if weight is None else (weight,)))  # weight: its version is checked, as torch
         return out
 
     @staticmethod
     def backward(ctx, g):
-        xp, tv, e = ctx.xp, ctx.tv, ctx.e
-        (x,) = ctx.saved_arrays
+        xp, tv, e, w_t = ctx.xp, ctx.tv, ctx.e, ctx.w_t
+        x = ctx.saved_arrays[0]
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
         grad = xp.exp(logp)  # softmax p, (R, C)
-        if e:  # p - q, q = (1 - e) onehot(t) + e / C
-            grad = xp.sub_(grad, e / C)
-        grad = xp.sub_at_(grad, (np.arange(R), tv), 1 - e)
+        if w_t is not None:  # s_n p_n (s_n = 1 without weight)
+            grad = xp.mul_(grad, ctx.s.reshape(R, 1))
+        if e:  # - w * q_n, its smoothing part: e / C (times w)
+            grad = xp.sub_(grad, e / C if w_t is None else ctx.smooth_w)
+        grad = xp.sub_at_(grad, (np.arange(R), tv), 1 - e if w_t is None else (1 - e) * w_t)  # its one-hot part
         per_row = _per_row_grad(g, ctx.reduction, ctx.scale)
         grad = xp.mul_(grad, xp.where(ctx.valid, per_row, 0).reshape(R, 1))
-        return _unrows(xp, grad, x.shape), None
+        return (_unrows(xp, grad, x.shape),) + (None,) * (len(ctx.needs_input_grad) - 1)  # target, weight: none
+
+
+def _soft_q(xp, target, weight, e, C: int):
+    """(q, w * q) of class-probability targets, (R, C): q = (1 - e) P + e / C; w * q = q without weight."""
+    q = _rows(xp, target)
+    if e:
+        q = q * (1 - e) + e / C
+    return q, (q if weight is None else q * weight)
+
+
+class CrossEntropyProbs(Function):
+    """Class-probability targets P (the input's shape), label smoothing e, per-class weight w (1 if not given):
+    loss_n = -sum_c w_c q_nc log p_nc with q_n = (1 - e) P_n + e / C, p_n = softmax(x_n)
+    dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc (not assumed 1: PyTorch takes any P)
+    dP_n = -(1 - e) w * log p_n * dL/dloss_n,  dw = -sum_n q_n * log p_n * dL/dloss_n
+    'mean' divides by the number of rows R, not by the weights (PyTorch's rule for probabilities).
+    Deviation from PyTorch, kept on purpose: a class with w_c q_nc = 0 and p_nc = 0 (a logit of -inf) adds 0,
+    its limit (0 log 0 = 0, as torch.xlogy); PyTorch's composite computes 0 * -inf there: NaN."""
+
+    @staticmethod
+    def forward(ctx, x, target, weight=None, reduction="mean", label_smoothing=0.0):
+        C = x.shape[0 if x.ndim == 1 else 1]
+        e = x.dtype.type(label_smoothing)
+        logp = _row_log_softmax(ctx.xp, x)  # (R, C)
+        q, wq = _soft_q(ctx.xp, target, weight, e, C)
+        losses = -_times_log(ctx.xp, wq, logp).sum(axis=1)  # (R,)
+        out, scale = _reduce(losses, reduction, _class_dim_removed(x.shape), logp.shape[0])
+        ctx.logp, ctx.q, ctx.wq, ctx.e, ctx.scale, ctx.reduction = logp, q, wq, e, scale, reduction
+        ctx.save_for_backward(x, target, *(() if weight is None else (weight,)))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xp, e = ctx.xp, ctx.e
+        x, target, weight = (ctx.saved_arrays + (None,))[:3]
+        need_x, need_t, need_w = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)  # (R, C)
+        R, C = logp.shape
+        q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, e, C)
+        per_row = _per_row_grad(g, ctx.reduction, ctx.scale).reshape(-1, 1)  # (R, 1), or (1, 1) if reduced
+        gx = gt = gw = None
+        if need_x:
+            s = xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
+            gx = _unrows(xp, (xp.exp(logp) * s - wq) * per_row, x.shape)
+        if need_t:  # d(w q)/dP = (1 - e) w; a class of weight 0 has no say, even where log p = -inf
+            dq = (-logp if weight is None else -_times_log(xp, weight, logp)) * per_row
+            gt = _unrows(xp, dq * (1 - e) if e else dq, target.shape)
+        if need_w:  # 0 log 0 = 0 here too, as in the forward
+            gw = xp.sum(-_times_log(xp, q, logp) * per_row, axis=0)
+        return (gx, gt, gw)[: len(ctx.needs_input_grad)]  # weight is an optional input
 
 
 class NLLLoss(Function):
-    """loss_n = -x[n, t_n];  dx[n, t_n] = -dL/dloss_n, 0 elsewhere"""
+    """loss_n = -w_{t_n} x[n, t_n] (w = 1 if not given);  dx[n, t_n] = -w_{t_n} dL/dloss_n, 0 elsewhere.
+    'mean' divides by sum of w_{t_n} over the rows whose target is not ignore_index."""
 
     @staticmethod
-    def forward(ctx, x, target, ignore_index=-100, reduction="mean"):
+    def forward(ctx, x, target, weight=None, ignore_index=-100, reduction="mean"):
         x2 = _rows(ctx.xp, x)
         tv, valid = _valid_targets(target, x2.shape[1], ignore_index, "nll_loss")
-        losses = np.where(valid, -x2[np.arange(x2.shape[0]), tv], x.dtype.type(0))
-        out, scale = _reduce(losses, valid, reduction, target.shape)
-        ctx.tv, ctx.valid, ctx.scale, ctx.reduction = tv, valid, scale, reduction
+        w_t, denominator = _row_weights(weight, tv, valid)
+        picked = -x2[np.arange(x2.shape[0]), tv]
+        losses = np.where(valid, picked if w_t is None else w_t * picked, x.dtype.type(0))
+        out, scale = _reduce(losses, reduction, target.shape, denominator)
+        ctx.tv, ctx.valid, ctx.scale, ctx.reduction, ctx.w_t = tv, valid, scale, reduction, w_t
         ctx.shape, ctx.rows = x.shape, x2.shape
+        ctx.save_for_backward(*(() if weight is None else (weight,)))  # read through w_t; saved for its version
         return out
 
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
         per_row = xp.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
+        if ctx.w_t is not None:
+            per_row = per_row * ctx.w_t
         grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
-        return _unrows(xp, grad, ctx.shape), None
+        return (_unrows(xp, grad, ctx.shape),) + (None,) * (len(ctx.needs_input_grad) - 1)  # target, weight: none
 
 
 class BCEWithLogits(Function):
