@@ -130,6 +130,8 @@ def test_an_update_that_overflows_the_parameters_is_never_saved(tmp_path, capsys
     )
     assert "step 1: the update made" in err and "non-finite" in err and "no checkpoint was saved" in err
     assert sorted(os.listdir(out)) == [HISTORY_NAME]
+    err = one_line_error(["train", "--out", out, "--steps", "5", *TINY], capsys)
+    assert "saved no checkpoint" in err and "--overwrite" in err and "--resume" not in err
 
 
 def test_allow_nonfinite_goes_on_and_resuming_such_a_checkpoint_needs_it_too(tmp_path, capsys):

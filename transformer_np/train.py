@@ -127,6 +127,11 @@ def check_out_dir(out_dir: str, resume: bool = False, overwrite: bool = False) -
         raise ValueError("train: resume and overwrite exclude each other (continue the run, or start it again)")
     if resume:
         checkpoint_path(out_dir)
+    elif has_run and not overwrite and not os.path.exists(os.path.join(out_dir, CHECKPOINT_NAME)):
+        raise ValueError(
+            f"train: {out_dir!r} holds the {HISTORY_NAME} of a run that saved no checkpoint (it diverged or "
+            "stopped before its first); nothing to resume, replace it with --overwrite"
+        )
     elif has_run and not overwrite:
         raise ValueError(
             f"train: {out_dir!r} already holds a run ({CHECKPOINT_NAME} or {HISTORY_NAME}); "
