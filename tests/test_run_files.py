@@ -359,3 +359,15 @@ def test_progress_redirected_to_a_file_is_a_few_lines(tmp_path):
     assert "\r" not in text and 4 <= len(lines) <= 12 and len(text) < 1500, text
     assert lines[-1].startswith("train copy-reverse: step 40/40 (100%)")
     assert "step 20: held-out loss" in r.stdout  # evaluations still go to stdout, as with the bar
+
+
+def test_a_diverging_experiment_is_one_line_and_exit_3_without_a_flag_to_name(tmp_path, monkeypatch, capsys):
+    import transformer_np.experiments as experiments
+
+    def diverge(*args, **kwargs):
+        raise NonFiniteError(7, float("nan"), float("inf"))
+
+    monkeypatch.setattr(experiments, "run_experiment", diverge)
+    err = one_line_error(["experiment", "heads", "--out", str(tmp_path / "e")], capsys, EXIT_DIVERGED)
+    assert "step 7: the loss is nan and the gradient norm inf: training diverged" in err
+    assert "allow" not in err and not os.path.exists(tmp_path / "e")

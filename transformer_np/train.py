@@ -157,7 +157,7 @@ def check_run(
         )
     check_out_dir(out_dir, resume, overwrite)
     if resume:
-        _, saved_model, saved_train = read_checkpoint(out_dir, RESUME_KEYS)
+        state, saved_model, saved_train = read_checkpoint(out_dir, RESUME_KEYS)
         diffs = config_diff(saved_model.to_dict(), model_cfg.to_dict()) + config_diff(
             saved_train.to_dict(), train_cfg.to_dict(), skip=RESUMABLE_FIELDS
         )
@@ -166,7 +166,7 @@ def check_run(
                 f"train: cannot resume from {checkpoint_path(out_dir)!r}, it was trained with a "
                 "different configuration: " + "; ".join(diffs)
             )
-        check_resumable(out_dir, allow_nonfinite)
+        check_resumable(out_dir, allow_nonfinite, state)
     task = get_task(train_cfg.task)
     _check_model_fits_task(model_cfg, task)
     train_pairs, eval_pairs = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
@@ -175,10 +175,12 @@ def check_run(
     return task, train_pairs, eval_pairs
 
 
-def check_resumable(out_dir: str, allow_nonfinite: bool = False) -> None:
+def check_resumable(out_dir: str, allow_nonfinite: bool = False, state: dict | None = None) -> None:
     """Refuse to resume from a checkpoint that holds NaN or infinite values (a run saved with
-    allow_nonfinite after it diverged), or whose history.json is damaged or stops before it."""
-    state, _, _ = read_checkpoint(out_dir, RESUME_KEYS)
+    allow_nonfinite after it diverged), or whose history.json is damaged or stops before it.
+    `state`: the checkpoint's, if already read."""
+    if state is None:
+        state, _, _ = read_checkpoint(out_dir, RESUME_KEYS)
     file = checkpoint_path(out_dir)
     if not allow_nonfinite:
         bad = nonfinite_entries({"model": state["model"], "optimizer": state["optimizer"]})
