@@ -5,7 +5,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-fast lint bench bench-quick notebooks clean
+# The demo trains afresh each time, replacing its own run in runs/demo (--overwrite);
+# `make demo DEMO_FLAGS=--resume` continues an interrupted demo instead (a finished one is only reported).
+DEMO_FLAGS ?= --overwrite
+
+.PHONY: demo test test-fast lint bench bench-quick notebooks clean distclean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m transformer_np demo --out runs/demo
+	$(BIN)/python -m transformer_np demo --out runs/demo $(DEMO_FLAGS)
 	$(BIN)/python -m parity summary --checkpoint runs/demo
 
 test: $(STAMP)
@@ -43,5 +47,9 @@ notebooks: $(STAMP)
 	done
 	@echo "notebooks/build/*.ipynb written: open them with Jupyter (the kernel needs this project installed: make installs it)"
 
+# clean: what runs and tests wrote (runs, results, caches); the environment stays. distclean: .venv too.
 clean:
-	rm -rf $(VENV) runs benchmarks/results .pytest_cache notebooks/build
+	rm -rf runs benchmarks/results .pytest_cache notebooks/build
+
+distclean: clean
+	rm -rf $(VENV)

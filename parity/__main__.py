@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         default="copy-reverse",
         choices=presets,
-        help="the preset whose model is checked (default: %(default)s)",
+        help="the preset (model sizes, from transformer_np/config.py) whose model is checked; presets, not "
+        "train --task's tasks: reverse, sort and addition train with copy-reverse's (default: %(default)s)",
     )
     p.add_argument("--norm-first", action="store_true", help="pre-norm layers (default: the preset's placement)")
     p.add_argument("--final-norm", action="store_true", help="a LayerNorm after each stack (default: the preset's)")
@@ -136,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--checkpoint", help="a transformer_np run directory or checkpoint file (e.g. runs/demo)")
-    src.add_argument("--config", choices=presets, help="a preset whose fresh model is checked")
+    src.add_argument(
+        "--config", choices=presets, help="a preset (model sizes, not a train --task) whose fresh model is checked"
+    )
     _common(p, None)
     return parser
 

@@ -227,3 +227,30 @@ def test_demo_runs_end_to_end_in_tiny_mode(tmp_path, capsys):
     assert "beam 4:" in text
     assert os.path.isfile(os.path.join(out, "checkpoint.npz"))
     assert len([f for f in os.listdir(os.path.join(out, "plots")) if f.endswith(".png")]) == 15
+
+
+def test_train_help_says_why_tasks_and_parity_presets_differ(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "python -m parity --config` lists presets" in out and "--allow-nonfinite" in out
+
+
+def test_the_readme_names_every_notebook():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    notebooks = [f for f in os.listdir(os.path.join(root, "notebooks")) if f[:2].isdigit() and f.endswith(".py")]
+    with open(os.path.join(root, "README.md")) as f:
+        readme = f.read()
+    words = {6: "six", 7: "seven", 8: "eight", 9: "nine"}
+    assert f"the {words[len(notebooks)]} notebooks" in readme, f"{len(notebooks)} notebooks, README says otherwise"
+
+
+def test_make_clean_keeps_the_environment_and_the_demo_can_run_again():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "Makefile")) as f:
+        rules = f.read().split("\n\n")
+    clean = next(r for r in rules if "\nclean:" in "\n" + r)
+    assert "$(VENV)" not in clean.split("clean:")[1]  # only distclean removes .venv
+    assert any("distclean: clean" in r and "rm -rf $(VENV)" in r for r in rules)
+    demo = next(r for r in rules if r.startswith("demo:"))
+    assert "$(DEMO_FLAGS)" in demo and "DEMO_FLAGS ?= --overwrite" in "\n".join(rules)

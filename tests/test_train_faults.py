@@ -274,6 +274,10 @@ def test_ctrl_c_three_times_on_the_command_line_keeps_a_run_that_resumes_exactly
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr, stderr
+    # the command line names its own way to continue, not the Python API's
+    assert (
+        f"continue with python -m transformer_np train --out {out} --resume" in stdout and "resume=True" not in stdout
+    )
     state = train_module.mt.load(os.path.join(out, CHECKPOINT_NAME))
     step = int(state["step"])
     assert step > 0 and len(load_history(out)["step"]) == step

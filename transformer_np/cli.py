@@ -6,9 +6,13 @@
     experiment  heads | layers | positional | beam | residual | curvature | all (experiments.py)
     demo        train the copy-reverse preset (3+3 layers, d_model 128; ~2-4 min on 2 cores), report, decode, plot
 
-Every user error (a bad flag value, a missing or damaged checkpoint, an output that would
-overwrite a run) is one line on stderr and exit status 2, before anything is printed or written.
+Every user error (a bad flag value, a missing or damaged checkpoint or history, an output that
+would overwrite a run) is one line on stderr and exit status 2, before anything is printed or written.
 Ctrl-C during training finishes the step, saves a checkpoint and exits with status 130.
+A run whose loss or gradient norm becomes NaN or infinite stops at that step before its update,
+keeps its last finite checkpoint, says so in one line and exits with status 3 (EXIT_DIVERGED), unless
+`train --allow-nonfinite`. Exit statuses: 0 done, 1 an unexpected crash (a bug: Python's traceback),
+2 refused before any work, 3 diverged, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import time
 
@@ -24,6 +29,10 @@ import numpy as np
 
 from .config import ACTIVATIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
 from .data import TASKS
+
+# A diverged run is neither a user error refused before any work (2) nor a crash (1, a traceback):
+# steps ran and the run directory holds what they left, so scripts can tell it apart.
+EXIT_DIVERGED = 3
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -133,7 +142,10 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         "--task",
         choices=sorted(TASKS),
         default=None,
-        help="the task to learn (default: copy-reverse, or the checkpoint's with --resume)",
+        help="the task to learn (default: copy-reverse, or the checkpoint's with --resume). A task is the "
+        "data; it trains with the model and recipe of its preset (reverse, sort and addition with "
+        "copy-reverse's), which is why `python -m parity --config` lists presets (base, long: sizes "
+        "with no task of their own) rather than tasks",
     )
     for name, field_names in TRAIN_GROUPS.items():
         for field_name in field_names:
@@ -150,7 +162,18 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         "configuration; only --steps, --eval-every and --checkpoint-every may change)",
     )
     how.add_argument("--overwrite", action="store_true", help="replace the run already in OUT")
-    run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--allow-nonfinite",
+        action="store_true",
+        help="train on when a loss or gradient norm is NaN or infinite (by default the run stops there "
+        f"with exit status {EXIT_DIVERGED}, before that step's update, keeping its last finite checkpoint), "
+        "and resume from a checkpoint holding such values",
+    )
+    run.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress (by default a bar on a terminal, else a line every tenth of the steps or minute)",
+    )
 
 
 def _overrides(args, cls) -> dict:
@@ -216,8 +239,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = _subcommand(sub, "demo", cmd_demo, "train the copy-reverse preset (~2-4 min), evaluate, decode, plot")
     p.add_argument("--out", default="runs/demo", help="run directory")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the demo's recipe, 2000)")
-    p.add_argument("--overwrite", action="store_true", help="replace the run already in OUT")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--overwrite", action="store_true", help="replace the run already in OUT (train afresh)")
+    how.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted demo in OUT; a finished one is not trained again, only reported",
+    )
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress (by default a bar on a terminal, else a line every tenth of the steps or minute)",
+    )
     return parser
 
 
@@ -242,6 +275,20 @@ def _train_configs(args) -> tuple[ModelConfig, TrainConfig]:
     return model_cfg, train_cfg
 
 
+def _resume_command(command: str, out: str) -> str:
+    return f"python -m transformer_np {command} --out {shlex.quote(out)} --resume"
+
+
+def done_line(res) -> str:
+    """'done: N steps in T s' for a run in one go; for a resumed run, this call's steps and time and the whole run's."""
+    if res.start_step == 0 and res.runs == 1:
+        return f"done: {res.step} steps in {res.wall_time:.1f} s"
+    return (
+        f"done: {res.step} steps (steps {res.start_step + 1}-{res.step} in this run, {res.wall_time:.1f} s; "
+        f"{res.total_wall_time:.1f} s over {res.runs} runs)"
+    )
+
+
 def cmd_train(args) -> int:
     from .train import CHECKPOINT_NAME, train
 
@@ -259,10 +306,18 @@ def cmd_train(args) -> int:
         progress=not args.no_progress,
         overwrite=args.overwrite,
         on_start=announce,
+        allow_nonfinite=args.allow_nonfinite,
+        resume_hint=_resume_command("train", args.out),
     )
+    if res.nothing_to_do:
+        print(
+            f"nothing to do: the run in {args.out!r} is already at step {res.step} (--steps {train_cfg.steps}); "
+            "its files are unchanged"
+        )
+        return 0
     m = res.metrics
     print(
-        f"done: {res.step} steps in {res.wall_time:.1f} s; held-out ({m['num_examples']} examples): "
+        f"{done_line(res)}; held-out ({m['num_examples']} examples): "
         f"loss {m['loss']:.4f}, token accuracy {m['token_acc']:.4f}, exact match {m['exact_acc']:.4f}"
     )
     print(f"checkpoint: {os.path.join(args.out, CHECKPOINT_NAME)}")
@@ -353,6 +408,11 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
     from .train import greedy_outputs, load_history, schedule_curve
 
     task, model, cfg = ckpt.task, ckpt.model, ckpt.model_cfg
+    run_dir = run_dir or os.path.dirname(ckpt.path)
+    try:  # read (and checked) before any figure is written: a damaged history costs nothing
+        hist = load_history(run_dir)
+    except FileNotFoundError:
+        hist = None
     if text is None:
         # held-out pairs are drawn first, so this is the run's first held-out example
         src_ids = task.splits(1, 1, ckpt.train_cfg.seed)[1][0][0]
@@ -467,11 +527,6 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
             f"Learning-rate schedule ({ckpt.train_cfg.schedule})",
         )
     )
-    run_dir = run_dir or os.path.dirname(ckpt.path)
-    try:
-        hist = load_history(run_dir)
-    except FileNotFoundError:
-        hist = None
     if hist and hist["step"]:
         ev = hist.get("eval", [])
         paths.append(
@@ -553,12 +608,22 @@ def cmd_demo(args) -> int:
         )
 
     res = train(
-        model_cfg, train_cfg, args.out, progress=not args.no_progress, overwrite=args.overwrite, on_start=announce
+        model_cfg,
+        train_cfg,
+        args.out,
+        resume=args.resume,
+        progress=not args.no_progress,
+        overwrite=args.overwrite,
+        on_start=announce,
+        resume_hint=_resume_command("demo", args.out),
     )
     m = res.metrics
+    if res.nothing_to_do:
+        print(f"demo: the run in {args.out!r} is already trained ({res.step} steps); reporting it again")
+    spent = f"{res.total_wall_time:.0f} s of training" + (f" over {res.runs} runs" if res.runs > 1 else "")
     print(
         f"\nheld-out ({m['num_examples']} sequences never seen in training): exact match {m['exact_acc']:.1%}, "
-        f"token accuracy {m['token_acc']:.1%}, loss {m['loss']:.4f}  [{res.wall_time:.0f} s of training]"
+        f"token accuracy {m['token_acc']:.1%}, loss {m['loss']:.4f}  [{spent}]"
     )
     ckpt = load_checkpoint(args.out)
     print("\nexamples (greedy / beam 4):")
@@ -575,12 +640,20 @@ def cmd_demo(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Run one command; a user error exits with status 2 and one line on stderr (SystemExit), Ctrl-C with 130."""
+    """Run one command; a user error exits with status 2 and one line on stderr (SystemExit), a diverged
+    run with EXIT_DIVERGED (3) and one line, Ctrl-C with 130."""
     args = build_parser().parse_args(argv)
+    from .train import NonFiniteError
+
     try:
         return args.run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except NonFiniteError as e:
+        # train has --allow-nonfinite; the demo's and experiments' recipes are fixed and should not diverge
+        go_on = "--allow-nonfinite" if args.command == "train" else None
+        print(f"{args.parser.prog}: error: {e.message(go_on)}", file=sys.stderr)
+        return EXIT_DIVERGED
     except (ValueError, TypeError, OSError) as e:
         args.parser.error(str(e))

@@ -18,6 +18,8 @@ only the plumbing is checked; with --steps <= SMOKE_STEPS every held-out set als
 examples so a smoke run takes seconds; curvature also has `tiny=True`, a tiny model). Except for
 curvature, the models are deliberately small (D=64, 2+2 layers, no dropout) so that the
 comparison, not the absolute quality, is what the few hundred steps show.
+A model whose loss or gradient norm becomes NaN or infinite stops the experiment with NonFiniteError
+(train_step), before any result file is written: a table never reports a diverged model's numbers.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import minitensor as mt
 from . import plots
 from .config import ModelConfig, TrainConfig
 from .data import BOS_ID, EOS_ID, collate, get_task, iterate_forever, make_batches
+from .progress import progress as progress_bar
 from .train import (
     _strip,
     build_model,
@@ -575,9 +578,7 @@ def exp_curvature(out_dir: str, steps: int, progress: bool = True, tiny: bool = 
         run = {"lr": [], "grad_norm": [], "loss": [], "points": []}
         bar = range(steps + 1)
         if progress:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(bar, desc=f"curvature {label}", unit="step", dynamic_ncols=True, leave=False)
+            bar = progress_bar(bar, desc=f"curvature {label}", leave=False)
         for step in bar:
             if step in at:
                 point, v = _measure(model, cfg, src, tgt, train_cfg.label_smoothing, v, size["iterations"], reference)
@@ -585,7 +586,7 @@ def exp_curvature(out_dir: str, steps: int, progress: bool = True, tiny: bool = 
             if step < steps:
                 run["lr"].append(optimizer.param_groups[0]["lr"])
                 _, _, (s, t) = next(batches)
-                loss, norm, _, _ = train_step(model, optimizer, scheduler, params, s, t, train_cfg)
+                loss, norm, _, _ = train_step(model, optimizer, scheduler, params, s, t, train_cfg, step=step + 1)
                 run["loss"].append(loss)
                 run["grad_norm"].append(norm)
         runs[label] = run

@@ -4,8 +4,8 @@ What this file owns:
 - `train(model_cfg, train_cfg, out_dir, resume=False, progress=True, callback=None)`: the
   paper's recipe on a task from `transformer_np.data.TASKS`: Adam (betas 0.9/0.98, eps 1e-9),
   the warmup / StepLR / constant schedule named in TrainConfig, label-smoothed cross-entropy
-  that ignores PAD, gradient clipping, a tqdm bar (loss, lr, tokens/s), a history of loss,
-  lr and per-layer gradient norms in `out_dir/history.json`.
+  that ignores PAD, gradient clipping, progress (loss, lr, tokens/s; transformer_np/progress.py), a
+  history of loss, lr, per-layer gradient norms and time per call in `out_dir/history.json`.
 - `evaluate`: teacher-forced loss and token accuracy (padding excluded), and exact-sequence
   accuracy by greedy decoding.
 - Checkpoints (`out_dir/checkpoint.npz`, written by `mt.save`, never pickled): model,
@@ -14,6 +14,10 @@ What this file owns:
   parameters as an uninterrupted run. Ctrl-C lets the step in progress finish, saves a checkpoint
   and re-raises; further Ctrl-Cs are held until that save is done, so a checkpoint always holds a
   completed step. A directory that holds a run is refused unless resume=True or overwrite=True.
+  Resuming a run already at its step count changes nothing (TrainResult.nothing_to_do).
+- Divergence: a NaN or infinite loss or gradient norm raises NonFiniteError before that step's update;
+  no checkpoint is ever saved with non-finite values (unless allow_nonfinite=True). docs/training.md
+  describes the run directory, the history's format and these rules.
 - `load_checkpoint(path)`: a trained model back, with its task and configs (decode, plots).
 
 Why resume is exact: the data order of epoch e is a permutation seeded by (seed, e) only, so
@@ -52,6 +56,7 @@ from .data import (
     shift_targets,
 )
 from .loss import sequence_loss
+from .progress import progress as progress_bar
 
 CHECKPOINT_NAME = "checkpoint.npz"
 HISTORY_NAME = "history.json"
@@ -122,6 +127,11 @@ def check_out_dir(out_dir: str, resume: bool = False, overwrite: bool = False) -
         raise ValueError("train: resume and overwrite exclude each other (continue the run, or start it again)")
     if resume:
         checkpoint_path(out_dir)
+    elif has_run and not overwrite and not os.path.exists(os.path.join(out_dir, CHECKPOINT_NAME)):
+        raise ValueError(
+            f"train: {out_dir!r} holds the {HISTORY_NAME} of a run that saved no checkpoint (it diverged or "
+            "stopped before its first); nothing to resume, replace it with --overwrite"
+        )
     elif has_run and not overwrite:
         raise ValueError(
             f"train: {out_dir!r} already holds a run ({CHECKPOINT_NAME} or {HISTORY_NAME}); "
@@ -130,10 +140,16 @@ def check_out_dir(out_dir: str, resume: bool = False, overwrite: bool = False) -
 
 
 def check_run(
-    model_cfg: ModelConfig, train_cfg: TrainConfig, out_dir: str, resume: bool = False, overwrite: bool = False
+    model_cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    out_dir: str,
+    resume: bool = False,
+    overwrite: bool = False,
+    allow_nonfinite: bool = False,
 ) -> tuple[Task, list, list]:
     """Every check `train` makes before any work (also run by the command line before it prints):
-    the output directory, the task, the model's fit to it, and with resume the checkpoint's configs.
+    the output directory, the task, the model's fit to it, and with resume the checkpoint (its configs,
+    finite values unless allow_nonfinite) and the history beside it (readable, as long as the checkpoint).
     Returns (task, training pairs, held-out pairs)."""
     if not isinstance(model_cfg, ModelConfig) or not isinstance(train_cfg, TrainConfig):
         raise TypeError(
@@ -141,7 +157,7 @@ def check_run(
         )
     check_out_dir(out_dir, resume, overwrite)
     if resume:
-        _, saved_model, saved_train = read_checkpoint(out_dir, RESUME_KEYS)
+        state, saved_model, saved_train = read_checkpoint(out_dir, RESUME_KEYS)
         diffs = config_diff(saved_model.to_dict(), model_cfg.to_dict()) + config_diff(
             saved_train.to_dict(), train_cfg.to_dict(), skip=RESUMABLE_FIELDS
         )
@@ -150,12 +166,37 @@ def check_run(
                 f"train: cannot resume from {checkpoint_path(out_dir)!r}, it was trained with a "
                 "different configuration: " + "; ".join(diffs)
             )
+        check_resumable(out_dir, allow_nonfinite, state)
     task = get_task(train_cfg.task)
     _check_model_fits_task(model_cfg, task)
     train_pairs, eval_pairs = task.splits(train_cfg.train_size, train_cfg.eval_size, train_cfg.seed)
     check_lengths(train_pairs, model_cfg.max_len, "train")
     check_lengths(eval_pairs, model_cfg.max_len, "train (held-out)")
     return task, train_pairs, eval_pairs
+
+
+def check_resumable(out_dir: str, allow_nonfinite: bool = False, state: dict | None = None) -> None:
+    """Refuse to resume from a checkpoint that holds NaN or infinite values (a run saved with
+    allow_nonfinite after it diverged), or whose history.json is damaged or stops before it.
+    `state`: the checkpoint's, if already read."""
+    if state is None:
+        state, _, _ = read_checkpoint(out_dir, RESUME_KEYS)
+    file = checkpoint_path(out_dir)
+    if not allow_nonfinite:
+        bad = nonfinite_entries({"model": state["model"], "optimizer": state["optimizer"]})
+        if bad:
+            raise ValueError(
+                f"train: {file!r} holds non-finite values ({len(bad)} arrays, e.g. {bad[0]}): its run "
+                "diverged; start it again with other settings, or allow non-finite values to go on regardless"
+            )
+    if os.path.isfile(os.path.join(out_dir, HISTORY_NAME)):
+        history = load_history(out_dir)
+        step = int(state["step"])
+        if len(history["step"]) < step:
+            raise ValueError(
+                f"train: {os.path.join(out_dir, HISTORY_NAME)!r} ends at step {len(history['step'])}, before "
+                f"the checkpoint's step {step}: it does not belong to this checkpoint"
+            )
 
 
 def resume_configs(out_dir: str) -> tuple[ModelConfig, TrainConfig]:
@@ -244,12 +285,72 @@ def compute_loss(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float
     return loss, logits, labels
 
 
-def train_step(model, optimizer, scheduler, params, src, tgt, train_cfg: TrainConfig, groups=None):
+class NonFiniteError(ArithmeticError):
+    """A training step whose loss or gradient norm is NaN or infinite: the run has diverged.
+
+    train_step raises it before that step's update is applied, so the parameters are still those of
+    the step before. `step` is the failing step (1-based), `loss` and `grad_norm` its values, `sq`
+    its per-group squared gradient norms; `what` and `detail` say what was found and what was done.
+    `message(go_on)` is the one-line report, naming how to go on regardless in the caller's form
+    (train() says allow_nonfinite=True, the command line --allow-nonfinite).
+    """
+
+    def __init__(self, step, loss: float, grad_norm: float, sq: dict | None = None, what: str = "", detail: str = ""):
+        self.step, self.loss, self.grad_norm, self.sq = step, loss, grad_norm, sq or {}
+        self.what = what or f"the loss is {loss} and the gradient norm {grad_norm}"
+        self.detail = detail or "stopped before applying this step's update"
+        super().__init__(self.message("allow_nonfinite=True"))
+
+    def message(self, go_on: str | None) -> str:
+        at = f"step {self.step}: " if self.step is not None else ""
+        hint = f"; {go_on} goes on regardless" if go_on else ""
+        return f"{at}{self.what}: training diverged; {self.detail} (a smaller learning rate may help{hint})"
+
+
+def nonfinite_entries(state, prefix: str = "") -> list[str]:
+    """Names of the arrays in a (nested) state dict that hold a NaN or an infinity, as 'a.b.c (k of n)'."""
+    out = []
+    if isinstance(state, dict):
+        for k, v in state.items():
+            out += nonfinite_entries(v, f"{prefix}{k}.")
+    elif isinstance(state, (list, tuple)):
+        for i, v in enumerate(state):
+            out += nonfinite_entries(v, f"{prefix}{i}.")
+    else:
+        arr = np.asarray(getattr(state, "data", state))
+        if arr.dtype.kind in "fc":
+            bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+            if bad:
+                out.append(f"{prefix[:-1]} ({bad} of {arr.size})")
+    return out
+
+
+def train_step(
+    model,
+    optimizer,
+    scheduler,
+    params,
+    src,
+    tgt,
+    train_cfg: TrainConfig,
+    groups=None,
+    allow_nonfinite: bool = False,
+    step: int | None = None,
+):
     """One optimizer step on a batch: forward, backward, clip, Adam, schedule.
 
     Returns (loss, total grad norm before clipping, {group: squared grad norm} or {}, labels).
+    A NaN or infinite loss or gradient norm raises NonFiniteError (naming `step`) before the update,
+    so a diverged step never reaches the parameters, unless allow_nonfinite=True.
     """
     optimizer.zero_grad()
+    # NumPy's overflow warnings are silenced here: a non-finite loss or gradient is checked below and
+    # reported in one line (or, with allow_nonfinite, counted by train()), not as a stream of warnings.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        return _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups, allow_nonfinite, step)
+
+
+def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups, allow_nonfinite, step):
     loss, _, labels = compute_loss(model, src, tgt, train_cfg.label_smoothing)
     loss.backward()
     sq = (
@@ -263,9 +364,15 @@ def train_step(model, optimizer, scheduler, params, src, tgt, train_cfg: TrainCo
         total = math.sqrt(sum(sq.values()))
     else:
         total = math.sqrt(sum(_sq_norm(p.grad.data) for p in params if p.grad is not None))
+    value = loss.item()
+    # Any NaN or infinity in a gradient makes the norm non-finite, so these two checks cover every entry.
+    if not allow_nonfinite and not (math.isfinite(value) and math.isfinite(total)):
+        bad = nonfinite_entries({n: p for n, p in model.named_parameters()})
+        detail = f"stopped before its update; the parameters were already non-finite: {bad[0]}" if bad else ""
+        raise NonFiniteError(step, value, total, sq, detail=detail)
     optimizer.step()
     scheduler.step()
-    return loss.item(), total, sq, labels
+    return value, total, sq, labels
 
 
 def fit(
@@ -275,10 +382,12 @@ def fit(
     steps: int | None = None,
     progress: bool = False,
     desc: str = "fit",
+    allow_nonfinite: bool = False,
 ):
     """A bare training loop for experiments: no checkpoints, history file or evaluation.
 
-    Returns (model in eval mode, per-step losses, wall seconds).
+    Returns (model in eval mode, per-step losses, wall seconds). A diverging step raises
+    NonFiniteError (see train_step) unless allow_nonfinite=True.
     """
     steps = train_cfg.steps if steps is None else steps
     check_lengths(train_pairs, model_cfg.max_len, "fit")
@@ -289,15 +398,13 @@ def fit(
     params = list(model.parameters())
     batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed)
     losses = []
-    it = range(steps)
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, desc=desc, unit="step", dynamic_ncols=True, leave=False)
+    it = progress_bar(range(steps), desc=desc, leave=False) if progress else range(steps)
     t0 = time.perf_counter()
-    for _ in it:
+    for i in it:
         _, _, (src, tgt) = next(batches)
-        losses.append(train_step(model, optimizer, scheduler, params, src, tgt, train_cfg)[0])
+        losses.append(
+            train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, None, allow_nonfinite, i + 1)[0]
+        )
     wall = time.perf_counter() - t0
     model.eval()
     return model, losses, wall
@@ -494,13 +601,86 @@ def _write_history(out_dir: str, history: dict) -> None:
         raise
 
 
+PER_STEP_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s")  # one entry per completed step each
+
+
 def load_history(path: str) -> dict:
-    """The history.json of a run directory."""
+    """The history.json of a run directory (or the file), checked: FileNotFoundError if absent, else
+    one ValueError naming the file and what is wrong with it (not JSON, truncated, wrong structure)."""
     p = os.path.join(path, HISTORY_NAME) if os.path.isdir(path) else path
     if not os.path.isfile(p):
         raise FileNotFoundError(f"no training history at {p!r}")
-    with open(p) as f:
-        return json.load(f)
+    try:
+        with open(p, encoding="utf-8") as f:
+            history = json.load(f)
+    except ValueError as e:  # JSONDecodeError and UnicodeDecodeError both are ValueErrors
+        raise ValueError(f"{p!r} is not a readable training history (truncated or damaged?): {e}") from None
+    problem = _history_problem(history)
+    if problem:
+        raise ValueError(f"{p!r} is not a valid training history: {problem}")
+    return history
+
+
+def _is_number(v) -> bool:
+    # NaN and infinities are numbers here: a diverged run records them (json writes NaN, Infinity)
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _number_list_problem(name: str, v, n: int | None) -> str:
+    if not isinstance(v, list):
+        return f"{name!r} should be a list, it is {type(v).__name__}"
+    bad = [x for x in v if not _is_number(x)]
+    if bad:
+        return f"{name!r} should hold numbers, it holds {bad[0]!r}"
+    if n is not None and len(v) != n:
+        return f"{name!r} has {len(v)} entries, 'step' has {n}"
+    return ""
+
+
+def _history_problem(h) -> str:
+    """What is wrong with a loaded history.json, or '' if it has the structure train() writes."""
+    if not isinstance(h, dict):
+        return f"expected a JSON object at the top level, got {type(h).__name__}"
+    missing = [k for k in (*PER_STEP_KEYS, "layer_grad_norms", "eval") if k not in h]
+    if missing:
+        return f"missing {', '.join(map(repr, missing))}"
+    steps = h["step"]
+    problem = _number_list_problem("step", steps, None)
+    if problem:
+        return problem
+    if steps != list(range(1, len(steps) + 1)):
+        return (
+            f"'step' should count 1, 2, 3, ... (one entry per step), got {steps[:5]}{' ...' if len(steps) > 5 else ''}"
+        )
+    for k in PER_STEP_KEYS[1:]:
+        problem = _number_list_problem(k, h[k], len(steps))
+        if problem:
+            return problem
+    if not isinstance(h["layer_grad_norms"], dict):
+        return f"'layer_grad_norms' should be an object, it is {type(h['layer_grad_norms']).__name__}"
+    for k, v in h["layer_grad_norms"].items():
+        problem = _number_list_problem(f"layer_grad_norms.{k}", v, len(steps))
+        if problem:
+            return problem
+    if not isinstance(h["eval"], list):
+        return f"'eval' should be a list, it is {type(h['eval']).__name__}"
+    for e in h["eval"]:
+        if not isinstance(e, dict) or not isinstance(e.get("step"), int) or not _is_number(e.get("loss")):
+            return f"each 'eval' entry should be an object with an integer 'step' and a number 'loss', got {e!r}"
+        bad = [k for k, v in e.items() if not _is_number(v)]
+        if bad:
+            return f"'eval' entry of step {e['step']}: {bad[0]!r} should be a number, it is {e[bad[0]]!r}"
+    if "wall_time" in h and not _is_number(h["wall_time"]):
+        return f"'wall_time' should be a number, it is {h['wall_time']!r}"
+    segments = h.get("segments", [])
+    if not isinstance(segments, list) or not all(
+        isinstance(g, dict)
+        and all(_is_number(g.get(k)) for k in ("start_step", "end_step", "wall_time"))
+        and isinstance(g.get("end"), str)
+        for g in segments
+    ):
+        return "'segments' should be a list of objects with start_step, end_step, wall_time and end"
+    return ""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -511,10 +691,14 @@ class TrainResult:
     model: object
     task: Task
     history: dict
-    metrics: dict  # final held-out metrics (evaluate)
+    metrics: dict  # final held-out metrics (evaluate); with nothing to do, the run's last ones (or {})
     out_dir: str
     step: int
-    wall_time: float
+    wall_time: float  # seconds this call spent (training, evaluations, checkpoints)
+    start_step: int = 0  # the step this call started from (the checkpoint's with resume)
+    total_wall_time: float = 0.0  # seconds over every call that worked on this run (history's wall_time)
+    runs: int = 1  # how many calls worked on this run (history's segments)
+    nothing_to_do: bool = False  # resume found the run already at (or past) train_cfg.steps: nothing written
 
 
 class _InterruptGuard:
@@ -577,6 +761,18 @@ def _new_history(groups) -> dict:
     }
 
 
+def _cut_history(history: dict, step: int) -> dict:
+    """A history saved ahead of its checkpoint (a crash between the two files, a diverged step) would
+    repeat steps on resume: keep what the checkpoint's `step` covers. Segments (time spent) all stay."""
+    keep = sum(1 for s in history["step"] if s <= step)
+    for k in PER_STEP_KEYS:
+        history[k] = history[k][:keep]
+    for k in history["layer_grad_norms"]:
+        history["layer_grad_norms"][k] = history["layer_grad_norms"][k][:keep]
+    history["eval"] = [e for e in history["eval"] if e["step"] <= step]
+    return history
+
+
 def train(
     model_cfg: ModelConfig,
     train_cfg: TrainConfig,
@@ -586,6 +782,8 @@ def train(
     callback=None,
     overwrite: bool = False,
     on_start=None,
+    allow_nonfinite: bool = False,
+    resume_hint: str = "train(..., resume=True)",
 ) -> TrainResult:
     """Train a Transformer on `train_cfg.task` for `train_cfg.steps` optimizer steps; see the module docstring.
 
@@ -593,11 +791,18 @@ def train(
     grad norm, ...); it may raise KeyboardInterrupt to stop the run (a checkpoint is saved first).
     With resume=True the run continues from `out_dir/checkpoint.npz`; its configuration must
     equal the requested one except for RESUMABLE_FIELDS, else ValueError names the differences.
-    A directory already holding a run is refused unless resume=True or overwrite=True.
+    Resuming a run already at (or past) `train_cfg.steps` writes nothing and returns with
+    nothing_to_do=True. A directory already holding a run is refused unless resume=True or overwrite=True.
     `on_start()` runs once every check has passed and a resumed state is restored, before the
     first step or file write (the command line prints the configuration there).
+
+    Divergence: a step whose loss or gradient norm is NaN or infinite raises NonFiniteError before
+    its update is applied. The checkpoint on disk (the last one saved, all finite) is left as it
+    is; history.json records the steps up to the failing one, whose loss and norm show what
+    happened. allow_nonfinite=True trains on regardless (and may save non-finite parameters).
+    `resume_hint` is how the interrupt message tells to continue (the command line gives its own).
     """
-    task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite)
+    task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite)
     model = build_model(model_cfg, train_cfg.seed)
     model.train()
     optimizer = build_optimizer(model, train_cfg)
@@ -621,21 +826,56 @@ def train(
                 f"{checkpoint_path(out_dir)!r} does not hold a run of its own configuration: {_shorten(e)}"
             ) from None
         if os.path.isfile(os.path.join(out_dir, HISTORY_NAME)):
-            history = load_history(out_dir)
-            # a history saved ahead of its checkpoint (a crash between the two files) would repeat steps: cut it
-            keep = sum(1 for s in history["step"] if s <= step)
-            for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
-                history[k] = history[k][:keep]
-            for k in history["layer_grad_norms"]:
-                history["layer_grad_norms"][k] = history["layer_grad_norms"][k][:keep]
-            history["eval"] = [e for e in history["eval"] if e["step"] <= step]
+            history = _cut_history(load_history(out_dir), step)
+            if set(history["layer_grad_norms"]) != set(groups):
+                raise ValueError(
+                    f"{os.path.join(out_dir, HISTORY_NAME)!r} records gradient norms of layers "
+                    f"{sorted(history['layer_grad_norms'])}, the model has {sorted(groups)}"
+                )
+        # At (or past) the requested step with the final evaluation recorded: the run is done as asked.
+        # Without that evaluation (a Ctrl-C during it) the run goes on below to evaluate and save.
+        evals = [e for e in history["eval"] if e["step"] == step]
+        if step > train_cfg.steps or (step == train_cfg.steps and evals):
+            segments = history.get("segments", [])
+            return TrainResult(
+                model, task, history, dict(evals[-1]) if evals else {}, out_dir, step, 0.0, step,
+                history.get("wall_time", 0.0), len(segments), nothing_to_do=True,
+            )  # fmt: skip
     if on_start is not None:
         on_start()
     os.makedirs(out_dir, exist_ok=True)
 
     batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed, epoch, batch_index)
+    start_step, t_start = step, time.perf_counter()
+    # This call's share of the run: steps and seconds, updated at each save (so an interrupted or
+    # diverged call's time reaches history.json too); wall_time is the sum over every call.
+    segment = {"start_step": step, "end_step": step, "wall_time": 0.0, "end": "running"}
+    history.setdefault("segments", []).append(segment)
+    history.setdefault("wall_time", 0.0)
+    saved = [step if resume else None]  # the step of the checkpoint on disk (None: none yet)
 
-    def save():
+    def record_time(end: str) -> None:
+        spent = time.perf_counter() - t_start
+        history["wall_time"] += spent - segment["wall_time"]
+        segment.update(end_step=step, wall_time=spent, end=end)
+
+    def save(end: str = "running"):
+        record_time(end)
+        if not allow_nonfinite:
+            # train_step stops at a non-finite loss or gradient; an update can still overflow a parameter
+            bad = nonfinite_entries({"model": model.state_dict(), "optimizer": optimizer.state_dict()})
+            if bad:
+                segment["end"] = "diverged"
+                _write_history(out_dir, history)  # what happened, up to this step; the checkpoint stays
+                last = "no checkpoint was saved" if saved[0] is None else f"{CHECKPOINT_NAME} keeps step {saved[0]}"
+                raise NonFiniteError(
+                    step,
+                    history["loss"][-1] if history["loss"] else float("nan"),
+                    history["grad_norm"][-1] if history["grad_norm"] else float("nan"),
+                    what=f"the update made {len(bad)} arrays non-finite (e.g. {bad[0]})",
+                    detail=f"not saved: {last}, {HISTORY_NAME} records the steps up to it",
+                )
+        saved[0] = step
         data = {"epoch": epoch, "batch_index": batch_index}
         return _save_checkpoint(
             out_dir, model, optimizer, scheduler, step, get_rng_state(), data, model_cfg, train_cfg, task, history
@@ -643,11 +883,9 @@ def train(
 
     bar = None
     if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=train_cfg.steps, initial=step, desc=f"train {task.name}", unit="step", dynamic_ncols=True)
-    t_start = time.perf_counter()
+        bar = progress_bar(total=train_cfg.steps, initial=step, desc=f"train {task.name}")
     guard = _InterruptGuard()
+    nonfinite_steps = 0
     # Outside guard.atomic() the model, optimizer, scheduler, RNG, (epoch, batch_index) and history
     # always describe the same completed step, so a checkpoint may be saved there at any moment.
     try:
@@ -658,9 +896,36 @@ def train(
                         t0 = time.perf_counter()
                         epoch_i, index_i, (src, tgt) = next(batches)
                         lr = optimizer.param_groups[0]["lr"]
-                        loss, total, sq, labels = train_step(
-                            model, optimizer, scheduler, params, src, tgt, train_cfg, groups
-                        )
+                        try:
+                            loss, total, sq, labels = train_step(
+                                model,
+                                optimizer,
+                                scheduler,
+                                params,
+                                src,
+                                tgt,
+                                train_cfg,
+                                groups,
+                                allow_nonfinite,
+                                step + 1,
+                            )
+                        except NonFiniteError as e:
+                            last = (
+                                "no checkpoint was saved"
+                                if saved[0] is None
+                                else f"{CHECKPOINT_NAME} keeps step {saved[0]}"
+                            )
+                            e.detail += f"; {last}, {HISTORY_NAME} records the steps up to it"
+                            e.args = (e.message("allow_nonfinite=True"),)
+                            # the step is not applied; the history records it (what happened), the checkpoint stays
+                            for k, v in zip(PER_STEP_KEYS, (step + 1, e.loss, float(lr), e.grad_norm, 0.0)):
+                                history[k].append(v)
+                            for k, v in e.sq.items():
+                                history["layer_grad_norms"][k].append(math.sqrt(v))
+                            record_time("diverged")
+                            _write_history(out_dir, history)
+                            raise
+                        nonfinite_steps += not (math.isfinite(loss) and math.isfinite(total))
                         step += 1
                         epoch, batch_index = epoch_i, index_i + 1  # the next batch's position
                         n_tokens = int(np.count_nonzero(src != PAD_ID) + np.count_nonzero(labels != PAD_ID))
@@ -672,14 +937,16 @@ def train(
                             "grad_norm": total,
                             "tokens_per_s": n_tokens / dt if dt > 0 else 0.0,
                         }
-                        for k in ("step", "loss", "lr", "grad_norm", "tokens_per_s"):
+                        for k in PER_STEP_KEYS:
                             history[k].append(record[k])
                         for k, v in sq.items():
                             history["layer_grad_norms"][k].append(math.sqrt(v))
                     if bar is not None:
+                        # refresh=False: shown at the bar's next redraw (or progress line), not redrawn now
+                        bar.set_postfix(
+                            loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}", refresh=False
+                        )
                         bar.update(1)
-                        if step % 10 == 0 or step == train_cfg.steps:
-                            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{record['tokens_per_s']:.0f}")
                     if train_cfg.eval_every and step % train_cfg.eval_every == 0 and step < train_cfg.steps:
                         m = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
                         history["eval"].append({"step": step, **m})
@@ -693,21 +960,24 @@ def train(
                             save()
                     if callback is not None:
                         callback(step, record)
-                wall = time.perf_counter() - t_start
                 metrics = evaluate(model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
                 with guard.atomic():
                     history["eval"].append({"step": step, **metrics})
-                    history["wall_time"] = history.get("wall_time", 0.0) + wall
-                    save()
+                    save("done")
             except KeyboardInterrupt:
                 guard.stopping = True  # from here on every Ctrl-C is dropped: the save below runs in full
-                path = save()
+                path = save("interrupted")
                 if bar is not None:
                     bar.close()
                     bar = None
-                print(f"\ninterrupted: checkpoint of step {step} saved to {path}; continue with resume=True / --resume")
+                print(f"\ninterrupted: checkpoint of step {step} saved to {path}; continue with {resume_hint}")
                 raise
     finally:
         if bar is not None:
             bar.close()
-    return TrainResult(model, task, history, metrics, out_dir, step, wall)
+    if nonfinite_steps:
+        print(f"warning: {nonfinite_steps} steps had a non-finite loss or gradient norm (allow_nonfinite)")
+    return TrainResult(
+        model, task, history, metrics, out_dir, step, segment["wall_time"], start_step,
+        history["wall_time"], len(history["segments"]),
+    )  # fmt: skip
