@@ -371,3 +371,39 @@ def test_a_diverging_experiment_is_one_line_and_exit_3_without_a_flag_to_name(tm
     err = one_line_error(["experiment", "heads", "--out", str(tmp_path / "e")], capsys, EXIT_DIVERGED)
     assert "step 7: the loss is nan and the gradient norm inf: training diverged" in err
     assert "allow" not in err and not os.path.exists(tmp_path / "e")
+
+
+# ---------------------------------------------------------------------------------------------
+# Run files behind symlinks (item 9 for the run's own files)
+# ---------------------------------------------------------------------------------------------
+def test_a_resume_updates_history_and_checkpoint_through_their_symlinks(finished_run, tmp_path, capsys):
+    """A user who keeps the real files elsewhere and links them into the run folder: a resume writes the
+    files the links point to, atomically, and the links stay links."""
+    out = copy_of(finished_run, tmp_path)
+    store = tmp_path / "store"
+    store.mkdir()
+    for name in (HISTORY_NAME, CHECKPOINT_NAME):
+        os.replace(os.path.join(out, name), store / name)
+        os.symlink(store / name, os.path.join(out, name))
+    code, _, err = run_cli(["train", "--out", out, "--resume", "--steps", "6", *TINY], capsys)
+    assert code == 0, err
+    for name in (HISTORY_NAME, CHECKPOINT_NAME):
+        assert os.path.islink(os.path.join(out, name)), f"{name}: the link was replaced by a file"
+    with open(store / HISTORY_NAME) as f:
+        assert json.load(f)["step"][-1] == 6
+    assert mt.load(str(store / CHECKPOINT_NAME))["step"] == 6
+
+
+def test_a_figure_is_written_atomically_in_the_format_its_name_says(tmp_path):
+    from matplotlib.figure import Figure
+
+    from transformer_np.plots import _save
+
+    for name in ("a.png", "b.svg", "c.pdf"):
+        fig = Figure()
+        fig.add_subplot().plot([0, 1])
+        path = _save(fig, str(tmp_path / name))
+        with open(path, "rb") as f:
+            head = f.read(5)
+        assert head.startswith({"png": b"\x89PNG", "svg": b"<?xml", "pdf": b"%PDF"}[name[-3:]]), (name, head)
+    assert sorted(os.listdir(tmp_path)) == ["a.png", "b.svg", "c.pdf"]  # no temporary left behind

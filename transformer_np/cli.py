@@ -27,6 +27,8 @@ import time
 
 import numpy as np
 
+from minitensor.serialization import atomic_write
+
 from .config import ACTIVATIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
 from .data import TASKS
 
@@ -442,7 +444,7 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
     finally:
         model.store_attention(False)
     sample = f"input: {' '.join(src_labels)}  ->  output: {task.decode_target(tgt_next)}"
-    with open(os.path.join(out_dir, "sample.txt"), "w") as f:
+    with atomic_write(os.path.join(out_dir, "sample.txt")) as f:
         f.write(sample + "\n")
     next_labels = [task.tgt_vocab.itos[i] for i in tgt_next]
     # Layers and heads are numbered from 1 in the figures; files keep the 0-based index of the parameter names.

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from minitensor.serialization import atomic_write
+
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
@@ -104,7 +106,7 @@ class Vocab:
         return cls(d["tokens"], specials=tuple(d["specials"]))
 
     def save(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as f:
+        with atomic_write(path, encoding="utf-8") as f:
             json.dump(self.to_dict(), f, ensure_ascii=False, indent=1)
 
     @classmethod

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 import minitensor as mt
+from minitensor.serialization import atomic_write
 
 from . import plots
 from .config import ModelConfig, TrainConfig
@@ -115,9 +116,9 @@ def _write(
 ) -> dict:
     md = f"## {title}\n\n{note}\n\n{markdown_table(rows, columns)}\n"
     md_path, json_path, _ = result_files(name, out_dir)
-    with open(md_path, "w") as f:
+    with atomic_write(md_path) as f:
         f.write(md)
-    with open(json_path, "w") as f:
+    with atomic_write(json_path) as f:
         json.dump({"experiment": name, "rows": rows, **meta}, f, indent=1)
     return {"rows": rows, "markdown": md, "files": [md_path, json_path] + figures}
 

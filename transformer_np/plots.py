@@ -19,13 +19,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
+from minitensor.serialization import atomic_write
+
 DPI = 110
 
 
 def _save(fig: Figure, path: str) -> str:
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    # atomically (a Ctrl-C mid-write leaves the previous figure); a file object needs the format named
+    fmt = os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    with atomic_write(path, "wb") as f:
+        fig.savefig(f, dpi=DPI, bbox_inches="tight", format=fmt)
     return path
 
 

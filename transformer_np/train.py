@@ -41,6 +41,7 @@ import numpy as np
 
 import minitensor as mt
 from minitensor.random import get_rng_state, set_rng_state
+from minitensor.serialization import atomic_write
 
 from .config import ModelConfig, TrainConfig, get_preset
 from .data import (
@@ -590,15 +591,8 @@ def _save_checkpoint(
 
 
 def _write_history(out_dir: str, history: dict) -> None:
-    tmp = os.path.join(out_dir, HISTORY_NAME + ".tmp")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(history, f)
-        os.replace(tmp, os.path.join(out_dir, HISTORY_NAME))
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_write(os.path.join(out_dir, HISTORY_NAME)) as f:  # through a symlink too
+        json.dump(history, f)
 
 
 PER_STEP_KEYS = ("step", "loss", "lr", "grad_norm", "tokens_per_s")  # one entry per completed step each
