@@ -77,7 +77,7 @@ class VersionCounter:
 
 class OpCalls:
     """How the engine calls a primitive's forward and backward. The profiler installs a subclass
-    that times each call (`set_op_calls`); the engine itself never branches on profiling."""
+    that times each call (`set_op_calls`); the engine only asks whether this thread installed calls."""
 
     def forward(self, fn, ctx, arrays, kwargs):
         return fn.forward(ctx, *arrays, **kwargs)
@@ -86,18 +86,27 @@ class OpCalls:
         return fn.backward(ctx, g)
 
 
-class _ThreadOpCalls(threading.local):
-    calls = OpCalls()  # per thread, as grad mode: a profile records the ops of the thread that opened it
-    # (as torch.autograd.profiler.profile, which is thread-local), and two threads profiling at once
-    # each put back their own previous calls
+_PLAIN_CALLS = OpCalls()
+# Per thread, as grad mode: a profile records the ops of the thread that opened it (as torch's
+# autograd profiler, which is thread-local), and two threads profiling at once each put back their own
+# previous calls. Only threads that installed calls of their own are listed, so while nothing is being
+# profiled an op pays for one test of an empty dict (_op_calls_here), not a thread-local lookup.
+_installed_calls: dict = {}  # thread id -> OpCalls
 
 
-_op_calls = _ThreadOpCalls()
+def _op_calls_here() -> OpCalls:
+    """How this thread calls primitives: its own installed calls (a profile), else the plain ones."""
+    return _installed_calls.get(threading.get_ident(), _PLAIN_CALLS)
 
 
 def set_op_calls(calls: OpCalls) -> OpCalls:
     """Install `calls` as the way this thread's forwards and backwards are run; returns the previous one."""
-    previous, _op_calls.calls = _op_calls.calls, calls
+    tid = threading.get_ident()
+    previous = _installed_calls.get(tid, _PLAIN_CALLS)
+    if type(calls) is OpCalls:  # the plain way: nothing to list
+        _installed_calls.pop(tid, None)
+    else:
+        _installed_calls[tid] = calls
     return previous
 
 
@@ -198,7 +207,7 @@ class Node:
                     f"that uses it, or give that forward a .clone()"
                 )
         ctx = self._tensor_context() if create_graph else self.ctx
-        grads = _op_calls.calls.backward(self.fn, ctx, g)
+        grads = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).backward(self.fn, ctx, g)
         return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
 
     def _tensor_context(self) -> Context:
@@ -308,7 +317,7 @@ class Function:
             raise TypeError(f"{cls.__name__}.apply: expected at least one Tensor argument")
         ctx = Context()
         with ieee_quiet():
-            out = _op_calls.calls.forward(cls, ctx, arrays, kwargs)
+            out = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).forward(cls, ctx, arrays, kwargs)
         result = tensors[0].wrap(out)
         if cls.returns_view and np.may_share_memory(out, arrays[0]):
             result.version_counter = tensors[0].version_counter
