@@ -5,8 +5,9 @@
     (x.tanh() @ mt.randn(4, 2)).sum().backward()
     x.grad
 
-Layout, bottom-up: dtypes.py (dtypes, promotion), autograd.py (Function, the graph walk, no_grad,
-gradcheck), ops/ (every primitive's forward and backward side by side, the fused ones included),
+Layout, bottom-up: dtypes.py (dtypes, promotion), grad_mode.py (no_grad & co., per thread),
+autograd.py (Function, the graph walk, gradcheck), ops/ (every primitive's forward and backward side
+by side, the fused ones included),
 tensor.py (the Tensor and the torch.* functions), creation.py (factories), nn/ (functional
 wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to DOT), profiler.py,
 testing.py (tolerances).

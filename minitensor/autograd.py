@@ -1,5 +1,5 @@
-"""Reverse-mode automatic differentiation: grad mode, the Function base class, the graph walk,
-grad(), gradcheck and gradgradcheck.
+"""Reverse-mode automatic differentiation: the Function base class, the graph walk, grad(), gradcheck
+and gradgradcheck. Grad mode (per thread) lives in grad_mode.py; no_grad & co. are re-exported here.
 
 Every primitive is a `Function` subclass (see the ops/ package) with two static methods side by side:
 
@@ -27,14 +27,16 @@ Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyT
 NumPy's RuntimeWarnings are turned off.
 
 This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,
-`dtype`, `version_counter`, `accumulate_grad(g)` and `wrap(array)` (a new Tensor around an array).
+`dtype`, `version_counter`, `accumulate_grad(g)`, `apply_hooks(g)` and `wrap(array)` (a new Tensor around an array).
 tensor.py's Tensor provides them, so the import order is one way: tensor.py -> ops/ -> autograd.py.
 
 Deviation from PyTorch, flagged: after a backward without retain_graph, every node on the path
 is freed, also one that saved nothing (`y = x + 1`). PyTorch lets a second loss backpropagate
-through such save-nothing nodes; here it raises the "second time" error. The reason: a node here
-holds its inputs' producer nodes (and through them their saved arrays), and dropping them at once is
-what returns the activations' memory even while the caller keeps the loss tensor alive.
+through such save-nothing nodes; here it raises the "second time" error. The reason: one rule
+(a node that ran is spent) that needs no per-op knowledge of what was saved. A freed node keeps its
+inputs (leaves and Edges, no arrays), as PyTorch keeps the graph's shape: grad() then knows that a
+path to its inputs goes through a freed node and raises, rather than reporting the input "not used"
+(or None), which would read d2/dx2 exp(x) as 0.
 
 A backward never writes into the incoming `g` or a saved array: the same array can flow to
 several inputs (x + x), so gradients are combined by creating new arrays, and a leaf receives an
@@ -44,61 +46,14 @@ array it owns alone.
 from __future__ import annotations
 
 import copy
-import functools
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-_grad_enabled = True
-
-
-def is_grad_enabled() -> bool:
-    return _grad_enabled
-
-
-class _GradMode:
-    """Base of no_grad / enable_grad: a context manager that also decorates functions."""
-
-    mode = True
-
-    def __enter__(self):
-        global _grad_enabled
-        self._prev = _grad_enabled
-        _grad_enabled = self.mode
-        return self
-
-    def __exit__(self, *exc):
-        global _grad_enabled
-        _grad_enabled = self._prev
-        return False
-
-    def __call__(self, fn: Callable) -> Callable:
-        mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
-
-
-class no_grad(_GradMode):
-    """Disable graph recording: `with mt.no_grad(): ...` or `@mt.no_grad()`."""
-
-    mode = False
-
-
-class enable_grad(_GradMode):
-    """Re-enable graph recording inside a no_grad block."""
-
-    mode = True
-
-
-class set_grad_enabled(_GradMode):
-    def __init__(self, mode: bool):
-        self.mode = bool(mode)
+from .grad_mode import _state as _grad_mode
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401 (mt.autograd.no_grad, ...)
 
 
 def ieee_quiet():
@@ -122,7 +77,7 @@ class VersionCounter:
 
 class OpCalls:
     """How the engine calls a primitive's forward and backward. The profiler installs a subclass
-    that times each call (`set_op_calls`); the engine itself never branches on profiling."""
+    that times each call (`set_op_calls`); the engine only asks whether this thread installed calls."""
 
     def forward(self, fn, ctx, arrays, kwargs):
         return fn.forward(ctx, *arrays, **kwargs)
@@ -131,13 +86,27 @@ class OpCalls:
         return fn.backward(ctx, g)
 
 
-_op_calls = OpCalls()
+_PLAIN_CALLS = OpCalls()
+# Per thread, as grad mode: a profile records the ops of the thread that opened it (as torch's
+# autograd profiler, which is thread-local), and two threads profiling at once each put back their own
+# previous calls. Only threads that installed calls of their own are listed, so while nothing is being
+# profiled an op pays for one test of an empty dict (_op_calls_here), not a thread-local lookup.
+_installed_calls: dict = {}  # thread id -> OpCalls
+
+
+def _op_calls_here() -> OpCalls:
+    """How this thread calls primitives: its own installed calls (a profile), else the plain ones."""
+    return _installed_calls.get(threading.get_ident(), _PLAIN_CALLS)
 
 
 def set_op_calls(calls: OpCalls) -> OpCalls:
-    """Install `calls` as the way every forward and backward is run; returns the previous one."""
-    global _op_calls
-    previous, _op_calls = _op_calls, calls
+    """Install `calls` as the way this thread's forwards and backwards are run; returns the previous one."""
+    tid = threading.get_ident()
+    previous = _installed_calls.get(tid, _PLAIN_CALLS)
+    if type(calls) is OpCalls:  # the plain way: nothing to list
+        _installed_calls.pop(tid, None)
+    else:
+        _installed_calls[tid] = calls
     return previous
 
 
@@ -186,30 +155,38 @@ _OUTPUT = -1  # Node.saved: the source of a saved array that is the op's output
 
 
 class Node:
-    """One recorded op application: the output tensor's grad_fn."""
+    """One recorded op application: the output tensor's grad_fn.
 
-    __slots__ = ("fn", "ctx", "inputs", "saved", "hooks", "retained", "__weakref__")
+    Each Function has its own subclass, made once with the Function and named after it as PyTorch names
+    its nodes: `type(y.grad_fn).__name__`, `repr` and `name()` all say "TanhBackward" (PyTorch's
+    "TanhBackward0" numbers the overloads of an op's derivative formula; an op here has one formula)."""
 
-    def __init__(self, fn, ctx, inputs, saved=()):
-        self.fn = fn  # the Function subclass
+    __slots__ = ("ctx", "inputs", "saved", "hooks", "retained", "__weakref__")
+    fn = None  # the Function subclass: a class attribute of each Function's node class (node_class_of)
+
+    def __init__(self, ctx, inputs, saved=()):
         self.ctx = ctx  # its Context; None once freed
         self.inputs = inputs  # per forward input: a leaf Tensor, an Edge to a non-leaf, or None (no grad)
         self.saved = saved  # (VersionCounter, version when saved, array, input index or _OUTPUT)
         self.hooks = None  # the (non-leaf) output tensor's hooks, as array -> array functions
-        self.retained = None  # the output tensor when retain_grad() was called on it
+        # a weak reference to the output tensor when retain_grad() was called on it: a strong one would
+        # make a cycle (the tensor holds its grad_fn), which only the gc breaks, keeping the graph alive
+        self.retained = None
 
     def name(self) -> str:
-        return self.fn.__name__
+        return type(self).__name__
 
     def __repr__(self):
-        return f"<{self.fn.__name__}Backward>"
+        return f"<{type(self).__name__}>"
 
-    def receive(self, g, retain: bool = True):
-        """The output's gradient, after its hooks; kept on the output tensor if it retains grad."""
+    def receive(self, g):
+        """The output's gradient, after its hooks; kept on the output tensor if it retains grad (by
+        backward() and by grad() alike, as in PyTorch)."""
         for hook in self.hooks or ():
             g = hook(g)
-        if retain and self.retained is not None:
-            self.retained.accumulate_grad(g if _is_tensor(g) else g.copy())
+        t = self.retained() if self.retained is not None else None
+        if t is not None:
+            t.accumulate_grad(g if _is_tensor(g) else g.copy())
         return g
 
     def backward(self, g, create_graph: bool = False) -> list:
@@ -225,12 +202,12 @@ class Node:
             if counter.value != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: [{arr.dtype} {arr.shape}], saved by {self.name()}Backward, is at version "
+                    f"operation: [{arr.dtype} {arr.shape}], saved by {self.name()}, is at version "
                     f"{counter.value}; expected version {version} instead. Change it before the forward "
                     f"that uses it, or give that forward a .clone()"
                 )
         ctx = self._tensor_context() if create_graph else self.ctx
-        grads = _op_calls.backward(self.fn, ctx, g)
+        grads = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).backward(self.fn, ctx, g)
         return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
 
     def _tensor_context(self) -> Context:
@@ -266,7 +243,7 @@ class Node:
         its input's shape (unbroadcast) and of its dtype."""
         if len(grads) != len(self.inputs):
             raise RuntimeError(
-                f"function {self.name()}Backward returned {len(grads)} gradients, but {self.name()}.forward "
+                f"function {self.name()} returned {len(grads)} gradients, but {self.fn.__name__}.forward "
                 f"took {len(self.inputs)} tensor inputs: return one per input (None for no gradient)"
             )
         out = list(grads)
@@ -275,24 +252,25 @@ class Node:
                 continue
             if create_graph and not _is_tensor(gi):
                 raise RuntimeError(
-                    f"function {self.name()}Backward returned a NumPy array for input {i} under create_graph=True: "
+                    f"function {self.name()} returned a NumPy array for input {i} under create_graph=True: "
                     f"its backward cannot be differentiated again. Write it with operators and ctx.xp on "
                     f"ctx.saved_arrays (see docs/higher_order.md)"
                 )
             if gi.shape != t.shape:
                 out[i] = gi = unbroadcast(
-                    gi, t.shape, f"{self.name()}Backward, input {i}", _TENSORS if create_graph else Context.xp
+                    gi, t.shape, f"{self.name()}, input {i}", _TENSORS if create_graph else Context.xp
                 )
             if gi.dtype != t.dtype:
                 raise RuntimeError(
-                    f"function {self.name()}Backward returned a {gi.dtype} gradient for input {i}, a {t.dtype} tensor"
+                    f"function {self.name()} returned a {gi.dtype} gradient for input {i}, a {t.dtype} tensor"
                 )
         return out
 
     def free(self) -> None:
-        """Drop the saved arrays and the inputs, so their memory returns now."""
+        """Drop the saved arrays, so their memory returns now. The inputs stay (leaves and Edges, no
+        arrays), as in PyTorch: the graph's shape tells a later grad() whether its path goes through this
+        node, whose backward then raises the "second time" error instead of reading as "not used"."""
         self.ctx = None
-        self.inputs = ()
         self.saved = ()
 
 
@@ -311,7 +289,7 @@ class Edge:
         self.grad_fn, self.shape, self.dtype, self.wrap = t.grad_fn, t.data.shape, t.data.dtype, t.wrap
 
     def __repr__(self):
-        return f"<Edge from {self.grad_fn.name()}Backward {self.shape} {self.dtype}>"
+        return f"<Edge from {self.grad_fn.name()} {self.shape} {self.dtype}>"
 
 
 class Function:
@@ -327,6 +305,11 @@ class Function:
 
     returns_view = False  # True where forward may return a view of its first input (shares its version)
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # the class of this op's nodes, made once here, not per op: TanhBackward for Tanh
+        cls._node_class = type(f"{cls.__name__}Backward", (Node,), {"__slots__": (), "fn": cls})
+
     @classmethod
     def apply(cls, *tensors, **kwargs):
         arrays = [_array_of(cls, i, t) for i, t in enumerate(tensors)]
@@ -334,17 +317,17 @@ class Function:
             raise TypeError(f"{cls.__name__}.apply: expected at least one Tensor argument")
         ctx = Context()
         with ieee_quiet():
-            out = _op_calls.forward(cls, ctx, arrays, kwargs)
+            out = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).forward(cls, ctx, arrays, kwargs)
         result = tensors[0].wrap(out)
         if cls.returns_view and np.may_share_memory(out, arrays[0]):
             result.version_counter = tensors[0].version_counter
-        if _grad_enabled:
+        if _grad_mode.enabled:
             needs = tuple(t.requires_grad for t in tensors)
             if any(needs):
                 ctx.needs_input_grad = needs
                 result.requires_grad = True
                 inputs = tuple((t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs))
-                result.grad_fn = Node(cls, ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
+                result.grad_fn = cls._node_class(ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
         return result
 
 
@@ -433,11 +416,12 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
         g = grads.pop(node, None)
         if g is None:  # nothing flows into this node
             continue
-        g = node.receive(g, retain=inputs is None)
+        if needed is not None and node not in needed and node not in sink.nodes:
+            continue  # grad(): off the path to the inputs, so its hooks do not run either (as in PyTorch)
+        g = node.receive(g)
         if needed is not None:
             sink.capture(node, g)
-            # nothing upstream of this node is asked for (a freed node has no inputs left: its backward says so)
-            if node not in needed and node.ctx is not None:
+            if node not in needed:  # nothing upstream of this node is asked for
                 continue
         for t, gi in zip(node.inputs, node.backward(g, create_graph)):
             if t is None or gi is None:
@@ -525,6 +509,8 @@ class _InputGrads:
         for t in self.inputs:
             key = id(t) if t.grad_fn is None else t.grad_fn
             g = self.found.get(key)
+            if g is not None and t.grad_fn is None:  # a leaf's hooks, on its summed gradient (a non-leaf's
+                g = t.apply_hooks(g)  # ran in Node.receive before capture), as PyTorch applies them
             if g is None and key in (self.reached_leaves if t.grad_fn is None else self.reached):
                 g = np.zeros(t.shape, dtype=t.dtype)
             out.append(g)

@@ -21,6 +21,7 @@ import collections
 import math
 import numbers
 import operator
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -244,7 +245,7 @@ class Tensor:
         body = np.array2string(self.data, separator=", ", precision=4, prefix="tensor(")
         extra = "" if self.dtype in (float32, int64, bool_) else f", dtype={self.dtype}"
         if self.grad_fn is not None:
-            extra += f", grad_fn=<{self.grad_fn.name()}Backward>"
+            extra += f", grad_fn=<{self.grad_fn.name()}>"
         elif self.requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
@@ -295,8 +296,7 @@ class Tensor:
     def accumulate_grad(self, g) -> None:
         """Add gradient g (an array of this tensor's shape owned by the caller, or a Tensor under
         create_graph) into .grad, after the hooks."""
-        for hook in self._hooks or ():
-            g = hook(g)
+        g = self.apply_hooks(g)
         if g.dtype != self.data.dtype:
             raise RuntimeError(f"internal: gradient dtype {g.dtype} differs from the tensor's dtype {self.data.dtype}")
         if isinstance(g, Tensor):  # create_graph: .grad keeps the gradient's graph
@@ -306,12 +306,19 @@ class Tensor:
         else:
             self._grad.data = self._grad.data + g
 
+    def apply_hooks(self, g):
+        """A leaf's gradient g after its hooks, each of which may replace it: what accumulate_grad adds
+        and what autograd.grad returns for this leaf (a non-leaf's hooks run on its grad_fn instead)."""
+        for hook in self._hooks or ():
+            g = hook(g)
+        return g
+
     def retain_grad(self) -> None:
         """Keep .grad on this non-leaf tensor after backward."""
         if not self.requires_grad:
             raise RuntimeError("retain_grad() on a tensor that does not require grad")
         if self.grad_fn is not None:
-            self.grad_fn.retained = self
+            self.grad_fn.retained = weakref.ref(self)  # weak: the node must not keep its output alive
 
     def register_hook(self, hook):
         """hook(grad) -> None or a replacement gradient, called when this tensor's gradient is computed."""

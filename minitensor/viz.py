@@ -83,8 +83,8 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
         drawn.add(id(node))
         nid = node_id(node)
         label = f"{node.name()}\n{_describe(produced)}"
-        if node.ctx is None and not node.inputs:  # backward() already freed what lay below
-            label += "\n(inputs freed by backward)"
+        if node.ctx is None:  # a backward without retain_graph already ran through it
+            label += "\n(saved arrays freed by backward)"
         lines.append(f'  {nid} [label={_quote(label)}, fillcolor="#fff9c4"];')
         for t in node.inputs:
             if t is None:

@@ -45,6 +45,7 @@ print("is a leaf (made by us, not by an op):", x.is_leaf, "| grad so far:", x.gr
 # %% [markdown]
 # ## A graph
 # Each operation returns a new tensor that points at the node (`grad_fn`) which made it; the node points at its inputs.
+# A node's class names its op: `TanhBackward` for `tanh`, as PyTorch's `TanhBackward0`.
 # Here is a one-neuron layer: `y = tanh(x @ W + b)`, and a scalar loss `L = sum(y * g)` with a random `g`.
 #
 # Why the random `g`? A loss `sum(y)` sends an all-ones gradient into `y`, and an all-ones gradient hides mistakes

@@ -1,0 +1,153 @@
+"""Grad mode, per thread as in PyTorch: is_grad_enabled, set_grad_enabled, no_grad, enable_grad.
+
+Each thread has its own switch, and a new thread starts with grad mode on (PyTorch's rule): a thread
+inside `no_grad()` never stops another thread from recording its graph. `Function.apply` reads the
+switch on every op, so it is one attribute of a `threading.local` (`_state.enabled`), nothing more.
+
+The three helpers behave as torch's (torch/autograd/grad_mode.py, torch/utils/_contextlib.py):
+- as context managers, they set the mode on entry and restore the previous one on exit;
+- `set_grad_enabled(mode)` also switches the mode when simply called (its constructor sets it);
+- as decorators, `@no_grad()` or `@no_grad` (also `@enable_grad`, `@set_grad_enabled(mode)`) run the
+  function under the mode; on a generator function, the mode holds while the generator's own code runs
+  and the caller's mode is back each time it yields.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+
+
+class _ThreadGradMode(threading.local):
+    enabled = True  # a class attribute: what every thread sees until it sets its own
+
+
+_state = _ThreadGradMode()
+
+
+def is_grad_enabled() -> bool:
+    """Whether this thread records graphs."""
+    return _state.enabled
+
+
+def _set(mode: bool) -> None:
+    if not isinstance(mode, bool):  # torch: "argument 'enabled' must be bool, not int"
+        raise TypeError(f"set_grad_enabled: mode must be a bool (True or False), got {type(mode).__name__}")
+    _state.enabled = mode
+
+
+class _DecoratorContextManager:
+    """A grad-mode context manager that also decorates functions (and generator functions)."""
+
+    def clone(self):
+        return type(self)()
+
+    def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"{type(self).__name__}() decorates a function, got {type(fn).__name__}")
+        factory = self.clone  # a fresh manager per call: each saves its own previous mode
+        if inspect.isgeneratorfunction(fn):
+            return _wrap_generator(factory, fn)
+
+        @functools.wraps(fn)
+        def decorated(*args, **kwargs):
+            with factory():
+                return fn(*args, **kwargs)
+
+        return decorated
+
+
+class _NoParamDecoratorContextManager(_DecoratorContextManager):
+    """Also usable without parentheses: `@no_grad` as `@no_grad()` (torch accepts both)."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamDecoratorContextManager):
+    """Disable graph recording in this thread: `with mt.no_grad(): ...`, `@mt.no_grad()` or `@mt.no_grad`."""
+
+    def __init__(self, orig_func=None):
+        self.prev = False
+
+    def __enter__(self):
+        self.prev = _state.enabled
+        _state.enabled = False
+
+    def __exit__(self, *exc):
+        _state.enabled = self.prev
+        return False
+
+
+class enable_grad(_NoParamDecoratorContextManager):
+    """Re-enable graph recording in this thread, inside a no_grad block."""
+
+    def __init__(self, orig_func=None):
+        self.prev = True
+
+    def __enter__(self):
+        self.prev = _state.enabled
+        _state.enabled = True
+
+    def __exit__(self, *exc):
+        _state.enabled = self.prev
+        return False
+
+
+class set_grad_enabled(_DecoratorContextManager):
+    """Set grad mode in this thread: `mt.set_grad_enabled(False)` switches it now (as a plain call);
+    `with mt.set_grad_enabled(mode):` restores the mode it found when the block ends."""
+
+    def __init__(self, mode: bool):
+        self.prev = _state.enabled
+        _set(mode)
+        self.mode = mode
+
+    def __call__(self, fn):
+        _state.enabled = self.prev  # as a decorator, the constructor's switch must not stay (torch's rule)
+        return super().__call__(fn)
+
+    def __enter__(self):
+        _state.enabled = self.mode
+
+    def __exit__(self, *exc):
+        _state.enabled = self.prev
+        return False
+
+    def clone(self):
+        return type(self)(self.mode)
+
+    def __repr__(self):
+        return f"set_grad_enabled(mode={self.mode})"
+
+
+def _wrap_generator(factory, fn):
+    """fn, a generator function, with each step of its generator run under a fresh factory() manager:
+    the mode applies inside the generator and the caller's mode is back at each yield (torch's)."""
+
+    @functools.wraps(fn)
+    def generator_context(*args, **kwargs):
+        gen = fn(*args, **kwargs)
+        try:
+            with factory():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with factory():
+                        gen.close()
+                    raise
+                except BaseException as e:
+                    with factory():
+                        response = gen.throw(e)
+                else:
+                    with factory():
+                        response = gen.send(request)
+        except StopIteration as e:
+            return e.value
+
+    return generator_context
