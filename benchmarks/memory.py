@@ -26,6 +26,7 @@ if __name__ == "__main__":
 import argparse
 import resource
 
+from minitensor.allocator import reuse_freed_memory
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer
 
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    reuse_freed_memory()  # both sides, as the timing workers (benchmarks/worker.py)
     print(json.dumps(child(args.side, args.config, args.steps, args.threads)))
 
 

@@ -44,6 +44,7 @@ import subprocess
 import tempfile
 import time
 
+from minitensor.allocator import reuse_freed_memory
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer
 
@@ -296,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
+    # Both sides, as transformer_np's training command line does: the memory a step frees is reused by the
+    # next (minitensor/allocator.py); the torch side gets the same malloc, so the two are timed alike.
+    reuse_freed_memory()
     serve(args.side, args.threads)
 
 

@@ -120,6 +120,7 @@ __all__ = [
     "autograd",
     "ops",
     "random",
+    "reuse_freed_memory",
     "Function",
     "enable_grad",
     "is_grad_enabled",
@@ -231,7 +232,3 @@ __version__ = "0.1.0"
 from .tensor import argsort, bmm, cuda, device, einsum, gather, index_select, mm, norm, sort, topk
 
 __all__ += ["argsort", "bmm", "cuda", "device", "einsum", "gather", "index_select", "mm", "norm", "sort", "topk"]
-
-# Speed device, process-wide (minitensor/allocator.py): a training step's freed activations are reused by
-# the next step instead of being returned to the OS and faulted in again. MINITENSOR_MALLOC=default opts out.
-reuse_freed_memory()

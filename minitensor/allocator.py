@@ -3,17 +3,16 @@
 A training step allocates and frees arrays of the same sizes every step (activations, gradients,
 scratch). glibc's malloc serves a block above its mmap threshold (128 KiB at start, raised only as far
 as the largest block freed so far) by mmap and unmaps it when it is freed, and trims the heap top back
-to the kernel, so the next step faults the same pages in again: about 5,000 page faults in a
-copy-reverse step, 10-15% of its time; on the long config (32 MiB attention scores, above any mmap
-threshold glibc accepts) 15,000-27,000 faults, up to a fifth of the step. `reuse_freed_memory()` turns
-mmap for large blocks and trimming off, once per process: every block comes from the heap, and freed
-blocks stay there and are handed out again. The peak resident size (benchmarks/memory.py) is a
-high-water mark and does not grow with it (measured on copy-reverse, base and long). The price: memory
-freed by the program stays with the process (resident up to its own peak) until it exits; a program
-that frees a large buffer for good and needs the memory elsewhere sets MINITENSOR_MALLOC=default.
+to the kernel, so the next step faults the same pages in again. `reuse_freed_memory()` turns mmap for
+large blocks and trimming off, once per process: every block comes from the heap, and freed blocks stay
+there and are handed out again. The peak resident size (benchmarks/memory.py) is a high-water mark and
+does not grow with it. The price: memory freed by the program stays with the process (resident up to its
+own peak) until it exits. What it saves is measured in benchmarks/README.md ("The allocator").
 
-Process-wide, from the first `import minitensor` on (minitensor/__init__.py calls it). MINITENSOR_MALLOC=default
-in the environment leaves malloc alone; where the C library is not glibc it does nothing.
+Opt-in, process-wide: `import minitensor` leaves malloc alone. The training command line
+(`python -m transformer_np`), `transformer_np.train()` / `fit()` and the benchmark workers call it; a library
+user who trains in a loop calls `mt.reuse_freed_memory()` once. MINITENSOR_MALLOC=default in the
+environment makes it decline; where the C library is not glibc it does nothing.
 """
 
 from __future__ import annotations

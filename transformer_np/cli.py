@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from minitensor.allocator import reuse_freed_memory
 from minitensor.serialization import atomic_write
 
 from .config import ACTIVATIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
@@ -646,6 +647,8 @@ def main(argv=None) -> int:
     run with EXIT_DIVERGED (3) and one line, Ctrl-C with 130."""
     args = build_parser().parse_args(argv)
     from .train import NonFiniteError
+
+    reuse_freed_memory()  # every command trains or runs a model: freed arrays are reused step to step
 
     try:
         return args.run(args)

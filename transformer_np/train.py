@@ -392,6 +392,7 @@ def fit(
     """
     steps = train_cfg.steps if steps is None else steps
     check_lengths(train_pairs, model_cfg.max_len, "fit")
+    mt.reuse_freed_memory()  # a training process: freed activations are reused by the next step
     model = build_model(model_cfg, train_cfg.seed)
     model.train()
     optimizer = build_optimizer(model, train_cfg)
@@ -797,6 +798,7 @@ def train(
     `resume_hint` is how the interrupt message tells to continue (the command line gives its own).
     """
     task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite)
+    mt.reuse_freed_memory()  # a training process: freed activations are reused by the next step
     model = build_model(model_cfg, train_cfg.seed)
     model.train()
     optimizer = build_optimizer(model, train_cfg)
