@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function
-from .reductions import expand_reduced
+from .reductions import expand_reduced, opmath_dtype
 
 
 class Norm(Function):
@@ -21,7 +21,10 @@ class Norm(Function):
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        out = np.asarray(np.sqrt((a * a).sum(axis=dim, keepdims=keepdim)))
+        x = a.astype(opmath_dtype(a.dtype), copy=False)  # float16 squared and summed in float32 (PyTorch's)
+        # float32 and float64 square in their own dtype: beyond sqrt of the largest number the norm is inf, as
+        # PyTorch's CPU norm gives (it does not rescale)
+        out = np.asarray(np.sqrt((x * x).sum(axis=dim, keepdims=keepdim))).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         ctx.dim, ctx.keepdim = dim, keepdim
         return out
