@@ -89,10 +89,10 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
-        xp, dtype = ctx.xp, y.dtype
-        y, g = to_dtype(xp, y, opmath_dtype(dtype)), to_dtype(xp, g, opmath_dtype(dtype))
+        dtype, y, g = y.dtype, _opmath(ctx.xp, y), _opmath(ctx.xp, g)  # float16 in float32 (module docstring)
         gy = g * y
-        return (to_dtype(xp, xp.sub_(gy, y * xp.sum(gy, axis=ctx.dim, keepdims=True)), dtype),)
+        dx = ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True))
+        return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
 
 class LogSoftmax(Function):
@@ -108,9 +108,14 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
-        xp, dtype = ctx.xp, y.dtype
-        y, g = to_dtype(xp, y, opmath_dtype(dtype)), to_dtype(xp, g, opmath_dtype(dtype))
-        return (to_dtype(xp, g - xp.exp(y) * xp.sum(g, axis=ctx.dim, keepdims=True), dtype),)
+        dtype, y, g = y.dtype, _opmath(ctx.xp, y), _opmath(ctx.xp, g)  # float16 in float32 (module docstring)
+        dx = g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True)
+        return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
+
+
+def _opmath(xp, a):
+    """a in the dtype its op computes in: float32 for float16 (reductions.opmath_dtype), else a itself."""
+    return to_dtype(xp, a, opmath_dtype(a.dtype))
 
 
 def _max(x: np.ndarray, dim: int) -> np.ndarray:
@@ -158,7 +163,7 @@ class LayerNorm(Function):
         xp = ctx.xp
         x, w = (ctx.saved_arrays + (None,))[:2]
         dtype = x.dtype
-        x, w, g = (to_dtype(xp, t, opmath_dtype(dtype)) for t in (x, w, g))
+        x, w, g = (None if t is None else _opmath(xp, t) for t in (x, w, g))
         grads = tuple(to_dtype(xp, t, dtype) for t in LayerNorm._grads(ctx, x, w, g))
         return grads[: len(ctx.needs_input_grad)]  # weight and bias are optional inputs
 
@@ -388,6 +393,9 @@ class AttentionWeights(Function):
 
     @staticmethod
     def forward(ctx, q, k, keep=None, scale=1.0):
+        ctx.save_for_backward(q, k)  # and w, below
+        dtype = q.dtype
+        q, k = (t.astype(opmath_dtype(dtype), copy=False) for t in (q, k))  # float16 in float32, rounded once
         sc = q.dtype.type(scale)
         # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
         w = np.matmul(q * sc, np.swapaxes(k, -1, -2))  # (B, H, T_q, T_k)
@@ -397,19 +405,20 @@ class AttentionWeights(Function):
             row_has_key = keep.any(axis=-1, keepdims=True)  # (.., T_q, 1)
             if not row_has_key.all():
                 w *= row_has_key  # empty rows: uniform -> 0
-        ctx.save_for_backward(q, k, w)
+        w = w.astype(dtype, copy=False)
+        ctx.save_for_backward(*ctx.saved_arrays, w)
         ctx.scale = sc
         return w
 
     @staticmethod
     def backward(ctx, g):
-        q, k, w = ctx.saved_arrays
-        xp = ctx.xp
+        xp, dtype = ctx.xp, ctx.saved_arrays[0].dtype
+        q, k, w, g = (_opmath(xp, t) for t in ctx.saved_arrays + (g,))
         need_q, need_k = ctx.needs_input_grad
         ds = xp.softmax_grad(g, w)  # w * (g - sum_k g * w): _softmax_grad below
         dq = (ds @ k) * ctx.scale if need_q else None  # (B, H, T_q, Dh)
         dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None  # (B, H, T_k, Dh)
-        return dq, dk
+        return to_dtype(xp, dq, dtype), to_dtype(xp, dk, dtype)
 
 
 def _masked_softmax_(w, keep):

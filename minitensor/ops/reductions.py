@@ -111,20 +111,17 @@ def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
 
     The plain formula, run in float64 (`_in_float64`, PyTorch's double accumulators): the squares of float32 (or
     float16) numbers cannot overflow there, so sqrt of the result is the finite std even where the float32
-    squares would be inf. The saved a - mean is rounded back to a's dtype, in which the backward runs (as
-    PyTorch's does)."""
-    centered = _centered(ctx.xp, _in_float64(a), dim)
+    squares would be inf. The backward runs in a's dtype, from a - mean(a) computed there (PyTorch's formula)."""
+    wide = _in_float64(a)
+    centered = _centered(ctx.xp, a, dim)  # in a's dtype, for the backward
+    wide_centered = centered if wide is a else _centered(ctx.xp, wide, dim)
     # PyTorch's divisor max(0, n - correction) (std::max(0.0, .): a NaN correction gives 0 too): no degrees of
-    # freedom left gives 0/0 = NaN (or x/0 = inf)
-    denom = max(0.0, _reduced_count(a.shape, dim) - correction)
+    # freedom left gives 0/0 = NaN (or x/0 = inf). Its backward divides by n - correction unclamped (so a
+    # correction beyond n gives a finite gradient of the inf forward): ctx.denom is that one.
+    n = _reduced_count(a.shape, dim)
     ctx.save_for_backward(a)
-    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = (
-        centered.astype(a.dtype, copy=False),
-        a.dtype.type(denom),
-        dim,
-        keepdim,
-    )
-    return (centered * centered).sum(axis=dim, keepdims=keepdim), np.float64(denom)
+    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, a.dtype.type(n - correction), dim, keepdim
+    return (wide_centered * wide_centered).sum(axis=dim, keepdims=keepdim), np.float64(max(0.0, n - correction))
 
 
 def _in_float64(a: np.ndarray) -> np.ndarray:
