@@ -295,3 +295,26 @@ def test_var_std_refuse_what_torch_refuses(op, form):
         VAR_ERRORS[form](TORCH, op, torch.tensor(a))
     with pytest.raises(TypeError, match=op):
         VAR_ERRORS[form](MT, op, mt.tensor(a))
+
+
+# ------------------------------------------------------------------------------------------ clip_grad_norm_'s norm
+@pytest.mark.parametrize("norm_type", [2.0, 3.0, math.inf])
+@pytest.mark.parametrize("kind", ["normal", "large", "tiny"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_clip_grad_norm_at_the_edge_of_its_dtype(dtype, kind, norm_type):
+    """The norm of float16 gradients is taken in float32 (finite for gradients of a few hundred); float32's squares
+    overflow beyond ~1e19 to an inf norm, as PyTorch's (which then zeroes the gradients, as ours)."""
+    rng = np.random.default_rng(4)
+    grads = [edge_values(kind, dtype, shape, rng) for shape in [(3, 4), (5,)]]
+    ours = [mt.tensor(np.zeros_like(g), requires_grad=True) for g in grads]
+    ref = [torch.tensor(np.zeros_like(g), requires_grad=True) for g in grads]
+    for p, pt, g in zip(ours, ref, grads):
+        p.grad, pt.grad = mt.tensor(g.copy()), torch.tensor(g.copy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # an overflow is inf, silently, as in PyTorch
+        total = mt.nn.utils.clip_grad_norm_(ours, 1.0, norm_type)
+    total_t = torch.nn.utils.clip_grad_norm_(ref, 1.0, norm_type)
+    # ours is a Python float (flagged in nn/utils.py), torch's rounded to the dtype
+    assert_close(np.asarray(total, dtype=dtype), total_t.numpy(), OP_RTOL[dtype], what="total norm")
+    for p, pt in zip(ours, ref):
+        assert_close(p.grad.numpy(), pt.grad.numpy(), OP_RTOL[dtype], what="clipped gradient")
