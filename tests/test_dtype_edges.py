@@ -318,3 +318,15 @@ def test_clip_grad_norm_at_the_edge_of_its_dtype(dtype, kind, norm_type):
     assert_close(np.asarray(total, dtype=dtype), total_t.numpy(), OP_RTOL[dtype], what="total norm")
     for p, pt in zip(ours, ref):
         assert_close(p.grad.numpy(), pt.grad.numpy(), OP_RTOL[dtype], what="clipped gradient")
+
+
+@pytest.mark.parametrize("op", ["var", "std"])
+def test_float16_var_gradient_over_more_elements_than_float16_counts(op):
+    """1 / n for n = 70000 is beyond float16's range as n and below its normal range as 1 / n: the gradient is taken
+    in float32 and rounded once, as PyTorch's scalar multiplication (it was 0 everywhere)."""
+    a = np.random.default_rng(5).standard_normal(70000).astype(np.float16)
+    x, xt = mt.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    getattr(x, op)().backward()
+    getattr(xt, op)().backward()
+    assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL["float16"], what="gradient")
+    assert np.abs(x.grad.numpy()).max() > 0

@@ -41,7 +41,7 @@ import numpy as np
 from ..autograd import Function
 from ..pool import update_pool
 from .elementwise import log_sigmoid
-from .reductions import opmath_dtype, to_dtype
+from .reductions import in_opmath, opmath_dtype, to_dtype
 from .rowwise import is_last, last_max, last_sum, sum_
 
 # ----------------------------------------------------------------------------- linear
@@ -89,7 +89,7 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
-        dtype, y, g = y.dtype, _opmath(ctx.xp, y), _opmath(ctx.xp, g)  # float16 in float32 (module docstring)
+        dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
         gy = g * y
         dx = ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True))
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
@@ -108,14 +108,9 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
-        dtype, y, g = y.dtype, _opmath(ctx.xp, y), _opmath(ctx.xp, g)  # float16 in float32 (module docstring)
+        dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
         dx = g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True)
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
-
-
-def _opmath(xp, a):
-    """a in the dtype its op computes in: float32 for float16 (reductions.opmath_dtype), else a itself."""
-    return to_dtype(xp, a, opmath_dtype(a.dtype))
 
 
 def _max(x: np.ndarray, dim: int) -> np.ndarray:
@@ -163,7 +158,7 @@ class LayerNorm(Function):
         xp = ctx.xp
         x, w = (ctx.saved_arrays + (None,))[:2]
         dtype = x.dtype
-        x, w, g = (None if t is None else _opmath(xp, t) for t in (x, w, g))
+        x, w, g = (None if t is None else in_opmath(xp, t) for t in (x, w, g))
         grads = tuple(to_dtype(xp, t, dtype) for t in LayerNorm._grads(ctx, x, w, g))
         return grads[: len(ctx.needs_input_grad)]  # weight and bias are optional inputs
 
@@ -413,7 +408,7 @@ class AttentionWeights(Function):
     @staticmethod
     def backward(ctx, g):
         xp, dtype = ctx.xp, ctx.saved_arrays[0].dtype
-        q, k, w, g = (_opmath(xp, t) for t in ctx.saved_arrays + (g,))
+        q, k, w, g = (in_opmath(xp, t) for t in ctx.saved_arrays + (g,))
         need_q, need_k = ctx.needs_input_grad
         ds = xp.softmax_grad(g, w)  # w * (g - sum_k g * w): _softmax_grad below
         dq = (ds @ k) * ctx.scale if need_q else None  # (B, H, T_q, Dh)

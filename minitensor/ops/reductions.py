@@ -46,6 +46,13 @@ def opmath_dtype(dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
 
 
+def in_opmath(xp, a):
+    """a in its opmath dtype (float32 for float16, on arrays or Tensors), or a itself. A float16 backward computes
+    there and rounds once: times a scalar such as 1 / n (n beyond float16's 65504, or 1 / n below its normal range)
+    it keeps its precision, as PyTorch's scalar multiplication in float32 does."""
+    return to_dtype(xp, a, opmath_dtype(a.dtype))
+
+
 def to_dtype(xp, a, dtype):
     """a in `dtype` (on arrays or Tensors, differentiably); a itself (no copy) when it is already, or None."""
     return a if a is None or a.dtype == dtype else xp.astype(a, dtype)
@@ -117,10 +124,11 @@ def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
     wide_centered = centered if wide is a else _centered(ctx.xp, wide, dim)
     # PyTorch's divisor max(0, n - correction) (std::max(0.0, .): a NaN correction gives 0 too): no degrees of
     # freedom left gives 0/0 = NaN (or x/0 = inf). Its backward divides by n - correction unclamped (so a
-    # correction beyond n gives a finite gradient of the inf forward): ctx.denom is that one.
+    # correction beyond n gives a finite gradient of the inf forward): ctx.denom is that one, kept in float64 (n
+    # may be beyond float16's 65504), and the backward takes 2 / denom there, as PyTorch's scalar.
     n = _reduced_count(a.shape, dim)
     ctx.save_for_backward(a)
-    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, a.dtype.type(n - correction), dim, keepdim
+    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, np.float64(n - correction), dim, keepdim
     return (wide_centered * wide_centered).sum(axis=dim, keepdims=keepdim), np.float64(max(0.0, n - correction))
 
 
@@ -141,7 +149,9 @@ class Var(Function):
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
-        return (g * ctx.intermediate(ctx.centered, _centered, a, ctx.dim) * (2 / ctx.denom),)
+        centered = ctx.intermediate(ctx.centered, _centered, a, ctx.dim)
+        g, centered = in_opmath(ctx.xp, g), in_opmath(ctx.xp, centered)  # float16 in float32 (see in_opmath)
+        return (to_dtype(ctx.xp, g * centered * float(2 / ctx.denom), a.dtype),)
 
 
 class Std(Function):
@@ -160,7 +170,9 @@ class Std(Function):
         a, out = ctx.saved_arrays
         g_over_out = ctx.xp.where(out == 0, 0, g / out)
         g_over_out = expand_reduced(g_over_out, a.ndim, ctx.dim, ctx.keepdim)
-        return (g_over_out * ctx.intermediate(ctx.centered, _centered, a, ctx.dim) / ctx.denom,)
+        centered = ctx.intermediate(ctx.centered, _centered, a, ctx.dim)
+        g_over_out, centered = in_opmath(ctx.xp, g_over_out), in_opmath(ctx.xp, centered)  # float16 in float32
+        return (to_dtype(ctx.xp, g_over_out * centered * float(1 / ctx.denom), a.dtype),)
 
 
 class MaxMin(Function):
