@@ -375,6 +375,13 @@ def test_float16_layer_norm_and_std_compute_in_float32():
         assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL["float16"], what="gradient")
 
 
+@pytest.mark.parametrize("a", [1.1e-308, [1.1e-308], [[-2e-300], [3e-300]], [1.1e-308, 1.1e-308]])
+def test_norm_of_tiny_values(a):
+    """Over one element torch's 2-norm is |x| (its square would underflow); over more, the squares underflow to 0."""
+    upstream = [0.7, -1.3] if np.ndim(a) == 2 else 0.7
+    same_grad(lambda v: v.norm(dim=-1) if np.ndim(a) == 2 else v.norm(), a, upstream)
+
+
 # ---------------------------------------------------------------------------------------- float16
 @pytest.mark.xfail(strict=True, reason="KNOWN['masked_fill_value_overflow'] in tests/test_fuzz.py (item 12's op)")
 def test_masked_fill_of_float16_with_a_value_beyond_its_range():
