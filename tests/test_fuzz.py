@@ -107,6 +107,8 @@ DEVIATIONS = {
     "layer_norm_variance_overflow": "layer_norm of a float32 or float64 row whose variance overflows (large leaves): "
     "ours NaN for the row, torch's 0 (rstd = 1/sqrt(inf), the output silently the bias) or NaN, by how its vector "
     "lanes split the row",
+    "norm_0d_with_dim": "the 2-norm of a 0-d tensor with an explicit dim, where x^2 overflows or underflows: ours "
+    "|x| (as torch's norm over any one element), torch's 0-d-with-dim path sqrt(x^2): inf or 0",
     "layer_norm_inf_upstream": "layer_norm's input gradient where g * weight holds an inf (an infinite weight or "
     "upstream gradient): ours +-inf or NaN by its order of sums, torch NaN for the row",
 }
@@ -828,6 +830,11 @@ def op_norm(p: Program, name: str | None = None) -> bool:
     elif dim == "tuple":
         dim = tuple(p.draw(st.lists(st.integers(0, max(ndim - 1, 0)), min_size=1, max_size=2, unique=True), "dims"))
     keepdim = p.draw(st.booleans(), "keepdim")
+    fi = np.finfo(x.value.dtype)
+    size = np.abs(x.value[np.isfinite(x.value) & (x.value != 0)])
+    squares_out = size.size and (size.max() >= math.sqrt(fi.max) or size.min() <= math.sqrt(fi.tiny))
+    if p.avoid("norm_0d_with_dim", not x.shape and dim is not None and order in (2, "fro") and bool(squares_out)):
+        return False
     if order in (math.inf, -math.inf) and not x.ref.numel():
         return False  # both refuse (amax/amin of nothing), torch with a bare message of its amax
     p.apply(

@@ -399,3 +399,11 @@ def test_masked_fill_of_float16_with_a_value_beyond_its_range():
 def test_gelu_tanh_backward_where_the_square_overflows(x):
     """torch: value -0.0, gradient NaN where x^2 overflows (ours: the limit 0)."""
     same_grad(lambda v: (F if isinstance(v, mt.Tensor) else torch.nn.functional).gelu(v, approximate="tanh"), x, 0.7)
+
+
+def test_norm_of_a_0d_tensor_with_a_dim_is_its_size():
+    """Deviation DEVIATIONS['norm_0d_with_dim']: ours |x|; torch's sqrt(x^2), inf here (its other one-element norms
+    give |x|)."""
+    a = 5.47e154
+    assert mt.tensor(np.array(a)).norm(dim=0).item() == a == torch.tensor(a, dtype=torch.float64).norm().item()
+    assert torch.tensor(a, dtype=torch.float64).norm(dim=0).item() == inf
