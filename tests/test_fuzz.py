@@ -724,7 +724,7 @@ def op_layer_norm(p: Program, name: str | None = None) -> bool:
         # one or two normalized elements: xhat is 0 or +-1 whatever x is, so the input gradient is pure
         # cancellation of terms of size rstd, and both libraries' round-off exceeds OP_RTOL's floor
         return False
-    if any(np.all(r == r[0]) and abs(r[0]) >= 1e6 for r in x.value.reshape(-1, math.prod(shape))):
+    if any(np.all(r == r[0]) and float(abs(r[0])) >= 1e6 for r in x.value.reshape(-1, math.prod(shape))):
         # a constant row of large values (masked_fill's -1e9): ours is exactly 0 after centering, torch's
         # statistics carry round-off of the row's scale (1e-16 * 1e9 in float64): pure cancellation again
         return False
