@@ -667,13 +667,11 @@ class Tensor:
     def mean(self, dim=None, keepdim=False):
         return _reduce("mean", ops.Mean, _require_floating(self, "mean"), dim, keepdim)
 
-    def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
-        correction = int(unbiased) if correction is None else correction
-        return _reduce("var", ops.Var, _require_floating(self, "var"), dim, keepdim, correction=correction)
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return var(self, dim, unbiased, keepdim, correction=correction)
 
-    def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
-        correction = int(unbiased) if correction is None else correction
-        return _reduce("std", ops.Std, _require_floating(self, "std"), dim, keepdim, correction=correction)
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        return std(self, dim, unbiased, keepdim, correction=correction)
 
     def max(self, dim=None, keepdim=False):
         return _max_min(self, dim, keepdim, "max")
@@ -1363,12 +1361,41 @@ def mean(t, dim=None, keepdim=False):
     return t.mean(dim, keepdim)
 
 
-def var(t, dim=None, unbiased=True, keepdim=False):
-    return t.var(dim, unbiased, keepdim)
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """sum((x - mean)^2) / max(0, n - correction) over dim; torch's three forms: var(x, dim, unbiased, keepdim),
+    var(x, dim=None, *, correction=1, keepdim=False) and var(x, unbiased) (unbiased: correction 1, else 0)."""
+    dim, correction = _var_correction("var", dim, unbiased, keepdim, correction)
+    return _reduce("var", ops.Var, _require_floating(input, "var"), dim, keepdim, correction=correction)
 
 
-def std(t, dim=None, unbiased=True, keepdim=False):
-    return t.std(dim, unbiased, keepdim)
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """sqrt(var(input, ...)): the same three forms as var."""
+    dim, correction = _var_correction("std", dim, unbiased, keepdim, correction)
+    return _reduce("std", ops.Std, _require_floating(input, "std"), dim, keepdim, correction=correction)
+
+
+def _var_correction(op: str, dim, unbiased, keepdim, correction):
+    """(dim, correction) from torch's overloads of var/std: a bool where dim goes is `unbiased` (var(x, False));
+    `unbiased` is a bool and `correction` a number (a float allowed), never both given."""
+    if isinstance(dim, (builtins.bool, np.bool_)):
+        if unbiased is not None or keepdim:
+            raise TypeError(
+                f"{op}(): {op}(input, unbiased) takes no dim or keepdim; use {op}(input, dim, unbiased, keepdim)"
+            )
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError(
+            f"{op}(): give unbiased or correction, not both (got unbiased={unbiased!r}, correction={correction!r})"
+        )
+    if unbiased is not None:
+        if not isinstance(unbiased, (builtins.bool, np.bool_)):
+            raise TypeError(f"{op}(): unbiased must be a bool, got {type(unbiased).__name__} {unbiased!r}")
+        return dim, int(unbiased)
+    if correction is None:
+        return dim, 1
+    if not isinstance(correction, numbers.Real):
+        raise TypeError(f"{op}(): correction must be a number, got {type(correction).__name__} {correction!r}")
+    return dim, correction
 
 
 def max(t, dim=None, keepdim=False):

@@ -13,6 +13,8 @@ import numbers
 
 import numpy as np
 
+from ..autograd import ieee_quiet
+from ..ops.reductions import opmath_dtype
 from ..pool import update_pool
 from ..tensor import Tensor
 
@@ -39,8 +41,10 @@ def _sum_of_squares(g: np.ndarray, block: int = 1024) -> float:
 
     A single float32 dot over millions of entries drifts by ~1e-4 relative (enough for the parity
     report to see on the base model); blocking keeps each float32 partial sum short, so the result
-    is accurate to ~1e-9, at close to the speed of one BLAS dot and without a temporary array."""
-    x = g.reshape(-1)
+    is accurate to ~1e-9, at close to the speed of one BLAS dot and without a temporary array.
+    float16 is squared in float32 (PyTorch's vector_norm of float16 accumulates in float32: its squares overflow
+    float16 beyond 256); float32 squares stay float32, so beyond ~1e19 the norm is inf, as PyTorch's."""
+    x = g.reshape(-1).astype(opmath_dtype(g.dtype), copy=False)
     if x.size <= block:  # one block: a single dot (biases, norms)
         return float(np.dot(x, x))
     n = x.size - x.size % block
@@ -74,14 +78,17 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         squares = {}
 
         def square_of(p):
-            squares[id(p)] = _sum_of_squares(p.grad.data)
+            with ieee_quiet():  # squares beyond the dtype's range: inf, silently, as PyTorch's norm
+                squares[id(p)] = _sum_of_squares(p.grad.data)
 
         update_pool.run(square_of, with_grad)
         norms = np.array([math.sqrt(squares[id(p)]) for p in with_grad])
         total = float(np.sqrt(np.dot(norms, norms)))
     else:
-        norms = np.array([np.sum(np.abs(g) ** norm_type) ** (1.0 / norm_type) for g in grads], dtype=np.float64)
-        total = float(np.sum(norms**norm_type) ** (1.0 / norm_type))
+        grads = [g.astype(opmath_dtype(g.dtype), copy=False) for g in grads]  # float16 in float32, as PyTorch
+        with ieee_quiet():  # powers beyond the dtype's range: inf, silently, as PyTorch's norm
+            norms = np.array([np.sum(np.abs(g) ** norm_type) ** (1.0 / norm_type) for g in grads], dtype=np.float64)
+            total = float(np.sum(norms**norm_type) ** (1.0 / norm_type))
     if error_if_nonfinite and not math.isfinite(total):
         raise RuntimeError(
             f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function
-from .reductions import expand_reduced
+from .reductions import _reduced_count, expand_reduced, opmath_dtype
 
 
 class Norm(Function):
@@ -21,7 +21,17 @@ class Norm(Function):
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        out = np.asarray(np.sqrt((a * a).sum(axis=dim, keepdims=keepdim)))
+        x = a.astype(opmath_dtype(a.dtype), copy=False)  # float16 squared and summed in float32 (PyTorch's)
+        # float32 and float64 square in their own dtype: beyond sqrt of the largest number the norm is inf, and
+        # below sqrt of the smallest it is 0, as PyTorch's CPU norm gives (it does not rescale); over one element it
+        # is |a| itself, as PyTorch's (a sum of one element: |a| exactly, whose square might underflow).
+        # Deviation, kept: PyTorch's 0-d tensor with an explicit dim takes sqrt(a^2) there (inf or 0 beyond the
+        # square's range); ours |a|, as PyTorch for every other one-element norm.
+        if _reduced_count(a.shape, dim) == 1:
+            out = np.abs(x).sum(axis=dim, keepdims=keepdim)
+        else:
+            out = np.sqrt((x * x).sum(axis=dim, keepdims=keepdim))
+        out = np.asarray(out).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         ctx.dim, ctx.keepdim = dim, keepdim
         return out

@@ -27,6 +27,10 @@ bce_with_logits, elementwise, target t, pos_weight w (1 if none), s = sigmoid(x)
 attention    w = softmax(q k^T * scale) over the keys that a mask keeps; a row that keeps none is 0
              dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
 
+float16: softmax, log_softmax and layer_norm compute in float32 and round their results (outputs and
+gradients) to float16 once, as PyTorch's CPU kernels do (reductions.opmath_dtype); float32 and float64 compute
+in their own dtype.
+
 All -inf rows: softmax and log_softmax of a row whose entries are all -inf return NaN, exactly as
 PyTorch does (0/0). AttentionWeights never produces such a row: a fully masked query row gets
 zero weights. A row that is -inf only in some entries is fine: those entries get probability 0
@@ -40,6 +44,7 @@ import numpy as np
 from ..autograd import Function
 from ..pool import update_pool
 from .elementwise import log_sigmoid
+from .reductions import in_opmath, opmath_dtype, to_dtype
 from .rowwise import is_last, last_max, last_sum, sum_
 
 # ----------------------------------------------------------------------------- linear
@@ -76,8 +81,10 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, x, dim):
-        e = np.exp(x - _max(x, dim))  # an all -inf row gives NaN, as in PyTorch
+        z = x.astype(opmath_dtype(x.dtype), copy=False)  # float16 in float32 (see the module docstring)
+        e = np.exp(z - _max(z, dim))  # an all -inf row gives NaN, as in PyTorch
         e /= sum_(e, dim, keepdims=True)
+        e = e.astype(x.dtype, copy=False)
         ctx.save_for_backward(e)
         ctx.dim = dim
         return e
@@ -85,8 +92,10 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
+        dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
         gy = g * y
-        return (ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True)),)
+        dx = ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True))
+        return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
 
 class LogSoftmax(Function):
@@ -102,7 +111,9 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
-        return (g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True),)
+        dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
+        dx = g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True)
+        return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
 
 def _max(x: np.ndarray, dim: int) -> np.ndarray:
@@ -111,9 +122,11 @@ def _max(x: np.ndarray, dim: int) -> np.ndarray:
 
 
 def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
-    """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward)."""
-    shifted = x - _max(x, dim)
-    return shifted - np.log(sum_(np.exp(shifted), dim, keepdims=True))
+    """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward);
+    float16 in float32, rounded once."""
+    z = x.astype(opmath_dtype(x.dtype), copy=False)
+    shifted = z - _max(z, dim)
+    return (shifted - np.log(sum_(np.exp(shifted), dim, keepdims=True))).astype(x.dtype, copy=False)
 
 
 # ----------------------------------------------------------------------------- layer norm
@@ -127,23 +140,35 @@ class LayerNorm(Function):
 
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
-        axes = tuple(range(x.ndim - k, x.ndim))
+        axes, dtype = tuple(range(x.ndim - k, x.ndim)), x.dtype
+        ctx.save_for_backward(x, *(() if weight is None else (weight,)))
+        # float16: statistics, output and gradients in float32, each rounded to float16 once (PyTorch's kernel);
+        # in float16 itself the squares of activations of a few hundred overflow and the row becomes NaN
+        x, weight, bias = (to_dtype(ctx.xp, t, opmath_dtype(dtype)) for t in (x, weight, bias))
         xhat, mean, rstd = _normalized(ctx.xp, x, axes, eps)
         # The row statistics are kept, not xhat: xhat is rebuilt in the backward, so a layer norm holds one
         # activation-sized array (its input) until then instead of two (as PyTorch keeps mean and rstd).
         ctx.mean, ctx.rstd, ctx.axes, ctx.eps = mean, rstd, axes, eps
-        ctx.save_for_backward(x, *(() if weight is None else (weight,)))
         if weight is None:
-            return xhat
+            return to_dtype(ctx.xp, xhat, dtype)
         out = ctx.xp.mul_(xhat, weight)  # in place: xhat is a fresh array that nothing keeps
         if bias is not None:
             out += bias
-        return out
+        return to_dtype(ctx.xp, out, dtype)
 
     @staticmethod
     def backward(ctx, g):
-        xp, axes = ctx.xp, ctx.axes
+        xp = ctx.xp
         x, w = (ctx.saved_arrays + (None,))[:2]
+        dtype = x.dtype
+        x, w, g = (None if t is None else in_opmath(xp, t) for t in (x, w, g))
+        grads = tuple(to_dtype(xp, t, dtype) for t in LayerNorm._grads(ctx, x, w, g))
+        return grads[: len(ctx.needs_input_grad)]  # weight and bias are optional inputs
+
+    @staticmethod
+    def _grads(ctx, x, w, g):
+        """(dx, dw, db) in x's dtype (float32 for a float16 layer norm), None where not needed."""
+        xp, axes = ctx.xp, ctx.axes
         mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
         xhat = xp.mul_(x - mean, rstd)  # the forward's xhat, bit for bit
         need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
@@ -156,7 +181,7 @@ class LayerNorm(Function):
             gx = dxhat - xp.mean(dxhat, axis=axes, keepdims=True)
             gx = xp.sub_(gx, xp.mul_(xhat, xp.mean(dxhat * xhat, axis=axes, keepdims=True)))  # xhat's last use
             gx = xp.mul_(gx, rstd)
-        return (gx, gw, gb)[: len(ctx.needs_input_grad)]  # weight and bias are optional inputs
+        return gx, gw, gb
 
 
 def _normalized(xp, x, axes: tuple, eps: float):
@@ -448,6 +473,9 @@ class AttentionWeights(Function):
 
     @staticmethod
     def forward(ctx, q, k, keep=None, scale=1.0):
+        ctx.save_for_backward(q, k)  # and w, below
+        dtype = q.dtype
+        q, k = (t.astype(opmath_dtype(dtype), copy=False) for t in (q, k))  # float16 in float32, rounded once
         sc = q.dtype.type(scale)
         # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
         w = np.matmul(q * sc, np.swapaxes(k, -1, -2))  # (B, H, T_q, T_k)
@@ -457,19 +485,20 @@ class AttentionWeights(Function):
             row_has_key = keep.any(axis=-1, keepdims=True)  # (.., T_q, 1)
             if not row_has_key.all():
                 w *= row_has_key  # empty rows: uniform -> 0
-        ctx.save_for_backward(q, k, w)
+        w = w.astype(dtype, copy=False)
+        ctx.save_for_backward(*ctx.saved_arrays, w)
         ctx.scale = sc
         return w
 
     @staticmethod
     def backward(ctx, g):
-        q, k, w = ctx.saved_arrays
-        xp = ctx.xp
+        xp, dtype = ctx.xp, ctx.saved_arrays[0].dtype
+        q, k, w, g = (in_opmath(xp, t) for t in ctx.saved_arrays + (g,))
         need_q, need_k = ctx.needs_input_grad
         ds = xp.softmax_grad(g, w)  # w * (g - sum_k g * w): _softmax_grad below
         dq = (ds @ k) * ctx.scale if need_q else None  # (B, H, T_q, Dh)
         dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None  # (B, H, T_k, Dh)
-        return dq, dk
+        return to_dtype(xp, dq, dtype), to_dtype(xp, dk, dtype)
 
 
 def _masked_softmax_(w, keep):

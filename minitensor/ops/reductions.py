@@ -3,6 +3,15 @@
 `dim` arrives normalised (None or a tuple of non-negative ints; one int for max/min with indices).
 Each backward first puts the reduced axes back into g (`expand_reduced`) so that it broadcasts
 against the input.
+
+Accumulation, as PyTorch's CPU kernels do it:
+  - float16: every reduction and fused op computes in float32 (`opmath_dtype`, PyTorch's at::opmath_type)
+    and rounds its result to float16 once. NumPy alone would round every partial sum to float16: a sum of
+    three numbers of 60000 overflows, a layer norm of activations of a few hundred squares them to inf.
+  - float32 and float64: a sum or mean stays in its dtype (PyTorch's CPU sum does too).
+  - var and std accumulate in float64 whatever the dtype (PyTorch's CPU Welford kernel keeps double
+    accumulators): the std of float32 values of 1e20 is finite though their squares overflow float32; the
+    var (1e40) still overflows when rounded to float32, as in PyTorch.
 """
 
 from __future__ import annotations
@@ -31,8 +40,34 @@ def _drop_reduced(out: np.ndarray, dim, keepdim: bool) -> np.ndarray:
     return out.reshape(()) if dim is None else np.squeeze(out, axis=dim)
 
 
+def opmath_dtype(dtype) -> np.dtype:
+    """The dtype PyTorch's CPU kernels compute a reduction or fused op of `dtype` in: float32 for float16
+    (at::opmath_type<Half>), the dtype itself otherwise."""
+    return np.dtype(np.float32) if dtype == np.float16 else np.dtype(dtype)
+
+
+def in_opmath(xp, a):
+    """a in its opmath dtype (float32 for float16, on arrays or Tensors), or a itself. A float16 backward computes
+    there and rounds once: times a scalar such as 1 / n (n beyond float16's 65504, or 1 / n below its normal range)
+    it keeps its precision, as PyTorch's scalar multiplication in float32 does."""
+    return to_dtype(xp, a, opmath_dtype(a.dtype))
+
+
+def to_dtype(xp, a, dtype):
+    """a in `dtype` (on arrays or Tensors, differentiably); a itself (no copy) when it is already, or None."""
+    return a if a is None or a.dtype == dtype else xp.astype(a, dtype)
+
+
+def total(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
+    """np.sum, with a float16 array summed in float32 and rounded once (PyTorch's CPU sum)."""
+    if getattr(a, "dtype", None) == np.float16:
+        return np.asarray(np.sum(a, axis=axis, keepdims=keepdims, dtype=np.float32)).astype(np.float16)
+    return np.sum(a, axis=axis, keepdims=keepdims)
+
+
 def mean(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
-    """np.mean, with PyTorch's NaN and no "Mean of empty slice" RuntimeWarning over zero elements."""
+    """np.mean, with PyTorch's NaN and no "Mean of empty slice" RuntimeWarning over zero elements.
+    (np.mean already sums float16 in float32 and rounds once, as PyTorch does.)"""
     if a.size:
         return np.mean(a, axis=axis, keepdims=keepdims)
     return np.sum(a, axis=axis, keepdims=keepdims) / a.dtype.type(_reduced_count(a.shape, axis))  # 0/0: NaN
@@ -49,7 +84,7 @@ class Sum(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
-        return np.asarray(a.sum(axis=dim, keepdims=keepdim))
+        return np.asarray(total(a, axis=dim, keepdims=keepdim))
 
     @staticmethod
     def backward(ctx, g):
@@ -79,13 +114,27 @@ def _centered(xp, a, dim):
 
 
 def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
-    """sum((a - mean)^2) over dim and the divisor n - correction; saves what Var and Std need."""
-    centered = _centered(ctx.xp, a, dim)
-    # PyTorch's divisor max(0, n - correction): no degrees of freedom left gives 0/0 = NaN (or x/0 = inf)
-    denom = a.dtype.type(max(_reduced_count(a.shape, dim) - correction, 0))
+    """sum((a - mean)^2) over dim, in float64, and the divisor max(0, n - correction); saves what Var and Std need.
+
+    The plain formula, run in float64 (`_in_float64`, PyTorch's double accumulators): the squares of float32 (or
+    float16) numbers cannot overflow there, so sqrt of the result is the finite std even where the float32
+    squares would be inf. The backward runs in a's dtype, from a - mean(a) computed there (PyTorch's formula)."""
+    wide = _in_float64(a)
+    centered = _centered(ctx.xp, a, dim)  # in a's dtype, for the backward
+    wide_centered = centered if wide is a else _centered(ctx.xp, wide, dim)
+    # PyTorch's divisor max(0, n - correction) (std::max(0.0, .): a NaN correction gives 0 too): no degrees of
+    # freedom left gives 0/0 = NaN (or x/0 = inf). Its backward divides by n - correction unclamped (so a
+    # correction beyond n gives a finite gradient of the inf forward): ctx.denom is that one, kept in float64 (n
+    # may be beyond float16's 65504), and the backward takes 2 / denom there, as PyTorch's scalar.
+    n = _reduced_count(a.shape, dim)
     ctx.save_for_backward(a)
-    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, denom, dim, keepdim
-    return (centered * centered).sum(axis=dim, keepdims=keepdim), denom
+    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, np.float64(n - correction), dim, keepdim
+    return (wide_centered * wide_centered).sum(axis=dim, keepdims=keepdim), np.float64(max(0.0, n - correction))
+
+
+def _in_float64(a: np.ndarray) -> np.ndarray:
+    """a as float64 (no copy when it is): where var and std accumulate (see the module docstring)."""
+    return a.astype(np.float64, copy=False)
 
 
 class Var(Function):
@@ -94,13 +143,15 @@ class Var(Function):
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
         squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
-        return np.asarray(squares / denom)
+        return np.asarray(squares / denom).astype(a.dtype, copy=False)  # beyond a's range: inf, as PyTorch's
 
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
-        return (g * ctx.intermediate(ctx.centered, _centered, a, ctx.dim) * (2 / ctx.denom),)
+        centered = ctx.intermediate(ctx.centered, _centered, a, ctx.dim)
+        g, centered = in_opmath(ctx.xp, g), in_opmath(ctx.xp, centered)  # float16 in float32 (see in_opmath)
+        return (to_dtype(ctx.xp, g * centered * float(2 / ctx.denom), a.dtype),)
 
 
 class Std(Function):
@@ -110,7 +161,7 @@ class Std(Function):
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
         squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
-        out = np.asarray(np.sqrt(squares / denom))
+        out = np.asarray(np.sqrt(squares / denom)).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         return out
 
@@ -119,7 +170,9 @@ class Std(Function):
         a, out = ctx.saved_arrays
         g_over_out = ctx.xp.where(out == 0, 0, g / out)
         g_over_out = expand_reduced(g_over_out, a.ndim, ctx.dim, ctx.keepdim)
-        return (g_over_out * ctx.intermediate(ctx.centered, _centered, a, ctx.dim) / ctx.denom,)
+        centered = ctx.intermediate(ctx.centered, _centered, a, ctx.dim)
+        g_over_out, centered = in_opmath(ctx.xp, g_over_out), in_opmath(ctx.xp, centered)  # float16 in float32
+        return (to_dtype(ctx.xp, g_over_out * centered * float(1 / ctx.denom), a.dtype),)
 
 
 class MaxMin(Function):
@@ -176,10 +229,11 @@ class LogSumExp(Function):
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        m = np.max(a, axis=dim, keepdims=True) if a.size else np.zeros((1,) * a.ndim, a.dtype)
-        m = np.where(np.isfinite(m), m, 0).astype(a.dtype, copy=False)
-        out = np.log(np.exp(a - m).sum(axis=dim, keepdims=True)) + m  # an all -inf line: log 0 = -inf
-        out = np.asarray(_drop_reduced(out, dim, keepdim))
+        x = a.astype(opmath_dtype(a.dtype), copy=False)  # float16 in float32, rounded once (PyTorch's)
+        m = np.max(x, axis=dim, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
+        m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
+        out = np.log(np.exp(x - m).sum(axis=dim, keepdims=True)) + m  # an all -inf line: log 0 = -inf
+        out = np.asarray(_drop_reduced(out, dim, keepdim)).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         ctx.dim, ctx.keepdim = dim, keepdim
         return out

@@ -23,8 +23,9 @@ pairwise one.
 A matrix-vector product with a vector of ones is as fast but not usable: BLAS's order of additions
 depends on how many rows share the call.
 
-`sum_` and `mean_` take np.sum's arguments and use last_sum / last_mean over the last axis: the softmax
-family calls them, and so does every first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py).
+`sum_` and `mean_` take np.sum's arguments and use last_sum / last_mean over the last axis (a float16 array is
+summed in float32 and rounded once, as PyTorch does): the softmax family calls them, and so does every
+first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def last_sum(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
     up to round-off, and each row's sum independent of the rows beside it)."""
     n = a.shape[-1] if a.ndim else 0
     if not (a.dtype in (np.float32, np.float64) and a.size and n <= SUM_ROW):
-        return np.sum(a, axis=-1, keepdims=keepdims)
+        return reductions.total(a, axis=-1, keepdims=keepdims)  # float16 summed in float32, as PyTorch
     rows = np.ascontiguousarray(a).reshape(-1, n)  # (rows, n): one layout, so one order of additions per row
     s = np.einsum("rn->r", rows).reshape(a.shape[:-1])
     return s[..., None] if keepdims else s
@@ -67,8 +68,8 @@ def last_mean(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
 
 
 def sum_(a, axis=None, keepdims=False):
-    """np.sum; over the last axis by last_sum (the same sums up to round-off)."""
-    return last_sum(a, keepdims) if is_last(axis, np.ndim(a)) else np.sum(a, axis=axis, keepdims=keepdims)
+    """reductions.total (np.sum, float16 in float32); over the last axis by last_sum (the same up to round-off)."""
+    return last_sum(a, keepdims) if is_last(axis, np.ndim(a)) else reductions.total(a, axis=axis, keepdims=keepdims)
 
 
 def mean_(a, axis=None, keepdims=False):
