@@ -25,10 +25,10 @@ from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 
-from ..tensor import Tensor, get_default_dtype
-from . import functional as F
-from . import init
-from .utils import zero_grad_
+from ...tensor import Tensor, get_default_dtype
+from .. import functional as F
+from .. import init
+from ..utils import zero_grad_
 
 __all__ = [
     "Parameter",
