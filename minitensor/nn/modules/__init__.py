@@ -1,28 +1,19 @@
-"""minitensor.nn.modules: the layers; this file only re-exports (the split by family follows)."""
+"""minitensor.nn.modules: the layers, one family per file as torch.nn.modules lays them out; this file only re-exports.
 
-from .module import (
-    GELU,
-    BCEWithLogitsLoss,
-    CrossEntropyLoss,
-    Dropout,
-    Embedding,
-    Identity,
-    L1Loss,
-    LayerNorm,
-    Linear,
-    LogSoftmax,
-    Module,
-    ModuleDict,
-    ModuleList,
-    MSELoss,
-    NLLLoss,
-    Parameter,
-    ReLU,
-    Sequential,
-    Sigmoid,
-    Softmax,
-    Tanh,
-)
+module.py (Module), linear.py (Linear, Identity), sparse.py (Embedding), normalization.py (LayerNorm),
+dropout.py (Dropout), activation.py, container.py (Sequential, ModuleList, ModuleDict), loss.py; the
+constructors' argument checks in utils.py. Parameter lives in minitensor/nn/parameter.py, as in torch.
+"""
+
+from ..parameter import Parameter
+from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .container import ModuleDict, ModuleList, Sequential
+from .dropout import Dropout
+from .linear import Identity, Linear
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .module import Module
+from .normalization import LayerNorm
+from .sparse import Embedding
 
 __all__ = [
     "Parameter",
