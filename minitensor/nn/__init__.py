@@ -1,24 +1,34 @@
 """minitensor.nn: Module, Parameter, the layers, and the functional/init/utils namespaces.
 
 `mt.nn.functional` (fused ops and their gradients) is the core's file; this package adds the
-module tree on top (modules.py), initialisers (init.py) and gradient utilities (utils.py).
+module tree on top (modules/, one family per file, and parameter.py), initialisers (init.py) and
+gradient utilities (utils.py).
 """
 
 from . import functional, init, utils
 from .modules import (
     GELU,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
     Dropout,
     Embedding,
     Identity,
+    L1Loss,
     LayerNorm,
     Linear,
+    LogSoftmax,
     Module,
     ModuleDict,
     ModuleList,
-    Parameter,
+    MSELoss,
+    NLLLoss,
     ReLU,
     Sequential,
+    Sigmoid,
+    Softmax,
+    Tanh,
 )
+from .parameter import Parameter
 
 __all__ = [
     "Module",
@@ -36,12 +46,6 @@ __all__ = [
     "functional",
     "init",
     "utils",
-]
-
-# appended: activations and losses as modules
-from .modules import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LogSoftmax, MSELoss, NLLLoss, Sigmoid, Softmax, Tanh
-
-__all__ += [
     "Tanh",
     "Sigmoid",
     "Softmax",

@@ -1,0 +1,52 @@
+"""`Embedding`: a lookup table of learnable rows, as in torch.nn.modules.sparse."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .module import Module
+from .utils import check_positive_int, default_float_dtype
+
+__all__ = ["Embedding"]
+
+
+class Embedding(Module):
+    """out[..., :] = weight[input[...]], weight (num_embeddings, embedding_dim) ~ N(0, 1).
+
+    With padding_idx, that row starts at zero and never receives a gradient (torch's semantics).
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = check_positive_int("Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = check_positive_int("Embedding", "embedding_dim", embedding_dim)
+        if padding_idx is not None:
+            if isinstance(padding_idx, bool) or not isinstance(padding_idx, numbers.Integral):
+                raise TypeError(f"Embedding: padding_idx must be an int or None, got {type(padding_idx).__name__}")
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"Embedding: padding_idx must be within [-{num_embeddings}, {num_embeddings}), got {padding_idx}"
+                )
+            padding_idx = int(padding_idx) % num_embeddings
+        self.padding_idx = padding_idx
+        dt = default_float_dtype(dtype, "Embedding")
+        self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dt))  # (V, D)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            self.weight.data[self.padding_idx] = 0
+            self.weight.bump_version()
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
