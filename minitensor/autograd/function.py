@@ -325,7 +325,7 @@ class Function:
 
 def _array_of(fn, i: int, t) -> np.ndarray:
     """The array of tensor argument i of fn.apply (a clear TypeError for anything else)."""
-    if isinstance(t, np.ndarray) or not hasattr(t, "version_counter"):
+    if isinstance(t, np.ndarray) or not hasattr(t, "version_counter"):  # is_tensor_like, inlined: per op argument
         hint = "; wrap it in mt.tensor(...)" if isinstance(t, np.ndarray) else ""
         raise TypeError(
             f"{fn.__name__}.apply: argument {i} must be a Tensor, got {type(t).__name__}{hint} "
