@@ -358,7 +358,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         model.train()
         return _phased(opt.zero_grad, loss_fn, lambda: mt.nn.utils.clip_grad_norm_(params, CLIP), opt.step)()
 
-    from minitensor.autograd_functional import functional_call
+    from minitensor.autograd.functional import functional_call
 
     names = [n for n, _ in model.named_parameters()]
     ce = lambda logits: sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)

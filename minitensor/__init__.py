@@ -5,8 +5,8 @@
     (x.tanh() @ mt.randn(4, 2)).sum().backward()
     x.grad
 
-Layout, bottom-up: dtypes.py (dtypes, promotion), grad_mode.py (no_grad & co., per thread),
-autograd.py (Function, the graph walk, gradcheck), ops/ (every primitive's forward and backward side
+Layout, bottom-up: dtypes.py (dtypes, promotion), autograd/ (laid out as torch/autograd/: grad mode,
+Function, the graph walk, gradcheck, functional), ops/ (every primitive's forward and backward side
 by side, the fused ones included),
 tensor.py (the Tensor and the torch.* functions), creation.py (factories), nn/ (functional
 wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to DOT), profiler.py,
@@ -16,6 +16,7 @@ testing.py (tolerances).
 from . import autograd, nn, ops, optim, profiler, random, viz
 from .allocator import reuse_freed_memory
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import functional as _functional  # noqa: F401 (loads mt.autograd.functional: autograd/__init__.py)
 from .creation import (
     arange,
     as_tensor,

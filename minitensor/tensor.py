@@ -7,7 +7,7 @@ NumPy directly; such writers call `bump_version()`, and `.data` itself stays the
 
 In-place methods (fill_, add_, __setitem__, ...) refuse a tensor that requires grad outside no_grad
 and bump the tensor's version counter (shared with its views): a graph that saved the old values
-then raises at backward instead of returning a wrong gradient (autograd.py).
+then raises at backward instead of returning a wrong gradient (autograd/function.py).
 
 Dtypes and promotion live in dtypes.py, the factories (tensor, zeros, randn, ...) in creation.py.
 Mixed-dtype operands are promoted as PyTorch does (dtypes.result_type); a float operand that must

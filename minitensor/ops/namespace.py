@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..autograd.function import is_tensor_like as _is_tensor
 from .elementwise import Cast, Erf, Exp, Log, LogSigmoid, Sigmoid, Sqrt, Where, erf, log_sigmoid, stable_sigmoid
 from .fused import LogSoftmax, _softmax_grad, log_softmax, softmax_grad_in_blocks
 from .indexing import GetItem, IndexPut, index_put
@@ -33,10 +34,6 @@ def _axes(axis, ndim: int):
     if axis is None or ndim == 0:
         return None
     return tuple(int(d) % max(ndim, 1) for d in ((axis,) if np.isscalar(axis) else axis))
-
-
-def _is_tensor(x) -> bool:
-    return hasattr(x, "version_counter")
 
 
 def _constant(like, value):
