@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from transformer_np.config import PRESETS, ModelConfig
+from transformer_np.hessian import hessian_vector_products
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 LABEL_SMOOTHING = 0.1
@@ -234,8 +235,8 @@ def _second_order(autograd, functional_call, as_tensor, model, loss_of_logits, a
 
     def hvp():
         model.eval()
-        grads = autograd.grad(loss_of_logits(model(*args)), params, create_graph=True)
-        return autograd.grad(sum((g * d).sum() for g, d in zip(grads, direction())), params)
+        _, product = hessian_vector_products(autograd.grad, loss_of_logits(model(*args)), params)
+        return product(direction(), retain_graph=False)
 
     def hvp_functional():
         model.eval()

@@ -10,7 +10,7 @@ weights are copied to parity/model.py by name), feeds both the same padded batch
 - backward: the gradient of every parameter, and of every hooked activation (retain_grad on
   both sides);
 - curvature: the Hessian-vector product H v of the training loss in a seeded random direction v
-  (the same arrays on both sides), by double backward (`hessian_vector_product`): the whole
+  (the same arrays on both sides), by double backward (transformer_np/hessian.py): the whole
   vector, v . H v and each parameter's block;
 - training: N optimizer steps on fresh batches (Adam betas 0.9/0.98 eps 1e-9, the warmup
   schedule as WarmupInverseSqrt on minitensor and LambdaLR on torch, clip_grad_norm_ 1.0), each
@@ -35,6 +35,7 @@ import minitensor as mt
 from minitensor.testing import PARITY_RTOL, error_stats, sum_roundoff_limit
 from transformer_np.config import ModelConfig, TrainConfig, get_preset
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_np.hessian import hessian_vector_products
 
 from .convert import load_arrays, np_to_torch, state_arrays
 from .hooks import Capture, KeyProjectionGrads, ReluBranchAligner, SharedDropoutMasks, to_numpy
@@ -296,17 +297,6 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
 HVP_NOTE = "the key biases' entries are exactly 0 (their gradient is identically 0) and are judged within this vector"
 
 
-def hessian_vector_product(grad, loss, params: list, direction: list) -> list:
-    """H v for the loss's Hessian in the parameters: differentiate <grad loss, v> once more (double backward).
-
-    `grad` is the library's autograd.grad (mt.autograd.grad or torch.autograd.grad): the same two lines
-    on both sides, the first recording the backward pass (create_graph) so that the second can run through it.
-    """
-    grads = grad(loss, params, create_graph=True)
-    directional = sum((g * v).sum() for g, v in zip(grads, direction))  # <grad loss, v>
-    return list(grad(directional, params))
-
-
 def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, masks, dtype: str, seed: int) -> None:
     """The Hessian-vector product of the training loss on the first batch, in one random direction (the same
     seeded arrays on both sides): the whole vector, v . H v, and each parameter's block (rule 'rel')."""
@@ -319,15 +309,10 @@ def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, mas
     if masks is not None:
         masks.finish_step()
     device = next(iter(pt_params.values())).device
-    ours = hessian_vector_product(
-        mt.autograd.grad, np_loss, [np_params[n] for n in pt_params], [mt.tensor(direction[n]) for n in pt_params]
-    )
-    ref = hessian_vector_product(
-        torch.autograd.grad,
-        pt_loss,
-        list(pt_params.values()),
-        [torch.from_numpy(direction[n]).to(device) for n in pt_params],
-    )
+    _, np_hvp = hessian_vector_products(mt.autograd.grad, np_loss, [np_params[n] for n in pt_params])
+    ours = np_hvp([mt.tensor(direction[n]) for n in pt_params], retain_graph=False)
+    _, pt_hvp = hessian_vector_products(torch.autograd.grad, pt_loss, list(pt_params.values()))
+    ref = pt_hvp([torch.from_numpy(direction[n]).to(device) for n in pt_params], retain_graph=False)
     ours = {n: to_numpy(h) for n, h in zip(pt_params, ours)}
     ref = {n: to_numpy(h) for n, h in zip(pt_params, ref)}
     flat = lambda arrays: np.concatenate([arrays[n].reshape(-1) for n in pt_params])

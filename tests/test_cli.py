@@ -1,4 +1,4 @@
-"""transformer_np/cli.py and experiments.py: every command on a tiny model in a temporary directory."""
+"""transformer_np/cli.py and the experiments package: every command on a tiny model in a temporary directory."""
 
 import json
 import os
