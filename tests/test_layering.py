@@ -1,8 +1,8 @@
 """The house rules of the source tree, checked by reading every import with `ast` (no module is imported).
 
 Walks minitensor/, transformer_np/, parity/ and benchmarks/ (tests/ and notebooks/ are outside these rules),
-counting imports at any level (function bodies, class bodies, if/try blocks; relative imports resolved to
-module names), and fails on:
+counting imports at any level (function bodies, class bodies, if/try blocks, `if TYPE_CHECKING:` too;
+relative imports resolved to module names), and fails on:
 
     cycle             an import cycle between modules (a strongly connected component of the import graph)
     function-import   a first-party import inside a function body without a reason comment on its line, on
