@@ -549,7 +549,7 @@ def run_summary(
     if config is not None:
         return run_report(ReportConfig(config, **common)), f"the {config} preset"
     from transformer_np.data import collate
-    from transformer_np.train import load_checkpoint
+    from transformer_np.training import load_checkpoint
 
     check_options(dtype, device, steps, batch_size, trajectory)  # before the file is read
     resolve_device(device)

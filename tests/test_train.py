@@ -1,4 +1,4 @@
-"""transformer_np/train.py: schedules, evaluation, checkpoints, exact resume, Ctrl-C, config mismatch."""
+"""transformer_np/training/: schedules, evaluation, checkpoints, exact resume, Ctrl-C, config mismatch."""
 
 import os
 import re
@@ -9,7 +9,7 @@ import pytest
 import minitensor as mt
 from transformer_np.config import ModelConfig, TrainConfig
 from transformer_np.data import PAD_ID, get_task, make_batches
-from transformer_np.train import (
+from transformer_np.training import (
     build_model,
     build_optimizer,
     compute_loss,

@@ -263,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------------------------
 def _train_configs(args) -> tuple[ModelConfig, TrainConfig]:
     """The configs `train` will run: the task preset's (or the checkpoint's with --resume), then the flags."""
-    from .train import default_configs, resume_configs
+    from .training import default_configs, resume_configs
 
     if args.resume:
         model_cfg, train_cfg = resume_configs(args.out)
@@ -293,7 +293,7 @@ def done_line(res) -> str:
 
 
 def cmd_train(args) -> int:
-    from .train import CHECKPOINT_NAME, train
+    from .training import CHECKPOINT_NAME, train
 
     model_cfg, train_cfg = _train_configs(args)
 
@@ -379,7 +379,7 @@ def _check_decode_flags(args) -> None:
 
 
 def cmd_decode(args) -> int:
-    from .train import load_checkpoint
+    from .training import load_checkpoint
 
     _check_decode_flags(args)
     ckpt = load_checkpoint(args.checkpoint)
@@ -408,7 +408,7 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
     from .data import BOS_ID, EOS_ID
     from .masks import causal_mask
     from .model import sinusoidal_table
-    from .train import greedy_outputs, load_history, schedule_curve
+    from .training import greedy_outputs, load_history, schedule_curve
 
     task, model, cfg = ckpt.task, ckpt.model, ckpt.model_cfg
     run_dir = run_dir or os.path.dirname(ckpt.path)
@@ -549,7 +549,7 @@ def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | 
 
 
 def cmd_plot(args) -> int:
-    from .train import load_checkpoint
+    from .training import load_checkpoint
 
     _check_out_is_a_directory(args.out)
     ckpt = load_checkpoint(args.checkpoint)
@@ -595,7 +595,7 @@ DEMO_TRAIN = dict(
 
 
 def cmd_demo(args) -> int:
-    from .train import default_configs, load_checkpoint, train
+    from .training import default_configs, load_checkpoint, train
 
     model_cfg, train_cfg = default_configs("copy-reverse")
     model_cfg = model_cfg.replace(**DEMO_MODEL)
@@ -646,7 +646,7 @@ def main(argv=None) -> int:
     """Run one command; a user error exits with status 2 and one line on stderr (SystemExit), a diverged
     run with EXIT_DIVERGED (3) and one line, Ctrl-C with 130."""
     args = build_parser().parse_args(argv)
-    from .train import NonFiniteError
+    from .training import NonFiniteError
 
     reuse_freed_memory()  # every command trains or runs a model: freed arrays are reused step to step
 

@@ -37,8 +37,7 @@ from . import plots
 from .config import ModelConfig, TrainConfig
 from .data import BOS_ID, EOS_ID, collate, get_task, iterate_forever, make_batches
 from .progress import progress as progress_bar
-from .train import (
-    _strip,
+from .training import (
     build_model,
     build_optimizer,
     build_scheduler,
@@ -47,6 +46,9 @@ from .train import (
     evaluate,
     fit,
     train_step,
+)
+from .training import (
+    strip_decoded as _strip,
 )
 
 DEFAULT_STEPS = {"heads": 300, "layers": 300, "positional": 500, "beam": 400, "residual": 0, "curvature": 1000}
@@ -482,7 +484,7 @@ def loss_hvp(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float):
     The gradient is computed once with create_graph=True; each H v then differentiates <gradient, v>
     through that recorded backward pass (retain_graph keeps it for the next v).
     """
-    from .train import compute_loss
+    from .loss import compute_loss
 
     params = list(model.parameters())
     loss = compute_loss(model, src, tgt, label_smoothing)[0]
