@@ -219,7 +219,7 @@ def test_an_interrupted_runs_time_reaches_the_history_and_the_done_line(tmp_path
 def test_the_command_line_names_only_its_own_resume_form(tmp_path, monkeypatch, capsys):
     import importlib
 
-    train_module = importlib.import_module("transformer_np.training")  # where the command line looks up train()
+    train_module = importlib.import_module("transformer_np.commands")  # where the command line looks up train()
     real = train_module.train
 
     def interrupted_train(*args, **kwargs):
