@@ -321,7 +321,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
 
     def loss_fn():
         logits = model(src, tgt_in, src_mask, tgt_mask)  # (B, T, V)
-        return np_sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)  # the loss train.py trains with
+        return np_sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)  # the loss transformer_np.training trains with
 
     def forward():
         model.eval()

@@ -128,7 +128,7 @@ from parity.loss import compute_loss as torch_loss
 from parity.report import build_models, synthetic_batch
 from transformer_np.config import get_preset
 from transformer_np.hessian import hessian_vector_products
-from transformer_np.train import compute_loss as np_loss
+from transformer_np.loss import compute_loss as np_loss
 
 cfg = get_preset("copy").model.replace(
     dropout=0.0,

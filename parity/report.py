@@ -34,8 +34,10 @@ import torch
 import minitensor as mt
 from minitensor.testing import PARITY_RTOL, error_stats, sum_roundoff_limit
 from transformer_np.config import ModelConfig, TrainConfig, get_preset
-from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_np.data import BOS_ID, EOS_ID, PAD_ID, collate
 from transformer_np.hessian import hessian_vector_products
+from transformer_np.model import Transformer as NpTransformer
+from transformer_np.training import load_checkpoint
 
 from .convert import load_arrays, np_to_torch, state_arrays
 from .hooks import Capture, KeyProjectionGrads, ReluBranchAligner, SharedDropoutMasks, to_numpy
@@ -161,7 +163,6 @@ def build_models(cfg: ModelConfig, dtype: str, device: str, seed: int, np_model=
     With `np_model` (a trained model), it is converted to `dtype` by copying its state into a fresh
     model built under that default dtype.
     """
-    from transformer_np.model import Transformer as NpTransformer
 
     mt_dtype, torch_dtype = resolve_dtype(dtype)
     previous = mt.get_default_dtype()
@@ -522,7 +523,7 @@ def run_summary(
 ):
     """(Report, description) for a trained transformer_np checkpoint, or for a preset's fresh model.
 
-    A checkpoint's model (state via mt.save, configs in the same file; transformer_np/train.py) is
+    A checkpoint's model (state via mt.save, configs in the same file; transformer_np/training/checkpoint.py) is
     copied into a model of `dtype`, its weights into torch, and checked on batches of its own
     task (held-out pairs first, then training pairs for the optimizer steps), in training mode
     with its dropout and identical masks. The steps use the paper's recipe (warmup schedule,
@@ -533,8 +534,6 @@ def run_summary(
     common = dict(dtype=dtype, device=device, steps=steps, batch_size=batch_size, seed=seed, trajectory=trajectory)
     if config is not None:
         return run_report(ReportConfig(config, **common)), f"the {config} preset"
-    from transformer_np.data import collate
-    from transformer_np.train import load_checkpoint
 
     check_options(dtype, device, steps, batch_size, trajectory)  # before the file is read
     resolve_device(device)

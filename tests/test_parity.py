@@ -99,15 +99,14 @@ def test_report_variants_learned_positions_tied_embeddings_final_norm():
 
 
 def test_numpy_side_computes_the_training_loss_of_transformer_np(monkeypatch, rng):
-    """The report's NumPy side runs train.compute_loss, whose loss is transformer_np.loss.sequence_loss; the
+    """The report's NumPy side runs transformer_np.loss.compute_loss, whose loss is its sequence_loss; the
     torch side's parity.loss.sequence_loss is the same function (float64, PAD labels ignored, smoothing 0.1)."""
-    # The module, not the `train` function that transformer_np's package root may export under the same name.
-    np_train = importlib.import_module("transformer_np.train")
+    np_loss_module = importlib.import_module("transformer_np.loss")
     from parity.loss import sequence_loss as torch_loss
     from transformer_np.loss import sequence_loss as np_loss
 
     calls = []
-    monkeypatch.setattr(np_train, "sequence_loss", lambda *a: calls.append(a) or np_loss(*a))
+    monkeypatch.setattr(np_loss_module, "sequence_loss", lambda *a: calls.append(a) or np_loss(*a))
     report = run_report(ReportConfig("copy", "float64", "cpu", steps=1, batch_size=2))
     assert calls and report.passed
     logits = rng.standard_normal((3, 5, 7))

@@ -12,7 +12,7 @@ import minitensor as mt
 from .. import plots
 from ..data import make_batches
 from ..decode import beam_search, greedy_decode
-from ..train import _strip, fit
+from ..training import fit, strip_decoded
 from .recipe import eval_size, small_configs
 from .results import write_result
 
@@ -28,19 +28,19 @@ def exp_beam(out_dir: str, steps: int, progress: bool = True) -> dict:
     train_pairs, held = task.splits(train_cfg.train_size, eval_size(steps, 100), train_cfg.seed)
     model, _, wall = fit(model_cfg, train_cfg, train_pairs, steps, progress, "beam model")
     src = make_batches(held, len(held))[0][0]
-    targets = [_strip(t) for _, t in held]
+    targets = [strip_decoded(t) for _, t in held]
     max_len = min(task.max_tgt_len + 4, model_cfg.max_len)
     rows = []
     t0 = time.perf_counter()
     greedy = greedy_decode(model, mt.tensor(src), max_len=max_len)
     greedy_s = time.perf_counter() - t0
-    greedy_acc = float(np.mean([_strip(g) == t for g, t in zip(greedy, targets)]))
+    greedy_acc = float(np.mean([strip_decoded(g) == t for g, t in zip(greedy, targets)]))
     for K in BEAM_SIZES:
         t0 = time.perf_counter()
         hyps = beam_search(model, mt.tensor(src), beam_size=K, max_len=max_len, length_penalty=0.6, n_best=1)
         dt = time.perf_counter() - t0
         best = [h[0] for h in hyps]
-        acc = float(np.mean([_strip(ids) == t for (ids, _), t in zip(best, targets)]))
+        acc = float(np.mean([strip_decoded(ids) == t for (ids, _), t in zip(best, targets)]))
         rows.append(
             {
                 "beam": K,

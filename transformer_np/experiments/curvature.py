@@ -15,8 +15,9 @@ import minitensor as mt
 from .. import plots
 from ..data import collate, get_task, iterate_forever
 from ..hessian import hessian_vector_products
+from ..loss import compute_loss
 from ..progress import progress as progress_bar
-from ..train import build_model, build_optimizer, build_scheduler, compute_loss, default_configs, train_step
+from ..training import build_model, build_optimizer, build_scheduler, default_configs, train_step
 from .recipe import SMOKE_STEPS
 from .results import write_result
 from .spectrum import POWER_TOL, dot, top_eigenvalue

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import plots
 from ..data import BOS_ID, EOS_ID
-from ..train import evaluate, fit
+from ..training import evaluate, fit
 from .recipe import BASE_TRAIN, eval_size, num_params, small_configs
 from .results import write_result
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..config import ModelConfig, TrainConfig
 from ..data import get_task
-from ..train import config_for_task, evaluate, fit
+from ..training import config_for_task, evaluate, fit
 
 SMOKE_STEPS = 10  # at or below this many steps, held-out sets shrink to SMOKE_EVAL examples
 SMOKE_EVAL = 16
