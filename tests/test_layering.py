@@ -64,8 +64,6 @@ KNOWN: set[tuple[str, str, str]] = {
     ("function-import", "transformer_np/train.py", "in compute_loss: transformer_np.masks"),
     ("function-import", "transformer_np/train.py", "in greedy_outputs: transformer_np.decode"),
     ("function-import", "transformer_np/train.py", "in load_checkpoint: transformer_np.model"),
-    ("late-import", "minitensor/ops/__init__.py", "import of minitensor.autograd"),
-    ("late-import", "minitensor/ops/__init__.py", "import of minitensor.ops.namespace"),
     ("private-import", "minitensor/ops/extra.py", "_reduced_count from minitensor.ops.reductions"),
     ("private-import", "minitensor/ops/namespace.py", "_softmax_grad from minitensor.ops.fused"),
     ("private-import", "transformer_np/experiments/beam.py", "_strip from transformer_np.train"),
