@@ -210,6 +210,12 @@ class TensorMath:
     def abs(self):
         return ops.Abs.apply(self)
 
+    def sin(self):
+        return ops.Sin.apply(floating(self))
+
+    def cos(self):
+        return ops.Cos.apply(floating(self))
+
     def tanh(self):
         return ops.Tanh.apply(floating(self))
 

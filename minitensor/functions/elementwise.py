@@ -18,6 +18,7 @@ __all__ = [
     "add",
     "allclose",
     "clamp",
+    "cos",
     "div",
     "equal",
     "erf",
@@ -33,6 +34,7 @@ __all__ = [
     "pow",
     "relu",
     "sigmoid",
+    "sin",
     "sqrt",
     "sub",
     "tanh",
@@ -124,6 +126,14 @@ def sqrt(a):
 
 def abs(a):
     return a.abs()
+
+
+def sin(a):
+    return a.sin()
+
+
+def cos(a):
+    return a.cos()
 
 
 def tanh(a):

@@ -20,7 +20,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.function import is_tensor_like as _is_tensor
-from .elementwise import Cast, Erf, Exp, Log, LogSigmoid, Sigmoid, Sqrt, Where, erf, log_sigmoid, stable_sigmoid
+from .elementwise import (
+    Cast,
+    Cos,
+    Erf,
+    Exp,
+    Log,
+    LogSigmoid,
+    Sigmoid,
+    Sin,
+    Sqrt,
+    Where,
+    erf,
+    log_sigmoid,
+    stable_sigmoid,
+)
 from .fused import LogSoftmax, _softmax_grad, log_softmax, softmax_grad_in_blocks
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum
@@ -50,6 +64,8 @@ ELEMENTWISE = {
     "sigmoid": (stable_sigmoid, Sigmoid),
     "log_sigmoid": (log_sigmoid, LogSigmoid),
     "erf": (erf, Erf),
+    "sin": (np.sin, Sin),
+    "cos": (np.cos, Cos),
 }
 
 
