@@ -42,8 +42,6 @@ def operands(a, b, dtype=None) -> tuple:
     """(a, b) as tensors of one dtype: PyTorch's promotion of the two, or `dtype`. One of them is a tensor."""
     # hasattr(., "version_counter") is is_tensor_like, inlined on the path every `x + y` takes
     a_tensor, b_tensor = hasattr(a, "version_counter"), hasattr(b, "version_counter")
-    if not (a_tensor or b_tensor):
-        raise TypeError(f"expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
     if dtype is None:
         # fast paths: same-dtype tensors, and a float tensor with a Python number (which never promotes it)
         if a_tensor:
@@ -52,8 +50,11 @@ def operands(a, b, dtype=None) -> tuple:
                     return a, b
             elif type(b) in (float, int) and a.data.dtype.kind == "f":
                 return a, a.wrap(np.asarray(b, a.data.dtype))
-        elif type(a) in (float, int) and b.data.dtype.kind == "f":
+        elif b_tensor and type(a) in (float, int) and b.data.dtype.kind == "f":
             return b.wrap(np.asarray(a, b.data.dtype)), b
+    if not (a_tensor or b_tensor):
+        raise TypeError(f"expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
+    if dtype is None:
         dtype = result_type(a, b)
     like = a if a_tensor else b
     return operand(a, dtype, like), operand(b, dtype, like)
