@@ -46,10 +46,6 @@ class _Cuda:
 cuda = _Cuda()
 
 
-# ------------------------------------------------------------------ names a PyTorch user reaches for
-# Each calls a torch-named function of the last section of this file, which validates first.
-
-
 class DeviceMethods:
     """The Tensor's device methods (a mixin Tensor inherits): the device is always the CPU."""
 
