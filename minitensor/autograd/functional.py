@@ -31,7 +31,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..creation import zeros, zeros_like
-from ..tensor import stack
+from ..functions.shape import stack
 from .engine import grad
 from .function import is_tensor_like
 from .grad_mode import enable_grad
