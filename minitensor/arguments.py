@@ -194,14 +194,6 @@ def require_floating(t, op: str):
     return t
 
 
-def refuse_empty_reduction(t, d, op: str) -> None:
-    """max/min/argmax over nothing has no value: refuse an empty tensor reduced whole (d None) or over a zero-size
-    dim d (as PyTorch; over another dim of an empty tensor the result is empty, and fine)."""
-    if t.data.size == 0 and (d is None or t.ndim == 0 or t.shape[d] == 0):
-        where = "" if d is None else f" over its dim {d} of size 0"
-        raise ValueError(f"{op}(): cannot reduce an empty tensor of shape {t.shape}{where}")
-
-
 def unsqueezed(shape: tuple, dim: int) -> tuple:
     n = len(shape) + 1
     if not -n <= dim < n:

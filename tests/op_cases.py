@@ -1171,5 +1171,73 @@ CASES += [
     ),
 ]
 
+# -------- the other p-norms and the nuclear norm (torch.norm / Tensor.norm): PNorm for every finite p but 1 and 2
+# (p = 0 counts the nonzeros: no gradient, as torch), and SVDVals with its SingularVectors for 'nuc'
+ZERO_ENTRY = np.array([[0.0, 0.7, -1.3], [0.0, 0.0, 0.0], [1.1, -0.6, 0.9]])  # a zero entry, and a zero row
+RANK_ONE = np.array([[1.0, 2.0], [2.0, 4.0]])  # singular values 5 and 0
+CASES += [
+    C("norm_p3_dim", lambda t, x: x.norm(p=3, dim=1), [(3, 4)]),
+    C("norm_p3_all", lambda t, x: t.norm(x, 3), [(2, 3, 2)]),
+    C("norm_p1_5_keepdim", lambda t, x: t.norm(x, 1.5, -1, True), [Away(2, 3, 4)]),
+    C("norm_p2_5_dims", lambda t, x: x.norm(p=2.5, dim=(0, 2)), [(3, 2, 4)]),
+    C("norm_p0_5", lambda t, x: x.norm(p=0.5), [Away(3, 4)]),
+    C("norm_neg1_dim", lambda t, x: x.norm(p=-1, dim=0), [Away(3, 4)]),
+    C("norm_neg2_keepdim", lambda t, x: t.norm(x, -2, 1, True), [Away(3, 4)]),
+    C("norm_neg0_5", lambda t, x: x.norm(p=-0.5), [Away(2, 3)]),
+    C("norm_p3_0d", lambda t, x: t.norm(x, 3, 0, True), [Away()]),
+    C("norm_p0", lambda t, x: t.norm(x, 0, 1), [Const(ZERO_ENTRY, grad=True)]),
+    C("norm_p0_dtype", lambda t, x: x.norm(p=0, dtype=t.float64), [Const(ZERO_ENTRY, grad=True)]),
+    C(
+        "norm_p3_zero_entries",
+        lambda t, x: x.norm(p=3, dim=1),
+        [Const(ZERO_ENTRY, grad=True)],
+        gradcheck=False,
+        why="row 1 is the origin, the p-norm's kink: gradient 0 there (and its derivative NaN), as torch",
+    ),
+    C(
+        "norm_p1_5_zero_entries",
+        lambda t, x: x.norm(p=1.5, dim=1),
+        [Const(ZERO_ENTRY, grad=True)],
+        gradcheck=False,
+        why="|x|^0.5 at a zero entry: gradient 0 there, second derivative infinite, as torch",
+    ),
+    C(
+        "norm_p0_5_zero_entries",
+        lambda t, x: x.norm(p=0.5, dim=1),
+        [Const(ZERO_ENTRY, grad=True)],
+        gradcheck=False,
+        why="p < 1 at a zero entry: torch's gradient 0 there (the derivative is infinite)",
+    ),
+    C(
+        "norm_neg1_zero_entries",
+        lambda t, x: x.norm(p=-1, dim=1),
+        [Const(ZERO_ENTRY, grad=True)],
+        gradcheck=False,
+        why="a zero entry makes a negative-p norm 0, and its gradient 0 everywhere (torch's): not differentiable there",
+    ),
+    C("norm_nuc", lambda t, x: x.norm(p="nuc"), [(4, 3)]),
+    C("norm_nuc_wide", lambda t, x: t.norm(x, "nuc"), [(2, 5)]),
+    C("norm_nuc_dims_keepdim", lambda t, x: t.norm(x, "nuc", (2, 0), True), [(3, 2, 4)]),
+    C("norm_nuc_batched", lambda t, x: x.norm(p="nuc", dim=(-2, -1)), [(2, 3, 3)]),
+    # the nuclear norm's gradient U V^T as the output: its own gradient is the norm's second derivative, which runs
+    # through SingularVectors (the one spelling that reaches it)
+    C(
+        "norm_nuc_gradient",
+        lambda t, x: t.autograd.grad(x.norm(p="nuc"), x, create_graph=True)[0],
+        [(3, 4)],
+        gradcheck=False,
+        why="finite differences run without grad mode, where autograd.grad has no graph; norm_nuc's gradgradcheck "
+        "checks this derivative",
+    ),
+    C(
+        "norm_nuc_rank_one",
+        lambda t, x: x.norm(p="nuc"),
+        [Const(RANK_ONE, grad=True)],
+        gradcheck=False,
+        why="a zero singular value: the gradient U V^T is a subgradient (LAPACK's null-space vectors; NumPy's and "
+        "torch's agree here), and the norm is not differentiable there",
+    ),
+]
+
 _names = [c.name for c in CASES]
 assert len(_names) == len(set(_names)), "duplicate case names in the op table"

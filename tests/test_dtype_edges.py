@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -95,6 +96,11 @@ OPS = {
     "norm_fro_all": lambda t, x: t.norm(x),
     "norm1": lambda t, x: t.norm(x, p=1, dim=-1),
     "norm_inf": lambda t, x: t.norm(x, p=math.inf, dim=-1),
+    "norm3": lambda t, x: t.norm(x, p=3, dim=-1),
+    "norm1_5_all": lambda t, x: t.norm(x, p=1.5),
+    "norm0_5": lambda t, x: t.norm(x, p=0.5, dim=0),
+    "norm_neg1": lambda t, x: t.norm(x, p=-1, dim=-1),
+    "norm_nuc": lambda t, x: t.norm(x, p="nuc"),
     "softmax": lambda t, x: x.softmax(-1),
     "softmax_dim0": lambda t, x: x.softmax(0),
     "log_softmax": lambda t, x: x.log_softmax(-1),
@@ -132,6 +138,16 @@ DIFFERENT = {
     ("cross_entropy_sum_smoothing", "float16", "huge"),
     ("cross_entropy_sum_smoothing", "float32", "huge"),
     ("cross_entropy_sum_smoothing", "float64", "huge"),
+    # The p-norms' float16 backward: ours in float32 (as their forward, and PyTorch's forward), rounded once;
+    # PyTorch's in float16, where |x|^(p-1) and out^(p-1) overflow or underflow: NaN, inf or 0 over whole rows.
+    # And a negative p at values of 1e154 (float64) or 1e19 (float32): PyTorch's |x|^(p-1) falls below the
+    # dtype's normal range and its gradient becomes 0 where ours is the exact one. Both tested below.
+    *(("norm3", "float16", kind) for kind in KINDS if kind != "normal"),
+    *(("norm_neg1", "float16", kind) for kind in ("huge", "tiny", "subnormal", "mixed")),
+    ("norm_neg1", "float32", "large"),
+    ("norm_neg1", "float64", "large"),
+    # PyTorch refuses a float16 nuclear norm ("Low precision dtypes not supported"); ours runs the SVD in float32.
+    *(("norm_nuc", "float16", kind) for kind in KINDS),
 }
 
 
@@ -204,6 +220,41 @@ def test_std_of_float32_values_whose_squares_overflow():
     s.backward(mt.tensor(np.float32(0.7)))
     st.backward(torch.tensor(0.7))
     assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL["float32"], what="gradient")
+
+
+@pytest.mark.parametrize("kind", [k for k in KINDS if k != "subnormal"])
+@pytest.mark.parametrize("op", ["norm3", "norm_neg1", "norm_nuc"])
+def test_float16_norms_are_float32_norms_rounded(op, kind):
+    """The DIFFERENT float16 norms: ours equal PyTorch's float32 forward and gradient, rounded to float16. (Not on
+    subnormal inputs: there the norm itself rounds to float16's subnormal grid, or to 0, and the gradient, computed
+    from that rounded norm as PyTorch's is from its own, is far from the float32 one.)"""
+    rng = np.random.default_rng(0)
+    a = edge_values(kind, "float16", (4, 7), rng)
+    x, xt = mt.tensor(a, requires_grad=True), torch.tensor(a.astype(np.float32), requires_grad=True)
+    y, yt = OPS[op](MT, x), OPS[op](TORCH, xt)
+    g = (rng.standard_normal(tuple(yt.shape)) + 0.5).astype(np.float16)
+    y.backward(mt.tensor(g))
+    yt.backward(torch.tensor(g.astype(np.float32)))
+    assert y.dtype == x.grad.dtype == mt.float16
+    assert_close(y.numpy(), yt.detach().numpy().astype(np.float16), OP_RTOL["float16"], what=f"{op} forward")
+    # the gradient rounded twice (ours: each factor computed in float32, rounded at the end; the reference: its
+    # float32 result rounded) may differ by one float16 step, or where it falls below float16's normal range
+    ref = xt.grad.numpy().astype(np.float16)
+    assert_close(*_same_scale(x.grad.numpy(), ref, kind), OP_RTOL["float16"], what=f"{op} gradient")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_negative_p_norm_gradient_at_large_values_is_exact(dtype):
+    """p = -1 at values near sqrt of the dtype's largest number: the gradient sign(x) (out / |x|)^2 g is of order 1,
+    but PyTorch's factor |x|^-2 falls below the normal range and its gradient is 0 for most entries. Ours: exact."""
+    big = np.sqrt(np.finfo(dtype).max)
+    a = (np.array([[-0.3, 0.5, 0.04, -0.8]]) * big).astype(dtype)
+    x = mt.tensor(a, requires_grad=True)
+    x.norm(p=-1, dim=-1).backward(mt.ones(1, dtype=x.dtype))
+    exact = [Fraction(float(v)) for v in a[0]]
+    out = 1 / sum(1 / abs(v) for v in exact)
+    expected = np.array([[float(np.sign(float(v)) * (out / abs(v)) ** 2) for v in exact]])
+    assert_close(x.grad.numpy(), expected.astype(dtype), OP_RTOL[dtype], what="gradient")
 
 
 def test_float16_std_and_layer_norm_of_a_few_hundred():

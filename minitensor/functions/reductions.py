@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import numbers
 
 import numpy as np
 
@@ -15,12 +16,12 @@ from ..arguments import (
     float_input,
     normalize_dim,
     normalize_dims,
-    refuse_empty_reduction,
     require_floating,
     var_correction,
 )
 from ..autograd import is_tensor_like
 from ..dtypes import int64
+from ..ops.reductions import refuse_empty_reduction
 from .elementwise import maximum, minimum
 
 __all__ = [
@@ -47,7 +48,7 @@ def max_min(t, dim, keepdim: bool, mode: str):
     if is_tensor_like(dim):  # torch.max(a, b)
         return maximum(t, dim) if mode == "max" else minimum(t, dim)
     d = None if dim is None else normalize_dim(dim, t.ndim, mode)
-    refuse_empty_reduction(t, d, mode)
+    refuse_empty_reduction(t.shape, d, mode)
     if dim is None:
         return ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode)
     if t.ndim == 0:  # the one element is its own max, at index 0 (keepdim keeps no dim either)
@@ -61,7 +62,7 @@ def max_min(t, dim, keepdim: bool, mode: str):
 
 def arg_reduce(fn, t, dim, keepdim: bool):
     d = None if dim is None else normalize_dim(dim, t.ndim, fn.__name__)
-    refuse_empty_reduction(t, d, fn.__name__)
+    refuse_empty_reduction(t.shape, d, fn.__name__)
     if dim is None:
         return t.wrap(np.asarray(fn(t.data), dtype=int64))
     if t.ndim == 0:
@@ -152,8 +153,17 @@ def any(t, dim=None, keepdim=False):
 
 def norm(input, p="fro", dim=None, keepdim: builtins.bool = False, dtype=None):
     """The vector p-norm over dim (all elements when None): p = 2 or 'fro' (sqrt of the sum of squares,
-    gradient 0 at the origin as in PyTorch), 1 (sum of |x|), inf (max |x|) or -inf (min |x|)."""
+    gradient 0 at the origin as in PyTorch), 1 (sum of |x|), inf (max |x|), -inf (min |x|), 0 (the count of
+    nonzeros) or any other number ((sum |x|^p)^(1/p)); p = 'nuc' the nuclear norm (the sum of singular values)
+    of the matrices over the dim pair (a 2-D input when dim is None)."""
     t = float_input(check_tensor(input, "norm", "input"), dtype, "norm")
+    if isinstance(p, str) and p == "nuc":
+        dims = normalize_dims(tuple(range(t.ndim)) if dim is None else dim, t.ndim, "norm")
+        if dims is None or len(dims) != 2:
+            raise ValueError(f"norm: p='nuc' takes the matrices over a pair of dims, got dim {dim} of {t.shape}")
+        rest = [d for d in range(t.ndim) if d not in dims]
+        out = ops.SVDVals.apply(t.permute(*rest, *dims)).sum(-1)  # the matrices over (d0, d1), as torch's
+        return out.reshape([1 if d in dims else t.shape[d] for d in range(t.ndim)]) if keepdim else out
     dims = normalize_dims(dim, t.ndim, "norm")
     if isinstance(p, str) and p == "fro" or p == 2:
         return ops.Norm.apply(t, dim=dims, keepdim=keepdim)
@@ -161,4 +171,6 @@ def norm(input, p="fro", dim=None, keepdim: builtins.bool = False, dtype=None):
         return t.abs().sum(dims, keepdim)
     if p in (math.inf, -math.inf):
         return ops.NormInf.apply(t, dim=dims, keepdim=keepdim, mode="max" if p > 0 else "min")
-    raise NotImplementedError(f"norm: p={p!r} is not supported; use p=2 or 'fro', 1, inf or -inf")
+    if isinstance(p, numbers.Real) and not isinstance(p, builtins.bool) and math.isfinite(p):
+        return ops.PNorm.apply(t, p=float(p), dim=dims, keepdim=keepdim)
+    raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")

@@ -9,11 +9,11 @@ writes into `g` or into a saved array.
 
     elementwise.py   the arithmetic and elementwise primitives (Add, Exp, Where, Cast, ...)
     matmul.py        MatMul
-    reductions.py    Sum, Mean, Var, Std, the max/min family, LogSumExp
+    reductions.py    Sum, Mean, Var, Std, the max/min family, LogSumExp, the norms (Norm, NormInf, PNorm, and
+                     SVDVals with SingularVectors for the nuclear norm)
     shape.py         reshape, transpose, permute, expand, repeat, cat, stack, tril/triu
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, the losses, Dropout, AttentionWeights
-    extra.py         Norm (the 2-norm, its own node for PyTorch's gradient 0 at the origin), NormInf (max |a|)
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
 
 This package exports every Function subclass its modules define (PRIMITIVES, derived below), so a new
@@ -21,7 +21,7 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 """
 
 from ..autograd import Function, register_namespaces
-from . import elementwise, extra, fused, indexing, matmul, reductions, shape
+from . import elementwise, fused, indexing, matmul, reductions, shape
 from .namespace import ARRAYS, TENSORS
 
 
@@ -38,7 +38,7 @@ def defined_primitives(*modules) -> dict:
     }
 
 
-PRIMITIVES = defined_primitives(elementwise, matmul, reductions, shape, indexing, fused, extra)
+PRIMITIVES = defined_primitives(elementwise, matmul, reductions, shape, indexing, fused)
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, var, std, max/min (with and without indices), amax/amin, logsumexp.
+"""Reductions: sum, mean, var, std, max/min (with and without indices), amax/amin, logsumexp and the norms.
 
 `dim` arrives normalised (None or a tuple of non-negative ints; one int for max/min with indices).
 Each backward first puts the reduced axes back into g (`expand_reduced`) so that it broadcasts
@@ -12,9 +12,16 @@ Accumulation, as PyTorch's CPU kernels do it:
   - var and std accumulate in float64 whatever the dtype (PyTorch's CPU Welford kernel keeps double
     accumulators): the std of float32 values of 1e20 is finite though their squares overflow float32; the
     var (1e40) still overflows when rounded to float32, as in PyTorch.
+
+The norms have their own nodes where a composite would differ from PyTorch: the 2-norm (sqrt(sum(a * a)) has the
+gradient 0/0 = NaN at a = 0, PyTorch's 0), the inf-norms (PyTorch's gradient treats a NaN entry as an extremum with
+gradient 0; amax(|a|) would spread NaN), the other p-norms (PyTorch's gradient at a zero entry) and the nuclear
+norm (a sum of singular values).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -71,6 +78,18 @@ def mean(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
     if a.size:
         return np.mean(a, axis=axis, keepdims=keepdims)
     return np.sum(a, axis=axis, keepdims=keepdims) / a.dtype.type(_reduced_count(a.shape, axis))  # 0/0: NaN
+
+
+def refuse_empty_reduction(shape: tuple, dim, op: str, detail: str = "") -> None:
+    """A reduction with no identity (max, min, amax, argmax, the inf-norms, negative p-norms) has no value over
+    nothing: refuse an empty input reduced whole (dim None) or over a zero-size dim, as PyTorch does. Over another
+    dim of an empty tensor the result is empty, and fine. dim: None, an int or a tuple of ints."""
+    if math.prod(shape):  # not empty (a 0-d tensor holds one element)
+        return
+    zero = [d for d in np.atleast_1d(dim if dim is not None else ()) if shape[d] == 0]
+    if dim is None or zero:
+        where = "" if dim is None else f" over its dim {', '.join(map(str, zero))} of size 0"
+        raise ValueError(f"{op}(){detail}: cannot reduce an empty tensor of shape {shape}{where}")
 
 
 def _reduced_count(shape: tuple, dim) -> int:
@@ -207,11 +226,7 @@ class AMaxMin(Function):
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
-        if a.size == 0 and (dim is None or any(a.shape[d] == 0 for d in dim)):
-            raise ValueError(
-                f"{'amax' if mode == 'max' else 'amin'}: cannot reduce over a zero-size dim "
-                f"(input of shape {a.shape}, dim {dim})"
-            )
+        refuse_empty_reduction(a.shape, dim, "amax" if mode == "max" else "amin")
         out = a.max(axis=dim, keepdims=True) if mode == "max" else a.min(axis=dim, keepdims=True)
         ties = a == out
         ctx.ties, ctx.count = ties, ties.sum(axis=dim, keepdims=True).astype(a.dtype)
@@ -244,3 +259,196 @@ class LogSumExp(Function):
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
         out = expand_reduced(out, a.ndim, ctx.dim, ctx.keepdim)
         return (g * ctx.xp.exp(a - out),)  # an all -inf line: NaN, as in PyTorch
+
+
+class Norm(Function):
+    """out = sqrt(sum a^2) over dim (the 2-norm);  da = g * a / out, and 0 where out == 0
+    (PyTorch's subgradient at the origin, where the formula would be 0/0)"""
+
+    @staticmethod
+    def forward(ctx, a, dim=None, keepdim=False):
+        x = a.astype(opmath_dtype(a.dtype), copy=False)  # float16 squared and summed in float32 (PyTorch's)
+        # float32 and float64 square in their own dtype: beyond sqrt of the largest number the norm is inf, and
+        # below sqrt of the smallest it is 0, as PyTorch's CPU norm gives (it does not rescale); over one element it
+        # is |a| itself, as PyTorch's (a sum of one element: |a| exactly, whose square might underflow).
+        # Deviation, kept: PyTorch's 0-d tensor with an explicit dim takes sqrt(a^2) there (inf or 0 beyond the
+        # square's range); ours |a|, as PyTorch for every other one-element norm.
+        if _reduced_count(a.shape, dim) == 1:
+            out = np.abs(x).sum(axis=dim, keepdims=keepdim)
+        else:
+            out = np.sqrt((x * x).sum(axis=dim, keepdims=keepdim))
+        out = np.asarray(out).astype(a.dtype, copy=False)
+        ctx.save_for_backward(a, out)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_arrays
+        g, out = (expand_reduced(t, a.ndim, ctx.dim, ctx.keepdim) for t in (g, out))
+        # PyTorch's formula, g * (a / out) with 0 where out == 0: differentiated again, the 0/0 of a / out
+        # makes the second derivative at the origin NaN (it does not exist: (I - u u^T) / out is unbounded)
+        return (g * ctx.xp.where(out == 0, 0, a / out),)
+
+
+class NormInf(Function):
+    """out = max |a| (mode 'max', p = inf) or min |a| (mode 'min', p = -inf) over dim;
+    da = g * sign(a) * [|a| == out or NaN] / count, as PyTorch: g is shared evenly between tied extrema, and a NaN
+    entry counts as one (its sign, and so its gradient, is 0), so a NaN norm sends 0 to every entry, where the
+    composite amax(|a|) would spread NaN over the slice."""
+
+    @staticmethod
+    def forward(ctx, a, dim=None, keepdim=False, mode="max"):
+        refuse_empty_reduction(a.shape, dim, "norm", f" with p={'inf' if mode == 'max' else '-inf'}")
+        size = np.abs(a)
+        out = size.max(axis=dim, keepdims=True) if mode == "max" else size.min(axis=dim, keepdims=True)
+        chosen = (size == out) | np.isnan(size)
+        ctx.chosen, ctx.count = chosen, chosen.sum(axis=dim, keepdims=True).astype(a.dtype)
+        ctx.save_for_backward(a)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return np.asarray(out if keepdim else out.reshape(()) if dim is None else np.squeeze(out, axis=dim))
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
+        return (ctx.xp.sign(a) * (g / ctx.count * ctx.chosen),)
+
+
+def magnitude(xp, a):
+    """|a| on arrays or, differentiably, Tensors (sign(a) * a: the sign is a constant, as abs's gradient)."""
+    return xp.sign(a) * a
+
+
+class PNorm(Function):
+    """out = (sum |a|^p)^(1/p) over dim, for a finite p other than 1 and 2 (p < 0 too: a zero entry makes it 0),
+    and the count of nonzero entries for p = 0 (no gradient, as PyTorch: None, not zeros). PyTorch's gradient
+    da = g * sgn(a) |a|^(p-1) / out^(p-1) in its three forms, which fix the value at a zero entry and at out = 0:
+      p < 1:      sgn(a) |a|^(p-1) (0 where a == 0) * g * out^(1-p)
+      1 < p < 2:  sgn(a) |a|^(p-1) * g / out^(p-1) (0 where out == 0)
+      p >= 2:     a |a|^(p-2) * g / out^(p-1) (0 where out == 0)"""
+
+    @staticmethod
+    def forward(ctx, a, p, dim=None, keepdim=False):
+        if p < 0:  # no identity: over nothing, (sum of no |a|^p)^(1/p) = 0^(1/p) would be inf
+            refuse_empty_reduction(a.shape, dim, "norm", f" with p={p}")
+        x = a.astype(opmath_dtype(a.dtype), copy=False)  # float16 accumulated in float32 (PyTorch's)
+        if p == 0:
+            out = (x != 0).sum(axis=dim, keepdims=keepdim, dtype=x.dtype)
+        elif _reduced_count(a.shape, dim) == 1:  # |a| exactly, as PyTorch (and Norm: see its deviation)
+            out = np.abs(x).sum(axis=dim, keepdims=keepdim)
+        else:  # as PyTorch's CPU kernel: no rescaling, so |a|^p may overflow to inf or underflow to 0
+            out = (np.abs(x) ** p).sum(axis=dim, keepdims=keepdim) ** (1 / p)
+        out = np.asarray(out).astype(a.dtype, copy=False)
+        ctx.save_for_backward(a, out)
+        ctx.p, ctx.dim, ctx.keepdim = p, dim, keepdim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        p, xp = ctx.p, ctx.xp
+        if p == 0:  # a count: piecewise constant, and PyTorch gives the input no gradient at all
+            return (None,)
+        a, out = ctx.saved_arrays
+        g, out = (expand_reduced(t, a.ndim, ctx.dim, ctx.keepdim) for t in (g, out))
+        g, out, x = in_opmath(xp, g), in_opmath(xp, out), in_opmath(xp, a)  # float16 in float32 (see in_opmath)
+        size = magnitude(xp, x)
+        if p < 1:
+            da = xp.where(x == 0, 0, xp.sign(x) * size ** (p - 1)) * (g * out ** (1 - p))
+        elif p < 2:
+            da = xp.sign(x) * size ** (p - 1) * xp.where(out == 0, 0, g / out ** (p - 1))
+        else:
+            da = x * size ** (p - 2) * xp.where(out == 0, 0, g / out ** (p - 1))
+        return (to_dtype(xp, da, a.dtype),)
+
+
+def svd(a: np.ndarray):
+    """NumPy's thin SVD u, s, vh of the matrices of a over its last two dims, in a's opmath dtype."""
+    return np.linalg.svd(a.astype(opmath_dtype(a.dtype), copy=False), full_matrices=False)
+
+
+def _row(xp, s):
+    """s (..., k) as a row (..., 1, k): it scales the columns of a matrix."""
+    return s.reshape(s.shape[:-1] + (1, s.shape[-1]))
+
+
+def _col(xp, s):
+    """s (..., k) as a column (..., k, 1): it scales the rows of a matrix."""
+    return s.reshape(s.shape + (1,))
+
+
+def svd_backward(xp, u, s, v, gs=None, gu=None, gv=None):
+    """PyTorch's svd_backward for real matrices a = U diag(s) V^T (thin, k = min(m, n)), for one of gs, gu, gv:
+      gs:  da = U diag(gs) V^T
+      gu:  da = U (skew(U^T gu) / E) diag(s) V^T  + (I - U U^T) gu diag(s)^-1 V^T   (the second term when m > k)
+      gv:  da = U diag(s) (skew(V^T gv) / E) V^T  + U diag(s)^-1 gv^T (I - V V^T)   (the second term when n > k)
+    with skew(X) = X - X^T and E_ij = s_j^2 - s_i^2 (1 on the diagonal). Tied singular values divide by 0: inf or
+    NaN, as PyTorch's (the vectors are not unique there); so does a zero one where m != n."""
+    vt = xp.swapaxes(v, -1, -2)
+    if gs is not None:
+        return (u * _row(xp, gs)) @ vt
+    k = s.shape[-1]
+    ut, s2 = xp.swapaxes(u, -1, -2), s * s
+    e = _row(xp, s2) - _col(xp, s2) + np.eye(k, dtype=s2.dtype)
+    if gu is not None:
+        x = ut @ gu
+        da = u @ ((x - xp.swapaxes(x, -1, -2)) / e * _row(xp, s)) @ vt
+        if u.shape[-2] > k:
+            da = da + ((gu - u @ (ut @ gu)) / _row(xp, s)) @ vt
+        return da
+    x = vt @ gv
+    da = u @ (_col(xp, s) * ((x - xp.swapaxes(x, -1, -2)) / e)) @ vt
+    if v.shape[-2] > k:
+        gvt = xp.swapaxes(gv, -1, -2)
+        da = da + (u / _row(xp, s)) @ (gvt - (gvt @ v) @ vt)
+    return da
+
+
+def _svd_factors(ctx, a):
+    """u, s, v of a for a backward: the forward's arrays, or, under create_graph, the three nodes below applied to
+    the saved Tensor a (recomputed, so that their own backwards differentiate them), in a's opmath dtype."""
+    xp = ctx.xp
+    u = ctx.intermediate(ctx.u, lambda xp, a: SingularVectors.apply(a, which="U"), a)
+    s = ctx.intermediate(ctx.s, lambda xp, a: SVDVals.apply(a), a)
+    v = ctx.intermediate(ctx.v, lambda xp, a: SingularVectors.apply(a, which="V"), a)
+    return in_opmath(xp, u), in_opmath(xp, s), in_opmath(xp, v)
+
+
+class SVDVals(Function):
+    """out = the singular values s (..., k) of the matrices of a (..., m, n), descending (NumPy's SVD), as
+    torch.linalg.svdvals;  da = U diag(g) V^T. The nuclear norm is their sum."""
+
+    @staticmethod
+    def forward(ctx, a):
+        u, s, vh = svd(a)
+        ctx.u, ctx.s, ctx.v = u, s, np.swapaxes(vh, -1, -2)
+        ctx.save_for_backward(a)
+        return s.astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        u, s, v = _svd_factors(ctx, a)
+        return (to_dtype(ctx.xp, svd_backward(ctx.xp, u, s, v, gs=in_opmath(ctx.xp, g)), a.dtype),)
+
+
+class SingularVectors(Function):
+    """out = U (which='U', (..., m, k)) or V (which='V', (..., n, k)) of a = U diag(s) V^T (NumPy's thin SVD);
+    da = svd_backward's gu or gv term. Their signs are LAPACK's choice, so only a result that does not depend on
+    them (the nuclear norm's second derivative, U V^T) is meaningful: these are that derivative's nodes."""
+
+    @staticmethod
+    def forward(ctx, a, which):
+        u, s, vh = svd(a)
+        ctx.u, ctx.s, ctx.v = u, s, np.swapaxes(vh, -1, -2)
+        ctx.which = which
+        ctx.save_for_backward(a)
+        return (ctx.u if which == "U" else ctx.v).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        u, s, v = _svd_factors(ctx, a)
+        g = in_opmath(ctx.xp, g)
+        da = svd_backward(ctx.xp, u, s, v, gu=g) if ctx.which == "U" else svd_backward(ctx.xp, u, s, v, gv=g)
+        return (to_dtype(ctx.xp, da, a.dtype),)
