@@ -11,7 +11,7 @@ by side, the fused ones included),
 arguments.py (argument handling), functions/ (the torch.* functions), tensor_math.py (the Tensor's
 math methods), devices.py (device shims), tensor.py (the Tensor), creation.py (factories), nn/ (functional
 wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to DOT), profiler.py,
-testing.py (tolerances).
+testing.py (tolerances), layout.py (memory formats).
 """
 
 from . import autograd, functions, nn, ops, optim, profiler, random, viz
@@ -61,6 +61,7 @@ from .dtypes import (
 )
 from .dtypes import bool_ as bool
 from .functions import *  # noqa: F403  (the torch.* functions: functions.__all__)
+from .layout import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from .random import manual_seed
 from .serialization import load, save
 from .tensor import Tensor
@@ -113,6 +114,11 @@ __all__ = [
     "uint8",
     "bool",
     "manual_seed",
+    "memory_format",
+    "contiguous_format",
+    "preserve_format",
+    "channels_last",
+    "channels_last_3d",
     "Tensor",
     "cuda",
     "device",

@@ -194,6 +194,24 @@ def require_floating(t, op: str):
     return t
 
 
+def to_arguments(args: tuple, dtype, device, non_blocking, copy):
+    """Tensor.to's positional arguments, in torch's three forms: (dtype, non_blocking, copy), (device, dtype,
+    non_blocking, copy) and (other, non_blocking, copy); and minitensor's (dtype, device)."""
+    args = list(args)
+    if is_tensor_like(args[0]):  # x.to(other): its dtype and device
+        other = args.pop(0)
+        dtype, device = other.dtype, other.device
+    elif isinstance(args[0], str) and args[0].partition(":")[0] in ("cpu", "cuda", "mps"):  # x.to(device, ...)
+        device = args.pop(0)
+        dtype = args.pop(0) if args and not isinstance(args[0], builtins.bool) else dtype
+    elif not isinstance(args[0], builtins.bool):  # x.to(dtype, ...)
+        dtype = args.pop(0)
+        device = args.pop(0) if args and not isinstance(args[0], builtins.bool) else device
+    if len(args) > 2:
+        raise TypeError(f"to: too many positional arguments after the dtype or device: {tuple(args)}")
+    return (dtype, device, *args, *(non_blocking, copy)[len(args) :])  # non_blocking, copy given positionally
+
+
 def unsqueezed(shape: tuple, dim: int) -> tuple:
     n = len(shape) + 1
     if not -n <= dim < n:

@@ -24,11 +24,12 @@ import weakref
 import numpy as np
 
 from . import autograd, ops
-from .arguments import as_array, broadcasts_to, normalize_dim, normalize_index, scaled, size_args
-from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, no_grad
+from .arguments import as_array, broadcasts_to, normalize_dim, normalize_index, scaled, size_args, to_arguments
+from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, is_tensor_like, no_grad
 from .devices import DeviceMethods
 from .dtypes import bool_, float32, float64, int32, int64
 from .functions.elementwise import clamp, div
+from .layout import in_memory_format, preserve_format
 from .random import generator
 from .tensor_math import TensorMath
 
@@ -340,34 +341,45 @@ class Tensor(TensorMath, DeviceMethods):
         self._write("__setitem__", normalize_index(index)[0], value)
 
     # ------------------------------------------------------------------ dtype
-    def to(self, dtype=None, device=None) -> Tensor:
-        """This tensor in `dtype` (differentiable between float dtypes); the only device is 'cpu'."""
-        if isinstance(dtype, str) and dtype.partition(":")[0] in ("cpu", "cuda", "mps"):  # x.to(device)
-            dtype, device = None, dtype
+    def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=preserve_format):
+        """This tensor in `dtype` (differentiable between float dtypes), in torch's three forms: to(dtype, non_blocking,
+        copy), to(device, dtype, non_blocking, copy) and to(other, non_blocking, copy). The only device is 'cpu' and
+        non_blocking changes nothing; copy=True always returns a new tensor; memory_format: see layout.py."""
+        if len(args) == 1 and not is_tensor_like(args[0]):  # x.to(device) or x.to(dtype), the common calls
+            if isinstance(args[0], str) and args[0].partition(":")[0] in ("cpu", "cuda", "mps"):
+                device = args[0]
+            else:
+                dtype = args[0]
+        elif args:
+            dtype, device, non_blocking, copy = to_arguments(args, dtype, device, non_blocking, copy)
         if device not in (None, "cpu"):
             raise ValueError(f"to: minitensor runs on the CPU only, got device {device!r}")
-        if dtype is None or np.dtype(dtype) == self.dtype:
-            return self
-        dtype = np.dtype(dtype)
-        if dtype.kind == "f" and self.dtype.kind == "f":
-            return ops.Cast.apply(self, dtype=dtype)
-        with ieee_quiet():  # NaN or inf to an integer dtype: NumPy's value, no warning
-            return Tensor.wrap(self.data.astype(dtype))
+        out = self
+        if dtype is not None and np.dtype(dtype) != self.dtype:
+            dtype = np.dtype(dtype)
+            if dtype.kind == "f" and self.dtype.kind == "f":
+                out = ops.Cast.apply(self, dtype=dtype)
+            else:
+                with ieee_quiet():  # NaN or inf to an integer dtype: NumPy's value, no warning
+                    out = Tensor.wrap(self.data.astype(dtype))
+        if memory_format is not preserve_format:
+            out = in_memory_format(out, memory_format, "to")
+        return ops.Clone.apply(out) if copy and out is self else out
 
-    def float(self) -> Tensor:
-        return self.to(float32)
+    def float(self, memory_format=preserve_format) -> Tensor:
+        return self.to(float32, memory_format=memory_format)
 
-    def double(self) -> Tensor:
-        return self.to(float64)
+    def double(self, memory_format=preserve_format) -> Tensor:
+        return self.to(float64, memory_format=memory_format)
 
-    def long(self) -> Tensor:
-        return self.to(int64)
+    def long(self, memory_format=preserve_format) -> Tensor:
+        return self.to(int64, memory_format=memory_format)
 
-    def int(self) -> Tensor:
-        return self.to(int32)
+    def int(self, memory_format=preserve_format) -> Tensor:
+        return self.to(int32, memory_format=memory_format)
 
-    def bool(self) -> Tensor:
-        return self.to(bool_)
+    def bool(self, memory_format=preserve_format) -> Tensor:
+        return self.to(bool_, memory_format=memory_format)
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)

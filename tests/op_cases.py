@@ -1237,6 +1237,10 @@ CASES += [
         why="a zero singular value: the gradient U V^T is a subgradient (LAPACK's null-space vectors; NumPy's and "
         "torch's agree here), and the norm is not differentiable there",
     ),
+    # memory formats (layout.py): a layout only, values and gradients pass unchanged
+    C("to_channels_last", lambda t, x: x.to(memory_format=t.channels_last) * 2, [(2, 3, 4, 5)]),
+    C("to_channels_last_3d_double", lambda t, x: x.double(memory_format=t.channels_last_3d).exp(), [(2, 3, 2, 2, 3)]),
+    C("to_copy_contiguous", lambda t, x: x.mT.to(x, False, True, memory_format=t.contiguous_format), [(3, 4)]),
 ]
 
 _names = [c.name for c in CASES]

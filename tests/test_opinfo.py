@@ -147,9 +147,11 @@ def _map(x, fn):
 
 
 def _to_mt_value(x):
-    """torch's non-tensor values in minitensor's spelling: dtypes and devices."""
+    """torch's non-tensor values in minitensor's spelling: dtypes, devices and memory formats."""
     if isinstance(x, torch.dtype):
         return np.dtype(str(x).removeprefix("torch."))
+    if isinstance(x, torch.memory_format):  # torch.channels_last -> mt.channels_last
+        return getattr(mt, str(x).removeprefix("torch."))
     if isinstance(x, torch.device):
         return str(x)
     if isinstance(x, (list, tuple)):

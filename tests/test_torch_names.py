@@ -39,7 +39,10 @@ NAMES = {
         "gather",
         "index_select",
     ],
-    "mt": ["device", "cuda", "mm", "bmm", "norm", "topk", "sort", "argsort", "gather", "einsum", "index_select"],
+    "mt": [
+        *("device", "cuda", "mm", "bmm", "norm", "topk", "sort", "argsort", "gather", "einsum", "index_select"),
+        *("memory_format", "contiguous_format", "preserve_format", "channels_last", "channels_last_3d"),
+    ],
     "nn": [
         "Tanh",
         "Sigmoid",
@@ -91,6 +94,36 @@ def test_the_usual_device_line_runs_on_the_cpu():
     model = mt.nn.Linear(3, 2)
     x = mt.randn(4, 3).to(device)
     assert model(x).device == device
+
+
+# ----------------------------------------------------------------------------- memory formats
+@pytest.mark.parametrize("fmt", ["channels_last", "contiguous_format", "preserve_format"])
+def test_memory_formats_lay_out_the_array_as_torch(fmt):
+    """The strides (in elements) of x.to(memory_format=...) and of what ops make of it are torch's."""
+    a = np.random.default_rng(0).standard_normal((2, 3, 4, 5))
+    x, xt = mt.tensor(a).to(memory_format=getattr(mt, fmt)), torch.tensor(a).to(memory_format=getattr(torch, fmt))
+    assert repr(getattr(mt, fmt)) == repr(getattr(torch, fmt)).replace("torch.", "minitensor.")
+    for ours, ref in ((x, xt), (x.float(), xt.float()), (x.exp(), xt.exp()), (x.contiguous(), xt.contiguous())):
+        assert tuple(s // ours.data.itemsize for s in ours.data.strides) == ref.stride()
+        np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-15)  # exp: NumPy's and torch's, to an ulp
+    x5 = mt.zeros(2, 3, 4, 5, 6).to(memory_format=mt.channels_last_3d)
+    x5t = torch.zeros(2, 3, 4, 5, 6).to(memory_format=torch.channels_last_3d)
+    assert tuple(s // 4 for s in x5.data.strides) == x5t.stride()
+
+
+def test_to_and_the_dtype_methods_take_torch_arguments():
+    x = mt.randn(2, 3, 4, 5, dtype=mt.float64, requires_grad=True)
+    assert x.to(x) is x and x.to("cpu", mt.float64, False, False) is x and x.to(mt.float64, False) is x
+    assert x.to(mt.float64, copy=True) is not x and x.to(x, False, True) is not x
+    assert x.to("cpu", mt.float32, True, True).dtype == mt.float32 and x.to(mt.float32, "cpu").dtype == mt.float32
+    y = x.to(memory_format=mt.channels_last)
+    assert y.to(memory_format=mt.channels_last) is y  # already laid out so: itself, as torch
+    (y * mt.tensor(np.arange(120.0).reshape(2, 3, 4, 5))).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(120.0).reshape(2, 3, 4, 5))
+    for method, dtype in (("float", mt.float32), ("double", mt.float64), ("long", mt.int64), ("int", mt.int32)):
+        assert getattr(x, method)(memory_format=mt.contiguous_format).dtype == dtype
+    b = x.bool(memory_format=mt.channels_last)
+    assert b.dtype == mt.bool and b.data.strides == (60, 1, 15, 3)  # one byte an element: torch's stride()
 
 
 def test_cuda_and_other_devices_are_refused_clearly():
@@ -252,6 +285,10 @@ REFUSED = [
     (lambda: mt.randn(3, 4).norm(p="nuc", dim=0), ValueError, r"norm: p='nuc' takes the matrices over a pair"),
     (lambda: mt.zeros(0, 3).norm(p=-1, dim=0), ValueError, r"norm\(\) with p=-1.0: cannot reduce an empty tensor"),
     (lambda: mt.tensor([1, 2]).norm(), TypeError, "norm: expected a floating tensor, got int64"),
+    (lambda: mt.randn(3).to(memory_format=mt.channels_last), ValueError, "to: memory_format=minitensor.channels_last"),
+    (lambda: mt.randn(3).to(memory_format="channels_last"), TypeError, "to: memory_format must be mt.contiguous"),
+    (lambda: mt.randn(3).float(memory_format=mt.channels_last_3d), ValueError, "needs a tensor of 5 dims"),
+    (lambda: mt.randn(3).to(mt.float32, False, False, True), TypeError, "to: too many positional arguments"),
     (lambda: mt.randn(3, 4).norm(dim=2), IndexError, "norm: dim 2 out of range"),
     (lambda: mt.randn(3, 4).gather(1, mt.tensor([[0.0]])), TypeError, "gather: index must be an integer tensor"),
     (lambda: mt.randn(3, 4).gather(1, [[0]]), TypeError, "gather: index must be an integer tensor, got list"),
