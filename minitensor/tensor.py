@@ -345,11 +345,10 @@ class Tensor(TensorMath, DeviceMethods):
         """This tensor in `dtype` (differentiable between float dtypes), in torch's three forms: to(dtype, non_blocking,
         copy), to(device, dtype, non_blocking, copy) and to(other, non_blocking, copy). The only device is 'cpu' and
         non_blocking changes nothing; copy=True always returns a new tensor; memory_format: see layout.py."""
-        if len(args) == 1 and not is_tensor_like(args[0]):  # x.to(device) or x.to(dtype), the common calls
-            if isinstance(args[0], str) and args[0].partition(":")[0] in ("cpu", "cuda", "mps"):
-                device = args[0]
-            else:
-                dtype = args[0]
+        if len(args) == 1 and isinstance(args[0], str) and args[0].partition(":")[0] in ("cpu", "cuda", "mps"):
+            device = args[0]  # x.to(device): every mask and dropout keep calls it, so it comes first
+        elif len(args) == 1 and not is_tensor_like(args[0]):  # x.to(dtype)
+            dtype = args[0]
         elif args:
             dtype, device, non_blocking, copy = to_arguments(args, dtype, device, non_blocking, copy)
         if device not in (None, "cpu"):
@@ -367,19 +366,19 @@ class Tensor(TensorMath, DeviceMethods):
         return ops.Clone.apply(out) if copy and out is self else out
 
     def float(self, memory_format=preserve_format) -> Tensor:
-        return self.to(float32, memory_format=memory_format)
+        return self.to(dtype=float32, memory_format=memory_format)
 
     def double(self, memory_format=preserve_format) -> Tensor:
-        return self.to(float64, memory_format=memory_format)
+        return self.to(dtype=float64, memory_format=memory_format)
 
     def long(self, memory_format=preserve_format) -> Tensor:
-        return self.to(int64, memory_format=memory_format)
+        return self.to(dtype=int64, memory_format=memory_format)
 
     def int(self, memory_format=preserve_format) -> Tensor:
-        return self.to(int32, memory_format=memory_format)
+        return self.to(dtype=int32, memory_format=memory_format)
 
     def bool(self, memory_format=preserve_format) -> Tensor:
-        return self.to(bool_, memory_format=memory_format)
+        return self.to(dtype=bool_, memory_format=memory_format)
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
