@@ -367,12 +367,12 @@ def svd(a: np.ndarray):
     return np.linalg.svd(a.astype(opmath_dtype(a.dtype), copy=False), full_matrices=False)
 
 
-def _row(xp, s):
+def _row(s):
     """s (..., k) as a row (..., 1, k): it scales the columns of a matrix."""
     return s.reshape(s.shape[:-1] + (1, s.shape[-1]))
 
 
-def _col(xp, s):
+def _col(s):
     """s (..., k) as a column (..., k, 1): it scales the rows of a matrix."""
     return s.reshape(s.shape + (1,))
 
@@ -386,21 +386,21 @@ def svd_backward(xp, u, s, v, gs=None, gu=None, gv=None):
     NaN, as PyTorch's (the vectors are not unique there); so does a zero one where m != n."""
     vt = xp.swapaxes(v, -1, -2)
     if gs is not None:
-        return (u * _row(xp, gs)) @ vt
+        return (u * _row(gs)) @ vt
     k = s.shape[-1]
     ut, s2 = xp.swapaxes(u, -1, -2), s * s
-    e = _row(xp, s2) - _col(xp, s2) + np.eye(k, dtype=s2.dtype)
+    e = _row(s2) - _col(s2) + np.eye(k, dtype=s2.dtype)
     if gu is not None:
         x = ut @ gu
-        da = u @ ((x - xp.swapaxes(x, -1, -2)) / e * _row(xp, s)) @ vt
+        da = u @ ((x - xp.swapaxes(x, -1, -2)) / e * _row(s)) @ vt
         if u.shape[-2] > k:
-            da = da + ((gu - u @ (ut @ gu)) / _row(xp, s)) @ vt
+            da = da + ((gu - u @ (ut @ gu)) / _row(s)) @ vt
         return da
     x = vt @ gv
-    da = u @ (_col(xp, s) * ((x - xp.swapaxes(x, -1, -2)) / e)) @ vt
+    da = u @ (_col(s) * ((x - xp.swapaxes(x, -1, -2)) / e)) @ vt
     if v.shape[-2] > k:
         gvt = xp.swapaxes(gv, -1, -2)
-        da = da + (u / _row(xp, s)) @ (gvt - (gvt @ v) @ vt)
+        da = da + (u / _row(s)) @ (gvt - (gvt @ v) @ vt)
     return da
 
 
@@ -416,7 +416,13 @@ def _svd_factors(ctx, a):
 
 class SVDVals(Function):
     """out = the singular values s (..., k) of the matrices of a (..., m, n), descending (NumPy's SVD), as
-    torch.linalg.svdvals;  da = U diag(g) V^T. The nuclear norm is their sum."""
+    torch.linalg.svdvals;  da = U diag(g) V^T. The nuclear norm (norm(p='nuc')) is their sum, so its gradient is
+    U V^T, as PyTorch's. Where the SVD is not unique (checked against PyTorch 2.13):
+      - tied singular values (a = I): U V^T is still unique while a has full rank, and equal to PyTorch's; the
+        second derivative divides by s_j^2 - s_i^2 = 0 and is NaN, as PyTorch's;
+      - a zero singular value (rank-deficient a): U V^T is a subgradient that depends on LAPACK's choice of the
+        singular vectors for it, NumPy's here and PyTorch's own there (both gesdd: equal on the cases tried); a
+        square a keeps a finite second derivative (equal to PyTorch's), a non-square one divides by s = 0."""
 
     @staticmethod
     def forward(ctx, a):
