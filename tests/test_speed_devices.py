@@ -116,7 +116,7 @@ def test_train_and_fit_turn_it_on(monkeypatch, tmp_path):
 def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_shape):
     """AttentionWeights forward and backward over blocks of 100 scores (several rows of each (b, h), a short
     last block, masks broadcast over heads or batch) give exactly the whole-array passes' numbers; and
-    the blocked softmax gradient is the readable formula `_softmax_grad` that runs on Tensors."""
+    the blocked softmax gradient is the readable formula `softmax_grad` that runs on Tensors."""
     from minitensor.ops import fused
     from minitensor.ops.namespace import ARRAYS
 
@@ -139,7 +139,7 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
         np.testing.assert_array_equal(blocked, whole)
     w = run(10**9)[0]
     monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
-    np.testing.assert_array_equal(fused.softmax_grad_in_blocks(g, w), fused._softmax_grad(ARRAYS, g, w))
+    np.testing.assert_array_equal(fused.softmax_grad_in_blocks(ARRAYS, g, w), fused.softmax_grad(ARRAYS, g, w))
 
 
 def test_attention_blocks_on_the_pool_are_bitwise_the_one_thread_ones(monkeypatch):
