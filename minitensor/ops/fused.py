@@ -323,9 +323,10 @@ class CrossEntropy(Function):
         x = ctx.saved_arrays[0]
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
-        p, q = xp.exp(logp), _index_q(ctx.tv, C, ctx.e, x.dtype)  # (R, C) each
+        q = _index_q(ctx.tv, C, ctx.e, x.dtype)  # (R, C)
         g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
-        dx = (p - q) * g_rows if w is None else (ctx.s * p - w * q) * g_rows
+        # p = exp(logp), the softmax, written inline: NumPy then computes p - q in p's buffer, not in a third array
+        dx = (xp.exp(logp) - q) * g_rows if w is None else (ctx.s * xp.exp(logp) - w * q) * g_rows
         return given(ctx, _unrows(xp, dx, x.shape), None, None)  # target, weight: no gradient
 
 
