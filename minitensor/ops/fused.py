@@ -332,9 +332,8 @@ class CrossEntropy(Function):
 
 def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
     """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
-    q = np.full((len(tv), C), e / C, dtype=dtype)
-    q[np.arange(len(tv)), tv] += 1 - e
-    return q
+    dtype = np.dtype(dtype)
+    return np.where(np.arange(C) == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
 
 
 def _soft_q(xp, target, weight, e, C: int):
