@@ -4,7 +4,8 @@ This module imports neither NumPy nor PyTorch at import time: `set_thread_env` m
 either is imported, because OpenBLAS, MKL and OpenMP read their thread counts once, when their
 shared library loads. Setting the variables afterwards silently does nothing.
 
-BLAS settings change NumPy's figures by up to 2x (OPENBLAS_CORETYPE picks the GEMM kernel), so
+BLAS settings move NumPy's figures a long way (OPENBLAS_CORETYPE picks the GEMM kernel; measured:
+benchmarks/README.md), so
 `machine_facts()` records the BLAS library, the kernel OpenBLAS chose at run time, and every
 BLAS/OpenMP environment variable, next to the CPU and the library versions.
 """
@@ -40,8 +41,7 @@ BLAS_VARS = THREAD_VARS + (
 
 # What idle worker threads do between parallel regions. Spinning (the libraries' default) wins on
 # an idle machine; on a shared one a spinning or preempted worker stalls every op of its process
-# (measured here, load 5 on 2 cores: copy training step 1.6 s with 2 OpenBLAS threads vs 0.08 s
-# with 1). 'passive' makes them sleep at once: OpenMP (torch) by OMP_WAIT_POLICY/KMP_BLOCKTIME,
+# (measured: benchmarks/README.md). 'passive' makes them sleep at once: OpenMP (torch) by OMP_WAIT_POLICY/KMP_BLOCKTIME,
 # OpenBLAS by the shortest spin timeout it accepts.
 WAIT_POLICIES = {
     "default": {},

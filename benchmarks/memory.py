@@ -17,15 +17,16 @@ import os
 import subprocess
 import sys
 
-if __name__ == "__main__":
-    # Thread counts must be in the environment before numpy/torch load.
-    from benchmarks.env import thread_env_from_argv
+from benchmarks.env import set_torch_threads, thread_env_from_argv
 
+if __name__ == "__main__":
+    # Thread counts must be in the environment before numpy/torch load (benchmarks/env.py loads neither).
     thread_env_from_argv(sys.argv)
 
 import argparse
 import resource
 
+from benchmarks import workloads as W
 from minitensor.allocator import reuse_freed_memory
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer
@@ -40,8 +41,8 @@ def _maxrss_kib() -> int:
 def _peak_kib() -> int:
     """Peak resident set of this process image, KiB.
 
-    Linux's ru_maxrss survives exec: a child forked from a parent holding 300 MiB of torch starts
-    with ru_maxrss = 300 MiB whatever it does. VmHWM (/proc/self/status) is the same high-water
+    Linux's ru_maxrss survives exec: a child forked from a parent holding torch starts with the
+    parent's ru_maxrss whatever it does. VmHWM (/proc/self/status) is the same high-water
     mark but reset at exec, so it measures the child alone; ru_maxrss is the fallback elsewhere.
     """
     try:
@@ -65,14 +66,11 @@ def child(side: str, config: str, steps: int, threads: int) -> dict:
         import torch
 
         import parity.model  # noqa: F401  (imported to count its memory in the floor)
-        from benchmarks.env import set_torch_threads
 
         set_torch_threads(threads)
     else:
         raise ValueError(f"benchmarks.memory: side must be 'numpy' or 'torch', got {side!r}")
     baseline = _peak_kib()
-    from benchmarks import workloads as W
-
     cfg = W.get_config(config)
     batch = W.make_batch(cfg)
     if side == "numpy":
@@ -81,7 +79,9 @@ def child(side: str, config: str, steps: int, threads: int) -> dict:
     else:
         import torch
 
-        from parity.model import Transformer as TorchTransformer
+        from parity.model import (
+            Transformer as TorchTransformer,
+        )  # the torch child only: the numpy one never loads torch
 
         torch.manual_seed(0)
         model = TorchTransformer.from_config(cfg.model)
@@ -148,11 +148,9 @@ def measure(config: str, steps: int, threads: int, timeout: float = 900.0) -> di
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from benchmarks.workloads import CONFIGS
-
     ap = OneLineParser(prog="python -m benchmarks.memory", description=__doc__.splitlines()[0])
     ap.add_argument("--side", required=True, choices=["numpy", "torch"], help="which framework this child measures")
-    ap.add_argument("--config", required=True, choices=sorted(CONFIGS), help="benchmark config to train")
+    ap.add_argument("--config", required=True, choices=sorted(W.CONFIGS), help="benchmark config to train")
     ap.add_argument("--steps", type=integer(1), default=3, help="training steps before the peak is read (default: 3)")
     ap.add_argument(
         "--threads", type=integer(1, THREADS_MAX), default=2, help="threads for BLAS/OpenMP/torch (default: 2)"

@@ -1,11 +1,9 @@
 """Op microbenchmarks: minitensor against PyTorch eager, one op at a time, forward and forward+backward.
 
-Each case is one line: a name, a size class ('small': a few hundred elements, where per-op
-Python overhead dominates; 'large': the shapes the base Transformer feeds the op), its input
-shapes, and one function written once for both libraries (same names: `F.linear`, `x.sum(dim)`).
-Inputs come from the same seeded NumPy arrays on both sides; backward uses a random upstream
-gradient (never all-ones). The forward outputs are compared with `error_stats` so a ratio is
-only reported for ops that compute the same thing.
+The cases are the op table (benchmarks/op_cases.py): one line per op and size class, one function
+written once for both libraries, inputs from the same seeded arrays, a random upstream gradient.
+The forward outputs are compared with `error_stats` so a ratio is only reported for ops that
+compute the same thing.
 
 Each side times the table in its own worker process (benchmarks/worker.py), whole passes
 alternating A B A B. Run alone: `python -m benchmarks.ops [--quick] [--sizes small large] [--threads 2]`.
@@ -15,192 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
 
-import numpy as np
-
+from benchmarks.cli import SETTLE_MAX
+from benchmarks.env import WAIT_POLICIES, facts_line
+from benchmarks.op_cases import CASES, Index, Mask, selected_cases
+from benchmarks.plots import plot_ops
+from benchmarks.report import ops_markdown
+from benchmarks.timing import alternate, ratio_stats, summarize
+from benchmarks.worker import Worker
 from minitensor.serialization import atomic_write
 from minitensor.testing import OP_RTOL
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer, interrupted, number, sigint_deferred
-
-SETTLE_MAX = 60.0  # seconds, as benchmarks/run.py's --settle
-
-
-@dataclass(frozen=True)
-class Index:
-    """An int64 input of `shape` with values in [0, high) (no gradient)."""
-
-    shape: tuple
-    high: int
-
-
-@dataclass(frozen=True)
-class Mask:
-    """A bool input of `shape`, True = keep; row 0 all True (no gradient)."""
-
-    shape: tuple
-
-
-@dataclass(frozen=True)
-class OpCase:
-    name: str
-    size: str  # 'small' or 'large'
-    inputs: tuple  # float shapes (require grad), Index or Mask
-    fn: Callable  # fn(L, F, *inputs) with L = minitensor or torch, F = its functional
-
-
-def _attention(L, F, q, k, v, mask):
-    """softmax(q k^T / sqrt(Dh) masked) v: the attention core, as both models write it."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, T, T)
-    scores = scores.masked_fill(~mask, -1e9)
-    return F.softmax(scores, dim=-1) @ v  # (B, H, T, Dh)
-
-
-def _model_attention(L, F, q, k, v, mask):
-    """Each model's own scaled_dot_product_attention (transformer_np's is a fused primitive)."""
-    if L.__name__ == "torch":
-        from parity.model import scaled_dot_product_attention
-    else:
-        from transformer_np.model import scaled_dot_product_attention
-    return scaled_dot_product_attention(q, k, v, mask)[0]
-
-
-def _heads(x, B, T, H, Dh):
-    """(B, T, D) -> (B*H, T, Dh): the split-heads copy every attention layer makes (a real copy on both sides)."""
-    return x.reshape(B, T, H, Dh).transpose(1, 2).reshape(B * H, T, Dh)
-
-
-# Large shapes are the base model's: B 16, T 32, D 512, H 8, Dh 64, d_ff 2048, V 10000.
-CASES: list[OpCase] = [
-    OpCase("matmul", "small", ((8, 16), (16, 8)), lambda L, F, a, b: a @ b),
-    OpCase("matmul", "large", ((16, 8, 32, 64), (16, 8, 64, 32)), lambda L, F, a, b: a @ b),
-    OpCase("linear", "small", ((4, 8, 32), (32, 32), (32,)), lambda L, F, x, w, b: F.linear(x, w, b)),
-    OpCase("linear", "large", ((16, 32, 512), (2048, 512), (2048,)), lambda L, F, x, w, b: F.linear(x, w, b)),
-    OpCase("softmax", "small", ((4, 16),), lambda L, F, x: F.softmax(x, dim=-1)),
-    OpCase("softmax", "large", ((16, 8, 32, 32),), lambda L, F, x: F.softmax(x, dim=-1)),
-    OpCase("log_softmax", "small", ((4, 16),), lambda L, F, x: F.log_softmax(x, dim=-1)),
-    OpCase("log_softmax", "large", ((512, 10000),), lambda L, F, x: F.log_softmax(x, dim=-1)),
-    OpCase("layer_norm", "small", ((4, 8, 32), (32,), (32,)), lambda L, F, x, w, b: F.layer_norm(x, (32,), w, b)),
-    OpCase("layer_norm", "large", ((16, 32, 512), (512,), (512,)), lambda L, F, x, w, b: F.layer_norm(x, (512,), w, b)),
-    OpCase(
-        "cross_entropy",
-        "small",
-        ((16, 20), Index((16,), 20)),
-        lambda L, F, x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1),
-    ),
-    OpCase(
-        "cross_entropy",
-        "large",
-        ((512, 10000), Index((512,), 10000)),
-        lambda L, F, x, t: F.cross_entropy(x, t, ignore_index=0, label_smoothing=0.1),
-    ),
-    OpCase("gelu", "small", ((4, 32),), lambda L, F, x: F.gelu(x)),
-    OpCase("gelu", "large", ((16, 32, 2048),), lambda L, F, x: F.gelu(x)),
-    OpCase("relu", "small", ((4, 32),), lambda L, F, x: F.relu(x)),
-    OpCase("relu", "large", ((16, 32, 2048),), lambda L, F, x: F.relu(x)),
-    OpCase("add (broadcast)", "small", ((4, 8), (8,)), lambda L, F, a, b: a + b),
-    OpCase("add (broadcast)", "large", ((16, 32, 512), (512,)), lambda L, F, a, b: a + b),
-    OpCase("sum", "small", ((4, 8),), lambda L, F, x: x.sum(dim=-1)),
-    OpCase("sum", "large", ((16, 32, 512),), lambda L, F, x: x.sum(dim=-1)),
-    OpCase("transpose/reshape", "small", ((2, 4, 8),), lambda L, F, x: _heads(x, 2, 4, 2, 4)),
-    OpCase("transpose/reshape", "large", ((16, 32, 512),), lambda L, F, x: _heads(x, 16, 32, 8, 64)),
-    OpCase("getitem (slice)", "small", ((4, 8),), lambda L, F, x: x[:, 1:5]),
-    OpCase("getitem (slice)", "large", ((16, 32, 512),), lambda L, F, x: x[:, 1:, :256]),
-    OpCase("embedding", "small", (Index((4, 8), 20), (20, 32)), lambda L, F, i, w: F.embedding(i, w)),
-    OpCase("embedding", "large", (Index((16, 32), 10000), (10000, 512)), lambda L, F, i, w: F.embedding(i, w)),
-    OpCase("attention (composite)", "small", ((2, 2, 4, 8),) * 3 + (Mask((2, 1, 4, 4)),), _attention),
-    OpCase("attention (composite)", "large", ((16, 8, 32, 64),) * 3 + (Mask((16, 1, 32, 32)),), _attention),
-    OpCase("attention (model's)", "small", ((2, 2, 4, 8),) * 3 + (Mask((2, 1, 4, 4)),), _model_attention),
-    OpCase("attention (model's)", "large", ((16, 8, 32, 64),) * 3 + (Mask((16, 1, 32, 32)),), _model_attention),
-]
-
-
-def _arrays(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
-    out = []
-    for spec in case.inputs:
-        if isinstance(spec, Index):
-            out.append(rng.integers(0, spec.high, spec.shape).astype(np.int64))
-        elif isinstance(spec, Mask):
-            m = rng.random(spec.shape) < 0.8
-            m[0] = True  # row 0 fully visible so no row is ever empty by chance alone
-            out.append(m)
-        else:
-            out.append(rng.standard_normal(spec).astype(np.float32))
-    return out
-
-
-def _make_runner(lib: str, case: OpCase, arrays: list[np.ndarray], upstream: np.ndarray | None):
-    """(forward, forward+backward, forward output as NumPy) closures for one library."""
-    if lib == "numpy":
-        import minitensor as L
-        import minitensor.nn.functional as F
-
-        wrap = L.tensor
-    else:
-        import torch as L
-        import torch.nn.functional as F
-
-        wrap = torch_from_numpy
-    leaves = []
-    inputs = []
-    for spec, arr in zip(case.inputs, arrays):
-        if isinstance(spec, (Index, Mask)):
-            inputs.append(wrap(arr))
-        else:
-            t = wrap(arr.copy())
-            t.requires_grad_(True)
-            leaves.append(t)
-            inputs.append(t)
-    g = None if upstream is None else wrap(upstream)
-
-    def forward():
-        with L.no_grad():
-            return case.fn(L, F, *inputs)
-
-    def fwd_bwd():
-        for t in leaves:
-            t.grad = None  # fresh gradients each call: no accumulation add on either side
-        out = case.fn(L, F, *inputs)
-        out.backward(g)
-        return out
-
-    def value():
-        out = forward()
-        return np.array(out.detach().numpy() if lib == "torch" else out.numpy())
-
-    return forward, fwd_bwd, value
-
-
-def torch_from_numpy(a: np.ndarray):
-    import torch
-
-    # not np.ascontiguousarray: it turns a 0-d upstream gradient into shape (1,)
-    return torch.from_numpy(a if a.flags.c_contiguous else a.copy())
-
-
-def case_runner(lib: str, index: int):
-    """(forward, forward+backward, forward output as NumPy) of CASES[index] for 'numpy' or 'torch'.
-
-    Inputs and the random upstream gradient come from a generator seeded by the case's index, so
-    the two sides, each in its own process, draw the very same arrays.
-    """
-    case = CASES[index]
-    rng = np.random.default_rng(1000 + index)
-    arrays = _arrays(case, rng)
-    out = _make_runner(lib, case, arrays, None)[2]()
-    # A random upstream gradient of the output's shape (a 0-d array for scalar losses).
-    upstream = np.asarray(rng.standard_normal(out.shape), dtype=np.float32)
-    return _make_runner(lib, case, arrays, upstream)
-
-
-def selected_cases(sizes, names=None) -> list[int]:
-    """Indices into CASES of the chosen size classes (and op names, when given)."""
-    return [i for i, c in enumerate(CASES) if c.size in sizes and (not names or c.name in names)]
 
 
 def run_ops(
@@ -212,8 +38,6 @@ def run_ops(
     to ~target_ms); `rounds` passes per side. Ratios are medians of per-pass ratios. `checker`
     (a worker hosting both sides) compares the forward outputs.
     """
-    from benchmarks.timing import alternate, ratio_stats, summarize
-
     passes = alternate(workers, {"op": "ops", "cases": cases, "target_ms": target_ms}, rounds, settle_s)
     max_rel = checker.request({"op": "ops_check", "cases": cases})
     rows = []
@@ -251,55 +75,7 @@ def run_ops(
     return rows
 
 
-def ops_markdown(rows: list[dict]) -> str:
-    """The op table: times in microseconds (medians), ratio = minitensor / PyTorch."""
-    lines = [
-        "| op | size | shapes | fwd minitensor (us) | fwd torch (us) | fwd ratio | fwd+bwd minitensor (us) "
-        "| fwd+bwd torch (us) | fwd+bwd ratio | fwd max rel err |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['op']} | {r['size']} | {r['shapes']} | {r['numpy_fwd_ms'] * 1e3:.1f} | "
-            f"{r['torch_fwd_ms'] * 1e3:.1f} | {r['ratio_fwd']:.2f} | {r['numpy_fb_ms'] * 1e3:.1f} | "
-            f"{r['torch_fb_ms'] * 1e3:.1f} | {r['ratio_fb']:.2f} | "
-            f"{r['fwd_max_rel']:.1e}{'' if r['fwd_ok'] else ' (MISMATCH)'} |"
-        )
-    return "\n".join(lines)
-
-
-def plot_ops(rows: list[dict], path: str) -> None:
-    """Horizontal bars of the forward+backward ratio per op, log scale, 1.0 marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = [f"{r['op']} ({r['size']})" for r in rows]
-    ratios = [r["ratio_fb"] for r in rows]
-    fig, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.2))
-    colors = ["tab:red" if x > 1.5 else "tab:orange" if x > 1.0 else "tab:green" for x in ratios]
-    ax.barh(range(len(rows)), ratios, color=colors)
-    ax.set_yticks(range(len(rows)), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    from benchmarks.report import _plain_log_ticks
-
-    _plain_log_ticks(ax.xaxis)
-    ax.axvline(1.0, color="k", lw=1)
-    ax.set_xlabel("forward+backward time, minitensor / PyTorch (log; < 1 = minitensor faster)")
-    ax.set_title("Op microbenchmarks (float32)")
-    for y, x in enumerate(ratios):
-        ax.text(x, y, f" {x:.2f}", va="center", fontsize=7)
-    fig.tight_layout()
-    with atomic_write(path, "wb", suffix=".png") as f:  # never a half-written PNG
-        fig.savefig(f, dpi=110, format="png")
-    plt.close(fig)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from benchmarks.env import WAIT_POLICIES
-
     names = sorted({c.name for c in CASES})
     ap = OneLineParser(
         prog="python -m benchmarks.ops", description="minitensor vs PyTorch per-op timings, each in its own process"
@@ -349,9 +125,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _run(args) -> None:
-    from benchmarks.env import facts_line
-    from benchmarks.worker import Worker
-
     workers = {side: Worker(side, args.threads, args.wait_policy) for side in ("numpy", "torch")}
     checker = Worker("both", args.threads, args.wait_policy)
     try:

@@ -10,7 +10,10 @@ its own name set below; both are approximations stated as such in the report.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+
+import minitensor as mt
 
 # minitensor ops that only attention runs. Names are Function classes (minitensor/ops.py,
 # minitensor/nn/functional.py, transformer_np/model.py): linear layers are the fused `Linear`, so a
@@ -67,10 +70,6 @@ def normalize_mt_rows(rows: list[dict]) -> list[dict]:
 
 def profile_numpy(step: Callable[[], object], steps: int = 1) -> dict:
     """`steps` steps under mt.profiler: its own table, normalized rows, wall time (all per step)."""
-    import time
-
-    import minitensor as mt
-
     profiler = getattr(mt, "profiler", None)
     if profiler is None or not hasattr(profiler, "profile"):
         return {"error": "mt.profiler.profile() is not available (minitensor/profiler.py, lead-owned)"}
@@ -94,9 +93,7 @@ def profile_numpy(step: Callable[[], object], steps: int = 1) -> dict:
 
 def profile_torch(step: Callable[[], object], top: int = 20, steps: int = 1) -> dict:
     """`steps` steps under torch.profiler (CPU): per aten op self time, its table, wall time (per step)."""
-    import time
-
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile  # the torch worker only: the numpy one never loads torch
 
     with profile(activities=[ProfilerActivity.CPU]):
         step()  # the profiler's first session pays its own start-up: discard it

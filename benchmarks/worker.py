@@ -2,8 +2,8 @@
 
 Why a process per side: NumPy's OpenBLAS keeps its worker threads spinning for a while after its
 last matrix product, and in one process they take the cores from PyTorch's OpenMP threads, so a
-PyTorch step run right after a NumPy step can take twice as long (the interference check in
-benchmarks/run.py measures this on every run). The parent starts one worker per side,
+PyTorch step run right after a NumPy step takes much longer (measured: benchmarks/README.md; the
+interference check measures it on every run). The parent starts one worker per side,
 
     python -m benchmarks.worker --side numpy|torch|torch-cuda|both --threads N [--wait-policy P]
 
@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import sys
 
-if __name__ == "__main__":
-    # Thread counts must be in the environment before numpy/torch load.
-    from benchmarks.env import thread_env_from_argv
+from benchmarks.env import WAIT_POLICIES, machine_facts, set_torch_threads, thread_env, thread_env_from_argv
 
+if __name__ == "__main__":
+    # Thread counts must be in the environment before numpy/torch load (benchmarks/env.py loads neither).
     thread_env_from_argv(sys.argv)
 
 import argparse
@@ -44,7 +44,14 @@ import subprocess
 import tempfile
 import time
 
+import numpy as np
+
+from benchmarks import profiling
+from benchmarks import workloads as W
+from benchmarks.op_cases import case_runner
+from benchmarks.timing import calibrate
 from minitensor.allocator import reuse_freed_memory
+from minitensor.testing import PARITY_RTOL, error_stats
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer
 
@@ -64,15 +71,11 @@ class _Host:
         self.op_runners: dict = {}  # (side, case index) -> the op's closures
         self.op_numbers: dict = {}  # (side, case index) -> calls per sample (forward, forward+backward)
         if any(s.startswith("torch") for s in self.hosted):
-            from benchmarks.env import set_torch_threads
-
             set_torch_threads(threads)
 
     def load(self, spec: dict, fresh: bool = False):
         """Build (or keep) the models of `spec`; the previous config's models are dropped first. fresh=True
         rebuilds them even when kept: a training workload has moved each side's weights on its own."""
-        from benchmarks import workloads as W
-
         key = json.dumps(spec, sort_keys=True)
         if key == self.key and not fresh:
             return self.sides
@@ -93,8 +96,6 @@ class _Host:
     def op_runner(self, side: str, index: int):
         """(forward, forward+backward, forward output) closures of op case `index` for `side`, built once."""
         if (side, index) not in self.op_runners:
-            from benchmarks.ops import case_runner
-
             self.op_runners[side, index] = case_runner("numpy" if side == "numpy" else "torch", index)
         return self.op_runners[side, index]
 
@@ -122,8 +123,6 @@ def _samples(fn, calls: int, warmup: int = 0, sync=None) -> list[float]:
 
 def _gemm(shape, calls: int, side: str) -> list[float]:
     """float32 (M, K) @ (K, N) by `side`'s library: NumPy's BLAS (OpenBLAS) or torch's (CPU)."""
-    import numpy as np
-
     M, K, N = shape
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((M, K)).astype(np.float32), rng.standard_normal((K, N)).astype(np.float32)
@@ -137,8 +136,6 @@ def _gemm(shape, calls: int, side: str) -> list[float]:
 
 def _ops(host: _Host, side: str, cases: list[int], target_ms: float) -> dict:
     """One sample per case and pass: `number` calls (calibrated once to ~target_ms) timed together."""
-    from benchmarks.timing import calibrate
-
     out = {}
     for i in cases:
         fwd, fb = host.op_runner(side, i)[:2]
@@ -162,9 +159,6 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
     times each right after a NumPy training step. Logits and decoding come first, before any
     optimizer step moves the two models apart.
     """
-    from benchmarks import workloads as W
-    from minitensor.testing import PARITY_RTOL, error_stats
-
     sides = host.load(spec)
     a, b = sides["numpy"], sides["torch"]
     # The EOS column is left out: its -1e4 bias would set the error measure's floor (relative to
@@ -187,8 +181,6 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
 
 
 def _ops_check(host: _Host, cases: list[int]) -> dict:
-    from minitensor.testing import error_stats
-
     return {str(i): error_stats(host.op_runner("numpy", i)[2](), host.op_runner("torch", i)[2]())[1] for i in cases}
 
 
@@ -196,12 +188,10 @@ def _hvp_check(host: _Host, spec: dict) -> dict:
     """Both sides' H v (double-backward form) in this one process: max rel error over all parameters, float32.
 
     As in the parity report (parity/hooks.py, ReluBranchAligner), a ReLU input within round-off of 0 whose sign
-    differs between the two sides takes transformer_np's side on the torch side: otherwise one such entry (the
-    base config has one among its 8.8M, at 6e-8) makes a whole row of H v differ, although both sides are right to
+    differs between the two sides takes transformer_np's side on the torch side: otherwise one such entry (measured:
+    benchmarks/README.md) makes a whole row of H v differ, although both sides are right to
     float32 precision. How many were aligned is returned with the error."""
-    import numpy as np
-
-    from minitensor.testing import PARITY_RTOL, error_stats
+    # torch only (a 'both' worker): the numpy worker never loads torch, which parity.hooks imports
     from parity.hooks import ReluBranchAligner
 
     sides = host.load(spec, fresh=True)  # equal weights again (the interference check trained both)
@@ -221,8 +211,6 @@ def _hvp_check(host: _Host, spec: dict) -> dict:
 def handle(host: _Host, req: dict) -> dict:
     op = req["op"]
     if op == "facts":
-        from benchmarks.env import machine_facts
-
         return machine_facts(host.threads)
     if op == "gemm":
         return {"samples_ms": _gemm(req["shape"], req["calls"], req["side"])}
@@ -245,8 +233,6 @@ def handle(host: _Host, req: dict) -> dict:
         rows = [side.train_phases() for _ in range(req["rounds"])]
         return {ph: statistics.median(r[ph] for r in rows) for ph in rows[0]}
     if op == "profile":
-        from benchmarks import profiling
-
         prof = profiling.profile_numpy if req["side"] == "numpy" else profiling.profile_torch
         return prof(side.train, steps=req["steps"])
     return {"error": f"unknown request {op!r}"}
@@ -277,8 +263,6 @@ def serve(side: str, threads: int) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from benchmarks.env import WAIT_POLICIES
-
     ap = OneLineParser(
         prog="python -m benchmarks.worker", description="a benchmark worker (started by `python -m benchmarks run`)"
     )
@@ -312,8 +296,6 @@ class Worker:
     """The parent's handle on one worker process: `request(dict) -> dict`, `close()`."""
 
     def __init__(self, side: str, threads: int, wait_policy: str = "default"):
-        from benchmarks.env import thread_env
-
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, **thread_env(threads, wait_policy))
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

@@ -28,11 +28,24 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+import minitensor as mt
+from transformer_np import decode as np_decode
 from transformer_np.config import PRESETS, ModelConfig
+from transformer_np.hessian import hessian_vector_products
+from transformer_np.loss import sequence_loss as np_sequence_loss
+from transformer_np.model import Transformer
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 LABEL_SMOOTHING = 0.1
 CLIP = 1.0
+# The timed workloads of every config, in the report's order, with their names in tables and charts.
+MEASUREMENT_LABELS = {
+    "forward": "forward (eval, no_grad)",
+    "fwd_bwd": "forward + backward",
+    "train": "training step",
+    "greedy_nocache": "greedy decode, no cache",
+    "greedy_cache": "greedy decode, KV cache",
+}
 
 
 @dataclass(frozen=True)
@@ -164,9 +177,6 @@ def make_batch(cfg: BenchConfig, seed: int = 0) -> Batch:
 # ---------------------------------------------------------------------------------------- models
 def build_numpy_model(cfg: BenchConfig, seed: int = 0):
     """transformer_np's Transformer, float32, seeded; EOS made unreachable for fixed-length decoding."""
-    import minitensor as mt
-    from transformer_np.model import Transformer
-
     mt.manual_seed(seed)
     model = Transformer.from_config(cfg.model)
     # Benchmark-only weight edit (both sides get it through the copy): random weights may pick EOS
@@ -179,6 +189,7 @@ def copy_to_torch(np_model, cfg: BenchConfig, device: str = "cpu"):
     """parity's PyTorch Transformer holding np_model's weights, copied by name (parity/convert.py)."""
     import torch
 
+    # the torch side only (parity imports torch): the numpy worker never loads torch
     from parity.convert import np_to_torch
     from parity.model import Transformer as TorchTransformer
 
@@ -234,8 +245,8 @@ def _second_order(autograd, functional_call, as_tensor, model, loss_of_logits, a
 
     def hvp():
         model.eval()
-        grads = autograd.grad(loss_of_logits(model(*args)), params, create_graph=True)
-        return autograd.grad(sum((g * d).sum() for g, d in zip(grads, direction())), params)
+        _, product = hessian_vector_products(autograd.grad, loss_of_logits(model(*args)), params)
+        return product(direction(), retain_graph=False)
 
     def hvp_functional():
         model.eval()
@@ -303,13 +314,6 @@ def _greedy(module, model, src, src_mask, n_new, use_cache):
 
 
 def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
-    import minitensor as mt
-    from transformer_np.loss import sequence_loss
-
-    try:
-        from transformer_np import decode as np_decode
-    except ImportError:
-        np_decode = None
     src, tgt_in = mt.tensor(batch.src), mt.tensor(batch.tgt_in)
     src_mask, tgt_mask = mt.tensor(batch.src_mask), mt.tensor(batch.tgt_mask)
     params = list(model.parameters())
@@ -317,7 +321,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
 
     def loss_fn():
         logits = model(src, tgt_in, src_mask, tgt_mask)  # (B, T, V)
-        return sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)  # the loss train.py trains with
+        return np_sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)  # the loss transformer_np.training trains with
 
     def forward():
         model.eval()
@@ -358,13 +362,11 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         model.train()
         return _phased(opt.zero_grad, loss_fn, lambda: mt.nn.utils.clip_grad_norm_(params, CLIP), opt.step)()
 
-    from minitensor.autograd_functional import functional_call
-
     names = [n for n, _ in model.named_parameters()]
-    ce = lambda logits: sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)
+    ce = lambda logits: np_sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)
     grad, hvp, hvp_functional = _second_order(
         mt.autograd,
-        functional_call,
+        mt.autograd.functional.functional_call,
         mt.tensor,
         model,
         ce,
@@ -390,12 +392,10 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
 def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: float = 1e-4) -> Side:
     import torch
 
+    # the torch side only (parity imports torch): the numpy worker never loads torch
+    from parity import decode as t_decode
     from parity.loss import sequence_loss
 
-    try:
-        from parity import decode as t_decode
-    except ImportError:
-        t_decode = None
     dev = torch.device(device)
     src, tgt_in = torch.from_numpy(batch.src).to(dev), torch.from_numpy(batch.tgt_in).to(dev)
     src_mask, tgt_mask = torch.from_numpy(batch.src_mask).to(dev), torch.from_numpy(batch.tgt_mask).to(dev)

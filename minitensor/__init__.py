@@ -5,17 +5,19 @@
     (x.tanh() @ mt.randn(4, 2)).sum().backward()
     x.grad
 
-Layout, bottom-up: dtypes.py (dtypes, promotion), grad_mode.py (no_grad & co., per thread),
-autograd.py (Function, the graph walk, gradcheck), ops/ (every primitive's forward and backward side
+Layout, bottom-up: dtypes.py (dtypes, promotion), autograd/ (laid out as torch/autograd/: grad mode,
+Function, the graph walk, gradcheck, functional), ops/ (every primitive's forward and backward side
 by side, the fused ones included),
-tensor.py (the Tensor and the torch.* functions), creation.py (factories), nn/ (functional
+arguments.py (argument handling), functions/ (the torch.* functions), tensor_math.py (the Tensor's
+math methods), devices.py (device shims), tensor.py (the Tensor), creation.py (factories), nn/ (functional
 wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to DOT), profiler.py,
 testing.py (tolerances).
 """
 
-from . import autograd, nn, ops, optim, profiler, random, viz
+from . import autograd, functions, nn, ops, optim, profiler, random, viz
 from .allocator import reuse_freed_memory
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import functional as _functional  # noqa: F401 (loads mt.autograd.functional: autograd/__init__.py)
 from .creation import (
     arange,
     as_tensor,
@@ -38,6 +40,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .devices import cuda, device
 from .dtypes import (
     bool_,
     double,
@@ -57,64 +60,10 @@ from .dtypes import (
     uint8,
 )
 from .dtypes import bool_ as bool
+from .functions import *  # noqa: F403  (the torch.* functions: functions.__all__)
 from .random import manual_seed
 from .serialization import load, save
-from .tensor import (
-    Tensor,
-    abs,
-    add,
-    all,
-    allclose,
-    amax,
-    amin,
-    any,
-    argmax,
-    argmin,
-    cat,
-    chunk,
-    clamp,
-    div,
-    equal,
-    erf,
-    exp,
-    expand,
-    flatten,
-    is_tensor,
-    log,
-    log_softmax,
-    logsumexp,
-    masked_fill,
-    matmul,
-    max,
-    maximum,
-    mean,
-    min,
-    minimum,
-    mul,
-    neg,
-    numel,
-    permute,
-    pow,
-    relu,
-    repeat,
-    reshape,
-    sigmoid,
-    softmax,
-    split,
-    sqrt,
-    squeeze,
-    stack,
-    std,
-    sub,
-    sum,
-    tanh,
-    transpose,
-    tril,
-    triu,
-    unsqueeze,
-    var,
-    where,
-)
+from .tensor import Tensor
 
 __all__ = [
     "autograd",
@@ -165,59 +114,9 @@ __all__ = [
     "bool",
     "manual_seed",
     "Tensor",
-    "abs",
-    "add",
-    "all",
-    "allclose",
-    "amax",
-    "amin",
-    "any",
-    "argmax",
-    "argmin",
-    "cat",
-    "chunk",
-    "clamp",
-    "div",
-    "equal",
-    "erf",
-    "exp",
-    "expand",
-    "flatten",
-    "is_tensor",
-    "log",
-    "log_softmax",
-    "logsumexp",
-    "masked_fill",
-    "matmul",
-    "max",
-    "maximum",
-    "mean",
-    "min",
-    "minimum",
-    "mul",
-    "neg",
-    "numel",
-    "permute",
-    "pow",
-    "relu",
-    "repeat",
-    "reshape",
-    "sigmoid",
-    "softmax",
-    "split",
-    "sqrt",
-    "squeeze",
-    "stack",
-    "std",
-    "sub",
-    "sum",
-    "tanh",
-    "transpose",
-    "tril",
-    "triu",
-    "unsqueeze",
-    "var",
-    "where",
+    "cuda",
+    "device",
+    *functions.__all__,
     "nn",
     "optim",
     "profiler",
@@ -227,8 +126,3 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
-
-# appended: the names a PyTorch user reaches for in the first hour (tensor.py, last section)
-from .tensor import argsort, bmm, cuda, device, einsum, gather, index_select, mm, norm, sort, topk
-
-__all__ += ["argsort", "bmm", "cuda", "device", "einsum", "gather", "index_select", "mm", "norm", "sort", "topk"]

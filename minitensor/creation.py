@@ -11,9 +11,10 @@ import numbers
 
 import numpy as np
 
+from .arguments import as_array, size_args
 from .dtypes import SUPPORTED, bool_, float16, float32, float_dtype, get_default_dtype, int64
 from .random import generator
-from .tensor import Tensor, as_array, size_args
+from .tensor import Tensor
 
 
 def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:

@@ -51,6 +51,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .autograd.function import is_tensor_like
+
 __all__ = ["MAX_DEPTH", "atomic_write", "load", "save"]
 
 _META = "__minitensor__"
@@ -82,12 +84,6 @@ def _where(path: list[str]) -> str:
     return repr("/".join(path)) if path else "<root>"
 
 
-def _is_tensor(x) -> bool:
-    from .tensor import Tensor  # imported late: this file must not depend on the import order
-
-    return isinstance(x, Tensor)
-
-
 def _array_key(path: list[str], arrays) -> str:
     """The archive member name (without '.npy') of the array at `path`; refuses a collision."""
     key = "/".join(_escape(c) for c in path)
@@ -113,7 +109,7 @@ def _flatten(obj, path: list[str], arrays: OrderedDict[str, np.ndarray], depth: 
             f"save: nesting deeper than {MAX_DEPTH} containers at {_where(path[:3])}... "
             "(a container that holds itself?)"
         )
-    if _is_tensor(obj):
+    if is_tensor_like(obj):
         obj = obj.data
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:

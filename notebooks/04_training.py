@@ -32,7 +32,7 @@ from nbutil import TINY, figure_path, show, sized
 import minitensor as mt
 from transformer_np import plots
 from transformer_np.data import get_task, make_batches
-from transformer_np.train import (
+from transformer_np.training import (
     build_model,
     build_optimizer,
     build_scheduler,

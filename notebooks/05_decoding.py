@@ -34,7 +34,7 @@ from transformer_np.config import ModelConfig, TrainConfig
 from transformer_np.data import BOS_ID, EOS_ID, get_task, make_batches
 from transformer_np.decode import beam_search, greedy_decode, length_penalty_gnmt
 from transformer_np.masks import causal_mask, padding_mask
-from transformer_np.train import config_for_task, fit
+from transformer_np.training import config_for_task, fit
 
 # %% [markdown]
 # ## A model to decode with

@@ -119,14 +119,16 @@ print(
 # ## Checked against PyTorch: the whole Transformer's H v
 # The parity report (`python -m parity report`) has a row group `hvp`: the HVP of the training loss of the whole
 # model, in a random direction, transformer_np against the PyTorch twin with the same weights. Here is the same
-# computation by hand, with the report's own helper, on a small model (float64).
+# computation by hand, with the report's own helper (`transformer_np.hessian.hessian_vector_products`, which the
+# curvature experiment below uses too), on a small model (float64).
 
 # %%
 from parity.hooks import to_numpy
 from parity.loss import compute_loss as torch_loss
-from parity.report import build_models, hessian_vector_product, synthetic_batch
+from parity.report import build_models, synthetic_batch
 from transformer_np.config import get_preset
-from transformer_np.train import compute_loss as np_loss
+from transformer_np.hessian import hessian_vector_products
+from transformer_np.loss import compute_loss as np_loss
 
 cfg = get_preset("copy").model.replace(
     dropout=0.0,
@@ -139,18 +141,12 @@ cfg = get_preset("copy").model.replace(
 np_model, pt_model = build_models(cfg, "float64", "cpu", seed=0)
 src, tgt = synthetic_batch(np.random.default_rng(1), 4, 8, 8, cfg.src_vocab_size, cfg.tgt_vocab_size)
 direction = [rng.standard_normal(tuple(p.shape)) for p in np_model.parameters()]
-ours = hessian_vector_product(
-    mt.autograd.grad,
-    np_loss(np_model, src, tgt, 0.1)[0],
-    list(np_model.parameters()),
-    [mt.tensor(d) for d in direction],
+_, np_hvp = hessian_vector_products(mt.autograd.grad, np_loss(np_model, src, tgt, 0.1)[0], list(np_model.parameters()))
+_, pt_hvp = hessian_vector_products(
+    torch.autograd.grad, torch_loss(pt_model, src, tgt, 0.1)[0], list(pt_model.parameters())
 )
-ref = hessian_vector_product(
-    torch.autograd.grad,
-    torch_loss(pt_model, src, tgt, 0.1)[0],
-    list(pt_model.parameters()),
-    [torch.tensor(d) for d in direction],
-)
+ours = np_hvp([mt.tensor(d) for d in direction])
+ref = pt_hvp([torch.tensor(d) for d in direction])
 ours, ref = (np.concatenate([to_numpy(h).reshape(-1) for h in hs]) for hs in (ours, ref))
 v_flat = np.concatenate([d.reshape(-1) for d in direction])
 print(

@@ -1,10 +1,11 @@
 """The curvature experiment with a PyTorch column: `python -m parity.curvature --out DIR [--tiny] [--steps N]`.
 
-transformer_np's curvature experiment (transformer_np/experiments.py, `exp_curvature`) finds the top
-eigenvalue of the loss Hessian by power iteration on minitensor's Hessian-vector products. Here each
+transformer_np's curvature experiment (transformer_np/experiments/curvature.py, `exp_curvature`) finds the
+top eigenvalue of the loss Hessian by power iteration on minitensor's Hessian-vector products. Here each
 measurement is repeated on the PyTorch twin: the weights are copied into parity/model.py by name
-(parity/convert.py), the same batch's loss (parity.loss.compute_loss) is differentiated twice with
-torch.autograd.grad, and the power iteration runs for as many iterations from the same start vector.
+(parity/convert.py), the same batch's loss (parity.loss.compute_loss) is differentiated twice by the same
+helper with torch.autograd.grad (transformer_np/hessian.py), and the power iteration runs for as many
+iterations from the same start vector.
 The table and JSON gain a `torch eig` column per norm placement.
 """
 
@@ -18,6 +19,7 @@ import torch
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import integer, interrupted
 from transformer_np.experiments import check_experiment, run_experiment
+from transformer_np.hessian import hessian_vector_products
 
 from .convert import np_to_torch
 from .hooks import to_numpy
@@ -26,18 +28,16 @@ from .model import Transformer
 
 
 def torch_hvp(np_model, cfg, src, tgt, label_smoothing: float):
-    """v -> H v (lists of NumPy arrays) of the PyTorch twin of `np_model`, for its loss on (src, tgt)."""
+    """v -> H v (lists of NumPy arrays) of the PyTorch twin of `np_model`, for its loss on (src, tgt).
+
+    transformer_np.experiments.curvature.loss_hvp is the same on minitensor; both go through
+    hessian_vector_products.
+    """
     model = np_to_torch(np_model, Transformer.from_config(cfg))
     model.train(np_model.training)
-    params = list(model.parameters())
     loss = compute_loss(model, src, tgt, label_smoothing)[0]
-    grads = torch.autograd.grad(loss, params, create_graph=True)
-
-    def hvp(vs: list) -> list:
-        directional = sum((g * torch.from_numpy(v)).sum() for g, v in zip(grads, vs))  # <gradient, v>
-        return [to_numpy(h) for h in torch.autograd.grad(directional, params, retain_graph=True)]
-
-    return hvp
+    _, hvp = hessian_vector_products(torch.autograd.grad, loss, list(model.parameters()))
+    return lambda vs: [to_numpy(h) for h in hvp([torch.from_numpy(v) for v in vs])]
 
 
 def build_parser() -> argparse.ArgumentParser:

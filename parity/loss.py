@@ -4,7 +4,7 @@
         mean over the non-PAD target tokens of the label-smoothed cross-entropy
         (1 - s) * (-log p[label]) + s * mean_v(-log p[v])        (the paper's section 5.4, s = 0.1)
     compute_loss(model, src, tgt, label_smoothing)
-        the teacher-forced forward and that loss: transformer_np.train.compute_loss in PyTorch
+        the teacher-forced forward and that loss: transformer_np.loss.compute_loss in PyTorch
 
 The labels may be a NumPy array; they go to the logits' device.
 """
@@ -28,7 +28,7 @@ def sequence_loss(logits: torch.Tensor, labels, label_smoothing: float = 0.0) ->
 
 
 def compute_loss(model, src, tgt, label_smoothing: float = 0.0):
-    """Teacher-forced loss: transformer_np.train.compute_loss in PyTorch; the model's device holds the batch.
+    """Teacher-forced loss: transformer_np.loss.compute_loss in PyTorch; the model's device holds the batch.
 
     Returns (loss tensor, logits tensor (B, T-1, V), labels array (B, T-1)).
     """

@@ -10,7 +10,7 @@ weights are copied to parity/model.py by name), feeds both the same padded batch
 - backward: the gradient of every parameter, and of every hooked activation (retain_grad on
   both sides);
 - curvature: the Hessian-vector product H v of the training loss in a seeded random direction v
-  (the same arrays on both sides), by double backward (`hessian_vector_product`): the whole
+  (the same arrays on both sides), by double backward (transformer_np/hessian.py): the whole
   vector, v . H v and each parameter's block;
 - training: N optimizer steps on fresh batches (Adam betas 0.9/0.98 eps 1e-9, the warmup
   schedule as WarmupInverseSqrt on minitensor and LambdaLR on torch, clip_grad_norm_ 1.0), each
@@ -34,7 +34,10 @@ import torch
 import minitensor as mt
 from minitensor.testing import PARITY_RTOL, error_stats, sum_roundoff_limit
 from transformer_np.config import ModelConfig, TrainConfig, get_preset
-from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_np.data import BOS_ID, EOS_ID, PAD_ID, collate
+from transformer_np.hessian import hessian_vector_products
+from transformer_np.model import Transformer as NpTransformer
+from transformer_np.training import load_checkpoint
 
 from .convert import load_arrays, np_to_torch, state_arrays
 from .hooks import Capture, KeyProjectionGrads, ReluBranchAligner, SharedDropoutMasks, to_numpy
@@ -160,7 +163,6 @@ def build_models(cfg: ModelConfig, dtype: str, device: str, seed: int, np_model=
     With `np_model` (a trained model), it is converted to `dtype` by copying its state into a fresh
     model built under that default dtype.
     """
-    from transformer_np.model import Transformer as NpTransformer
 
     mt_dtype, torch_dtype = resolve_dtype(dtype)
     previous = mt.get_default_dtype()
@@ -296,17 +298,6 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
 HVP_NOTE = "the key biases' entries are exactly 0 (their gradient is identically 0) and are judged within this vector"
 
 
-def hessian_vector_product(grad, loss, params: list, direction: list) -> list:
-    """H v for the loss's Hessian in the parameters: differentiate <grad loss, v> once more (double backward).
-
-    `grad` is the library's autograd.grad (mt.autograd.grad or torch.autograd.grad): the same two lines
-    on both sides, the first recording the backward pass (create_graph) so that the second can run through it.
-    """
-    grads = grad(loss, params, create_graph=True)
-    directional = sum((g * v).sum() for g, v in zip(grads, direction))  # <grad loss, v>
-    return list(grad(directional, params))
-
-
 def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, masks, dtype: str, seed: int) -> None:
     """The Hessian-vector product of the training loss on the first batch, in one random direction (the same
     seeded arrays on both sides): the whole vector, v . H v, and each parameter's block (rule 'rel')."""
@@ -319,15 +310,10 @@ def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, mas
     if masks is not None:
         masks.finish_step()
     device = next(iter(pt_params.values())).device
-    ours = hessian_vector_product(
-        mt.autograd.grad, np_loss, [np_params[n] for n in pt_params], [mt.tensor(direction[n]) for n in pt_params]
-    )
-    ref = hessian_vector_product(
-        torch.autograd.grad,
-        pt_loss,
-        list(pt_params.values()),
-        [torch.from_numpy(direction[n]).to(device) for n in pt_params],
-    )
+    _, np_hvp = hessian_vector_products(mt.autograd.grad, np_loss, [np_params[n] for n in pt_params])
+    ours = np_hvp([mt.tensor(direction[n]) for n in pt_params], retain_graph=False)
+    _, pt_hvp = hessian_vector_products(torch.autograd.grad, pt_loss, list(pt_params.values()))
+    ref = pt_hvp([torch.from_numpy(direction[n]).to(device) for n in pt_params], retain_graph=False)
     ours = {n: to_numpy(h) for n, h in zip(pt_params, ours)}
     ref = {n: to_numpy(h) for n, h in zip(pt_params, ref)}
     flat = lambda arrays: np.concatenate([arrays[n].reshape(-1) for n in pt_params])
@@ -537,7 +523,7 @@ def run_summary(
 ):
     """(Report, description) for a trained transformer_np checkpoint, or for a preset's fresh model.
 
-    A checkpoint's model (state via mt.save, configs in the same file; transformer_np/train.py) is
+    A checkpoint's model (state via mt.save, configs in the same file; transformer_np/training/checkpoint.py) is
     copied into a model of `dtype`, its weights into torch, and checked on batches of its own
     task (held-out pairs first, then training pairs for the optimizer steps), in training mode
     with its dropout and identical masks. The steps use the paper's recipe (warmup schedule,
@@ -548,8 +534,6 @@ def run_summary(
     common = dict(dtype=dtype, device=device, steps=steps, batch_size=batch_size, seed=seed, trajectory=trajectory)
     if config is not None:
         return run_report(ReportConfig(config, **common)), f"the {config} preset"
-    from transformer_np.data import collate
-    from transformer_np.train import load_checkpoint
 
     check_options(dtype, device, steps, batch_size, trajectory)  # before the file is read
     resolve_device(device)

@@ -3,7 +3,7 @@
 Each side owns its model, optimizer, schedule and clipping, and offers `loss(src, tgt)`, `step()`
 (clip, Adam, schedule; returns the total gradient norm) and `zero_grad()`:
 
-    NpSide      transformer_np as it trains: transformer_np.train.compute_loss (its loss is
+    NpSide      transformer_np as it trains: transformer_np.loss.compute_loss (its loss is
                 transformer_np.loss.sequence_loss), Adam, WarmupInverseSqrt, clip_grad_norm_
     TorchSide   stock PyTorch in the report's dtype: parity.loss.compute_loss, torch.optim.Adam,
                 LambdaLR with the same warmup rate, clip_grads_with_norm_, with one adjustment:
@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 
 import minitensor as mt
-from transformer_np.train import compute_loss as np_compute_loss
+from transformer_np.loss import compute_loss as np_compute_loss
 
 from .hooks import to_numpy
 from .loss import compute_loss as torch_compute_loss

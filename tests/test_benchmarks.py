@@ -20,7 +20,7 @@ import zipfile
 
 import pytest
 
-from benchmarks import flops, run
+from benchmarks import cli, flops, measure, run
 from benchmarks import workloads as W
 from benchmarks.timing import alternate, ratio_stats, round_medians
 from tests.cli_help import undocumented_flags
@@ -99,7 +99,7 @@ def test_ratio_stats_summarize_per_round_ratios():
 def test_interference_line_states_both_times_and_the_factor(after, verdict):
     from benchmarks.report import interference_markdown
 
-    it = run.interference_summary(
+    it = measure.interference_summary(
         {"interference": {"torch_alone_ms": [35.0, 36.0, 34.0], "torch_after_numpy_ms": after}}
     )
     assert it["differs"] == (verdict == "INTERFERENCE")
@@ -113,15 +113,15 @@ def test_real_workers_time_tiny_each_in_its_own_process():
     """A numpy and a torch worker on 'tiny': samples come back, and the numpy process never loads torch."""
     from benchmarks.worker import Worker
 
-    settings = run.resolve_settings(
-        run.build_parser().parse_args(
+    settings = cli.resolve_settings(
+        cli.build_parser().parse_args(
             ["run", "--quick", "--calls", "2", "--repeats", "3", "--budget", "0.5", "--settle", "0"]
         )
     )
     timed = {"numpy": Worker("numpy", 1), "torch": Worker("torch", 1)}
     try:
-        m = run.time_workload(timed, {"name": "tiny"}, "train", settings)
-        rate = run.gemm_rate(timed, (64, 64, 64), settings)
+        m = measure.time_workload(timed, {"name": "tiny"}, "train", settings)
+        rate = measure.gemm_rate(timed, (64, 64, 64), settings)
     finally:
         for w in timed.values():
             w.close()
@@ -136,14 +136,14 @@ def test_real_workers_time_tiny_each_in_its_own_process():
 def test_every_flag_has_help_and_shows_its_default():
     from benchmarks import memory, ops, worker
 
-    for parser in (run.build_parser(), ops.build_parser(), memory.build_parser(), worker.build_parser()):
+    for parser in (cli.build_parser(), ops.build_parser(), memory.build_parser(), worker.build_parser()):
         assert undocumented_flags(parser) == []
 
 
 def test_threads_takes_a_list():
-    args = run.build_parser().parse_args(["run", "--threads", "1,2"])
-    assert run.resolve_settings(args)["threads"] == [1, 2]
-    assert run.build_parser().parse_args(["run"]).threads == [2]
+    args = cli.build_parser().parse_args(["run", "--threads", "1,2"])
+    assert cli.resolve_settings(args)["threads"] == [1, 2]
+    assert cli.build_parser().parse_args(["run"]).threads == [2]
 
 
 @pytest.mark.parametrize(
@@ -434,7 +434,7 @@ def test_in_process_mode_is_labelled(tmp_path):
 def test_hvp_configs_default_to_those_run_and_the_table_format():
     """The HVP part follows --configs (copy-reverse and base among them; not base with --quick), and its table
     has a row per config and workload with each side's cost in gradients."""
-    settings = lambda argv: run.resolve_settings(run.build_parser().parse_args(["run", *argv]))
+    settings = lambda argv: cli.resolve_settings(cli.build_parser().parse_args(["run", *argv]))
     assert settings([])["hvp_configs"] == ["copy-reverse", "base"]
     assert settings(["--quick"])["hvp_configs"] == ["copy-reverse"]
     assert settings(["--configs", "tiny"])["hvp_configs"] == []
@@ -471,7 +471,7 @@ def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(tmp_path):
 
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "benchmarks", "run", "--quick", "--configs", "tiny", "--threads", "1"]
-    cmd += ["--skip", *run.SKIPPABLE, "--budget", "1", "--settle", "0", "--out", str(out)]
+    cmd += ["--skip", *cli.SKIPPABLE, "--budget", "1", "--settle", "0", "--out", str(out)]
     code, err = interrupt_after_ready(cmd, "[", out, wait_s=1.5)
     assert code == 130, err
     assert err == "python -m benchmarks run: interrupted\n"

@@ -1,4 +1,5 @@
-"""transformer_np/cli.py and experiments.py: every command on a tiny model in a temporary directory."""
+"""transformer_np/cli.py, commands.py and the experiments package: every command on a tiny model in a temporary
+directory."""
 
 import json
 import os
@@ -143,11 +144,11 @@ def test_decode_rejects_bad_input(run_dir, capsys):
 
 
 def test_decode_no_cache_is_honoured_by_beam_search(run_dir, capsys, monkeypatch):
-    import transformer_np.decode as decode
+    import transformer_np.commands as commands  # decode_text calls beam_search from there
 
     seen = []
-    real = decode.beam_search
-    monkeypatch.setattr(decode, "beam_search", lambda *a, **k: seen.append(k["use_cache"]) or real(*a, **k))
+    real = commands.beam_search
+    monkeypatch.setattr(commands, "beam_search", lambda *a, **k: seen.append(k["use_cache"]) or real(*a, **k))
     outputs = []
     for flags in ([], ["--no-cache"]):
         assert main(["decode", "--checkpoint", run_dir, "--input", "3 4 5", "--beam", "3", *flags]) == 0

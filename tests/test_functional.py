@@ -18,7 +18,7 @@ import torch.nn.functional as tF
 
 import minitensor as mt
 import minitensor.nn.functional as mF
-from minitensor.autograd_functional import functional_call
+from minitensor.autograd.functional import functional_call
 from minitensor.testing import GRADCHECK, OP_RTOL, PARITY_RTOL, assert_close
 
 MF = mt.autograd.functional

@@ -375,7 +375,7 @@ def test_transformer_hvp_matches_the_parity_model(norm_first, activation):
     from parity.loss import compute_loss as torch_loss
     from parity.report import build_models, synthetic_batch
     from transformer_np.config import ModelConfig
-    from transformer_np.train import compute_loss
+    from transformer_np.loss import compute_loss
 
     cfg = ModelConfig(
         src_vocab_size=11,

@@ -120,7 +120,8 @@ def variants(op) -> list[tuple[str, object, object]]:
         out.append(("wrapper", op.op, op.op))
     mv = getattr(torch.Tensor, name, None)
     if op.method_variant is not None and op.method_variant is mv:
-        mine = mt.Tensor.__dict__.get(name)
+        # defined by Tensor or one of its mixins (tensor_math.py, devices.py), not inherited from object
+        mine = next((c.__dict__[name] for c in mt.Tensor.__mro__[:-1] if name in c.__dict__), None)
         if callable(mine):
             out.append(("method", mv, getattr(mt.Tensor, name)))
     return out

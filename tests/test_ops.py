@@ -64,6 +64,20 @@ def test_every_primitive_lives_in_the_ops_package():
     assert not elsewhere, f"Function subclasses outside minitensor/ops/: {elsewhere}"
 
 
+def test_the_exported_lists_are_derived():
+    """ops.__all__ is every public primitive of ops/, and mt.__all__ every torch.* function of functions/:
+    a new primitive or function needs no line in either package's __init__.py."""
+    primitives = {
+        c.__name__: c
+        for c in _subclasses(mt.autograd.Function)
+        if c.__module__.startswith("minitensor.ops.") and not c.__name__.startswith("_")
+    }
+    assert sorted(mt.ops.__all__) == sorted(primitives)
+    assert all(getattr(mt.ops, name) is cls for name, cls in primitives.items())
+    assert set(mt.functions.__all__) <= set(mt.__all__)
+    assert all(getattr(mt, name) is getattr(mt.functions, name) for name in mt.functions.__all__)
+
+
 # ----------------------------------------------------------------------------- IEEE edges
 # Values at the edge of an op's domain: PyTorch returns inf/NaN silently, and so does minitensor
 # (its forwards and backward walk run under autograd.ieee_quiet): any NumPy RuntimeWarning is an

@@ -26,6 +26,7 @@ from parity.report import ReportConfig, build_models, run_report
 from parity.sides import warmup_lambda
 from transformer_np import decode as np_decode
 from transformer_np.config import get_preset
+from transformer_np.hessian import hessian_vector_products
 from transformer_np.model import MultiHeadAttention as NpMHA
 
 
@@ -98,15 +99,14 @@ def test_report_variants_learned_positions_tied_embeddings_final_norm():
 
 
 def test_numpy_side_computes_the_training_loss_of_transformer_np(monkeypatch, rng):
-    """The report's NumPy side runs train.compute_loss, whose loss is transformer_np.loss.sequence_loss; the
+    """The report's NumPy side runs transformer_np.loss.compute_loss, whose loss is its sequence_loss; the
     torch side's parity.loss.sequence_loss is the same function (float64, PAD labels ignored, smoothing 0.1)."""
-    # The module, not the `train` function that transformer_np's package root may export under the same name.
-    np_train = importlib.import_module("transformer_np.train")
+    np_loss_module = importlib.import_module("transformer_np.loss")
     from parity.loss import sequence_loss as torch_loss
     from transformer_np.loss import sequence_loss as np_loss
 
     calls = []
-    monkeypatch.setattr(np_train, "sequence_loss", lambda *a: calls.append(a) or np_loss(*a))
+    monkeypatch.setattr(np_loss_module, "sequence_loss", lambda *a: calls.append(a) or np_loss(*a))
     report = run_report(ReportConfig("copy", "float64", "cpu", steps=1, batch_size=2))
     assert calls and report.passed
     logits = rng.standard_normal((3, 5, 7))
@@ -495,15 +495,20 @@ def test_whole_model_hvp_equals_torch_to_1e9_in_float64(norm_first, activation):
 
 def test_hvp_rows_catch_a_wrong_second_derivative(monkeypatch):
     """Not vacuous: a change of 1e-7 relative in one block of minitensor's H v fails that block and the whole."""
-    real = parity_report.hessian_vector_product
+    real = parity_report.hessian_vector_products
 
-    def sabotaged(grad, loss, params, direction):
-        out = real(grad, loss, params, direction)
-        if grad is mt.autograd.grad:
-            out[-1] = out[-1] * (1 + 1e-7)  # the output projection's bias
-        return out
+    def sabotaged(grad, loss, params):
+        grads, hvp = real(grad, loss, params)
 
-    monkeypatch.setattr(parity_report, "hessian_vector_product", sabotaged)
+        def wrong(direction, retain_graph=True):
+            out = hvp(direction, retain_graph)
+            if grad is mt.autograd.grad:
+                out[-1] = out[-1] * (1 + 1e-7)  # the output projection's bias
+            return out
+
+        return grads, wrong
+
+    monkeypatch.setattr(parity_report, "hessian_vector_products", sabotaged)
     report = run_report(ReportConfig("copy", "float64", "cpu", steps=0, dropout=0.0, batch_size=2))
     failed = {r.name for r in report.failures()}
     assert "generator.bias" in failed and any(n.startswith("H v, all") for n in failed)
@@ -515,5 +520,20 @@ def test_hessian_vector_product_is_the_derivative_of_the_directional_gradient(rn
     x, v = rng.standard_normal(5), rng.standard_normal(5)
     for lib, grad in ((mt, mt.autograd.grad), (torch, torch.autograd.grad)):
         t = lib.tensor(x, requires_grad=True)
-        hv = parity_report.hessian_vector_product(grad, (t**3).sum(), [t], [lib.tensor(v)])[0]
+        hv = hessian_vector_products(grad, (t**3).sum(), [t])[1]([lib.tensor(v)], retain_graph=False)[0]
         assert_close(to_np(hv), 6 * x * v, PARITY_RTOL["float64"], f"{lib.__name__} H v")
+
+
+def test_hessian_vector_products_serve_many_directions_from_one_recorded_gradient(rng):
+    """f(x, y) = sum(x^2 y): the gradient is returned, and H v for several directions (the power iteration's
+    use) equals H v computed afresh each time, on both libraries alike."""
+    x, y = rng.standard_normal(4), rng.standard_normal(4)
+    directions = [(rng.standard_normal(4), rng.standard_normal(4)) for _ in range(3)]
+    for lib, grad in ((mt, mt.autograd.grad), (torch, torch.autograd.grad)):
+        a, b = lib.tensor(x, requires_grad=True), lib.tensor(y, requires_grad=True)
+        grads, hvp = hessian_vector_products(grad, (a * a * b).sum(), [a, b])
+        assert_close(to_np(grads[0]), 2 * x * y, PARITY_RTOL["float64"], f"{lib.__name__} d/dx")
+        for u, w in directions:  # H = [[2 diag(y), 2 diag(x)], [2 diag(x), 0]]
+            hu, hw = hvp([lib.tensor(u), lib.tensor(w)])
+            assert_close(to_np(hu), 2 * y * u + 2 * x * w, PARITY_RTOL["float64"], f"{lib.__name__} (H v)_x")
+            assert_close(to_np(hw), 2 * x * u, PARITY_RTOL["float64"], f"{lib.__name__} (H v)_y")

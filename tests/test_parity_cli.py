@@ -135,8 +135,8 @@ def test_cuda_without_a_gpu_is_a_clear_error():
 
 @pytest.fixture(scope="module")
 def checkpoint_dir(tmp_path_factory):
-    """A two-step transformer_np run of a small copy-reverse model (the format of transformer_np/train.py)."""
-    from transformer_np.train import default_configs, train
+    """A two-step transformer_np run of a small copy-reverse model (the format of transformer_np/training/)."""
+    from transformer_np.training import default_configs, train
 
     model_cfg, train_cfg = default_configs("copy-reverse")
     model_cfg = model_cfg.replace(d_model=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)

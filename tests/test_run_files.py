@@ -21,7 +21,7 @@ import pytest
 
 import minitensor as mt
 from transformer_np.cli import EXIT_DIVERGED, main
-from transformer_np.train import CHECKPOINT_NAME, HISTORY_NAME, NonFiniteError, default_configs, fit, train
+from transformer_np.training import CHECKPOINT_NAME, HISTORY_NAME, NonFiniteError, default_configs, fit, train
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = [
@@ -219,7 +219,7 @@ def test_an_interrupted_runs_time_reaches_the_history_and_the_done_line(tmp_path
 def test_the_command_line_names_only_its_own_resume_form(tmp_path, monkeypatch, capsys):
     import importlib
 
-    train_module = importlib.import_module("transformer_np.train")  # the package root's `train` is the function
+    train_module = importlib.import_module("transformer_np.commands")  # where the command line looks up train()
     real = train_module.train
 
     def interrupted_train(*args, **kwargs):

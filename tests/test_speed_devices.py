@@ -99,7 +99,7 @@ def test_the_training_command_line_and_the_benchmark_workers_turn_it_on(entry):
 def test_train_and_fit_turn_it_on(monkeypatch, tmp_path):
     import minitensor as mt
     from transformer_np.data import get_task
-    from transformer_np.train import default_configs, fit, train
+    from transformer_np.training import default_configs, fit, train
 
     calls = []
     monkeypatch.setattr(mt, "reuse_freed_memory", lambda: calls.append(1) or True)

@@ -1,4 +1,4 @@
-"""transformer_np/train.py: schedules, evaluation, checkpoints, exact resume, Ctrl-C, config mismatch."""
+"""transformer_np/training/: schedules, evaluation, checkpoints, exact resume, Ctrl-C, config mismatch."""
 
 import os
 import re
@@ -9,7 +9,7 @@ import pytest
 import minitensor as mt
 from transformer_np.config import ModelConfig, TrainConfig
 from transformer_np.data import PAD_ID, get_task, make_batches
-from transformer_np.train import (
+from transformer_np.training import (
     build_model,
     build_optimizer,
     compute_loss,
@@ -257,3 +257,22 @@ def test_the_package_root_is_the_public_api_and_imports_light():
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": root}
     )
     assert r.stdout.strip() == "ok", r.stderr
+
+
+def test_no_package_attribute_hides_a_submodule_of_the_same_name():
+    """`import transformer_np.training as T` binds the attribute `training` of the package: it must be the
+    module (the module `transformer_np.train` was hidden by the function `train`, issue 19)."""
+    import importlib
+    import pkgutil
+    import types
+
+    import transformer_np
+    import transformer_np.training as T
+
+    assert isinstance(T, types.ModuleType) and T is importlib.import_module("transformer_np.training")
+    assert callable(transformer_np.train) and T.train is transformer_np.train
+    for pkg in (transformer_np, T):
+        for info in pkgutil.iter_modules(pkg.__path__):
+            full = f"{pkg.__name__}.{info.name}"
+            if hasattr(pkg, info.name):
+                assert getattr(pkg, info.name) is importlib.import_module(full), f"{full} is hidden by an attribute"

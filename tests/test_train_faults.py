@@ -23,9 +23,9 @@ import tempfile
 import numpy as np
 import pytest
 
-from transformer_np.train import CHECKPOINT_NAME, default_configs, load_history, train
+from transformer_np.training import CHECKPOINT_NAME, default_configs, load_checkpoint, load_history, train
 
-train_module = importlib.import_module("transformer_np.train")  # the package root's `train` is the function
+train_module = importlib.import_module("transformer_np.training.loop")  # where train() looks up save_checkpoint
 
 TINY_MODEL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.1)
 TINY_TRAIN = dict(steps=6, batch_size=8, train_size=40, eval_size=8, eval_every=3, checkpoint_every=2, warmup_steps=4)
@@ -153,10 +153,10 @@ class _SaveFaults:
             (os, "replace"),
             (ser.tempfile, "mkstemp"),
             (np.lib.format, "write_array"),
-            (train_module.json, "dump"),
+            (json, "dump"),
         ):
             monkeypatch.setattr(owner, name, self._wrap(name, getattr(owner, name)))
-        real_save = train_module._save_checkpoint
+        real_save = train_module.save_checkpoint
 
         def save(*args, **kwargs):
             self.saves += 1
@@ -166,7 +166,7 @@ class _SaveFaults:
             finally:
                 self.armed = False
 
-        monkeypatch.setattr(train_module, "_save_checkpoint", save)
+        monkeypatch.setattr(train_module, "save_checkpoint", save)
 
     def _wrap(self, name, fn):
         def wrapper(*args, **kwargs):
@@ -211,12 +211,13 @@ def _check_saves_interrupted_at(stages: list[int], straight, monkeypatch, tmp_pa
 
 def test_a_save_interrupted_at_each_kind_of_stage_then_resume_is_bitwise_exact(straight, monkeypatch, tmp_path, capsys):
     calls = _stages_of_one_save(monkeypatch, str(tmp_path))
-    # the history file and its rename, then the archive: its temporary file, one member per array, the rename
-    assert calls[:3] == ["dump", "replace", "mkstemp"] and calls[-1] == "replace"
-    assert calls[3:-1] == ["write_array"] * (len(calls) - 4) and len(calls) > 20
-    arrays = range(4, len(calls))
-    stages = [1, 2, 3, arrays[0], arrays[len(arrays) // 2], arrays[-1], len(calls)]  # 1-based call numbers
-    assert _check_saves_interrupted_at(stages, straight, monkeypatch, tmp_path) == 14
+    # the history file (atomic_write: its temporary file, the dump, the rename), then the archive: its temporary
+    # file, one member per array, the rename
+    assert calls[:4] == ["mkstemp", "dump", "replace", "mkstemp"] and calls[-1] == "replace"
+    assert calls[4:-1] == ["write_array"] * (len(calls) - 5) and len(calls) > 20
+    arrays = range(5, len(calls))
+    stages = [1, 2, 3, 4, arrays[0], arrays[len(arrays) // 2], arrays[-1], len(calls)]  # 1-based call numbers
+    assert _check_saves_interrupted_at(stages, straight, monkeypatch, tmp_path) == 16
 
 
 @pytest.mark.slow
@@ -303,7 +304,7 @@ def test_ctrl_c_three_times_on_the_command_line_keeps_a_run_that_resumes_exactly
     m, t = _configs()
     t = t.replace(steps=step + 2, eval_every=0, checkpoint_every=0)
     ref = train(m, t, str(tmp_path / "straight"), progress=False)
-    resumed = train_module.load_checkpoint(out)
+    resumed = load_checkpoint(out)
     assert resumed.step == step + 2
     a, b = _params(resumed), _params(ref)
     for k in a:

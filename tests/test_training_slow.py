@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from transformer_np.train import default_configs, train
+from transformer_np.training import default_configs, train
 
 # Recipe changes from each preset (transformer_np/config.py); the model architecture is untouched
 # except dropout. What the tuning runs showed (seed 0, 2 cores):

@@ -8,8 +8,8 @@ The model (`Transformer`, built from a `ModelConfig` with `Transformer.from_conf
 the toy tasks and their vocabularies, training with checkpoints and exact resume, and greedy and
 beam decoding with or without the key/value cache. Plots and experiments (which need matplotlib)
 and the command line are imported on use: `transformer_np.plots`, `transformer_np.experiments`,
-`python -m transformer_np --help`. (`transformer_np.train` is the training function; its module
-stays importable as usual: `from transformer_np.train import load_checkpoint`.)
+`python -m transformer_np --help`. `transformer_np.train` is the training function; the training
+package is `transformer_np.training` (`from transformer_np.training import load_checkpoint`).
 """
 
 from .config import PRESETS, ModelConfig, Preset, TrainConfig, get_preset
@@ -29,7 +29,7 @@ from .data import (
 from .decode import beam_search, greedy_decode, length_penalty_gnmt
 from .masks import causal_mask, padding_mask, target_mask
 from .model import KVCache, MultiHeadAttention, Transformer, scaled_dot_product_attention, sinusoidal_table
-from .train import (
+from .training import (
     Checkpoint,
     TrainResult,
     default_configs,

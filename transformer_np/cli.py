@@ -2,9 +2,10 @@
 
     train       train a task's preset (every ModelConfig/TrainConfig field is a flag), --resume to continue
     decode      greedy or beam decoding of one input with a trained checkpoint
-    plot        every figure of plots.py for a checkpoint and a sample input
+    plot        every figure of plots.py for a checkpoint and a sample input (figures.py)
     experiment  heads | layers | positional | beam | residual | curvature | all (experiments.py)
-    demo        train the copy-reverse preset (3+3 layers, d_model 128; ~2-4 min on 2 cores), report, decode, plot
+    demo        train the copy-reverse preset (3+3 layers, d_model 128), report, decode, plot (its time: measured:
+                benchmarks/README.md)
 
 Every user error (a bad flag value, a missing or damaged checkpoint or history, an output that
 would overwrite a run) is one line on stderr and exit status 2, before anything is printed or written.
@@ -13,38 +14,29 @@ A run whose loss or gradient norm becomes NaN or infinite stops at that step bef
 keeps its last finite checkpoint, says so in one line and exits with status 3 (EXIT_DIVERGED), unless
 `train --allow-nonfinite`. Exit statuses: 0 done, 1 an unexpected crash (a bug: Python's traceback),
 2 refused before any work, 3 diverged, 130 interrupted.
+
+This file is the parser and `main`; what each command does is in commands.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
-import shlex
 import sys
-import time
-
-import numpy as np
 
 from minitensor.allocator import reuse_freed_memory
-from minitensor.serialization import atomic_write
 
+from .cliutil import OneLineParser
+from .commands import cmd_decode, cmd_demo, cmd_experiment, cmd_plot, cmd_train
 from .config import ACTIVATIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
 from .data import TASKS
+from .training import NonFiniteError
+
+__all__ = ["EXIT_DIVERGED", "OneLineParser", "build_parser", "main"]
 
 # A diverged run is neither a user error refused before any work (2) nor a crash (1, a traceback):
 # steps ran and the run directory holds what they left, so scripts can tell it apart.
 EXIT_DIVERGED = 3
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse with a one-line error: "PROG: error: MESSAGE" on stderr and exit status 2, no usage block.
-
-    The three command lines (transformer_np, parity, benchmarks) all parse with it."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -179,15 +171,6 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _overrides(args, cls) -> dict:
-    out = {}
-    for f in dataclasses.fields(cls):
-        v = getattr(args, f.name, None)
-        if v is not None and f.name != "task":
-            out[f.name] = tuple(v) if f.name == "betas" else v
-    return out
-
-
 def _subcommand(sub, name: str, run, help_text: str) -> argparse.ArgumentParser:
     p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_HelpFormatter)
     p.set_defaults(run=run, parser=p)
@@ -195,6 +178,8 @@ def _subcommand(sub, name: str, run, help_text: str) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # matplotlib loads on use, not on `import transformer_np.cli`: parity's and the benchmarks' command lines
+    # import OneLineParser from here (start-up time; transformer_np.cliutil is its home)
     from .experiments import EXPERIMENTS
 
     parser = OneLineParser(
@@ -257,397 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# ----------------------------------------------------------------------------------------------
-# Commands. Each checks everything it can before printing or writing anything; a ValueError,
-# TypeError or OSError it raises is a user error (main turns it into parser.error).
-# ----------------------------------------------------------------------------------------------
-def _train_configs(args) -> tuple[ModelConfig, TrainConfig]:
-    """The configs `train` will run: the task preset's (or the checkpoint's with --resume), then the flags."""
-    from .train import default_configs, resume_configs
-
-    if args.resume:
-        model_cfg, train_cfg = resume_configs(args.out)
-        if args.task is not None and args.task != train_cfg.task:
-            raise ValueError(
-                f"--resume: the checkpoint in {args.out!r} trained task {train_cfg.task!r}, not {args.task!r}"
-            )
-    else:
-        model_cfg, train_cfg = default_configs(args.task or "copy-reverse")
-    model_cfg = model_cfg.replace(**_overrides(args, ModelConfig))
-    train_cfg = train_cfg.replace(**_overrides(args, TrainConfig))
-    return model_cfg, train_cfg
-
-
-def _resume_command(command: str, out: str) -> str:
-    return f"python -m transformer_np {command} --out {shlex.quote(out)} --resume"
-
-
-def done_line(res) -> str:
-    """'done: N steps in T s' for a run in one go; for a resumed run, this call's steps and time and the whole run's."""
-    if res.start_step == 0 and res.runs == 1:
-        return f"done: {res.step} steps in {res.wall_time:.1f} s"
-    return (
-        f"done: {res.step} steps (steps {res.start_step + 1}-{res.step} in this run, {res.wall_time:.1f} s; "
-        f"{res.total_wall_time:.1f} s over {res.runs} runs)"
-    )
-
-
-def cmd_train(args) -> int:
-    from .train import CHECKPOINT_NAME, train
-
-    model_cfg, train_cfg = _train_configs(args)
-
-    def announce():
-        print(f"task {train_cfg.task}: {json.dumps(model_cfg.to_dict())}")
-        print(f"recipe: {json.dumps(train_cfg.to_dict())}")
-
-    res = train(
-        model_cfg,
-        train_cfg,
-        args.out,
-        resume=args.resume,
-        progress=not args.no_progress,
-        overwrite=args.overwrite,
-        on_start=announce,
-        allow_nonfinite=args.allow_nonfinite,
-        resume_hint=_resume_command("train", args.out),
-    )
-    if res.nothing_to_do:
-        print(
-            f"nothing to do: the run in {args.out!r} is already at step {res.step} (--steps {train_cfg.steps}); "
-            "its files are unchanged"
-        )
-        return 0
-    m = res.metrics
-    print(
-        f"{done_line(res)}; held-out ({m['num_examples']} examples): "
-        f"loss {m['loss']:.4f}, token accuracy {m['token_acc']:.4f}, exact match {m['exact_acc']:.4f}"
-    )
-    print(f"checkpoint: {os.path.join(args.out, CHECKPOINT_NAME)}")
-    return 0
-
-
-def decode_text(
-    ckpt,
-    text: str,
-    beam: int = 0,
-    n_best: int = 1,
-    length_penalty: float = 0.6,
-    max_len: int | None = None,
-    use_cache: bool = True,
-) -> list[tuple[str, float | None]]:
-    """Decode `text` with a loaded Checkpoint: [(output text, score or None for greedy)], best first."""
-    import minitensor as mt
-
-    from .decode import beam_search, greedy_decode
-
-    task, model = ckpt.task, ckpt.model
-    src_ids = task.encode_source(text)
-    if len(src_ids) > ckpt.model_cfg.max_len:
-        raise ValueError(
-            f"decode: the input has {len(src_ids)} tokens, the model's max_len is {ckpt.model_cfg.max_len}"
-        )
-    if max_len is None:
-        max_len = min(task.max_tgt_len + 10, ckpt.model_cfg.max_len)
-    src = mt.tensor(np.asarray([src_ids], dtype=np.int64))
-    if beam > 1:
-        hyps = beam_search(
-            model,
-            src,
-            beam_size=beam,
-            max_len=max_len,
-            length_penalty=length_penalty,
-            n_best=n_best,
-            use_cache=use_cache,
-        )[0]  # the only source sentence
-        return [(task.decode_target(ids), score) for ids, score in hyps]
-    out = greedy_decode(model, src, max_len=max_len, use_cache=use_cache)
-    return [(task.decode_target(out[0]), None)]
-
-
-def _check_decode_flags(args) -> None:
-    if args.beam < 0 or args.n_best < 1:
-        raise ValueError(f"--beam must be >= 0 and --n-best >= 1, got {args.beam} and {args.n_best}")
-    if args.beam <= 1 and args.n_best > 1:
-        raise ValueError("--n-best > 1 needs --beam > 1")
-    if args.beam > 1 and args.n_best > args.beam:
-        raise ValueError(f"--n-best ({args.n_best}) cannot exceed --beam ({args.beam})")
-    if args.max_len is not None and args.max_len < 1:
-        raise ValueError(f"--max-len must be >= 1, got {args.max_len}")
-    if not args.length_penalty >= 0 or args.length_penalty == float("inf"):
-        raise ValueError(f"--length-penalty must be a finite number >= 0, got {args.length_penalty}")
-
-
-def cmd_decode(args) -> int:
-    from .train import load_checkpoint
-
-    _check_decode_flags(args)
-    ckpt = load_checkpoint(args.checkpoint)
-    if args.max_len is not None and args.max_len > ckpt.model_cfg.max_len:
-        raise ValueError(f"--max-len {args.max_len} exceeds the model's max_len {ckpt.model_cfg.max_len}")
-    results = decode_text(
-        ckpt, args.input, args.beam, args.n_best, args.length_penalty, args.max_len, not args.no_cache
-    )
-    print(f"input:  {args.input}")
-    for i, (text, score) in enumerate(results):
-        label = "greedy" if score is None else f"beam {i + 1} (score {score:.4f})"
-        print(f"{label}: {text}")
-    return 0
-
-
-def _check_out_is_a_directory(out: str) -> None:
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out {out!r} is a file, expected a directory")
-
-
-def write_all_plots(ckpt, out_dir: str, text: str | None = None, run_dir: str | None = None) -> list[str]:
-    """Every figure for a checkpoint: PE, causal mask, attention maps on a sample input, training curves."""
-    import minitensor as mt
-
-    from . import plots
-    from .data import BOS_ID, EOS_ID
-    from .masks import causal_mask
-    from .model import sinusoidal_table
-    from .train import greedy_outputs, load_history, schedule_curve
-
-    task, model, cfg = ckpt.task, ckpt.model, ckpt.model_cfg
-    run_dir = run_dir or os.path.dirname(ckpt.path)
-    try:  # read (and checked) before any figure is written: a damaged history costs nothing
-        hist = load_history(run_dir)
-    except FileNotFoundError:
-        hist = None
-    if text is None:
-        # held-out pairs are drawn first, so this is the run's first held-out example
-        src_ids = task.splits(1, 1, ckpt.train_cfg.seed)[1][0][0]
-    else:
-        src_ids = task.encode_source(text)
-    if len(src_ids) > cfg.max_len:
-        raise ValueError(f"plot: the input has {len(src_ids)} tokens, the model's max_len is {cfg.max_len}")
-    _check_out_is_a_directory(out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    paths = []
-    pe = sinusoidal_table(min(cfg.max_len, 100), cfg.d_model)
-    paths.append(plots.plot_positional_encoding(pe, os.path.join(out_dir, "positional_encoding.png")))
-    paths.append(plots.plot_positional_curves(pe, os.path.join(out_dir, "positional_curves.png")))
-
-    out_ids = greedy_outputs(model, [src_ids], min(task.max_tgt_len + 10, cfg.max_len))[0]
-    tgt_in = [BOS_ID] + out_ids  # decoder input
-    tgt_next = out_ids + [EOS_ID]  # what each row predicts
-    src_labels = [task.src_vocab.itos[i] for i in src_ids]
-    tgt_labels = [task.tgt_vocab.itos[i] for i in tgt_in]
-    paths.append(plots.plot_causal_mask(causal_mask(len(tgt_in)).numpy(), os.path.join(out_dir, "causal_mask.png")))
-
-    model.store_attention(True)
-    try:
-        with mt.no_grad():
-            model(mt.tensor(np.asarray([src_ids], np.int64)), mt.tensor(np.asarray([tgt_in], np.int64)))
-        maps = {k: [w[0] for w in v] for k, v in model.attention_maps().items()}  # (H, Tq, Tk) per layer
-    finally:
-        model.store_attention(False)
-    sample = f"input: {' '.join(src_labels)}  ->  output: {task.decode_target(tgt_next)}"
-    with atomic_write(os.path.join(out_dir, "sample.txt")) as f:
-        f.write(sample + "\n")
-    next_labels = [task.tgt_vocab.itos[i] for i in tgt_next]
-    # Layers and heads are numbered from 1 in the figures; files keep the 0-based index of the parameter names.
-    kinds = {
-        "encoder": (
-            "encoder self-attention",
-            "encoder layer",
-            src_labels,
-            src_labels,
-            "source key",
-            "source query",
-            None,
-        ),
-        "decoder_self": (
-            "decoder self-attention",
-            "decoder layer",
-            tgt_labels,
-            tgt_labels,
-            "target key",
-            "target query",
-            next_labels,
-        ),
-        "decoder_cross": (
-            "decoder cross-attention",
-            "decoder layer",
-            src_labels,
-            tgt_labels,
-            "source key",
-            "target query",
-            next_labels,
-        ),
-    }
-    for kind, (name, layer_name, xl, yl, xlab, ylab, predicts) in kinds.items():
-        layers = maps[kind]
-        last = len(layers) - 1
-        paths.append(
-            plots.plot_attention(
-                layers[0][0],
-                os.path.join(out_dir, f"attn_{kind}_layer0_head0.png"),
-                xl,
-                yl,
-                f"{name}, {layer_name} 1 of {last + 1}, head 1",
-                xlab,
-                ylab,
-                predicts,
-            )
-        )
-        heads_png = os.path.join(out_dir, f"attn_{kind}_layer{last}_heads.png")
-        paths.append(
-            plots.plot_attention_heads(
-                layers[last],
-                heads_png,
-                xl,
-                yl,
-                f"{name}, {layer_name} {last + 1} of {last + 1} (the last), every head",
-                xlab,
-                ylab,
-                predicts,
-            )
-        )
-        paths.append(
-            plots.plot_attention_layers(
-                layers,
-                os.path.join(out_dir, f"attn_{kind}_layers.png"),
-                xl,
-                yl,
-                f"{name}, mean over heads, every layer",
-                xlab,
-                ylab,
-                layer_name,
-                predicts,
-            )
-        )
-
-    steps = max(ckpt.train_cfg.steps, 1)
-    lrs = schedule_curve(cfg, ckpt.train_cfg, steps)
-    paths.append(
-        plots.plot_lr(
-            np.arange(1, steps + 1),
-            lrs,
-            os.path.join(out_dir, "lr_schedule.png"),
-            f"Learning-rate schedule ({ckpt.train_cfg.schedule})",
-        )
-    )
-    if hist and hist["step"]:
-        ev = hist.get("eval", [])
-        paths.append(
-            plots.plot_loss(
-                hist["step"],
-                hist["loss"],
-                os.path.join(out_dir, "loss.png"),
-                [e["step"] for e in ev],
-                [e["loss"] for e in ev],
-                f"Training loss ({task.name})",
-            )
-        )
-        paths.append(
-            plots.plot_grad_norms(hist["step"], hist["layer_grad_norms"], os.path.join(out_dir, "grad_norms.png"))
-        )
-    return paths
-
-
-def cmd_plot(args) -> int:
-    from .train import load_checkpoint
-
-    _check_out_is_a_directory(args.out)
-    ckpt = load_checkpoint(args.checkpoint)
-    paths = write_all_plots(ckpt, args.out, args.input, args.checkpoint if os.path.isdir(args.checkpoint) else None)
-    for p in paths:
-        print(p)
-    return 0
-
-
-def cmd_experiment(args) -> int:
-    from .experiments import EXPERIMENTS, check_experiment, run_experiment
-
-    names = list(EXPERIMENTS) if args.name == "all" else [args.name]
-    _check_out_is_a_directory(args.out)
-    for name in names:  # every refusal before the first experiment runs
-        check_experiment(name, args.out, args.steps, args.overwrite, args.tiny)
-    for name in names:
-        res = run_experiment(
-            name, args.out, steps=args.steps, progress=not args.no_progress, overwrite=args.overwrite, tiny=args.tiny
-        )
-        print(res["markdown"])
-        print(f"wrote {', '.join(res['files'])}")
-    return 0
-
-
-# The demo's recipe: the copy-reverse preset (3+3 layers, d_model 128, 8 heads, d_ff 512) trained
-# as in the acceptance test (tests/test_training_slow.py): StepLR from 1e-3 halved every 400 steps,
-# fresh training data, no dropout or label smoothing. About 2.5 minutes on 2 quiet cores.
-DEMO_MODEL = dict(dropout=0.0)
-DEMO_TRAIN = dict(
-    steps=2000,
-    batch_size=32,
-    schedule="step",
-    lr=1e-3,
-    step_size=400,
-    gamma=0.5,
-    train_size=50000,
-    eval_size=200,
-    eval_every=500,
-    checkpoint_every=500,
-    label_smoothing=0.0,
-)
-
-
-def cmd_demo(args) -> int:
-    from .train import default_configs, load_checkpoint, train
-
-    model_cfg, train_cfg = default_configs("copy-reverse")
-    model_cfg = model_cfg.replace(**DEMO_MODEL)
-    train_cfg = train_cfg.replace(**DEMO_TRAIN)
-    if args.steps is not None:
-        train_cfg = train_cfg.replace(steps=args.steps)
-    t0 = time.perf_counter()
-
-    def announce():
-        print(
-            f"demo: training copy-reverse (target = input + reversed input) for {train_cfg.steps} steps; "
-            f"model {json.dumps(model_cfg.to_dict())}"
-        )
-
-    res = train(
-        model_cfg,
-        train_cfg,
-        args.out,
-        resume=args.resume,
-        progress=not args.no_progress,
-        overwrite=args.overwrite,
-        on_start=announce,
-        resume_hint=_resume_command("demo", args.out),
-    )
-    m = res.metrics
-    if res.nothing_to_do:
-        print(f"demo: the run in {args.out!r} is already trained ({res.step} steps); reporting it again")
-    spent = f"{res.total_wall_time:.0f} s of training" + (f" over {res.runs} runs" if res.runs > 1 else "")
-    print(
-        f"\nheld-out ({m['num_examples']} sequences never seen in training): exact match {m['exact_acc']:.1%}, "
-        f"token accuracy {m['token_acc']:.1%}, loss {m['loss']:.4f}  [{spent}]"
-    )
-    ckpt = load_checkpoint(args.out)
-    print("\nexamples (greedy / beam 4):")
-    for text in ("3 4 5", "15 0 7 7 2", "1 2 3 4 5 6 7 8 9 10"):
-        greedy = decode_text(ckpt, text)[0][0]
-        beam = decode_text(ckpt, text, beam=4)[0][0]
-        expect = " ".join(text.split() + text.split()[::-1])
-        mark = "ok" if greedy == expect else "WRONG"
-        print(f"  {text:<22} -> greedy: {greedy}  [{mark}]\n  {'':<22}    beam 4: {beam}")
-    plot_dir = os.path.join(args.out, "plots")
-    paths = write_all_plots(ckpt, plot_dir, "3 4 5 6 7 8", args.out)
-    print(f"\n{len(paths)} plots in {plot_dir}; total {time.perf_counter() - t0:.0f} s")
-    return 0
-
-
 def main(argv=None) -> int:
     """Run one command; a user error exits with status 2 and one line on stderr (SystemExit), a diverged
     run with EXIT_DIVERGED (3) and one line, Ctrl-C with 130."""
     args = build_parser().parse_args(argv)
-    from .train import NonFiniteError
-
     reuse_freed_memory()  # every command trains or runs a model: freed arrays are reused step to step
 
     try:

@@ -1,7 +1,8 @@
-"""Command-line helpers shared by `python -m parity`, `parity.curvature` and `python -m benchmarks`
-(here beside transformer_np/cli.py's OneLineParser, which they share too: parity imports torch on import,
-and benchmarks' NumPy worker must not).
+"""Command-line helpers shared by `python -m transformer_np`, `python -m parity`, `parity.curvature` and
+`python -m benchmarks` (here, not in parity: parity imports torch on import, and benchmarks' NumPy worker
+must not; and not in transformer_np/cli.py, which imports the commands and training).
 
+- `OneLineParser`: argparse with a one-line error (exit status 2, no usage block); every command line parses with it.
 - `integer(low, high)` and `number(low, high)`: argparse types that refuse, in argparse's one line
   (exit status 2, before any work), anything but a finite number in range: 'nan', 'inf', '-inf',
   '1e400' (which float() reads as inf) and values past either bound. Every numeric flag of these
@@ -10,6 +11,7 @@ and benchmarks' NumPy worker must not).
   stderr, exit status 130, no traceback. `sigint_deferred()` holds a Ctrl-C back while a set of
   output files is written, so the set is never half new, half old (each file is also written
   atomically: minitensor.serialization.atomic_write).
+- `check_out_is_a_directory(out)`: refuse an --out that names a file.
 """
 
 from __future__ import annotations
@@ -17,11 +19,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import signal
 import sys
 import threading
 
-__all__ = ["SEED_MAX", "THREADS_MAX", "integer", "interrupted", "number", "sigint_deferred"]
+__all__ = [
+    "SEED_MAX",
+    "THREADS_MAX",
+    "OneLineParser",
+    "check_out_is_a_directory",
+    "integer",
+    "interrupted",
+    "number",
+    "sigint_deferred",
+]
 
 # The largest seed every generator a seed reaches takes: torch.manual_seed refuses 2**64 ("Overflow when
 # unpacking long long"); NumPy's default_rng takes any int >= 0, and refuses negative ones.
@@ -101,3 +113,18 @@ def sigint_deferred():
         signal.signal(signal.SIGINT, old)
     if pending:
         raise KeyboardInterrupt
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse with a one-line error: "PROG: error: MESSAGE" on stderr and exit status 2, no usage block.
+
+    The three command lines (transformer_np, parity, benchmarks) all parse with it."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(str(message).split())}\n")
+
+
+def check_out_is_a_directory(out: str) -> None:
+    """Refuse (ValueError, before any work) an --out that names a file: the command writes files into a folder."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out {out!r} is a file, expected a directory")

@@ -16,6 +16,8 @@ import math
 import numbers
 from dataclasses import dataclass
 
+from .data import TASKS
+
 ACTIVATIONS = ("relu", "gelu")
 POSITIONALS = ("sinusoidal", "learned")
 SCHEDULES = ("warmup", "step", "constant")
@@ -122,8 +124,6 @@ class TrainConfig:
 
     def __post_init__(self):
         own = "TrainConfig"
-        from .data import TASKS  # data.py does not import this file: no cycle
-
         _check_choice(own, "task", self.task, tuple(TASKS))
         for name, low in (
             ("steps", 0),

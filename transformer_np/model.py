@@ -451,8 +451,9 @@ class AttentionCache:
     def index_select(self, index: np.ndarray) -> None:
         """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
         if self.k is not None:
-            self.k = mt.from_numpy(self.k.data[index])
-            self.v = mt.from_numpy(self.v.data[index])
+            index = mt.as_tensor(index)
+            self.k = self.k.detach().index_select(0, index)
+            self.v = self.v.detach().index_select(0, index)
 
 
 class KVCache:

@@ -13,8 +13,9 @@ import numpy as np
 from .. import ops
 from ..autograd import is_grad_enabled
 from ..dtypes import result_type
+from ..functions.reductions import log_softmax, softmax
 from ..random import generator
-from ..tensor import Tensor, log_softmax, softmax
+from ..tensor import Tensor
 
 __all__ = [
     "linear",
@@ -105,7 +106,7 @@ def tanh(input: Tensor) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- layer norm
-# softmax and log_softmax are torch.softmax / torch.log_softmax, imported from tensor.py.
+# softmax and log_softmax are torch.softmax / torch.log_softmax, imported from functions/reductions.py.
 
 
 def layer_norm(

@@ -7,126 +7,39 @@ them back to each input's shape, so no formula deals with broadcasting. `ctx.nee
 lets a backward skip work for inputs that do not need a gradient (a mask, a constant). No backward
 writes into `g` or into a saved array.
 
-    elementwise.py   Add Sub Mul Div DivRounded Pow PowScalar RPowScalar Neg Exp Log Sqrt Abs Tanh Sigmoid LogSigmoid
-                     Relu Erf Gelu Clamp Maximum Minimum Where MaskedFill Cast Clone
+    elementwise.py   the arithmetic and elementwise primitives (Add, Exp, Where, Cast, ...)
     matmul.py        MatMul
-    reductions.py    Sum Mean Var Std MaxMin AMaxMin LogSumExp
-    shape.py         Reshape Transpose Permute Expand Repeat Cat Stack Tril Triu
-    indexing.py      GetItem IndexPut Embedding
-    namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
-    fused.py         Linear Softmax LogSoftmax LayerNorm CrossEntropy CrossEntropyProbs NLLLoss BCEWithLogits
-                     Dropout AttentionWeights
+    reductions.py    Sum, Mean, Var, Std, the max/min family, LogSumExp
+    shape.py         reshape, transpose, permute, expand, repeat, cat, stack, tril/triu
+    indexing.py      GetItem and its scatter-add IndexPut, Embedding
+    fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, the losses, Dropout, AttentionWeights
     extra.py         Norm (the 2-norm, its own node for PyTorch's gradient 0 at the origin), NormInf (max |a|)
+    namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
+
+This package exports every Function subclass its modules define (PRIMITIVES, derived below), so a new
+primitive is its class in one of them and nothing here; `ops.Add` is ops/elementwise.py's Add.
 """
 
-from .elementwise import (
-    Abs,
-    Add,
-    Cast,
-    Clamp,
-    Clone,
-    Div,
-    DivRounded,
-    Erf,
-    Exp,
-    Gelu,
-    Log,
-    LogSigmoid,
-    MaskedFill,
-    Maximum,
-    Minimum,
-    Mul,
-    Neg,
-    Pow,
-    PowScalar,
-    Relu,
-    RPowScalar,
-    Sigmoid,
-    Sqrt,
-    Sub,
-    Tanh,
-    Where,
-)
-from .extra import Norm, NormInf  # the primitives behind the PyTorch names at the end of tensor.py
-from .fused import (
-    AttentionWeights,
-    BCEWithLogits,
-    CrossEntropy,
-    CrossEntropyProbs,
-    Dropout,
-    LayerNorm,
-    Linear,
-    LogSoftmax,
-    NLLLoss,
-    Softmax,
-)
-from .indexing import Embedding, GetItem, IndexPut
-from .matmul import MatMul
-from .reductions import AMaxMin, LogSumExp, MaxMin, Mean, Std, Sum, Var
-from .shape import Cat, Expand, Permute, Repeat, Reshape, Stack, Transpose, Tril, Triu
-
-__all__ = [
-    "Abs",
-    "Add",
-    "Cast",
-    "Clamp",
-    "Clone",
-    "Div",
-    "DivRounded",
-    "Erf",
-    "Exp",
-    "Gelu",
-    "Log",
-    "LogSigmoid",
-    "MaskedFill",
-    "Maximum",
-    "Minimum",
-    "Mul",
-    "Neg",
-    "Pow",
-    "PowScalar",
-    "Relu",
-    "RPowScalar",
-    "Sigmoid",
-    "Sqrt",
-    "Sub",
-    "Tanh",
-    "Where",
-    "AttentionWeights",
-    "BCEWithLogits",
-    "CrossEntropy",
-    "CrossEntropyProbs",
-    "Dropout",
-    "LayerNorm",
-    "Linear",
-    "LogSoftmax",
-    "NLLLoss",
-    "Softmax",
-    "Embedding",
-    "GetItem",
-    "IndexPut",
-    "MatMul",
-    "AMaxMin",
-    "LogSumExp",
-    "MaxMin",
-    "Mean",
-    "Std",
-    "Sum",
-    "Var",
-    "Cat",
-    "Expand",
-    "Permute",
-    "Repeat",
-    "Reshape",
-    "Stack",
-    "Transpose",
-    "Tril",
-    "Triu",
-    "Norm",
-    "NormInf",
-]
-
-from ..autograd import register_namespaces
+from ..autograd import Function, register_namespaces
+from . import elementwise, extra, fused, indexing, matmul, reductions, shape
 from .namespace import ARRAYS, TENSORS
+
+
+def defined_primitives(*modules) -> dict:
+    """name -> class, for every public Function subclass that one of `modules` defines (not imports)."""
+    return {
+        name: obj
+        for module in modules
+        for name, obj in vars(module).items()
+        if isinstance(obj, type)
+        and issubclass(obj, Function)
+        and obj.__module__ == module.__name__
+        and not name.startswith("_")
+    }
+
+
+PRIMITIVES = defined_primitives(elementwise, matmul, reductions, shape, indexing, fused, extra)
+globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
+__all__ = sorted(PRIMITIVES)
 
 register_namespaces(ARRAYS, TENSORS)

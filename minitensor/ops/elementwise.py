@@ -229,6 +229,34 @@ class Abs(Function):
         return (g * ctx.xp.sign(a),)
 
 
+class Sin(Function):
+    """out = sin a;  da = g * cos a"""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.sin(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        return (g * ctx.xp.cos(a),)
+
+
+class Cos(Function):
+    """out = cos a;  da = -g * sin a"""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.cos(a)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        return (-g * ctx.xp.sin(a),)
+
+
 class Tanh(Function):
     """out = tanh a;  da = g * (1 - out^2)"""
 

@@ -17,7 +17,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import Cast, Erf, Exp, Log, LogSigmoid, Sigmoid, Sqrt, Where, erf, log_sigmoid, stable_sigmoid
+from ..autograd.function import is_tensor_like as _is_tensor
+from .elementwise import (
+    Cast,
+    Cos,
+    Erf,
+    Exp,
+    Log,
+    LogSigmoid,
+    Sigmoid,
+    Sin,
+    Sqrt,
+    Where,
+    erf,
+    log_sigmoid,
+    stable_sigmoid,
+)
 from .fused import LogSoftmax, log_softmax
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum
@@ -33,13 +48,23 @@ def _axes(axis, ndim: int):
     return tuple(int(d) % max(ndim, 1) for d in ((axis,) if np.isscalar(axis) else axis))
 
 
-def _is_tensor(x) -> bool:
-    return hasattr(x, "version_counter")
-
-
 def _constant(like, value):
     """`value` (a number or float array) as a Tensor outside the graph, in the dtype of the Tensor `like`."""
     return like.wrap(np.asarray(value, dtype=like.dtype))
+
+
+# The one-input functions a backward calls as `xp.<name>(a)`: on arrays a NumPy function, on Tensors the
+# primitive that computes it. One line here gives both namespaces the entry (install_elementwise, below).
+ELEMENTWISE = {
+    "exp": (np.exp, Exp),
+    "log": (np.log, Log),
+    "sqrt": (np.sqrt, Sqrt),
+    "sigmoid": (stable_sigmoid, Sigmoid),
+    "log_sigmoid": (log_sigmoid, LogSigmoid),
+    "erf": (erf, Erf),
+    "sin": (np.sin, Sin),
+    "cos": (np.cos, Cos),
+}
 
 
 def sign(a):
@@ -58,17 +83,15 @@ def zero_where(drop, g):
 
 
 class ArrayOps:
-    """NumPy, under the names the backward formulas use."""
+    """NumPy, under the names the backward formulas use (and the ELEMENTWISE functions, installed below)."""
 
-    exp, log, sqrt, sign = staticmethod(np.exp), staticmethod(np.log), staticmethod(np.sqrt), staticmethod(sign)
+    sign = staticmethod(sign)
     zeros_like, zero_where = staticmethod(np.zeros_like), staticmethod(zero_where)
     where, swapaxes, transpose = staticmethod(np.where), staticmethod(np.swapaxes), staticmethod(np.transpose)
     moveaxis, broadcast_to = staticmethod(np.moveaxis), staticmethod(np.broadcast_to)
     tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(sum_), staticmethod(mean_)
     split, unstack = staticmethod(np.split), staticmethod(np.unstack)
-    erf, log_softmax, index_put = staticmethod(erf), staticmethod(log_softmax), staticmethod(index_put)
-    sigmoid = staticmethod(stable_sigmoid)
-    log_sigmoid = staticmethod(log_sigmoid)
+    log_softmax, index_put = staticmethod(log_softmax), staticmethod(index_put)
 
     @staticmethod
     def astype(a, dtype):
@@ -76,31 +99,7 @@ class ArrayOps:
 
 
 class TensorOps:
-    """The same functions as recorded primitives on Tensors (the backward of a backward)."""
-
-    @staticmethod
-    def exp(a):
-        return Exp.apply(a)
-
-    @staticmethod
-    def log(a):
-        return Log.apply(a)
-
-    @staticmethod
-    def sqrt(a):
-        return Sqrt.apply(a)
-
-    @staticmethod
-    def sigmoid(a):
-        return Sigmoid.apply(a)
-
-    @staticmethod
-    def log_sigmoid(a):
-        return LogSigmoid.apply(a)
-
-    @staticmethod
-    def erf(a):
-        return Erf.apply(a)
+    """The same functions as recorded primitives on Tensors (the backward of a backward; ELEMENTWISE too)."""
 
     @staticmethod
     def sign(a):
@@ -186,5 +185,13 @@ class TensorOps:
         return IndexPut.apply(values, shape=tuple(shape), index=index, advanced=advanced)
 
 
+def install_elementwise(arrays: type, tensors: type) -> None:
+    """Each ELEMENTWISE entry as a function of both namespaces: xp.exp is np.exp on arrays, Exp.apply on Tensors."""
+    for name, (on_arrays, primitive) in ELEMENTWISE.items():
+        setattr(arrays, name, staticmethod(on_arrays))
+        setattr(tensors, name, staticmethod(primitive.apply))
+
+
+install_elementwise(ArrayOps, TensorOps)
 ARRAYS = ArrayOps()
 TENSORS = TensorOps()

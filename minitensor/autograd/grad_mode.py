@@ -2,7 +2,7 @@
 
 Each thread has its own switch, and a new thread starts with grad mode on (PyTorch's rule): a thread
 inside `no_grad()` never stops another thread from recording its graph. `Function.apply` reads the
-switch on every op, so it is one attribute of a `threading.local` (`_state.enabled`), nothing more.
+switch on every op, so it is one attribute of a `threading.local` (`state.enabled`), nothing more.
 
 The three helpers behave as torch's (torch/autograd/grad_mode.py, torch/utils/_contextlib.py):
 - as context managers, they set the mode on entry and restore the previous one on exit;
@@ -23,18 +23,18 @@ class _ThreadGradMode(threading.local):
     enabled = True  # a class attribute: what every thread sees until it sets its own
 
 
-_state = _ThreadGradMode()
+state = _ThreadGradMode()  # this thread's switch: Function.apply reads `state.enabled` on every op
 
 
 def is_grad_enabled() -> bool:
     """Whether this thread records graphs."""
-    return _state.enabled
+    return state.enabled
 
 
 def _set(mode: bool) -> None:
     if not isinstance(mode, bool):  # torch: "argument 'enabled' must be bool, not int"
         raise TypeError(f"set_grad_enabled: mode must be a bool (True or False), got {type(mode).__name__}")
-    _state.enabled = mode
+    state.enabled = mode
 
 
 class _DecoratorContextManager:
@@ -74,11 +74,11 @@ class no_grad(_NoParamDecoratorContextManager):
         self.prev = False
 
     def __enter__(self):
-        self.prev = _state.enabled
-        _state.enabled = False
+        self.prev = state.enabled
+        state.enabled = False
 
     def __exit__(self, *exc):
-        _state.enabled = self.prev
+        state.enabled = self.prev
         return False
 
 
@@ -89,11 +89,11 @@ class enable_grad(_NoParamDecoratorContextManager):
         self.prev = True
 
     def __enter__(self):
-        self.prev = _state.enabled
-        _state.enabled = True
+        self.prev = state.enabled
+        state.enabled = True
 
     def __exit__(self, *exc):
-        _state.enabled = self.prev
+        state.enabled = self.prev
         return False
 
 
@@ -102,19 +102,19 @@ class set_grad_enabled(_DecoratorContextManager):
     `with mt.set_grad_enabled(mode):` restores the mode it found when the block ends."""
 
     def __init__(self, mode: bool):
-        self.prev = _state.enabled
+        self.prev = state.enabled
         _set(mode)
         self.mode = mode
 
     def __call__(self, fn):
-        _state.enabled = self.prev  # as a decorator, the constructor's switch must not stay (torch's rule)
+        state.enabled = self.prev  # as a decorator, the constructor's switch must not stay (torch's rule)
         return super().__call__(fn)
 
     def __enter__(self):
-        _state.enabled = self.mode
+        state.enabled = self.mode
 
     def __exit__(self, *exc):
-        _state.enabled = self.prev
+        state.enabled = self.prev
         return False
 
     def clone(self):

@@ -30,8 +30,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from . import autograd
-from .autograd import enable_grad
+from ..creation import zeros, zeros_like
+from ..functions.shape import stack
+from .engine import grad
+from .function import is_tensor_like
+from .grad_mode import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "functional_call"]
 
@@ -41,18 +44,12 @@ __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "functional_call"]
 # --------------------------------------------------------------------------------------------
 
 
-def _is_tensor(x) -> bool:
-    from .tensor import Tensor
-
-    return isinstance(x, Tensor)
-
-
 def _as_tuple(inp, arg_name: str, fn_name: str) -> tuple[bool, tuple]:
     """(was it a tuple, the tuple); TypeError for anything that is not a Tensor."""
     is_tuple = isinstance(inp, (tuple, list))
     items = tuple(inp) if is_tuple else (inp,)
     for i, el in enumerate(items):
-        if not _is_tensor(el):
+        if not is_tensor_like(el):
             what = f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of Tensors"
             raise TypeError(
                 f"{what} but the value at index {i} has type {type(el).__name__}."
@@ -88,7 +85,7 @@ def _postprocess(res, create_graph: bool):
     """Detach the results unless the caller asked to differentiate them again."""
     if create_graph:
         return res
-    if _is_tensor(res):
+    if is_tensor_like(res):
         return res.detach()
     return tuple(_postprocess(r, create_graph) for r in res)
 
@@ -144,7 +141,7 @@ def _grad(
     if not kept:
         return (None,) * len(inputs)
     return tuple(
-        autograd.grad(
+        grad(
             [o for o, _ in kept],
             list(inputs),
             [g for _, g in kept],
@@ -157,8 +154,6 @@ def _grad(
 
 def _fill_in_zeros(grads: tuple, refs: tuple, strict: bool, create_graph: bool, stage: str) -> tuple:
     """Zeros where a gradient is None (the output does not depend on that input); in strict mode an error."""
-    from .creation import zeros_like
-
     out = []
     for i, (g, ref) in enumerate(zip(grads, refs)):
         if g is None:
@@ -232,8 +227,6 @@ def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 
 def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), J v) by the double-vjp trick: u -> J^T u is linear in u, and its vjp with v is J v."""
-    from .creation import zeros_like
-
     with enable_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
         inputs = _preprocess(inputs, create_graph, need_graph=True)
@@ -278,8 +271,6 @@ def jacobian(
         raise ValueError(
             f"jacobian: strategy must be 'reverse-mode' (minitensor has no forward-mode AD), got {strategy!r}"
         )
-    from .tensor import stack
-
     with enable_grad():
         is_inputs_tuple, inputs, is_outputs_tuple, outputs = _call(func, inputs, create_graph, strict, "jacobian")
         result = []
@@ -295,17 +286,13 @@ def jacobian(
                             "This is not allowed in strict mode."
                         )
                     rows[j].append(g)
-            result.append(tuple(_stack_rows(r, out, x, stack) for r, x in zip(rows, inputs)))
+            result.append(tuple(_stack_rows(r, out, x) for r, x in zip(rows, inputs)))
     return _unpack(_postprocess(tuple(result), create_graph), (is_outputs_tuple, is_inputs_tuple))
 
 
-def _stack_rows(rows: list, out, x, stack):
+def _stack_rows(rows: list, out, x):
     """The rows d out[k] / d x (None: zeros) as one Tensor of shape out.shape + x.shape."""
-    from .creation import zeros_like
-
     if not rows:  # an empty output: an empty Jacobian
-        from .creation import zeros
-
         return zeros(*(tuple(out.shape) + tuple(x.shape)), dtype=x.dtype)
     return stack([zeros_like(x) if g is None else g for g in rows]).reshape(*(tuple(out.shape) + tuple(x.shape)))
 
@@ -390,8 +377,6 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     vjp with v. Equal to vhp when H is symmetric (f twice continuously differentiable), which costs
     one backward less: PyTorch recommends vhp then, and so does this engine.
     """
-    from .creation import zeros_like
-
     with enable_grad():
         is_inputs_tuple, inputs, v, outputs, jac = _scalar_output_and_gradient(
             func, inputs, v, create_graph, strict, "hvp"

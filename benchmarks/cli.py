@@ -1,0 +1,207 @@
+"""The command line of `python -m benchmarks run`: its flags, their defaults, and the settings they resolve to.
+
+`build_parser()` is the parser (every flag shows its default and its allowed values);
+`resolve_settings(args)` turns parsed flags into the settings dict that benchmarks/run.py
+and benchmarks/measure.py read (and results.json records), --quick's defaults filled in.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from benchmarks.env import WAIT_POLICIES
+from benchmarks.workloads import CONFIGS
+from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import THREADS_MAX, integer, number
+
+FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
+QUICK_CONFIGS = ["copy", "copy-reverse"]
+SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp"]
+HVP_CONFIGS = ["copy-reverse", "base"]
+SETTLE_MAX = 60.0  # seconds; a pause longer than this between two rounds is a typo, not a setting
+BUDGET_MAX = 3600.0  # seconds per workload and config
+
+
+def thread_list(text: str) -> list[int]:
+    """'1,2' -> [1, 2]: positive, distinct thread counts."""
+    try:
+        counts = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected thread counts like 2 or 1,2, got {text!r}") from None
+    if not counts or min(counts) < 1 or max(counts) > THREADS_MAX or len(set(counts)) != len(counts):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct thread counts in [1, {THREADS_MAX}] like 1,2, got {text!r}"
+        )
+    return counts
+
+
+def build_parser() -> argparse.ArgumentParser:
+    names = sorted(CONFIGS)
+    ap = OneLineParser(
+        prog="python -m benchmarks",
+        description="transformer_np (NumPy) vs PyTorch benchmarks, each framework timed in its own process",
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run}")
+    r = sub.add_parser(
+        "run",
+        help="run the benchmarks and write results.md / results.json / PNGs",
+        description="Time transformer_np against PyTorch, each in its own process, A B A B.",
+    )
+    r.add_argument(
+        "--quick",
+        action="store_true",
+        help="copy and copy-reverse only, fewer rounds, short scaling series (about 3 min at 2 threads)",
+    )
+    r.add_argument(
+        "--configs",
+        nargs="+",
+        default=None,
+        choices=names,
+        metavar="CONFIG",
+        help=f"configs to time, from {{{', '.join(names)}}} ('tiny' is a smoke-test model) "
+        f"(default: {' '.join(FULL_CONFIGS)}; with --quick: {' '.join(QUICK_CONFIGS)})",
+    )
+    r.add_argument(
+        "--threads",
+        type=thread_list,
+        default="2",
+        metavar="N[,N...]",
+        help="thread counts for both sides (BLAS, OpenMP, torch); a list such as 1,2 runs everything "
+        "at each and gives the report a section per count (default: 2)",
+    )
+    r.add_argument(
+        "--in-process",
+        action="store_true",
+        help="time both frameworks in one process instead of one process each (labelled in the report: "
+        "PyTorch's times can be inflated by NumPy's spinning BLAS threads)",
+    )
+    r.add_argument(
+        "--settle",
+        type=number(0.0, SETTLE_MAX),
+        default=0.2,
+        help="seconds to pause before handing the cores to the other side's process, so that the idle "
+        f"BLAS/OpenMP threads of the last one stop spinning, at most {SETTLE_MAX:g} (default: 0.2)",
+    )
+    r.add_argument(
+        "--device",
+        default="auto",
+        choices=["cpu", "cuda", "auto"],
+        help="cuda/auto: add PyTorch CUDA rows when a GPU is present; the NumPy side is CPU only (default: auto)",
+    )
+    r.add_argument(
+        "--wait-policy",
+        default="default",
+        choices=sorted(WAIT_POLICIES),
+        help="idle BLAS/OpenMP workers: library default (spin) or sleep at once (for a shared, loaded "
+        "machine) (default: default)",
+    )
+    r.add_argument("--out", default="benchmarks/results", help="folder for the report (default: benchmarks/results)")
+    r.add_argument(
+        "--repeats", type=integer(1), default=None, help="most rounds per workload (default: 15; with --quick: 5)"
+    )
+    r.add_argument(
+        "--calls",
+        type=integer(1),
+        default=None,
+        help="timed calls per round; the round's figure is their median (default: 3; with --quick: 2; "
+        "1 for a workload whose round would eat much of the budget)",
+    )
+    r.add_argument(
+        "--budget",
+        type=number(0.0, BUDGET_MAX, low_open=True),
+        default=None,
+        help=f"seconds per workload and config that bound the rounds, at most {BUDGET_MAX:g} "
+        "(default: 25; with --quick: 4)",
+    )
+    r.add_argument(
+        "--skip",
+        nargs="*",
+        default=[],
+        choices=SKIPPABLE,
+        metavar="PART",
+        help=f"parts to leave out, from {{{', '.join(SKIPPABLE)}}} (default: none)",
+    )
+    r.add_argument(
+        "--scaling-base",
+        default="long",
+        choices=names,
+        metavar="CONFIG",
+        help="config whose model the scaling series varies (default: long)",
+    )
+    r.add_argument(
+        "--scaling-lengths",
+        type=integer(1),
+        nargs="+",
+        default=None,
+        metavar="L",
+        help="sequence lengths S = T of the length series (default: 32 64 128 256 512; with --quick: 32 64 128)",
+    )
+    r.add_argument(
+        "--scaling-dims",
+        type=integer(1),
+        nargs="+",
+        default=None,
+        metavar="D",
+        help="d_model values of the width series (default: 64 128 256 512; with --quick: 64 128 256)",
+    )
+    r.add_argument(
+        "--scaling-dims-len",
+        type=integer(1),
+        default=None,
+        help="sequence length of the d_model series (default: 128; with --quick: 32)",
+    )
+    r.add_argument(
+        "--memory-steps",
+        type=integer(1),
+        default=None,
+        help="training steps per peak-memory child (default: 3; with --quick: 2)",
+    )
+    r.add_argument(
+        "--ops-sizes",
+        nargs="+",
+        default=["small", "large"],
+        choices=["small", "large"],
+        help="op microbenchmark size classes (default: small, large)",
+    )
+    r.add_argument(
+        "--hvp-configs",
+        nargs="+",
+        default=None,
+        choices=names,
+        metavar="CONFIG",
+        help=f"configs whose Hessian-vector product is timed beside one gradient "
+        f"(default: those of {' '.join(HVP_CONFIGS)} among --configs; with --quick: not base)",
+    )
+    return ap
+
+
+def resolve_settings(args) -> dict:
+    q = args.quick
+    return {
+        "configs": args.configs or (QUICK_CONFIGS if q else FULL_CONFIGS),
+        "threads": args.threads,
+        "in_process": args.in_process,
+        "settle_s": 0.0 if args.in_process else args.settle,
+        "repeats": args.repeats or (5 if q else 15),
+        "min_repeats": 3 if q else 5,
+        "calls": args.calls or (2 if q else 3),
+        "warmup": 1 if q else 2,
+        "budget_s": args.budget or (4.0 if q else 25.0),
+        "interference_calls": 3 if q else 7,
+        "gemm_rounds": 3 if q else 5,
+        "gemm_reference_n": 512 if q else 1024,
+        "scaling_base": args.scaling_base,
+        "scaling_lengths": args.scaling_lengths or ([32, 64, 128] if q else [32, 64, 128, 256, 512]),
+        "scaling_dims": args.scaling_dims or ([64, 128, 256] if q else [64, 128, 256, 512]),
+        "scaling_dims_len": args.scaling_dims_len or (32 if q else 128),
+        "memory_steps": args.memory_steps or (2 if q else 3),
+        "ops_sizes": args.ops_sizes,
+        "hvp_configs": args.hvp_configs
+        or [c for c in HVP_CONFIGS if c in (args.configs or FULL_CONFIGS) and not (q and c == "base")],
+        "ops_repeats": 3 if q else 11,
+        "ops_target_ms": 2.0 if q else 5.0,
+        "wait_policy": args.wait_policy,
+        "device": args.device,
+        "skip": list(args.skip),
+        "quick": q,
+    }

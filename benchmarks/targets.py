@@ -1,0 +1,85 @@
+"""The targets of the project's speed work, each met or missed, at one thread count.
+
+Every target compares the NumPy engine with PyTorch on a ratio measured with a process per side
+(benchmarks/measure.py), or sets a floor on a fraction or a speed-up; a target whose part was
+not run is listed as not measured, with why.
+"""
+
+from __future__ import annotations
+
+from benchmarks.cli import FULL_CONFIGS
+
+
+def target(desc, value, limit, ok_when_le=True, why=""):
+    if value is None:
+        return {"target": desc, "value": None, "limit": limit, "met": None, "why": why}
+    met = value <= limit if ok_when_le else value >= limit
+    if ok_when_le:
+        margin = (
+            f"{100 * (limit - value) / limit:.0f}% under the limit"
+            if met
+            else f"{100 * (value - limit) / limit:.0f}% over the limit ({value / limit:.2f}x)"
+        )
+    else:
+        margin = (
+            f"{100 * (value - limit) / limit:.0f}% above the floor"
+            if met
+            else f"{100 * (limit - value) / limit:.0f}% short of the floor"
+        )
+    return {"target": desc, "value": value, "limit": limit, "met": bool(met), "margin": margin}
+
+
+def evaluate_targets(section: dict) -> list[dict]:
+    """The targets of the project's speed work at this thread count: ratios from separate processes."""
+    cfgs, mem = section.get("configs", {}), section.get("memory", {})
+
+    def meas(name, key):
+        return cfgs.get(name, {}).get("measurements", {}).get(key, {})
+
+    t = []
+    for name in FULL_CONFIGS:
+        t.append(
+            target(
+                f"training step on {name}, NumPy/PyTorch <= 0.8",
+                meas(name, "train").get("ratio"),
+                0.8,
+                why=f"{name} not run",
+            )
+        )
+    for name in FULL_CONFIGS:
+        t.append(
+            target(
+                f"peak memory on {name}, NumPy/PyTorch <= 0.8",
+                mem.get(name, {}).get("ratio_peak"),
+                0.8,
+                why=f"{name} memory not run",
+            )
+        )
+    for name in FULL_CONFIGS:
+        t.append(
+            target(
+                f"cached greedy decoding on {name}, NumPy/PyTorch <= 0.8",
+                meas(name, "greedy_cache").get("ratio"),
+                0.8,
+                why=f"{name} decoding not run",
+            )
+        )
+    t.append(
+        target(
+            "base training step, NumPy's fraction of the GEMM rate >= 0.9",
+            meas("base", "train").get("gemm_fraction", {}).get("numpy"),
+            0.9,
+            ok_when_le=False,
+            why="base not run",
+        )
+    )
+    t.append(
+        target(
+            "cached greedy speed-up over uncached, 64 tokens on copy-reverse (NumPy) >= 3",
+            cfgs.get("copy-reverse", {}).get("cache_speedup", {}).get("numpy"),
+            3.0,
+            ok_when_le=False,
+            why="copy-reverse decoding not run",
+        )
+    )
+    return t

@@ -1,0 +1,297 @@
+"""Argument handling for the Tensor's methods and the torch.* functions: operands promoted as PyTorch
+does, dims and sizes normalised, indices checked, Python data turned into arrays with PyTorch's dtype
+inference, and the validators the functions share.
+
+This file sits below tensor.py, as ops/ and autograd/ do: it knows a Tensor by what it has (its
+`version_counter`: autograd.is_tensor_like) and makes new ones with the `wrap` of a tensor at hand.
+"""
+
+from __future__ import annotations
+
+import builtins
+import collections
+import numbers
+import operator
+
+import numpy as np
+
+from .autograd import is_tensor_like
+from .dtypes import SUPPORTED, get_default_dtype, int64, result_type
+
+
+def operand(x, dtype: np.dtype, like):
+    """x (a tensor or a Python number) as a tensor of `dtype`; a number is wrapped by `like`, a tensor."""
+    if is_tensor_like(x):
+        return x if x.data.dtype == dtype else x.to(dtype)
+    return like.wrap(np.asarray(x, dtype=dtype))
+
+
+def binary(fn, a, b, dtype=None, **kwargs):
+    """fn.apply on a and b (tensors or Python numbers) promoted as PyTorch does, or to `dtype`;
+    operands that do not broadcast give an error naming the op and both shapes."""
+    x, y = operands(a, b, dtype)
+    try:
+        return fn.apply(x, y, **kwargs)
+    except ValueError:
+        if shapes_broadcast(x.shape, y.shape):  # some other error: NumPy's message says it
+            raise
+        raise ValueError(f"{fn.__name__.lower()}: shapes {x.shape} and {y.shape} do not broadcast") from None
+
+
+def operands(a, b, dtype=None) -> tuple:
+    """(a, b) as tensors of one dtype: PyTorch's promotion of the two, or `dtype`. One of them is a tensor."""
+    # hasattr(., "version_counter") is is_tensor_like, inlined on the path every `x + y` takes
+    a_tensor, b_tensor = hasattr(a, "version_counter"), hasattr(b, "version_counter")
+    if dtype is None:
+        # fast paths: same-dtype tensors, and a float tensor with a Python number (which never promotes it)
+        if a_tensor:
+            if b_tensor:
+                if a.data.dtype == b.data.dtype:
+                    return a, b
+            elif type(b) in (float, int) and a.data.dtype.kind == "f":
+                return a, a.wrap(np.asarray(b, a.data.dtype))
+        elif b_tensor and type(a) in (float, int) and b.data.dtype.kind == "f":
+            return b.wrap(np.asarray(a, b.data.dtype)), b
+    if not (a_tensor or b_tensor):
+        raise TypeError(f"expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
+    if dtype is None:
+        dtype = result_type(a, b)
+    like = a if a_tensor else b
+    return operand(a, dtype, like), operand(b, dtype, like)
+
+
+def shapes_broadcast(a: tuple, b: tuple) -> builtins.bool:
+    try:
+        np.broadcast_shapes(a, b)
+        return True
+    except ValueError:
+        return False
+
+
+def broadcasts_to(shape: tuple, target: tuple) -> builtins.bool:
+    """Whether an operand of `shape` broadcasts to exactly `target` (as an in-place operand must)."""
+    return shapes_broadcast(shape, target) and np.broadcast_shapes(shape, target) == tuple(target)
+
+
+def scaled(other, alpha):
+    return other if alpha == 1 else other * alpha
+
+
+def normalize_dims(dim, ndim: int, op: str):
+    """Normalise a dim argument (None, int or tuple) to None or a tuple of non-negative ints.
+
+    None means every dim, and so do () (as in PyTorch: `dim=()` reduces everything) and any dim of a 0-d
+    tensor (whose only "dim", 0 or -1, is the whole tensor)."""
+    if dim is None:
+        return None
+    try:
+        dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    except TypeError:  # a float or other non-iterable
+        raise TypeError(f"{op}: dim must be an int or tuple of ints, got {dim!r}") from None
+    out = []
+    for d in dims:
+        if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+            raise TypeError(f"{op}: dim must be an int or tuple of ints, got {dim!r}")
+        if not -builtins.max(ndim, 1) <= d < builtins.max(ndim, 1):
+            raise IndexError(f"{op}: dim {d} out of range for a tensor of {ndim} dimensions")
+        out.append(int(d) % builtins.max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: dim {dim!r} repeats a dimension")
+    return tuple(out) if out and ndim else None
+
+
+def normalize_dim(dim, ndim: int, op: str) -> int:
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {dim!r}")
+    if not -builtins.max(ndim, 1) <= dim < builtins.max(ndim, 1):
+        raise IndexError(f"{op}: dim {dim} out of range for a tensor of {ndim} dimensions")
+    return int(dim) % builtins.max(ndim, 1)
+
+
+def size_args(shape, op: str) -> tuple:
+    """Sizes given as f(2, 3) or f((2, 3)), as a tuple of ints (a float size is a TypeError, as in PyTorch)."""
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    try:
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{op}: sizes must be integers, got {shape!r}") from None
+
+
+ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
+
+
+def as_array(data, dtype=None) -> np.ndarray:
+    """Python data or an array to an ndarray, with PyTorch's inference of dtype."""
+    if isinstance(data, np.ndarray):
+        arr = data
+    elif isinstance(data, (np.generic,)):
+        arr = np.asarray(data)
+    else:
+        if isinstance(data, (list, tuple)) and builtins.any(is_tensor_like(x) for x in flatten_list(data)):
+            data = tensors_to_lists(data)
+        try:
+            arr = np.asarray(data)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError(f"tensor: cannot make a tensor from ragged nested sequences: {e}") from None
+        check_int_range(arr, int64 if dtype is None else np.dtype(dtype))
+        if arr.dtype.kind == "f" and dtype is None:
+            arr = arr.astype(get_default_dtype())
+        elif arr.dtype.kind in "iu" and dtype is None:
+            arr = arr.astype(int64)
+    if arr.dtype.kind in "OUSVcM":
+        raise TypeError(f"cannot make a tensor from data of dtype {arr.dtype}: expected numbers or booleans")
+    if arr.dtype not in SUPPORTED and dtype is None:
+        raise TypeError(f"unsupported dtype {arr.dtype}; supported: {sorted(str(d) for d in SUPPORTED)}")
+    return arr
+
+
+def check_int_range(arr: np.ndarray, dtype: np.dtype) -> None:
+    """Python integers that the integer dtype cannot hold raise OverflowError (NumPy would wrap them,
+    or infer uint64 / object for ints past int64)."""
+    if dtype.kind not in "iu" or (arr.dtype.kind not in "iuO") or arr.size == 0:
+        return
+    if arr.dtype.kind == "O":
+        if not builtins.all(isinstance(v, numbers.Integral) for v in arr.reshape(-1)):
+            return
+        lo, hi = builtins.min(int(v) for v in arr.reshape(-1)), builtins.max(int(v) for v in arr.reshape(-1))
+    else:
+        lo, hi = int(arr.min()), int(arr.max())
+    info = np.iinfo(dtype)
+    if lo < info.min or hi > info.max:
+        bad = lo if lo < info.min else hi
+        raise OverflowError(f"tensor: value {bad} does not fit in {dtype} (range {info.min} to {info.max})")
+
+
+def flatten_list(x):
+    for item in x:
+        if isinstance(item, (list, tuple)):
+            yield from flatten_list(item)
+        else:
+            yield item
+
+
+def tensors_to_lists(x):
+    if is_tensor_like(x):
+        return x.data
+    if isinstance(x, (list, tuple)):
+        return [tensors_to_lists(i) for i in x]
+    return x
+
+
+def floating(t):
+    """Integer inputs of elementwise float ops (exp, log, tanh, ...) are promoted to the default float dtype,
+    as in PyTorch."""
+    return t if t.dtype.kind == "f" else t.to(get_default_dtype())
+
+
+def require_floating(t, op: str):
+    """Reductions that average (mean, var) refuse integer inputs, as PyTorch does, rather than guess a dtype."""
+    if t.dtype.kind != "f":
+        raise TypeError(
+            f"{op}(): expected a floating-point tensor, got dtype {t.dtype}; convert it first, e.g. .float()"
+        )
+    return t
+
+
+def refuse_empty_reduction(t, d, op: str) -> None:
+    """max/min/argmax over nothing has no value: refuse an empty tensor reduced whole (d None) or over a zero-size
+    dim d (as PyTorch; over another dim of an empty tensor the result is empty, and fine)."""
+    if t.data.size == 0 and (d is None or t.ndim == 0 or t.shape[d] == 0):
+        where = "" if d is None else f" over its dim {d} of size 0"
+        raise ValueError(f"{op}(): cannot reduce an empty tensor of shape {t.shape}{where}")
+
+
+def unsqueezed(shape: tuple, dim: int) -> tuple:
+    n = len(shape) + 1
+    if not -n <= dim < n:
+        raise IndexError(f"unsqueeze: dim {dim} out of range for a result of {n} dimensions")
+    dim %= n
+    return shape[:dim] + (1,) + shape[dim:]
+
+
+def squeezed(shape: tuple, dim) -> tuple:
+    if dim is None:
+        return tuple(s for s in shape if s != 1)
+    dims = normalize_dims(dim, len(shape), "squeeze") or ()
+    return tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
+
+
+def normalize_index(index):
+    """Tensor indices to arrays, checking dtypes; returns (index, uses_advanced_indexing)."""
+    items = index if isinstance(index, tuple) else (index,)
+    out, advanced = [], False
+    for it in items:
+        if is_tensor_like(it):
+            it = it.data
+        elif isinstance(it, list):
+            it = np.asarray(it)
+            if it.dtype.kind == "f":
+                raise IndexError("__getitem__: tensors used as indices must be integer or bool, got float list")
+        if isinstance(it, np.ndarray):
+            if it.dtype.kind not in "iub":
+                raise IndexError(f"__getitem__: tensors used as indices must be integer or bool, got {it.dtype}")
+            advanced = True
+        elif isinstance(it, (float, np.floating)):
+            raise IndexError(
+                f"__getitem__: index {it!r} is a float; indices must be integers, slices, None, ... or tensors"
+            )
+        out.append(it)
+    return (tuple(out) if isinstance(index, tuple) else out[0]), advanced
+
+
+def alpha_times(b, alpha, a, op: str):
+    """alpha * b for add/sub's `alpha` (a Python number, as in PyTorch; a float alpha with integer operands refused)."""
+    if alpha == 1 and not isinstance(alpha, float):
+        return b
+    if not isinstance(alpha, numbers.Number) or isinstance(alpha, complex):
+        raise TypeError(f"{op}: alpha must be a number, got {type(alpha).__name__}")
+    if isinstance(alpha, float) and result_type(a, b).kind != "f":
+        raise TypeError(f"{op}: for integer operands, alpha must not be a float, got alpha={alpha!r}")
+    return b * alpha
+
+
+def var_correction(op: str, dim, unbiased, keepdim, correction):
+    """(dim, correction) from torch's overloads of var/std: a bool where dim goes is `unbiased` (var(x, False));
+    `unbiased` is a bool and `correction` a number (a float allowed), never both given."""
+    if isinstance(dim, (builtins.bool, np.bool_)):
+        if unbiased is not None or keepdim:
+            raise TypeError(
+                f"{op}(): {op}(input, unbiased) takes no dim or keepdim; use {op}(input, dim, unbiased, keepdim)"
+            )
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError(
+            f"{op}(): give unbiased or correction, not both (got unbiased={unbiased!r}, correction={correction!r})"
+        )
+    if unbiased is not None:
+        if not isinstance(unbiased, (builtins.bool, np.bool_)):
+            raise TypeError(f"{op}(): unbiased must be a bool, got {type(unbiased).__name__} {unbiased!r}")
+        return dim, int(unbiased)
+    if correction is None:
+        return dim, 1
+    if not isinstance(correction, numbers.Real):
+        raise TypeError(f"{op}(): correction must be a number, got {type(correction).__name__} {correction!r}")
+    return dim, correction
+
+
+def float_input(t, dtype, op: str):
+    if dtype is not None:
+        t = t.to(dtype)
+    if t.dtype.kind != "f":
+        raise TypeError(f"{op}: expected a floating tensor, got {t.dtype}")
+    return t
+
+
+def check_tensor(x, op: str, name: str):
+    if not is_tensor_like(x):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+    return x
+
+
+def index_array(index, op: str) -> np.ndarray:
+    idx = index.data if is_tensor_like(index) else None
+    if idx is None or idx.dtype.kind not in "iu":
+        what = type(index).__name__ if idx is None else f"a tensor of dtype {idx.dtype}"
+        raise TypeError(f"{op}: index must be an integer tensor, got {what}")
+    return idx

@@ -1,0 +1,59 @@
+"""Reverse-mode automatic differentiation, laid out as torch/autograd/: this file only re-exports.
+
+    grad_mode.py           no_grad, enable_grad, set_grad_enabled, is_grad_enabled (per thread)
+    function.py            Function, Context, Node, Edge: a primitive's forward, and the node it records;
+                           VersionCounter, ieee_quiet, unbroadcast, the op-call hook (OpCalls)
+    engine.py              the graph walk (topological_order, run_backward) and its entry points,
+                           backward() and grad()
+    finite_differences.py  gradcheck, gradgradcheck
+    functional.py          mt.autograd.functional: vjp, jvp, jacobian, hessian, hvp, vhp (torch's)
+
+Imports point one way: grad_mode <- function <- engine <- finite_differences, and tensor.py -> ops/
+-> this package. functional.py builds on Tensors (it creates and stacks them), so it sits above
+tensor.py: this file does not import it (that would close a circle through tensor.py);
+minitensor/__init__.py does, which makes `mt.autograd.functional` and
+`from minitensor.autograd.functional import hvp` work as in PyTorch.
+"""
+
+from .engine import backward, grad, root_gradient, run_backward, topological_order
+from .finite_differences import GradcheckError, gradcheck, gradgradcheck
+from .function import (
+    Context,
+    Edge,
+    Function,
+    Node,
+    OpCalls,
+    VersionCounter,
+    ieee_quiet,
+    is_tensor_like,
+    register_namespaces,
+    set_op_calls,
+    unbroadcast,
+)
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+
+__all__ = [
+    "Context",
+    "Edge",
+    "Function",
+    "GradcheckError",
+    "Node",
+    "OpCalls",
+    "VersionCounter",
+    "backward",
+    "enable_grad",
+    "grad",
+    "gradcheck",
+    "gradgradcheck",
+    "ieee_quiet",
+    "is_grad_enabled",
+    "is_tensor_like",
+    "no_grad",
+    "register_namespaces",
+    "root_gradient",
+    "run_backward",
+    "set_grad_enabled",
+    "set_op_calls",
+    "topological_order",
+    "unbroadcast",
+]

@@ -1,0 +1,366 @@
+"""Function, Context, Node and Edge: how a primitive runs its forward and records its backward.
+
+Every primitive is a `Function` subclass (see the ops/ package) with two static methods side by side:
+
+    forward(ctx, *arrays, **kwargs) -> array        # NumPy in, NumPy out; saves on ctx what backward needs
+    backward(ctx, g) -> tuple of gradients (or None)  # one per input, the shape of the *output's* broadcast
+
+`Function.apply(*tensors, **kwargs)` runs forward on the tensors' arrays and, when grad mode is on
+and some input requires grad, records a `Node` (the output's `grad_fn`). The walk (engine.py) runs
+each node's backward, and the node sums a gradient back to its input's shape in one place
+(`unbroadcast`, called by `Node._per_input`). How the engine calls a forward or a backward is
+`OpCalls`, the profiler's attachment point (`set_op_calls`).
+
+Higher order (docs/higher_order.md). A backward is written once, with operators and `ctx.xp`, so it
+runs on two kinds of values. A first-order walk hands it arrays and the NumPy namespace: no Tensor is
+created while backpropagating. With create_graph=True the walk hands it Tensors (g, and the saved
+inputs and output themselves, the output rebuilt around its node) and the Tensor namespace, with grad
+mode on: the backward's own operations are recorded, and the gradients it returns are differentiable.
+
+In-place safety (PyTorch's version counters): every tensor carries a VersionCounter that each
+in-place change bumps (fill_, add_, __setitem__, an optimizer step, ...); a view shares its base's
+counter. A node records the versions of the inputs and output it saved (`save_for_backward`), and
+its backward refuses to run on an array that changed since: a wrong gradient becomes an error.
+
+Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyTorch: forwards
+(Function.apply) and the backward walk (backward, grad) run under `ieee_quiet()`, the one place
+NumPy's RuntimeWarnings are turned off.
+
+This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,
+`dtype`, `version_counter`, `accumulate_grad(g)`, `apply_hooks(g)` and `wrap(array)` (a new Tensor around an array).
+tensor.py's Tensor provides them, so the import order is one way: tensor.py -> ops/ -> autograd/.
+`is_tensor_like(x)` is that test, the one every module asks.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable
+
+import numpy as np
+
+from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
+
+
+def ieee_quiet():
+    """NumPy's floating-point warnings off: ops return IEEE values (inf, NaN) silently, as PyTorch does."""
+    return np.errstate(all="ignore")
+
+
+class VersionCounter:
+    """How many in-place changes a tensor's array has had; a view shares its base's counter."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
+def is_tensor_like(x) -> bool:
+    """Whether x is a Tensor, known by what the engine uses (its version counter): the one such test."""
+    return hasattr(x, "version_counter")
+
+
+# --------------------------------------------------------------------------------------------
+# How a primitive is called (the profiler's attachment point)
+# --------------------------------------------------------------------------------------------
+
+
+class OpCalls:
+    """How the engine calls a primitive's forward and backward. The profiler installs a subclass
+    that times each call (`set_op_calls`); the engine only asks whether this thread installed calls."""
+
+    def forward(self, fn, ctx, arrays, kwargs):
+        return fn.forward(ctx, *arrays, **kwargs)
+
+    def backward(self, fn, ctx, g):
+        return fn.backward(ctx, g)
+
+
+_PLAIN_CALLS = OpCalls()
+# Per thread, as grad mode: a profile records the ops of the thread that opened it (as torch's
+# autograd profiler, which is thread-local), and two threads profiling at once each put back their own
+# previous calls. Only threads that installed calls of their own are listed, so while nothing is being
+# profiled an op pays for one test of an empty dict (_op_calls_here), not a thread-local lookup.
+_installed_calls: dict = {}  # thread id -> OpCalls
+
+
+def _op_calls_here() -> OpCalls:
+    """How this thread calls primitives: its own installed calls (a profile), else the plain ones."""
+    return _installed_calls.get(threading.get_ident(), _PLAIN_CALLS)
+
+
+def set_op_calls(calls: OpCalls) -> OpCalls:
+    """Install `calls` as the way this thread's forwards and backwards are run; returns the previous one."""
+    tid = threading.get_ident()
+    previous = _installed_calls.get(tid, _PLAIN_CALLS)
+    if type(calls) is OpCalls:  # the plain way: nothing to list
+        _installed_calls.pop(tid, None)
+    else:
+        _installed_calls[tid] = calls
+    return previous
+
+
+# --------------------------------------------------------------------------------------------
+# Function, Context, Node
+# --------------------------------------------------------------------------------------------
+
+
+class Context:
+    """Scratch space a forward fills for its backward.
+
+    `needs_input_grad[i]` says whether input i wants a gradient. `save_for_backward(*arrays)` keeps
+    input or output arrays that backward reads (as `ctx.saved_arrays`); other values (shapes, dims,
+    intermediate arrays the forward made) are plain attributes.
+
+    `xp` is the namespace a backward formula calls (ops/namespace.py): NumPy on arrays for a
+    first-order backward, recorded primitives on Tensors under create_graph=True. Then the walk also
+    hands the backward `saved_arrays` as the input and output Tensors themselves (`create_graph` is
+    True), so the graph of the backward reaches them."""
+
+    needs_input_grad: tuple = ()
+    saved_arrays: tuple = ()
+    xp = None  # ARRAYS, installed by ops/__init__.py (register_namespaces)
+    create_graph = False
+
+    def save_for_backward(self, *arrays) -> None:
+        self.saved_arrays = arrays
+
+    def intermediate(self, stored, helper: Callable, *args):
+        """A value the forward computed for backward (xhat, softmax probabilities, ...): `stored` as is
+        in a first-order backward; under create_graph recomputed as `helper(ctx.xp, *args)` from the
+        saved Tensors (the same helper the forward called), so that it is differentiable too."""
+        return helper(self.xp, *args) if self.create_graph else stored
+
+
+_TENSORS = None  # the Tensor namespace, installed by ops/__init__.py
+
+
+def register_namespaces(arrays, tensors) -> None:
+    """Install the two namespaces of ops/namespace.py (ops/ imports this module, not the reverse)."""
+    global _TENSORS
+    Context.xp, _TENSORS = arrays, tensors
+
+
+_OUTPUT = -1  # Node.saved: the source of a saved array that is the op's output
+
+
+class Node:
+    """One recorded op application: the output tensor's grad_fn.
+
+    Each Function has its own subclass, made once with the Function and named after it as PyTorch names
+    its nodes: `type(y.grad_fn).__name__`, `repr` and `name()` all say "TanhBackward" (PyTorch's
+    "TanhBackward0" numbers the overloads of an op's derivative formula; an op here has one formula)."""
+
+    __slots__ = ("ctx", "inputs", "saved", "hooks", "retained", "__weakref__")
+    fn = None  # the Function subclass: a class attribute of each Function's node class (node_class_of)
+
+    def __init__(self, ctx, inputs, saved=()):
+        self.ctx = ctx  # its Context; None once freed
+        self.inputs = inputs  # per forward input: a leaf Tensor, an Edge to a non-leaf, or None (no grad)
+        self.saved = saved  # (VersionCounter, version when saved, array, input index or _OUTPUT)
+        self.hooks = None  # the (non-leaf) output tensor's hooks, as array -> array functions
+        # a weak reference to the output tensor when retain_grad() was called on it: a strong one would
+        # make a cycle (the tensor holds its grad_fn), which only the gc breaks, keeping the graph alive
+        self.retained = None
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+    def receive(self, g):
+        """The output's gradient, after its hooks; kept on the output tensor if it retains grad (by
+        backward() and by grad() alike, as in PyTorch)."""
+        for hook in self.hooks or ():
+            g = hook(g)
+        t = self.retained() if self.retained is not None else None
+        if t is not None:
+            t.accumulate_grad(g if is_tensor_like(g) else g.copy())
+        return g
+
+    def backward(self, g, create_graph: bool = False) -> list:
+        """The gradient of each input (in that input's shape, None where it needs none) for output gradient g.
+        create_graph: g is a Tensor, and the backward runs on Tensors, recorded as a graph of its own."""
+        if self.ctx is None:
+            raise RuntimeError(
+                f"backward through {self.name()} a second time: its saved arrays were freed by the first "
+                f"backward(); pass retain_graph=True (or create_graph=True) to the first backward() or grad() "
+                f"to keep them"
+            )
+        for counter, version, arr, _ in self.saved:
+            if counter.value != version:
+                raise RuntimeError(
+                    f"one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{arr.dtype} {arr.shape}], saved by {self.name()}, is at version "
+                    f"{counter.value}; expected version {version} instead. Change it before the forward "
+                    f"that uses it, or give that forward a .clone()"
+                )
+        ctx = self._tensor_context() if create_graph else self.ctx
+        grads = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).backward(self.fn, ctx, g)
+        return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
+
+    def _tensor_context(self) -> Context:
+        """A copy of ctx for a backward on Tensors: the Tensor namespace, and each saved input or output
+        as its Tensor (an output rebuilt around this node, a non-leaf input around its Edge's producer,
+        so that gradients flow through them)."""
+        ctx = copy.copy(self.ctx)
+        ctx.xp, ctx.create_graph = _TENSORS, True
+        like = next(t for t in self.inputs if t is not None)
+        sources = {id(arr): (counter, src) for counter, _, arr, src in self.saved}
+        saved = []
+        for arr in self.ctx.saved_arrays:
+            counter, src = sources.get(id(arr), (None, None))
+            if src is None:  # an array the forward made: private to this node
+                saved.append(arr)
+                continue
+            ref = self.inputs[src] if src != _OUTPUT else None
+            if ref is not None and not isinstance(ref, Edge):  # a leaf: the Tensor itself
+                saved.append(ref)
+                continue
+            t = like.wrap(arr)  # the output, a non-leaf input, or an input outside the graph
+            t.version_counter = counter
+            if src == _OUTPUT:
+                t.requires_grad, t.grad_fn = True, self
+            elif ref is not None:
+                t.requires_grad, t.grad_fn = True, ref.grad_fn
+            saved.append(t)
+        ctx.saved_arrays = tuple(saved)
+        return ctx
+
+    def _per_input(self, grads, create_graph: bool = False) -> list:
+        """Check a backward's result against the inputs: one gradient per input, each summed back to
+        its input's shape (unbroadcast) and of its dtype."""
+        if len(grads) != len(self.inputs):
+            raise RuntimeError(
+                f"function {self.name()} returned {len(grads)} gradients, but {self.fn.__name__}.forward "
+                f"took {len(self.inputs)} tensor inputs: return one per input (None for no gradient)"
+            )
+        out = list(grads)
+        for i, (t, gi) in enumerate(zip(self.inputs, grads)):
+            if t is None or gi is None:
+                continue
+            if create_graph and not is_tensor_like(gi):
+                raise RuntimeError(
+                    f"function {self.name()} returned a NumPy array for input {i} under create_graph=True: "
+                    f"its backward cannot be differentiated again. Write it with operators and ctx.xp on "
+                    f"ctx.saved_arrays (see docs/higher_order.md)"
+                )
+            if gi.shape != t.shape:
+                out[i] = gi = unbroadcast(
+                    gi, t.shape, f"{self.name()}, input {i}", _TENSORS if create_graph else Context.xp
+                )
+            if gi.dtype != t.dtype:
+                raise RuntimeError(
+                    f"function {self.name()} returned a {gi.dtype} gradient for input {i}, a {t.dtype} tensor"
+                )
+        return out
+
+    def free(self) -> None:
+        """Drop the saved arrays, so their memory returns now. The inputs stay (leaves and Edges, no
+        arrays), as in PyTorch: the graph's shape tells a later grad() whether its path goes through this
+        node, whose backward then raises the "second time" error instead of reading as "not used"."""
+        self.ctx = None
+        self.saved = ()
+
+
+class Edge:
+    """What a node keeps of a non-leaf input: the node that produced it, its shape and dtype (and the
+    tensor class's `wrap`, for a backward on Tensors), not its array.
+
+    Keeping the input Tensor would keep every activation alive until the backward reaches its consumer,
+    whether or not the consumer's backward reads it (a ReLU's input, a dropout's input): what a backward
+    reads, its forward saves (save_for_backward), as in PyTorch. A leaf input is kept as itself: the walk
+    hands it its gradient."""
+
+    __slots__ = ("grad_fn", "shape", "dtype", "wrap")
+
+    def __init__(self, t):
+        self.grad_fn, self.shape, self.dtype, self.wrap = t.grad_fn, t.data.shape, t.data.dtype, t.wrap
+
+    def __repr__(self):
+        return f"<Edge from {self.grad_fn.name()} {self.shape} {self.dtype}>"
+
+
+class Function:
+    """Base class of every differentiable primitive. Subclasses define forward and backward."""
+
+    @staticmethod
+    def forward(ctx, *arrays, **kwargs):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, g):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    returns_view = False  # True where forward may return a view of its first input (shares its version)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # the class of this op's nodes, made once here, not per op: TanhBackward for Tanh
+        cls._node_class = type(f"{cls.__name__}Backward", (Node,), {"__slots__": (), "fn": cls})
+
+    @classmethod
+    def apply(cls, *tensors, **kwargs):
+        arrays = [_array_of(cls, i, t) for i, t in enumerate(tensors)]
+        if not arrays:
+            raise TypeError(f"{cls.__name__}.apply: expected at least one Tensor argument")
+        ctx = Context()
+        with ieee_quiet():
+            out = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).forward(cls, ctx, arrays, kwargs)
+        result = tensors[0].wrap(out)
+        if cls.returns_view and np.may_share_memory(out, arrays[0]):
+            result.version_counter = tensors[0].version_counter
+        if _grad_mode.enabled:
+            needs = tuple(t.requires_grad for t in tensors)
+            if any(needs):
+                ctx.needs_input_grad = needs
+                result.requires_grad = True
+                inputs = tuple((t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs))
+                result.grad_fn = cls._node_class(ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
+        return result
+
+
+def _array_of(fn, i: int, t) -> np.ndarray:
+    """The array of tensor argument i of fn.apply (a clear TypeError for anything else)."""
+    if isinstance(t, np.ndarray) or not hasattr(t, "version_counter"):  # is_tensor_like, inlined: per op argument
+        hint = "; wrap it in mt.tensor(...)" if isinstance(t, np.ndarray) else ""
+        raise TypeError(
+            f"{fn.__name__}.apply: argument {i} must be a Tensor, got {type(t).__name__}{hint} "
+            f"(non-tensor arguments go by keyword)"
+        )
+    return t.data
+
+
+def _saved_versions(saved_arrays, tensors, result) -> tuple:
+    """(counter, version, array, source) for each saved array that is an input's (source: its index) or the
+    output's array (_OUTPUT): what Node.backward compares, and what it hands a backward as Tensors under
+    create_graph. Arrays the forward made itself are private to the node and need no check."""
+    versions = []
+    for arr in saved_arrays:
+        for src, t in (*enumerate(tensors), (_OUTPUT, result)):
+            if t.data is arr:
+                versions.append((t.version_counter, t.version_counter.value, arr, src))
+                break
+    return tuple(versions)
+
+
+# --------------------------------------------------------------------------------------------
+# Summing a gradient back to its input's shape (Node._per_input, the one caller)
+# --------------------------------------------------------------------------------------------
+
+
+def unbroadcast(g, shape: tuple, who: str = "backward", xp=None):
+    """Sum a gradient of a broadcast result back to the operand's `shape` (the one place this happens)."""
+    if g.shape == shape:
+        return g
+    extra = g.ndim - len(shape)
+    if extra < 0 or any(n != 1 and n != m for n, m in zip(shape, g.shape[extra:])):
+        raise RuntimeError(f"{who}: a gradient of shape {g.shape} does not sum back to the input's shape {shape}")
+    kept = tuple(i + extra for i, n in enumerate(shape) if n == 1 and g.shape[i + extra] != 1)
+    axes = tuple(range(extra)) + kept
+    if axes:
+        g = (xp or Context.xp).sum(g, axis=axes, keepdims=True)
+    return g.reshape(shape)
