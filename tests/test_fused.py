@@ -487,3 +487,21 @@ def test_loss_modules_keep_weight_as_a_buffer_as_in_torch(module):
     assert list(ours.state_dict()) == list(ref.state_dict()) == ["weight"]
     assert list(ours.parameters()) == [] and np.array_equal(np.asarray(ours.state_dict()["weight"]), w)
     assert list(getattr(mt.nn, module)().state_dict()) == list(getattr(torch.nn, module)().state_dict()) == []
+
+
+# docs/backprop.md quotes these backward lines of minitensor/ops/fused.py: they must still be the code's.
+BACKPROP_QUOTES = [
+    "return gy - y * xp.sum(gy, axis=dim, keepdims=True)",
+    "gx = rstd * (dxhat - _mean(xp, dxhat, axes) - xhat * _mean(xp, dxhat * xhat, axes))",
+    "(xp.exp(logp) - q) * g_rows",
+    "(ctx.s * xp.exp(logp) - w * q) * g_rows",
+]
+
+
+@pytest.mark.parametrize("line", BACKPROP_QUOTES)
+def test_backprop_doc_quotes_the_code(line):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    assert line in (root / "docs" / "backprop.md").read_text(), f"docs/backprop.md no longer quotes {line!r}"
+    assert line in (root / "minitensor" / "ops" / "fused.py").read_text(), f"fused.py no longer has {line!r}"

@@ -410,8 +410,9 @@ def test_transformer_hvp_matches_the_parity_model(norm_first, activation):
 # The worked examples of docs/higher_order.md quote these lines: they must still be the code's.
 DOC_QUOTES = [
     ("minitensor/ops/elementwise.py", "return (g * (1 - out * out),)"),
+    ("minitensor/ops/fused.py", "dx = softmax_grad(ctx.xp, g, y, ctx.dim)"),
     ("minitensor/ops/fused.py", "gy = g * y"),
-    ("minitensor/ops/fused.py", "dx = ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True))"),
+    ("minitensor/ops/fused.py", "return gy - y * xp.sum(gy, axis=dim, keepdims=True)"),
     ("minitensor/ops/fused.py", "mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)"),
 ]
 

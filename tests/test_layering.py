@@ -15,8 +15,8 @@ relative imports resolved to module names), and fails on:
                       thread variables before numpy loads, as benchmarks/worker.py does)
     sys-modules-alias an assignment into `sys.modules`
 
-KNOWN lists the violations that existed when this test was written; a violation not in it fails, and so does
-an entry that no longer occurs, so the list only shrinks. Run `python tests/test_layering.py` to print every
+KNOWN lists accepted exceptions (none today); a violation not in it fails, and so does an entry that no longer
+occurs, so the list only shrinks. Run `python tests/test_layering.py` to print every
 violation found, as KNOWN entries.
 """
 
@@ -36,11 +36,9 @@ MAX_LINES = 600
 IMPORTS = (ast.Import, ast.ImportFrom)
 LENGTH_EXEMPT = {"transformer_np/model.py", "parity/model.py"}  # kept line for line beside each other
 
-# issue 19: being removed. The violations on main when this test was written, as (rule, file, detail); an entry
-# goes when its violation does (the test says which). The lead empties it after merging issue 19.
-KNOWN: set[tuple[str, str, str]] = {
-    ("private-import", "minitensor/ops/namespace.py", "_softmax_grad from minitensor.ops.fused"),
-}
+# Exceptions to the rules, as (rule, file, detail). Empty since issue 19 ended the last of them: keep it so, and
+# fix a violation rather than listing it here.
+KNOWN: set[tuple[str, str, str]] = set()
 
 
 @dataclass

@@ -116,7 +116,7 @@ def test_train_and_fit_turn_it_on(monkeypatch, tmp_path):
 def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_shape):
     """AttentionWeights forward and backward over blocks of 100 scores (several rows of each (b, h), a short
     last block, masks broadcast over heads or batch) give exactly the whole-array passes' numbers; and
-    the blocked softmax gradient is the readable formula `_softmax_grad` that runs on Tensors."""
+    the blocked softmax gradient is the readable formula `softmax_grad` that runs on Tensors."""
     from minitensor.ops import fused
     from minitensor.ops.namespace import ARRAYS
 
@@ -139,7 +139,7 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
         np.testing.assert_array_equal(blocked, whole)
     w = run(10**9)[0]
     monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 100)
-    np.testing.assert_array_equal(fused.softmax_grad_in_blocks(g, w), fused._softmax_grad(ARRAYS, g, w))
+    np.testing.assert_array_equal(fused.softmax_grad_in_blocks(ARRAYS, g, w), fused.softmax_grad(ARRAYS, g, w))
 
 
 def test_attention_blocks_on_the_pool_are_bitwise_the_one_thread_ones(monkeypatch):
@@ -279,3 +279,67 @@ def test_the_pool_runs_in_larger_blocks_and_says_so(monkeypatch):
     assert set(sizes.values()) == {(True, optmod.THREADED_BLOCK_NUMEL)} and not pool.update_pool.threaded
     record(params[0])
     assert sizes[id(params[0])] == (False, optmod.BLOCK_NUMEL)
+
+
+def _f16_case(op: str, rng):
+    """(inputs as float16 arrays, the function of Tensors, the upstream gradient) of a fused op."""
+    F = mt.nn.functional
+    x = (rng.standard_normal((3, 5, 12)) * 4).astype(np.float16)
+    g = rng.standard_normal((3, 5, 12)).astype(np.float16)
+    if op == "layer_norm":
+        w, b = rng.standard_normal(12).astype(np.float16), rng.standard_normal(12).astype(np.float16)
+        return (x, w, b), lambda x, w, b: F.layer_norm(x, (12,), w, b), g
+    if op == "attention_weights":
+        k = rng.standard_normal((3, 7, 12)).astype(np.float16)
+        return (x, k), lambda q, k: F.attention_weights(q, k, None, scale=0.3), g[..., :7]
+    return (x,), lambda x: getattr(F, op)(x, dim=-1), g
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm", "attention_weights"])
+def test_float16_fused_ops_are_the_float32_formula_rounded_once(op):
+    """The float16 device of the fused ops (reductions.opmath_dtype, in_opmath, to_dtype): the forward is the
+    float32 op on the float16 inputs, rounded once; the backward is the plain float32 formula on the float16
+    inputs, g and saved output, rounded once. Bit for bit."""
+    from minitensor.ops.fused import softmax_grad
+    from minitensor.ops.namespace import ARRAYS as xp
+
+    arrays, fn, g = _f16_case(op, np.random.default_rng(3))
+
+    def run(dtype):
+        ts = [mt.tensor(a.astype(dtype), requires_grad=True) for a in arrays]
+        y = fn(*ts)
+        y.backward(mt.tensor(g.astype(dtype)))
+        return y.data, [t.grad.data for t in ts]
+
+    y16, grads16 = run(np.float16)
+    y32, grads32 = run(np.float32)
+    assert y16.dtype == np.float16 and all(d.dtype == np.float16 for d in grads16)
+    np.testing.assert_array_equal(y16, y32.astype(np.float16))
+    g32, out = g.astype(np.float32), y16.astype(np.float32)  # the backward reads the rounded output
+    if op == "layer_norm":  # saves its input and row statistics, not its output: the float32 gradients, rounded
+        expected = [d.astype(np.float16) for d in grads32]
+    elif op == "softmax":
+        expected = [softmax_grad(xp, g32, out, -1)]
+    elif op == "log_softmax":
+        expected = [g32 - xp.exp(out) * xp.sum(g32, axis=-1, keepdims=True)]
+    else:
+        q, k = (a.astype(np.float32) for a in arrays)
+        ds = softmax_grad(xp, g32, out)
+        expected = [(ds @ k) * np.float32(0.3), (np.swapaxes(ds, -1, -2) @ q) * np.float32(0.3)]
+    for got, want in zip(grads16, expected):
+        np.testing.assert_array_equal(got, want.astype(np.float16))
+
+
+def test_no_op_calls_an_in_place_namespace_device():
+    """Every backward is its formula: the namespaces define no in-place device (sub_, mul_, sub_at_, ...) and no
+    op in minitensor/ops/ calls one."""
+    import re
+    from pathlib import Path
+
+    from minitensor.ops.namespace import ARRAYS, TENSORS
+
+    for ns in (ARRAYS, TENSORS):
+        assert [n for n in dir(ns) if n.endswith("_") and not n.startswith("_")] == []
+    ops_dir = Path(mt.__file__).parent / "ops"
+    calls = {p.name: re.findall(r"xp\.\w+_\(", p.read_text()) for p in ops_dir.glob("*.py")}
+    assert {name: c for name, c in calls.items() if c} == {}

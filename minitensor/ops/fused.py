@@ -47,6 +47,20 @@ from .elementwise import log_sigmoid
 from .reductions import in_opmath, opmath_dtype, to_dtype
 from .rowwise import is_last, last_max, last_sum, sum_
 
+# ----------------------------------------------------------------------------- optional inputs
+
+
+def needs_grad(ctx, n: int) -> tuple:
+    """needs_input_grad of an op of n inputs whose last ones are optional: one flag per input it can take,
+    False for an input that was not given."""
+    return tuple(i < len(ctx.needs_input_grad) and ctx.needs_input_grad[i] for i in range(n))
+
+
+def given(ctx, *grads) -> tuple:
+    """The gradients of the inputs that were given: the ones an optional input left out are dropped."""
+    return grads[: len(ctx.needs_input_grad)]
+
+
 # ----------------------------------------------------------------------------- linear
 
 
@@ -65,12 +79,12 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, g):
         x, weight = ctx.saved_arrays
-        need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+        need_x, need_w, need_b = needs_grad(ctx, 3)
         g2 = g.reshape(-1, g.shape[-1])  # (N, out)
         gx = (g2 @ weight).reshape(x.shape) if need_x else None
         gw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
         gb = ctx.xp.sum(g2, axis=0) if need_b else None
-        return (gx, gw, gb)[: len(ctx.needs_input_grad)]  # the bias is an optional input
+        return given(ctx, gx, gw, gb)
 
 
 # ----------------------------------------------------------------------------- softmax family
@@ -93,8 +107,7 @@ class Softmax(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
         dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
-        gy = g * y
-        dx = ctx.xp.sub_(gy, y * ctx.xp.sum(gy, axis=ctx.dim, keepdims=True))
+        dx = softmax_grad(ctx.xp, g, y, ctx.dim)
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
 
@@ -114,6 +127,14 @@ class LogSoftmax(Function):
         dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
         dx = g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True)
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
+
+
+def softmax_grad(xp, g, y, dim: int = -1):
+    """dx = y * (g - sum(g * y)) along dim, as g y - y sum(g y): the gradient of x for the gradient g of
+    y = softmax(x). The one spelling of this formula: Softmax, the attention weights and their blocked path
+    call it. (Expanded, its second derivative under create_graph follows PyTorch's to round-off.)"""
+    gy = g * y
+    return gy - y * xp.sum(gy, axis=dim, keepdims=True)
 
 
 def _max(x: np.ndarray, dim: int) -> np.ndarray:
@@ -151,9 +172,7 @@ class LayerNorm(Function):
         ctx.mean, ctx.rstd, ctx.axes, ctx.eps = mean, rstd, axes, eps
         if weight is None:
             return to_dtype(ctx.xp, xhat, dtype)
-        out = ctx.xp.mul_(xhat, weight)  # in place: xhat is a fresh array that nothing keeps
-        if bias is not None:
-            out += bias
+        out = xhat * weight if bias is None else xhat * weight + bias
         return to_dtype(ctx.xp, out, dtype)
 
     @staticmethod
@@ -162,25 +181,22 @@ class LayerNorm(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         dtype = x.dtype
         x, w, g = (None if t is None else in_opmath(xp, t) for t in (x, w, g))
-        grads = tuple(to_dtype(xp, t, dtype) for t in LayerNorm._grads(ctx, x, w, g))
-        return grads[: len(ctx.needs_input_grad)]  # weight and bias are optional inputs
+        return given(ctx, *(to_dtype(xp, t, dtype) for t in LayerNorm._grads(ctx, x, w, g)))
 
     @staticmethod
     def _grads(ctx, x, w, g):
         """(dx, dw, db) in x's dtype (float32 for a float16 layer norm), None where not needed."""
         xp, axes = ctx.xp, ctx.axes
         mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
-        xhat = xp.mul_(x - mean, rstd)  # the forward's xhat, bit for bit
-        need_x, need_w, need_b = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+        xhat = (x - mean) * rstd  # the forward's xhat, bit for bit
+        need_x, need_w, need_b = needs_grad(ctx, 3)
         rows = tuple(range(g.ndim - len(axes)))
         gw = xp.sum(g * xhat, axis=rows) if need_w else None
         gb = xp.sum(g, axis=rows) if need_b else None
         gx = None
         if need_x:
             dxhat = g * w if w is not None else g
-            gx = dxhat - xp.mean(dxhat, axis=axes, keepdims=True)
-            gx = xp.sub_(gx, xp.mul_(xhat, xp.mean(dxhat * xhat, axis=axes, keepdims=True)))  # xhat's last use
-            gx = xp.mul_(gx, rstd)
+            gx = rstd * (dxhat - _mean(xp, dxhat, axes) - xhat * _mean(xp, dxhat * xhat, axes))
         return gx, gw, gb
 
 
@@ -192,7 +208,12 @@ def _normalized(xp, x, axes: tuple, eps: float):
     # a variance that overflows (finite |x| beyond ~1e154) would make rstd 0 and the output the bias: NaN instead,
     # as PyTorch gives
     rstd = xp.where(var == np.inf, np.nan, 1.0 / xp.sqrt(var + x.dtype.type(eps)))
-    return xp.mul_(xc, rstd), mean, rstd
+    return xc * rstd, mean, rstd
+
+
+def _mean(xp, a, axes: tuple):
+    """The mean of a over the normalized axes, kept as size-1 dims (broadcasts against a)."""
+    return xp.mean(a, axis=axes, keepdims=True)
 
 
 def _row_stats(xp, x, axes: tuple, eps: float):
@@ -288,30 +309,31 @@ class CrossEntropy(Function):
             losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
         else:
             losses = (1 - e) * w_t * nll - e / C * (logp @ weight) if label_smoothing else w_t * nll
-            ctx.s = (1 - e) * w_t + e / C * weight.sum()  # s_n = sum_c w_c q_nc, (R,)
-            ctx.smooth_w = e / C * weight  # the smoothing part of w * q_n, (C,)
+            ctx.s = ((1 - e) * w_t + e / C * weight.sum()).reshape(-1, 1)  # s_n = sum_c w_c q_nc, (R, 1)
         losses = np.where(valid, losses, x.dtype.type(0))
         out, scale = _reduce(losses, reduction, target.shape, denominator)
-        ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale, ctx.w_t = logp, tv, valid, e, scale, w_t
-        ctx.reduction = reduction
+        ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale = logp, tv, valid, e, scale
+        ctx.weight, ctx.reduction = weight, reduction  # weight: a constant here, an array in both modes
         ctx.save_for_backward(x, *(() if weight is None else (weight,)))  # weight: its version is checked, as torch
         return out
 
     @staticmethod
     def backward(ctx, g):
-        xp, tv, e, w_t = ctx.xp, ctx.tv, ctx.e, ctx.w_t
+        xp, w = ctx.xp, ctx.weight
         x = ctx.saved_arrays[0]
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
-        grad = xp.exp(logp)  # softmax p, (R, C)
-        if w_t is not None:  # s_n p_n (s_n = 1 without weight)
-            grad = xp.mul_(grad, ctx.s.reshape(R, 1))
-        if e:  # - w * q_n, its smoothing part: e / C (times w)
-            grad = xp.sub_(grad, e / C if w_t is None else ctx.smooth_w)
-        grad = xp.sub_at_(grad, (np.arange(R), tv), 1 - e if w_t is None else (1 - e) * w_t)  # its one-hot part
-        per_row = _per_row_grad(g, ctx.reduction, ctx.scale)
-        grad = xp.mul_(grad, xp.where(ctx.valid, per_row, 0).reshape(R, 1))
-        return (_unrows(xp, grad, x.shape),) + (None,) * (len(ctx.needs_input_grad) - 1)  # target, weight: none
+        q = _index_q(ctx.tv, C, ctx.e, x.dtype)  # (R, C)
+        g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
+        # p = exp(logp), the softmax, written inline: NumPy then computes p - q in p's buffer, not in a third array
+        dx = (xp.exp(logp) - q) * g_rows if w is None else (ctx.s * xp.exp(logp) - w * q) * g_rows
+        return given(ctx, _unrows(xp, dx, x.shape), None, None)  # target, weight: no gradient
+
+
+def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
+    """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
+    dtype = np.dtype(dtype)
+    return np.where(np.arange(C) == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
 
 
 def _soft_q(xp, target, weight, e, C: int):
@@ -347,21 +369,21 @@ class CrossEntropyProbs(Function):
     def backward(ctx, g):
         xp, e = ctx.xp, ctx.e
         x, target, weight = (ctx.saved_arrays + (None,))[:3]
-        need_x, need_t, need_w = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+        need_x, need_t, need_w = needs_grad(ctx, 3)
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)  # (R, C)
         R, C = logp.shape
         q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, e, C)
         per_row = _per_row_grad(g, ctx.reduction, ctx.scale).reshape(-1, 1)  # (R, 1), or (1, 1) if reduced
         gx = gt = gw = None
         if need_x:
-            s = xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
-            gx = _unrows(xp, (xp.exp(logp) * s - wq) * per_row, x.shape)
+            p, s = xp.exp(logp), xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
+            gx = _unrows(xp, (s * p - wq) * per_row, x.shape)
         if need_t:  # d(w q)/dP = (1 - e) w; a class of weight 0 has no say, even where log p = -inf
             dq = (-logp if weight is None else -_times_log(xp, weight, logp)) * per_row
             gt = _unrows(xp, dq * (1 - e) if e else dq, target.shape)
         if need_w:  # 0 log 0 = 0 here too, as in the forward
             gw = xp.sum(-_times_log(xp, q, logp) * per_row, axis=0)
-        return (gx, gt, gw)[: len(ctx.needs_input_grad)]  # weight is an optional input
+        return given(ctx, gx, gt, gw)
 
 
 class NLLLoss(Function):
@@ -388,7 +410,7 @@ class NLLLoss(Function):
         if ctx.w_t is not None:
             per_row = per_row * ctx.w_t
         grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
-        return (_unrows(xp, grad, ctx.shape),) + (None,) * (len(ctx.needs_input_grad) - 1)  # target, weight: none
+        return given(ctx, _unrows(xp, grad, ctx.shape), None, None)  # target, weight: no gradient
 
 
 class BCEWithLogits(Function):
@@ -413,7 +435,7 @@ class BCEWithLogits(Function):
     def backward(ctx, g):
         xp = ctx.xp
         x, t, w = (ctx.saved_arrays + (None,))[:3]
-        need_x, need_t, need_w = ctx.needs_input_grad + (False,) * (3 - len(ctx.needs_input_grad))
+        need_x, need_t, need_w = needs_grad(ctx, 3)
         gx = gt = gw = None
         if need_x:
             s = xp.sigmoid(x)
@@ -424,7 +446,7 @@ class BCEWithLogits(Function):
             gt = -x * g if w is None else -(_times_log(xp, w, log_p) - xp.log_sigmoid(-x)) * g
         if need_w:
             gw = -_times_log(xp, t, log_p) * g
-        return (gx, gt, gw)[: len(ctx.needs_input_grad)]  # pos_weight is an optional input
+        return given(ctx, gx, gt, gw)
 
 
 def _times_log(xp, c, log_s):
@@ -439,9 +461,9 @@ def _times_log(xp, c, log_s):
 class Dropout(Function):
     """y = x * m, m = keep * scale (scale = 1 / (1 - p));  dx = g * m
 
-    The mask is kept as the boolean `keep` (a byte an entry, a quarter of a float32 mask: on the base
-    model's step about 45 MB less at the peak), and both passes multiply by it and then by scale, without
-    a float mask. x * keep * scale equals x * (keep * scale) bitwise: keep * scale is exactly scale or 0."""
+    The mask is kept as the boolean `keep` (a byte an entry, a quarter of a float32 mask; measured:
+    benchmarks/README.md), and both passes multiply by it and then by scale, without a float mask.
+    x * keep * scale equals x * (keep * scale) bitwise: keep * scale is exactly scale or 0."""
 
     @staticmethod
     def forward(ctx, x, keep, scale):
@@ -452,7 +474,7 @@ class Dropout(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return ctx.xp.mul_(g * ctx.keep, ctx.scale), None  # g * keep * scale, as the forward computes it
+        return g * ctx.keep * ctx.scale, None  # in the forward's order: bitwise g * (keep * scale)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -495,7 +517,8 @@ class AttentionWeights(Function):
         xp, dtype = ctx.xp, ctx.saved_arrays[0].dtype
         q, k, w, g = (in_opmath(xp, t) for t in ctx.saved_arrays + (g,))
         need_q, need_k = ctx.needs_input_grad
-        ds = xp.softmax_grad(g, w)  # w * (g - sum_k g * w): _softmax_grad below
+        # dS = w * (g - sum_k g * w): the formula on Tensors, its blocked speed device on arrays
+        ds = softmax_grad(xp, g, w) if ctx.create_graph else softmax_grad_in_blocks(xp, g, w)
         dq = (ds @ k) * ctx.scale if need_q else None  # (B, H, T_q, Dh)
         dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None  # (B, H, T_k, Dh)
         return to_dtype(xp, dq, dtype), to_dtype(xp, dk, dtype)
@@ -511,34 +534,26 @@ def _masked_softmax_(w, keep):
     w /= last_sum(w)
 
 
-def _softmax_grad(xp, g, w):
-    """dS = w * (g - sum_k g * w): the gradient of the scores for the gradient g of the weights w = softmax(S).
-    The formula, on arrays or Tensors; ArrayOps runs softmax_grad_in_blocks instead (the same numbers)."""
-    ds = g * w
-    return xp.sub_(ds, w * xp.sum(ds, axis=-1, keepdims=True))
+def softmax_grad_in_blocks(xp, g, w):
+    """softmax_grad(xp, g, w) over the last axis, on arrays, one block of score_blocks at a time: the speed device
+    of AttentionWeights.backward (bitwise the same numbers: a row's sum is its own, tests/test_speed_devices.py)."""
+    g, w = np.broadcast_arrays(g, w)  # views
+    if len(score_blocks(w)) == 1:
+        return softmax_grad(xp, g, w)
 
+    def block(ds, g, w):
+        ds[...] = softmax_grad(xp, g, w)
 
-def softmax_grad_in_blocks(g, w):
-    """_softmax_grad on arrays, block by block (score_blocks): the speed device of AttentionWeights.backward."""
-    ds = np.empty(np.broadcast_shapes(g.shape, w.shape), dtype=w.dtype)
-    in_score_blocks(_softmax_grad_block_, ds, np.broadcast_to(g, ds.shape), np.broadcast_to(w, ds.shape))
+    ds = np.empty(w.shape, dtype=w.dtype)
+    in_score_blocks(block, ds, g, w)
     return ds
-
-
-def _softmax_grad_block_(ds, g, w):
-    """ds = w * (g - sum_k g * w), written into the block ds."""
-    np.multiply(g, w, out=ds)
-    ds -= w * last_sum(ds)
 
 
 def in_score_blocks(fn, scores, *others):
     """fn(scores[block], *(a[block] for a in others)) for every block of score_blocks(scores) (a None in others
     passes through as None). Blocks hold whole rows and share nothing, so they run on the shared thread pool
     (minitensor/pool.py) when there are several and they are large. Each block's numbers are the same
-    whichever thread runs it.
-    Measured on the long config at two threads: the training step takes 0.89x the time of one-thread blocks when
-    OpenBLAS's idle workers sleep (OPENBLAS_THREAD_TIMEOUT=4, the benchmarks' --wait-policy passive), and the
-    same time with OpenBLAS's default, whose workers keep spinning on the cores after each matrix product."""
+    whichever thread runs it. Measured: benchmarks/README.md."""
 
     def run(block):
         fn(scores[block], *(None if a is None else a[block] for a in others))

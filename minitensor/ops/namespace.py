@@ -10,8 +10,6 @@ backward one of two namespaces with the same function names:
              create_graph=True the walk passes the saved inputs and outputs as Tensors and this
              namespace, so the backward itself becomes a graph that can be differentiated again.
 
-Speed devices that write into a fresh array (`xp.sub_(gx, y)`: gx -= y) are in-place on arrays only;
-on Tensors they return a new tensor, so the recorded graph never sees an in-place change.
 A function that makes a non-differentiable value (a sign, a mask) returns a constant Tensor.
 """
 
@@ -35,7 +33,7 @@ from .elementwise import (
     log_sigmoid,
     stable_sigmoid,
 )
-from .fused import LogSoftmax, _softmax_grad, log_softmax, softmax_grad_in_blocks
+from .fused import LogSoftmax, log_softmax
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum
 from .rowwise import mean_, sum_
@@ -94,28 +92,10 @@ class ArrayOps:
     tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(sum_), staticmethod(mean_)
     split, unstack = staticmethod(np.split), staticmethod(np.unstack)
     log_softmax, index_put = staticmethod(log_softmax), staticmethod(index_put)
-    softmax_grad = staticmethod(softmax_grad_in_blocks)  # fused.py's speed device for _softmax_grad
 
     @staticmethod
     def astype(a, dtype):
         return a.astype(dtype)
-
-    # in place on a fresh array: the speed devices of the fused backwards
-    @staticmethod
-    def sub_(a, b):
-        a -= b
-        return a
-
-    @staticmethod
-    def mul_(a, b):
-        a *= b
-        return a
-
-    @staticmethod
-    def sub_at_(a, index, value):
-        """a[index] -= value (no repeated index)."""
-        a[index] -= value
-        return a
 
 
 class TensorOps:
@@ -197,30 +177,12 @@ class TensorOps:
         return tuple(GetItem.apply(a, index=lead + (i,), advanced=False) for i in range(a.shape[axis]))
 
     @staticmethod
-    def softmax_grad(g, w):
-        return _softmax_grad(TENSORS, g, w)
-
-    @staticmethod
     def log_softmax(a, axis):
         return LogSoftmax.apply(a, dim=axis % a.ndim)
 
     @staticmethod
     def index_put(shape, index, values, advanced):
         return IndexPut.apply(values, shape=tuple(shape), index=index, advanced=advanced)
-
-    @staticmethod
-    def sub_(a, b):
-        return a - b
-
-    @staticmethod
-    def mul_(a, b):
-        return a * b
-
-    @staticmethod
-    def sub_at_(a, index, value):
-        marks = np.zeros(a.shape, dtype=a.dtype)
-        marks[index] = value
-        return a - a.wrap(marks)
 
 
 def install_elementwise(arrays: type, tensors: type) -> None:

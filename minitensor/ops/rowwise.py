@@ -2,18 +2,18 @@
 
 NumPy reduces a contiguous last axis one row at a time, and for the short rows a Transformer
 reduces (10 to 30 attention scores, 128 to 512 features in a layer norm) the cost per row
-dominates: on copy-reverse's attention scores, (32, 8, 22, 22) float32 at one thread,
-`w.max(axis=-1)` takes 270 us and `w.sum(axis=-1)` 112 us, against 45 us for `np.exp(w)` over the
-same numbers. Every softmax subtracts its row maximum and divides by its row sum, and a layer norm
-takes two row means forward and two backward, so these are on the path of every layer.
+dominates: on copy-reverse's attention scores a row max or row sum takes several times as long as
+`np.exp` over the same numbers (measured: benchmarks/README.md). Every softmax subtracts its row maximum
+and divides by its row sum, and a layer norm takes two row means forward and two backward, so these are on
+the path of every layer.
 
 `last_max` transposes rows of at most SHORT_ROW numbers into one contiguous block and combines its
-rows by elementwise maxima (68 us there); longer rows keep np.max. A maximum does not depend on the
+rows by elementwise maxima; longer rows keep np.max. A maximum does not depend on the
 order it is taken in, so the values are np.max's exactly, for every row wherever it sits in the
 batch (tests/test_rowwise.py).
 
 `last_sum` hands rows of at most SUM_ROW numbers to np.einsum, whose summing loop is vectorised
-across a row instead of being called once per row (22 us there). A sum does depend on its order,
+across a row instead of being called once per row. A sum does depend on its order,
 so the values are np.sum's up to round-off, not bitwise; what matters more, and is tested, is that a
 row's sum is a function of that row alone: the same bits whichever rows share the call, whether the
 array was contiguous, and in a one-row call. Attention computed block by block, or one query at a
@@ -25,7 +25,9 @@ depends on how many rows share the call.
 
 `sum_` and `mean_` take np.sum's arguments and use last_sum / last_mean over the last axis (a float16 array is
 summed in float32 and rounded once, as PyTorch does): the softmax family calls them, and so does every
-first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py).
+first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py). Each device stands beside its plain
+formula (reductions.total, reductions.mean, np.max), and tests/test_speed_devices.py and tests/test_rowwise.py
+run the two on the same rows.
 """
 
 from __future__ import annotations
