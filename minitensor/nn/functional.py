@@ -284,8 +284,7 @@ def _keep_mask(shape: tuple, p: float) -> np.ndarray:
 
     Speed device: u is drawn a byte at a time. Its top byte decides alone unless it equals t's top byte (one entry in
     256); only those entries draw their 24 lower bits. The mask is exactly that of whole 32-bit integers, for an
-    eighth of the generator's 64-bit draws (float32 uniforms cost about 5 times as much per entry; dropout draws
-    1.2M entries per copy training step, 3.6M per copy-reverse step)."""
+    eighth of the generator's 64-bit draws (measured against float32 uniforms: benchmarks/README.md)."""
     n = math.prod(shape)
     t = round(p * 2**32)  # p = 1: 2^32, whose top "byte" 256 no byte reaches: nothing kept
     top, low = t >> 24, t & 0xFFFFFF
