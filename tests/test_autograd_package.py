@@ -48,3 +48,44 @@ def test_the_tensor_test_is_defined_once():
             if isinstance(node, ast.FunctionDef) and node.name in ("_is_tensor", "is_tensor_like"):
                 found.append(f"{path.relative_to(ROOT)}:{node.name}")
     assert found == ["minitensor/autograd/function.py:is_tensor_like"]
+
+
+def test_an_op_with_optional_inputs_needs_no_padding():
+    """max_inputs: needs_input_grad has a flag for every input the op can take (False for one not given), and a
+    backward may return a slot for each (None for one not given); a gradient for an input not given is an error."""
+    import numpy as np
+
+    import minitensor as mt
+
+    seen = []
+
+    class Affine(mt.autograd.Function):
+        max_inputs = 3
+
+        @staticmethod
+        def forward(ctx, x, w, b=None):
+            return x * w if b is None else x * w + b
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(ctx.needs_input_grad)
+            need_x, need_w, need_b = ctx.needs_input_grad
+            return (g if need_x else None), None, (g if need_b else None)
+
+    x = mt.tensor([1.0, 2.0], requires_grad=True)
+    w, b = mt.tensor([3.0, 4.0]), mt.tensor([0.5, 0.5], requires_grad=True)
+    Affine.apply(x, w).sum().backward()
+    Affine.apply(x, w, b).sum().backward()
+    assert seen == [(True, False, False), (True, False, True)]
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(b.grad.numpy(), [1.0, 1.0])
+
+    class Wrong(Affine):
+        @staticmethod
+        def backward(ctx, g):
+            return g, None, g  # a gradient for the bias that was not given
+
+    import pytest
+
+    with pytest.raises(RuntimeError, match="returned 3 gradients"):
+        Wrong.apply(x, w).sum().backward()

@@ -233,6 +233,8 @@ class Node:
     def _per_input(self, grads, create_graph: bool = False) -> list:
         """Check a backward's result against the inputs: one gradient per input, each summed back to
         its input's shape (unbroadcast) and of its dtype."""
+        if len(grads) > len(self.inputs) and all(g is None for g in grads[len(self.inputs) :]):
+            grads = grads[: len(self.inputs)]  # the slots of optional inputs that were not given
         if len(grads) != len(self.inputs):
             raise RuntimeError(
                 f"function {self.name()} returned {len(grads)} gradients, but {self.fn.__name__}.forward "
@@ -302,6 +304,11 @@ class Function:
         # the class of this op's nodes, made once here, not per op: TanhBackward for Tanh
         cls._node_class = type(f"{cls.__name__}Backward", (Node,), {"__slots__": (), "fn": cls})
 
+    # An op whose last tensor inputs are optional (Linear's bias) names how many it can take: needs_input_grad
+    # then has a flag for each (False for one not given), and backward may return a gradient slot for each
+    # (None for one not given), so no formula pads for the inputs left out. None: exactly those given.
+    max_inputs = None
+
     @classmethod
     def apply(cls, *tensors, **kwargs):
         arrays = [_array_of(cls, i, t) for i, t in enumerate(tensors)]
@@ -316,6 +323,8 @@ class Function:
         if _grad_mode.enabled:
             needs = tuple(t.requires_grad for t in tensors)
             if any(needs):
+                if cls.max_inputs is not None and len(needs) < cls.max_inputs:  # optional inputs left out
+                    needs += (False,) * (cls.max_inputs - len(needs))
                 ctx.needs_input_grad = needs
                 result.requires_grad = True
                 inputs = tuple((t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs))

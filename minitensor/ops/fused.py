@@ -50,22 +50,13 @@ from .rowwise import is_last, last_max, last_sum, sum_
 # ----------------------------------------------------------------------------- optional inputs
 
 
-def needs_grad(ctx, n: int) -> tuple:
-    """needs_input_grad of an op of n inputs whose last ones are optional: one flag per input it can take,
-    False for an input that was not given."""
-    return tuple(i < len(ctx.needs_input_grad) and ctx.needs_input_grad[i] for i in range(n))
-
-
-def given(ctx, *grads) -> tuple:
-    """The gradients of the inputs that were given: the ones an optional input left out are dropped."""
-    return grads[: len(ctx.needs_input_grad)]
-
-
 # ----------------------------------------------------------------------------- linear
 
 
 class Linear(Function):
     """y = x @ W^T + b, x (..., in), W (out, in);  dx = g @ W, dW = g^T x (rows flattened), db = sum g"""
+
+    max_inputs = 3  # x, weight, bias; bias optional
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
@@ -79,12 +70,12 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, g):
         x, weight = ctx.saved_arrays
-        need_x, need_w, need_b = needs_grad(ctx, 3)
+        need_x, need_w, need_b = ctx.needs_input_grad
         g2 = g.reshape(-1, g.shape[-1])  # (N, out)
         gx = (g2 @ weight).reshape(x.shape) if need_x else None
         gw = g2.T @ x.reshape(-1, x.shape[-1]) if need_w else None
         gb = ctx.xp.sum(g2, axis=0) if need_b else None
-        return given(ctx, gx, gw, gb)
+        return gx, gw, gb
 
 
 # ----------------------------------------------------------------------------- softmax family
@@ -159,6 +150,8 @@ class LayerNorm(Function):
     Deviation from PyTorch: where dxhat holds an inf (an infinite weight or g), dx is +-inf or NaN by this
     order of sums; PyTorch's kernel (another order) gives NaN for the whole row. Non-finite either way."""
 
+    max_inputs = 3  # x, weight, bias; the affine ones optional
+
     @staticmethod
     def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
         axes, dtype = tuple(range(x.ndim - k, x.ndim)), x.dtype
@@ -181,7 +174,7 @@ class LayerNorm(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         dtype = x.dtype
         x, w, g = (None if t is None else in_opmath(xp, t) for t in (x, w, g))
-        return given(ctx, *(to_dtype(xp, t, dtype) for t in LayerNorm._grads(ctx, x, w, g)))
+        return tuple(to_dtype(xp, t, dtype) for t in LayerNorm._grads(ctx, x, w, g))
 
     @staticmethod
     def _grads(ctx, x, w, g):
@@ -189,7 +182,7 @@ class LayerNorm(Function):
         xp, axes = ctx.xp, ctx.axes
         mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
         xhat = (x - mean) * rstd  # the forward's xhat, bit for bit
-        need_x, need_w, need_b = needs_grad(ctx, 3)
+        need_x, need_w, need_b = ctx.needs_input_grad
         rows = tuple(range(g.ndim - len(axes)))
         gw = xp.sum(g * xhat, axis=rows) if need_w else None
         gb = xp.sum(g, axis=rows) if need_b else None
@@ -297,6 +290,8 @@ class CrossEntropy(Function):
     Deviation from PyTorch, kept on purpose: an infinite dL/dloss_n gives +-inf (the limit, by the sign of
     p - q); PyTorch's composite backward (nll_loss, then log_softmax) computes inf - inf there: NaN."""
 
+    max_inputs = 3  # x, target, weight; weight optional
+
     @staticmethod
     def forward(ctx, x, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         C = x.shape[0 if x.ndim == 1 else 1]
@@ -327,7 +322,7 @@ class CrossEntropy(Function):
         g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
         # p = exp(logp), the softmax, written inline: NumPy then computes p - q in p's buffer, not in a third array
         dx = (xp.exp(logp) - q) * g_rows if w is None else (ctx.s * xp.exp(logp) - w * q) * g_rows
-        return given(ctx, _unrows(xp, dx, x.shape), None, None)  # target, weight: no gradient
+        return _unrows(xp, dx, x.shape), None, None  # target, weight: no gradient
 
 
 def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
@@ -353,6 +348,8 @@ class CrossEntropyProbs(Function):
     Deviation from PyTorch, kept on purpose: a class with w_c q_nc = 0 and p_nc = 0 (a logit of -inf) adds 0,
     its limit (0 log 0 = 0, as torch.xlogy); PyTorch's composite computes 0 * -inf there: NaN."""
 
+    max_inputs = 3  # x, target, weight; weight optional
+
     @staticmethod
     def forward(ctx, x, target, weight=None, reduction="mean", label_smoothing=0.0):
         C = x.shape[0 if x.ndim == 1 else 1]
@@ -369,7 +366,7 @@ class CrossEntropyProbs(Function):
     def backward(ctx, g):
         xp, e = ctx.xp, ctx.e
         x, target, weight = (ctx.saved_arrays + (None,))[:3]
-        need_x, need_t, need_w = needs_grad(ctx, 3)
+        need_x, need_t, need_w = ctx.needs_input_grad
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)  # (R, C)
         R, C = logp.shape
         q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, e, C)
@@ -383,12 +380,14 @@ class CrossEntropyProbs(Function):
             gt = _unrows(xp, dq * (1 - e) if e else dq, target.shape)
         if need_w:  # 0 log 0 = 0 here too, as in the forward
             gw = xp.sum(-_times_log(xp, q, logp) * per_row, axis=0)
-        return given(ctx, gx, gt, gw)
+        return gx, gt, gw
 
 
 class NLLLoss(Function):
     """loss_n = -w_{t_n} x[n, t_n] (w = 1 if not given);  dx[n, t_n] = -w_{t_n} dL/dloss_n, 0 elsewhere.
     'mean' divides by sum of w_{t_n} over the rows whose target is not ignore_index."""
+
+    max_inputs = 3  # x, target, weight; weight optional
 
     @staticmethod
     def forward(ctx, x, target, weight=None, ignore_index=-100, reduction="mean"):
@@ -410,7 +409,7 @@ class NLLLoss(Function):
         if ctx.w_t is not None:
             per_row = per_row * ctx.w_t
         grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
-        return given(ctx, _unrows(xp, grad, ctx.shape), None, None)  # target, weight: no gradient
+        return _unrows(xp, grad, ctx.shape), None, None  # target, weight: no gradient
 
 
 class BCEWithLogits(Function):
@@ -424,6 +423,8 @@ class BCEWithLogits(Function):
     as in torch.xlogy); PyTorch's formula (1 - t) x - log sigmoid(x) gives NaN there (-inf + inf, 0 * inf).
     dx is finite there, and an infinite g gives +-inf, not the NaN of a composite (inf - inf)."""
 
+    max_inputs = 3  # x, target, pos_weight; pos_weight optional
+
     @staticmethod
     def forward(ctx, x, target, pos_weight=None):
         ctx.save_for_backward(x, target, *(() if pos_weight is None else (pos_weight,)))
@@ -435,7 +436,7 @@ class BCEWithLogits(Function):
     def backward(ctx, g):
         xp = ctx.xp
         x, t, w = (ctx.saved_arrays + (None,))[:3]
-        need_x, need_t, need_w = needs_grad(ctx, 3)
+        need_x, need_t, need_w = ctx.needs_input_grad
         gx = gt = gw = None
         if need_x:
             s = xp.sigmoid(x)
@@ -446,7 +447,7 @@ class BCEWithLogits(Function):
             gt = -x * g if w is None else -(_times_log(xp, w, log_p) - xp.log_sigmoid(-x)) * g
         if need_w:
             gw = -_times_log(xp, t, log_p) * g
-        return given(ctx, gx, gt, gw)
+        return gx, gt, gw
 
 
 def _times_log(xp, c, log_s):
