@@ -163,6 +163,22 @@ def check_int_range(arr: np.ndarray, dtype: np.dtype) -> None:
         raise OverflowError(f"tensor: value {bad} does not fit in {dtype} (range {info.min} to {info.max})")
 
 
+def check_fill_value(value, dtype: np.dtype, op: str) -> None:
+    """A Python number written into a tensor (fill_, masked_fill, t[i] = v) must fit its dtype, as in PyTorch:
+    NumPy would turn a finite 1e9 into float16's inf, or wrap 1000 in an int8, silently. inf and NaN stay
+    allowed in a floating tensor: they are values it holds. Deviation from PyTorch: torch's t[i] = 7e4 on a
+    float16 tensor stores inf, and its uint8 fill_(-1) stores 255; here both are refused like masked_fill's and
+    fill_'s overflow."""
+    if not isinstance(value, numbers.Real) or isinstance(value, builtins.bool):
+        return
+    if dtype.kind == "f" and np.isfinite(value) and builtins.abs(float(value)) > float(np.finfo(dtype).max):
+        raise RuntimeError(f"{op}: value {value!r} cannot be converted to {dtype} without overflow")
+    if dtype.kind in "iu" and isinstance(value, numbers.Integral):
+        info = np.iinfo(dtype)
+        if not info.min <= int(value) <= info.max:
+            raise RuntimeError(f"{op}: value {value!r} cannot be converted to {dtype} without overflow")
+
+
 def flatten_list(x):
     for item in x:
         if isinstance(item, (list, tuple)):

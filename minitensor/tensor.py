@@ -24,7 +24,16 @@ import weakref
 import numpy as np
 
 from . import autograd, ops
-from .arguments import as_array, broadcasts_to, normalize_dim, normalize_index, scaled, size_args, to_arguments
+from .arguments import (
+    as_array,
+    broadcasts_to,
+    check_fill_value,
+    normalize_dim,
+    normalize_index,
+    scaled,
+    size_args,
+    to_arguments,
+)
 from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, is_tensor_like, no_grad
 from .devices import DeviceMethods
 from .dtypes import bool_, float32, float64, int32, int64
@@ -255,6 +264,7 @@ class Tensor(TensorMath, DeviceMethods):
     def _write(self, op: str, index, value) -> Tensor:
         """self.data[index] = value, broadcast; errors name the op and both shapes."""
         self._check_inplace(op, value)
+        check_fill_value(value, self.dtype, op)
         value = value.data if isinstance(value, Tensor) else value
         try:
             with ieee_quiet():

@@ -383,7 +383,6 @@ def test_norm_of_tiny_values(a):
 
 
 # ---------------------------------------------------------------------------------------- float16
-@pytest.mark.xfail(strict=True, reason="KNOWN['masked_fill_value_overflow'] in tests/test_fuzz.py (item 12's op)")
 def test_masked_fill_of_float16_with_a_value_beyond_its_range():
     """torch refuses a finite fill value that float16 cannot hold (it would become inf); inf itself is fine."""
     a = np.array([1.0, -2.0, 3.0], np.float16)
@@ -407,3 +406,42 @@ def test_norm_of_a_0d_tensor_with_a_dim_is_its_size():
     a = 5.47e154
     assert mt.tensor(np.array(a)).norm(dim=0).item() == a == torch.tensor(a, dtype=torch.float64).norm().item()
     assert torch.tensor(a, dtype=torch.float64).norm(dim=0).item() == inf
+
+
+@pytest.mark.parametrize(
+    "dtype, value", [(np.float16, 1e9), (np.float16, -7e4), (np.float32, 1e39), (np.int8, 1000), (np.int16, -40000)]
+)
+@pytest.mark.parametrize("op", ["masked_fill", "masked_fill_", "fill_", "setitem"])
+def test_a_number_written_into_a_tensor_must_fit_its_dtype(dtype, value, op):
+    """The class of masked_fill's finding: every write of a Python number (masked_fill, masked_fill_, fill_,
+    t[i] = v) refuses a value its dtype cannot hold instead of storing inf or a wrapped integer, as torch's
+    masked_fill and fill_ do. Deviation, flagged in minitensor/arguments.py: torch's t[i] = v on float16 stores
+    inf for a finite value beyond 65504; here that write is refused like the others."""
+    t = mt.tensor(np.array([1, 2, 3], dtype))
+    mask = mt.tensor(np.array([True, False, True]))
+    write = {
+        "masked_fill": lambda: t.masked_fill(mask, value),
+        "masked_fill_": lambda: t.masked_fill_(mask, value),
+        "fill_": lambda: t.fill_(value),
+        "setitem": lambda: t.__setitem__(0, value),
+    }[op]
+    with pytest.raises(RuntimeError, match=f"{op if op != 'setitem' else '__setitem__'}: value .* without overflow"):
+        write()
+    np.testing.assert_array_equal(t.numpy(), np.array([1, 2, 3], dtype))  # nothing written
+    if op in ("masked_fill", "fill_"):  # torch refuses the same
+        tt = torch.tensor(np.array([1, 2, 3], dtype))
+        with pytest.raises(RuntimeError, match="overflow"):
+            tt.masked_fill(torch.tensor([True, False, True]), value) if op == "masked_fill" else tt.fill_(value)
+
+
+def test_inf_and_nan_still_fill_a_floating_tensor():
+    t = mt.tensor(np.array([1.0, 2.0], np.float16))
+    assert t.masked_fill(mt.tensor(np.array([True, False])), -inf).numpy()[0] == -inf
+    assert np.isnan(t.clone().fill_(nan).numpy()).all()
+
+
+def test_a_negative_number_into_uint8_is_refused_where_torch_wraps_it():
+    """Deviation (minitensor/arguments.py): torch's uint8 fill_(-1) stores 255; here -1 is refused."""
+    assert torch.tensor([1, 2], dtype=torch.uint8).fill_(-1).tolist() == [255, 255]
+    with pytest.raises(RuntimeError, match="fill_: value -1 cannot be converted to uint8 without overflow"):
+        mt.tensor(np.array([1, 2], np.uint8)).fill_(-1)

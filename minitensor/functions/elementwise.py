@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 
 from .. import ops
-from ..arguments import alpha_times, binary, floating, operand, operands, shapes_broadcast
+from ..arguments import alpha_times, binary, check_fill_value, floating, operand, operands, shapes_broadcast
 from ..autograd import ieee_quiet, is_tensor_like
 from ..dtypes import bool_, get_default_dtype, result_type
 
@@ -237,6 +237,7 @@ def masked_fill(input, mask, value):
         else:
             value = input.wrap(value.data.astype(input.dtype))
     elif isinstance(value, numbers.Number):
+        check_fill_value(value, input.dtype, "masked_fill")
         with ieee_quiet():  # -inf or NaN into an integer tensor: NumPy's value, no warning
             value = input.wrap(np.asarray(value).astype(input.dtype))
     else:
