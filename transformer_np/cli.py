@@ -64,6 +64,8 @@ MODEL_HELP = {
     "activation": "feed-forward activation",
     "positional": "positional encoding: the paper's sinusoids or a learned table",
     "tie_embeddings": "share the target embedding with the output projection",
+    "activation_checkpointing": "recompute each encoder/decoder layer in the backward instead of keeping its "
+    "activations (less memory, the same numbers; a resume may switch it)",
 }
 TRAIN_HELP = {
     "steps": "optimizer steps (with --resume: the total to reach)",
@@ -103,7 +105,7 @@ TRAIN_GROUPS = {
     "run": ("eval_every", "checkpoint_every"),
 }
 CHOICES = {"activation": ACTIVATIONS, "positional": POSITIONALS, "schedule": SCHEDULES}
-_BOOL_FIELDS = {"norm_first", "final_norm", "tie_embeddings"}
+_BOOL_FIELDS = {"norm_first", "final_norm", "tie_embeddings", "activation_checkpointing"}
 _PRESET = PRESETS["copy-reverse"]  # the preset whose values --help shows
 
 
@@ -154,7 +156,7 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         "--resume",
         action="store_true",
         help="continue the run in OUT (flags override its "
-        "configuration; only --steps, --eval-every and --checkpoint-every may change)",
+        "configuration; only --steps, --eval-every, --checkpoint-every and --activation-checkpointing may change)",
     )
     how.add_argument("--overwrite", action="store_true", help="replace the run already in OUT")
     run.add_argument(

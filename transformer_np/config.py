@@ -69,6 +69,9 @@ class ModelConfig:
     activation: str = "relu"  # 'relu' or 'gelu' inside the feed-forward net
     positional: str = "sinusoidal"  # 'sinusoidal' (paper) or 'learned'
     tie_embeddings: bool = False  # share the target embedding with the output projection
+    # recompute each encoder and decoder layer in the backward instead of keeping its activations
+    # (mt.utils.checkpoint / torch.utils.checkpoint): less memory, the same numbers, bitwise
+    activation_checkpointing: bool = False
 
     def __post_init__(self):
         own = "ModelConfig"
@@ -89,7 +92,7 @@ class ModelConfig:
                 f"num_heads={self.num_heads}"
             )
         _check_float(own, "dropout", self.dropout, 0.0, 1.0)
-        for name in ("norm_first", "final_norm", "tie_embeddings"):
+        for name in ("norm_first", "final_norm", "tie_embeddings", "activation_checkpointing"):
             _check_bool(own, name, getattr(self, name))
         _check_choice(own, "activation", self.activation, ACTIVATIONS)
         _check_choice(own, "positional", self.positional, POSITIONALS)

@@ -56,6 +56,7 @@ import minitensor.nn as nn
 import minitensor.nn.functional as F
 from minitensor.nn import Dropout
 from minitensor.nn.functional import attention_weights
+from minitensor.utils.checkpoint import checkpoint, noop_context_fn
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
 from transformer_np.masks import causal_mask, padding_mask, target_mask
@@ -367,6 +368,15 @@ class DecoderLayer(nn.Module):
         return x
 
 
+def run_layer(stack, layer, *args):
+    """layer(*args); through activation checkpointing when the stack (Encoder or Decoder) asks for it and
+    grad mode is on: the layer's activations are not kept, and its backward runs the layer once more
+    (mt.utils.checkpoint)."""
+    if not (stack.activation_checkpointing and mt.is_grad_enabled()):
+        return layer(*args)
+    return checkpoint(layer, *args, use_reentrant=False, context_fn=stack.checkpoint_context_fn)
+
+
 class Encoder(nn.Module):
     """N EncoderLayers, then LayerNorm when final_norm (pre-norm stacks need it; torch.nn.Transformer has it)."""
 
@@ -380,11 +390,14 @@ class Encoder(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         final_norm: bool = False,
+        activation_checkpointing: bool = False,
     ):
         super().__init__()
         self.layers = nn.ModuleList(
             [EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first) for _ in range(num_layers)]
         )
+        self.activation_checkpointing = activation_checkpointing
+        self.checkpoint_context_fn = noop_context_fn  # parity/hooks.py sets one that replays its dropout masks
         if final_norm:
             self.norm = nn.LayerNorm(d_model)
         else:
@@ -392,7 +405,7 @@ class Encoder(nn.Module):
 
     def forward(self, x, mask=None):
         for layer in self.layers:
-            x = layer(x, mask)
+            x = run_layer(self, layer, x, mask)
         return self.norm(x) if self.norm is not None else x  # (B, S, D)
 
 
@@ -409,11 +422,14 @@ class Decoder(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         final_norm: bool = False,
+        activation_checkpointing: bool = False,
     ):
         super().__init__()
         self.layers = nn.ModuleList(
             [DecoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first) for _ in range(num_layers)]
         )
+        self.activation_checkpointing = activation_checkpointing
+        self.checkpoint_context_fn = noop_context_fn  # parity/hooks.py sets one that replays its dropout masks
         if final_norm:
             self.norm = nn.LayerNorm(d_model)
         else:
@@ -421,7 +437,7 @@ class Decoder(nn.Module):
 
     def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None):
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, src_mask, tgt_mask, cache.layers[i] if cache is not None else None)
+            x = run_layer(self, layer, x, memory, src_mask, tgt_mask, cache.layers[i] if cache is not None else None)
         return self.norm(x) if self.norm is not None else x  # (B, T, D)
 
 
@@ -510,6 +526,7 @@ class Transformer(nn.Module):
         activation: str = "relu",
         positional: str = "sinusoidal",
         tie_embeddings: bool = False,
+        activation_checkpointing: bool = False,
     ):
         # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
         config = ModelConfig(
@@ -527,6 +544,7 @@ class Transformer(nn.Module):
             activation,
             positional,
             tie_embeddings,
+            activation_checkpointing,
         )
         super().__init__()
         self.config = config
@@ -541,10 +559,26 @@ class Transformer(nn.Module):
         else:
             self.pos_encoding = LearnedPositionalEmbedding(d_model, max_len, dropout)
         self.encoder = Encoder(
-            num_encoder_layers, d_model, num_heads, d_ff, dropout, activation, norm_first, final_norm
+            num_encoder_layers,
+            d_model,
+            num_heads,
+            d_ff,
+            dropout,
+            activation,
+            norm_first,
+            final_norm,
+            activation_checkpointing,
         )
         self.decoder = Decoder(
-            num_decoder_layers, d_model, num_heads, d_ff, dropout, activation, norm_first, final_norm
+            num_decoder_layers,
+            d_model,
+            num_heads,
+            d_ff,
+            dropout,
+            activation,
+            norm_first,
+            final_norm,
+            activation_checkpointing,
         )
         self.generator = nn.Linear(d_model, tgt_vocab_size)
         if tie_embeddings:

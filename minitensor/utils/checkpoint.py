@@ -14,19 +14,29 @@ Built as torch's non-reentrant checkpoint is, on saved-tensor hooks (mt.autograd
 The recomputed graph itself is dropped: the gradients flow through the first run's nodes, so loss and
 gradients are bitwise those of the plain run, and create_graph works as it does there.
 
+context_fn, as torch's: a function returning two context managers, the first entered around the first run,
+the second around the recompute (parity/hooks.py uses it to replay its shared dropout masks, which come
+from a stream of their own, as preserve_rng_state replays the engine's generator).
+
 use_reentrant=True (torch's older variant, a Function around the segment) is refused with a clear error.
 Deviation from PyTorch, flagged: the default is use_reentrant=False; torch 2.13's default (None) warns and
-takes the reentrant variant. Not supported: context_fn, debug, early_stop (the recompute always runs fn to
-its end).
+takes the reentrant variant. Not supported: debug, early_stop (the recompute always runs fn to its end).
 """
 
 from __future__ import annotations
+
+import contextlib
 
 from ..autograd import enable_grad, is_grad_enabled, is_tensor_like
 from ..autograd.graph import saved_tensors_hooks
 from ..random import get_rng_state, set_rng_state
 
-__all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential"]
+__all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "noop_context_fn"]
+
+
+def noop_context_fn():
+    """checkpoint's default context_fn (torch's name): no context around either run."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
 
 
 class CheckpointError(RuntimeError):
@@ -44,7 +54,13 @@ def _refuse_reentrant(who: str, use_reentrant) -> None:
 
 
 def checkpoint(
-    function, *args, use_reentrant=False, preserve_rng_state: bool = True, determinism_check: str = "default", **kwargs
+    function,
+    *args,
+    use_reentrant=False,
+    context_fn=noop_context_fn,
+    determinism_check: str = "default",
+    preserve_rng_state: bool = True,
+    **kwargs,
 ):
     """function(*args, **kwargs), keeping none of the arrays its nodes save: the backward recomputes them by
     running function once more. Non-tensor arguments pass through; the result must hold a Tensor."""
@@ -55,8 +71,11 @@ def checkpoint(
         raise ValueError(f"checkpoint: determinism_check must be 'default' or 'none', got {determinism_check!r}")
     if not is_grad_enabled():  # nothing is recorded, so nothing is saved: a plain call
         return _checked_output(function(*args, **kwargs), function)
-    frame = _Frame(function, args, kwargs, preserve_rng_state, determinism_check == "default")
-    with saved_tensors_hooks(frame.pack, frame.unpack):
+    if not callable(context_fn):
+        raise TypeError(f"checkpoint: context_fn must be callable, got {type(context_fn).__name__}")
+    first_run, recompute_context = context_fn()
+    frame = _Frame(function, args, kwargs, preserve_rng_state, determinism_check == "default", recompute_context)
+    with saved_tensors_hooks(frame.pack, frame.unpack), first_run:
         out = function(*args, **kwargs)
     return _checked_output(out, function)
 
@@ -75,8 +94,8 @@ def _checked_output(out, function):
 class _Frame:
     """One checkpointed call: what its pack kept (per saved array: shape and dtype), and the recompute."""
 
-    def __init__(self, function, args, kwargs, preserve_rng_state: bool, check: bool):
-        self.function, self.kwargs, self.check = function, kwargs, check
+    def __init__(self, function, args, kwargs, preserve_rng_state: bool, check: bool, context):
+        self.function, self.kwargs, self.check, self.context = function, kwargs, check, context
         # the inputs, detached (a recompute records a graph of its own, which is dropped), each requiring grad
         # as the original does, so that the recompute records the same nodes and they save the same arrays
         self.args = tuple(a.detach().requires_grad_(a.requires_grad) if is_tensor_like(a) else a for a in args)
@@ -105,7 +124,7 @@ class _Frame:
         if self.rng_state is not None:  # replay the first run's draws (dropout masks), then give back the stream
             set_rng_state(self.rng_state)
         try:
-            with enable_grad(), saved_tensors_hooks(keep, _never_unpacked):
+            with enable_grad(), saved_tensors_hooks(keep, _never_unpacked), self.context:
                 self.function(*self.args, **self.kwargs)
         finally:
             if self.rng_state is not None:
