@@ -164,3 +164,15 @@ def test_version_check_and_create_graph_under_hooks():
     (g,) = mt.autograd.grad(y.sum(), x, create_graph=True)
     (gg,) = mt.autograd.grad(g.sum(), x)
     np.testing.assert_array_equal(gg.numpy(), np.exp(x.numpy()))
+
+
+def test_viz_labels_each_node_with_what_it_keeps():
+    x = mt.randn(3, requires_grad=True)
+    y = (x.exp() * x).sum()
+    dot = mt.viz.to_dot(y)
+    assert 'label="MulBackward\\n(3,) float32\\nsaves 2 arrays, 24 B"' in dot
+    assert 'label="ExpBackward\\n(3,) float32\\nsaves 1 array, 12 B"' in dot
+    assert 'label="SumBackward\\n() float32"' in dot  # keeps nothing: no line
+    with saved_tensors_hooks(lambda t: t, lambda t: t):
+        z = x.exp()
+    assert "saves 1 array, 12 B packed" in mt.viz.to_dot(z)
