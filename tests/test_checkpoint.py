@@ -3,11 +3,14 @@ under create_graph too; its refusals; and the model's activation_checkpointing (
 
 import numpy as np
 import pytest
+import torch
 
 import minitensor as mt
 import minitensor.nn.functional as F
 from minitensor.autograd.graph import saved_tensors
 from minitensor.utils.checkpoint import CheckpointError, checkpoint, checkpoint_sequential
+from parity.hooks import RECOMPUTING, ReluBranchAligner
+from parity.report import ReportConfig, run_report
 from transformer_np.cli import build_parser
 from transformer_np.config import ModelConfig
 from transformer_np.training import default_configs, load_checkpoint, load_history, train
@@ -238,3 +241,32 @@ def test_the_config_and_the_command_line_take_the_flag():
     assert args.activation_checkpointing is True
     args = build_parser().parse_args(["train", "--out", "x"])
     assert args.activation_checkpointing is None  # the preset's (False), or the checkpoint's with --resume
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_parity_report_with_activation_checkpointing_equals_the_plain_report(dtype):
+    """torch.utils.checkpoint beside mt.utils.checkpoint, dropout on (shared masks replayed to the recompute), ReLU
+    branches aligned, the HVP through checkpointed layers: every row as in the report without checkpointing."""
+    common = dict(steps=2, batch_size=3, dropout=0.1, activation="relu")
+    plain = run_report(ReportConfig("copy", dtype, "cpu", **common))
+    ckpt = run_report(ReportConfig("copy", dtype, "cpu", activation_checkpointing=True, **common))
+    assert ckpt.meta["model"]["activation_checkpointing"] is True
+    assert ckpt.passed and len(ckpt.rows) == len(plain.rows) > 100
+    assert ckpt.rows == plain.rows
+    assert ckpt.meta["adjustments"] == plain.meta["adjustments"]
+
+
+def test_a_recompute_takes_the_relu_branches_its_first_run_took():
+    """ReluBranchAligner's correction (rare: none in the reports above) is applied again to a recomputed layer."""
+    aligner = ReluBranchAligner(mt.nn.Module(), torch.nn.Module(), "float32")
+    hook = aligner._align("encoder.layers.0.feed_forward.linear1")
+    aligner._record("encoder.layers.0.feed_forward.linear1")(None, None, mt.tensor(np.array([1e-9, 1.0], np.float32)))
+    out = torch.tensor([-1e-9, 1.0])
+    first = hook(None, None, out)  # torch's -1e-9 takes our branch: +1e-9
+    assert aligner.aligned == 1 and first[0] > 0
+    RECOMPUTING.active = True
+    try:
+        again = hook(None, None, out)
+    finally:
+        RECOMPUTING.active = False
+    assert torch.equal(first, again) and aligner.aligned == 1  # the same correction, not counted twice
