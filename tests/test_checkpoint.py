@@ -156,6 +156,14 @@ def test_determinism_check_names_the_array_that_differs():
         y.sum().backward()
 
 
+def test_an_argument_changed_in_place_before_the_backward_is_refused():
+    x, w = mt.randn(3), mt.randn(3, requires_grad=True)
+    y = checkpoint(lambda x: (x + 1) * w, x, use_reentrant=False)  # no node saves x itself: only x + 1
+    x.add_(1.0)
+    with pytest.raises(RuntimeError, match=r"argument 0 of <lambda> was changed in place .* \(version 0, now 1\)"):
+        y.sum().backward()
+
+
 def test_bad_input_is_refused_clearly():
     x = mt.randn(3, requires_grad=True)
     with pytest.raises(TypeError, match="returned float, no Tensor"):
