@@ -176,3 +176,14 @@ def test_viz_labels_each_node_with_what_it_keeps():
     with saved_tensors_hooks(lambda t: t, lambda t: t):
         z = x.exp()
     assert "saves 1 array, 12 B packed" in mt.viz.to_dot(z)
+
+
+def test_an_array_saved_twice_keeps_both_paths_under_create_graph():
+    """x * x saves x twice: with copying hooks each copy is still x's, so d2/dx2 sum(x * x) = 2."""
+    x = mt.randn(4, dtype=mt.float64, requires_grad=True)
+    with saved_tensors_hooks(lambda t: np.array(t.data), mt.from_numpy):
+        y = (x * x).sum()
+    (g,) = mt.autograd.grad(y, x, create_graph=True)
+    (gg,) = mt.autograd.grad(g.sum(), x)
+    np.testing.assert_array_equal(g.numpy(), 2 * x.numpy())
+    np.testing.assert_array_equal(gg.numpy(), np.full(4, 2.0))

@@ -96,8 +96,10 @@ def pack_node(node, result) -> None:
         # torch hands a saved input the input Tensor itself. What it holds, and what unpack must give back, is
         # the same: the array's values.
         values.append((key, pack_hook(result.wrap(arr))))
-    index = {id(a): i for i, a in enumerate(ctx.saved_arrays)}
-    positions = [index[id(arr)] for _, _, arr, _ in node.saved]
+    # node.saved has an entry per saved array that is an input's or the output's, in saved_arrays' order (an
+    # array saved twice, as by x * x, twice): where each sits in saved_arrays
+    checked = {id(arr) for _, _, arr, _ in node.saved}
+    positions = [i for i, a in enumerate(ctx.saved_arrays) if id(a) in checked]
     node.packed = Packed(unpack_hook, values, rows, positions)
     node.saved = tuple((counter, version, None, src) for counter, version, _, src in node.saved)
     ctx.saved_arrays = tuple(None if isinstance(a, ARRAYS) else a for a in ctx.saved_arrays)
