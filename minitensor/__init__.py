@@ -17,6 +17,7 @@ testing.py (tolerances), layout.py (memory formats).
 from . import autograd, functions, nn, ops, optim, profiler, random, utils, viz
 from .allocator import reuse_freed_memory
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import forward_ad as _forward_ad  # noqa: F401 (loads mt.autograd.forward_ad, as functional below)
 from .autograd import functional as _functional  # noqa: F401 (loads mt.autograd.functional: autograd/__init__.py)
 from .creation import (
     arange,

@@ -35,6 +35,7 @@ from .arguments import (
     to_arguments,
 )
 from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, is_tensor_like, no_grad
+from .autograd.tangents import dual_state, tangent_of
 from .devices import DeviceMethods
 from .dtypes import bool_, float32, float64, int32, int64
 from .functions.elementwise import clamp, div
@@ -46,7 +47,16 @@ from .tensor_math import TensorMath
 class Tensor(TensorMath, DeviceMethods):
     """A NumPy array that can record the operations applied to it and backpropagate through them."""
 
-    __slots__ = ("data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks", "__weakref__")
+    __slots__ = (
+        "data",
+        "requires_grad",
+        "_grad",
+        "grad_fn",
+        "version_counter",
+        "_hooks",
+        "dual_tangent",
+        "__weakref__",
+    )
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
     def __init__(self, data, requires_grad: bool = False, dtype=None):
@@ -58,6 +68,7 @@ class Tensor(TensorMath, DeviceMethods):
         self.grad_fn = None  # the autograd Node that produced this tensor; None for a leaf
         self.version_counter = VersionCounter()  # bumped by every in-place change (shared with views)
         self._hooks = None  # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
+        self.dual_tangent = None  # forward mode: (level, tangent) while a dual level is open (autograd/tangents.py)
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -72,6 +83,7 @@ class Tensor(TensorMath, DeviceMethods):
         t.grad_fn = None
         t.version_counter = VersionCounter()
         t._hooks = None
+        t.dual_tangent = None
         return t
 
     @property
@@ -259,6 +271,15 @@ class Tensor(TensorMath, DeviceMethods):
             raise RuntimeError(
                 f"{op}: an operand requires grad, and minitensor's in-place ops do not differentiate it; use the "
                 f"out-of-place form (mt.where, masked_fill, +, ...), or pass operand.detach() to use it as a constant"
+            )
+        # Deviation from PyTorch, flagged: PyTorch's forward mode follows in-place ops; here they write .data
+        # outside every rule, so a dual tensor (or operand) would keep a stale tangent: refused instead.
+        if dual_state.level is not None and builtins.any(
+            isinstance(o, Tensor) and tangent_of(o) is not None for o in (self, *operands)
+        ):
+            raise RuntimeError(
+                f"{op}: in-place change of a dual tensor (one with a forward-mode tangent); forward mode does not "
+                f"follow in-place writes here: use the out-of-place form"
             )
 
     def _write(self, op: str, index, value) -> Tensor:

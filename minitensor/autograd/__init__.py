@@ -9,10 +9,13 @@
     saved.py               what a node keeps (saved_entries) and the saved-tensor hooks' pack and unpack
     graph.py               mt.autograd.graph: saved_tensors_hooks, saved_tensors (the listing)
     functional.py          mt.autograd.functional: vjp, jvp, jacobian, hessian, hvp, vhp (torch's)
+    tangents.py            forward mode in the engine: the open dual level, tangents, running an op's JVP rule
+    forward_ad.py          mt.autograd.forward_ad: dual_level, make_dual, unpack_dual (torch's)
 
 Imports point one way: grad_mode <- function <- engine <- finite_differences, and tensor.py -> ops/
 -> this package. functional.py builds on Tensors (it creates and stacks them), so it sits above
-tensor.py: this file does not import it (that would close a circle through tensor.py);
+tensor.py (so does forward_ad.py, which makes views with ops/): this file does not import them (that would
+close a circle through tensor.py);
 minitensor/__init__.py does, which makes `mt.autograd.functional` and
 `from minitensor.autograd.functional import hvp` work as in PyTorch.
 """
@@ -34,6 +37,7 @@ from .function import (
     unbroadcast,
 )
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .tangents import tangent_sum
 
 __all__ = [
     "Context",
@@ -58,6 +62,7 @@ __all__ = [
     "run_backward",
     "set_grad_enabled",
     "set_op_calls",
+    "tangent_sum",
     "topological_order",
     "unbroadcast",
 ]

@@ -42,6 +42,8 @@ import numpy as np
 
 from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
 from .saved import HOOK_STACKS, pack_node, unpack_node
+from .tangents import dual_state as _dual  # and `_dual.level`: whether forward mode is on (tangents.py)
+from .tangents import propagate, set_tangent
 
 
 def ieee_quiet():
@@ -227,7 +229,9 @@ class Node:
             id(arr): (counter, src) for counter, _, arr, src in (self.saved if node_saved is None else node_saved)
         }
         saved = []
-        for arr in plain.saved_arrays:
+        # in an open forward-mode level, the rebuilt Tensors carry their arrays' tangents (forward over reverse)
+        tangents = getattr(plain, "saved_tangents", None) if _dual.level is not None else None
+        for k, arr in enumerate(plain.saved_arrays):
             counter, src = sources.get(id(arr), (None, None))
             if src is None:  # an array the forward made: private to this node
                 saved.append(arr)
@@ -242,6 +246,8 @@ class Node:
                 t.requires_grad, t.grad_fn = True, self
             elif ref is not None:
                 t.requires_grad, t.grad_fn = True, ref.grad_fn
+            if tangents is not None:
+                set_tangent(t, tangents[k])
             saved.append(t)
         ctx.saved_arrays = tuple(saved)
         return ctx
@@ -316,6 +322,12 @@ class Function:
 
     returns_view = False  # True where forward may return a view of its first input (shares its version)
 
+    # Forward mode (tangents.py): a written rule jvp(ctx, *tangents) -> the output's tangent, run on Tensors as
+    # a backward under create_graph is; or, instead, the kind that gives the rule: "elementwise" (the VJP
+    # formula applied to the tangent) or "linear" (the op applied to the tangents).
+    jvp = None
+    jvp_kind = None
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # the class of this op's nodes, made once here, not per op: TanhBackward for Tanh
@@ -346,8 +358,10 @@ class Function:
                 result.requires_grad = True
                 inputs = tuple((t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs))
                 result.grad_fn = cls._node_class(ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
-                if HOOK_STACKS:  # saved-tensor hooks are on in some thread: hand them what the node keeps
-                    pack_node(result.grad_fn, result)
+        if _dual.level is not None and not _dual.in_rule:  # forward mode: the output's tangent, by the op's JVP
+            propagate(cls, ctx, tensors, result, kwargs, _TENSORS)
+        if HOOK_STACKS and result.grad_fn is not None:  # saved-tensor hooks are on in some thread: hand them
+            pack_node(result.grad_fn, result)  # what the node keeps (after the JVP rule, which reads it)
         return result
 
 

@@ -21,6 +21,8 @@ from ..autograd import Function
 class Add(Function):
     """out = a + b;  da = g, db = g"""
 
+    jvp_kind = "linear"
+
     @staticmethod
     def forward(ctx, a, b):
         return a + b
@@ -44,6 +46,8 @@ class Sub(Function):
 
 class Mul(Function):
     """out = a * b;  da = g * b, db = g * a"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -173,6 +177,8 @@ class Neg(Function):
 
 class Exp(Function):
     """out = e^a;  da = g * out"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function
+from ..autograd import Function, tangent_sum
 
 
 class MatMul(Function):
@@ -30,6 +30,12 @@ class MatMul(Function):
         if b.ndim == 1 and gb is not None:  # and the column dim
             gb = gb[..., 0]
         return ga, gb
+
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        """d(a @ b) = ȧ @ b + a @ ḃ (bilinear)"""
+        a, b = ctx.saved_arrays
+        return tangent_sum(ta @ b if ta is not None else None, a @ tb if tb is not None else None)
 
 
 def _as_matrices(a, b, g):

@@ -100,6 +100,8 @@ def _reduced_count(shape: tuple, dim) -> int:
 class Sum(Function):
     """out = sum of a over dim;  da = g broadcast back over the reduced axes"""
 
+    jvp_kind = "linear"
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim

@@ -15,6 +15,7 @@ class Reshape(Function):
     """out = a viewed with a new shape (a copy only when NumPy cannot view);  da = g reshaped back"""
 
     returns_view = True
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a, shape):
@@ -60,6 +61,7 @@ class Expand(Function):
     """out = a broadcast to shape (a read-only view);  da = g summed back by the graph walk"""
 
     returns_view = True
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a, shape):
