@@ -165,6 +165,11 @@ for name, ours, theirs in (("x", x, xt), ("W", W, Wt), ("b", b, bt)):
 
 # %% [markdown]
 # **Recap.** A tensor records the op that made it; `backward` applies each op's hand-written gradient rule in
-# reverse order; three independent checks (hand derivation, finite differences, PyTorch) agree. Every op of the
-# engine sits in `minitensor/ops.py` with its forward and backward side by side, written exactly like `BrokenTanh`
-# above, minus the bug.
+# reverse order; three independent checks (hand derivation, finite differences, PyTorch) agree. Every primitive of
+# the engine sits in the package `minitensor/ops/` (`elementwise.py` holds `Tanh`; `matmul.py`, `reductions.py`,
+# `fused.py`, ... the others) with its forward and backward side by side, written like `BrokenTanh` above, minus the
+# bug, and with one difference: what backward reads is kept with `ctx.save_for_backward(out)` and read back as
+# `ctx.saved_arrays`, not as a plain attribute such as `ctx.out`. That way the engine knows which arrays a node
+# saved: it refuses to run a backward whose saved input was changed in place since (a version counter), and under
+# `create_graph=True` it hands the backward those inputs as Tensors, so the gradient can be differentiated again
+# (notebook 07). Your turn: `python -m course check 1` (course/README.md) has you write such an engine yourself.

@@ -57,8 +57,10 @@ print("ids", tuple(ids.shape), "-> x", tuple(x.shape))
 
 # %% [markdown]
 # ## Scaled dot-product attention, by hand
-# One head, with queries = keys = values = x, so we can predict the answer: a token's query matches its own key
-# best, and equally well the keys of the same word elsewhere.
+# One head, with queries = keys = values = x, so we can predict much of the answer: token i's score against key j is
+# x_i . x_j, and against its own key |x_i|^2. By Cauchy-Schwarz x_i . x_j <= |x_i| |x_j|, so a token's own key (and
+# the keys of the same word elsewhere, which are the same vector) scores highest unless another key is longer and
+# points in nearly the same direction: likely, not guaranteed.
 
 # %%
 q = k = v = x  # (B, S, D)
@@ -84,7 +86,10 @@ for width in (16, 256):
 # %% [markdown]
 # ## The padding mask
 # The last position is padding: no query may attend to it. `padding_mask` marks the real tokens True; masked keys
-# get exactly zero weight (the engine never writes -inf into the weights, and the gradient stays finite).
+# get exactly zero weight. Here, by hand, the masked *scores* are set to -inf, so that e^-inf = 0 in the softmax;
+# -inf never reaches the weights. (The model's fused attention, `F.attention_weights`, writes the dtype's lowest
+# finite number instead of -inf and zeroes a row that has no key at all, where -inf would give 0/0 = NaN: its
+# weights and gradients stay finite even then.)
 
 # %%
 pad_id = vocab.index("<pad>")
