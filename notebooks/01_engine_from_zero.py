@@ -73,15 +73,15 @@ dot_text = mt.viz.to_dot(L, params=leaves, name="L")
 print(dot_text)
 
 # %% [markdown]
-# With Graphviz installed (`dot` on the PATH), `mt.viz.render` writes the picture; without it the text above is
-# the graph (paste it into any online Graphviz viewer).
+# With Graphviz installed (`dot` on the PATH), `mt.viz.render` writes the picture; without it, `mt.viz.draw` draws
+# the same boxes with matplotlib.
 
 # %%
 if shutil.which("dot"):
-    svg = mt.viz.render(L, figure_path("01_graph.png"), format="png", params=leaves)
-    show(svg)
+    show(mt.viz.render(L, figure_path("01_graph.png"), format="png", params=leaves))
 else:
-    print("Graphviz 'dot' not found: skipping the rendered picture (the DOT text above is the same graph)")
+    print("Graphviz 'dot' not found: the same graph drawn with matplotlib (mt.viz.draw)")
+    show(mt.viz.draw(L, params=leaves, name="L", values=False), "01_graph.png")
 
 # %% [markdown]
 # ## backward
@@ -89,10 +89,22 @@ else:
 # Afterwards every leaf's `.grad` holds dL/d(leaf). The graph is freed (pass `retain_graph=True` to keep it).
 
 # %%
-L.backward()
+h.retain_grad()  # h and y are not leaves: keep their gradients too, to draw them below
+y.retain_grad()
+L.backward(retain_graph=True)  # retain_graph: the graph stays, to be drawn again
 print("dL/dx =", x.grad.data)
 print("dL/dW =\n", W.grad.data)
 print("dL/db =", b.grad.data)
+
+# %% [markdown]
+# ## The graph with values and gradients
+# The same graph after `backward`: every box of a leaf, or of a tensor we named (`h`, `y`), now shows its value
+# (`data`) and its gradient (`grad`, dL/d that tensor). Read it from the top down as backward does: dL/dy is `g`,
+# dL/dh is dL/dy * (1 - y^2), and dL/db is dL/dh (b was added once).
+
+# %%
+named = {**leaves, "h": h, "y": y}
+show(mt.viz.draw(L, params=named, name="L", values=True), "01_graph_values.png")
 
 # %% [markdown]
 # ## One op's gradient, derived by hand: tanh and the matrix product
