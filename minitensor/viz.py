@@ -172,8 +172,9 @@ def draw(tensor, path=None, params: dict | None = None, name: str = "output", va
     The same boxes and colours as to_dot (values on by default), output at the top, leaves below the ops that use
     them, arrows in the direction of the forward pass. For graphs of up to MAX_DRAWN boxes.
     """
-    # matplotlib only here: the engine itself needs NumPy only (pyproject.toml)
-    import matplotlib.pyplot as plt
+    # matplotlib only here: the engine itself needs NumPy only (pyproject.toml). A bare Figure, not pyplot's: a
+    # Jupyter kernel would otherwise show the figure a second time at the end of the cell.
+    from matplotlib.figure import Figure
 
     boxes, edges = _walk(tensor, params, name, values)
     if len(boxes) > MAX_DRAWN:
@@ -197,7 +198,7 @@ def draw(tensor, path=None, params: dict | None = None, name: str = "output", va
             pos[b] = (x + chars[b] / 2, -(y + tall / 2))
             x += chars[b]
         y += tall
-    fig = plt.figure(figsize=(max(3.0, 0.075 * width), max(2.0, 0.16 * y)))
+    fig = Figure(figsize=(max(3.0, 0.075 * width), max(2.0, 0.16 * y)))
     ax = fig.add_axes((0, 0, 1, 1))
     for a, b in edges:  # shrink by half a box's height (points), so that the arrow head shows
         arrow = {"arrowstyle": "->", "color": "#555555", "shrinkA": 5 * lines[a] + 6, "shrinkB": 5 * lines[b] + 6}

@@ -40,10 +40,10 @@ from nbutil import HERE, figure_path, show
 import minitensor as mt
 import minitensor.nn.functional as F
 from transformer_np import plots
-from transformer_np.masks import causal_mask, padding_mask
 from transformer_np.config import ModelConfig
 from transformer_np.data import BOS_ID, EOS_ID, get_task, make_batches
 from transformer_np.decode import greedy_decode
+from transformer_np.masks import causal_mask, padding_mask
 from transformer_np.model import EncoderLayer, MultiHeadAttention, Transformer, sinusoidal_table
 
 mt.manual_seed(0)
@@ -230,7 +230,8 @@ attn = MultiHeadAttention(D, H, dropout=0.0)
 xs = x[:, :6]  # (B, 6, D)
 out = attn(xs, xs, xs)  # (B, 6, D)
 out_shuffled = attn(xs[:, perm], xs[:, perm], xs[:, perm])
-print("attention(shuffled tokens) == shuffled attention(tokens):", np.allclose(out_shuffled.data, out.data[:, perm], atol=1e-5))
+same = np.allclose(out_shuffled.data, out.data[:, perm], atol=1e-5)
+print("attention(shuffled tokens) == shuffled attention(tokens):", same)
 
 # %% [markdown]
 # The paper adds to every embedding a vector that depends only on its position, PE[pos, 2i] = sin(pos / 10000^(2i/D))
