@@ -99,7 +99,8 @@ def learner_traceback(exc: BaseException, folder: str) -> str:
     )
     trimmed = len(traceback.extract_tb(exc.__traceback__)) - len(frames)
     head = f"  Traceback, your frames only ({trimmed} frames of the engine and the checker trimmed):\n"
-    return head + "".join(lines) + f"  {type(exc).__name__}: {exc}"
+    notes = "".join(f"\n  {n}" for n in getattr(exc, "__notes__", []))
+    return head + "".join(lines) + f"  {type(exc).__name__}: {exc}" + notes
 
 
 def run_exercise(ex: Exercise, module, folder: str) -> Outcome:

@@ -6,6 +6,8 @@ Tolerances are the project's (minitensor/testing.py), never the course's own.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 import minitensor as mt
@@ -14,7 +16,20 @@ from minitensor.testing import GRADCHECK, OP_RTOL, error_stats
 
 from ..runner import CheckFailed
 
-__all__ = ["CheckFailed", "OP_RTOL", "as_array", "compare", "expect_array", "finite_differences", "rng"]
+__all__ = ["CheckFailed", "OP_RTOL", "as_array", "case", "compare", "expect_array", "finite_differences", "rng"]
+
+
+@contextmanager
+def case(where: str):
+    """An error the learner's code raises inside says which case the check was running (a note on the error)."""
+    try:
+        yield
+    except CheckFailed:
+        raise
+    except Exception as e:
+        if hasattr(e, "add_note"):  # Python 3.11+
+            e.add_note(f"(while checking {where})")
+        raise
 
 
 def rng(seed: int = 0) -> np.random.Generator:

@@ -15,7 +15,7 @@ import minitensor as mt
 from minitensor.testing import PARITY_RTOL
 from parity.convert import load_arrays, state_arrays
 
-from .common import CheckFailed, compare, expect_array, rng
+from .common import CheckFailed, case, compare, expect_array, rng
 
 RTOL = PARITY_RTOL["float64"]
 
@@ -49,24 +49,25 @@ def compare_module(where: str, ours, twin, inputs: list, call=None, constants=()
     `inputs`: float64 arrays (differentiated); `constants`: (minitensor value, torch value) pairs passed after
     them (masks, token ids)."""
     call = call or (lambda m, *a: m(*a))
-    copy_into_twin(where, ours, twin)
-    xs = [mt.tensor(a, requires_grad=True) for a in inputs]
-    ts = [torch.tensor(a, requires_grad=True) for a in inputs]
-    y = call(ours, *xs, *(c[0] for c in constants))
-    t_y = call(twin, *ts, *(c[1] for c in constants))
-    if not isinstance(y, mt.Tensor):
-        raise CheckFailed(f"{where}: forward returned {type(y).__name__}, expected a Tensor")
-    expect_array(f"{where}: output", y.data, tuple(t_y.shape), np.float64)
-    compare(f"{where}: output", y, t_y, RTOL, "parity/'s torch twin")
-    G = rng(5).standard_normal(tuple(t_y.shape))
-    y.backward(mt.tensor(G))
-    t_y.backward(torch.tensor(G))
-    for i, (x, t) in enumerate(zip(xs, ts)):
-        if x.grad is None:
-            raise CheckFailed(f"{where}: no gradient reached input {i}")
-        compare(f"{where}: gradient of input {i}", x.grad, t.grad, RTOL, "parity/'s torch twin")
-    theirs = dict(twin.named_parameters())
-    for name, p in ours.named_parameters():
-        if p.grad is None:
-            raise CheckFailed(f"{where}: no gradient reached parameter {name}")
-        compare(f"{where}: gradient of {name}", p.grad, theirs[name].grad, RTOL, "parity/'s torch twin")
+    with case(where):
+        copy_into_twin(where, ours, twin)
+        xs = [mt.tensor(a, requires_grad=True) for a in inputs]
+        ts = [torch.tensor(a, requires_grad=True) for a in inputs]
+        y = call(ours, *xs, *(c[0] for c in constants))
+        t_y = call(twin, *ts, *(c[1] for c in constants))
+        if not isinstance(y, mt.Tensor):
+            raise CheckFailed(f"{where}: forward returned {type(y).__name__}, expected a Tensor")
+        expect_array(f"{where}: output", y.data, tuple(t_y.shape), np.float64)
+        compare(f"{where}: output", y, t_y, RTOL, "parity/'s torch twin")
+        G = rng(5).standard_normal(tuple(t_y.shape))
+        y.backward(mt.tensor(G))
+        t_y.backward(torch.tensor(G))
+        for i, (x, t) in enumerate(zip(xs, ts)):
+            if x.grad is None:
+                raise CheckFailed(f"{where}: no gradient reached input {i}")
+            compare(f"{where}: gradient of input {i}", x.grad, t.grad, RTOL, "parity/'s torch twin")
+        theirs = dict(twin.named_parameters())
+        for name, p in ours.named_parameters():
+            if p.grad is None:
+                raise CheckFailed(f"{where}: no gradient reached parameter {name}")
+            compare(f"{where}: gradient of {name}", p.grad, theirs[name].grad, RTOL, "parity/'s torch twin")

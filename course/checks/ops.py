@@ -16,7 +16,7 @@ import minitensor as mt
 from minitensor.autograd import Context
 
 from ..runner import Exercise
-from .common import CheckFailed, compare, expect_array, finite_differences, rng
+from .common import CheckFailed, case, compare, expect_array, finite_differences, rng
 
 
 def _inputs(r, shapes, positive):
@@ -48,47 +48,48 @@ def op_exercise(ex: str, title: str, fn_name: str, cases: list, torch_fn, positi
             where = f"on inputs {', '.join(str(tuple(s)) for s in shapes)}" + (
                 f" with {', '.join(f'{k}={v!r}' for k, v in kw.items() if not isinstance(v, np.ndarray))}" if kw else ""
             )
-            arrays = _inputs(r, shapes, positive)
-            # 1. direct call
-            if not check_forward_only:
-                ctx = Context()
-                ctx.needs_input_grad = (True,) * len(arrays)
-                out = Fn.forward(ctx, *[a.copy() for a in arrays], **kw)
-                g = r.standard_normal(np.shape(out))
-                grads = Fn.backward(ctx, g)
-                if not isinstance(grads, tuple):
-                    raise CheckFailed(
-                        f"{where}: backward must return a tuple, one gradient per input; got {type(grads).__name__}"
-                    )
-                if len(grads) != len(arrays):
-                    raise CheckFailed(f"{where}: backward returned {len(grads)} gradients for {len(arrays)} inputs")
-                for i, (gr, a) in enumerate(zip(grads, arrays)):
-                    shape = a.shape
-                    if _sums_back(gr, a.shape):
-                        shape = np.shape(gr)  # a broadcast shape the engine sums back to the input's
-                    expect_array(f"{where}: backward's gradient for input {i}", gr, shape, a.dtype)
-            # 2. against PyTorch, through the engine
-            for dtype in (np.float64, np.float32):
-                xs = [mt.tensor(a.astype(dtype), requires_grad=True) for a in arrays]
-                ts = [torch.tensor(a.astype(dtype), requires_grad=True) for a in arrays]
-                y, t_y = Fn.apply(*xs, **kw), torch_fn(ts, kw)
-                name = np.dtype(dtype).name
-                if not isinstance(y, mt.Tensor):
-                    raise CheckFailed(f"{where}: {fn_name}.apply returned {type(y).__name__}, expected a Tensor")
-                expect_array(f"{where}: forward in {name}", y.data, tuple(t_y.shape), dtype)
-                compare(f"{where}: forward in {name}", y, t_y)
-                if check_forward_only:
-                    continue
-                G = r.standard_normal(tuple(t_y.shape)).astype(dtype)
-                y.backward(mt.tensor(G))
-                t_y.backward(torch.tensor(G))
-                for i, (x, t) in enumerate(zip(xs, ts)):
-                    if x.grad is None:
-                        raise CheckFailed(f"{where}: no gradient reached input {i} ({name})")
-                    compare(f"{where}: gradient of input {i} in {name}", x.grad, t.grad)
-            # 3. finite differences (float64)
-            if not check_forward_only:
-                xs = [mt.tensor(a, requires_grad=True) for a in arrays]
-                finite_differences(where, lambda *t, kw=kw: Fn.apply(*t, **kw), xs)
+            with case(where):
+                arrays = _inputs(r, shapes, positive)
+                # 1. direct call
+                if not check_forward_only:
+                    ctx = Context()
+                    ctx.needs_input_grad = (True,) * len(arrays)
+                    out = Fn.forward(ctx, *[a.copy() for a in arrays], **kw)
+                    g = r.standard_normal(np.shape(out))
+                    grads = Fn.backward(ctx, g)
+                    if not isinstance(grads, tuple):
+                        raise CheckFailed(
+                            f"{where}: backward must return a tuple, one gradient per input; got {type(grads).__name__}"
+                        )
+                    if len(grads) != len(arrays):
+                        raise CheckFailed(f"{where}: backward returned {len(grads)} gradients for {len(arrays)} inputs")
+                    for i, (gr, a) in enumerate(zip(grads, arrays)):
+                        shape = a.shape
+                        if _sums_back(gr, a.shape):
+                            shape = np.shape(gr)  # a broadcast shape the engine sums back to the input's
+                        expect_array(f"{where}: backward's gradient for input {i}", gr, shape, a.dtype)
+                # 2. against PyTorch, through the engine
+                for dtype in (np.float64, np.float32):
+                    xs = [mt.tensor(a.astype(dtype), requires_grad=True) for a in arrays]
+                    ts = [torch.tensor(a.astype(dtype), requires_grad=True) for a in arrays]
+                    y, t_y = Fn.apply(*xs, **kw), torch_fn(ts, kw)
+                    name = np.dtype(dtype).name
+                    if not isinstance(y, mt.Tensor):
+                        raise CheckFailed(f"{where}: {fn_name}.apply returned {type(y).__name__}, expected a Tensor")
+                    expect_array(f"{where}: forward in {name}", y.data, tuple(t_y.shape), dtype)
+                    compare(f"{where}: forward in {name}", y, t_y)
+                    if check_forward_only:
+                        continue
+                    G = r.standard_normal(tuple(t_y.shape)).astype(dtype)
+                    y.backward(mt.tensor(G))
+                    t_y.backward(torch.tensor(G))
+                    for i, (x, t) in enumerate(zip(xs, ts)):
+                        if x.grad is None:
+                            raise CheckFailed(f"{where}: no gradient reached input {i} ({name})")
+                        compare(f"{where}: gradient of input {i} in {name}", x.grad, t.grad)
+                # 3. finite differences (float64)
+                if not check_forward_only:
+                    xs = [mt.tensor(a, requires_grad=True) for a in arrays]
+                    finite_differences(where, lambda *t, kw=kw: Fn.apply(*t, **kw), xs)
 
     return Exercise(ex, title, check)

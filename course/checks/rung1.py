@@ -38,7 +38,7 @@ def _op_check(ex: str, name: str, build, torch_fn, points, needs_twice=False):
                     vals[0].grad = start[0]
                 out = build(*vals)
                 if not isinstance(out, V):
-                    raise CheckFailed(f"exercise {ex} ({name}): expected a Value, got {type(out).__name__}")
+                    raise CheckFailed(f"{name}: expected a Value, got {type(out).__name__}")
                 ts = (
                     [torch.tensor(float(v.data), dtype=torch.float64, requires_grad=True) for v in vals[:1]]
                     if twice
@@ -46,32 +46,28 @@ def _op_check(ex: str, name: str, build, torch_fn, points, needs_twice=False):
                 )
                 t_out = torch_fn(*(ts * len(xs) if twice else ts))
                 if abs(out.data - t_out.item()) > TORCH_TOL * max(1.0, abs(t_out.item())):
-                    raise CheckFailed(
-                        f"exercise {ex} ({name}) forward at {xs}: expected {t_out.item()!r}, got {out.data!r}"
-                    )
+                    raise CheckFailed(f"{name} forward at {xs}: expected {t_out.item()!r}, got {out.data!r}")
                 out.grad = g
                 out._backward()
                 expected = torch.autograd.grad(t_out, ts, torch.tensor(g, dtype=torch.float64))
                 for i, t_grad in enumerate(expected):
-                    got = vals[i].grad - (start[0] if twice else start[i])
-                    want = t_grad.item()
-                    if got is None or not isinstance(vals[i].grad, (int, float)):
+                    before = start[0] if twice else start[i]
+                    now = vals[i].grad
+                    if not isinstance(now, (int, float)):
                         raise CheckFailed(
-                            f"exercise {ex} ({name}): input {i}'s grad is {vals[i].grad!r}, expected a number"
+                            f"{name}: after your closure, input {i}'s .grad is {now!r}; expected a number"
                         )
+                    got, want = now - before, t_grad.item()
                     if abs(got - want) > TORCH_TOL * max(1.0, abs(want)):
-                        what = f"{name} of the same Value twice" if twice else f"{name} at {xs}"
+                        what = f"{name}(v, v), the same Value v in both places" if twice else f"{name} at {xs}"
                         hint = ""
                         if twice and abs(got - want / 2) < 1e-9 * max(1.0, abs(want)):
-                            hint = (
-                                "; the Value is used twice, so it gets two shares: add to .grad (+=), do not "
-                                "overwrite it"
-                            )
-                        elif abs(vals[i].grad - want) < 1e-9 * max(1.0, abs(want)):
-                            hint = "; .grad held something before (another use of the Value): add to it (+=)"
+                            hint = " v is used twice, so it gets two shares: add to .grad (+=), do not overwrite it."
+                        elif abs(now - want) < 1e-9 * max(1.0, abs(want)):
+                            hint = " .grad held a share from another use of the Value: add to it (+=), not overwrite."
                         raise CheckFailed(
-                            f"exercise {ex} ({what}), out.grad = {g:.4f}: expected d/d input {i} = {want!r} (torch), "
-                            f"your closure added {got!r}{hint}"
+                            f"{what}, out.grad = {g:.4f}: input {i}'s .grad went from {before} to {now!r}, a change of "
+                            f"{got!r}; expected a change of {want!r} (torch).{hint}"
                         )
                 if not twice:  # finite differences of the learner's own forward: d out/d x_i times g
                     for i in range(len(xs)):
@@ -81,8 +77,8 @@ def _op_check(ex: str, name: str, build, torch_fn, points, needs_twice=False):
                         got = vals[i].grad - start[i]
                         if abs(got - num) > FD_TOL * max(1.0, abs(num)):
                             raise CheckFailed(
-                                f"exercise {ex} ({name} at {xs}): finite differences give d/d input {i} = {num!r}, "
-                                f"your closure added {got!r}"
+                                f"{name} at {xs}, out.grad = {g:.4f}: finite differences of your forward give "
+                                f"{num!r} for input {i}; your closure added {got!r}"
                             )
 
     return Exercise(ex, name, check)
@@ -116,14 +112,14 @@ def _check_backward(mod):
         L = _graph(V, a, b)
         L.backward()
         if L.grad != 1.0:
-            raise CheckFailed(f"exercise 1.6 (backward): the root's grad must start at dL/dL = 1, got {L.grad!r}")
+            raise CheckFailed(f"the root's grad must start at dL/dL = 1, got {L.grad!r}")
         ta, tb = (torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in (xa, xb))
         c = ta * tb
         (torch.tanh(c + ta) * c + tb).backward()
         for name, v, t in (("a", a, ta), ("b", b, tb)):
             if abs(v.grad - t.grad.item()) > TORCH_TOL:
                 raise CheckFailed(
-                    f"exercise 1.6 (backward) on L = tanh(a*b + a) * (a*b) + b at a={xa}, b={xb}: expected "
+                    f"on L = tanh(a*b + a) * (a*b) + b at a={xa}, b={xb}: expected "
                     f"dL/d{name} = {t.grad.item()!r} (torch), got {v.grad!r}: every node's _backward must run once, "
                     f"after every node that uses it (reverse topological order)"
                 )
@@ -142,13 +138,11 @@ def _check_backward(mod):
         y.backward()
     except RecursionError:
         raise CheckFailed(
-            "exercise 1.6 (backward) on a chain 5,000 nodes deep: RecursionError. A recursive graph walk stops at "
+            "on a chain 5,000 nodes deep: RecursionError. A recursive graph walk stops at "
             "Python's recursion limit; walk with an explicit stack (a list you push to and pop from)"
         ) from None
     if x.grad != 1.0:
-        raise CheckFailed(
-            f"exercise 1.6 (backward) on a chain of identities 5,000 deep: expected x.grad = 1.0, got {x.grad!r}"
-        )
+        raise CheckFailed(f"on a chain of identities 5,000 deep: expected x.grad = 1.0, got {x.grad!r}")
 
 
 POINTS2 = [(0.7, -1.3), (-2.0, 0.4)]

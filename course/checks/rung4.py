@@ -11,7 +11,7 @@ import minitensor as mt
 import parity.model as pm
 
 from ..runner import Exercise
-from .common import CheckFailed, compare, expect_array, rng
+from .common import CheckFailed, case, compare, expect_array, rng
 from .modules import RTOL, compare_module, float64
 
 B, H, T, S, Dh, D = 2, 2, 4, 5, 3, 8
@@ -33,33 +33,34 @@ def _check_attention(mod):
         q, k, v = (r.standard_normal((B, H, n, Dh)) for n in (t_q, t_k, t_k))
         for what, mask in _masks(t_q, t_k):
             where = f"scaled_dot_product_attention with q {q.shape}, k {k.shape}, {what}"
-            xs = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
-            ts = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
-            got = mod.scaled_dot_product_attention(*xs, None if mask is None else mt.tensor(mask))
-            want = pm.scaled_dot_product_attention(*ts, None if mask is None else torch.tensor(mask))
-            if not isinstance(got, tuple) or len(got) != 2:
-                raise CheckFailed(f"{where}: expected a pair (output, weights), got {type(got).__name__}")
-            for name, ours, ref in zip(("output", "weights"), got, want):
-                expect_array(f"{where}: {name}", getattr(ours, "data", ours), tuple(ref.shape), np.float64)
-            w = got[1].data
-            if mask is not None and np.abs(w[~np.broadcast_to(mask, w.shape)]).max() != 0.0:
-                raise CheckFailed(f"{where}: weights: a masked key must get exactly zero weight")
-            sums = w.sum(axis=-1)
-            worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.abs(sums - 1))), sums.shape))
-            if abs(sums[worst] - 1) > 1e-12:
-                raise CheckFailed(
-                    f"{where}: weights: the row at {worst} sums to {float(sums[worst])!r}, not 1; the softmax must "
-                    f"come after the mask (masked scores set to -inf, then softmax), not before"
-                )
-            for name, ours, ref in zip(("weights", "output"), got[::-1], want[::-1]):
-                compare(f"{where}: {name}", ours, ref, RTOL, "parity/'s torch twin")
-            G1, G2 = r.standard_normal(tuple(want[0].shape)), r.standard_normal(tuple(want[1].shape))
-            ((got[0] * mt.tensor(G1)).sum() + (got[1] * mt.tensor(G2)).sum()).backward()
-            ((want[0] * torch.tensor(G1)).sum() + (want[1] * torch.tensor(G2)).sum()).backward()
-            for name, x, t in zip("qkv", xs, ts):
-                if x.grad is None:
-                    raise CheckFailed(f"{where}: no gradient reached {name}")
-                compare(f"{where}: gradient of {name}", x.grad, t.grad, RTOL, "parity/'s torch twin")
+            with case(where):
+                xs = [mt.tensor(a, requires_grad=True) for a in (q, k, v)]
+                ts = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+                got = mod.scaled_dot_product_attention(*xs, None if mask is None else mt.tensor(mask))
+                want = pm.scaled_dot_product_attention(*ts, None if mask is None else torch.tensor(mask))
+                if not isinstance(got, tuple) or len(got) != 2:
+                    raise CheckFailed(f"{where}: expected a pair (output, weights), got {type(got).__name__}")
+                for name, ours, ref in zip(("output", "weights"), got, want):
+                    expect_array(f"{where}: {name}", getattr(ours, "data", ours), tuple(ref.shape), np.float64)
+                w = got[1].data
+                if mask is not None and np.abs(w[~np.broadcast_to(mask, w.shape)]).max() != 0.0:
+                    raise CheckFailed(f"{where}: weights: a masked key must get exactly zero weight")
+                sums = w.sum(axis=-1)
+                worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.abs(sums - 1))), sums.shape))
+                if abs(sums[worst] - 1) > 1e-12:
+                    raise CheckFailed(
+                        f"{where}: weights: the row at {worst} sums to {float(sums[worst])!r}, not 1; the softmax must "
+                        f"come after the mask (masked scores set to -inf, then softmax), not before"
+                    )
+                for name, ours, ref in zip(("weights", "output"), got[::-1], want[::-1]):
+                    compare(f"{where}: {name}", ours, ref, RTOL, "parity/'s torch twin")
+                G1, G2 = r.standard_normal(tuple(want[0].shape)), r.standard_normal(tuple(want[1].shape))
+                ((got[0] * mt.tensor(G1)).sum() + (got[1] * mt.tensor(G2)).sum()).backward()
+                ((want[0] * torch.tensor(G1)).sum() + (want[1] * torch.tensor(G2)).sum()).backward()
+                for name, x, t in zip("qkv", xs, ts):
+                    if x.grad is None:
+                        raise CheckFailed(f"{where}: no gradient reached {name}")
+                    compare(f"{where}: gradient of {name}", x.grad, t.grad, RTOL, "parity/'s torch twin")
 
 
 def _check_mha(mod):
