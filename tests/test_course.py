@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from course.__main__ import exercises_of
+from course.__main__ import main as course_main
 from course.runner import RUNGS, run_rung
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -144,22 +145,30 @@ def test_a_learner_error_keeps_the_learners_frames_and_trims_the_engines(tmp_pat
     assert "minitensor" not in o.message.split("Traceback", 1)[1].split("\n  ValueError")[0] or "trimmed" in o.message
 
 
-def _cli(*args, env_extra=None):
+def test_the_command_checks_the_learners_files_by_default_and_exits_by_outcome(monkeypatch, capsys):
+    monkeypatch.delenv("COURSE_FROM", raising=False)
+    assert course_main(["check", "1"]) in (0, 1)  # the learner's files, whatever state they are in
+    out = capsys.readouterr().out
+    assert os.path.join("course", "exercises", "rung1.py") in out and "/6 passed" in out, out
+    assert course_main(["check", "1", "--from", "solutions"]) == 0
+    assert os.path.join("course", "solutions", "rung1.py") in capsys.readouterr().out
+    monkeypatch.setenv("COURSE_FROM", "solutions")  # the substitution by environment variable, said in the output
+    assert course_main(["check", "1"]) == 0 and "solutions" in capsys.readouterr().out
+    assert course_main(["check", "1", "--exercise", "2.1"]) == 2
+    with pytest.raises(SystemExit) as e:
+        course_main(["check", "9"])
+    assert e.value.code == 2
+    assert course_main(["list"]) == 0 and "rung 7: training" in capsys.readouterr().out
+
+
+def test_python_dash_m_course_runs_as_a_command():
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1")
     env.pop("COURSE_FROM", None)
-    env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "course", *args], cwd=ROOT, env=env, capture_output=True, text=True)
-
-
-def test_the_command_checks_the_learners_files_by_default_and_exits_by_outcome():
-    yours = _cli("check", "1")  # the learner's files, whatever state they are in
-    assert yours.returncode in (0, 1) and os.path.join("course", "exercises", "rung1.py") in yours.stdout, yours.stdout
-    assert "/6 passed" in yours.stdout
-    answers = _cli("check", "1", "--from", "solutions")
-    assert answers.returncode == 0 and os.path.join("course", "solutions", "rung1.py") in answers.stdout
-    via_env = _cli("check", "1", env_extra={"COURSE_FROM": "solutions"})
-    assert via_env.returncode == 0 and "solutions" in via_env.stdout
-    assert _cli("check", "9").returncode == 2
-    assert _cli("check", "1", "--exercise", "2.1").returncode == 2
-    listing = _cli("list")
-    assert listing.returncode == 0 and "rung 7: training" in listing.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "course", "check", "1", "--exercise", "1.1", "--from", "solutions"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0 and "1/1 passed" in proc.stdout, proc.stdout + proc.stderr
