@@ -175,3 +175,10 @@ def test_python_dash_m_course_runs_as_a_command():
         text=True,
     )
     assert proc.returncode == 0 and "1/1 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_name_missing_from_the_learners_file_is_named(tmp_path):
+    folder = _copy_solutions(tmp_path, "missing_name")
+    _plant(folder, "rung6.py", "class Adam:", "class MyAdam:")
+    (o,) = run_rung(6, exercises_of(6), folder, only="6.2")
+    assert not o.ok and "defines no `Adam`" in o.message and "rung6.py" in o.message, o.message

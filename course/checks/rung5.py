@@ -104,8 +104,10 @@ def _check_model(mod):
     bad = report.failures()
     if bad:
         key = bad[0].name
+        before = [r.name for r in report.rows[: report.rows.index(bad[0])] if r.ok]
+        agreed = f" (the last output that agreed, just before it: {before[-1]})" if before else ""
         compare(
-            f"{where}: the first layer that differs is {key}; its output",
+            f"{where}: the first layer that differs is {key}{agreed}; its output",
             to_numpy(ours_cap.outputs[key]),
             to_numpy(twin_cap.outputs[key]),
             RTOL,
