@@ -209,4 +209,5 @@ show(plots.plot_grad_norms(hist["step"], hist["layer_grad_norms"], figure_path("
 # %% [markdown]
 # **Recap.** A step is forward, loss, backward, clip, update, schedule; the profiler shows that matrix
 # products dominate. The full recipe that reaches 99.8-100% exact match (2000 steps, a step schedule) is
-# `make demo`; `python -m transformer_np train --help` lists every knob.
+# `make demo`; `python -m transformer_np train --help` lists every knob. Your turn: `python -m course check 6`
+# (SGD and Adam by hand, against torch.optim) and `check 7` (the training step and a short curve).
