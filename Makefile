@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # `make demo DEMO_FLAGS=--resume` continues an interrupted demo instead (a finished one is only reported).
 DEMO_FLAGS ?= --overwrite
 
-.PHONY: demo test test-fast lint bench bench-quick notebooks clean distclean
+.PHONY: demo test test-fast lint bench bench-quick notebooks lab clean distclean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -37,15 +37,21 @@ bench: $(STAMP)
 bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks run --quick
 
-# The notebooks as .ipynb (git-ignored, into notebooks/build/), from the percent-format sources in notebooks/.
-# Open them with any Jupyter front end; the sources also run as scripts: python notebooks/01_engine_from_zero.py
+# The committed, executed copies of every notebooks/NN_*.py (figures included, tiny size) in notebooks/rendered/,
+# each stamped with the hash of its source (tests/test_notebooks.py fails when one is stale). NB=03_attention
+# renders only that one. The sources also run as scripts: python notebooks/01_engine_from_zero.py
 notebooks: $(STAMP)
-	mkdir -p notebooks/build
-	cp notebooks/nbutil.py notebooks/build/
-	for f in notebooks/[0-9][0-9]_*.py; do \
-		$(BIN)/python -m jupytext --quiet --to ipynb -o notebooks/build/$$(basename $$f .py).ipynb $$f || exit 1; \
-	done
-	@echo "notebooks/build/*.ipynb written: open them with Jupyter (the kernel needs this project installed: make installs it)"
+	$(BIN)/python notebooks/render.py $(NB)
+
+# JupyterLab on the notebooks (the `lab` extra, not installed by `make test`): the .py sources open as notebooks
+# through jupytext, so what you edit is the source itself.
+LAB_STAMP := $(VENV)/.lab-installed
+$(LAB_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet -e '.[lab]'
+	touch $(LAB_STAMP)
+
+lab: $(LAB_STAMP)
+	$(BIN)/jupyter lab --notebook-dir=notebooks
 
 # clean: what runs and tests wrote (runs, results, caches); the environment stays. distclean: .venv too.
 clean:

@@ -73,15 +73,15 @@ dot_text = mt.viz.to_dot(L, params=leaves, name="L")
 print(dot_text)
 
 # %% [markdown]
-# With Graphviz installed (`dot` on the PATH), `mt.viz.render` writes the picture; without it the text above is
-# the graph (paste it into any online Graphviz viewer).
+# With Graphviz installed (`dot` on the PATH), `mt.viz.render` writes the picture; without it, `mt.viz.draw` draws
+# the same boxes with matplotlib.
 
 # %%
 if shutil.which("dot"):
-    svg = mt.viz.render(L, figure_path("01_graph.png"), format="png", params=leaves)
-    show(svg)
+    show(mt.viz.render(L, figure_path("01_graph.png"), format="png", params=leaves))
 else:
-    print("Graphviz 'dot' not found: skipping the rendered picture (the DOT text above is the same graph)")
+    print("Graphviz 'dot' not found: the same graph drawn with matplotlib (mt.viz.draw)")
+    show(mt.viz.draw(L, params=leaves, name="L", values=False), "01_graph.png")
 
 # %% [markdown]
 # ## backward
@@ -89,10 +89,22 @@ else:
 # Afterwards every leaf's `.grad` holds dL/d(leaf). The graph is freed (pass `retain_graph=True` to keep it).
 
 # %%
-L.backward()
+h.retain_grad()  # h and y are not leaves: keep their gradients too, to draw them below
+y.retain_grad()
+L.backward(retain_graph=True)  # retain_graph: the graph stays, to be drawn again
 print("dL/dx =", x.grad.data)
 print("dL/dW =\n", W.grad.data)
 print("dL/db =", b.grad.data)
+
+# %% [markdown]
+# ## The graph with values and gradients
+# The same graph after `backward`: every box of a leaf, or of a tensor we named (`h`, `y`), now shows its value
+# (`data`) and its gradient (`grad`, dL/d that tensor). Read it from the top down as backward does: dL/dy is `g`,
+# dL/dh is dL/dy * (1 - y^2), and dL/db is dL/dh (b was added once).
+
+# %%
+named = {**leaves, "h": h, "y": y}
+show(mt.viz.draw(L, params=named, name="L", values=True), "01_graph_values.png")
 
 # %% [markdown]
 # ## One op's gradient, derived by hand: tanh and the matrix product
@@ -165,6 +177,11 @@ for name, ours, theirs in (("x", x, xt), ("W", W, Wt), ("b", b, bt)):
 
 # %% [markdown]
 # **Recap.** A tensor records the op that made it; `backward` applies each op's hand-written gradient rule in
-# reverse order; three independent checks (hand derivation, finite differences, PyTorch) agree. Every op of the
-# engine sits in `minitensor/ops.py` with its forward and backward side by side, written exactly like `BrokenTanh`
-# above, minus the bug.
+# reverse order; three independent checks (hand derivation, finite differences, PyTorch) agree. Every primitive of
+# the engine sits in the package `minitensor/ops/` (`elementwise.py` holds `Tanh`; `matmul.py`, `reductions.py`,
+# `fused.py`, ... the others) with its forward and backward side by side, written like `BrokenTanh` above, minus the
+# bug, and with one difference: what backward reads is kept with `ctx.save_for_backward(out)` and read back as
+# `ctx.saved_arrays`, not as a plain attribute such as `ctx.out`. That way the engine knows which arrays a node
+# saved: it refuses to run a backward whose saved input was changed in place since (a version counter), and under
+# `create_graph=True` it hands the backward those inputs as Tensors, so the gradient can be differentiated again
+# (notebook 07). Your turn: `python -m course check 1` (course/README.md) has you write such an engine yourself.

@@ -20,23 +20,31 @@
 # - how an encoder layer wraps attention and a feed-forward net in residual blocks (post-norm, the paper's
 #   wiring, and pre-norm);
 # - how to read an attention map: row t is a query, its columns the keys it mixes; in the decoder, row t is
-#   the position that predicts token t+1.
+#   the position that predicts token t+1;
+# - why the model needs positions: attention alone is permutation-equivariant; the sinusoids fix that;
+# - the full model assembled, block by block, with shapes and parameter counts, and the cross-attention maps of a
+#   trained copy-reverse model.
 #
 # Runs in a few seconds. Next: `04_training.py`.
 #
 # Shape letters: B batch, S source length, T target length, D model width, H heads, Dh = D / H.
 
 # %%
+import json
 import math
+import os
 
 import numpy as np
-from nbutil import figure_path, show
+from nbutil import HERE, figure_path, show
 
 import minitensor as mt
 import minitensor.nn.functional as F
 from transformer_np import plots
+from transformer_np.config import ModelConfig
+from transformer_np.data import BOS_ID, EOS_ID, get_task, make_batches
+from transformer_np.decode import greedy_decode
 from transformer_np.masks import causal_mask, padding_mask
-from transformer_np.model import EncoderLayer, MultiHeadAttention
+from transformer_np.model import EncoderLayer, MultiHeadAttention, Transformer, sinusoidal_table
 
 mt.manual_seed(0)
 B, S, D, H = 1, 7, 16, 2
@@ -57,8 +65,10 @@ print("ids", tuple(ids.shape), "-> x", tuple(x.shape))
 
 # %% [markdown]
 # ## Scaled dot-product attention, by hand
-# One head, with queries = keys = values = x, so we can predict the answer: a token's query matches its own key
-# best, and equally well the keys of the same word elsewhere.
+# One head, with queries = keys = values = x, so we can predict much of the answer: token i's score against key j is
+# x_i . x_j, and against its own key |x_i|^2. By Cauchy-Schwarz x_i . x_j <= |x_i| |x_j|, so a token's own key (and
+# the keys of the same word elsewhere, which are the same vector) scores highest unless another key is longer and
+# points in nearly the same direction: likely, not guaranteed.
 
 # %%
 q = k = v = x  # (B, S, D)
@@ -84,7 +94,10 @@ for width in (16, 256):
 # %% [markdown]
 # ## The padding mask
 # The last position is padding: no query may attend to it. `padding_mask` marks the real tokens True; masked keys
-# get exactly zero weight (the engine never writes -inf into the weights, and the gradient stays finite).
+# get exactly zero weight. Here, by hand, the masked *scores* are set to -inf, so that e^-inf = 0 in the softmax;
+# -inf never reaches the weights. (The model's fused attention, `F.attention_weights`, writes the dtype's lowest
+# finite number instead of -inf and zeroes a row that has no key at all, where -inf would give 0/0 = NaN: its
+# weights and gradients stay finite even then.)
 
 # %%
 pad_id = vocab.index("<pad>")
@@ -154,7 +167,7 @@ show(
 
 # %% [markdown]
 # With random (untrained) projections the heads no longer look for identical tokens: what each head attends to
-# is learned in training (notebook 4 shows trained maps).
+# is learned in training (the end of this notebook shows a trained model's maps).
 #
 # ## The causal mask: what the decoder may see
 # In the decoder, position t must not look at tokens after t: while predicting token t+1, it only knows tokens
@@ -206,7 +219,123 @@ for norm_first in (False, True):
 # not (its last operation is the residual sum). A pre-norm stack therefore adds a final LayerNorm
 # (`final_norm=True` in `ModelConfig`).
 #
+# ## Positions: attention alone does not see order
+# Nothing above used a token's position: shuffle the tokens and attention's output is shuffled the same way,
+# no more (it is *permutation-equivariant*). "a b c" and "c b a" would look alike to the model.
+
+# %%
+perm = np.array([3, 0, 5, 1, 4, 2])  # a shuffle of the 6 real tokens (the <pad> is left out)
+mt.manual_seed(1)
+attn = MultiHeadAttention(D, H, dropout=0.0)
+xs = x[:, :6]  # (B, 6, D)
+out = attn(xs, xs, xs)  # (B, 6, D)
+out_shuffled = attn(xs[:, perm], xs[:, perm], xs[:, perm])
+same = np.allclose(out_shuffled.data, out.data[:, perm], atol=1e-5)
+print("attention(shuffled tokens) == shuffled attention(tokens):", same)
+
+# %% [markdown]
+# The paper adds to every embedding a vector that depends only on its position, PE[pos, 2i] = sin(pos / 10000^(2i/D))
+# and PE[pos, 2i+1] = cos(...): each pair of dimensions is a clock at its own frequency, fast in the first
+# dimensions, slow in the last. Now a shuffled sentence gets different positions, and the output changes.
+
+# %%
+pe = mt.tensor(sinusoidal_table(6, D).astype(np.float32))  # (6, D): position pos's vector in row pos
+xp, xp_shuffled = xs + pe, xs[:, perm] + pe  # the positions stay where they are; the tokens move
+out_p, out_p_shuffled = attn(xp, xp, xp), attn(xp_shuffled, xp_shuffled, xp_shuffled)
+print("with positions added, still just shuffled:", np.allclose(out_p_shuffled.data, out_p.data[:, perm], atol=1e-5))
+a_rows = xp.data[0, [0, 2, 5]]  # the three 'a's, now different vectors
+print("the three 'a's differ by", np.round(np.abs(a_rows - a_rows[0]).max(-1), 3))
+show(plots.plot_positional_encoding(sinusoidal_table(64, 64), figure_path("03_positional.png")))
+
+# %% [markdown]
+# ## The full model, block by block
+# `transformer_np.model.Transformer` stacks these pieces: embeddings (times sqrt(D)) plus positions, N encoder
+# layers, then N decoder layers, each adding a cross-attention over the encoder's output (the *memory*), and a
+# linear *generator* that turns each position into logits over the vocabulary. Here is the small copy-reverse
+# model of `notebooks/data/copy_reverse_small.npz` (width 64, 4 heads, 2+2 layers, trained 800 steps by
+# `notebooks/data/copy_reverse_small.py`), run on one sentence, with every block's output shape and its
+# parameter count.
+
+# %%
+ckpt = np.load(os.path.join(HERE, "data", "copy_reverse_small.npz"))
+meta = json.loads(str(ckpt["__meta__"]))
+model = Transformer.from_config(ModelConfig(**meta["model_config"]))
+model.load_state_dict({k: ckpt[k].astype(np.float32) for k in ckpt.files if k != "__meta__"})
+model.eval()
+task = get_task("copy-reverse")
+text = "3 7 1 9 4 12"
+src = mt.tensor(make_batches([(task.encode_source(text), [BOS_ID, EOS_ID])], 1)[0][0])  # (1, S)
+out_ids = greedy_decode(model, src, max_len=task.max_tgt_len + 2)[0]  # (L,): the output tokens, then <eos>
+seq = np.concatenate([[BOS_ID], out_ids[: list(out_ids).index(EOS_ID) + 1]])  # <bos> output <eos>
+tgt_in = mt.tensor(seq[None, :-1])  # (1, T): what the decoder reads, <bos> first
+print(f"source {text!r} -> {task.decode_target(out_ids.tolist())!r}")
+print("the checkpoint on 100 held-out pairs:", {k: round(v, 3) for k, v in meta["held_out"].items()})
+
+blocks = ["src_embed", "pos_encoding", "encoder", "encoder.layers.0", "encoder.layers.1", "tgt_embed",
+          "decoder", "decoder.layers.0", "decoder.layers.1", "generator"]  # fmt: skip
+modules = dict(model.named_modules())
+seen = []
+hooks = [modules[b].register_forward_hook(lambda m, i, o, b=b: seen.append((b, tuple(o.shape)))) for b in blocks]
+logits = model(src, tgt_in)  # (1, T, V)
+for h_ in hooks:
+    h_.remove()
+print(f"{'block':<20} {'output shape':<16} {'parameters':>10}")
+for b, shape in seen:
+    n = sum(p.numel() for p in modules[b].parameters())
+    print(f"{b:<20} {str(shape):<16} {n:>10,}")
+    if b.startswith("decoder.layers.") or b.startswith("encoder.layers."):
+        for sub, m in modules[b].named_children():
+            if sum(p.numel() for p in m.parameters()):
+                print(f"  {sub:<18} {'':<16} {sum(p.numel() for p in m.parameters()):>10,}")
+print(f"{'total':<37} {sum(p.numel() for p in model.parameters()):>10,}")
+
+# %% [markdown]
+# (`pos_encoding` runs twice, for the source and for the target, and has no parameters: the sinusoids are fixed.
+# The encoder's output, (1, S, 64), is the memory every decoder layer's cross-attention reads.)
+#
+# ## What the trained model attends to: cross-attention maps
+# Each decoder position asks the source where to look. For copy-reverse the answer is a pattern a reader can
+# predict: while copying, the position that predicts output token t looks at source token t (a diagonal); while
+# reversing, at its mirror image (an anti-diagonal). Row t is the decoder position that predicts the token named
+# after its arrow. The pattern is sharp in the last decoder layer, in every head but one; the first layer's map is
+# blurrier, leaning on the end of the source.
+
+# %%
+model.store_attention(True)
+model(src, tgt_in)
+cross = model.attention_maps()["decoder_cross"]  # per layer: (1, H, T, S)
+model.store_attention(False)
+src_words = [task.src_vocab.itos[i] for i in src.numpy()[0]]
+tgt_words = [task.tgt_vocab.itos[i] for i in seq]
+show(
+    plots.plot_attention_layers(
+        [w[0] for w in cross],
+        figure_path("03_cross_attention.png"),
+        src_words,
+        tgt_words[:-1],
+        "decoder cross-attention of the trained copy-reverse model, mean over heads",
+        "source key",
+        "decoder position",
+        layer_name="decoder layer",
+        predicts=tgt_words[1:],
+    )
+)
+show(
+    plots.plot_attention_heads(
+        cross[-1][0],
+        figure_path("03_cross_attention_heads.png"),
+        src_words,
+        tgt_words[:-1],
+        "the last decoder layer's cross-attention, head by head",
+        "source key",
+        "decoder position",
+    )
+)
+
+# %% [markdown]
 # **Recap.** Attention is three matrix products and a softmax; heads are a reshape; masks zero out keys; a layer
-# is attention plus a small MLP, each in a residual block with a LayerNorm. The full model
-# (`transformer_np/model.py`) stacks these: an encoder of N such layers, and a decoder whose layers add a
-# cross-attention (queries from the target, keys and values from the encoder's output).
+# is attention plus a small MLP, each in a residual block with a LayerNorm; positions are added because attention
+# itself ignores order. The full model (`transformer_np/model.py`) stacks these: an encoder of N such layers, and a
+# decoder whose layers add a cross-attention (queries from the target, keys and values from the encoder's output).
+# Your turn: `python -m course check 4` (attention, heads, the feed-forward block), then `check 5` (the whole
+# model from your layers, compared layer by layer with the PyTorch twin).

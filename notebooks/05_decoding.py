@@ -94,7 +94,9 @@ for text, row in zip(examples, greedy):
 #
 #     score = log P(y | x) / lp(|y|),    lp(L) = ((5 + L) / 6) ** alpha     (GNMT's length penalty)
 #
-# Without the penalty (alpha = 0) longer sequences always lose: every token multiplies in a probability below 1.
+# Without the penalty (alpha = 0) longer sequences are at a disadvantage: every token multiplies in a probability
+# below 1, so a hypothesis only gets less likely as it grows, and a long one wins only if its tokens are likely
+# enough to make up for their number.
 # alpha = 0.6 is the common setting.
 
 # %%

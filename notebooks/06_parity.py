@@ -21,6 +21,7 @@
 # - why float64 and float32 get different tolerances, and the free and lockstep trajectories.
 #
 # The report runs in seconds to a minute. The full definitions of every term are in `docs/glossary.md`.
+# Next: `07_higher_order.py`.
 
 # %%
 import json

@@ -21,6 +21,8 @@
 # - how all of it is checked against PyTorch: a small network's whole Hessian, then the whole Transformer's H v;
 # - a small curvature study: the top eigenvalue of the loss Hessian (power iteration on H v) over a training
 #   run, post-norm against pre-norm, beside the learning rate and the gradient norm.
+#
+# Next: build it yourself, from one scalar to the whole Transformer: `python -m course list` (course/README.md).
 
 # %%
 import json

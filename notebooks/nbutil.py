@@ -12,7 +12,7 @@ import sys
 TINY = os.environ.get("MT_NOTEBOOK_TINY", "0") not in ("", "0")
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Figures written by the notebooks (and by the project's plot functions they call), git-ignored.
-# (`make notebooks` copies this file next to the .ipynb files in notebooks/build/.)
+# (A copy of this file run from a folder named build/ writes the figures beside it.)
 FIGURES = os.path.join(HERE, "figures") if os.path.basename(HERE) == "build" else os.path.join(HERE, "build", "figures")
 
 

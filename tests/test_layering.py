@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("minitensor", "transformer_np", "parity", "benchmarks")
+PACKAGES = ("minitensor", "transformer_np", "parity", "benchmarks", "course")
 MAX_LINES = 600
 IMPORTS = (ast.Import, ast.ImportFrom)
 LENGTH_EXEMPT = {"transformer_np/model.py", "parity/model.py"}  # kept line for line beside each other

@@ -8,6 +8,8 @@ each runs as a plain script, which every notebook also supports. Either way an e
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -141,3 +143,39 @@ def test_glossary_defines_the_terms_the_outputs_use():
     assert not missing, f"docs/glossary.md does not define {missing}"
     for preset in ("copy", "copy-reverse", "toy-translation", "base", "long"):
         assert f"| `{preset}` |" in glossary, f"the presets table lacks {preset}"
+
+
+# --- the committed renderings (notebooks/rendered/, `make notebooks`) ------------------------------------------
+RENDER_KEY = "minitensor_render"  # notebooks/render.py's metadata entry
+
+
+def _source_sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_committed_rendering_was_made_from_the_current_source(name):
+    """The hash of the source, not the outputs (they hold timings): a stale or missing rendering fails here."""
+    rendered = os.path.join(NOTEBOOK_DIR, "rendered", name[:-3] + ".ipynb")
+    assert os.path.exists(rendered), f"{name} has no rendering: run `make notebooks NB={name[:-3]}` and commit it"
+    with open(rendered) as f:
+        meta = json.load(f)["metadata"].get(RENDER_KEY, {})
+    assert meta.get("source") == name
+    assert meta.get("source_sha256") == _source_sha256(os.path.join(NOTEBOOK_DIR, name)), (
+        f"notebooks/rendered/{name[:-3]}.ipynb was rendered from another version of {name}: "
+        f"run `make notebooks NB={name[:-3]}` and commit it"
+    )
+
+
+def test_a_source_edit_makes_its_rendering_stale(tmp_path):
+    name = NOTEBOOKS[0]
+    with open(os.path.join(NOTEBOOK_DIR, "rendered", name[:-3] + ".ipynb")) as f:
+        stored = json.load(f)["metadata"][RENDER_KEY]["source_sha256"]
+    edited = tmp_path / name
+    edited.write_bytes(open(os.path.join(NOTEBOOK_DIR, name), "rb").read() + b"# one more line\n")
+    assert _source_sha256(str(edited)) != stored
+    proc = subprocess.run(
+        [sys.executable, os.path.join(NOTEBOOK_DIR, "render.py"), "--check"], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

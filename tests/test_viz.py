@@ -108,3 +108,34 @@ def test_render_reports_dot_failure(monkeypatch, tmp_path):
     monkeypatch.setattr(shutil, "which", lambda name: fake if name == "dot" else None)
     with pytest.raises(RuntimeError, match="exit code 2: syntax error in line 3"):
         viz.render(loss, tmp_path / "g.svg")
+
+
+def test_values_and_gradients_in_the_labels():
+    a = mt.tensor([1.0, -2.0], requires_grad=True)
+    h = a * 3.0
+    h.retain_grad()
+    loss = h.tanh().sum()
+    loss.backward(retain_graph=True)
+    dot = viz.to_dot(loss, params={"a": a, "h": h}, name="L", values=True)
+    assert "a\\n(2,) float32\\ndata [ 1., -2.]\\ngrad [" in dot
+    assert "h = Mul" in dot and "data [ 3., -6.]" in dot  # a named intermediate: its value and its gradient
+    assert dot.count("grad [") == 2  # a and h (L keeps no gradient: a non-leaf without retain_grad)
+    assert "data" not in viz.to_dot(loss, params={"a": a})  # values only when asked
+
+
+def test_draw_without_graphviz_writes_a_png(monkeypatch, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    lin, loss = _small_graph()
+    monkeypatch.setattr(shutil, "which", lambda name: None)  # no Graphviz: draw() does not need it
+    fig = viz.draw(loss, tmp_path / "g.png", params=dict(lin.named_parameters()))
+    assert (tmp_path / "g.png").read_bytes().startswith(b"\x89PNG")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any(t.startswith("weight\n(2, 3) float32\ndata") for t in texts) and any("Tanh" in t for t in texts)
+    assert viz._layers(*viz._walk(loss, None, "L", False))["out"] == 0
+    h = mt.randn(2, requires_grad=True)
+    for _ in range(200):
+        h = h * 1.0
+    with pytest.raises(ValueError, match="to_dot"):
+        viz.draw(h.sum())

@@ -1,0 +1,67 @@
+"""Rung 3, fused ops: Softmax, LayerNorm and cross-entropy with label smoothing, each one primitive whose
+
+YOUR FILE: fill every `raise NotImplementedError("exercise N.M")`; the checks import it as it is on disk.
+backward is derived for the whole op at once (docs/backprop.md derives the engine's own).
+
+As in rung 2: `forward(ctx, *arrays, **kwargs)` on NumPy arrays, `backward(ctx, g)` returns one gradient per
+tensor input. Check with `python -m course check 3`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import minitensor as mt
+
+
+class Softmax(mt.Function):
+    """y = softmax(x) over `dim`: y_i = e^(x_i - max) / sum_j e^(x_j - max)"""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1):
+        e = np.exp(x - x.max(axis=dim, keepdims=True))  # minus the max: no overflow, same result
+        y = e / e.sum(axis=dim, keepdims=True)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        # exercise 3.1: the Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so dx = y * (g - sum_j g_j y_j) over `dim`
+        raise NotImplementedError("exercise 3.1")
+
+
+class LayerNorm(mt.Function):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (var: biased, as torch)"""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps=1e-5):
+        mean = x.mean(axis=-1, keepdims=True)
+        rstd = 1.0 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+        xhat = (x - mean) * rstd
+        ctx.xhat, ctx.rstd, ctx.weight = xhat, rstd, weight
+        return xhat * weight + bias
+
+    @staticmethod
+    def backward(ctx, g):
+        # exercise 3.2: with gx = g * weight (the gradient reaching xhat) and means over the last axis:
+        #     dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)),  dweight = g * xhat,  dbias = g
+        # (dweight and dbias in the output's shape: the engine sums them over the leading axes)
+        raise NotImplementedError("exercise 3.2")
+
+
+class CrossEntropy(mt.Function):
+    """loss = mean over the N rows of -sum_c q_c log softmax(logits)_c, q = (1 - s) onehot(target) + s / C
+
+    logits (N, C); target (N,) integer class ids, a keyword (not differentiated); label_smoothing s in [0, 1].
+    """
+
+    @staticmethod
+    def forward(ctx, logits, target=None, label_smoothing=0.0):
+        # exercise 3.3: the loss as a 0-d array. log softmax = x - max - log sum e^(x - max); build q
+        raise NotImplementedError("exercise 3.3")
+
+    @staticmethod
+    def backward(ctx, g):
+        # exercise 3.4: dlogits = g * (softmax(logits) - q) / N
+        raise NotImplementedError("exercise 3.4")
