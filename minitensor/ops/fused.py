@@ -4,8 +4,10 @@ primitives would record several and keep their temporaries.
 docs/backprop.md derives every formula below step by step; tests/test_fused.py checks each fused op
 equal to the composite it replaces.
 
-Notation: x the input, y = out the forward result, g = dL/dy the incoming gradient; sums run over
-the reduced axis; `*` is elementwise.
+Notation: x the input, y = out the forward result, g = dL/dy the incoming gradient, a dot the tangent
+(forward mode: ẋ the direction the input moves in, ẏ how the output moves); sums run over the reduced
+axis; `*` is elementwise. Each op's docstring gives its JVP after its VJP; its `jvp` rule (tangents.py) is
+that formula over operators and ctx.xp, so reverse mode can differentiate it.
 
 linear       y = x W^T + b                                   dx = g W, dW = g^T x, db = sum over rows of g
 softmax      y_i = e^{x_i - m} / sum_j e^{x_j - m}            dx = y * (g - sum_j g_j y_j)
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function
+from ..autograd import Function, tangent_sum
 from ..pool import update_pool
 from .reductions import in_opmath, opmath_dtype, to_dtype
 from .rowwise import is_last, last_max, last_sum, sum_
@@ -40,7 +42,8 @@ from .rowwise import is_last, last_max, last_sum, sum_
 
 
 class Linear(Function):
-    """y = x @ W^T + b, x (..., in), W (out, in);  dx = g @ W, dW = g^T x (rows flattened), db = sum g"""
+    """y = x @ W^T + b, x (..., in), W (out, in);  dx = g @ W, dW = g^T x (rows flattened), db = sum g;
+    ẏ = ẋ @ W^T + x @ Ẇ^T + ḃ (bilinear in x and W, not linear: the product rule, then the bias)"""
 
     max_inputs = 3  # x, weight, bias; bias optional
 
@@ -63,12 +66,22 @@ class Linear(Function):
         gb = ctx.xp.sum(g2, axis=0) if need_b else None
         return gx, gw, gb
 
+    @staticmethod
+    def jvp(ctx, tx, tw, tb=None):
+        x, weight = ctx.saved_arrays
+        return tangent_sum(
+            Linear.apply(tx, weight) if tx is not None else None,
+            Linear.apply(x, tw) if tw is not None else None,
+            tb,  # (out,): the engine broadcasts it to the output's shape
+        )
+
 
 # ----------------------------------------------------------------------------- softmax family
 
 
 class Softmax(Function):
-    """y = e^{x - max} / sum e^{x - max};  dx = y * (g - sum(g * y))"""
+    """y = e^{x - max} / sum e^{x - max};  dx = y * (g - sum(g * y));  ẏ = y * (ẋ - sum(y * ẋ))
+    (the Jacobian diag(y) - y y^T is symmetric: the JVP is the VJP's formula with ẋ for g)"""
 
     @staticmethod
     def forward(ctx, x, dim):
@@ -87,9 +100,15 @@ class Softmax(Function):
         dx = softmax_grad(ctx.xp, g, y, ctx.dim)
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
+    @staticmethod
+    def jvp(ctx, tx):
+        (y,) = ctx.saved_arrays
+        dtype, y, tx = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, tx)
+        return to_dtype(ctx.xp, softmax_jvp(ctx.xp, tx, y, ctx.dim), dtype)
+
 
 class LogSoftmax(Function):
-    """y = x - max - log sum e^{x - max};  dx = g - e^y * sum(g)"""
+    """y = x - max - log sum e^{x - max};  dx = g - e^y * sum(g);  ẏ = ẋ - sum(e^y * ẋ)  (e^y = softmax(x))"""
 
     @staticmethod
     def forward(ctx, x, dim):
@@ -105,6 +124,12 @@ class LogSoftmax(Function):
         dx = g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True)
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
+    @staticmethod
+    def jvp(ctx, tx):
+        (y,) = ctx.saved_arrays
+        dtype, y, tx = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, tx)
+        return to_dtype(ctx.xp, tx - ctx.xp.sum(ctx.xp.exp(y) * tx, axis=ctx.dim, keepdims=True), dtype)
+
 
 def softmax_grad(xp, g, y, dim: int = -1):
     """dx = y * (g - sum(g * y)) along dim, as g y - y sum(g y): the gradient of x for the gradient g of
@@ -112,6 +137,14 @@ def softmax_grad(xp, g, y, dim: int = -1):
     call it. (Expanded, its second derivative under create_graph follows PyTorch's to round-off.)"""
     gy = g * y
     return gy - y * xp.sum(gy, axis=dim, keepdims=True)
+
+
+def softmax_jvp(xp, tx, y, dim: int = -1):
+    """ẏ = y * (ẋ - sum(y * ẋ)) along dim: the tangent of y = softmax(x) for the tangent ẋ. The same numbers as
+    softmax_grad with ẋ for g (the Jacobian is symmetric), in the factored order that torch's JVP uses: where y
+    is nearly one-hot the two orders cancel differently, by more than float32's tolerance. Softmax and the
+    attention weights call it."""
+    return y * (tx - xp.sum(y * tx, axis=dim, keepdims=True))
 
 
 def _max(x: np.ndarray, dim: int) -> np.ndarray:
@@ -133,6 +166,9 @@ def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * w + b over the last k dims (biased variance);
     dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
+    ẏ = ẋhat * w + xhat * ẇ + ḃ,  ẋhat = rstd * (ẋ - mean(ẋ) - xhat * mean(ẋ * xhat))
+    (from ẋc = ẋ - mean(ẋ), var̊ = 2 mean(xc ẋc), rstḋ = -rstd^3 mean(xc ẋc); xhat's Jacobian is symmetric,
+    so ẋhat is dx's formula with ẋ for dxhat: docs/backprop.md)
     Deviation from PyTorch: where dxhat holds an inf (an infinite weight or g), dx is +-inf or NaN by this
     order of sums; PyTorch's kernel (another order) gives NaN for the whole row. Non-finite either way."""
 
@@ -178,6 +214,20 @@ class LayerNorm(Function):
             gx = rstd * (dxhat - _mean(xp, dxhat, axes) - xhat * _mean(xp, dxhat * xhat, axes))
         return gx, gw, gb
 
+    @staticmethod
+    def jvp(ctx, tx, tw=None, tb=None):
+        xp, axes = ctx.xp, ctx.axes
+        x, w = (ctx.saved_arrays + (None,))[:2]
+        dtype = x.dtype
+        x, w, tx, tw, tb = (None if t is None else in_opmath(xp, t) for t in (x, w, tx, tw, tb))
+        mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
+        xhat = (x - mean) * rstd
+        dxhat = None
+        if tx is not None:
+            dxhat = rstd * (tx - _mean(xp, tx, axes) - xhat * _mean(xp, tx * xhat, axes))
+            dxhat = dxhat * w if w is not None else dxhat
+        return to_dtype(xp, tangent_sum(dxhat, xhat * tw if tw is not None else None, tb), dtype)
+
 
 def _normalized(xp, x, axes: tuple, eps: float):
     """(xhat, mean, rstd): xhat = (x - mean) * rstd, rstd = (var + eps)^-1/2 over axes (biased variance)."""
@@ -204,7 +254,7 @@ def _row_stats(xp, x, axes: tuple, eps: float):
 
 
 class Dropout(Function):
-    """y = x * m, m = keep * scale (scale = 1 / (1 - p));  dx = g * m
+    """y = x * m, m = keep * scale (scale = 1 / (1 - p));  dx = g * m;  ẏ = ẋ * m (the same mask)
 
     The mask is kept as the boolean `keep` (a byte an entry, a quarter of a float32 mask; measured:
     benchmarks/README.md), and both passes multiply by it and then by scale, without a float mask.
@@ -221,6 +271,8 @@ class Dropout(Function):
     def backward(ctx, g):
         return g * ctx.keep * ctx.scale, None  # in the forward's order: bitwise g * (keep * scale)
 
+    jvp_kind = "elementwise"  # a diagonal Jacobian m: the VJP's formula applied to ẋ
+
 
 # ----------------------------------------------------------------------------- attention
 
@@ -228,6 +280,8 @@ class Dropout(Function):
 class AttentionWeights(Function):
     """w = softmax(q k^T * scale) over the keys where `keep` is True; a row with no such key is all 0.
     dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
+    Ṡ = (q̇ k^T + q k̇^T) * scale;  ẇ = w * (Ṡ - sum_k w * Ṡ)  (softmax's JVP: 0 at a masked key and in an
+    empty row, where w = 0, as the derivative of a constant is)
 
     q (..., T_q, Dh), k (..., T_k, Dh), keep: bool, broadcastable to (..., T_q, T_k), or None.
     Fusing keeps the (B, H, T_q, T_k) scores in one buffer that is masked, exponentiated and
@@ -267,6 +321,16 @@ class AttentionWeights(Function):
         dq = (ds @ k) * ctx.scale if need_q else None  # (B, H, T_q, Dh)
         dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None  # (B, H, T_k, Dh)
         return to_dtype(xp, dq, dtype), to_dtype(xp, dk, dtype)
+
+    @staticmethod
+    def jvp(ctx, tq, tk):
+        xp, dtype = ctx.xp, ctx.saved_arrays[0].dtype
+        q, k, w, tq, tk = (None if t is None else in_opmath(xp, t) for t in ctx.saved_arrays + (tq, tk))
+        ds = tangent_sum(
+            tq @ xp.swapaxes(k, -1, -2) if tq is not None else None,
+            q @ xp.swapaxes(tk, -1, -2) if tk is not None else None,
+        )
+        return to_dtype(xp, softmax_jvp(xp, ds * ctx.scale, w), dtype)
 
 
 def _masked_softmax_(w, keep):

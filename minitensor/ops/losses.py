@@ -15,13 +15,17 @@ bce_with_logits, elementwise, target t, pos_weight w (1 if none), s = sigmoid(x)
              loss = -(w t log s + (1 - t) log(1 - s)),  log s = log sigmoid(x), log(1 - s) = log sigmoid(-x)
              dx = ((w t + 1 - t) s - w t) * g   (w = 1: (s - t) * g)
              dt = -(w log sigmoid(x) - log sigmoid(-x)) * g   (w = 1: -x * g);   dw = -t log sigmoid(x) * g
+
+Forward mode (a dot is a tangent): a loss row moves by the row of its gradient dotted with the tangents,
+loṡs_n = sum_c dlogits_nc ẋ_nc (with g_n = 1) + the target's and the weight's terms, then is reduced as the
+loss is (_reduced_tangent). The class-index losses take their weight as a constant, in both modes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function
+from ..autograd import Function, tangent_sum
 from .elementwise import log_sigmoid
 
 
@@ -79,6 +83,25 @@ def _reduce(losses: np.ndarray, reduction: str, out_shape: tuple, denominator):
     return np.asarray(losses.sum() / denominator), dt(1) / denominator
 
 
+def _reduced_tangent(xp, per_row, reduction: str, scale, out_shape: tuple):
+    """The loss's tangent from its rows' tangents (R,), reduced as _reduce reduces the rows' losses."""
+    if reduction == "none":
+        return per_row.reshape(out_shape)
+    total = xp.sum(per_row)
+    return total if reduction == "sum" else total * scale
+
+
+def _constant_weight_tangent(op: str, tw) -> None:
+    """A class-index loss's weight is a constant (not differentiated, as in PyTorch's nll_loss): refuse a tangent.
+    Deviation from PyTorch, flagged: torch's forward AD drops such a tangent silently (and, with label smoothing,
+    follows it through part of its composite); here it is an error, not a derivative that is silently partial."""
+    if tw is not None:
+        raise RuntimeError(
+            f"{op}: the weight carries a forward-mode tangent, but {op} with class-index targets is not "
+            f"differentiable with respect to weight (as in PyTorch); give a weight without a tangent"
+        )
+
+
 def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
     """dL/dloss_row for each row: g itself (reduction 'none') or g times the reduction's scale."""
     return g.reshape(-1) if reduction == "none" else g * scale
@@ -95,6 +118,7 @@ class CrossEntropy(Function):
            = -(1 - e) w_{t_n} log p_{n, t_n} - e / C sum_c w_c log p_nc
     dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc = (1 - e) w_{t_n} + e / C sum_c w_c
     (no weight: s_n = 1 and dx_n = (p_n - q_n) * dL/dloss_n). 'mean' divides by sum of w_{t_n} over kept rows.
+    loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc  (0 at ignored rows), reduced as the loss is.
     Deviation from PyTorch, kept on purpose: an infinite dL/dloss_n gives +-inf (the limit, by the sign of
     p - q); PyTorch's composite backward (nll_loss, then log_softmax) computes inf - inf there: NaN."""
 
@@ -132,6 +156,19 @@ class CrossEntropy(Function):
         dx = (xp.exp(logp) - q) * g_rows if w is None else (ctx.s * xp.exp(logp) - w * q) * g_rows
         return _unrows(xp, dx, x.shape), None, None  # target, weight: no gradient
 
+    @staticmethod
+    def jvp(ctx, tx, t_target, tw=None):
+        _constant_weight_tangent("cross_entropy", tw)
+        if tx is None:
+            return None
+        xp, w = ctx.xp, ctx.weight
+        x = ctx.saved_arrays[0]
+        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
+        q = _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype)  # (R, C)
+        d_logits = xp.exp(logp) - q if w is None else ctx.s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
+        per_row = xp.where(ctx.valid, xp.sum(d_logits * _rows(xp, tx), axis=1), 0)
+        return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
+
 
 def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
     """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
@@ -152,6 +189,8 @@ class CrossEntropyProbs(Function):
     loss_n = -sum_c w_c q_nc log p_nc with q_n = (1 - e) P_n + e / C, p_n = softmax(x_n)
     dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc (not assumed 1: PyTorch takes any P)
     dP_n = -(1 - e) w * log p_n * dL/dloss_n,  dw = -sum_n q_n * log p_n * dL/dloss_n
+    loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc - (1 - e) sum_c Ṗ_nc w_c log p_nc - sum_c ẇ_c q_nc log p_nc
+    (a term whose factors are 0 and log 0 = -inf is 0, as in the forward; torch's composite gives NaN there)
     'mean' divides by the number of rows R, not by the weights (PyTorch's rule for probabilities).
     Deviation from PyTorch, kept on purpose: a class with w_c q_nc = 0 and p_nc = 0 (a logit of -inf) adds 0,
     its limit (0 log 0 = 0, as torch.xlogy); PyTorch's composite computes 0 * -inf there: NaN."""
@@ -190,10 +229,30 @@ class CrossEntropyProbs(Function):
             gw = xp.sum(-_times_log(xp, q, logp) * per_row, axis=0)
         return gx, gt, gw
 
+    @staticmethod
+    def jvp(ctx, tx, tt, tw=None):
+        xp, e = ctx.xp, ctx.e
+        x, target, weight = (ctx.saved_arrays + (None,))[:3]
+        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)  # (R, C)
+        q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, e, logp.shape[1])
+        dx = dt = dw = None
+        if tx is not None:
+            s = xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
+            dx = xp.sum((s * xp.exp(logp) - wq) * _rows(xp, tx), axis=1)
+        if tt is not None:
+            w_logp = logp if weight is None else _times_log(xp, weight, logp)
+            dt = -xp.sum(_times_log(xp, _rows(xp, tt), w_logp), axis=1)
+            dt = dt * (1 - e) if e else dt
+        if tw is not None:
+            dw = -xp.sum(_times_log(xp, tw, _times_log(xp, q, logp)), axis=1)
+        per_row = tangent_sum(dx, dt, dw)
+        return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
+
 
 class NLLLoss(Function):
     """loss_n = -w_{t_n} x[n, t_n] (w = 1 if not given);  dx[n, t_n] = -w_{t_n} dL/dloss_n, 0 elsewhere.
-    'mean' divides by sum of w_{t_n} over the rows whose target is not ignore_index."""
+    'mean' divides by sum of w_{t_n} over the rows whose target is not ignore_index.
+    loṡs_n = -w_{t_n} ẋ[n, t_n]  (0 at ignored rows), reduced as the loss is (linear in x)."""
 
     max_inputs = 3  # x, target, weight; weight optional
 
@@ -219,11 +278,23 @@ class NLLLoss(Function):
         grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
         return _unrows(xp, grad, ctx.shape), None, None  # target, weight: no gradient
 
+    @staticmethod
+    def jvp(ctx, tx, t_target, tw=None):
+        _constant_weight_tangent("nll_loss", tw)
+        if tx is None:
+            return None
+        xp = ctx.xp
+        picked = -_rows(xp, tx)[np.arange(ctx.rows[0]), ctx.tv]  # (R,)
+        per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * ctx.w_t, 0)
+        return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(ctx.shape))
+
 
 class BCEWithLogits(Function):
     """loss = -(w t log sigmoid(x) + (1 - t) log sigmoid(-x)), elementwise, w = pos_weight (1 if not given);
     dx = ((w t + 1 - t) sigmoid(x) - w t) * g,  dt = -(w log sigmoid(x) - log sigmoid(-x)) * g,
     dw = -t log sigmoid(x) * g   (w broadcasts over the last dim; the walk sums dw back to its shape)
+    ẏ = ((w t + 1 - t) s - w t) ẋ - (w log sigmoid(x) - log sigmoid(-x)) ṫ - t log sigmoid(x) ẇ: elementwise in
+    x, t and w (w_j meets the loss's column j only), so the VJP's formulas with the tangents for g (jvp_kind)
 
     Unreduced and unweighted: F.binary_cross_entropy_with_logits multiplies by `weight` and reduces after it.
     Deviation from PyTorch, kept on purpose: at an infinite logit the loss is its limit, +inf at -inf with a
@@ -256,6 +327,8 @@ class BCEWithLogits(Function):
         if need_w:
             gw = -_times_log(xp, t, log_p) * g
         return gx, gt, gw
+
+    jvp_kind = "elementwise"
 
 
 def _times_log(xp, c, log_s):
