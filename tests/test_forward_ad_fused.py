@@ -378,6 +378,18 @@ def _second_order_cases(rng):
             lambda t, x, p: t.F.cross_entropy(x, p, label_smoothing=0.1, reduction="sum"),
             [some(rng, (3, 5), 2.0), p],
         ),
+        "linear": (
+            lambda t, x, w, b: (t.F.linear(x, w, b) * t.tensor(c235[..., :4])).sum(),
+            [some(rng, (2, 3, 5)), some(rng, (4, 5)), some(rng, (4,))],
+        ),
+        "nll_loss": (
+            lambda t, x: t.F.nll_loss(t.F.log_softmax(x, dim=1), t.tensor(target), reduction="sum"),
+            [some(rng, (3, 5), 2.0)],
+        ),
+        "bce_with_logits": (
+            lambda t, x, y, pw: t.F.binary_cross_entropy_with_logits(x, y, pos_weight=pw),
+            [some(rng, (3, 5), 2.0), rng.random((3, 5)), rng.random(5) + 0.5],
+        ),
         "attention_weights": (
             lambda t, q, k: (
                 (
@@ -450,19 +462,19 @@ def _tiny_model(dropout: float, variant: dict) -> Transformer:
 
 def _with_tangents(model, direction: dict):
     """Swap each parameter for a dual view carrying its direction (as torch.func.functional_call swaps parameters);
-    returns the swaps, for _restore."""
+    returns the swaps (module, name, parameter, full name), for _restore."""
     swaps = []
     for module_name, module in model.named_modules():
         for name, p in list(module._parameters.items()):
             full = f"{module_name}.{name}" if module_name else name
             if p is not None and full in direction:
-                swaps.append((module, name, p))
+                swaps.append((module, name, p, full))
                 module._parameters[name] = fw.make_dual(p, mt.tensor(direction[full]))
     return swaps
 
 
 def _restore(swaps) -> None:
-    for module, name, p in swaps:
+    for module, name, p, _ in swaps:
         module._parameters[name] = p
 
 
@@ -503,3 +515,42 @@ def test_transformer_directional_derivative_equals_gradient_dot_direction(rng, f
             _restore(swaps)
     assert value == float(loss.numpy())  # the same masks, the same loss
     assert_close(tangent, dot, OP_RTOL["float64"], "the loss's directional derivative against <grad, v>")
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["no_dropout", "dropout"])
+@pytest.mark.parametrize("variant", VARIANTS, ids=["post_norm_relu", "pre_norm_gelu"])
+def test_transformer_hessian_vector_product_forward_over_reverse_equals_double_backward(
+    rng, float64_default, dropout, variant
+):
+    """H v two ways on the whole model: the tangent of the create_graph gradient (forward over reverse: every
+    backward's own primitives carry tangents) and the gradient of <∇L, v> (double backward), to round-off."""
+    mt.manual_seed(0)
+    model = _tiny_model(dropout, variant)
+    src = rng.integers(1, 11, size=(3, 7))
+    tgt = rng.integers(1, 13, size=(3, 6))
+    src[1, 5:] = 0
+    tgt[2, 4:] = 0
+    params = dict(model.named_parameters())
+    direction = {name: rng.standard_normal(p.shape) for name, p in params.items()}
+
+    mt.manual_seed(1)
+    loss, _, _ = compute_loss(model, src, tgt, label_smoothing=0.1)
+    grads = mt.autograd.grad(loss, list(params.values()), create_graph=True)
+    dot = sum((g * mt.tensor(direction[name])).sum() for name, g in zip(params, grads))
+    double_backward = dict(zip(params, mt.autograd.grad(dot, list(params.values()))))
+
+    mt.manual_seed(1)
+    with fw.dual_level():
+        swaps = _with_tangents(model, direction)
+        try:
+            loss, _, _ = compute_loss(model, src, tgt, label_smoothing=0.1)
+            grads = mt.autograd.grad(loss, [p for _, _, p, _ in swaps], create_graph=True)
+            tangents = {full: fw.unpack_dual(g).tangent for (_, _, _, full), g in zip(swaps, grads)}
+        finally:
+            _restore(swaps)
+    assert set(tangents) == set(params)
+    for name, hv in double_backward.items():
+        got = np.zeros(hv.shape) if tangents[name] is None else _np(tangents[name])
+        assert_close(
+            got, hv.numpy(), OP_RTOL["float64"], f"H v of {name}, forward over reverse against double backward"
+        )
