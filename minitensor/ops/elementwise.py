@@ -1,5 +1,5 @@
-"""Elementwise primitives: arithmetic, unary functions, activations, clamp, maximum/minimum, where,
-masked_fill, dtype cast and clone.
+"""Elementwise primitives: arithmetic, unary functions, activations, dtype cast and clone (clamp,
+maximum/minimum, where and masked_fill, which select between inputs, are in selection.py).
 
 Gradients are returned in the output's broadcast shape; the graph walk sums them back to each
 input's shape (autograd.unbroadcast), so no formula here deals with broadcasting. Each backward is
@@ -35,6 +35,8 @@ class Add(Function):
 class Sub(Function):
     """out = a - b;  da = g, db = -g"""
 
+    jvp_kind = "linear"
+
     @staticmethod
     def forward(ctx, a, b):
         return a - b
@@ -64,6 +66,8 @@ class Mul(Function):
 class Div(Function):
     """out = a / b;  da = g / b, db = -g * a / b^2 = -g * out / b"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, b):
         out = a / b
@@ -80,6 +84,8 @@ class Div(Function):
 class DivRounded(Function):
     """out = trunc(a / b) or floor(a / b) (rounding_mode 'trunc' or 'floor');  da = 0, db = 0
     (the result is piecewise constant: PyTorch's derivative is 0 everywhere, at the steps too)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b, rounding_mode):
@@ -102,6 +108,8 @@ class Pow(Function):
     PyTorch's conventions at the edges: da = 0 where b == 0 (selected, so even an infinite g gives 0),
     db = 0 where a == 0 and b >= 0 (multiplied, as PyTorch does)."""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, b):
         out = np.power(a, b)
@@ -120,6 +128,8 @@ class Pow(Function):
 
 class PowScalar(Function):
     """out = a ** e (e a Python number);  da = g * e * a^(e-1), and 0 for e == 0 whatever g is (as in PyTorch)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a, exponent):
@@ -143,6 +153,8 @@ class RPowScalar(Function):
     """out = c ** a (c a Python number);  da = g * out * log(c)
     (PyTorch's value at c == 0: 0 where a >= 0, where out * log(c) would be 0 * -inf)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, base):
         out = np.power(a.dtype.type(base), a)
@@ -162,6 +174,8 @@ class RPowScalar(Function):
 
 class Neg(Function):
     """out = -a;  da = -g"""
+
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a):
@@ -195,6 +209,8 @@ class Exp(Function):
 class Log(Function):
     """out = ln a;  da = g / a"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -208,6 +224,8 @@ class Log(Function):
 
 class Sqrt(Function):
     """out = sqrt(a);  da = g / (2 out)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -224,6 +242,8 @@ class Sqrt(Function):
 class Abs(Function):
     """out = |a|;  da = g * sign(a)  (sign 0 at a == 0 and at NaN, as in PyTorch)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -237,6 +257,8 @@ class Abs(Function):
 
 class Sin(Function):
     """out = sin a;  da = g * cos a"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -252,6 +274,8 @@ class Sin(Function):
 class Cos(Function):
     """out = cos a;  da = -g * sin a"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -265,6 +289,8 @@ class Cos(Function):
 
 class Tanh(Function):
     """out = tanh a;  da = g * (1 - out^2)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -288,6 +314,8 @@ class Sigmoid(Function):
     """out = 1 / (1 + e^-a);  da = g * out * (1 - out) = g * out * sigmoid(-a)
     (1 - out is computed as sigmoid(-a): where out rounds to 1 it would be 0, and the derivatives of
     higher order, which are made of such factors, would lose their value there)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -313,6 +341,8 @@ class LogSigmoid(Function):
     of BCE with logits for its target and pos_weight are made of log sigmoid, and under create_graph they
     need it differentiable: log(sigmoid(a)) would underflow to -inf below a = -745 in float64.)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -327,6 +357,8 @@ class LogSigmoid(Function):
 class Relu(Function):
     """out = max(a, 0);  da = g where out > 0 (or is NaN), else 0
     (selected, not g * mask: an inf or NaN g stays where it belongs and gives 0 elsewhere, as in PyTorch)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -394,6 +426,8 @@ _GELU_TANH_C = 0.044715
 class Erf(Function):
     """out = erf(a);  da = g * 2/sqrt(pi) e^(-a^2)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -426,6 +460,8 @@ class Gelu(Function):
                           da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2),
                           computed with s = (1 + t)/2 and 1 - s:  out = a s,  da = g * (s + 2 a s (1 - s) du/da)."""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, approximate="none"):
         ctx.save_for_backward(a)
@@ -450,117 +486,13 @@ class Gelu(Function):
         return (g * (ctx.intermediate(ctx.cdf, _gelu_cdf, a) + a * pdf),)
 
 
-# ----------------------------------------------------------------------------- clamp, max/min, select
-
-
-class Clamp(Function):
-    """out = min(max(a, lo), hi), each bound a tensor (a Python number comes as a 0-d one, an absent bound as None);
-    da  = g where lo <= a <= hi (inclusive: on a tie the input gets g, the bound 0), else 0,
-    dlo = g where a < lo (and lo < hi when both are given: lo > hi makes out = hi),
-    dhi = g where a > hi (or hi < lo),
-    PyTorch's clamp_backward and clamp_backward_min_max, selected (an inf or NaN g stays where it belongs)."""
-
-    @staticmethod
-    def forward(ctx, a, *bounds, has_min, has_max):
-        lo = bounds[0] if has_min else None
-        hi = bounds[-1] if has_max else None
-        ctx.save_for_backward(a, *bounds)
-        ctx.has_min, ctx.has_max = has_min, has_max
-        out = a if lo is None else np.maximum(lo, a)  # a on a tie (-0.0 stays), as PyTorch
-        return out if hi is None else np.minimum(hi, out)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, *bounds = ctx.saved_arrays
-        lo = bounds[0] if ctx.has_min else None
-        hi = bounds[-1] if ctx.has_max else None
-        xp, need = ctx.xp, ctx.needs_input_grad
-        if lo is not None and hi is not None:
-            inside = (a >= lo) & (a <= hi)
-            to_lo, to_hi = (a < lo) & (lo < hi), (a > hi) | (hi < lo)
-        elif lo is not None:
-            inside, to_lo, to_hi = a >= lo, a < lo, None
-        else:
-            inside, to_lo, to_hi = a <= hi, None, a > hi
-        grads = [xp.where(inside, g, 0) if need[0] else None]
-        if lo is not None:
-            grads.append(xp.where(to_lo, g, 0) if need[1] else None)
-        if hi is not None:
-            grads.append(xp.where(to_hi, g, 0) if need[-1] else None)
-        return tuple(grads)
-
-
-def _to_larger(xp, g, a, b):
-    """The share of g of `a` in max(a, b), as PyTorch: g, half of it on a tie, 0 where b is larger.
-    A NaN operand is never smaller, so both operands of a NaN get g."""
-    return xp.where(a < b, 0, xp.where(a == b, g * 0.5, g))
-
-
-class Maximum(Function):
-    """out = max(a, b);  the gradient goes to the larger input, split in half on ties (as in PyTorch)"""
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return np.maximum(b, a)  # on a tie NumPy returns its second operand, PyTorch a (-0.0 vs 0.0)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_arrays
-        return _to_larger(ctx.xp, g, a, b), _to_larger(ctx.xp, g, b, a)
-
-
-class Minimum(Function):
-    """out = min(a, b);  the gradient goes to the smaller input, split in half on ties"""
-
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return np.minimum(b, a)  # a on a tie, as PyTorch
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_arrays
-        return _to_larger(ctx.xp, g, b, a), _to_larger(ctx.xp, g, a, b)  # a is the smaller where b is larger
-
-
-class Where(Function):
-    """out = cond ? a : b;  da = g where cond, db = g where not cond"""
-
-    @staticmethod
-    def forward(ctx, a, b, cond):
-        ctx.save(cond=cond)  # torch's where saves its condition too
-        return np.where(cond, a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        need_a, need_b = ctx.needs_input_grad
-        return (ctx.xp.where(ctx.cond, g, 0) if need_a else None), (ctx.xp.where(ctx.cond, 0, g) if need_b else None)
-
-
-class MaskedFill(Function):
-    """out = mask ? value : a  (value a 0-d tensor, mask broadcast with a);
-    da = g where not mask, dvalue = g where mask (summed to value's shape () by the graph walk)"""
-
-    @staticmethod
-    def forward(ctx, a, value, mask):
-        ctx.save(mask=mask)
-        return np.where(mask, value, a)
-
-    @staticmethod
-    def backward(ctx, g):
-        need_a, need_value = ctx.needs_input_grad
-        return (
-            ctx.xp.where(ctx.mask, 0, g) if need_a else None,
-            ctx.xp.where(ctx.mask, g, 0) if need_value else None,
-        )
-
-
 # ----------------------------------------------------------------------------- dtype and memory
 
 
 class Cast(Function):
     """out = a as another float dtype;  da = g cast back to a's dtype"""
+
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a, dtype):
@@ -574,6 +506,8 @@ class Cast(Function):
 
 class Clone(Function):
     """out = a copied into fresh memory (C order);  da = g"""
+
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a):
