@@ -46,7 +46,7 @@ from .tensor_math import TensorMath
 class Tensor(TensorMath, DeviceMethods):
     """A NumPy array that can record the operations applied to it and backpropagate through them."""
 
-    __slots__ = ("data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks", "__weakref__")
+    __slots__ = ("data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks", "_post_hooks", "__weakref__")
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
     def __init__(self, data, requires_grad: bool = False, dtype=None):
@@ -58,6 +58,7 @@ class Tensor(TensorMath, DeviceMethods):
         self.grad_fn = None  # the autograd Node that produced this tensor; None for a leaf
         self.version_counter = VersionCounter()  # bumped by every in-place change (shared with views)
         self._hooks = None  # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
+        self._post_hooks = None  # a leaf's post-accumulate-grad hooks: hook(tensor) once .grad is updated
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -72,6 +73,7 @@ class Tensor(TensorMath, DeviceMethods):
         t.grad_fn = None
         t.version_counter = VersionCounter()
         t._hooks = None
+        t._post_hooks = None
         return t
 
     @property
@@ -222,6 +224,8 @@ class Tensor(TensorMath, DeviceMethods):
             self._grad = Tensor.wrap(g)
         else:
             self._grad.data = self._grad.data + g
+        for hook in self._post_hooks or ():
+            hook(self)
 
     def apply_hooks(self, g):
         """A leaf's gradient g after its hooks, each of which may replace it: what accumulate_grad adds
@@ -244,6 +248,18 @@ class Tensor(TensorMath, DeviceMethods):
         holder, attr = (self.grad_fn, "hooks") if self.grad_fn is not None else (self, "_hooks")
         handle = _HookHandle(holder, attr, hook)
         setattr(holder, attr, (getattr(holder, attr) or []) + [handle.on_array])
+        return handle
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor) -> None, called on a leaf right after backward has added its gradient into .grad
+        (the walk calls it as soon as that gradient is complete: how DistributedDataParallel starts an
+        all-reduce while the rest of the backward runs). `remove()` on the returned handle unregisters it."""
+        if not self.requires_grad:
+            raise RuntimeError("register_post_accumulate_grad_hook() on a tensor that does not require grad")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        handle = _HookHandle(self, "_post_hooks", hook)
+        self._post_hooks = (self._post_hooks or []) + [handle.hook]
         return handle
 
     # ------------------------------------------------------------------ in place, outside autograd
@@ -444,7 +460,7 @@ class _HookHandle:
 
     def remove(self) -> None:
         hooks = getattr(self._holder, self._attr) or []
-        setattr(self._holder, self._attr, [h for h in hooks if h != self.on_array] or None)
+        setattr(self._holder, self._attr, [h for h in hooks if h not in (self.on_array, self.hook)] or None)
 
 
 # ---------------------------------------------------------------------- helpers behind the methods
