@@ -132,7 +132,8 @@ def _train_and_report(args, model_cfg: ModelConfig, train_cfg: TrainConfig, para
         overwrite=args.overwrite,
         on_start=announce,
         allow_nonfinite=args.allow_nonfinite,
-        resume_hint=_resume_command("train", args.out),
+        resume_hint=_resume_command("train", args.out)
+        + ("" if parallel is None else f" --nproc {parallel.world_size} (or another N: docs/distributed.md)"),
         parallel=parallel,
     )
     if not writes:
