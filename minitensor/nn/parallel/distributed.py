@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 
+from ...autograd import is_grad_enabled
 from ..modules.module import Module
 from .launch import require_mpi
 
@@ -87,7 +88,7 @@ class DistributedDataParallel(Module):
         self.hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in self.params]
         self.expect_hooks = False  # True between a synchronised forward and the end of its reduction
         self.next_bucket = 0  # the next bucket to start, in index order
-        self.timeline = []  # this step's events: (name, seconds since the backward's first hook), for the docs
+        self.timeline = []  # this step's events as (name, time.perf_counter()): the notebook draws them
 
     # ---- wrap time ----------------------------------------------------------------------------
     def _check_same_model_on_every_rank(self) -> None:
@@ -113,7 +114,7 @@ class DistributedDataParallel(Module):
                 "DistributedDataParallel: the previous backward did not finish reducing gradients: some parameter "
                 "got no gradient (unused in the forward, or backward not called); every parameter must take part"
             )
-        if self.require_backward_grad_sync and self.world_size > 1:
+        if self.require_backward_grad_sync and self.world_size > 1 and is_grad_enabled():  # no_grad: no backward
             self.expect_hooks, self.next_bucket, self.timeline = True, 0, []
             for b in self.buckets:
                 b.pending, b.request = len(b.params), None
