@@ -164,3 +164,14 @@ def test_imports_without_mpi4py_and_asking_for_it_gives_one_line():
         "data parallelism needs MPI, and mpi4py is not installed: "
         "install the distributed extra: pip install -e '.[distributed]' (mpi4py and mpich)"
     )
+
+
+def test_an_early_leaf_gradient_never_shares_an_array_still_flowing():
+    """x + w sends one array to the leaf w and to the non-leaf x; w's gradient is complete (and its hooks run)
+    before x's node has run. Scaling w.grad in place in the hook must not change what flows on to v."""
+    v = mt.randn(3, dtype=mt.float64, requires_grad=True)
+    w = mt.randn(3, dtype=mt.float64, requires_grad=True)
+    w.register_post_accumulate_grad_hook(lambda t: t.grad.data.__imul__(0.0))  # a hook that scales in place
+    c = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64)
+    (((v * 2) + w) * c).sum().backward()  # the add's gradient, c, is one owned array sent to both inputs
+    np.testing.assert_array_equal(v.grad.data, 2 * c.data)

@@ -71,7 +71,7 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
     needed = None if inputs is None else sink.nodes_to_run(order)
     sink.plan(order)
     for k, node in enumerate(order):
-        sink.deliver_ready(k)  # leaves no later node feeds get their .grad now, not at the end
+        sink.deliver_ready(k, grads)  # leaves no later node feeds get their .grad now, not at the end
         g = grads.pop(node, None)
         if g is None:  # nothing flows into this node
             continue
@@ -116,12 +116,16 @@ class _LeafGrads:
                     last[id(t)] = k
         self.done_after = sorted(((k, i) for i, k in last.items()), reverse=True)
 
-    def deliver_ready(self, k: int) -> None:
-        """Hand over the leaves whose last feeding node comes before position k of the walk."""
+    def deliver_ready(self, k: int, pending: dict) -> None:
+        """Hand over the leaves whose last feeding node comes before position k of the walk. `pending`: the
+        gradients still to flow (node -> gradient); a leaf must not take one of their arrays (x + y, y a leaf
+        and x not, sends one array both ways), since a hook may scale .grad in place while the walk goes on."""
+        busy = None
         while self.done_after and self.done_after[-1][0] < k:
             entry = self.sums.pop(self.done_after.pop()[1], None)
             if entry is not None:  # None: nothing flowed into this leaf
-                self.give(*entry)
+                busy = {id(_array(g)) for g in pending.values()} if busy is None else busy
+                self.give(*entry, busy=busy)
 
     def add(self, leaf, g) -> None:
         entry = self.sums.get(id(leaf))
@@ -135,11 +139,11 @@ class _LeafGrads:
         for leaf, g in self.sums.values():
             self.give(leaf, g)
 
-    def give(self, leaf, g) -> None:
-        # a leaf keeps its .grad array and may later scale it in place (clip_grad_norm_), so it
-        # must own it alone: not a view, not the caller's gradient, not another leaf's array
+    def give(self, leaf, g, busy=()) -> None:
+        # a leaf keeps its .grad array and may later scale it in place (clip_grad_norm_), so it must own
+        # it alone: not a view, not the caller's gradient, not another leaf's array, not one still flowing
         a = _array(g)
-        if not (a.flags.owndata and a.flags.writeable and a.flags.c_contiguous) or id(a) in self.owned:
+        if not (a.flags.owndata and a.flags.writeable and a.flags.c_contiguous) or id(a) in self.owned or id(a) in busy:
             g = g.clone() if is_tensor_like(g) else np.array(g, order="C")
         self.owned.add(id(_array(g)))
         leaf.accumulate_grad(g)
@@ -177,7 +181,7 @@ class _InputGrads:
     def plan(self, order: list) -> None:  # grad() returns its results at the end: nothing to hand over early
         pass
 
-    def deliver_ready(self, k: int) -> None:
+    def deliver_ready(self, k: int, pending: dict) -> None:
         pass
 
     def capture(self, node, g) -> None:
