@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor.nn.parallel import mpiexec_command, run_ranks
+from minitensor.nn.parallel import mpiexec_command, run_process_group, run_ranks
 from minitensor.testing import PARITY_RTOL, assert_close
 from transformer_np.parallel import DataParallel
 from transformer_np.training import train
@@ -145,7 +145,7 @@ TINY = (
 
 def cli(*args: str, prefix=()) -> subprocess.CompletedProcess:
     cmd = [*prefix, sys.executable, "-m", "transformer_np", "train", *TINY, *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
+    return run_process_group(cmd, timeout=120, env=ENV)  # --nproc starts mpiexec: the group is killed on timeout
 
 
 def assert_refused(done, message: str, out: str) -> None:
@@ -167,7 +167,7 @@ def test_ranks_started_with_different_configs_are_refused(tmp_path):
     out = str(tmp_path / "run")
     cmd = [sys.executable, "-m", "transformer_np", "train", *TINY, "--out", out]
     mpmd = [*mpiexec_command(1, [])[:3], *cmd[0:], "--lr", "1.0", ":", "-n", "1", *cmd, "--lr", "0.5"]
-    done = subprocess.run(mpmd, capture_output=True, text=True, timeout=120, env=ENV)
+    done = run_process_group(mpmd, timeout=120, env=ENV)
     assert_refused(done, "rank 1 was started with another configuration: lr: rank 0 1.0 vs rank 1 0.5", out)
 
 
@@ -185,5 +185,5 @@ def test_nproc_without_mpi_is_one_line_before_any_work(tmp_path):
         "from transformer_np.cli import main; sys.exit(main(sys.argv[1:]))\n"
     )
     cmd = [sys.executable, "-c", code, "train", *TINY, "--out", out, "--nproc", "2"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
+    done = run_process_group(cmd, timeout=120, env=ENV)
     assert_refused(done, "mpi4py is not installed: install the distributed extra", out)

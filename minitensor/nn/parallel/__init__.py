@@ -7,6 +7,13 @@ so `import minitensor` works without it.
 """
 
 from .distributed import DistributedDataParallel
-from .launch import find_mpiexec, mpiexec_command, require_mpi, run_ranks
+from .launch import find_mpiexec, mpiexec_command, require_mpi, run_process_group, run_ranks
 
-__all__ = ["DistributedDataParallel", "find_mpiexec", "mpiexec_command", "require_mpi", "run_ranks"]
+__all__ = [
+    "DistributedDataParallel",
+    "find_mpiexec",
+    "mpiexec_command",
+    "require_mpi",
+    "run_process_group",
+    "run_ranks",
+]

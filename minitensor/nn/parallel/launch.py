@@ -44,10 +44,15 @@ def mpiexec_command(nproc: int, argv: list[str]) -> list[str]:
 
 
 def run_ranks(nproc: int, argv: list[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run `python argv...` on `nproc` ranks and wait at most `timeout` seconds. mpiexec and its ranks run in a
-    process group of their own, which is killed on timeout (or on Ctrl-C here), so no rank outlives the call."""
+    """Run `python argv...` on `nproc` ranks and wait at most `timeout` seconds (`run_process_group`)."""
+    return run_process_group(mpiexec_command(nproc, argv), timeout, env)
+
+
+def run_process_group(cmd: list[str], timeout: float, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `cmd` (mpiexec, or a command that starts it) in a process group of its own, capturing its output, and
+    kill the whole group on timeout (or on Ctrl-C here), so that no rank outlives the call."""
     proc = subprocess.Popen(
-        mpiexec_command(nproc, argv),
+        cmd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
