@@ -215,7 +215,9 @@ if timeline is not None:
 
 # %% [markdown]
 # Two things to read in the picture. The black ticks sit inside the backward: the first buckets leave while the
-# encoder's gradients are still being computed. The red wait is what the overlap did not hide. On one machine
+# encoder's gradients are still being computed (from the second step on, the buckets follow the order the first
+# backward delivered its gradients, as torch's DDP rebuilds them). The red wait is what the overlap did not hide,
+# and it includes waiting for the slower rank: an all-reduce ends only when every rank has joined it. On one machine
 # with 2 cores and MPICH, which advances a non-blocking all-reduce only inside MPI calls, the wait is still
 # there. On a cluster the all-reduce has a network to cross. `python -m benchmarks ranks` measures both and
 # projects the ring all-reduce cost, `2 (N-1)/N * bytes / bandwidth + 2 (N-1) * latency`, to more ranks.

@@ -114,12 +114,14 @@ def scenario_overlap() -> dict:
 
         ddp.module.encoder.register_forward_hook(on_encoder_output)
         compute_shard_loss(ddp, src[rows], tgt[rows], n_global, N)[0].backward()
-        results[name] = (grads(ddp), len(ddp.buckets), seen[0])
-    (g1, n1, early1), (g2, n2, _) = results["per_parameter"], results["one_bucket"]
+        rebuilt = ddp.rebuilt and [p for b in ddp.buckets for p in b.params] == [ddp.params[i] for i in ddp.arrival]
+        results[name] = (grads(ddp), len(ddp.buckets), seen[0], rebuilt)
+    (g1, n1, early1, rebuilt), (g2, n2, _, _) = results["per_parameter"], results["one_bucket"]
     return {
         "bitwise_equal": all(np.array_equal(a, b) for a, b in zip(g1, g2)),
         "buckets": [n1, n2],
         "buckets_started_before_encoder_backward": early1,
+        "rebuilt_in_arrival_order": rebuilt,
     }
 
 

@@ -11,7 +11,8 @@ How the averaging overlaps the backward (PyTorch's Reducer, torch/csrc/distribut
   * at wrap time the parameters and buffers are broadcast from rank 0 (every replica starts equal), and their
     names, shapes and dtypes are compared across ranks (a rank built from another config is refused);
   * the parameters are grouped into buckets of about `bucket_cap_mb`, in reverse registration order, roughly
-    the order in which the backward produces their gradients;
+    the order in which the backward produces their gradients; after the first synchronised backward they are
+    rebuilt once in the order the gradients really arrived (rank 0's, broadcast: every rank the same), as torch;
   * each parameter has a post-accumulate-grad hook; the graph walk fires it as soon as that gradient is complete
     (minitensor/autograd/engine.py, `_LeafGrads`). When every gradient of a bucket is in, the bucket is packed
     into one flat buffer, each gradient times 1/N on the way in (as torch's Reducer does), and a non-blocking
@@ -31,7 +32,6 @@ Deviations from PyTorch, flagged:
     this project's buffers, the sinusoidal table, never change);
   * no find_unused_parameters: a parameter that gets no gradient leaves its bucket unreduced, and the next
     forward raises (as torch does without find_unused_parameters) instead of silently using unreduced gradients;
-  * buckets keep their first (reverse-registration) order; torch rebuilds them once from the observed order.
 """
 
 from __future__ import annotations
@@ -83,8 +83,11 @@ class DistributedDataParallel(Module):
         self.params = [p for p in module.parameters() if p.requires_grad]
         self._check_same_model_on_every_rank()
         self._broadcast_from_rank0()
-        self.buckets = _make_buckets(self.params[::-1], int(bucket_cap_mb * 2**20))
-        self.bucket_of = {id(p): b for b in self.buckets for p in b.params}
+        self.cap_bytes = int(bucket_cap_mb * 2**20)
+        self._set_buckets(self.params[::-1])
+        self.index_of = {id(p): i for i, p in enumerate(self.params)}
+        self.arrival = []  # the first synchronised backward's gradient order (indices), to rebuild the buckets
+        self.rebuilt = False
         self.hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in self.params]
         self.expect_hooks = False  # True between a synchronised forward and the end of its reduction
         self.next_bucket = 0  # the next bucket to start, in index order
@@ -107,6 +110,17 @@ class DistributedDataParallel(Module):
                 t.data = np.ascontiguousarray(t.data)
             self.comm.Bcast(t.data, root=0)  # in place: an optimizer holding the tensors keeps them
 
+    def _set_buckets(self, params: list) -> None:
+        self.buckets = _make_buckets(params, self.cap_bytes)
+        self.bucket_of = {id(p): b for b in self.buckets for p in b.params}
+
+    def _rebuild_buckets(self) -> None:
+        """Once: the buckets in the order the first backward delivered the gradients, rank 0's order on all."""
+        order = self.comm.bcast(self.arrival, root=0)
+        if sorted(order) == list(range(len(self.params))):  # every parameter seen once (else keep the first)
+            self._set_buckets([self.params[i] for i in order])
+        self.rebuilt = True
+
     # ---- the step -----------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
         if self.expect_hooks:
@@ -126,6 +140,8 @@ class DistributedDataParallel(Module):
             return
         if not self.timeline:
             self.timeline.append(("first gradient", time.perf_counter()))
+        if not self.rebuilt:
+            self.arrival.append(self.index_of[id(p)])
         self.bucket_of[id(p)].pending -= 1
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             self._start(self.buckets[self.next_bucket])
@@ -150,6 +166,8 @@ class DistributedDataParallel(Module):
             for p, view in zip(b.params, b.views):
                 p.grad.data = view.copy()  # a fresh array: the bucket buffer is reused next step
         self.expect_hooks = False
+        if not self.rebuilt:
+            self._rebuild_buckets()
 
     @contextlib.contextmanager
     def no_sync(self):
