@@ -1,7 +1,10 @@
 """What tests/test_distributed_training.py runs on every rank under `mpiexec -n N`: transformer_np's train() in
 float64, data-parallel over MPI. Rank 0 writes the run folder (checkpoint.npz holds the parameters compared).
 
-    python tests/ddp_train_worker.py OUT STEPS DROPOUT [--resume] [--kill-rank-1-at-step K]
+    python tests/ddp_train_worker.py OUT STEPS DROPOUT [--resume] [--kill-rank-1-at-step K] [--stop-rank-1-at-step K]
+
+--stop-rank-1-at-step K: rank 1's callback raises KeyboardInterrupt after step K (train()'s way to stop a run);
+every rank must stop after that same step, with a complete checkpoint; the ranks exit with status 130.
 """
 
 from __future__ import annotations
@@ -38,11 +41,21 @@ def main() -> None:
             if step == k and comm.Get_rank() == 1:
                 os.kill(os.getpid(), signal.SIGKILL)
 
+    if "--stop-rank-1-at-step" in sys.argv:
+        k = int(sys.argv[sys.argv.index("--stop-rank-1-at-step") + 1])
+
+        def callback(step, record):
+            if step == k and comm.Get_rank() == 1:
+                raise KeyboardInterrupt
+
     model_cfg, train_cfg = configs(steps, dropout)
-    train(
-        model_cfg, train_cfg, out, resume="--resume" in sys.argv, progress=False, callback=callback,
-        parallel=DataParallel(comm=comm), dtype="float64",
-    )  # fmt: skip
+    try:
+        train(
+            model_cfg, train_cfg, out, resume="--resume" in sys.argv, progress=False, callback=callback,
+            parallel=DataParallel(comm=comm), dtype="float64",
+        )  # fmt: skip
+    except KeyboardInterrupt:
+        sys.exit(130)
 
 
 if __name__ == "__main__":

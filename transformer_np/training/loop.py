@@ -89,7 +89,7 @@ class Run:
         if dtype is not None:  # float64 for the equality tests; the optimizer is built on the converted model
             self.model.to(dtype)
         self.model.train()
-        self.train_model = self.model  # what the step's forward goes through: DDP's wrapper under MPI (begin)
+        self.train_model = self.model  # what the step's forward goes through: DDP's wrapper under MPI (start_parallel)
         self.optimizer = build_optimizer(self.model, train_cfg)
         self.scheduler = build_scheduler(self.optimizer, model_cfg, train_cfg)
         self.groups = layer_groups(self.model)
@@ -343,17 +343,22 @@ def train(
         while run.step < train_cfg.steps:
             with guard.atomic():
                 record = run.train_one_step(batches)
-            if collective_stop and parallel.any_rank(guard.pending):  # all ranks stop after this same step
-                guard.stopping = True
-                raise KeyboardInterrupt
             _show_step(bar, record)
             if _due(train_cfg.eval_every, run.step) and run.step < train_cfg.steps and run.writes:
                 _show_eval(bar, run.step, run.evaluate(eval_pairs))
             if _due(train_cfg.checkpoint_every, run.step):
                 with guard.atomic():
                     run.save()
-            if callback is not None:
+            if callback is not None and collective_stop:
+                try:
+                    callback(run.step, record)
+                except KeyboardInterrupt:  # this rank alone: it stops with the others, by the agreement below
+                    guard.pending = True
+            elif callback is not None:
                 callback(run.step, record)
+            if collective_stop and parallel.any_rank(guard.pending):  # all ranks stop after this same step
+                guard.stopping = True
+                raise KeyboardInterrupt
         metrics = evaluate(run.model, eval_pairs, label_smoothing=train_cfg.label_smoothing) if run.writes else None
         metrics = metrics if parallel is None else parallel.bcast(metrics)
         with guard.atomic():
