@@ -14,7 +14,7 @@ DEMO_FLAGS ?= --overwrite
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,notebooks]'
+	$(BIN)/pip install --quiet -e '.[dev,notebooks,distributed]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -13,6 +13,7 @@ from benchmarks.env import WAIT_POLICIES
 from benchmarks.workloads import CONFIGS
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer, number
+from transformer_np.config import PRESETS
 
 FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
 QUICK_CONFIGS = ["copy", "copy-reverse"]
@@ -41,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks",
         description="transformer_np (NumPy) vs PyTorch benchmarks, each framework timed in its own process",
     )
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,ranks}")
     r = sub.add_parser(
         "run",
         help="run the benchmarks and write results.md / results.json / PNGs",
@@ -172,7 +173,30 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"configs whose Hessian-vector product is timed beside one gradient "
         f"(default: those of {' '.join(HVP_CONFIGS)} among --configs; with --quick: not base)",
     )
+    _add_ranks_parser(sub)
     return ap
+
+
+def _add_ranks_parser(sub) -> None:
+    """`ranks`: data-parallel throughput over MPI ranks, minitensor's DDP beside torch's (benchmarks/ranks.py)."""
+    k = sub.add_parser(
+        "ranks",
+        help="data-parallel throughput for 1, 2, 4 ranks (1 thread each), minitensor DDP beside torch DDP",
+        description="Time data-parallel training over MPI ranks, each framework in its own processes, A B A B.",
+    )
+    k.add_argument("--quick", action="store_true", help="ranks 1 and 2, 2 steps, 1 round (a smoke test)")
+    k.add_argument(
+        "--ranks",
+        type=thread_list,
+        default=None,
+        metavar="N[,N...]",
+        help="rank counts; each must divide --batch-size (default: 1,2,4; with --quick: 1,2)",
+    )
+    k.add_argument("--preset", default="copy-reverse", choices=sorted(PRESETS), help="model (default: %(default)s)")
+    k.add_argument("--batch-size", type=integer(1), default=16, help="the global batch (default: %(default)s)")
+    k.add_argument("--steps", type=integer(1), default=10, help="timed steps per launch (default: %(default)s)")
+    k.add_argument("--rounds", type=integer(1), default=2, help="rounds per framework (default: %(default)s)")
+    k.add_argument("--out", default="benchmarks/results/ranks", help="folder for ranks.md (default: %(default)s)")
 
 
 def resolve_settings(args) -> dict:

@@ -17,7 +17,7 @@ import os
 import sys
 import time
 
-from benchmarks import report
+from benchmarks import ranks, report
 from benchmarks.cli import build_parser, resolve_settings
 from benchmarks.measure import bench_config, bench_hvp, bench_memory, bench_scaling, gemm_rate
 from benchmarks.op_cases import selected_cases
@@ -25,6 +25,7 @@ from benchmarks.ops import run_ops
 from benchmarks.targets import evaluate_targets
 from benchmarks.worker import Worker, WorkerError
 from transformer_np.cliutil import interrupted, sigint_deferred
+from transformer_np.parallel import shard_rows
 
 
 # ------------------------------------------------------------------------------------- workers
@@ -134,6 +135,13 @@ def run(args) -> dict:
 def main(argv: list[str] | None = None) -> None:
     ap = build_parser()
     args = ap.parse_args(argv)
+    if args.command == "ranks":  # data parallelism over MPI: benchmarks/ranks.py
+        for n in args.ranks or [1, 2, 4]:
+            try:
+                shard_rows(args.batch_size, n, 0)
+            except ValueError as e:
+                ap.error(str(e))
+        sys.exit(ranks.main(args))
     if os.path.exists(args.out) and not os.path.isdir(args.out):  # found now, not after the run
         ap.error(f"--out {args.out!r} is a file, expected a directory")
     try:

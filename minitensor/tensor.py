@@ -54,6 +54,7 @@ class Tensor(TensorMath, DeviceMethods):
         "grad_fn",
         "version_counter",
         "_hooks",
+        "_post_hooks",
         "dual_tangent",
         "__weakref__",
     )
@@ -69,6 +70,7 @@ class Tensor(TensorMath, DeviceMethods):
         self.version_counter = VersionCounter()  # bumped by every in-place change (shared with views)
         self._hooks = None  # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
         self.dual_tangent = None  # forward mode: (level, tangent) while a dual level is open (autograd/tangents.py)
+        self._post_hooks = None  # a leaf's post-accumulate-grad hooks: hook(tensor) once .grad is updated
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -84,6 +86,7 @@ class Tensor(TensorMath, DeviceMethods):
         t.version_counter = VersionCounter()
         t._hooks = None
         t.dual_tangent = None
+        t._post_hooks = None
         return t
 
     @property
@@ -234,6 +237,8 @@ class Tensor(TensorMath, DeviceMethods):
             self._grad = Tensor.wrap(g)
         else:
             self._grad.data = self._grad.data + g
+        for hook in self._post_hooks or ():
+            hook(self)
 
     def apply_hooks(self, g):
         """A leaf's gradient g after its hooks, each of which may replace it: what accumulate_grad adds
@@ -256,6 +261,18 @@ class Tensor(TensorMath, DeviceMethods):
         holder, attr = (self.grad_fn, "hooks") if self.grad_fn is not None else (self, "_hooks")
         handle = _HookHandle(holder, attr, hook)
         setattr(holder, attr, (getattr(holder, attr) or []) + [handle.on_array])
+        return handle
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor) -> None, called on a leaf right after backward has added its gradient into .grad
+        (the walk calls it as soon as that gradient is complete: how DistributedDataParallel starts an
+        all-reduce while the rest of the backward runs). `remove()` on the returned handle unregisters it."""
+        if not self.requires_grad:
+            raise RuntimeError("register_post_accumulate_grad_hook() on a tensor that does not require grad")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        handle = _HookHandle(self, "_post_hooks", hook)
+        self._post_hooks = (self._post_hooks or []) + [handle.hook]
         return handle
 
     # ------------------------------------------------------------------ in place, outside autograd
@@ -465,7 +482,7 @@ class _HookHandle:
 
     def remove(self) -> None:
         hooks = getattr(self._holder, self._attr) or []
-        setattr(self._holder, self._attr, [h for h in hooks if h != self.on_array] or None)
+        setattr(self._holder, self._attr, [h for h in hooks if h not in (self.on_array, self.hook)] or None)
 
 
 # ---------------------------------------------------------------------- helpers behind the methods

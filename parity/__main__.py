@@ -1,4 +1,4 @@
-"""The command line: `python -m parity {report, summary}`.
+"""The command line: `python -m parity {report, summary, ddp}`.
 
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
               attention weights, loss, every gradient, a Hessian-vector product, parameters after
@@ -6,6 +6,9 @@
               Prints the table, writes JSON and Markdown to --out, exits 1 when a check fails.
     summary   the same checks, one line per group (embeddings, encoder, decoder, logits, loss,
               grads, hvp, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
+    ddp       minitensor's DistributedDataParallel against torch's DDP (gloo) on N ranks, float64: each
+              rank's logits, the loss, the averaged gradients, the parameters after each Adam step
+              (`mpiexec -n 2 python -m parity ddp`, or `python -m parity ddp --nproc 2`; parity/ddp.py).
 
 Bad input (unknown config, unsupported dtype, --device cuda without a GPU, a checkpoint that is
 not one, mismatched state dicts, a number out of range or not finite) prints one line naming what was
@@ -15,14 +18,17 @@ expected and exits 2. Ctrl-C prints one line and exits 130; the report files are
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import textwrap
 
+from minitensor.nn.parallel import mpiexec_command, require_mpi
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import SEED_MAX, integer, interrupted, number
 from transformer_np.config import PRESETS
+from transformer_np.parallel import launched_world_size, shard_rows
 
-from . import render
+from . import ddp, render
 from .report import DEVICES, DTYPES, TRAJECTORIES, DeviceError, ReportConfig, run_report, run_summary
 
 
@@ -84,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m parity", description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,ddp}")
     presets = sorted(PRESETS)
 
     p = sub.add_parser(
@@ -147,6 +153,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--config", choices=presets, help="a preset (model sizes, not a train --task) whose fresh model is checked"
     )
     _common(p, None)
+
+    p = sub.add_parser(
+        "ddp",
+        formatter_class=_HelpFormatter,
+        help="minitensor's DistributedDataParallel against torch's DDP (gloo), rank by rank",
+        description="Run under mpiexec (or with --nproc): on every rank, the shard's logits, the global loss, "
+        "the averaged gradients and the parameters after each Adam step, minitensor's DDP against torch's, float64.",
+    )
+    p.add_argument("--config", default="copy-reverse", choices=presets, help="the preset (default: %(default)s)")
+    p.add_argument("--steps", type=integer(1), default=3, help="optimizer steps (default: %(default)s)")
+    p.add_argument("--batch-size", type=integer(1), default=8, help="the global batch (default: %(default)s)")
+    p.add_argument("--seed", type=integer(0, SEED_MAX), default=0, help="seed (default: %(default)s)")
+    p.add_argument(
+        "--nproc",
+        type=integer(1),
+        default=1,
+        help="launch N ranks under mpiexec; 1: run as started (default: %(default)s)",
+    )
+    p.add_argument("--out", default=None, help="directory for ddp_<N>ranks.json (default: none written)")
     return parser
 
 
@@ -199,9 +224,30 @@ def cmd_summary(args) -> int:
     return 0 if report.passed else 1
 
 
+def cmd_ddp(args, argv: list) -> int:
+    if args.nproc > 1 and launched_world_size() == 1:  # relaunch this command on N ranks
+        shard_rows(args.batch_size, args.nproc, 0)
+        require_mpi()
+        rest = [a for i, a in enumerate(argv) if a != "--nproc" and (i == 0 or argv[i - 1] != "--nproc")]
+        return subprocess.call(mpiexec_command(args.nproc, ["-m", "parity", *rest]))
+    try:
+        result = ddp.run_ddp_parity(args.steps, args.batch_size, args.seed, args.config)
+    except ModuleNotFoundError as e:  # the distributed extra is missing
+        raise ValueError(str(e)) from None
+    if result is None:  # not rank 0
+        return 0
+    print(ddp.render(result))
+    if args.out:
+        print("wrote " + ddp.write(result, args.out))
+    return 0 if ddp.passed(result) else 1
+
+
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "ddp":
+            return cmd_ddp(args, argv)
         return {"report": cmd_report, "summary": cmd_summary}[args.command](args)
     except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130; no report was written
         return interrupted(f"python -m parity {args.command}")

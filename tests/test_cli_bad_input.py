@@ -132,6 +132,8 @@ FLAG_CASES = [
     (TRAIN + ["--seed", "-1"], "seed >= 0"),
     (TRAIN + ["--eval-every", "-1"], "eval_every >= 0"),
     (TRAIN + ["--checkpoint-every", "-5"], "checkpoint_every >= 0"),
+    (TRAIN + ["--nproc", "0"], "--nproc: expected an integer"),
+    (TRAIN + ["--nproc", "1000"], "fewer than the 1000 ranks"),
     (TRAIN + ["--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["train", "--steps", "2"], "the following arguments are required: --out"),
     (["train", "--out", "{root}/afile", "--steps", "2"], "is a file, expected a directory"),

@@ -26,7 +26,7 @@ import sys
 
 from minitensor.allocator import reuse_freed_memory
 
-from .cliutil import OneLineParser
+from .cliutil import OneLineParser, integer
 from .commands import cmd_decode, cmd_demo, cmd_experiment, cmd_plot, cmd_train
 from .config import ACTIVATIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
 from .data import TASKS
@@ -171,6 +171,14 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no progress (by default a bar on a terminal, else a line every tenth of the steps or minute)",
     )
+    run.add_argument(
+        "--nproc",
+        type=integer(1),
+        default=1,
+        help="data-parallel training on N MPI ranks of this machine: relaunches this command under the mpiexec "
+        "of the distributed extra (same as `mpiexec -n N python -m transformer_np train ...`); "
+        "N must divide --batch-size (docs/distributed.md)",
+    )
 
 
 def _subcommand(sub, name: str, run, help_text: str) -> argparse.ArgumentParser:
@@ -248,6 +256,7 @@ def main(argv=None) -> int:
     """Run one command; a user error exits with status 2 and one line on stderr (SystemExit), a diverged
     run with EXIT_DIVERGED (3) and one line, Ctrl-C with 130."""
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # train --nproc relaunches itself under mpiexec
     reuse_freed_memory()  # every command trains or runs a model: freed arrays are reused step to step
 
     try:

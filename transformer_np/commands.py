@@ -16,16 +16,20 @@ import dataclasses
 import json
 import os
 import shlex
+import signal
+import subprocess
 import time
 
 import numpy as np
 
 import minitensor as mt
+from minitensor.nn.parallel import mpiexec_command, require_mpi
 
 from .cliutil import check_out_is_a_directory
 from .config import ModelConfig, TrainConfig
 from .decode import beam_search, greedy_decode
-from .training import CHECKPOINT_NAME, default_configs, load_checkpoint, resume_configs, train
+from .parallel import DataParallel, launched_world_size, shard_rows
+from .training import CHECKPOINT_NAME, check_run, default_configs, load_checkpoint, resume_configs, train
 
 
 def _overrides(args, cls) -> dict:
@@ -66,8 +70,54 @@ def done_line(res) -> str:
     )
 
 
+def _launch_ranks(args, model_cfg: ModelConfig, train_cfg: TrainConfig) -> int:
+    """`train --nproc N`: every check first (one error here, nothing started), then this same command on N ranks
+    under the distributed extra's mpiexec; returns mpiexec's exit status. A Ctrl-C reaches the ranks (they save a
+    checkpoint and stop together) and this process waits for them."""
+    shard_rows(train_cfg.batch_size, args.nproc, 0)
+    check_run(model_cfg, train_cfg, args.out, args.resume, args.overwrite, args.allow_nonfinite)
+    require_mpi()  # ModuleNotFoundError (the extra is missing): one line, before anything starts
+    argv, skip = [], False
+    for a in args.argv:  # the command without --nproc
+        if skip or a == "--nproc":
+            skip = not skip
+        elif not a.startswith("--nproc="):
+            argv.append(a)
+    proc = subprocess.Popen(mpiexec_command(args.nproc, ["-m", "transformer_np", *argv]))
+    while True:
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:  # forwarded (the ranks may have it from the terminal too: they stop once)
+            proc.send_signal(signal.SIGINT)
+
+
+def _data_parallel(args):
+    """The DataParallel of a run started under mpiexec with more than one rank, else None."""
+    if launched_world_size() == 1:
+        return None
+    return DataParallel(comm=require_mpi().COMM_WORLD)
+
+
 def cmd_train(args) -> int:
     model_cfg, train_cfg = _train_configs(args)
+    try:
+        parallel = _data_parallel(args)
+        if parallel is None and args.nproc > 1:
+            return _launch_ranks(args, model_cfg, train_cfg)
+    except ModuleNotFoundError as e:  # the distributed extra is missing
+        raise OSError(str(e)) from None
+    if parallel is None:
+        return _train_and_report(args, model_cfg, train_cfg, None)
+    try:
+        return _train_and_report(args, model_cfg, train_cfg, parallel)
+    except (ValueError, TypeError, OSError):
+        if parallel.writes:
+            raise
+        return 2  # every rank raised the same error: rank 0 alone says it
+
+
+def _train_and_report(args, model_cfg: ModelConfig, train_cfg: TrainConfig, parallel) -> int:
+    writes = parallel is None or parallel.writes
 
     def announce():
         print(f"task {train_cfg.task}: {json.dumps(model_cfg.to_dict())}")
@@ -82,8 +132,12 @@ def cmd_train(args) -> int:
         overwrite=args.overwrite,
         on_start=announce,
         allow_nonfinite=args.allow_nonfinite,
-        resume_hint=_resume_command("train", args.out),
+        resume_hint=_resume_command("train", args.out)
+        + ("" if parallel is None else f" --nproc {parallel.world_size} (or another N: docs/distributed.md)"),
+        parallel=parallel,
     )
+    if not writes:
+        return 0
     if res.nothing_to_do:
         print(
             f"nothing to do: the run in {args.out!r} is already at step {res.step} (--steps {train_cfg.steps}); "

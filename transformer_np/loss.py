@@ -5,6 +5,10 @@
         (1 - s) * (-log p[label]) + s * mean_v(-log p[v])        (the paper's section 5.4, s = 0.1)
     compute_loss(model, src, tgt, label_smoothing)
         the teacher-forced forward and that loss
+    shard_loss(logits, labels, n_global, world_size, label_smoothing)
+        one rank's part of data-parallel training: its shard's SUMMED loss times N / n_global, which is
+        the rank's mean times N * n_rank / n_global. Averaged over N ranks by DistributedDataParallel, the
+        gradients are those of the global mean over all n_global tokens; a shard of PAD only gives 0, not NaN.
 
 parity/loss.py is the same two functions in PyTorch, line for line.
 """
@@ -25,6 +29,21 @@ def sequence_loss(logits: mt.Tensor, labels, label_smoothing: float = 0.0) -> mt
     V = logits.shape[-1]
     labels = mt.tensor(np.ascontiguousarray(labels).reshape(-1))  # (B*T,)
     return F.cross_entropy(logits.reshape(-1, V), labels, ignore_index=PAD_ID, label_smoothing=label_smoothing)
+
+
+def shard_loss(logits: mt.Tensor, labels, n_global: int, world_size: int, label_smoothing: float = 0.0) -> mt.Tensor:
+    """One rank's loss in data-parallel training: sum over its non-PAD labels times world_size / n_global.
+
+    n_global is the non-PAD label count of the whole global batch (all ranks' shards). Summing before scaling,
+    rather than taking the shard's mean, is what keeps an all-PAD shard at 0 instead of 0/0."""
+    if n_global < 1:
+        raise ValueError(f"shard_loss: the global batch has no non-PAD target token (n_global={n_global})")
+    V = logits.shape[-1]
+    labels = mt.tensor(np.ascontiguousarray(labels).reshape(-1))  # (B*T,)
+    total = F.cross_entropy(
+        logits.reshape(-1, V), labels, ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum"
+    )
+    return total * (world_size / n_global)
 
 
 def compute_loss(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float = 0.0):

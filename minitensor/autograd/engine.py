@@ -69,7 +69,9 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
             grads[root.grad_fn] = grads[root.grad_fn] + g if root.grad_fn in grads else g
     order = topological_order([r.grad_fn for r in roots if r.grad_fn is not None])
     needed = None if inputs is None else sink.nodes_to_run(order)
-    for node in order:
+    sink.plan(order)
+    for k, node in enumerate(order):
+        sink.deliver_ready(k, grads)  # leaves no later node feeds get their .grad now, not at the end
         g = grads.pop(node, None)
         if g is None:  # nothing flows into this node
             continue
@@ -93,11 +95,37 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
 
 
 class _LeafGrads:
-    """Gradients for the leaves, summed over the walk and handed to each leaf once at the end."""
+    """Gradients for the leaves, summed over the walk and handed to each leaf once, as soon as it is complete.
+
+    A leaf's gradient is complete once the walk has passed the last node that takes the leaf as an input
+    (`plan`): from then on nothing more can flow into it. Delivering it there, rather than after the
+    whole walk, is what lets a post-accumulate-grad hook (data parallelism's all-reduce) start while the
+    rest of the backward still runs, as PyTorch's AccumulateGrad node fires when its inputs are done.
+    The sums are the same either way, so no value changes."""
 
     def __init__(self, caller_gradients: list):
         self.sums = {}  # id(leaf) -> [leaf, summed gradient]
         self.owned = {id(_array(g)) for g in caller_gradients}  # arrays a leaf must not take
+        self.done_after = []  # (index of the last node feeding the leaf, id(leaf)), latest first
+
+    def plan(self, order: list) -> None:
+        last = {}  # id(leaf) -> index in `order` of the last node taking it as an input
+        for k, node in enumerate(order):
+            for t in node.inputs:
+                if t is not None and t.grad_fn is None:
+                    last[id(t)] = k
+        self.done_after = sorted(((k, i) for i, k in last.items()), reverse=True)
+
+    def deliver_ready(self, k: int, pending: dict) -> None:
+        """Hand over the leaves whose last feeding node comes before position k of the walk. `pending`: the
+        gradients still to flow (node -> gradient); a leaf must not take one of their arrays (x + y, y a leaf
+        and x not, sends one array both ways), since a hook may scale .grad in place while the walk goes on."""
+        busy = None
+        while self.done_after and self.done_after[-1][0] < k:
+            entry = self.sums.pop(self.done_after.pop()[1], None)
+            if entry is not None:  # None: nothing flowed into this leaf
+                busy = {id(_array(g)) for g in pending.values()} if busy is None else busy
+                self.give(*entry, busy=busy)
 
     def add(self, leaf, g) -> None:
         entry = self.sums.get(id(leaf))
@@ -107,14 +135,18 @@ class _LeafGrads:
             entry[1] = entry[1] + g
 
     def deliver(self) -> None:
+        """The leaves still held at the end of the walk (the last nodes' inputs, leaf roots)."""
         for leaf, g in self.sums.values():
-            # a leaf keeps its .grad array and may later scale it in place (clip_grad_norm_), so it
-            # must own it alone: not a view, not the caller's gradient, not another leaf's array
-            a = _array(g)
-            if not (a.flags.owndata and a.flags.writeable and a.flags.c_contiguous) or id(a) in self.owned:
-                g = g.clone() if is_tensor_like(g) else np.array(g, order="C")
-            self.owned.add(id(_array(g)))
-            leaf.accumulate_grad(g)
+            self.give(leaf, g)
+
+    def give(self, leaf, g, busy=()) -> None:
+        # a leaf keeps its .grad array and may later scale it in place (clip_grad_norm_), so it must own
+        # it alone: not a view, not the caller's gradient, not another leaf's array, not one still flowing
+        a = _array(g)
+        if not (a.flags.owndata and a.flags.writeable and a.flags.c_contiguous) or id(a) in self.owned or id(a) in busy:
+            g = g.clone() if is_tensor_like(g) else np.array(g, order="C")
+        self.owned.add(id(_array(g)))
+        leaf.accumulate_grad(g)
 
 
 def _array(g) -> np.ndarray:
@@ -145,6 +177,12 @@ class _InputGrads:
         self.reached = run | (self.nodes & set(order))
         self.reached_leaves = {id(t) for node in run for t in node.inputs if t is not None} & self.leaves
         return run
+
+    def plan(self, order: list) -> None:  # grad() returns its results at the end: nothing to hand over early
+        pass
+
+    def deliver_ready(self, k: int, pending: dict) -> None:
+        pass
 
     def capture(self, node, g) -> None:
         if node in self.nodes:

@@ -2,10 +2,10 @@
 
 `mt.nn.functional` (fused ops and their gradients) is the core's file; this package adds the
 module tree on top (modules/, one family per file, and parameter.py), initialisers (init.py) and
-gradient utilities (utils.py).
+gradient utilities (utils.py) and data parallelism over MPI (parallel/: DistributedDataParallel).
 """
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .modules import (
     GELU,
     BCEWithLogitsLoss,
@@ -46,6 +46,7 @@ __all__ = [
     "functional",
     "init",
     "utils",
+    "parallel",
     "Tanh",
     "Sigmoid",
     "Softmax",

@@ -1,7 +1,8 @@
 """checkpoint.npz: what a run saves (written by `mt.save`, never pickled), reads back, and resumes from.
 
 - `save_checkpoint`: model, optimizer and scheduler state, step, the RNG state, the data-order state
-  (epoch, batch index), both configs and both vocabularies; history.json is written first.
+  (epoch, batch index), both configs and both vocabularies; history.json is written first. A data-parallel
+  run adds every rank's generator state (`rank_rngs`) and its world size (in `data`).
 - `nonfinite_update_error`: the divergence guard on saves: no checkpoint is saved with non-finite
   values (unless the run allows them).
 - `read_checkpoint` (checked: one ValueError naming the file), `restore_state` (resume into a freshly
@@ -123,9 +124,22 @@ def restore_state(out_dir: str, model, optimizer, scheduler) -> tuple[int, int, 
 
 
 def save_checkpoint(
-    out_dir, model, optimizer, scheduler, step, rng_state, data_state, model_cfg, train_cfg, task, history
+    out_dir,
+    model,
+    optimizer,
+    scheduler,
+    step,
+    rng_state,
+    data_state,
+    model_cfg,
+    train_cfg,
+    task,
+    history,
+    rank_rngs=None,
 ) -> str:
-    """Write history.json, then checkpoint.npz (both atomic); return the checkpoint's path."""
+    """Write history.json, then checkpoint.npz (both atomic); return the checkpoint's path.
+
+    rank_rngs: data parallelism's every rank's generator state, in rank order (rng_state is rank 0's)."""
     # The history goes first: a crash between the two files leaves a history ahead of the
     # checkpoint, which resuming cuts back, never one that lacks the checkpoint's steps.
     write_history(out_dir, history)
@@ -142,6 +156,7 @@ def save_checkpoint(
             "train_config": train_cfg.to_dict(),
             "src_vocab": task.src_vocab.to_dict(),
             "tgt_vocab": task.tgt_vocab.to_dict(),
+            **({} if rank_rngs is None else {"rank_rngs": list(rank_rngs)}),
         },
         path,
     )

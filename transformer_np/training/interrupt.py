@@ -17,16 +17,20 @@ class InterruptGuard:
     at once. From then on the run is stopping: every further SIGINT is recorded and dropped, so
     the checkpoint saved on the way out is written in full however often Ctrl-C is pressed.
     Only the main thread can install signal handlers; elsewhere the guard does nothing.
+
+    defer=True (data parallelism over MPI): a SIGINT is only ever recorded; the loop asks all ranks at each step's
+    end whether one of them saw it, so that every rank stops after the same step and takes part in the final save.
     """
 
-    def __init__(self):
+    def __init__(self, defer: bool = False):
+        self.defer = defer
         self.pending = False  # a SIGINT arrived inside an atomic block
         self.stopping = False  # KeyboardInterrupt raised: the run is on its way out
         self._depth = 0
         self._old = None
 
     def _handler(self, signum, frame):
-        if self.stopping or self._depth:
+        if self.stopping or self._depth or self.defer:
             self.pending = True
             # os.write, not print: a signal handler may run in the middle of a print
             os.write(2, b"\nCtrl-C: finishing the step in progress and saving a checkpoint first\n")
@@ -41,7 +45,7 @@ class InterruptGuard:
             yield
         finally:
             self._depth -= 1
-        if self.pending and not self._depth and not self.stopping:
+        if self.pending and not self._depth and not self.stopping and not self.defer:
             self.stopping = True
             raise KeyboardInterrupt
 

@@ -14,6 +14,11 @@ Why resume is exact: the data order of epoch e is a permutation seeded by (seed,
 (epoch, batch index) fully determines the next batch; dropout draws from the one minitensor
 generator, whose state is saved; Adam's moments and step counts and the scheduler's step are
 saved. Nothing else carries state across steps.
+
+Data parallelism (`parallel=`, transformer_np/parallel.py; docs/distributed.md): every rank runs this loop on the
+same global batches, backpropagates its shard and gets the averaged gradient, so every rank takes the same step.
+Rank 0 alone evaluates, prints and writes; a save gathers every rank's dropout stream into the checkpoint; a
+Ctrl-C seen by any rank stops all of them after the same step, with a complete checkpoint.
 """
 
 from __future__ import annotations
@@ -27,12 +32,21 @@ from dataclasses import dataclass
 import numpy as np
 
 import minitensor as mt
+from minitensor.nn.parallel import DistributedDataParallel
 from minitensor.random import get_rng_state
 
 from ..config import ModelConfig, TrainConfig
 from ..data import PAD_ID, Task, check_lengths, iterate_forever
+from ..parallel import shard_rows
 from ..progress import progress as progress_bar
-from .checkpoint import kept_checkpoint, nonfinite_update_error, restore_state, save_checkpoint
+from .checkpoint import (
+    CHECKPOINT_NAME,
+    kept_checkpoint,
+    nonfinite_update_error,
+    read_checkpoint,
+    restore_state,
+    save_checkpoint,
+)
 from .checks import check_run
 from .evaluation import evaluate
 from .history import HISTORY_NAME, PER_STEP_KEYS, history_at, new_history, write_history
@@ -64,11 +78,18 @@ class Run:
     saved there at any moment.
     """
 
-    def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, task: Task, out_dir: str, allow_nonfinite):
+    def __init__(
+        self, model_cfg: ModelConfig, train_cfg: TrainConfig, task: Task, out_dir: str, allow_nonfinite,
+        parallel=None, dtype=None,
+    ):  # fmt: skip
         self.model_cfg, self.train_cfg, self.task, self.out_dir = model_cfg, train_cfg, task, out_dir
-        self.allow_nonfinite = allow_nonfinite
+        self.allow_nonfinite, self.parallel = allow_nonfinite, parallel
+        self.writes = parallel is None or parallel.writes  # rank 0 alone writes files and prints
         self.model = build_model(model_cfg, train_cfg.seed)
+        if dtype is not None:  # float64 for the equality tests; the optimizer is built on the converted model
+            self.model.to(dtype)
         self.model.train()
+        self.train_model = self.model  # what the step's forward goes through: DDP's wrapper under MPI (start_parallel)
         self.optimizer = build_optimizer(self.model, train_cfg)
         self.scheduler = build_scheduler(self.optimizer, model_cfg, train_cfg)
         self.groups = layer_groups(self.model)
@@ -85,6 +106,26 @@ class Run:
         )
         self.saved_step = self.step
         self.history = history_at(self.out_dir, self.step, self.groups) or self.history
+        if self.parallel is not None:
+            state, _, _ = read_checkpoint(self.out_dir)
+            own = self.parallel.start_streams(get_rng_state(), state.get("rank_rngs"))
+            if not own and self.writes:
+                saved = state["data"].get("world_size", 1)
+                print(
+                    f"resume: the checkpoint was saved by {saved} rank(s), this run has {self.parallel.world_size}: "
+                    "the dropout streams restart from its rank 0 stream, rank r's advanced r jumps "
+                    "(docs/distributed.md)"
+                )
+
+    def start_parallel(self) -> None:
+        """Fresh run: each rank's dropout stream from the one-process stream (rank r: r jumps ahead); under MPI,
+        the DDP wrapper that averages the gradients (it also checks that every rank built the same model)."""
+        if self.parallel is None:
+            return
+        if not self.parallel.streams:
+            self.parallel.start_streams(get_rng_state())
+        if self.parallel.comm is not None:
+            self.train_model = DistributedDataParallel(self.model, self.parallel.comm)
 
     def finished(self) -> TrainResult | None:
         """The result of a resumed run already at (or past) the requested step with its final evaluation
@@ -119,8 +160,8 @@ class Run:
         lr = self.optimizer.param_groups[0]["lr"]
         try:
             loss, total, sq, labels = train_step(
-                self.model, self.optimizer, self.scheduler, self.params, src, tgt, self.train_cfg, self.groups,
-                self.allow_nonfinite, self.step + 1,
+                self.train_model, self.optimizer, self.scheduler, self.params, src, tgt, self.train_cfg, self.groups,
+                self.allow_nonfinite, self.step + 1, self.parallel,
             )  # fmt: skip
         except NonFiniteError as e:
             self._record_divergence(e, lr)
@@ -153,7 +194,8 @@ class Run:
         record = dict(zip(PER_STEP_KEYS, (self.step + 1, e.loss, float(lr), e.grad_norm, 0.0)))
         self._append(record, e.sq)
         self.record_time("diverged")
-        write_history(self.out_dir, self.history)
+        if self.writes:
+            write_history(self.out_dir, self.history)
 
     def evaluate(self, eval_pairs) -> dict:
         """Held-out metrics of the model as it is now, recorded in the history."""
@@ -166,15 +208,23 @@ class Run:
         self.record_time(end)
         if not self.allow_nonfinite:
             error = nonfinite_update_error(self.model, self.optimizer, self.step, self.history, self.saved_step)
-            if error is not None:
+            if error is not None:  # (the same on every rank: their parameters are equal)
                 self.segment["end"] = "diverged"
-                write_history(self.out_dir, self.history)  # what happened, up to this step; the checkpoint stays
+                if self.writes:  # what happened, up to this step; the checkpoint stays
+                    write_history(self.out_dir, self.history)
                 raise error
         self.saved_step = self.step
         data = {"epoch": self.epoch, "batch_index": self.batch_index}
+        streams = None if self.parallel is None else self.parallel.all_streams()  # every rank takes part
+        path = os.path.join(self.out_dir, CHECKPOINT_NAME)
+        if not self.writes:
+            return path
+        if streams is not None:
+            data["world_size"] = self.parallel.world_size
         return save_checkpoint(
-            self.out_dir, self.model, self.optimizer, self.scheduler, self.step, get_rng_state(), data,
-            self.model_cfg, self.train_cfg, self.task, self.history,
+            self.out_dir, self.model, self.optimizer, self.scheduler, self.step,
+            get_rng_state() if streams is None else streams[0], data,
+            self.model_cfg, self.train_cfg, self.task, self.history, streams,
         )  # fmt: skip
 
     def result(self, metrics: dict) -> TrainResult:
@@ -220,7 +270,8 @@ def _checkpoint_on_interrupt(run: Run, guard: InterruptGuard, bar, resume_hint: 
         path = run.save("interrupted")
         if bar is not None:
             bar.close()
-        print(f"\ninterrupted: checkpoint of step {run.step} saved to {path}; continue with {resume_hint}")
+        if run.writes:
+            print(f"\ninterrupted: checkpoint of step {run.step} saved to {path}; continue with {resume_hint}")
         raise
 
 
@@ -239,6 +290,8 @@ def train(
     on_start=None,
     allow_nonfinite: bool = False,
     resume_hint: str = "train(..., resume=True)",
+    parallel=None,
+    dtype=None,
 ) -> TrainResult:
     """Train a Transformer on `train_cfg.task` for `train_cfg.steps` optimizer steps; see the module docstring.
 
@@ -256,43 +309,72 @@ def train(
     is; history.json records the steps up to the failing one, whose loss and norm show what
     happened. allow_nonfinite=True trains on regardless (and may save non-finite parameters).
     `resume_hint` is how the interrupt message tells to continue (the command line gives its own).
+
+    `parallel`: a transformer_np.parallel.DataParallel, for data parallelism over its ranks (see the module
+    docstring); every check is then made on every rank and a failure on one is an error on all. `dtype`: the
+    parameters' dtype (None: the model's own, float32); the equality tests train in float64.
     """
-    task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite)
+    if parallel is None:
+        task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite)
+    else:
+        task, train_pairs, eval_pairs = _check_parallel_run(
+            parallel, model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite
+        )
     mt.reuse_freed_memory()  # a training process: freed activations are reused by the next step
-    run = Run(model_cfg, train_cfg, task, out_dir, allow_nonfinite)
+    run = Run(model_cfg, train_cfg, task, out_dir, allow_nonfinite, parallel, dtype)
     if resume:
         run.restore()
         if (done := run.finished()) is not None:
             return done
-    if on_start is not None:
+    run.start_parallel()
+    if on_start is not None and run.writes:
         on_start()
-    os.makedirs(out_dir, exist_ok=True)
+    if run.writes:
+        os.makedirs(out_dir, exist_ok=True)
     batches = iterate_forever(train_pairs, train_cfg.batch_size, train_cfg.seed, run.epoch, run.batch_index)
     run.begin()
+    collective_stop = parallel is not None and parallel.comm is not None
     # Inside guard.atomic() a Ctrl-C waits for the block's end: a step or a save is never cut in half.
     with (
-        _progress(progress, run) as bar,
-        InterruptGuard() as guard,
+        _progress(progress and run.writes, run) as bar,
+        InterruptGuard(defer=collective_stop) as guard,
         _checkpoint_on_interrupt(run, guard, bar, resume_hint),
     ):
         while run.step < train_cfg.steps:
             with guard.atomic():
                 record = run.train_one_step(batches)
             _show_step(bar, record)
-            if _due(train_cfg.eval_every, run.step) and run.step < train_cfg.steps:
+            if _due(train_cfg.eval_every, run.step) and run.step < train_cfg.steps and run.writes:
                 _show_eval(bar, run.step, run.evaluate(eval_pairs))
             if _due(train_cfg.checkpoint_every, run.step):
                 with guard.atomic():
                     run.save()
-            if callback is not None:
+            if callback is not None and collective_stop:
+                try:
+                    callback(run.step, record)
+                except KeyboardInterrupt:  # this rank alone: it stops with the others, by the agreement below
+                    guard.pending = True
+            elif callback is not None:
                 callback(run.step, record)
-        metrics = evaluate(run.model, eval_pairs, label_smoothing=train_cfg.label_smoothing)
+            if collective_stop and parallel.any_rank(guard.pending):  # all ranks stop after this same step
+                guard.stopping = True
+                raise KeyboardInterrupt
+        metrics = evaluate(run.model, eval_pairs, label_smoothing=train_cfg.label_smoothing) if run.writes else None
+        metrics = metrics if parallel is None else parallel.bcast(metrics)
         with guard.atomic():
             run.history["eval"].append({"step": run.step, **metrics})
             run.save("done")
-    if run.nonfinite_steps:
+    if run.nonfinite_steps and run.writes:
         print(f"warning: {run.nonfinite_steps} steps had a non-finite loss or gradient norm (allow_nonfinite)")
     return run.result(metrics)
+
+
+def _check_parallel_run(parallel, model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite):
+    """check_run on every rank, plus: every rank started alike, and a global batch the ranks can share."""
+    started = {"out": os.path.abspath(out_dir), "resume": resume, "overwrite": overwrite}
+    parallel.check_same_everywhere("configuration", {**model_cfg.to_dict(), **train_cfg.to_dict(), **started})
+    parallel.all_succeed(lambda: shard_rows(train_cfg.batch_size, parallel.world_size, 0))
+    return parallel.all_succeed(lambda: check_run(model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite))
 
 
 def fit(

@@ -76,8 +76,13 @@ def train_step(
     groups=None,
     allow_nonfinite: bool = False,
     step: int | None = None,
+    parallel=None,
 ):
     """One optimizer step on a batch: forward, backward, clip, Adam, schedule.
+
+    `parallel` (transformer_np/parallel.py's DataParallel): the batch is the global one; this process backpropagates
+    its ranks' shards and the gradients are averaged across ranks before clipping, so clipping (the global norm),
+    Adam and the schedule see the same gradient, and take the same step, on every rank.
 
     Returns (loss, total grad norm before clipping, {group: squared grad norm} or {}, labels).
     A NaN or infinite loss or gradient norm raises NonFiniteError (naming `step`) before the update,
@@ -87,12 +92,18 @@ def train_step(
     # NumPy's overflow warnings are silenced here: a non-finite loss or gradient is checked below and
     # reported in one line (or, with allow_nonfinite, counted by train()), not as a stream of warnings.
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        return _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups, allow_nonfinite, step)
+        return _train_step(
+            model, optimizer, scheduler, params, src, tgt, train_cfg, groups, allow_nonfinite, step, parallel
+        )
 
 
-def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups, allow_nonfinite, step):
-    loss, _, labels = compute_loss(model, src, tgt, train_cfg.label_smoothing)
-    loss.backward()
+def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups, allow_nonfinite, step, parallel):
+    if parallel is None:
+        loss, _, labels = compute_loss(model, src, tgt, train_cfg.label_smoothing)
+        loss.backward()
+        value = loss.item()
+    else:  # the global batch's mean loss, its gradient averaged over the ranks
+        value, labels = parallel.backward(model, src, tgt, train_cfg.label_smoothing)
     sq = (
         {}
         if groups is None
@@ -104,7 +115,6 @@ def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups
         total = math.sqrt(sum(sq.values()))
     else:
         total = math.sqrt(sum(_sq_norm(p.grad.data) for p in params if p.grad is not None))
-    value = loss.item()
     # Any NaN or infinity in a gradient makes the norm non-finite, so these two checks cover every entry.
     if not allow_nonfinite and not (math.isfinite(value) and math.isfinite(total)):
         bad = nonfinite_entries({n: p for n, p in model.named_parameters()})
