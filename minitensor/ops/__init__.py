@@ -14,6 +14,7 @@ writes into `g` or into a saved array.
     shape.py         reshape, transpose, permute, expand, repeat, cat, stack, tril/triu
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, the losses, Dropout, AttentionWeights
+    attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
 
 This package exports every Function subclass its modules define (PRIMITIVES, derived below), so a new
@@ -21,7 +22,7 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 """
 
 from ..autograd import Function, register_namespaces
-from . import elementwise, fused, indexing, matmul, reductions, shape
+from . import attention, elementwise, fused, indexing, matmul, reductions, shape
 from .namespace import ARRAYS, TENSORS
 
 
@@ -38,7 +39,7 @@ def defined_primitives(*modules) -> dict:
     }
 
 
-PRIMITIVES = defined_primitives(elementwise, matmul, reductions, shape, indexing, fused)
+PRIMITIVES = defined_primitives(elementwise, matmul, reductions, shape, indexing, fused, attention)
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 
