@@ -28,7 +28,7 @@ from minitensor.allocator import reuse_freed_memory
 
 from .cliutil import OneLineParser
 from .commands import cmd_decode, cmd_demo, cmd_experiment, cmd_plot, cmd_train
-from .config import ACTIVATIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
+from .config import ACTIVATIONS, ATTENTIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
 from .data import TASKS
 from .training import NonFiniteError
 
@@ -64,6 +64,8 @@ MODEL_HELP = {
     "activation": "feed-forward activation",
     "positional": "positional encoding: the paper's sinusoids or a learned table",
     "tie_embeddings": "share the target embedding with the output projection",
+    "attention": "attention: dense weights (kept for plots, O(T^2) memory) or FlashAttention-2 tiles (O(T) memory); "
+    "a resume cannot switch it",
 }
 TRAIN_HELP = {
     "steps": "optimizer steps (with --resume: the total to reach)",
@@ -102,7 +104,7 @@ TRAIN_GROUPS = {
     "data": ("train_size", "eval_size", "seed"),
     "run": ("eval_every", "checkpoint_every"),
 }
-CHOICES = {"activation": ACTIVATIONS, "positional": POSITIONALS, "schedule": SCHEDULES}
+CHOICES = {"activation": ACTIVATIONS, "positional": POSITIONALS, "schedule": SCHEDULES, "attention": ATTENTIONS}
 _BOOL_FIELDS = {"norm_first", "final_norm", "tie_embeddings"}
 _PRESET = PRESETS["copy-reverse"]  # the preset whose values --help shows
 
