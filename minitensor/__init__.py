@@ -14,7 +14,7 @@ wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to 
 testing.py (tolerances), layout.py (memory formats).
 """
 
-from . import autograd, functions, nn, ops, optim, profiler, random, viz
+from . import autograd, functions, nn, ops, optim, profiler, random, utils, viz
 from .allocator import reuse_freed_memory
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd import functional as _functional  # noqa: F401 (loads mt.autograd.functional: autograd/__init__.py)
@@ -126,6 +126,7 @@ __all__ = [
     "nn",
     "optim",
     "profiler",
+    "utils",
     "viz",
     "load",
     "save",

@@ -131,6 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="share the target embedding with the output projection (default: the preset's)",
     )
     p.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="recompute each encoder/decoder layer in the backward (mt.utils.checkpoint beside "
+        "torch.utils.checkpoint; default: off)",
+    )
+    p.add_argument(
         "--failures-only", action="store_true", help="print only the failing rows (or 'no failures') and the summary"
     )
     _common(p, "runs/parity")
@@ -167,6 +173,7 @@ def _report_config(args) -> ReportConfig:
         final_norm=True if args.final_norm else None,
         positional=args.positional,
         tie_embeddings=True if args.tie_embeddings else None,
+        activation_checkpointing=True if args.activation_checkpointing else None,
     )
 
 

@@ -7,6 +7,8 @@
     SharedDropoutMasks   dropout keep-masks drawn on the transformer_np side and replayed on the torch side
     ReluBranchAligner    the torch side takes transformer_np's ReLU branch for pre-activations within
                          round-off of 0; every aligned entry is counted and the count is in the report
+    CheckpointReplay     with activation checkpointing: the hooks record a checkpointed layer's first run
+                         only, and its recompute (in the backward) replays that run's masks and alignments
 
 Hooks work on both frameworks: minitensor's Module has register_forward_hook and Tensor.retain_grad.
 """
@@ -17,6 +19,7 @@ from collections import defaultdict
 
 import numpy as np
 import torch
+from torch.utils.checkpoint import noop_context_fn
 
 import minitensor as mt
 from minitensor.testing import PARITY_RTOL, error_stats
@@ -41,6 +44,16 @@ def _tensors(output):
     if isinstance(output, (tuple, list)):
         return [(f"[{i}]", t) for i, t in enumerate(output) if is_tensor(t)]
     return []
+
+
+class _Recomputing:
+    """Whether a checkpointed layer is being recomputed in a backward (CheckpointReplay sets it): the hooks then
+    record nothing, and the masks and alignments of the layer's first run are replayed."""
+
+    active = False
+
+
+RECOMPUTING = _Recomputing()
 
 
 class Hooks:
@@ -69,6 +82,8 @@ class Capture(Hooks):
 
     def _hook(self, name):
         def hook(module, inputs, output):
+            if RECOMPUTING.active:  # the first run's outputs are the ones the backward reaches
+                return
             self.calls[name] += 1
             key = name if self.calls[name] == 1 else f"{name}#{self.calls[name]}"
             for suffix, t in _tensors(output):
@@ -92,6 +107,8 @@ class KeyProjectionGrads(Hooks):
 
     def _hook(self, name):
         def hook(module, inputs, output):
+            if RECOMPUTING.active:
+                return
             if output.requires_grad:
                 output.retain_grad()
             self.outputs[name] = output
@@ -113,6 +130,7 @@ class SharedDropoutMasks:
         self.rng = np.random.default_rng(seed)
         self.recorded = defaultdict(list)
         self.position = defaultdict(int)
+        self.replay = None  # while a layer is recomputed: name -> the masks of its first run, in order
 
     def attach(self, np_model, torch_model) -> None:
         for name, m in np_model.named_modules():
@@ -128,8 +146,14 @@ class SharedDropoutMasks:
                 if hasattr(m, "mask_fn"):
                     m.mask_fn = None
 
+    def _again(self, name: str):
+        """The mask a recomputed layer's dropout used in its first run (CheckpointReplay hands them out)."""
+        return next(self.replay[name])
+
     def _recorder(self, name, p):
         def mask_fn(shape):
+            if self.replay is not None:
+                return self._again(name)
             keep = self.rng.random(shape) >= p
             self.recorded[name].append(keep)
             return keep
@@ -138,6 +162,8 @@ class SharedDropoutMasks:
 
     def _replayer(self, name):
         def mask_fn(shape):
+            if self.replay is not None:
+                return self._again(name)
             i = self.position[name]
             if i >= len(self.recorded[name]):
                 raise RuntimeError(f"dropout masks: torch called {name} more often ({i + 1}) than transformer_np")
@@ -180,6 +206,7 @@ class ReluBranchAligner(Hooks):
         super().__init__()
         self.rtol = PARITY_RTOL[dtype]
         self.last = {}
+        self.applied = {}  # name -> the correction the torch side's first run added (a recompute adds it again)
         self.aligned = 0
         self.seen = 0
         ffn = lambda name: name.endswith("feed_forward.linear1")
@@ -188,12 +215,17 @@ class ReluBranchAligner(Hooks):
 
     def _record(self, name):
         def hook(module, inputs, output):
-            self.last[name] = output.data
+            if not RECOMPUTING.active:
+                self.last[name] = output.data
 
         return hook
 
     def _align(self, name):
         def hook(module, inputs, output):
+            if RECOMPUTING.active:  # the recompute takes the branches the first run took
+                delta = self.applied.get(name)
+                return None if delta is None else output + delta
+            self.applied[name] = None
             ours = self.last.pop(name, None)
             if ours is None:
                 return None
@@ -208,6 +240,69 @@ class ReluBranchAligner(Hooks):
                 return None
             self.aligned += int(flip.sum())
             delta = torch.as_tensor(np.where(flip, ours - ref, 0).astype(ref.dtype), device=output.device)
+            self.applied[name] = delta
             return output + delta
 
         return hook
+
+
+class CheckpointReplay:
+    """The context_fn of both models' checkpointed stacks (mt.utils.checkpoint and torch.utils.checkpoint take
+    one): around a layer's first run it keeps the shared dropout masks that run used; around its recompute in
+    the backward it sets RECOMPUTING and hands the layer those masks again, as preserve_rng_state replays a
+    generator. Without it a recompute would draw (or replay) the next masks."""
+
+    def __init__(self, masks: SharedDropoutMasks | None):
+        self.masks = masks
+
+    def attach(self, np_model, torch_model) -> None:
+        for model, side in ((np_model, "np"), (torch_model, "torch")):
+            for stack in (model.encoder, model.decoder):
+                stack.checkpoint_context_fn = lambda side=side: self.context_fn(side)
+
+    def detach(self, np_model, torch_model) -> None:
+        for model, noop in ((np_model, mt.utils.checkpoint.noop_context_fn), (torch_model, noop_context_fn)):
+            for stack in (model.encoder, model.decoder):
+                stack.checkpoint_context_fn = noop
+
+    def context_fn(self, side: str):
+        first = _FirstRun(self.masks, side)
+        return first, _Recompute(self.masks, first)
+
+
+class _FirstRun:
+    """Entered around a checkpointed layer's first run: keeps the masks it used (`used`, name -> list)."""
+
+    def __init__(self, masks, side: str):
+        self.masks, self.side, self.used = masks, side, {}
+
+    def _where(self) -> dict:
+        m = self.masks
+        return dict(m.position) if self.side == "torch" else {k: len(v) for k, v in m.recorded.items()}
+
+    def __enter__(self):
+        self.start = self._where() if self.masks is not None else {}
+
+    def __exit__(self, *exc):
+        if self.masks is not None:
+            for name, end in self._where().items():
+                self.used[name] = self.masks.recorded[name][self.start.get(name, 0) : end]
+        return False
+
+
+class _Recompute:
+    """Entered around a checkpointed layer's recompute: RECOMPUTING on, the first run's masks handed out again."""
+
+    def __init__(self, masks, first: _FirstRun):
+        self.masks, self.first = masks, first
+
+    def __enter__(self):
+        RECOMPUTING.active = True
+        if self.masks is not None:
+            self.masks.replay = {name: iter(used) for name, used in self.first.used.items()}
+
+    def __exit__(self, *exc):
+        RECOMPUTING.active = False
+        if self.masks is not None:
+            self.masks.replay = None
+        return False

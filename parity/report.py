@@ -40,7 +40,14 @@ from transformer_np.model import Transformer as NpTransformer
 from transformer_np.training import load_checkpoint
 
 from .convert import load_arrays, np_to_torch, state_arrays
-from .hooks import Capture, KeyProjectionGrads, ReluBranchAligner, SharedDropoutMasks, to_numpy
+from .hooks import (
+    Capture,
+    CheckpointReplay,
+    KeyProjectionGrads,
+    ReluBranchAligner,
+    SharedDropoutMasks,
+    to_numpy,
+)
 from .model import Transformer as TorchTransformer
 from .results import Report, group_of, key_projection, structurally_zero_grad
 from .sides import CLIP_NORM_ADJUSTMENT, NpSide, TorchSide
@@ -103,6 +110,7 @@ class ReportConfig:
     positional: str | None = None
     tie_embeddings: bool | None = None
     attention: str | None = None
+    activation_checkpointing: bool | None = None
     # A trained model instead of the preset's fresh one (run_summary): its configs and batches.
     np_model: object = None
     model_cfg: ModelConfig | None = None
@@ -124,6 +132,7 @@ class ReportConfig:
             positional=self.positional,
             tie_embeddings=self.tie_embeddings,
             attention=self.attention,
+            activation_checkpointing=self.activation_checkpointing,
         )
         return cfg.replace(**{k: v for k, v in overrides.items() if v is not None})
 
@@ -486,6 +495,9 @@ def run_report(rc: ReportConfig) -> Report:
     masks = SharedDropoutMasks(rc.seed + 1) if cfg.dropout > 0 else None
     if masks is not None:
         masks.attach(np_model, pt_model)
+    replay = CheckpointReplay(masks) if cfg.activation_checkpointing else None
+    if replay is not None:
+        replay.attach(np_model, pt_model)
     # Registered before the report's own hooks, so they record the aligned outputs.
     aligner = ReluBranchAligner(np_model, pt_model, dtype) if cfg.activation == "relu" else None
 
@@ -517,6 +529,8 @@ def run_report(rc: ReportConfig) -> Report:
         compare_after_steps(report, np_model, pt_model, init, bound, rc.steps, trajectory, dtype)
     if masks is not None:
         masks.detach(np_model, pt_model)
+    if replay is not None:
+        replay.detach(np_model, pt_model)
     if aligner is not None:
         aligner.remove()
     report.meta["adjustments"] = dict(

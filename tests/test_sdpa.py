@@ -231,3 +231,25 @@ def test_tiled_peak_stays_below_one_score_matrix_at_t_2048():
     tiled_peak = _traced_peak(tiled)
     assert tiled_peak < score_matrix, f"tiled peak {tiled_peak / 2**20:.1f} MiB"
     assert _traced_peak(dense) > score_matrix  # the measure sees a score matrix when there is one
+
+
+def test_saved_tensor_hooks_and_the_listing_see_what_the_kernel_keeps():
+    """q, k, v, the output, the row logsumexp (O(T)) and the mask: no (T_q, T_k) array; packed and unpacked by the
+    hooks, the gradients are bitwise those of the plain run (dropout on: the counters are replayed)."""
+    q = mt.randn(1, 2, 300, 16, requires_grad=True)
+    keep = np.ones((1, 1, 1, 300), bool)
+    listing = str(mt.autograd.graph.saved_tensors(F.scaled_dot_product_attention(q, q, q, attn_mask=keep).sum()))
+    assert "lse" in listing and "(1, 2, 300, 1)" in listing and "(1, 1, 1, 300)" in listing
+    assert "300, 300" not in listing
+
+    def grad_of_q():
+        mt.manual_seed(3)
+        out = F.scaled_dot_product_attention(q, q, q, attn_mask=keep, dropout_p=0.2)
+        out.backward(mt.ones_like(out))
+        g, q.grad = q.grad.numpy().copy(), None
+        return g
+
+    plain, packed = grad_of_q(), []
+    with mt.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t.shape) or t.clone(), lambda t: t):
+        hooked = grad_of_q()
+    assert np.array_equal(plain, hooked) and (1, 2, 300, 1) in packed

@@ -66,6 +66,8 @@ MODEL_HELP = {
     "tie_embeddings": "share the target embedding with the output projection",
     "attention": "attention: dense weights (kept for plots, O(T^2) memory) or FlashAttention-2 tiles (O(T) memory); "
     "a resume cannot switch it",
+    "activation_checkpointing": "recompute each encoder/decoder layer in the backward instead of keeping its "
+    "activations (less memory, the same numbers; a resume may switch it)",
 }
 TRAIN_HELP = {
     "steps": "optimizer steps (with --resume: the total to reach)",
@@ -105,7 +107,7 @@ TRAIN_GROUPS = {
     "run": ("eval_every", "checkpoint_every"),
 }
 CHOICES = {"activation": ACTIVATIONS, "positional": POSITIONALS, "schedule": SCHEDULES, "attention": ATTENTIONS}
-_BOOL_FIELDS = {"norm_first", "final_norm", "tie_embeddings"}
+_BOOL_FIELDS = {"norm_first", "final_norm", "tie_embeddings", "activation_checkpointing"}
 _PRESET = PRESETS["copy-reverse"]  # the preset whose values --help shows
 
 
@@ -156,7 +158,7 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         "--resume",
         action="store_true",
         help="continue the run in OUT (flags override its "
-        "configuration; only --steps, --eval-every and --checkpoint-every may change)",
+        "configuration; only --steps, --eval-every, --checkpoint-every and --activation-checkpointing may change)",
     )
     how.add_argument("--overwrite", action="store_true", help="replace the run already in OUT")
     run.add_argument(

@@ -73,6 +73,9 @@ class ModelConfig:
     # 'dense': the fused attention weights, kept for plots (O(T^2) memory); 'tiled': F.scaled_dot_product_attention,
     # FlashAttention-2 tiles in O(T) memory (no weights to plot). Checkpoints from before this field load as 'dense'.
     attention: str = "dense"
+    # recompute each encoder and decoder layer in the backward instead of keeping its activations
+    # (mt.utils.checkpoint / torch.utils.checkpoint): less memory, the same numbers, bitwise
+    activation_checkpointing: bool = False
 
     def __post_init__(self):
         own = "ModelConfig"
@@ -93,7 +96,7 @@ class ModelConfig:
                 f"num_heads={self.num_heads}"
             )
         _check_float(own, "dropout", self.dropout, 0.0, 1.0)
-        for name in ("norm_first", "final_norm", "tie_embeddings"):
+        for name in ("norm_first", "final_norm", "tie_embeddings", "activation_checkpointing"):
             _check_bool(own, name, getattr(self, name))
         _check_choice(own, "activation", self.activation, ACTIVATIONS)
         _check_choice(own, "positional", self.positional, POSITIONALS)

@@ -58,6 +58,7 @@ import minitensor.nn as nn
 import minitensor.nn.functional as F
 from minitensor.nn import Dropout
 from minitensor.nn.functional import attention_weights
+from minitensor.utils.checkpoint import checkpoint, noop_context_fn
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
 from transformer_np.masks import causal_mask, padding_mask, target_mask
@@ -380,6 +381,15 @@ class DecoderLayer(nn.Module):
         return x
 
 
+def run_layer(stack, layer, *args):
+    """layer(*args); through activation checkpointing when the stack (Encoder or Decoder) asks for it and
+    grad mode is on: the layer's activations are not kept, and its backward runs the layer once more
+    (mt.utils.checkpoint)."""
+    if not (stack.activation_checkpointing and mt.is_grad_enabled()):
+        return layer(*args)
+    return checkpoint(layer, *args, use_reentrant=False, context_fn=stack.checkpoint_context_fn)
+
+
 class Encoder(nn.Module):
     """N EncoderLayers, then LayerNorm when final_norm (pre-norm stacks need it; torch.nn.Transformer has it)."""
 
@@ -393,11 +403,14 @@ class Encoder(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         final_norm: bool = False,
+        activation_checkpointing: bool = False,
     ):
         super().__init__()
         self.layers = nn.ModuleList(
             [EncoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first) for _ in range(num_layers)]
         )
+        self.activation_checkpointing = activation_checkpointing
+        self.checkpoint_context_fn = noop_context_fn  # parity/hooks.py sets one that replays its dropout masks
         if final_norm:
             self.norm = nn.LayerNorm(d_model)
         else:
@@ -405,7 +418,7 @@ class Encoder(nn.Module):
 
     def forward(self, x, mask=None):
         for layer in self.layers:
-            x = layer(x, mask)
+            x = run_layer(self, layer, x, mask)
         return self.norm(x) if self.norm is not None else x  # (B, S, D)
 
 
@@ -422,11 +435,14 @@ class Decoder(nn.Module):
         activation: str = "relu",
         norm_first: bool = False,
         final_norm: bool = False,
+        activation_checkpointing: bool = False,
     ):
         super().__init__()
         self.layers = nn.ModuleList(
             [DecoderLayer(d_model, num_heads, d_ff, dropout, activation, norm_first) for _ in range(num_layers)]
         )
+        self.activation_checkpointing = activation_checkpointing
+        self.checkpoint_context_fn = noop_context_fn  # parity/hooks.py sets one that replays its dropout masks
         if final_norm:
             self.norm = nn.LayerNorm(d_model)
         else:
@@ -434,7 +450,7 @@ class Decoder(nn.Module):
 
     def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None):
         for i, layer in enumerate(self.layers):
-            x = layer(x, memory, src_mask, tgt_mask, cache.layers[i] if cache is not None else None)
+            x = run_layer(self, layer, x, memory, src_mask, tgt_mask, cache.layers[i] if cache is not None else None)
         return self.norm(x) if self.norm is not None else x  # (B, T, D)
 
 
@@ -524,6 +540,7 @@ class Transformer(nn.Module):
         positional: str = "sinusoidal",
         tie_embeddings: bool = False,
         attention: str = "dense",
+        activation_checkpointing: bool = False,
     ):
         # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
         config = ModelConfig(
@@ -542,6 +559,7 @@ class Transformer(nn.Module):
             positional,
             tie_embeddings,
             attention,
+            activation_checkpointing,
         )
         super().__init__()
         self.config = config
@@ -556,10 +574,26 @@ class Transformer(nn.Module):
         else:
             self.pos_encoding = LearnedPositionalEmbedding(d_model, max_len, dropout)
         self.encoder = Encoder(
-            num_encoder_layers, d_model, num_heads, d_ff, dropout, activation, norm_first, final_norm
+            num_encoder_layers,
+            d_model,
+            num_heads,
+            d_ff,
+            dropout,
+            activation,
+            norm_first,
+            final_norm,
+            activation_checkpointing,
         )
         self.decoder = Decoder(
-            num_decoder_layers, d_model, num_heads, d_ff, dropout, activation, norm_first, final_norm
+            num_decoder_layers,
+            d_model,
+            num_heads,
+            d_ff,
+            dropout,
+            activation,
+            norm_first,
+            final_norm,
+            activation_checkpointing,
         )
         self.generator = nn.Linear(d_model, tgt_vocab_size)
         if tie_embeddings:

@@ -6,6 +6,8 @@
     engine.py              the graph walk (topological_order, run_backward) and its entry points,
                            backward() and grad()
     finite_differences.py  gradcheck, gradgradcheck
+    saved.py               what a node keeps (saved_entries) and the saved-tensor hooks' pack and unpack
+    graph.py               mt.autograd.graph: saved_tensors_hooks, saved_tensors (the listing)
     functional.py          mt.autograd.functional: vjp, jvp, jacobian, hessian, hvp, vhp (torch's)
 
 Imports point one way: grad_mode <- function <- engine <- finite_differences, and tensor.py -> ops/
@@ -15,6 +17,7 @@ minitensor/__init__.py does, which makes `mt.autograd.functional` and
 `from minitensor.autograd.functional import hvp` work as in PyTorch.
 """
 
+from . import graph
 from .engine import backward, grad, root_gradient, run_backward, topological_order
 from .finite_differences import GradcheckError, gradcheck, gradgradcheck
 from .function import (
@@ -43,6 +46,7 @@ __all__ = [
     "backward",
     "enable_grad",
     "grad",
+    "graph",
     "gradcheck",
     "gradgradcheck",
     "ieee_quiet",

@@ -41,6 +41,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
+from .saved import HOOK_STACKS, pack_node, unpack_node
 
 
 def ieee_quiet():
@@ -111,8 +112,10 @@ class Context:
     """Scratch space a forward fills for its backward.
 
     `needs_input_grad[i]` says whether input i wants a gradient. `save_for_backward(*arrays)` keeps
-    input or output arrays that backward reads (as `ctx.saved_arrays`); other values (shapes, dims,
-    intermediate arrays the forward made) are plain attributes.
+    input or output arrays that backward reads (as `ctx.saved_arrays`); `save(name=array)` keeps an
+    array the forward made (a mask, row statistics), read back as `ctx.name`. Every array a backward
+    reads is kept by one of the two: they are what saved-tensor hooks and the listing see (saved.py).
+    Other values (shapes, dims, Python numbers) are plain attributes.
 
     `xp` is the namespace a backward formula calls (ops/namespace.py): NumPy on arrays for a
     first-order backward, recorded primitives on Tensors under create_graph=True. Then the walk also
@@ -121,11 +124,18 @@ class Context:
 
     needs_input_grad: tuple = ()
     saved_arrays: tuple = ()
+    saved_names: tuple = ()  # the names given to save(), in order
     xp = None  # ARRAYS, installed by ops/__init__.py (register_namespaces)
     create_graph = False
 
     def save_for_backward(self, *arrays) -> None:
         self.saved_arrays = arrays
+
+    def save(self, **arrays) -> None:
+        """Keep arrays the forward made for the backward, each read back as ctx.<name> (a tuple of arrays
+        counts each array in it). Not torch's API: torch's C++ nodes keep such buffers as saved variables."""
+        self.__dict__.update(arrays)
+        self.saved_names += tuple(arrays)
 
     def intermediate(self, stored, helper: Callable, *args):
         """A value the forward computed for backward (xhat, softmax probabilities, ...): `stored` as is
@@ -153,7 +163,7 @@ class Node:
     its nodes: `type(y.grad_fn).__name__`, `repr` and `name()` all say "TanhBackward" (PyTorch's
     "TanhBackward0" numbers the overloads of an op's derivative formula; an op here has one formula)."""
 
-    __slots__ = ("ctx", "inputs", "saved", "hooks", "retained", "__weakref__")
+    __slots__ = ("ctx", "inputs", "saved", "hooks", "retained", "packed", "__weakref__")
     fn = None  # the Function subclass: a class attribute of each Function's node class (node_class_of)
 
     def __init__(self, ctx, inputs, saved=()):
@@ -164,6 +174,7 @@ class Node:
         # a weak reference to the output tensor when retain_grad() was called on it: a strong one would
         # make a cycle (the tensor holds its grad_fn), which only the gc breaks, keeping the graph alive
         self.retained = None
+        self.packed = None  # saved.Packed when saved-tensor hooks packed the saved arrays (saved.py)
 
     def name(self) -> str:
         return type(self).__name__
@@ -190,7 +201,8 @@ class Node:
                 f"backward(); pass retain_graph=True (or create_graph=True) to the first backward() or grad() "
                 f"to keep them"
             )
-        for counter, version, arr, _ in self.saved:
+        ctx, saved = (self.ctx, self.saved) if self.packed is None else unpack_node(self)
+        for counter, version, arr, _ in saved:
             if counter.value != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified by an inplace "
@@ -198,20 +210,24 @@ class Node:
                     f"{counter.value}; expected version {version} instead. Change it before the forward "
                     f"that uses it, or give that forward a .clone()"
                 )
-        ctx = self._tensor_context() if create_graph else self.ctx
+        if create_graph:
+            ctx = self._tensor_context(ctx, saved)
         grads = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).backward(self.fn, ctx, g)
         return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
 
-    def _tensor_context(self) -> Context:
+    def _tensor_context(self, plain: Context | None = None, node_saved: tuple | None = None) -> Context:
         """A copy of ctx for a backward on Tensors: the Tensor namespace, and each saved input or output
         as its Tensor (an output rebuilt around this node, a non-leaf input around its Edge's producer,
-        so that gradients flow through them)."""
-        ctx = copy.copy(self.ctx)
+        so that gradients flow through them). plain, node_saved: ctx and self.saved as unpacked by hooks."""
+        plain = self.ctx if plain is None else plain
+        ctx = copy.copy(plain)
         ctx.xp, ctx.create_graph = _TENSORS, True
         like = next(t for t in self.inputs if t is not None)
-        sources = {id(arr): (counter, src) for counter, _, arr, src in self.saved}
+        sources = {
+            id(arr): (counter, src) for counter, _, arr, src in (self.saved if node_saved is None else node_saved)
+        }
         saved = []
-        for arr in self.ctx.saved_arrays:
+        for arr in plain.saved_arrays:
             counter, src = sources.get(id(arr), (None, None))
             if src is None:  # an array the forward made: private to this node
                 saved.append(arr)
@@ -266,6 +282,7 @@ class Node:
         node, whose backward then raises the "second time" error instead of reading as "not used"."""
         self.ctx = None
         self.saved = ()
+        self.packed = None
 
 
 class Edge:
@@ -329,6 +346,8 @@ class Function:
                 result.requires_grad = True
                 inputs = tuple((t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs))
                 result.grad_fn = cls._node_class(ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
+                if HOOK_STACKS:  # saved-tensor hooks are on in some thread: hand them what the node keeps
+                    pack_node(result.grad_fn, result)
         return result
 
 

@@ -146,14 +146,10 @@ class ScaledDotProductAttention(Function):
             out[..., i0:i1, :] = np.where(empty, 0, acc / np.where(empty, 1, l))
             lse[..., i0:i1, :] = np.where(empty, np.inf, m + np.log(np.where(empty, 1, l)))
         out = out.astype(q.dtype, copy=False)
-        ctx.save_for_backward(q, k, v, out, lse, *(() if mask is None else (mask,)))
-        ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed, ctx.block_size = (
-            is_causal,
-            scale,
-            dropout_p,
-            seed,
-            block_size,
-        )
+        ctx.save_for_backward(q, k, v, out)
+        ctx.save(lse=lse, mask=mask)  # what the forward made (lse) or was handed (mask): O(T), or the caller's own
+        ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed = is_causal, scale, dropout_p, seed
+        ctx.block_size = block_size
         return out
 
     @staticmethod
@@ -164,10 +160,9 @@ class ScaledDotProductAttention(Function):
                 "(a second derivative) is refused. Use dense attention for higher order: "
                 "softmax(attention_weights(q, k, mask)) @ v, the model's attention='dense'"
             )
-        q, k, v, out, lse, *mask = ctx.saved_arrays
-        tiles = ScoreTiles(
-            q, k, v.shape[:-2], mask[0] if mask else None, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed
-        )
+        q, k, v, out = ctx.saved_arrays
+        lse = ctx.lse
+        tiles = ScoreTiles(q, k, v.shape[:-2], ctx.mask, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed)
         batch, ct, sc = tiles.batch, tiles.q.dtype, tiles.q.dtype.type(ctx.scale)
         v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
         g = g.astype(ct, copy=False)

@@ -326,7 +326,7 @@ class Relu(Function):
     def forward(ctx, a):
         out = np.maximum(a.dtype.type(0), a)  # on a tie NumPy returns its second operand: relu(-0.0) = -0.0,
         # as PyTorch. The backward needs only where out <= 0: kept as booleans, a quarter of out's bytes.
-        ctx.dead = out <= 0
+        ctx.save(dead=out <= 0)
         return out
 
     @staticmethod
@@ -426,9 +426,10 @@ class Gelu(Function):
         ctx.approximate = approximate
         if approximate == "tanh":
             s, rest = _gelu_tanh_halves(ctx.xp, a)
-            ctx.halves = (s, rest)
+            ctx.save(halves=(s, rest))
             return a * s
-        cdf = ctx.cdf = _gelu_cdf(ctx.xp, a)
+        cdf = _gelu_cdf(ctx.xp, a)
+        ctx.save(cdf=cdf)
         return a * cdf
 
     @staticmethod
@@ -522,7 +523,7 @@ class Where(Function):
 
     @staticmethod
     def forward(ctx, a, b, cond):
-        ctx.cond = cond
+        ctx.save(cond=cond)  # torch's where saves its condition too
         return np.where(cond, a, b)
 
     @staticmethod
@@ -537,7 +538,7 @@ class MaskedFill(Function):
 
     @staticmethod
     def forward(ctx, a, value, mask):
-        ctx.mask = mask
+        ctx.save(mask=mask)
         return np.where(mask, value, a)
 
     @staticmethod

@@ -162,7 +162,8 @@ class LayerNorm(Function):
         xhat, mean, rstd = _normalized(ctx.xp, x, axes, eps)
         # The row statistics are kept, not xhat: xhat is rebuilt in the backward, so a layer norm holds one
         # activation-sized array (its input) until then instead of two (as PyTorch keeps mean and rstd).
-        ctx.mean, ctx.rstd, ctx.axes, ctx.eps = mean, rstd, axes, eps
+        ctx.save(mean=mean, rstd=rstd)
+        ctx.axes, ctx.eps = axes, eps
         if weight is None:
             return to_dtype(ctx.xp, xhat, dtype)
         out = xhat * weight if bias is None else xhat * weight + bias
@@ -304,18 +305,20 @@ class CrossEntropy(Function):
             losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
         else:
             losses = (1 - e) * w_t * nll - e / C * (logp @ weight) if label_smoothing else w_t * nll
-            ctx.s = ((1 - e) * w_t + e / C * weight.sum()).reshape(-1, 1)  # s_n = sum_c w_c q_nc, (R, 1)
+            ctx.save(s=((1 - e) * w_t + e / C * weight.sum()).reshape(-1, 1))  # s_n = sum_c w_c q_nc, (R, 1)
         losses = np.where(valid, losses, x.dtype.type(0))
         out, scale = _reduce(losses, reduction, target.shape, denominator)
-        ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale = logp, tv, valid, e, scale
-        ctx.weight, ctx.reduction = weight, reduction  # weight: a constant here, an array in both modes
+        ctx.save(logp=logp, tv=tv, valid=valid)
+        ctx.e, ctx.scale, ctx.reduction = e, scale, reduction
         ctx.save_for_backward(x, *(() if weight is None else (weight,)))  # weight: its version is checked, as torch
         return out
 
     @staticmethod
     def backward(ctx, g):
-        xp, w = ctx.xp, ctx.weight
-        x = ctx.saved_arrays[0]
+        xp = ctx.xp
+        x, w = (ctx.saved_arrays + (None,))[:2]
+        if ctx.create_graph and w is not None:  # a constant, as torch's: no gradient reaches the weight
+            w = w.detach()
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
         q = _index_q(ctx.tv, C, ctx.e, x.dtype)  # (R, C)
@@ -358,7 +361,8 @@ class CrossEntropyProbs(Function):
         q, wq = _soft_q(ctx.xp, target, weight, e, C)
         losses = -_times_log(ctx.xp, wq, logp).sum(axis=1)  # (R,)
         out, scale = _reduce(losses, reduction, _class_dim_removed(x.shape), logp.shape[0])
-        ctx.logp, ctx.q, ctx.wq, ctx.e, ctx.scale, ctx.reduction = logp, q, wq, e, scale, reduction
+        ctx.save(logp=logp, q=q, wq=wq)
+        ctx.e, ctx.scale, ctx.reduction = e, scale, reduction
         ctx.save_for_backward(x, target, *(() if weight is None else (weight,)))
         return out
 
@@ -397,7 +401,8 @@ class NLLLoss(Function):
         picked = -x2[np.arange(x2.shape[0]), tv]
         losses = np.where(valid, picked if w_t is None else w_t * picked, x.dtype.type(0))
         out, scale = _reduce(losses, reduction, target.shape, denominator)
-        ctx.tv, ctx.valid, ctx.scale, ctx.reduction, ctx.w_t = tv, valid, scale, reduction, w_t
+        ctx.save(tv=tv, valid=valid, w_t=w_t)
+        ctx.scale, ctx.reduction = scale, reduction
         ctx.shape, ctx.rows = x.shape, x2.shape
         ctx.save_for_backward(*(() if weight is None else (weight,)))  # read through w_t; saved for its version
         return out
@@ -468,7 +473,8 @@ class Dropout(Function):
 
     @staticmethod
     def forward(ctx, x, keep, scale):
-        ctx.keep, ctx.scale = keep, scale
+        ctx.save(keep=keep)
+        ctx.scale = scale
         out = np.multiply(x, keep, dtype=x.dtype)
         out *= scale
         return out

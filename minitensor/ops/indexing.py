@@ -55,7 +55,8 @@ class GetItem(Function):
 
     @staticmethod
     def forward(ctx, a, index, advanced):
-        ctx.shape, ctx.index, ctx.advanced = a.shape, index, advanced
+        ctx.save(index=index)  # an integer-array index is kept (torch saves index tensors too)
+        ctx.shape, ctx.advanced = a.shape, advanced
         return a[index]
 
     @staticmethod
@@ -69,7 +70,8 @@ class IndexPut(Function):
 
     @staticmethod
     def forward(ctx, v, shape, index, advanced):
-        ctx.index, ctx.advanced = index, advanced
+        ctx.save(index=index)
+        ctx.advanced = advanced
         return index_put(shape, index, v, advanced)
 
     @staticmethod
@@ -82,7 +84,8 @@ class Embedding(Function):
 
     @staticmethod
     def forward(ctx, weight, ids, padding_idx=None):
-        ctx.ids, ctx.num, ctx.padding_idx = ids, weight.shape[0], padding_idx
+        ctx.save(ids=ids)
+        ctx.num, ctx.padding_idx = weight.shape[0], padding_idx
         return weight[ids]
 
     @staticmethod

@@ -147,7 +147,8 @@ def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
     # may be beyond float16's 65504), and the backward takes 2 / denom there, as PyTorch's scalar.
     n = _reduced_count(a.shape, dim)
     ctx.save_for_backward(a)
-    ctx.centered, ctx.denom, ctx.dim, ctx.keepdim = centered, np.float64(n - correction), dim, keepdim
+    ctx.save(centered=centered)
+    ctx.denom, ctx.dim, ctx.keepdim = np.float64(n - correction), dim, keepdim
     return (wide_centered * wide_centered).sum(axis=dim, keepdims=keepdim), np.float64(max(0.0, n - correction))
 
 
@@ -204,12 +205,14 @@ class MaxMin(Function):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
         if dim is None:
             out = np.asarray(a.max() if mode == "max" else a.min())
-            ctx.chosen = np.isnan(a) if np.isnan(out) else a == out
-            ctx.share = a.dtype.type(ctx.chosen.sum())
+            chosen = np.isnan(a) if np.isnan(out) else a == out
+            ctx.save(chosen=chosen)
+            ctx.share = a.dtype.type(chosen.sum())
             return out
         idx = np.expand_dims(np.argmax(a, axis=dim) if mode == "max" else np.argmin(a, axis=dim), dim)
         positions = np.arange(a.shape[dim]).reshape((-1,) + (1,) * (a.ndim - dim - 1))
-        ctx.chosen, ctx.share = positions == idx, 1  # one-hot along dim at the index
+        ctx.save(chosen=positions == idx)  # one-hot along dim at the index
+        ctx.share = 1
         out = np.take_along_axis(a, idx, axis=dim)
         return out if keepdim else np.squeeze(out, axis=dim)
 
@@ -229,7 +232,7 @@ class AMaxMin(Function):
         refuse_empty_reduction(a.shape, dim, "amax" if mode == "max" else "amin")
         out = a.max(axis=dim, keepdims=True) if mode == "max" else a.min(axis=dim, keepdims=True)
         ties = a == out
-        ctx.ties, ctx.count = ties, ties.sum(axis=dim, keepdims=True).astype(a.dtype)
+        ctx.save(ties=ties, count=ties.sum(axis=dim, keepdims=True).astype(a.dtype))
         ctx.dim, ctx.keepdim = dim, keepdim
         return np.asarray(_drop_reduced(out, dim, keepdim))
 
@@ -303,7 +306,7 @@ class NormInf(Function):
         size = np.abs(a)
         out = size.max(axis=dim, keepdims=True) if mode == "max" else size.min(axis=dim, keepdims=True)
         chosen = (size == out) | np.isnan(size)
-        ctx.chosen, ctx.count = chosen, chosen.sum(axis=dim, keepdims=True).astype(a.dtype)
+        ctx.save(chosen=chosen, count=chosen.sum(axis=dim, keepdims=True).astype(a.dtype))
         ctx.save_for_backward(a)
         ctx.dim, ctx.keepdim = dim, keepdim
         return np.asarray(out if keepdim else out.reshape(()) if dim is None else np.squeeze(out, axis=dim))
@@ -427,7 +430,7 @@ class SVDVals(Function):
     @staticmethod
     def forward(ctx, a):
         u, s, vh = svd(a)
-        ctx.u, ctx.s, ctx.v = u, s, np.swapaxes(vh, -1, -2)
+        ctx.save(u=u, s=s, v=np.swapaxes(vh, -1, -2))
         ctx.save_for_backward(a)
         return s.astype(a.dtype, copy=False)
 
@@ -446,7 +449,7 @@ class SingularVectors(Function):
     @staticmethod
     def forward(ctx, a, which):
         u, s, vh = svd(a)
-        ctx.u, ctx.s, ctx.v = u, s, np.swapaxes(vh, -1, -2)
+        ctx.save(u=u, s=s, v=np.swapaxes(vh, -1, -2))
         ctx.which = which
         ctx.save_for_backward(a)
         return (ctx.u if which == "U" else ctx.v).astype(a.dtype, copy=False)

@@ -17,8 +17,9 @@ from .checkpoint import CHECKPOINT_NAME, RESUME_KEYS, checkpoint_path, read_chec
 from .history import HISTORY_NAME, load_history
 from .step import nonfinite_entries
 
-# Fields that may change between a run and its resumption: they do not alter the trajectory.
-RESUMABLE_FIELDS = ("steps", "eval_every", "checkpoint_every")
+# Fields that may change between a run and its resumption: they do not alter the trajectory (activation
+# checkpointing changes what a step keeps in memory, not one bit of its numbers: tests/test_checkpoint.py).
+RESUMABLE_FIELDS = ("steps", "eval_every", "checkpoint_every", "activation_checkpointing")
 
 
 def config_diff(saved: dict, requested: dict, skip=()) -> list[str]:
@@ -86,7 +87,7 @@ def check_run(
     check_out_dir(out_dir, resume, overwrite)
     if resume:
         state, saved_model, saved_train = read_checkpoint(out_dir, RESUME_KEYS)
-        diffs = config_diff(saved_model.to_dict(), model_cfg.to_dict()) + config_diff(
+        diffs = config_diff(saved_model.to_dict(), model_cfg.to_dict(), skip=RESUMABLE_FIELDS) + config_diff(
             saved_train.to_dict(), train_cfg.to_dict(), skip=RESUMABLE_FIELDS
         )
         if diffs:
