@@ -3,7 +3,7 @@
     train       train a task's preset (every ModelConfig/TrainConfig field is a flag), --resume to continue
     decode      greedy or beam decoding of one input with a trained checkpoint
     plot        every figure of plots.py for a checkpoint and a sample input (figures.py)
-    experiment  heads | layers | positional | beam | residual | curvature | all (experiments.py)
+    experiment  heads | layers | positional | beam | residual | curvature | memory | all (experiments.py)
     demo        train the copy-reverse preset (3+3 layers, d_model 128), report, decode, plot (its time: measured:
                 benchmarks/README.md)
 
@@ -225,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="directory for NAME.md, NAME.json and NAME.png")
     p.add_argument("--steps", type=int, default=None, help="training steps per model (default: the experiment's)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier result of the same experiment")
-    p.add_argument("--tiny", action="store_true", help="curvature only: a tiny model and 4 steps, in seconds (CI)")
+    p.add_argument("--tiny", action="store_true", help="curvature and memory only: a tiny model, in seconds (CI)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = _subcommand(sub, "demo", cmd_demo, "train the copy-reverse preset (~2-4 min), evaluate, decode, plot")
