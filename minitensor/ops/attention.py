@@ -69,7 +69,7 @@ class ScoreTiles:
         self.qs = self.q * ct.type(scale)  # scaling q (T_q * E numbers) is cheaper than scaling every score
         self.mask = None if mask is None else np.broadcast_to(mask, self.batch + (self.t_q, self.t_k))  # a view
         self.is_causal, self.dropout_p, self.seed = is_causal, dropout_p, seed
-        self.keep_scale = ct.type(1.0 / (1.0 - dropout_p))
+        self.keep_scale = ct.type(1.0 / (1.0 - dropout_p))  # Z / (1 - p): the kept entries' scale
 
     def skipped(self, i0: int, i1: int, j0: int) -> bool:
         """Causal: a tile whose every key comes after its last query holds only masked scores."""
@@ -89,17 +89,15 @@ class ScoreTiles:
             s = np.where(future, -np.inf, s)
         return s
 
-    def dropped(self, x: np.ndarray, i0: int, i1: int, j0: int, j1: int) -> np.ndarray:
-        """x * Z / (1 - p) for the tile's dropout keep mask Z (x itself without dropout)."""
+    def dropout_factor(self, i0: int, i1: int, j0: int, j1: int):
+        """Z / (1 - p) for the tile's dropout keep mask Z, regenerated from the counters (1 without dropout)."""
         if self.dropout_p == 0.0:
-            return x
+            return 1
         n = np.arange(math.prod(self.batch), dtype=np.uint64).reshape(self.batch + (1, 1))
         rows = np.arange(i0, i1, dtype=np.uint64)[:, None]
         cols = np.arange(j0, j1, dtype=np.uint64)[None, :]
-        index = (n * np.uint64(self.t_q) + rows) * np.uint64(
-            self.t_k
-        ) + cols  # the entry's flat index in (..., T_q, T_k)
-        return x * dropout_keep(self.seed, index, self.dropout_p) * self.keep_scale
+        index = (n * np.uint64(self.t_q) + rows) * np.uint64(self.t_k) + cols  # flat index in (..., T_q, T_k)
+        return dropout_keep(self.seed, index, self.dropout_p) * self.keep_scale
 
 
 # ----------------------------------------------------------------------------- the primitive
@@ -140,7 +138,7 @@ class ScaledDotProductAttention(Function):
                 p = np.exp(s - m_safe)
                 rescale = np.exp(m - m_safe)  # the old terms, relative to the new maximum
                 l = l * rescale + p.sum(axis=-1, keepdims=True)
-                acc = acc * rescale + tiles.dropped(p, i0, i1, j0, j1) @ v_[..., j0:j1, :]
+                acc = acc * rescale + (p * tiles.dropout_factor(i0, i1, j0, j1)) @ v_[..., j0:j1, :]
                 m = m_new
             empty = l == 0  # no key takes part: out = 0 (torch's choice), and P = exp(S - inf) = 0 in the backward
             out[..., i0:i1, :] = np.where(empty, 0, acc / np.where(empty, 1, l))
@@ -158,7 +156,7 @@ class ScaledDotProductAttention(Function):
             raise RuntimeError(
                 "scaled_dot_product_attention: the tiled kernel is differentiable once only; create_graph=True "
                 "(a second derivative) is refused. Use dense attention for higher order: "
-                "softmax(attention_weights(q, k, mask)) @ v, the model's attention='dense'"
+                "attention_weights(q, k, mask) @ v, the model's attention='dense'"
             )
         q, k, v, out = ctx.saved_arrays
         lse = ctx.lse
@@ -176,10 +174,9 @@ class ScaledDotProductAttention(Function):
                 if tiles.skipped(i0, i1, j0):
                     continue
                 p = np.exp(tiles.scores(i0, i1, j0, j1) - lse_i)  # P, recomputed from the saved log-sum-exp
-                dv[..., j0:j1, :] += np.swapaxes(tiles.dropped(p, i0, i1, j0, j1), -1, -2) @ g_i
-                dp = tiles.dropped(
-                    g_i @ np.swapaxes(v_[..., j0:j1, :], -1, -2), i0, i1, j0, j1
-                )  # dP = dO V^T (dropped)
+                z = tiles.dropout_factor(i0, i1, j0, j1)  # the forward's dropout mask, drawn again
+                dv[..., j0:j1, :] += np.swapaxes(p * z, -1, -2) @ g_i  # dV = (P Z)^T dO
+                dp = (g_i @ np.swapaxes(v_[..., j0:j1, :], -1, -2)) * z  # dP = (dO V^T) Z
                 ds = p * (dp - d_i)  # dS = P * (dP - D)
                 dq[..., i0:i1, :] += (ds @ tiles.k[..., j0:j1, :]) * sc
                 dk[..., j0:j1, :] += (np.swapaxes(ds, -1, -2) @ tiles.q[..., i0:i1, :]) * sc
