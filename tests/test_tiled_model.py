@@ -9,6 +9,7 @@ import pytest
 
 import minitensor as mt
 from minitensor.testing import PARITY_RTOL, assert_close
+from parity.report import ReportConfig, run_report
 from transformer_np.config import ModelConfig, get_preset
 from transformer_np.masks import padding_mask, target_mask
 from transformer_np.model import Transformer
@@ -82,3 +83,13 @@ def test_training_tiled_differs_from_dense_by_round_off_only(tmp_path):
     dense, tiled = (np.array(load_history(str(tmp_path / n))["loss"]) for n in ("dense", "tiled"))
     assert abs(tiled[0] - dense[0]) <= 4 * np.finfo(np.float32).eps * abs(dense[0])
     assert_close(tiled, dense, 1e-4)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_parity_report_passes_with_tiled_attention(dtype):
+    """torch's side runs torch's SDPA: every forward, gradient and step row within its limit (no attention-weight
+    rows and no Hessian-vector product: the kernel keeps no weights and is differentiable once)."""
+    report = run_report(ReportConfig("copy-reverse", dtype, "cpu", 2, "auto", 0, 4, attention="tiled"))
+    assert report.passed, [r for r in report.rows if not r.passed][:3]
+    assert not any(r.kind == "attn" for r in report.rows) and "hvp" in report.meta
+    assert report.meta["adjustments"]["attention_dropout"].startswith("off")
