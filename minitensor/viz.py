@@ -1,6 +1,7 @@
 """Drawing the autograd graph: `to_dot(tensor)` gives Graphviz DOT text, `render` turns it into a file.
 
-One box per recorded op (its Function name, the shape and dtype of its output) and one per
+One box per recorded op (its Function name, the shape and dtype of its output, and what it keeps for
+its backward: how many arrays, how many bytes, as mt.autograd.graph.saved_tensors lists them) and one per
 leaf that requires a gradient (named when `params=dict(model.named_parameters())` is given,
 so a reader sees 'encoder.layers.0.self_attn.W_q.weight' rather than a bare shape). Edges
 point from an input to the op that consumes it, i.e. the direction of the forward pass;
@@ -17,6 +18,7 @@ import os
 import shutil
 import subprocess
 
+from .autograd.graph import format_bytes, node_saved
 from .tensor import Tensor
 
 __all__ = ["to_dot", "render"]
@@ -30,6 +32,15 @@ def _quote(s: str) -> str:
 
 def _describe(t) -> str:
     return f"{tuple(t.shape)} {t.dtype}"
+
+
+def _saved_label(rows) -> str:
+    """'\nsaves 2 arrays, 1.5 KiB' (or '... packed' when saved-tensor hooks took them), '' when nothing."""
+    if not rows:
+        return ""
+    packed = " packed" if all(r.packed for r in rows) else ""
+    n = len(rows)
+    return f"\nsaves {n} array{'s' if n > 1 else ''}, {format_bytes(sum(r.nbytes for r in rows))}{packed}"
 
 
 def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
@@ -85,6 +96,8 @@ def to_dot(tensor, params: dict | None = None, name: str = "output") -> str:
         label = f"{node.name()}\n{_describe(produced)}"
         if node.ctx is None:  # a backward without retain_graph already ran through it
             label += "\n(saved arrays freed by backward)"
+        else:
+            label += _saved_label(node_saved(node))
         lines.append(f'  {nid} [label={_quote(label)}, fillcolor="#fff9c4"];')
         for t in node.inputs:
             if t is None:

@@ -135,7 +135,7 @@ class Context:
         """Keep arrays the forward made for the backward, each read back as ctx.<name> (a tuple of arrays
         counts each array in it). Not torch's API: torch's C++ nodes keep such buffers as saved variables."""
         self.__dict__.update(arrays)
-        self.saved_names += tuple(arrays)
+        self.saved_names += tuple(n for n in arrays if n not in self.saved_names)
 
     def intermediate(self, stored, helper: Callable, *args):
         """A value the forward computed for backward (xhat, softmax probabilities, ...): `stored` as is

@@ -26,6 +26,9 @@ import numpy as np
 # so while none is, Function.apply pays for one test of an empty dict.
 HOOK_STACKS: dict = {}
 
+# What counts as a saved array: an ndarray, or the NumPy scalar a 0-d forward may return
+ARRAYS = (np.ndarray, np.generic)
+
 
 def push_hooks(pack_hook, unpack_hook) -> None:
     HOOK_STACKS.setdefault(threading.get_ident(), []).append((pack_hook, unpack_hook))
@@ -42,13 +45,13 @@ def pop_hooks() -> None:
 def saved_entries(ctx) -> list:
     """[(key, array)] for every array ctx keeps: key ('saved', i) for ctx.saved_arrays[i], (name, None) for an
     array saved as ctx.save(name=...), (name, j) for the array at j of a tuple saved that way."""
-    entries = [(("saved", i), a) for i, a in enumerate(ctx.saved_arrays) if isinstance(a, np.ndarray)]
+    entries = [(("saved", i), a) for i, a in enumerate(ctx.saved_arrays) if isinstance(a, ARRAYS)]
     for name in ctx.saved_names:
         value = getattr(ctx, name)
-        if isinstance(value, np.ndarray):
+        if isinstance(value, ARRAYS):
             entries.append(((name, None), value))
         elif isinstance(value, tuple):
-            entries.extend(((name, j), v) for j, v in enumerate(value) if isinstance(v, np.ndarray))
+            entries.extend(((name, j), v) for j, v in enumerate(value) if isinstance(v, ARRAYS))
     return entries
 
 
@@ -93,17 +96,19 @@ def pack_node(node, result) -> None:
         # torch hands a saved input the input Tensor itself. What it holds, and what unpack must give back, is
         # the same: the array's values.
         values.append((key, pack_hook(result.wrap(arr))))
-    index = {id(a): i for i, a in enumerate(ctx.saved_arrays)}
-    positions = [index[id(arr)] for _, _, arr, _ in node.saved]
+    # node.saved has an entry per saved array that is an input's or the output's, in saved_arrays' order (an
+    # array saved twice, as by x * x, twice): where each sits in saved_arrays
+    checked = {id(arr) for _, _, arr, _ in node.saved}
+    positions = [i for i, a in enumerate(ctx.saved_arrays) if id(a) in checked]
     node.packed = Packed(unpack_hook, values, rows, positions)
     node.saved = tuple((counter, version, None, src) for counter, version, _, src in node.saved)
-    ctx.saved_arrays = tuple(None if isinstance(a, np.ndarray) else a for a in ctx.saved_arrays)
+    ctx.saved_arrays = tuple(None if isinstance(a, ARRAYS) else a for a in ctx.saved_arrays)
     for name in ctx.saved_names:  # an array becomes None; a tuple keeps its other items, an array's place None
         value = getattr(ctx, name)
-        if isinstance(value, np.ndarray):
+        if isinstance(value, ARRAYS):
             setattr(ctx, name, None)
         elif isinstance(value, tuple):
-            setattr(ctx, name, tuple(None if isinstance(v, np.ndarray) else v for v in value))
+            setattr(ctx, name, tuple(None if isinstance(v, ARRAYS) else v for v in value))
 
 
 def unpack_node(node):

@@ -1,7 +1,9 @@
 """Every differentiable primitive of minitensor: its forward and its vector-Jacobian product side by side.
 
 Conventions inside a backward: `g` is the incoming gradient (the shape of the op's output);
-`ctx.saved_arrays` holds the input or output arrays the forward saved with `save_for_backward`.
+`ctx.saved_arrays` holds the input or output arrays the forward saved with `save_for_backward`, and
+`ctx.<name>` an array the forward made and kept with `ctx.save(name=...)` (a mask, row statistics): every
+array a backward reads is kept one of these two ways, where saved-tensor hooks see it (docs/memory.md).
 Gradients are returned in the output's broadcast shape: the graph walk (autograd.unbroadcast) sums
 them back to each input's shape, so no formula deals with broadcasting. `ctx.needs_input_grad[i]`
 lets a backward skip work for inputs that do not need a gradient (a mask, a constant). No backward

@@ -99,6 +99,9 @@ class _Frame:
         # the inputs, detached (a recompute records a graph of its own, which is dropped), each requiring grad
         # as the original does, so that the recompute records the same nodes and they save the same arrays
         self.args = tuple(a.detach().requires_grad_(a.requires_grad) if is_tensor_like(a) else a for a in args)
+        # each tensor argument's version now: an in-place change before the backward would make the recompute
+        # compute other values, silently where no node saved that argument itself. Refused (torch does not check)
+        self.versions = [(i, a.version_counter.value) for i, a in enumerate(self.args) if is_tensor_like(a)]
         self.rng_state = get_rng_state() if preserve_rng_state else None
         self.packed = []  # per pack of the first run: (shape, dtype)
         self.recomputed = {}  # pack number -> the recomputed Tensor, until its unpack takes it
@@ -114,6 +117,15 @@ class _Frame:
         return self.recomputed.pop(number)
 
     def recompute(self) -> None:
+        name = getattr(self.function, "__name__", type(self.function).__name__)
+        for i, version in self.versions:
+            now = self.args[i].version_counter.value
+            if now != version:
+                raise RuntimeError(
+                    f"checkpoint: argument {i} of {name} was changed in place after the checkpointed call (version "
+                    f"{version}, now {now}): the backward's recompute would run on other values. Change it after "
+                    f"the backward, or pass a .clone()"
+                )
         kept = []
 
         def keep(t):
