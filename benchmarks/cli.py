@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 
+from benchmarks.attention import LENGTHS as ATTENTION_LENGTHS
+from benchmarks.attention import MEMORY_GIB, QUICK_LENGTHS
 from benchmarks.env import WAIT_POLICIES
 from benchmarks.workloads import CONFIGS
 from transformer_np.cli import OneLineParser
@@ -17,7 +19,7 @@ from transformer_np.config import PRESETS
 
 FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
 QUICK_CONFIGS = ["copy", "copy-reverse"]
-SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp"]
+SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp", "attention"]
 HVP_CONFIGS = ["copy-reverse", "base"]
 SETTLE_MAX = 60.0  # seconds; a pause longer than this between two rounds is a typo, not a setting
 BUDGET_MAX = 3600.0  # seconds per workload and config
@@ -158,6 +160,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="training steps per peak-memory child (default: 3; with --quick: 2)",
     )
     r.add_argument(
+        "--attention-lengths",
+        type=integer(1),
+        nargs="+",
+        default=None,
+        metavar="T",
+        help="sequence lengths of the attention memory/time section, long model at batch 1 (default: "
+        f"{' '.join(map(str, ATTENTION_LENGTHS))}; with --quick: {' '.join(map(str, QUICK_LENGTHS))})",
+    )
+    r.add_argument(
+        "--attention-memory-gib",
+        type=number(0.0, 1024.0, low_open=True),
+        default=MEMORY_GIB,
+        help="address space a point of the attention section may use beyond its floor; more: 'does not fit' "
+        "(default: %(default)s)",
+    )
+    r.add_argument(
         "--ops-sizes",
         nargs="+",
         default=["small", "large"],
@@ -220,6 +238,9 @@ def resolve_settings(args) -> dict:
         "scaling_dims_len": args.scaling_dims_len or (32 if q else 128),
         "memory_steps": args.memory_steps or (2 if q else 3),
         "ops_sizes": args.ops_sizes,
+        "attention_lengths": args.attention_lengths or (QUICK_LENGTHS if q else ATTENTION_LENGTHS),
+        "attention_steps": 1 if q else 2,
+        "attention_memory_gib": args.attention_memory_gib,
         "hvp_configs": args.hvp_configs
         or [c for c in HVP_CONFIGS if c in (args.configs or FULL_CONFIGS) and not (q and c == "base")],
         "ops_repeats": 3 if q else 11,

@@ -17,7 +17,7 @@ import json
 import math
 import os
 
-from benchmarks import profiling
+from benchmarks import attention, profiling
 from benchmarks.env import facts_line
 from benchmarks.plots import plot_ops, plot_ratios, plot_scaling
 from benchmarks.workloads import MEASUREMENT_LABELS
@@ -386,6 +386,8 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
             memory_markdown(section["memory"]),
             "",
         ]
+    if section.get("attention"):
+        md += [attention.markdown(section["attention"]), ""]
     if section.get("scaling"):
         sc = section["scaling"]
         md += [
@@ -498,4 +500,6 @@ def write_outputs(results: dict, out: str) -> str:
             )
         if section.get("ops"):
             plot_ops(section["ops"], os.path.join(out, f"ops_t{n}.png"))
+        if section.get("attention"):
+            attention.plot(section["attention"], os.path.join(out, f"attention_t{n}.png"))
     return text

@@ -1,13 +1,13 @@
 """`python -m benchmarks run`: the whole benchmark, from thread settings to results.md, in order.
 
-At each thread count of `--threads` (a list: `--threads 1,2`) this starts a worker process per
-framework (benchmarks/worker.py) and one holding both sides for the checks, then runs each part in
-turn: the GEMM reference rate, every config (benchmarks/measure.py: forward, forward+backward,
-training step and greedy decoding, alternating processes A B A B), the Hessian-vector products,
-peak memory (benchmarks/memory.py), the scaling series, the op microbenchmarks (benchmarks/ops.py)
-and the targets (benchmarks/targets.py); then it writes the report (benchmarks/report.py). The
-flags and their defaults are in benchmarks/cli.py. `--in-process` times both sides in one process
-instead: kept to show the difference, labelled as such, never the headline.
+At each thread count of `--threads` (a list: `--threads 1,2`) this starts a worker process per framework
+(benchmarks/worker.py) and one holding both sides for the checks, then runs each part in turn: the GEMM
+reference rate, every config (benchmarks/measure.py: forward, forward+backward, training step and greedy
+decoding, alternating processes A B A B), the Hessian-vector products, peak memory (benchmarks/memory.py),
+attention's memory and time (benchmarks/attention.py), the scaling series, the op microbenchmarks
+(benchmarks/ops.py) and the targets (benchmarks/targets.py); then it writes the report (benchmarks/report.py).
+The flags and their defaults are in benchmarks/cli.py. `--in-process` times both sides in one process instead:
+kept to show the difference, labelled as such, never the headline.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import sys
 import time
 
 from benchmarks import ranks, report
+from benchmarks.attention import bench_attention
 from benchmarks.cli import build_parser, resolve_settings
 from benchmarks.measure import bench_config, bench_hvp, bench_memory, bench_scaling, gemm_rate
 from benchmarks.op_cases import selected_cases
@@ -79,6 +80,15 @@ def run_threads(threads: int, settings: dict, log) -> dict:
         if "memory" not in settings["skip"]:
             log("memory (fresh subprocess per side)")
             section["memory"] = bench_memory(settings, threads, log)
+        if "attention" not in settings["skip"]:
+            log("attention memory/time: {dense, tiled} x {plain, checkpointed} (fresh subprocess per point)")
+            section["attention"] = bench_attention(
+                settings["attention_lengths"],
+                settings["attention_steps"],
+                threads,
+                settings["attention_memory_gib"],
+                log,
+            )
         if "scaling" not in settings["skip"]:
             log("scaling series")
             section["scaling"] = bench_scaling(timed, settings, log)

@@ -119,6 +119,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="dropout rate; > 0 is checked with identical masks on both sides (default: the preset's)",
     )
     p.add_argument(
+        "--attention",
+        default=None,
+        choices=("dense", "tiled"),
+        help="attention: dense weights or torch's / minitensor's SDPA (tiled); tiled skips the attention-weight rows, "
+        "the Hessian-vector product and the attention dropout (default: the preset's, dense)",
+    )
+    p.add_argument(
         "--positional",
         default=None,
         choices=("sinusoidal", "learned"),
@@ -186,6 +193,7 @@ def _report_config(args) -> ReportConfig:
         args.batch_size,
         norm_first=True if args.norm_first else None,
         activation=args.activation,
+        attention=args.attention,
         dropout=args.dropout,
         final_norm=True if args.final_norm else None,
         positional=args.positional,

@@ -169,7 +169,7 @@ class MultiHeadAttention(nn.Module):
     `store_attention` True, forward keeps the last weights (NumPy, detached) in `attn_weights`.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, attention: str = "dense"):
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by num_heads ({num_heads})")
@@ -183,6 +183,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = Dropout(dropout)
         self.store_attention = False
         self.attn_weights = None
+        self.attention = attention  # 'dense' or 'tiled' (ModelConfig.attention)
 
     def split_heads(self, x):
         B, T, _ = x.shape
@@ -209,6 +210,15 @@ class MultiHeadAttention(nn.Module):
             v = self.split_heads(self.W_v(value))
             if cache is not None:
                 k, v = cache.update(k, v)
+        if self.attention == "tiled" and not self.store_attention:
+            # torch's own SDPA (its CPU backend picks the kernel): the twin of minitensor's tiled primitive.
+            keep = (
+                None
+                if mask is None
+                else _raw(check_mask(mask, q.shape[:2] + (q.shape[2], k.shape[2]), "MultiHeadAttention"))
+            )
+            p = self.dropout.p if self.dropout.training else 0.0
+            return self.W_o(self.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)))
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
             # A detached copy: the tensor itself is saved for backward and must not be edited by a plot.
@@ -525,6 +535,7 @@ class Transformer(nn.Module):
         activation: str = "relu",
         positional: str = "sinusoidal",
         tie_embeddings: bool = False,
+        attention: str = "dense",
         activation_checkpointing: bool = False,
     ):
         # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
@@ -543,6 +554,7 @@ class Transformer(nn.Module):
             activation,
             positional,
             tie_embeddings,
+            attention,
             activation_checkpointing,
         )
         super().__init__()
@@ -583,6 +595,9 @@ class Transformer(nn.Module):
         if tie_embeddings:
             # Deviation from the paper's base recipe (it shares all three matrices): target only.
             self.generator.weight = self.tgt_embed.weight
+        for m in self.modules():  # every attention block computes as ModelConfig.attention says
+            if isinstance(m, MultiHeadAttention):
+                m.attention = attention
         self.reset_parameters()
 
     @classmethod

@@ -804,6 +804,16 @@ CASES: list[Case] = [
         ref=lambda t, q, k, m: attention_weights_ref(t, q, k, m, scale=0.5),
     ),
     C(
+        "F.scaled_dot_product_attention",
+        lambda t, q, k, v: t.F.scaled_dot_product_attention(q, k, v),
+        [(2, 3, 4), (2, 5, 4), (2, 5, 3)],
+    ),
+    C(
+        "F.scaled_dot_product_attention_mask_empty_row",
+        lambda t, q, k, v, m: t.F.scaled_dot_product_attention(q, k, v, m, scale=0.3),
+        [(2, 1, 3, 4), (2, 2, 4, 4), (1, 2, 4, 4), Const(MASK_EMPTY_ROW[:, None])],
+    ),
+    C(
         "attention_like",
         lambda t, q, k, v: t.F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v,
         [(2, 3, 4), (2, 5, 4), (2, 5, 4)],

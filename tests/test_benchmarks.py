@@ -20,7 +20,7 @@ import zipfile
 
 import pytest
 
-from benchmarks import cli, flops, measure, run
+from benchmarks import attention, cli, flops, measure, run
 from benchmarks import workloads as W
 from benchmarks.timing import alternate, ratio_stats, round_medians
 from tests.cli_help import undocumented_flags
@@ -243,6 +243,8 @@ def tiny_run(tmp_path_factory):
         "small",
         "--hvp-configs",
         "tiny",
+        "--skip",
+        "attention",  # its own test below (test_attention_section_in_the_report)
     ]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -493,3 +495,43 @@ def test_output_files_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         report.plot_ratios({}, str(tmp_path / "ratios.png"), "title")
     assert os.listdir(tmp_path) == []
+
+
+# ------------------------------------------------------------------------------- attention memory/time
+def test_attention_table_states_ratios_and_what_does_not_fit():
+    """The section's table from a made-up result: the targets' ratios, and 'does not fit' where dense did not."""
+
+    def point(peak, step):
+        return {"fits": True, "peak_mib": peak, "step_s": step}
+
+    big = {"fits": False, "error": "does not fit in 6 GiB"}
+    rows = []
+    for (att, ck), numpy_side, torch_side in [
+        (("dense", False), big, point(800.0, 2.0)),
+        (("tiled", False), point(100.0, 3.0), point(50.0, 1.0)),
+        (("dense", True), big, point(400.0, 3.0)),
+        (("tiled", True), point(60.0, 3.9), point(30.0, 1.3)),
+    ]:
+        rows.append({"seq_len": 4096, "attention": att, "checkpointed": ck, "numpy": numpy_side, "torch": torch_side})
+    md = attention.markdown({"lengths": [4096], "steps": 2, "threads": 1, "memory_gib": 6.0, "rows": rows})
+    assert "| 4096 | dense | does not fit in 6 GiB |" in md
+    assert "| 4096 | - | 0.06 | - | 1.50 | 1.30 | 1.30 |" in md  # tiled/dense peak, then checkpointed/plain steps
+
+
+@pytest.mark.slow
+def test_attention_section_in_the_report(tmp_path):
+    """`run` with the attention section alone at T = 16: every point measured on both sides, table and PNG written."""
+    cmd = [sys.executable, "-m", "benchmarks", "run", "--quick", "--configs", "tiny", "--threads", "1"]
+    cmd += ["--skip", "memory", "scaling", "ops", "profile", "decode", "hvp", "--attention-lengths", "16"]
+    cmd += ["--budget", "0.5", "--settle", "0", "--out", str(tmp_path)]
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    section = json.loads((tmp_path / "results.json").read_text())["threads"]["1"]["attention"]
+    assert len(section["rows"]) == 4
+    for row in section["rows"]:
+        for side in ("numpy", "torch"):
+            assert row[side]["fits"] and row[side]["peak_mib"] > 0 and row[side]["step_s"] > 0, row
+    assert section["rows"][1]["torch"]["backend"] == "FLASH_ATTENTION"
+    assert "### Attention memory and time" in (tmp_path / "results.md").read_text()
+    assert (tmp_path / "attention_t1.png").stat().st_size > 10_000

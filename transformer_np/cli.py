@@ -3,7 +3,7 @@
     train       train a task's preset (every ModelConfig/TrainConfig field is a flag), --resume to continue
     decode      greedy or beam decoding of one input with a trained checkpoint
     plot        every figure of plots.py for a checkpoint and a sample input (figures.py)
-    experiment  heads | layers | positional | beam | residual | curvature | all (experiments.py)
+    experiment  heads | layers | positional | beam | residual | curvature | memory | all (experiments.py)
     demo        train the copy-reverse preset (3+3 layers, d_model 128), report, decode, plot (its time: measured:
                 benchmarks/README.md)
 
@@ -28,7 +28,7 @@ from minitensor.allocator import reuse_freed_memory
 
 from .cliutil import OneLineParser, integer
 from .commands import cmd_decode, cmd_demo, cmd_experiment, cmd_plot, cmd_train
-from .config import ACTIVATIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
+from .config import ACTIVATIONS, ATTENTIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
 from .data import TASKS
 from .training import NonFiniteError
 
@@ -64,6 +64,8 @@ MODEL_HELP = {
     "activation": "feed-forward activation",
     "positional": "positional encoding: the paper's sinusoids or a learned table",
     "tie_embeddings": "share the target embedding with the output projection",
+    "attention": "attention: dense weights (kept for plots, O(T^2) memory) or FlashAttention-2 tiles (O(T) memory); "
+    "a resume cannot switch it",
     "activation_checkpointing": "recompute each encoder/decoder layer in the backward instead of keeping its "
     "activations (less memory, the same numbers; a resume may switch it)",
 }
@@ -104,7 +106,7 @@ TRAIN_GROUPS = {
     "data": ("train_size", "eval_size", "seed"),
     "run": ("eval_every", "checkpoint_every"),
 }
-CHOICES = {"activation": ACTIVATIONS, "positional": POSITIONALS, "schedule": SCHEDULES}
+CHOICES = {"activation": ACTIVATIONS, "positional": POSITIONALS, "schedule": SCHEDULES, "attention": ATTENTIONS}
 _BOOL_FIELDS = {"norm_first", "final_norm", "tie_embeddings", "activation_checkpointing"}
 _PRESET = PRESETS["copy-reverse"]  # the preset whose values --help shows
 
@@ -231,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="directory for NAME.md, NAME.json and NAME.png")
     p.add_argument("--steps", type=int, default=None, help="training steps per model (default: the experiment's)")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier result of the same experiment")
-    p.add_argument("--tiny", action="store_true", help="curvature only: a tiny model and 4 steps, in seconds (CI)")
+    p.add_argument("--tiny", action="store_true", help="curvature and memory only: a tiny model, in seconds (CI)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     p = _subcommand(sub, "demo", cmd_demo, "train the copy-reverse preset (~2-4 min), evaluate, decode, plot")

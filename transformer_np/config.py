@@ -21,6 +21,7 @@ from .data import TASKS
 ACTIVATIONS = ("relu", "gelu")
 POSITIONALS = ("sinusoidal", "learned")
 SCHEDULES = ("warmup", "step", "constant")
+ATTENTIONS = ("dense", "tiled")
 
 
 def _check_int(owner: str, name: str, value, low: int) -> None:
@@ -69,6 +70,9 @@ class ModelConfig:
     activation: str = "relu"  # 'relu' or 'gelu' inside the feed-forward net
     positional: str = "sinusoidal"  # 'sinusoidal' (paper) or 'learned'
     tie_embeddings: bool = False  # share the target embedding with the output projection
+    # 'dense': the fused attention weights, kept for plots (O(T^2) memory); 'tiled': F.scaled_dot_product_attention,
+    # FlashAttention-2 tiles in O(T) memory (no weights to plot). Checkpoints from before this field load as 'dense'.
+    attention: str = "dense"
     # recompute each encoder and decoder layer in the backward instead of keeping its activations
     # (mt.utils.checkpoint / torch.utils.checkpoint): less memory, the same numbers, bitwise
     activation_checkpointing: bool = False
@@ -96,6 +100,7 @@ class ModelConfig:
             _check_bool(own, name, getattr(self, name))
         _check_choice(own, "activation", self.activation, ACTIVATIONS)
         _check_choice(own, "positional", self.positional, POSITIONALS)
+        _check_choice(own, "attention", self.attention, ATTENTIONS)
 
     def replace(self, **changes) -> ModelConfig:
         return dataclasses.replace(self, **changes)

@@ -1,7 +1,9 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in NumPy on minitensor.
 
 What this file owns, bottom-up in the paper's order (section 3); the masked softmax(Q K^T / sqrt(Dh))
-is one engine primitive (minitensor.ops.AttentionWeights, called as attention_weights):
+is one engine primitive (minitensor.ops.AttentionWeights, called as attention_weights); with
+ModelConfig.attention='tiled' the whole of softmax(...) V is F.scaled_dot_product_attention instead
+(FlashAttention-2 tiles, O(T) memory, no weights kept for plots):
     scaled_dot_product_attention   Attention(Q, K, V) = softmax(Q K^T / sqrt(Dh)) V        (3.2.1)
     MultiHeadAttention             Concat(head_1..head_H) W_o                              (3.2.2)
     PositionwiseFeedForward        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (3.3)
@@ -170,7 +172,7 @@ class MultiHeadAttention(nn.Module):
     `store_attention` True, forward keeps the last weights (NumPy, detached) in `attn_weights`.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, attention: str = "dense"):
         super().__init__()
         if num_heads < 1 or d_model % num_heads != 0:
             raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by num_heads ({num_heads})")
@@ -184,6 +186,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = Dropout(dropout)
         self.store_attention = False
         self.attn_weights = None
+        self.attention = attention  # 'dense' or 'tiled' (ModelConfig.attention)
 
     def split_heads(self, x):
         B, T, _ = x.shape
@@ -210,6 +213,16 @@ class MultiHeadAttention(nn.Module):
             v = self.split_heads(self.W_v(value))
             if cache is not None:
                 k, v = cache.update(k, v)
+        if self.attention == "tiled" and not self.store_attention:
+            # FlashAttention-2 tiles (one primitive, O(T) memory): no weights exist to store, so a plot that asks
+            # for them (store_attention) runs the dense path. Its dropout is drawn inside the kernel.
+            keep = (
+                None
+                if mask is None
+                else _raw(check_mask(mask, q.shape[:2] + (q.shape[2], k.shape[2]), "MultiHeadAttention"))
+            )
+            p = self.dropout.p if self.dropout.training else 0.0
+            return self.W_o(self.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)))
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
             # A detached copy: the array itself is saved for backward and must not be edited by a plot.
@@ -526,6 +539,7 @@ class Transformer(nn.Module):
         activation: str = "relu",
         positional: str = "sinusoidal",
         tie_embeddings: bool = False,
+        attention: str = "dense",
         activation_checkpointing: bool = False,
     ):
         # every argument checked first, with the messages the command line gives (ModelConfig.__post_init__)
@@ -544,6 +558,7 @@ class Transformer(nn.Module):
             activation,
             positional,
             tie_embeddings,
+            attention,
             activation_checkpointing,
         )
         super().__init__()
@@ -584,6 +599,9 @@ class Transformer(nn.Module):
         if tie_embeddings:
             # Deviation from the paper's base recipe (it shares all three matrices): target only.
             self.generator.weight = self.tgt_embed.weight
+        for m in self.modules():  # every attention block computes as ModelConfig.attention says
+            if isinstance(m, MultiHeadAttention):
+                m.attention = attention
         self.reset_parameters()
 
     @classmethod

@@ -1,7 +1,8 @@
 """mt.nn.functional: PyTorch's functional API. Each function validates its arguments (clear errors
 naming the op, before any work) and calls a primitive of minitensor.ops; the fused primitives
 (linear, softmax, log_softmax, layer_norm, cross_entropy, nll_loss, binary_cross_entropy_with_logits,
-embedding, dropout, the attention weights) and their derivations live in ops/fused.py and ops/indexing.py.
+embedding, dropout, the attention weights) and their derivations live in ops/fused.py and ops/indexing.py;
+scaled_dot_product_attention's tiled kernel lives in ops/attention.py.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ __all__ = [
     "embedding",
     "dropout",
     "attention_weights",
+    "scaled_dot_product_attention",
     "l1_loss",
     "binary_cross_entropy_with_logits",
     "one_hot",
@@ -358,6 +360,67 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
             )
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     return ops.AttentionWeights.apply(q, k, keep=keep, scale=scale)
+
+
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask=None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """softmax(query key^T * scale + mask) value, as torch's: one tiled primitive (ops.ScaledDotProductAttention,
+    FlashAttention-2) that never holds the (T_q, T_k) scores, forward or backward.
+
+    query (..., T_q, E), key (..., T_k, E), value (..., T_k, Ev), batch dimensions broadcasting. attn_mask: bool
+    (True = takes part) or of query's dtype (added), broadcastable to (..., T_q, T_k); is_causal: query i sees keys
+    j <= i. A query row with no key gets a zero output and zero gradients (torch 2.13 on CPU gives the same).
+    Dropout (applied whenever dropout_p > 0, as torch's) uses a counter-based mask seeded by one draw of the
+    engine's generator, so torch's numbers are matched only at dropout_p = 0.
+    Deviations, flagged: dropout_p = 1 is refused (torch returns zeros); a float mask gets no gradient; the kernel
+    is differentiable once only (create_graph raises); no enable_gqa."""
+    op = "scaled_dot_product_attention"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}: {name} must be a Tensor, got {type(t).__name__}")
+        if t.ndim < 2:
+            raise ValueError(f"{op}: {name} must have at least 2 dimensions (..., T, E), got shape {t.shape}")
+    if not (query.dtype == key.dtype == value.dtype) or query.dtype.kind != "f":
+        raise TypeError(
+            f"{op}: query, key, value must be floating tensors of one dtype, "
+            f"got {query.dtype}, {key.dtype}, {value.dtype}"
+        )
+    if query.shape[-1] != key.shape[-1] or key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"{op}: expected query (..., T_q, E), key (..., T_k, E), value (..., T_k, Ev), got shapes "
+            f"{query.shape}, {key.shape}, {value.shape}"
+        )
+    try:
+        batch = np.broadcast_shapes(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{op}: the batch dimensions of query {query.shape}, key {key.shape} and value {value.shape} "
+            "do not broadcast"
+        ) from None
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p!r}")  # torch also takes 1: flagged
+    mask = None
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError(f"{op}: give attn_mask or is_causal=True, not both (as torch)")
+        mask = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+        if mask.dtype != np.bool_ and mask.dtype != query.dtype:
+            raise TypeError(f"{op}: attn_mask must be bool or of query's dtype {query.dtype}, got {mask.dtype}")
+        scores = batch + (query.shape[-2], key.shape[-2])
+        if not _broadcasts_to(mask.shape, scores):
+            raise ValueError(f"{op}: attn_mask of shape {mask.shape} does not broadcast to the scores' shape {scores}")
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    seed = int(generator().bit_generator.random_raw()) if dropout_p > 0 else 0  # one draw: the dropout counters' key
+    return ops.ScaledDotProductAttention.apply(
+        query, key, value, mask=mask, is_causal=bool(is_causal), scale=scale, dropout_p=float(dropout_p), seed=seed
+    )
 
 
 # ============================================================================= names a PyTorch user reaches for

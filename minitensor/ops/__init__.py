@@ -18,6 +18,7 @@ writes into `g` or into a saved array.
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, Dropout, AttentionWeights
     losses.py        the fused losses: CrossEntropy, CrossEntropyProbs, NLLLoss, BCEWithLogits
+    attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
 
 This package exports every Function subclass its modules define (PRIMITIVES, derived below), so a new
@@ -25,7 +26,7 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 """
 
 from ..autograd import Function, register_namespaces
-from . import elementwise, fused, indexing, losses, matmul, reductions, selection, shape
+from . import attention, elementwise, fused, indexing, losses, matmul, reductions, selection, shape
 from .namespace import ARRAYS, TENSORS
 
 
@@ -42,7 +43,7 @@ def defined_primitives(*modules) -> dict:
     }
 
 
-PRIMITIVES = defined_primitives(elementwise, selection, matmul, reductions, shape, indexing, fused, losses)
+PRIMITIVES = defined_primitives(elementwise, selection, matmul, reductions, shape, indexing, fused, losses, attention)
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

@@ -6,6 +6,7 @@
     beam        beam size 1..20 against exact match, model score and decoding time
     residual    gradient norm at the input of a deep stack with/without residuals and LayerNorm
     curvature   top eigenvalue of the loss Hessian over training, post-norm and pre-norm side by side
+    memory      where a training step's memory goes node by node; cut by checkpointing and tiled attention
 
 Each writes its own `NAME.md` (a Markdown table), `NAME.json` and `NAME.png` into its output
 directory, so several experiments share one directory; an existing result of the same
@@ -34,6 +35,7 @@ from .beam import BEAM_SIZES, exp_beam
 from .curvature import CURVATURE_SIZES, exp_curvature, loss_hvp
 from .heads import exp_heads
 from .layers import exp_layers
+from .memory import MEMORY_LENGTHS, exp_memory
 from .positional import TEST_BUCKETS, TRAIN_LENGTHS, exp_positional
 from .recipe import BASE_MODEL, BASE_TRAIN, SMOKE_EVAL, SMOKE_STEPS
 from .registry import DEFAULT_STEPS, EXPERIMENTS, check_experiment, run_experiment
@@ -48,6 +50,7 @@ __all__ = [
     "CURVATURE_SIZES",
     "DEFAULT_STEPS",
     "EXPERIMENTS",
+    "MEMORY_LENGTHS",
     "POWER_TOL",
     "RESIDUAL_DEPTHS",
     "RESIDUAL_VARIANTS",
@@ -60,6 +63,7 @@ __all__ = [
     "exp_curvature",
     "exp_heads",
     "exp_layers",
+    "exp_memory",
     "exp_positional",
     "exp_residual",
     "loss_hvp",

@@ -8,12 +8,21 @@ from .beam import exp_beam
 from .curvature import CURVATURE_SIZES, exp_curvature
 from .heads import exp_heads
 from .layers import exp_layers
+from .memory import exp_memory
 from .positional import exp_positional
 from .recipe import SMOKE_STEPS
 from .residual import exp_residual
 from .results import result_files
 
-DEFAULT_STEPS = {"heads": 300, "layers": 300, "positional": 500, "beam": 400, "residual": 0, "curvature": 1000}
+DEFAULT_STEPS = {
+    "heads": 300,
+    "layers": 300,
+    "positional": 500,
+    "beam": 400,
+    "residual": 0,
+    "curvature": 1000,
+    "memory": 0,
+}
 
 EXPERIMENTS = {
     "heads": exp_heads,
@@ -22,6 +31,7 @@ EXPERIMENTS = {
     "beam": exp_beam,
     "residual": exp_residual,
     "curvature": exp_curvature,
+    "memory": exp_memory,
 }
 
 
@@ -31,11 +41,11 @@ def check_experiment(
     """Refuse, before any work, an unknown name, a bad step count, or a result that would be overwritten."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}: expected one of {sorted(EXPERIMENTS)} (or 'all')")
-    if steps is not None and steps < 1 and name != "residual":
+    if steps is not None and steps < 1 and name not in ("residual", "memory"):
         raise ValueError(f"experiment {name}: --steps must be >= 1, got {steps}")
-    if tiny and name != "curvature":
+    if tiny and name not in ("curvature", "memory"):
         raise ValueError(
-            f"experiment {name}: --tiny is only for the curvature experiment (the others shrink with "
+            f"experiment {name}: --tiny is only for the curvature and memory experiments (the others shrink with "
             f"--steps <= {SMOKE_STEPS})"
         )
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
@@ -67,4 +77,6 @@ def run_experiment(
     if name == "curvature":
         default = CURVATURE_SIZES["tiny"]["steps"] if tiny else DEFAULT_STEPS[name]
         return exp_curvature(out_dir, default if steps is None else steps, progress, tiny=tiny, reference=reference)
+    if name == "memory":
+        return exp_memory(out_dir, 0, progress, tiny=tiny)
     return EXPERIMENTS[name](out_dir, DEFAULT_STEPS[name] if steps is None else steps, progress)
