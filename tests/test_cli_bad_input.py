@@ -106,6 +106,7 @@ FLAG_CASES = [
     (TRAIN + ["--tgt-vocab-size", "-1"], "tgt_vocab_size >= 1"),
     (TRAIN + ["--activation", "tanh"], "invalid choice: 'tanh'"),
     (TRAIN + ["--positional", "rope"], "invalid choice: 'rope'"),
+    (TRAIN + ["--attention", "flash"], "invalid choice: 'flash'"),
     (TRAIN + ["--norm-first=yes"], "ignored explicit argument"),
     (TRAIN + ["--task", "nope"], "invalid choice: 'nope'"),
     (TRAIN + ["--steps", "-1"], "steps >= 0"),
