@@ -23,7 +23,7 @@ import minitensor as mt
 from minitensor.autograd import forward_ad as fw
 from minitensor.testing import OP_RTOL, assert_close
 
-from .op_cases import CASES, MT, TORCH, as_list, case_seed, compare_forward, make_inputs
+from .op_cases import CASES, MT, TORCH, as_list, case_seed, compare_forward, make_inputs, torch_dtype_name
 from .test_ops import EDGES, ZERO_OVER_ZERO
 
 # Primitives without a forward-mode rule yet (branch fwd-rules-b writes those of shape.py, indexing.py, matmul.py
@@ -143,6 +143,81 @@ def test_op_forward_mode(case, dtype_name):
 
 def test_inplace_refused_lists_cases():
     assert INPLACE_REFUSED <= {c.name for c in CASES}
+
+
+# ----------------------------------------------------------------------------- the op table, second order
+# A rule is written over ctx.xp so that reverse mode can differentiate the tangent it makes (reverse over forward),
+# and a backward under create_graph carries tangents through its own primitives (forward over reverse). Both run
+# here for every case, float64, against torch; the cotangent is random too.
+def cotangents(case, outs) -> list:
+    rng = np.random.default_rng(case_seed(case.name) + 3)
+    names = [o.dtype.name if isinstance(o.dtype, np.dtype) else torch_dtype_name(o) for o in outs]
+    return [np.asarray(rng.standard_normal(tuple(o.shape)) + 0.5, dtype=name) for o, name in zip(outs, names)]
+
+
+class Side:
+    """What second_order needs of one library."""
+
+    def __init__(self, lib, forward_ad, tensor, autograd, is_float, to_array):
+        self.lib, self.fw, self.tensor, self.autograd = lib, forward_ad, tensor, autograd
+        self.is_float, self.to_array = is_float, to_array
+
+
+MT_SIDE = Side(MT, fw, mt.tensor, mt.autograd, lambda o: o.dtype.kind == "f", lambda t: t.numpy().copy())
+
+
+def torch_array(t) -> np.ndarray:
+    """A torch result as an array; torch's forward mode may give its "efficient zero" tensor, which .numpy() refuses."""
+    return np.zeros(tuple(t.shape), torch_dtype_name(t)) if t._is_zerotensor() else t.detach().numpy().copy()
+
+
+TORCH_SIDE = Side(TORCH, tfw, torch.tensor, torch.autograd, lambda o: o.dtype.is_floating_point, torch_array)
+
+
+def second_order(side, case, xs, tangents, mode):
+    """For the inputs that require grad: the gradients of <tangent of f, c> (mode 'rev_over_fwd'), or the tangents
+    of the gradients of <f, c> (mode 'fwd_over_rev'), as arrays (None where there is none)."""
+    fn = case.ref if side is TORCH_SIDE and case.ref else case.fn
+    wanted = [i for i, x in enumerate(xs) if x.requires_grad]
+    with side.fw.dual_level():
+        duals = [x if v is None else side.fw.make_dual(x, side.tensor(v.copy())) for x, v in zip(xs, tangents)]
+        outs = [o for o in as_list(fn(side.lib, *duals, **case.kwargs)) if side.is_float(o)]
+        cots = [side.tensor(c) for c in cotangents(case, outs)]
+        if mode == "rev_over_fwd":
+            dots = [(side.fw.unpack_dual(o).tangent, c) for o, c in zip(outs, cots)]
+            terms = [(t * c).sum() for t, c in dots if t is not None and t.requires_grad]
+            inputs = [xs[i] for i in wanted]
+        else:
+            terms = [(o * c).sum() for o, c in zip(outs, cots) if o.requires_grad]
+            inputs = [duals[i] for i in wanted]
+        if not terms:
+            return [None] * len(wanted)
+        grads = side.autograd.grad(sum(terms), inputs, create_graph=mode == "fwd_over_rev", allow_unused=True)
+        if mode == "fwd_over_rev":
+            grads = [None if g is None else side.fw.unpack_dual(g).tangent for g in grads]
+        return [None if g is None else side.to_array(g) for g in grads]
+
+
+@pytest.mark.parametrize("mode", ["rev_over_fwd", "fwd_over_rev"])
+@pytest.mark.parametrize("case", [c for c in CASES if c.grad and c.name not in INPLACE_REFUSED], ids=str)
+def test_op_second_order(case, mode):
+    xs_mt, xs_t, _ = make_inputs(case, "float64")
+    tangents = random_tangents(case, xs_mt, "float64")
+    if not any(x.requires_grad for x in xs_mt) or all(v is None for v in tangents):
+        pytest.skip("nothing to differentiate")
+    got, name = blocked(second_order, MT_SIDE, case, xs_mt, tangents, mode)
+    if name:
+        xfail_no_rule_yet(name)
+    try:
+        want = second_order(TORCH_SIDE, case, xs_t, tangents, mode)
+    except RuntimeError as err:
+        # torch's own JVP formulas of logsumexp, abs (sgn) and the 1- and inf-norms write in place into a value their
+        # graph saved, so torch cannot differentiate their tangents. Both modes give the same product, the Hessian of
+        # <f, c> times the tangent: torch's forward over reverse is the reference there.
+        if mode != "rev_over_fwd" or "modified by an inplace operation" not in str(err):
+            raise
+        want = second_order(TORCH_SIDE, case, make_inputs(case, "float64")[1], tangents, "fwd_over_rev")
+    compare_tangents(case, got, want, "float64")
 
 
 # ----------------------------------------------------------------------------- every primitive has a rule
