@@ -540,6 +540,11 @@ SELECTION_EDGES = {
         [T23],
     ),
     "norm(-inf) of ties": (lambda t, x: x.norm(p=-float("inf"), dim=1), [np.array([[1.0, -1.0, 3.0]])], [T23[:1]]),
+    "clone (no op-table case reaches Clone without a transpose yet)": (
+        lambda t, x: x.clone() * 2,
+        [np.array([1.0, -2.0])],
+        [np.array([0.5, 3.0])],
+    ),
     "relu, abs at 0": (lambda t, x: x.relu() + x.abs() * 3, [np.array([0.0, -0.0, 1.0])], [np.array([1.0, 2.0, 3.0])]),
     "pow(tensor, tensor) at 0": (
         lambda t, a, b: a**b,
