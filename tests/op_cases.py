@@ -1255,3 +1255,9 @@ CASES += [
 
 _names = [c.name for c in CASES]
 assert len(_names) == len(set(_names)), "duplicate case names in the op table"
+
+# Differentiable once only, by design: the tiled attention kernel's backward (and its forward-mode tangent) are
+# NumPy tile loops that record nothing, so create_graph and reverse over forward raise instead (ops/attention.py).
+# The second-order tables leave these cases out and check the refusal instead.
+FIRST_ORDER_ONLY_CASES = {"F.scaled_dot_product_attention", "F.scaled_dot_product_attention_mask_empty_row"}
+FIRST_ORDER_ONLY_PRIMITIVES = {"ScaledDotProductAttention", "_TiledTangent"}

@@ -18,11 +18,23 @@ import torch
 import minitensor as mt
 from minitensor.testing import GRADCHECK, OP_RTOL, PARITY_RTOL, assert_close
 
-from .op_cases import CASES, MT, TORCH, as_list, case_seed, make_inputs, torch_dtype_name
+from .op_cases import (
+    CASES,
+    FIRST_ORDER_ONLY_CASES,
+    FIRST_ORDER_ONLY_PRIMITIVES,
+    MT,
+    TORCH,
+    as_list,
+    case_seed,
+    make_inputs,
+    torch_dtype_name,
+)
 from .test_gradcheck import DIFFERENTIABLE, _wrapped
 from .test_ops import _subclasses
 
-WITH_GRAD = [c for c in CASES if c.grad and any(s.is_float and s.grad for s in c.specs)]
+WITH_GRAD = [
+    c for c in CASES if c.grad and any(s.is_float and s.grad for s in c.specs) and c.name not in FIRST_ORDER_ONLY_CASES
+]
 
 
 def _random(shape, dtype_name: str, rng) -> np.ndarray:
@@ -107,10 +119,20 @@ class _BackwardsOnTensors(mt.autograd.OpCalls):
         return super().backward(fn, ctx, g)
 
 
+@pytest.mark.parametrize("name", sorted(FIRST_ORDER_ONLY_CASES))
+def test_first_order_only_cases_refuse_create_graph(name):
+    """The cases left out of the table above: their second derivative is an error, never a silent value."""
+    (case,) = [c for c in CASES if c.name == name]
+    with pytest.raises(RuntimeError, match="differentiable once only"):
+        derivatives(case, "float64", order=2)
+
+
 def test_every_primitive_is_differentiated_twice():
     """No Function of the engine escapes the second-order table: the backward of every one runs on
     Tensors (create_graph=True) in some case of it, and is then differentiated."""
-    primitives = {c.__name__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor.")}
+    primitives = {
+        c.__name__ for c in _subclasses(mt.autograd.Function) if c.__module__.startswith("minitensor.")
+    } - FIRST_ORDER_ONLY_PRIMITIVES
     calls = _BackwardsOnTensors()
     previous = mt.autograd.set_op_calls(calls)
     try:
@@ -172,7 +194,7 @@ def test_elementwise_third_order_names_are_cases():
     assert len(ELEMENTWISE) == 32, "a name in ELEMENTWISE is not (or no longer) a case of the op table"
 
 
-@pytest.mark.parametrize("case", DIFFERENTIABLE, ids=str)
+@pytest.mark.parametrize("case", [c for c in DIFFERENTIABLE if c.name not in FIRST_ORDER_ONLY_CASES], ids=str)
 def test_gradgradcheck(case):
     xs, _, _ = make_inputs(case, "float64")
     f, inputs = _wrapped(case, xs)
