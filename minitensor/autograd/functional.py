@@ -396,21 +396,22 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 
 @contextmanager
 def _parameters_replaced(module, parameters: dict):
-    """Inside the block, module's parameters named in `parameters` are those tensors; restored after."""
+    """Inside the block, module's parameters (and buffers) named in `parameters` are those tensors; restored after."""
     owners = dict(module.named_modules())
     saved = []
     try:
         for name, tensor in parameters.items():
             owner_name, _, leaf = name.rpartition(".")
             owner = owners.get(owner_name)
-            if owner is None or leaf not in owner._parameters:
-                raise KeyError(f"functional_call: {type(module).__name__} has no parameter {name!r}")
-            saved.append((owner, leaf, owner._parameters[leaf]))
-            owner._parameters[leaf] = tensor
+            store = None if owner is None else owner._parameters if leaf in owner._parameters else owner._buffers
+            if store is None or leaf not in store:
+                raise KeyError(f"functional_call: {type(module).__name__} has no parameter or buffer {name!r}")
+            saved.append((store, leaf, store[leaf]))
+            store[leaf] = tensor
         yield
     finally:
-        for owner, leaf, original in reversed(saved):
-            owner._parameters[leaf] = original
+        for store, leaf, original in reversed(saved):
+            store[leaf] = original
 
 
 def functional_call(module, parameters: dict, args=(), kwargs=None):
