@@ -278,7 +278,8 @@ def test_bad_input_is_refused_naming_expected_and_got(inputs):
         mt.func.jacfwd(lambda a: (a, a, a), has_aux=True)(ours[0])
     with pytest.raises(
         RuntimeError,
-        match=r"hessian: expected the function to return a scalar Tensor \(one element\), got a tensor of shape \(4, 5\)",
+        match=r"hessian: expected the function to return a scalar Tensor \(one element\), got a tensor of shape "
+        r"\(4, 5\)",
     ):
         mt.func.hessian(tall)(*ours)
     with pytest.raises(
