@@ -14,6 +14,7 @@ writes into `g` or into a saved array.
     shape.py         reshape, transpose, permute, expand, repeat, cat, stack, tril/triu
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, the losses, Dropout, AttentionWeights
+    special.py       erf (array helpers for Erf and Gelu, no primitive)
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
 
 This package exports every Function subclass its modules define (PRIMITIVES, derived below), so a new
