@@ -129,6 +129,9 @@ def test_a_gradient_of_the_wrong_dtype_is_caught_by_check_grad_dtypes():
         GC(as32.apply, [_x()], **GRADCHECK, check_grad_dtypes=True)
     with pytest.raises(RuntimeError, match="float32 gradient for input 0"):  # the engine refuses it anyway
         GC(as32.apply, [_x()], **GRADCHECK)
+    jvp32 = square(jvp=lambda x, t: (2.0 * x * t).to(mt.float32))
+    with pytest.raises(Error, match=r"input 0 \(check_grad_dtypes, forward mode\).*float32 tangent"):
+        GC(jvp32.apply, [_x()], **GRADCHECK, check_forward_ad=True, check_grad_dtypes=True)
 
 
 def _normalised_by_g(x, g):

@@ -29,6 +29,7 @@ import numpy as np
 
 from .engine import grad
 from .grad_mode import enable_grad, no_grad
+from .tangents import DualLevel, dual_state, set_tangent, tangent_of
 
 
 class GradcheckError(AssertionError):
@@ -292,23 +293,27 @@ class _Check:
             self.compare_columns(columns, i, "forward, slow mode")
 
     def forward_jvp(self, i: int, x, direction: np.ndarray) -> list:
-        """J d by forward mode: input i made a dual tensor along d; the outputs' tangents (zeros where none)."""
-        # forward_ad sits above tensor.py (it makes views with ops/), which imports this package: a top-level
-        # import would close a cycle
-        from . import forward_ad
+        """J d by forward mode: input i carries the tangent d in a dual level; the outputs' tangents (zeros where none).
 
-        args = list(self.inputs)
-        with forward_ad.dual_level():
-            args[i] = forward_ad.make_dual(x, x.wrap(direction.astype(x.dtype)))
+        The input itself carries the tangent (no make_dual view: forward_ad.py sits above tensor.py, which
+        imports this package), so it stays the leaf that a backward inside fn (gradgradcheck) differentiates."""
+        if dual_state.level is not None:
+            raise RuntimeError("gradcheck(check_forward_ad=True): a forward-mode level is already open; close it first")
+        dual_state.level = DualLevel()
+        try:
+            set_tangent(x, x.wrap(direction.astype(x.dtype)))
             try:
-                outs = self.outputs(args)
+                outs = self.outputs()
             except RuntimeError as e:
                 if self.check_grad_dtypes and "tangent for a" in str(e):
                     raise GradcheckError(
                         f"gradcheck failed for input {i} (check_grad_dtypes, forward mode): {e}"
                     ) from e
                 raise
-            tangents = [forward_ad.unpack_dual(o).tangent for o in outs]
+            tangents = [tangent_of(o) for o in outs]
+        finally:
+            set_tangent(x, None)
+            dual_state.level = None
         return [
             np.zeros(o.shape) if t is None else np.asarray(t.data, dtype=np.float64) for o, t in zip(outs, tangents)
         ]
