@@ -14,7 +14,7 @@ wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to 
 testing.py (tolerances), layout.py (memory formats).
 """
 
-from . import autograd, functions, nn, ops, optim, profiler, random, utils, viz
+from . import autograd, func, functions, nn, ops, optim, profiler, random, utils, viz
 from .allocator import reuse_freed_memory
 from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd import forward_ad as _forward_ad  # noqa: F401 (loads mt.autograd.forward_ad, as functional below)
@@ -69,6 +69,7 @@ from .tensor import Tensor
 
 __all__ = [
     "autograd",
+    "func",
     "ops",
     "random",
     "reuse_freed_memory",

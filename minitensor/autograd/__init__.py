@@ -4,7 +4,7 @@
     function.py            Function, Context, Node, Edge: a primitive's forward, and the node it records;
                            VersionCounter, ieee_quiet, unbroadcast, the op-call hook (OpCalls)
     engine.py              the graph walk (topological_order, run_backward) and its entry points,
-                           backward() and grad()
+                           backward(), grad(), and tangent_grad() (forward over reverse, unrecorded)
     finite_differences.py  gradcheck, gradgradcheck
     saved.py               what a node keeps (saved_entries) and the saved-tensor hooks' pack and unpack
     graph.py               mt.autograd.graph: saved_tensors_hooks, saved_tensors (the listing)
@@ -21,7 +21,7 @@ minitensor/__init__.py does, which makes `mt.autograd.functional` and
 """
 
 from . import graph
-from .engine import backward, grad, root_gradient, run_backward, topological_order
+from .engine import backward, grad, root_gradient, run_backward, tangent_grad, topological_order
 from .finite_differences import GradcheckError, gradcheck, gradgradcheck
 from .function import (
     Context,
@@ -62,6 +62,7 @@ __all__ = [
     "run_backward",
     "set_grad_enabled",
     "set_op_calls",
+    "tangent_grad",
     "tangent_sum",
     "topological_order",
     "unbroadcast",

@@ -32,6 +32,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .grad_mode import is_grad_enabled, set_grad_enabled
+
 
 class DualLevel:
     """An open forward-mode level: its identity marks the tangents that belong to it."""
@@ -40,11 +42,13 @@ class DualLevel:
 
 
 class DualState:
-    """The open level (None when forward mode is off: Function.apply's one test per op), and whether a rule
-    is running (its own primitives then carry no tangent: a tangent of a tangent is not asked for)."""
+    """The open level (None when forward mode is off: Function.apply's one test per op), whether a rule
+    is running (its own primitives then carry no tangent: a tangent of a tangent is not asked for), and
+    whether rules are recorded for reverse mode when grad mode is on (rules_unrecorded turns that off)."""
 
     level = None
     in_rule = False
+    record_rules = True
 
 
 dual_state = DualState()
@@ -71,6 +75,18 @@ def outside_rules():
         dual_state.in_rule = before
 
 
+@contextmanager
+def rules_unrecorded():
+    """Inside the block, rules run with grad mode off: their tangents get no reverse-mode graph. For forward
+    over reverse without create_graph, where no reverse pass will differentiate a tangent: the primal forward
+    is still recorded (its backward is the reverse part), the rules' own operations need not be."""
+    before, dual_state.record_rules = dual_state.record_rules, False
+    try:
+        yield
+    finally:
+        dual_state.record_rules = before
+
+
 def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
     """Give `result` (fn's output) its tangent from its inputs' tangents by fn's JVP; nothing if none has one."""
     tangents = [tangent_of(t) for t in tensors]
@@ -79,7 +95,7 @@ def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
     rule_ctx = rule_context(ctx, tensors, result, tensor_namespace)
     # IEEE values silently, as forwards and backward run (function.ieee_quiet, which imports this module): a rule's
     # own scalar arithmetic (Var's 2 / (n - correction) with n = correction) gives inf, as PyTorch, not a warning
-    with outside_rules(), np.errstate(all="ignore"):
+    with outside_rules(), set_grad_enabled(dual_state.record_rules and is_grad_enabled()), np.errstate(all="ignore"):
         out = run_rule(fn, rule_ctx, tensors, result, tangents, kwargs)
     if out is None:
         return

@@ -19,6 +19,7 @@ writes into `g` or into a saved array.
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, Dropout, AttentionWeights
     losses.py        the fused losses: CrossEntropy, CrossEntropyProbs, NLLLoss, BCEWithLogits
     attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
+    special.py       erf (array helpers for Erf and Gelu, no primitive)
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
 
 This package exports every Function subclass its modules define (PRIMITIVES, derived below), so a new
