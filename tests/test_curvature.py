@@ -82,7 +82,7 @@ def test_curvature_runs_tiny_from_the_command_line_and_refuses_to_overwrite(tmp_
     err = user_error(["experiment", "curvature", "--tiny", "--out", out, "--no-progress"], capsys)
     assert "already holds a result" in err and _read(os.path.join(out, "curvature.json")) == before
     err = user_error(["experiment", "heads", "--tiny", "--out", str(tmp_path / "h"), "--no-progress"], capsys)
-    assert "--tiny is only for the curvature experiment" in err
+    assert "--tiny is only for the curvature and memory experiments" in err
 
 
 def test_top_eigenvalue_equals_pytorchs_on_the_same_weights(tmp_path, capsys):
