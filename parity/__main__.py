@@ -1,11 +1,11 @@
 """The command line: `python -m parity {report, summary, gradcheck}`.
 
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
-              attention weights, loss, every gradient, a Hessian-vector product, parameters after
-              N optimizer steps.
+              attention weights, loss, every gradient, a Hessian-vector product, forward mode (J v and
+              H v by forward over reverse, against torch.func), parameters after N optimizer steps.
               Prints the table, writes JSON and Markdown to --out, exits 1 when a check fails.
     summary   the same checks, one line per group (embeddings, encoder, decoder, logits, loss,
-              grads, hvp, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
+              grads, hvp, forward-mode, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
     gradcheck the whole Transformer's backward and forward mode against finite differences in float64,
               every parameter at once in one random direction; on a failure, names the first primitive
               whose rule disagrees (parity/gradcheck.py). Exits 1 when it fails.
