@@ -14,7 +14,7 @@ wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to 
 testing.py (tolerances), layout.py (memory formats).
 """
 
-from . import autograd, functions, nn, ops, optim, profiler, random, viz
+from . import autograd, func, functions, nn, ops, optim, profiler, random, viz
 from .allocator import reuse_freed_memory
 from .autograd import (
     Function,
@@ -77,6 +77,7 @@ from .tensor import Tensor
 
 __all__ = [
     "autograd",
+    "func",
     "ops",
     "random",
     "reuse_freed_memory",

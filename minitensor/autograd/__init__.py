@@ -4,7 +4,7 @@
     function.py            Function, Context, Node, Edge: a primitive's forward, and the node it records;
                            VersionCounter, ieee_quiet, unbroadcast, the op-call hook (OpCalls)
     engine.py              the graph walk (topological_order, run_backward) and its entry points,
-                           backward() and grad()
+                           backward(), grad(), and tangent_grad() (forward over reverse, unrecorded)
     finite_differences.py  gradcheck, gradgradcheck
     functional.py          mt.autograd.functional: vjp, jvp, jacobian, hessian, hvp, vhp (torch's)
     tangents.py            forward mode in the engine: the open dual level, tangents, running an op's JVP rule
@@ -20,7 +20,7 @@ minitensor/__init__.py does, which makes `mt.autograd.functional` and
 """
 
 from .anomaly_mode import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
-from .engine import backward, grad, root_gradient, run_backward, topological_order
+from .engine import backward, grad, root_gradient, run_backward, tangent_grad, topological_order
 from .finite_differences import GradcheckError, gradcheck, gradgradcheck
 from .function import (
     Context,
@@ -64,6 +64,7 @@ __all__ = [
     "set_detect_anomaly",
     "set_grad_enabled",
     "set_op_calls",
+    "tangent_grad",
     "tangent_sum",
     "topological_order",
     "unbroadcast",

@@ -239,6 +239,23 @@ def grad(
     allow_unused=True returns None for an input the outputs do not depend on; otherwise that is an error."""
     outputs, inputs = _as_tuple(outputs, "output"), _as_tuple(inputs, "input")
     grad_outputs = (None,) * len(outputs) if grad_outputs is None else _grads_per_output(grad_outputs, outputs)
+    return _grad_walk(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, record=create_graph)
+
+
+def tangent_grad(outputs, inputs, grad_outputs=None, retain_graph: bool = False, allow_unused: bool = False) -> tuple:
+    """grad() whose walk runs on Tensors, as under create_graph, but records nothing (grad mode off).
+
+    For forward over reverse: inside an open forward-mode level the backward's primitives carry tangents
+    (tangents flow under no_grad, as in PyTorch), so the tangent of the returned gradient of a scalar f is
+    H v, where v is the inputs' tangent. Where no second reverse pass reads the gradient's graph, recording
+    it is wasted work: this walk skips it. Outside a level it returns what grad() returns, as Tensors."""
+    outputs, inputs = _as_tuple(outputs, "output"), _as_tuple(inputs, "input")
+    grad_outputs = (None,) * len(outputs) if grad_outputs is None else _grads_per_output(grad_outputs, outputs)
+    return _grad_walk(outputs, inputs, grad_outputs, retain_graph, True, allow_unused, record=False)
+
+
+def _grad_walk(outputs, inputs, grad_outputs, retain_graph, create_graph: bool, allow_unused: bool, record: bool):
+    """grad()'s walk; create_graph: on Tensors; record: with grad mode on, so that the walk is recorded."""
     for i, o in enumerate(outputs):
         if not o.requires_grad:
             raise RuntimeError(f"grad: output {i} does not require grad and has no grad_fn")
@@ -247,7 +264,7 @@ def grad(
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad, so it has no gradient")
     gs = [root_gradient(o, g, create_graph, f"grad: output {i}") for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
     retain = create_graph if retain_graph is None else retain_graph
-    with set_grad_enabled(create_graph), ieee_quiet():
+    with set_grad_enabled(record), ieee_quiet():
         found = run_backward(outputs, gs, retain_graph=retain, create_graph=create_graph, inputs=inputs)
     result, taken = [], {id(g) for g in gs}  # arrays a result must not share
     for i, (t, g) in enumerate(zip(inputs, found)):

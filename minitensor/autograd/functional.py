@@ -2,24 +2,29 @@
 
 Every function takes a Python function `func` and its inputs (a Tensor or a tuple of Tensors) and
 returns what PyTorch returns, shaped the same way: a single Tensor where the inputs (or outputs)
-were a single Tensor, a tuple where they were a tuple. All of it is built on one engine call,
-`mt.autograd.grad`, used once or twice:
+were a single Tensor, a tuple where they were a tuple. Reverse mode is `mt.autograd.grad`; forward
+mode is the dual level (forward_ad.py); forward over reverse is a gradient taken inside a dual level,
+whose tangent is H v (`tangent_grad` walks the backward on Tensors without recording it):
 
     vjp(f, x, v)   = v^T J                      one backward
-    jvp(f, x, v)   = J v                        the double-vjp trick: u -> u^T J is linear in u, so its
-                                                 vjp with v gives J v (two backwards, as PyTorch does)
-    vhp(f, x, v)   = v^T H                      gradient g(x) with create_graph, then the vjp of g with v
-    hvp(f, x, v)   = H v                        the double-vjp trick on g (three backwards, as PyTorch
-                                                 does); equal to vhp when f is twice continuously
-                                                 differentiable (H symmetric), and vhp is cheaper
-    jacobian(f, x) = J                           one backward per output element (reverse mode)
-    hessian(f, x)  = the jacobian of the gradient
+    jvp(f, x, v)   = J v                        one forward pass with tangents (forward mode). Deviation,
+                                                 flagged: PyTorch uses the double-vjp trick (two backwards);
+                                                 the values agree
+    hvp(f, x, v)   = H v                        forward over reverse: f and its gradient in a dual level
+                                                 along v (PyTorch: the double-vjp trick, three backwards)
+    vhp(f, x, v)   = v^T H                      the gradient recorded, then its vjp with v (two backwards,
+                                                 as PyTorch)
+    jacobian(f, x) = J                           one backward per output element (reverse mode), or one
+                                                 forward pass per input element (strategy="forward-mode")
+    hessian(f, x)  = the jacobian of the gradient (outer_jacobian_strategy="forward-mode": forward over
+                                                 reverse, one tangent pass per input element)
 
 `create_graph=True` keeps the result differentiable (its graph is recorded); otherwise results are
 detached. `strict=True` raises where an output is independent of an input (PyTorch would return
 zeros there without it), with PyTorch's messages. `vectorize` is accepted and ignored: PyTorch's
 vectorize batches the rows of a Jacobian with vmap, which minitensor does not have; the rows are
-computed one by one here, with the same values. Only the reverse-mode strategy exists (no forward AD).
+computed one by one here, with the same values (so strategy="forward-mode" needs no vectorize=True
+here, where PyTorch requires it: flagged).
 
 `functional_call(module, parameters, *args)` (PyTorch's torch.func.functional_call) runs a module
 with tensors of your choosing in place of its parameters, so that a model's loss becomes a function
@@ -30,11 +35,12 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ..creation import zeros, zeros_like
+from ..creation import ones_like, zeros, zeros_like
 from ..functions.shape import stack
-from .engine import grad
+from . import forward_ad
+from .engine import grad, tangent_grad
 from .function import is_tensor_like
-from .grad_mode import enable_grad
+from .grad_mode import enable_grad, no_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "functional_call"]
 
@@ -226,10 +232,14 @@ def vjp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 
 
 def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
-    """(func(inputs), J v) by the double-vjp trick: u -> J^T u is linear in u, and its vjp with v is J v."""
-    with enable_grad():
+    """(func(inputs), J v) by forward mode: one pass of func with the inputs as dual numbers along v.
+
+    Deviation, flagged: torch.autograd.functional.jvp computes J v by the double-vjp trick (two
+    backwards through a recorded graph); the values agree, and one forward pass is cheaper. Without
+    create_graph, func runs under no_grad: tangents flow there, nothing is recorded."""
+    with enable_grad() if create_graph else no_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
-        inputs = _preprocess(inputs, create_graph, need_graph=True)
+        inputs = _preprocess(inputs, create_graph, need_graph=create_graph)
         v = _prepare_v(
             v,
             inputs,
@@ -239,18 +249,36 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
             "The vector v can only be None if the input to the user-provided function is a single "
             "Tensor with a single element.",
         )
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
-        _check_requires_grad(outputs, "outputs", strict)
-        # u: a dummy upstream gradient; J^T u is recorded (create_graph) so it can be differentiated in u.
-        us = tuple(zeros_like(o, requires_grad=True) for o in outputs)
-        grad_inputs = _grad(outputs, inputs, us, create_graph=True)
-        _check_requires_grad(grad_inputs, "grad_inputs", strict)
-        grads = _grad(grad_inputs, us, v, create_graph=create_graph)
-        result = _fill_in_zeros(grads, outputs, strict, create_graph, "back_trick")
+        v = _ones_if_none(v, inputs)
+        with forward_ad.dual_level():
+            outputs = func(*_duals(inputs, v))
+            is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", "jvp")
+            unpacked = [forward_ad.unpack_dual(o) for o in outputs]
+        outputs = tuple(p for p, _ in unpacked)
+        result = []
+        for i, (o, (_, t)) in enumerate(zip(outputs, unpacked)):
+            if t is None and strict:
+                raise RuntimeError(
+                    f"Output {i} of the user-provided function is independent of the inputs: it carries no "
+                    "tangent. This is not allowed in strict mode."
+                )
+            result.append(zeros_like(o) if t is None else t)
     return (
         _unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
-        _unpack(_postprocess(result, create_graph), is_outputs_tuple),
+        _unpack(_postprocess(tuple(result), create_graph), is_outputs_tuple),
+    )
+
+
+def _ones_if_none(v, inputs: tuple) -> tuple:
+    """v, or ones for the one single-element input (where torch allows v=None)."""
+    return tuple(ones_like(x) for x in inputs) if v is None else v
+
+
+def _duals(inputs: tuple, v: tuple) -> tuple:
+    """The inputs as dual tensors along v (inside an open dual level); one without a tangent (None), or an
+    integer one, stays as it is."""
+    return tuple(
+        forward_ad.make_dual(x, t) if t is not None and x.is_floating_point() else x for x, t in zip(inputs, v)
     )
 
 
@@ -264,13 +292,23 @@ def jacobian(
 ):
     """The Jacobian of func at inputs: entry [i][j] has shape outputs[i].shape + inputs[j].shape.
 
-    Rows are computed by one backward per output element (reverse mode). `vectorize` is accepted and
-    has no effect here (see the module docstring); strategy must be 'reverse-mode'.
+    strategy="reverse-mode": one backward per output element; "forward-mode": one forward pass with
+    tangents per input element (cheaper for a tall Jacobian: few inputs, many outputs). `vectorize` is
+    accepted and has no effect here (see the module docstring).
     """
-    if strategy != "reverse-mode":
+    if strategy not in ("forward-mode", "reverse-mode"):
         raise ValueError(
-            f"jacobian: strategy must be 'reverse-mode' (minitensor has no forward-mode AD), got {strategy!r}"
+            f'Expected strategy to be either "forward-mode" or "reverse-mode", got {strategy!r}. Hint: If your '
+            'function has more outputs than inputs, "forward-mode" tends to be more performant. Otherwise, '
+            'prefer to use "reverse-mode".'
         )
+    if strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError(
+                'jacobian: `create_graph=True` and `strategy="forward-mode"` are not supported together '
+                '(as in torch): set create_graph=False or strategy="reverse-mode"'
+            )
+        return _jacobian_forward(func, inputs, strict)
     with enable_grad():
         is_inputs_tuple, inputs, is_outputs_tuple, outputs = _call(func, inputs, create_graph, strict, "jacobian")
         result = []
@@ -297,6 +335,60 @@ def _stack_rows(rows: list, out, x):
     return stack([zeros_like(x) if g is None else g for g in rows]).reshape(*(tuple(out.shape) + tuple(x.shape)))
 
 
+def _unit_tangents(inputs: tuple):
+    """For each input j and element e: the tangents (None for every input but j, a unit vector e for j)."""
+    for j, x in enumerate(inputs):
+        for e in range(x.numel()):
+            unit = zeros(x.numel(), dtype=x.dtype)
+            unit.data[e] = 1
+            yield j, tuple(unit.reshape(*x.shape) if k == j else None for k in range(len(inputs)))
+
+
+def _columns_to_jacobian(columns: list, refs: tuple, inputs: tuple) -> tuple:
+    """columns[j]: per input element e of inputs[j], one tangent per ref (d ref / d inputs[j][e]); entry
+    [i][j] of the result is d refs[i] / d inputs[j], of shape refs[i].shape + inputs[j].shape."""
+    out = []
+    for i, r in enumerate(refs):
+        shape_i = tuple(r.shape)
+        out.append(
+            tuple(
+                stack([col[i] for col in columns[j]], dim=-1).reshape(*(shape_i + tuple(x.shape)))
+                if columns[j]
+                else zeros(*(shape_i + tuple(x.shape)), dtype=x.dtype)
+                for j, x in enumerate(inputs)
+            )
+        )
+    return tuple(out)
+
+
+def _jacobian_forward(func, inputs, strict: bool):
+    """jacobian(strategy="forward-mode"): column e of d out / d x_j is J e, one forward pass per input element."""
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+    inputs = _preprocess(inputs, False, need_graph=False)
+    columns = [[] for _ in inputs]
+    outputs, is_outputs_tuple = None, False
+    with no_grad():  # tangents flow under no_grad; nothing here is differentiated again
+        for j, tangents in _unit_tangents(inputs):
+            with forward_ad.dual_level():
+                outs = func(*_duals(inputs, tangents))
+                is_outputs_tuple, outs = _as_tuple(outs, "outputs of the user-provided function", "jacobian")
+                unpacked = [forward_ad.unpack_dual(o) for o in outs]
+            col = []
+            for i, (o, (_, t)) in enumerate(zip(outs, unpacked)):
+                if t is None and strict:
+                    raise RuntimeError(
+                        f"Output {i} of the user-provided function is independent of input {j}. "
+                        "This is not allowed in strict mode."
+                    )
+                col.append(zeros_like(o) if t is None else t)
+            columns[j].append(col)
+            outputs = outputs or tuple(p for p, _ in unpacked)
+        if outputs is None:  # no input element: one plain call gives the outputs' shapes
+            is_outputs_tuple, outputs = _as_tuple(func(*inputs), "outputs of the user-provided function", "jacobian")
+    result = _columns_to_jacobian(columns, outputs, inputs)
+    return _unpack(_postprocess(result, False), (is_outputs_tuple, is_inputs_tuple))
+
+
 def hessian(
     func,
     inputs,
@@ -305,8 +397,24 @@ def hessian(
     vectorize: bool = False,
     outer_jacobian_strategy: str = "reverse-mode",
 ):
-    """The Hessian of a scalar func: the jacobian of its gradient; entry [i][j] has shape inputs[i] + inputs[j]."""
+    """The Hessian of a scalar func: the jacobian of its gradient; entry [i][j] has shape inputs[i] + inputs[j].
+
+    outer_jacobian_strategy="reverse-mode" (torch's default): the gradient recorded, then one backward
+    through it per input element. "forward-mode": forward over reverse, one pass of func and its gradient
+    in a dual level per input element (column e of H is H e), nothing recorded."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
+    if outer_jacobian_strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError(
+                'hessian: `create_graph=True` and `outer_jacobian_strategy="forward-mode"` are not supported '
+                'together (as in torch): set create_graph=False or outer_jacobian_strategy="reverse-mode"'
+            )
+        inputs = _preprocess(inputs, False, need_graph=True)
+        columns = [[] for _ in inputs]
+        with enable_grad():
+            for j, tangents in _unit_tangents(inputs):
+                columns[j].append(_gradient_tangents(func, inputs, tangents, False, strict, "hessian")[1])
+        return _unpack(_columns_to_jacobian(columns, inputs, inputs), (is_inputs_tuple, is_inputs_tuple))
 
     def scalar_func(*inp):
         out = func(*inp)
@@ -334,8 +442,20 @@ def hessian(
     return _unpack(res, (is_inputs_tuple, is_inputs_tuple))
 
 
-def _scalar_output_and_gradient(func, inputs, v, create_graph, strict, fn_name):
-    """Shared start of vhp and hvp: (is_inputs_tuple, inputs, v, outputs, the gradient recorded)."""
+def _scalar_output(func, inputs: tuple, strict: bool, fn_name: str):
+    """func(*inputs), which must be one Tensor with one element (torch's checks and messages)."""
+    outputs = func(*inputs)
+    is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", fn_name)
+    _check_requires_grad(outputs, "outputs", strict)
+    if is_outputs_tuple:
+        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+    if outputs[0].numel() != 1:
+        raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should contain a single element")
+    return outputs[0]
+
+
+def _prepare_scalar_call(func, inputs, v, create_graph, strict, fn_name):
+    """Shared start of vhp and hvp: (is_inputs_tuple, inputs as fresh leaves, v checked)."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", fn_name)
     inputs = _preprocess(inputs, create_graph, need_graph=True)
     v = _prepare_v(
@@ -347,46 +467,54 @@ def _scalar_output_and_gradient(func, inputs, v, create_graph, strict, fn_name):
         "The vector v can only be None if the input to the user-provided function is a single Tensor "
         "with a single element.",
     )
-    outputs = func(*inputs)
-    is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", fn_name)
-    _check_requires_grad(outputs, "outputs", strict)
-    if is_outputs_tuple:
-        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
-    if outputs[0].numel() != 1:
-        raise RuntimeError(f"The Tensor returned by the function given to {fn_name} should contain a single element")
-    jac = _grad(outputs, inputs, create_graph=True)
-    _check_requires_grad(jac, "jacobian", strict)
-    return is_inputs_tuple, inputs, v, outputs, jac
+    return is_inputs_tuple, inputs, v
+
+
+def _gradient_tangents(func, inputs: tuple, v: tuple, create_graph: bool, strict: bool, fn_name: str):
+    """Forward over reverse: (f(inputs), H v), f and its gradient computed in a dual level along v (None: no
+    tangent for that input). The gradient's tangent is H v. Without create_graph the backward runs on Tensors
+    unrecorded (tangent_grad): only its tangents are wanted, not a graph for a second backward."""
+    with forward_ad.dual_level():
+        duals = _duals(inputs, v)
+        output = _scalar_output(func, duals, strict, fn_name)
+        if create_graph:
+            jac = _grad((output,), duals, create_graph=True)
+        else:
+            jac = tangent_grad(output, duals, allow_unused=True) if output.requires_grad else (None,) * len(duals)
+        result = []
+        for i, g in enumerate(jac):
+            if g is None and strict:
+                raise RuntimeError(_STRICT_ZERO["back"].format(i=i))
+            t = None if g is None else forward_ad.unpack_dual(g).tangent
+            if t is None and strict:
+                raise RuntimeError(_STRICT_MESSAGES["jacobian"].format(i=i))
+            result.append(zeros_like(inputs[i]) if t is None else t)
+        output = forward_ad.unpack_dual(output).primal
+    return output, tuple(result)
 
 
 def vhp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
     """(func(inputs), v^T H) for a scalar func: the gradient recorded, then its vjp with v (two backwards)."""
     with enable_grad():
-        is_inputs_tuple, inputs, v, outputs, jac = _scalar_output_and_gradient(
-            func, inputs, v, create_graph, strict, "vhp"
-        )
+        is_inputs_tuple, inputs, v = _prepare_scalar_call(func, inputs, v, create_graph, strict, "vhp")
+        output = _scalar_output(func, inputs, strict, "vhp")
+        jac = _grad((output,), inputs, create_graph=True)
+        _check_requires_grad(jac, "jacobian", strict)
         grads = _grad(jac, inputs, v, create_graph=create_graph)
         result = _fill_in_zeros(grads, inputs, strict, create_graph, "double_back")
-    return _postprocess(outputs[0], create_graph), _unpack(_postprocess(result, create_graph), is_inputs_tuple)
+    return _postprocess(output, create_graph), _unpack(_postprocess(result, create_graph), is_inputs_tuple)
 
 
 def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
-    """(func(inputs), H v) for a scalar func by the double-vjp trick on the gradient, as PyTorch computes it.
+    """(func(inputs), H v) for a scalar func, by forward over reverse: the gradient of func taken inside a
+    dual level along v has the tangent H v (one forward pass and one backward, both carrying tangents).
 
-    Three backwards: g = grad f (recorded), u -> H^T u = d<g, u>/dx (recorded, u a dummy), and its
-    vjp with v. Equal to vhp when H is symmetric (f twice continuously differentiable), which costs
-    one backward less: PyTorch recommends vhp then, and so does this engine.
-    """
+    Deviation, flagged: torch.autograd.functional.hvp uses the double-vjp trick on the gradient (three
+    backwards: g = grad f recorded, u -> H^T u recorded, then its vjp with v); the values agree."""
     with enable_grad():
-        is_inputs_tuple, inputs, v, outputs, jac = _scalar_output_and_gradient(
-            func, inputs, v, create_graph, strict, "hvp"
-        )
-        us = tuple(zeros_like(x, requires_grad=True) for x in inputs)
-        double_back = _grad(jac, inputs, us, create_graph=True)
-        _check_requires_grad(double_back, "hessian", strict)
-        grads = _grad(double_back, us, v, create_graph=create_graph)
-        result = _fill_in_zeros(grads, inputs, strict, create_graph, "double_back_trick")
-    return _postprocess(outputs[0], create_graph), _unpack(_postprocess(result, create_graph), is_inputs_tuple)
+        is_inputs_tuple, inputs, v = _prepare_scalar_call(func, inputs, v, create_graph, strict, "hvp")
+        output, result = _gradient_tangents(func, inputs, _ones_if_none(v, inputs), create_graph, strict, "hvp")
+    return _postprocess(output, create_graph), _unpack(_postprocess(result, create_graph), is_inputs_tuple)
 
 
 # --------------------------------------------------------------------------------------------
@@ -396,21 +524,22 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 
 @contextmanager
 def _parameters_replaced(module, parameters: dict):
-    """Inside the block, module's parameters named in `parameters` are those tensors; restored after."""
+    """Inside the block, module's parameters (and buffers) named in `parameters` are those tensors; restored after."""
     owners = dict(module.named_modules())
     saved = []
     try:
         for name, tensor in parameters.items():
             owner_name, _, leaf = name.rpartition(".")
             owner = owners.get(owner_name)
-            if owner is None or leaf not in owner._parameters:
-                raise KeyError(f"functional_call: {type(module).__name__} has no parameter {name!r}")
-            saved.append((owner, leaf, owner._parameters[leaf]))
-            owner._parameters[leaf] = tensor
+            store = None if owner is None else owner._parameters if leaf in owner._parameters else owner._buffers
+            if store is None or leaf not in store:
+                raise KeyError(f"functional_call: {type(module).__name__} has no parameter or buffer {name!r}")
+            saved.append((store, leaf, store[leaf]))
+            store[leaf] = tensor
         yield
     finally:
-        for owner, leaf, original in reversed(saved):
-            owner._parameters[leaf] = original
+        for store, leaf, original in reversed(saved):
+            store[leaf] = original
 
 
 def functional_call(module, parameters: dict, args=(), kwargs=None):

@@ -1,0 +1,206 @@
+"""The reverse-mode transforms of mt.func: vjp, grad, grad_and_value, jacrev (torch.func's, same returns).
+
+Each runs the function once on its differentiated arguments made fresh leaves (`reverse_call`), then
+pulls cotangents back through the recorded graph (`pullback`): one backward for vjp and grad, one per
+output element for jacrev (deviation, flagged: torch.func.jacrev batches those rows with vmap; here
+they are computed one by one, with the same values; `chunk_size` is accepted and changes nothing).
+
+Composition. An inner transform must hand its outer one something it can differentiate:
+  - inside a reverse transform (grad of grad), or on inputs that require grad, the backward is recorded
+    (create_graph), so the gradient has a graph of its own;
+  - inside a forward transform (jacfwd of jacrev: hessian), the backward runs on Tensors without being
+    recorded (autograd.tangent_grad): its primitives carry tangents, and the tangent of the gradient is
+    H v, forward over reverse;
+  - otherwise the backward runs on arrays and the results are plain tensors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import enable_grad, forward_ad, is_grad_enabled, tangent_grad
+from ..autograd import grad as autograd_grad  # this module defines its own grad, the transform
+from ..autograd.tangents import dual_state
+from ..functions.shape import stack
+from .trees import check_scalar, float_leaves, normalize_argnums, split_aux, tensor_leaves, tree_flatten, tree_unflatten
+
+__all__ = ["grad_and_value", "grad", "jacrev", "stack_jacobian", "vjp"]
+
+
+class TransformState:
+    """How many reverse transforms are running their function: an inner one then records its backward."""
+
+    reverse_depth = 0
+
+
+transform_state = TransformState()
+
+
+def differentiable_leaf(x):
+    """x as a tensor to differentiate with respect to: a new node over x where x is in a graph (an outer
+    transform's, or the caller's), else a fresh leaf; either way carrying x's tangent if it has one."""
+    if x.requires_grad:
+        return x.view_as(x)  # recorded, and Reshape's linear rule carries the tangent
+    tangent = forward_ad.unpack_dual(x).tangent
+    leaf = x.detach().requires_grad_(True)
+    return leaf if tangent is None else forward_ad.make_dual(leaf, tangent)
+
+
+class ReverseCall:
+    """One run of the function on fresh leaves: what pullback needs to send cotangents back."""
+
+    def __init__(self, func, args, kwargs, argnums, has_aux: bool, who: str):
+        self.who = who
+        self.nums, self.is_tuple = normalize_argnums(argnums, len(args), who)
+        trees = [float_leaves(args[a], who, f"argument {a} (argnums)") for a in self.nums]
+        self.record = is_grad_enabled() and (
+            transform_state.reverse_depth > 0 or any(x.requires_grad for leaves, _ in trees for x in leaves)
+        )
+        new_args = list(args)
+        self.leaves, self.specs = [], []  # per differentiated argument: its new leaves, its structure
+        with enable_grad():
+            for a, (leaves, spec) in zip(self.nums, trees):
+                new = [differentiable_leaf(x) for x in leaves]
+                new_args[a] = tree_unflatten(new, spec)
+                self.leaves.append(new)
+                self.specs.append(spec)
+            transform_state.reverse_depth += 1
+            try:
+                out = func(*new_args, **kwargs)
+            finally:
+                transform_state.reverse_depth -= 1
+        self.output, self.aux = split_aux(out, has_aux, who)
+
+    def pullback(self, outputs: list, cotangents: list, retain_graph: bool) -> list:
+        """Per differentiated argument, its gradients (a list over its leaves): sum_i cotangent_i . d out_i / d x."""
+        xs = [x for leaves in self.leaves for x in leaves]
+        kept = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad and c is not None]
+        if not kept:
+            found = [None] * len(xs)
+        else:
+            outs, cots = [o for o, _ in kept], [c for _, c in kept]
+            if self.record:
+                found = autograd_grad(outs, xs, cots, retain_graph=True, create_graph=True, allow_unused=True)
+            elif dual_state.level is not None:  # inside a forward transform: tangents flow through the backward
+                found = tangent_grad(outs, xs, cots, retain_graph=retain_graph, allow_unused=True)
+            else:
+                found = autograd_grad(outs, xs, cots, retain_graph=retain_graph, allow_unused=True)
+        found = [x.wrap(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(found, xs)]
+        out, start = [], 0
+        for leaves in self.leaves:
+            out.append(found[start : start + len(leaves)])
+            start += len(leaves)
+        return out
+
+    def finish(self, t):
+        """A value handed back to the caller: detached, unless an outer transform differentiates it."""
+        if self.record or dual_state.level is not None:
+            return t
+        return t.detach() if hasattr(t, "detach") else t
+
+    def arrange(self, per_argnum: list):
+        """Per-argnum lists of leaves as the caller gave the arguments: a tuple over argnums if argnums was one."""
+        trees = tuple(tree_unflatten(leaves, spec) for leaves, spec in zip(per_argnum, self.specs))
+        return trees if self.is_tuple else trees[0]
+
+    def aux_out(self):
+        if self.aux is None:
+            return None
+        leaves, spec = tree_flatten(self.aux)
+        return tree_unflatten([self.finish(x) for x in leaves], spec)
+
+
+def grad_and_value(func, argnums=0, has_aux: bool = False):
+    """A function returning (gradient, value) of a scalar func; with has_aux, (gradient, (value, aux)).
+    The gradient is with respect to the argument(s) argnums, shaped as they are (a tuple for a tuple)."""
+
+    def wrapper(*args, **kwargs):
+        call = ReverseCall(func, args, kwargs, argnums, has_aux, "grad_and_value(f)(*args)")
+        check_scalar(call.output, call.who)
+        ones = call.output.wrap(np.ones((), call.output.dtype))
+        grads = call.pullback([call.output], [ones], retain_graph=False)
+        result = call.arrange([[call.finish(g) for g in gs] for gs in grads])
+        value = call.finish(call.output)
+        return (result, (value, call.aux_out())) if has_aux else (result, value)
+
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux: bool = False):
+    """A function returning the gradient of a scalar func with respect to argnums (with has_aux: (gradient, aux))."""
+    inner = grad_and_value(func, argnums, has_aux)
+
+    def wrapper(*args, **kwargs):
+        g, value = inner(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapper
+
+
+def vjp(func, *primals, has_aux: bool = False):
+    """(func(*primals), vjp_fn) (with has_aux: (output, vjp_fn, aux)); vjp_fn(cotangents), cotangents shaped
+    as the output, returns a tuple with the vector-Jacobian product for every primal, shaped as it."""
+    call = ReverseCall(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp(f, *primals)")
+    out_leaves, out_spec = tensor_leaves(call.output, call.who, "the output")
+
+    def vjp_fn(cotangents):
+        cots, spec = tensor_leaves(cotangents, "vjp_fn(cotangents)", "the cotangent")
+        if spec != out_spec:
+            raise RuntimeError(
+                f"vjp_fn(cotangents): expected cotangents with the output's structure, {_describe(call.output)}, "
+                f"got {_describe(cotangents)}"
+            )
+        for k, (c, o) in enumerate(zip(cots, out_leaves)):
+            if tuple(c.shape) != tuple(o.shape) or c.dtype != o.dtype:
+                raise RuntimeError(
+                    f"vjp_fn(cotangents): expected cotangent {k} of shape {tuple(o.shape)} and dtype {o.dtype} "
+                    f"(the output's), got shape {tuple(c.shape)} and dtype {c.dtype}"
+                )
+        grads = call.pullback(out_leaves, cots, retain_graph=True)  # vjp_fn may be called again
+        return tuple(tree_unflatten([call.finish(g) for g in gs], spec) for gs, spec in zip(grads, call.specs))
+
+    output = tree_unflatten([call.finish(o) for o in out_leaves], out_spec)
+    return (output, vjp_fn, call.aux_out()) if has_aux else (output, vjp_fn)
+
+
+def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
+    """A function returning the Jacobian of func with respect to argnums by reverse mode, one backward per
+    output element: entry for output o and input x has shape o.shape + x.shape (with has_aux: (jacobian, aux))."""
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"jacrev: expected chunk_size to be None or a positive int, got {chunk_size!r}")
+
+    def wrapper(*args, **kwargs):
+        call = ReverseCall(func, args, kwargs, argnums, has_aux, "jacrev(f)(*args)")
+        out_leaves, out_spec = tensor_leaves(call.output, call.who, "the output")
+        per_output = []
+        for o in out_leaves:
+            rows = [[[] for _ in leaves] for leaves in call.leaves]  # [argnum][leaf]: d o_flat[k] / d x, per k
+            for k in range(o.numel()):
+                onehot = np.zeros(o.numel(), o.dtype)
+                onehot[k] = 1
+                cot = o.wrap(onehot.reshape(o.shape))
+                for a, gs in enumerate(call.pullback([o], [cot], retain_graph=True)):
+                    for j, g in enumerate(gs):
+                        rows[a][j].append(g)
+            jac = [
+                [stack_jacobian(r, o, x, dim=0) for r, x in zip(ra, leaves)] for ra, leaves in zip(rows, call.leaves)
+            ]
+            per_output.append(call.arrange([[call.finish(j) for j in ja] for ja in jac]))
+        result = tree_unflatten(per_output, out_spec)
+        return (result, call.aux_out()) if has_aux else result
+
+    return wrapper
+
+
+def stack_jacobian(parts: list, out, x, dim: int):
+    """Rows (dim 0: each d out[k] / d x) or columns (dim -1: each d out / d x[j]) as one Tensor of shape
+    out.shape + x.shape; zeros where there are none (an empty output or input)."""
+    shape = tuple(out.shape) + tuple(x.shape)
+    if not parts:
+        return x.wrap(np.zeros(shape, x.dtype))
+    return stack(parts, dim=dim).reshape(*shape)
+
+
+def _describe(tree) -> str:
+    leaves, spec = tree_flatten(tree)
+    return "a Tensor" if spec is None else f"a {type(tree).__name__} of {len(leaves)} tensors"
