@@ -120,22 +120,17 @@ class set_detect_anomaly(_AnomalyContext):  # torch's name: a class that switche
 # The forward's traceback (recorded while on) and the checks
 # --------------------------------------------------------------------------------------------
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # minitensor/
-_ENGINE_DIRS = tuple(os.path.join(_PACKAGE, d) + os.sep for d in ("autograd", "ops"))
-_ENGINE_FILES = tuple(os.path.join(_PACKAGE, f) for f in ("tensor.py", "tensor_math.py"))
-
-
-def _is_engine(filename: str) -> bool:
-    return filename.startswith(_ENGINE_DIRS) or filename in _ENGINE_FILES
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # minitensor/
 
 
 def forward_trace(skip: int = 0) -> tuple:
     """Where the running forward was called: (file, line, function) per frame, outermost first, without the
-    engine's own innermost frames (Function.apply, the Tensor method that called it) nor the `skip` innermost
-    frames of the caller (an OpCalls hook). Names only, no frame objects: no local variable is kept alive."""
+    innermost frames inside minitensor itself (Function.apply, the Tensor method or nn function that called
+    it: the last line shown is the caller's) nor the `skip` innermost frames of the caller (an OpCalls hook).
+    Names only, no frame objects: no local variable is kept alive."""
     frames = []
     f = sys._getframe(1 + skip)
-    while f is not None and _is_engine(f.f_code.co_filename):
+    while f is not None and f.f_code.co_filename.startswith(_PACKAGE):
         f = f.f_back
     while f is not None:
         frames.append((f.f_code.co_filename, f.f_lineno, f.f_code.co_name))
