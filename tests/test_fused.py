@@ -504,4 +504,5 @@ def test_backprop_doc_quotes_the_code(line):
 
     root = Path(__file__).resolve().parent.parent
     assert line in (root / "docs" / "backprop.md").read_text(), f"docs/backprop.md no longer quotes {line!r}"
-    assert line in (root / "minitensor" / "ops" / "fused.py").read_text(), f"fused.py no longer has {line!r}"
+    code = "".join((root / "minitensor" / "ops" / name).read_text() for name in ("fused.py", "losses.py"))
+    assert line in code, f"ops/fused.py and ops/losses.py no longer have {line!r}"

@@ -13,7 +13,9 @@ writes into `g` or into a saved array.
                      SVDVals with SingularVectors for the nuclear norm)
     shape.py         reshape, transpose, permute, expand, repeat, cat, stack, tril/triu
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
-    fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, the losses, Dropout, AttentionWeights
+    fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, Dropout, AttentionWeights
+    losses.py        the fused losses: CrossEntropy, CrossEntropyProbs, NLLLoss, BCEWithLogits
+    special.py       erf (array helpers for Erf and Gelu, no primitive)
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
 
 This package exports every Function subclass its modules define (PRIMITIVES, derived below), so a new
@@ -21,7 +23,7 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 """
 
 from ..autograd import Function, register_namespaces
-from . import elementwise, fused, indexing, matmul, reductions, shape
+from . import elementwise, fused, indexing, losses, matmul, reductions, shape
 from .namespace import ARRAYS, TENSORS
 
 
@@ -38,7 +40,7 @@ def defined_primitives(*modules) -> dict:
     }
 
 
-PRIMITIVES = defined_primitives(elementwise, matmul, reductions, shape, indexing, fused)
+PRIMITIVES = defined_primitives(elementwise, matmul, reductions, shape, indexing, fused, losses)
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..autograd import Function
+from .special import erf
 
 # ----------------------------------------------------------------------------- arithmetic
 
@@ -34,6 +35,8 @@ class Add(Function):
 
 class Sub(Function):
     """out = a - b;  da = g, db = -g"""
+
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -64,6 +67,8 @@ class Mul(Function):
 class Div(Function):
     """out = a / b;  da = g / b, db = -g * a / b^2 = -g * out / b"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, b):
         out = a / b
@@ -80,6 +85,8 @@ class Div(Function):
 class DivRounded(Function):
     """out = trunc(a / b) or floor(a / b) (rounding_mode 'trunc' or 'floor');  da = 0, db = 0
     (the result is piecewise constant: PyTorch's derivative is 0 everywhere, at the steps too)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b, rounding_mode):
@@ -102,6 +109,8 @@ class Pow(Function):
     PyTorch's conventions at the edges: da = 0 where b == 0 (selected, so even an infinite g gives 0),
     db = 0 where a == 0 and b >= 0 (multiplied, as PyTorch does)."""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, b):
         out = np.power(a, b)
@@ -120,6 +129,8 @@ class Pow(Function):
 
 class PowScalar(Function):
     """out = a ** e (e a Python number);  da = g * e * a^(e-1), and 0 for e == 0 whatever g is (as in PyTorch)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a, exponent):
@@ -143,6 +154,8 @@ class RPowScalar(Function):
     """out = c ** a (c a Python number);  da = g * out * log(c)
     (PyTorch's value at c == 0: 0 where a >= 0, where out * log(c) would be 0 * -inf)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, base):
         out = np.power(a.dtype.type(base), a)
@@ -162,6 +175,8 @@ class RPowScalar(Function):
 
 class Neg(Function):
     """out = -a;  da = -g"""
+
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a):
@@ -195,6 +210,8 @@ class Exp(Function):
 class Log(Function):
     """out = ln a;  da = g / a"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -208,6 +225,8 @@ class Log(Function):
 
 class Sqrt(Function):
     """out = sqrt(a);  da = g / (2 out)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -224,6 +243,8 @@ class Sqrt(Function):
 class Abs(Function):
     """out = |a|;  da = g * sign(a)  (sign 0 at a == 0 and at NaN, as in PyTorch)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -237,6 +258,8 @@ class Abs(Function):
 
 class Sin(Function):
     """out = sin a;  da = g * cos a"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -252,6 +275,8 @@ class Sin(Function):
 class Cos(Function):
     """out = cos a;  da = -g * sin a"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -265,6 +290,8 @@ class Cos(Function):
 
 class Tanh(Function):
     """out = tanh a;  da = g * (1 - out^2)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -288,6 +315,8 @@ class Sigmoid(Function):
     """out = 1 / (1 + e^-a);  da = g * out * (1 - out) = g * out * sigmoid(-a)
     (1 - out is computed as sigmoid(-a): where out rounds to 1 it would be 0, and the derivatives of
     higher order, which are made of such factors, would lose their value there)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -313,6 +342,8 @@ class LogSigmoid(Function):
     of BCE with logits for its target and pos_weight are made of log sigmoid, and under create_graph they
     need it differentiable: log(sigmoid(a)) would underflow to -inf below a = -745 in float64.)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         ctx.save_for_backward(a)
@@ -328,6 +359,8 @@ class Relu(Function):
     """out = max(a, 0);  da = g where out > 0 (or is NaN), else 0
     (selected, not g * mask: an inf or NaN g stays where it belongs and gives 0 elsewhere, as in PyTorch)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a):
         out = np.maximum(a.dtype.type(0), a)  # on a tie NumPy returns its second operand: relu(-0.0) = -0.0,
@@ -340,51 +373,6 @@ class Relu(Function):
         return (ctx.xp.zero_where(ctx.dead, g),)
 
 
-# erf for the exact GELU. NumPy has no erf: float64 uses math.erf element by element (exact, slow);
-# float32 uses the Chebyshev fit of erfc from Numerical Recipes (fractional error < 1.2e-7 everywhere,
-# about two float32 ulps), evaluated in float32.
-_math_erf = np.frompyfunc(math.erf, 1, 1)
-_ERFC_COEFFS = (
-    -1.26551223,
-    1.00002368,
-    0.37409196,
-    0.09678418,
-    -0.18628806,
-    0.27886807,
-    -1.13520398,
-    1.48851587,
-    -0.82215223,
-    0.17087277,
-)
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function of a float array, in its dtype."""
-    if x.ndim == 0:  # as 1 element: NumPy turns 0-d intermediates into scalars, which take no out=
-        return erf(x.reshape(1)).reshape(())
-    if x.dtype == np.float64:
-        return _math_erf(x).astype(np.float64)
-    return _erf_float32_fit(x)
-
-
-def _erf_float32_fit(x: np.ndarray) -> np.ndarray:
-    """erf(x) = 1 - erfc(|x|) (sign restored), erfc(z) = t exp(-z^2 + P(t)), t = 1 / (1 + z/2).
-    Evaluated in place in x's dtype: one temporary per intermediate, not per Horner step."""
-    z = np.abs(x)
-    t = z * x.dtype.type(0.5)
-    t += 1
-    np.reciprocal(t, out=t)
-    poly = np.full_like(t, _ERFC_COEFFS[-1])
-    for c in reversed(_ERFC_COEFFS[:-1]):
-        poly *= t
-        poly += x.dtype.type(c)
-    z *= z
-    np.subtract(poly, z, out=poly)
-    np.exp(poly, out=poly)
-    poly *= t  # erfc(|x|)
-    return np.where(x >= 0, 1 - poly, poly - 1)
-
-
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -393,6 +381,8 @@ _GELU_TANH_C = 0.044715
 
 class Erf(Function):
     """out = erf(a);  da = g * 2/sqrt(pi) e^(-a^2)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a):
@@ -425,6 +415,8 @@ class Gelu(Function):
     approximate='tanh':   out = a/2 (1 + t), t = tanh(u), u = sqrt(2/pi)(a + 0.044715 a^3),
                           da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2),
                           computed with s = (1 + t)/2 and 1 - s:  out = a s,  da = g * (s + 2 a s (1 - s) du/da)."""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a, approximate="none"):
@@ -498,6 +490,8 @@ def _to_larger(xp, g, a, b):
 class Maximum(Function):
     """out = max(a, b);  the gradient goes to the larger input, split in half on ties (as in PyTorch)"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
@@ -511,6 +505,8 @@ class Maximum(Function):
 
 class Minimum(Function):
     """out = min(a, b);  the gradient goes to the smaller input, split in half on ties"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a, b):
@@ -526,6 +522,8 @@ class Minimum(Function):
 class Where(Function):
     """out = cond ? a : b;  da = g where cond, db = g where not cond"""
 
+    jvp_kind = "elementwise"
+
     @staticmethod
     def forward(ctx, a, b, cond):
         ctx.cond = cond
@@ -540,6 +538,8 @@ class Where(Function):
 class MaskedFill(Function):
     """out = mask ? value : a  (value a 0-d tensor, mask broadcast with a);
     da = g where not mask, dvalue = g where mask (summed to value's shape () by the graph walk)"""
+
+    jvp_kind = "elementwise"
 
     @staticmethod
     def forward(ctx, a, value, mask):
@@ -561,6 +561,8 @@ class MaskedFill(Function):
 class Cast(Function):
     """out = a as another float dtype;  da = g cast back to a's dtype"""
 
+    jvp_kind = "linear"
+
     @staticmethod
     def forward(ctx, a, dtype):
         ctx.dtype = a.dtype
@@ -573,6 +575,8 @@ class Cast(Function):
 
 class Clone(Function):
     """out = a copied into fresh memory (C order);  da = g"""
+
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a):

@@ -1,5 +1,6 @@
 """Indexing primitives: a[index] and the embedding lookup W[ids]. Both scatter g back into zeros;
-repeated integer indices accumulate (np.add.at), as in PyTorch."""
+repeated integer indices accumulate (np.add.at), as in PyTorch. All are linear in their tensor input:
+the tangent is the lookup (or the scatter) of the input's tangent."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class GetItem(Function):
     repeated indices accumulate) at index"""
 
     returns_view = True  # a basic index gives a view (an integer-array index a copy)
+    jvp_kind = "linear"  # ẏ = ȧ[index]
 
     @staticmethod
     def forward(ctx, a, index, advanced):
@@ -67,6 +69,8 @@ class IndexPut(Function):
     """out = zeros(shape) with v put at index (added where integer arrays repeat an index): the backward
     of GetItem as a primitive of its own, so that a[index] can be differentiated twice;  dv = g[index]"""
 
+    jvp_kind = "linear"  # ẏ = zeros with v̇ put at index
+
     @staticmethod
     def forward(ctx, v, shape, index, advanced):
         ctx.index, ctx.advanced = index, advanced
@@ -78,7 +82,7 @@ class IndexPut(Function):
 
 
 class Embedding(Function):
-    """out = W[ids];  dW = scatter-add of g into the rows ids (repeated ids accumulate), padding row 0"""
+    """out = W[ids];  dW = scatter-add of g into the rows ids (repeated ids accumulate), padding row 0;  ẏ = Ẇ[ids]"""
 
     @staticmethod
     def forward(ctx, weight, ids, padding_idx=None):
@@ -92,3 +96,11 @@ class Embedding(Function):
             g = ctx.xp.where((ctx.ids == ctx.padding_idx)[..., None], 0, g)
         # rows counted, not inferred (-1): an embedding of size D = 0 has no size to infer them from
         return ctx.xp.index_put((ctx.num, D), ctx.ids.reshape(-1), g.reshape(ctx.ids.size, D), True), None
+
+    @staticmethod
+    def jvp(ctx, tw, t_ids):
+        """ẏ = Ẇ[ids], the padding row's tangent included, as torch's forward AD gives (its `auto_linear`).
+        Deviation from this op's own backward, as in PyTorch: that one sends the padding row no gradient (a
+        frozen row by convention), while the tangent is the true derivative. A plain GetItem, not Embedding,
+        so that a gradient of this tangent (reverse over forward) reaches the padding row too."""
+        return None if tw is None else GetItem.apply(tw, index=ctx.ids, advanced=True)

@@ -116,6 +116,8 @@ class Sum(Function):
 class Mean(Function):
     """out = mean of a over dim (n elements each);  da = g / n broadcast back"""
 
+    jvp_kind = "linear"
+
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim

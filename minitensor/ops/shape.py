@@ -1,7 +1,8 @@
 """Shape primitives: reshape, transpose, permute, expand, repeat, cat, stack, tril, triu.
 
 Reshape, transpose, permute and expand return NumPy views of their input (no copy); their
-backward moves g back the same way.
+backward moves g back the same way. Every op here is linear in its inputs, so each declares
+jvp_kind = "linear": its tangent is the op applied to the inputs' tangents (tangents.py).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Transpose(Function):
     """out = a with dims d0 and d1 swapped (a view);  da = g swapped back"""
 
     returns_view = True
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a, dim0, dim1):
@@ -46,6 +48,7 @@ class Permute(Function):
     """out = a with axes reordered (a view);  da = g with the inverse permutation"""
 
     returns_view = True
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a, dims):
@@ -75,6 +78,8 @@ class Expand(Function):
 class Repeat(Function):
     """out = a tiled `sizes` times per dim (torch.Tensor.repeat);  da = g summed over the tiles"""
 
+    jvp_kind = "linear"
+
     @staticmethod
     def forward(ctx, a, sizes):
         ctx.shape, ctx.sizes = a.shape, sizes
@@ -91,6 +96,8 @@ class Repeat(Function):
 class Cat(Function):
     """out = inputs joined along dim;  each input's gradient is its slice of g
     (PyTorch's legacy rule: a 1-D empty input beside others is skipped, and its gradient is empty)"""
+
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, *arrays, dim=0):
@@ -109,6 +116,8 @@ class Cat(Function):
 class Stack(Function):
     """out = inputs stacked along a new dim;  each input's gradient is g indexed at its position"""
 
+    jvp_kind = "linear"
+
     @staticmethod
     def forward(ctx, *arrays, dim=0):
         ctx.dim = dim
@@ -122,6 +131,8 @@ class Stack(Function):
 class Tril(Function):
     """out = lower triangle of the last two dims (entries above `diagonal` zeroed);  da = tril(g)"""
 
+    jvp_kind = "linear"
+
     @staticmethod
     def forward(ctx, a, diagonal=0):
         ctx.k = diagonal
@@ -134,6 +145,8 @@ class Tril(Function):
 
 class Triu(Function):
     """out = upper triangle of the last two dims;  da = triu(g)"""
+
+    jvp_kind = "linear"
 
     @staticmethod
     def forward(ctx, a, diagonal=0):

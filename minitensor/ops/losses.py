@@ -1,0 +1,337 @@
+"""The fused losses: cross-entropy (class indices or class probabilities), nll_loss and binary
+cross-entropy with logits, each one graph node with its backward and its forward-mode rule derived by hand.
+
+docs/backprop.md derives every formula below; tests/test_fused.py checks each against the composite it
+replaces. Notation as in fused.py: x the logits, g = dL/dloss the incoming gradient, a dot the tangent.
+
+cross_entropy with label smoothing e over C classes, per-class weight w (1 if none), p = softmax(logits):
+             q_n = (1 - e) onehot(t_n) + e / C (class index t_n)  or  (1 - e) P_n + e / C (class probabilities P_n)
+             loss_n = -sum_c w_c q_nc log p_nc;   s_n = sum_c w_c q_nc   (1 for an index target without weight)
+             dlogits_n = (s_n p_n - w * q_n) * g_n                 (rows with t_n = ignore_index get 0)
+             probabilities only: dP_n = -(1 - e) w * log p_n * g_n,  dw = -sum_n q_n * log p_n * g_n
+             reduction='mean' divides by sum of w_{t_n} over non-ignored rows (index), by the row count (probabilities).
+nll_loss     loss_n = -w_{t_n} x_{n, t_n};  dx_{n, t_n} = -w_{t_n} g_n   (mean: divided by sum of w_{t_n} as above)
+bce_with_logits, elementwise, target t, pos_weight w (1 if none), s = sigmoid(x):
+             loss = -(w t log s + (1 - t) log(1 - s)),  log s = log sigmoid(x), log(1 - s) = log sigmoid(-x)
+             dx = ((w t + 1 - t) s - w t) * g   (w = 1: (s - t) * g)
+             dt = -(w log sigmoid(x) - log sigmoid(-x)) * g   (w = 1: -x * g);   dw = -t log sigmoid(x) * g
+
+Forward mode (a dot is a tangent): a loss row moves by the row of its gradient dotted with the tangents,
+loṡs_n = sum_c dlogits_nc ẋ_nc (with g_n = 1) + the target's and the weight's terms, then is reduced as the
+loss is (_reduced_tangent). The class-index losses take their weight as a constant, in both modes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function, tangent_sum
+from .elementwise import log_sigmoid
+
+
+def _rows(xp, x):
+    """(N, C, d1, ...) or (C,) -> (rows, C) with the class axis last."""
+    if x.ndim == 1:
+        return x.reshape((1,) + x.shape)
+    if x.ndim == 2:
+        return x
+    return xp.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+
+
+def _unrows(xp, g2, shape: tuple):
+    """The inverse of _rows: (rows, C) back to the input's layout."""
+    if len(shape) <= 2:
+        return g2.reshape(shape)
+    moved = shape[:1] + shape[2:] + shape[1:2]
+    return xp.moveaxis(g2.reshape(moved), -1, 1)
+
+
+def _row_log_softmax(xp, x):
+    """log softmax over the classes of each row of x, (rows, C) (CrossEntropy's forward and backward)."""
+    return xp.log_softmax(_rows(xp, x), 1)
+
+
+def _valid_targets(target: np.ndarray, C: int, ignore_index: int, op: str):
+    """Flatten targets; return (targets with ignored rows set to class 0, mask of non-ignored rows)."""
+    t = target.reshape(-1)
+    valid = t != ignore_index
+    tv = np.where(valid, t, 0)
+    if ((tv < 0) | (tv >= C)).any():
+        bad = t[valid & ((t < 0) | (t >= C))][0]
+        raise IndexError(f"{op}: target {bad} is out of range for {C} classes (ignore_index={ignore_index})")
+    return tv, valid
+
+
+def _row_weights(weight, tv: np.ndarray, valid: np.ndarray):
+    """(w_{t_n}, the mean's denominator): w_{t_n} is None without weight; the denominator is the number of
+    non-ignored rows, or the sum of their w_{t_n} (PyTorch's weighted mean)."""
+    if weight is None:
+        return None, valid.sum()
+    w_t = weight[tv]
+    return w_t, np.where(valid, w_t, 0).sum()
+
+
+def _reduce(losses: np.ndarray, reduction: str, out_shape: tuple, denominator):
+    """Apply `reduction` to per-row losses; returns (loss, per-row scale of dL/dloss_row).
+    'mean' divides the sum by `denominator` (0 gives 0/0 = NaN, as in PyTorch)."""
+    dt = losses.dtype.type
+    if reduction == "none":
+        return losses.reshape(out_shape), None
+    if reduction == "sum":
+        return np.asarray(losses.sum()), dt(1)
+    denominator = dt(denominator)
+    return np.asarray(losses.sum() / denominator), dt(1) / denominator
+
+
+def _reduced_tangent(xp, per_row, reduction: str, scale, out_shape: tuple):
+    """The loss's tangent from its rows' tangents (R,), reduced as _reduce reduces the rows' losses."""
+    if reduction == "none":
+        return per_row.reshape(out_shape)
+    total = xp.sum(per_row)
+    return total if reduction == "sum" else total * scale
+
+
+def _constant_weight_tangent(op: str, tw) -> None:
+    """A class-index loss's weight is a constant (not differentiated, as in PyTorch's nll_loss): refuse a tangent.
+    Deviation from PyTorch, flagged: torch's forward AD drops such a tangent silently (and, with label smoothing,
+    follows it through part of its composite); here it is an error, not a derivative that is silently partial."""
+    if tw is not None:
+        raise RuntimeError(
+            f"{op}: the weight carries a forward-mode tangent, but {op} with class-index targets is not "
+            f"differentiable with respect to weight (as in PyTorch); give a weight without a tangent"
+        )
+
+
+def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
+    """dL/dloss_row for each row: g itself (reduction 'none') or g times the reduction's scale."""
+    return g.reshape(-1) if reduction == "none" else g * scale
+
+
+def _class_dim_removed(shape: tuple) -> tuple:
+    """The shape of an unreduced loss: (N, C, d1, ...) -> (N, d1, ...), (C,) -> ()."""
+    return shape[:1] + shape[2:] if len(shape) > 1 else ()
+
+
+class CrossEntropy(Function):
+    """Class-index targets t_n, label smoothing e, per-class weight w (a constant; 1 if not given):
+    loss_n = -sum_c w_c q_nc log softmax(x_n)_c with q_n = (1 - e) onehot(t_n) + e / C
+           = -(1 - e) w_{t_n} log p_{n, t_n} - e / C sum_c w_c log p_nc
+    dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc = (1 - e) w_{t_n} + e / C sum_c w_c
+    (no weight: s_n = 1 and dx_n = (p_n - q_n) * dL/dloss_n). 'mean' divides by sum of w_{t_n} over kept rows.
+    loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc  (0 at ignored rows), reduced as the loss is.
+    Deviation from PyTorch, kept on purpose: an infinite dL/dloss_n gives +-inf (the limit, by the sign of
+    p - q); PyTorch's composite backward (nll_loss, then log_softmax) computes inf - inf there: NaN."""
+
+    max_inputs = 3  # x, target, weight; weight optional
+
+    @staticmethod
+    def forward(ctx, x, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+        C = x.shape[0 if x.ndim == 1 else 1]
+        tv, valid = _valid_targets(target, C, ignore_index, "cross_entropy")
+        logp = _row_log_softmax(ctx.xp, x)  # (R, C)
+        e = x.dtype.type(label_smoothing)
+        nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]  # -log p_{n, t_n}
+        w_t, denominator = _row_weights(weight, tv, valid)
+        if weight is None:
+            losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
+        else:
+            losses = (1 - e) * w_t * nll - e / C * (logp @ weight) if label_smoothing else w_t * nll
+            ctx.s = ((1 - e) * w_t + e / C * weight.sum()).reshape(-1, 1)  # s_n = sum_c w_c q_nc, (R, 1)
+        losses = np.where(valid, losses, x.dtype.type(0))
+        out, scale = _reduce(losses, reduction, target.shape, denominator)
+        ctx.logp, ctx.tv, ctx.valid, ctx.e, ctx.scale = logp, tv, valid, e, scale
+        ctx.weight, ctx.reduction = weight, reduction  # weight: a constant here, an array in both modes
+        ctx.save_for_backward(x, *(() if weight is None else (weight,)))  # weight: its version is checked, as torch
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xp, w = ctx.xp, ctx.weight
+        x = ctx.saved_arrays[0]
+        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
+        R, C = logp.shape
+        q = _index_q(ctx.tv, C, ctx.e, x.dtype)  # (R, C)
+        g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
+        # p = exp(logp), the softmax, written inline: NumPy then computes p - q in p's buffer, not in a third array
+        dx = (xp.exp(logp) - q) * g_rows if w is None else (ctx.s * xp.exp(logp) - w * q) * g_rows
+        return _unrows(xp, dx, x.shape), None, None  # target, weight: no gradient
+
+    @staticmethod
+    def jvp(ctx, tx, t_target, tw=None):
+        _constant_weight_tangent("cross_entropy", tw)
+        if tx is None:
+            return None
+        xp, w = ctx.xp, ctx.weight
+        x = ctx.saved_arrays[0]
+        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
+        q = _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype)  # (R, C)
+        d_logits = xp.exp(logp) - q if w is None else ctx.s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
+        per_row = xp.where(ctx.valid, xp.sum(d_logits * _rows(xp, tx), axis=1), 0)
+        return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
+
+
+def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
+    """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
+    dtype = np.dtype(dtype)
+    return np.where(np.arange(C) == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
+
+
+def _soft_q(xp, target, weight, e, C: int):
+    """(q, w * q) of class-probability targets, (R, C): q = (1 - e) P + e / C; w * q = q without weight."""
+    q = _rows(xp, target)
+    if e:
+        q = q * (1 - e) + e / C
+    return q, (q if weight is None else q * weight)
+
+
+class CrossEntropyProbs(Function):
+    """Class-probability targets P (the input's shape), label smoothing e, per-class weight w (1 if not given):
+    loss_n = -sum_c w_c q_nc log p_nc with q_n = (1 - e) P_n + e / C, p_n = softmax(x_n)
+    dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc (not assumed 1: PyTorch takes any P)
+    dP_n = -(1 - e) w * log p_n * dL/dloss_n,  dw = -sum_n q_n * log p_n * dL/dloss_n
+    loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc - (1 - e) sum_c Ṗ_nc w_c log p_nc - sum_c ẇ_c q_nc log p_nc
+    (a term whose factors are 0 and log 0 = -inf is 0, as in the forward; torch's composite gives NaN there)
+    'mean' divides by the number of rows R, not by the weights (PyTorch's rule for probabilities).
+    Deviation from PyTorch, kept on purpose: a class with w_c q_nc = 0 and p_nc = 0 (a logit of -inf) adds 0,
+    its limit (0 log 0 = 0, as torch.xlogy); PyTorch's composite computes 0 * -inf there: NaN."""
+
+    max_inputs = 3  # x, target, weight; weight optional
+
+    @staticmethod
+    def forward(ctx, x, target, weight=None, reduction="mean", label_smoothing=0.0):
+        C = x.shape[0 if x.ndim == 1 else 1]
+        e = x.dtype.type(label_smoothing)
+        logp = _row_log_softmax(ctx.xp, x)  # (R, C)
+        q, wq = _soft_q(ctx.xp, target, weight, e, C)
+        losses = -_times_log(ctx.xp, wq, logp).sum(axis=1)  # (R,)
+        out, scale = _reduce(losses, reduction, _class_dim_removed(x.shape), logp.shape[0])
+        ctx.logp, ctx.q, ctx.wq, ctx.e, ctx.scale, ctx.reduction = logp, q, wq, e, scale, reduction
+        ctx.save_for_backward(x, target, *(() if weight is None else (weight,)))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xp, e = ctx.xp, ctx.e
+        x, target, weight = (ctx.saved_arrays + (None,))[:3]
+        need_x, need_t, need_w = ctx.needs_input_grad
+        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)  # (R, C)
+        R, C = logp.shape
+        q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, e, C)
+        per_row = _per_row_grad(g, ctx.reduction, ctx.scale).reshape(-1, 1)  # (R, 1), or (1, 1) if reduced
+        gx = gt = gw = None
+        if need_x:
+            p, s = xp.exp(logp), xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
+            gx = _unrows(xp, (s * p - wq) * per_row, x.shape)
+        if need_t:  # d(w q)/dP = (1 - e) w; a class of weight 0 has no say, even where log p = -inf
+            dq = (-logp if weight is None else -_times_log(xp, weight, logp)) * per_row
+            gt = _unrows(xp, dq * (1 - e) if e else dq, target.shape)
+        if need_w:  # 0 log 0 = 0 here too, as in the forward
+            gw = xp.sum(-_times_log(xp, q, logp) * per_row, axis=0)
+        return gx, gt, gw
+
+    @staticmethod
+    def jvp(ctx, tx, tt, tw=None):
+        xp, e = ctx.xp, ctx.e
+        x, target, weight = (ctx.saved_arrays + (None,))[:3]
+        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)  # (R, C)
+        q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, e, logp.shape[1])
+        dx = dt = dw = None
+        if tx is not None:
+            s = xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
+            dx = xp.sum((s * xp.exp(logp) - wq) * _rows(xp, tx), axis=1)
+        if tt is not None:
+            w_logp = logp if weight is None else _times_log(xp, weight, logp)
+            dt = -xp.sum(_times_log(xp, _rows(xp, tt), w_logp), axis=1)
+            dt = dt * (1 - e) if e else dt
+        if tw is not None:
+            dw = -xp.sum(_times_log(xp, tw, _times_log(xp, q, logp)), axis=1)
+        per_row = tangent_sum(dx, dt, dw)
+        return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
+
+
+class NLLLoss(Function):
+    """loss_n = -w_{t_n} x[n, t_n] (w = 1 if not given);  dx[n, t_n] = -w_{t_n} dL/dloss_n, 0 elsewhere.
+    'mean' divides by sum of w_{t_n} over the rows whose target is not ignore_index.
+    loṡs_n = -w_{t_n} ẋ[n, t_n]  (0 at ignored rows), reduced as the loss is (linear in x)."""
+
+    max_inputs = 3  # x, target, weight; weight optional
+
+    @staticmethod
+    def forward(ctx, x, target, weight=None, ignore_index=-100, reduction="mean"):
+        x2 = _rows(ctx.xp, x)
+        tv, valid = _valid_targets(target, x2.shape[1], ignore_index, "nll_loss")
+        w_t, denominator = _row_weights(weight, tv, valid)
+        picked = -x2[np.arange(x2.shape[0]), tv]
+        losses = np.where(valid, picked if w_t is None else w_t * picked, x.dtype.type(0))
+        out, scale = _reduce(losses, reduction, target.shape, denominator)
+        ctx.tv, ctx.valid, ctx.scale, ctx.reduction, ctx.w_t = tv, valid, scale, reduction, w_t
+        ctx.shape, ctx.rows = x.shape, x2.shape
+        ctx.save_for_backward(*(() if weight is None else (weight,)))  # read through w_t; saved for its version
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        per_row = xp.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
+        if ctx.w_t is not None:
+            per_row = per_row * ctx.w_t
+        grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
+        return _unrows(xp, grad, ctx.shape), None, None  # target, weight: no gradient
+
+    @staticmethod
+    def jvp(ctx, tx, t_target, tw=None):
+        _constant_weight_tangent("nll_loss", tw)
+        if tx is None:
+            return None
+        xp = ctx.xp
+        picked = -_rows(xp, tx)[np.arange(ctx.rows[0]), ctx.tv]  # (R,)
+        per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * ctx.w_t, 0)
+        return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(ctx.shape))
+
+
+class BCEWithLogits(Function):
+    """loss = -(w t log sigmoid(x) + (1 - t) log sigmoid(-x)), elementwise, w = pos_weight (1 if not given);
+    dx = ((w t + 1 - t) sigmoid(x) - w t) * g,  dt = -(w log sigmoid(x) - log sigmoid(-x)) * g,
+    dw = -t log sigmoid(x) * g   (w broadcasts over the last dim; the walk sums dw back to its shape)
+    ẏ = ((w t + 1 - t) s - w t) ẋ - (w log sigmoid(x) - log sigmoid(-x)) ṫ - t log sigmoid(x) ẇ: elementwise in
+    x, t and w (w_j meets the loss's column j only), so the VJP's formulas with the tangents for g (jvp_kind)
+
+    Unreduced and unweighted: F.binary_cross_entropy_with_logits multiplies by `weight` and reduces after it.
+    Deviation from PyTorch, kept on purpose: at an infinite logit the loss is its limit, +inf at -inf with a
+    target > 0, 0 at -inf with a target of 0 and at +inf with a target of 1 (a term whose coefficient is 0 is 0,
+    as in torch.xlogy); PyTorch's formula (1 - t) x - log sigmoid(x) gives NaN there (-inf + inf, 0 * inf).
+    dx is finite there, and an infinite g gives +-inf, not the NaN of a composite (inf - inf)."""
+
+    max_inputs = 3  # x, target, pos_weight; pos_weight optional
+
+    @staticmethod
+    def forward(ctx, x, target, pos_weight=None):
+        ctx.save_for_backward(x, target, *(() if pos_weight is None else (pos_weight,)))
+        w_t = target if pos_weight is None else pos_weight * target
+        loss = -(_times_log(ctx.xp, w_t, log_sigmoid(x)) + _times_log(ctx.xp, 1 - target, log_sigmoid(-x)))
+        return loss + 0.0  # a zero loss is +0.0, as PyTorch's (the negation of +0 + +0 is -0.0)
+
+    @staticmethod
+    def backward(ctx, g):
+        xp = ctx.xp
+        x, t, w = (ctx.saved_arrays + (None,))[:3]
+        need_x, need_t, need_w = ctx.needs_input_grad
+        gx = gt = gw = None
+        if need_x:
+            s = xp.sigmoid(x)
+            gx = (s - t) * g if w is None else ((w * t + 1 - t) * s - w * t) * g
+        # log sigmoid(x) - log sigmoid(-x) = x, exactly: without pos_weight the target's gradient needs no log
+        log_p = xp.log_sigmoid(x) if need_w or (need_t and w is not None) else None
+        if need_t:
+            gt = -x * g if w is None else -(_times_log(xp, w, log_p) - xp.log_sigmoid(-x)) * g
+        if need_w:
+            gw = -_times_log(xp, t, log_p) * g
+        return gx, gt, gw
+
+    jvp_kind = "elementwise"
+
+
+def _times_log(xp, c, log_s):
+    """c * log_s, and 0 where c == 0 and log_s == -inf (0 log 0 = 0, as torch.xlogy): a term that a target of
+    0 or 1 switches off stays off at an infinite logit, instead of 0 * -inf = NaN."""
+    return xp.where((c == 0) & (log_s == -np.inf), 0, c * log_s)

@@ -1,0 +1,351 @@
+"""Forward mode (mt.autograd.forward_ad) against torch.autograd.forward_ad: every op-table case, and the API.
+
+The op table (tests/op_cases.py) runs again here in forward mode: each float input that the table
+differentiates gets a random tangent, and `unpack_dual(f(make_dual(x, v)))` must give torch's primal and
+tangent, float64 to round-off and float32 to its precision (minitensor/testing.py's OP_RTOL).
+
+NO_RULE_YET lists the primitives that have no JVP rule yet (neither `jvp` nor `jvp_kind`). A case that reaches
+one raises NotImplementedError naming it; every other case must agree with torch. The list must shrink to
+empty: a primitive listed that has a rule fails `test_every_primitive_has_a_rule`, and so does one that has
+none and is not listed.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import torch
+import torch.autograd.forward_ad as tfw
+
+import minitensor as mt
+from minitensor.autograd import forward_ad as fw
+from minitensor.testing import OP_RTOL, assert_close
+
+from .op_cases import CASES, MT, TORCH, as_list, case_seed, compare_forward, make_inputs
+
+# Primitives without a forward-mode rule yet (branch fwd-rules-b writes those of shape.py, indexing.py, matmul.py
+# and fused.py). Remove a name when its rule lands: the tests below then hold every case that reaches it to torch.
+NO_RULE_YET = {
+    "AMaxMin",
+    "AttentionWeights",
+    "BCEWithLogits",
+    "Cat",
+    "Clamp",
+    "CrossEntropy",
+    "CrossEntropyProbs",
+    "Dropout",
+    "Embedding",
+    "GetItem",
+    "IndexPut",
+    "LayerNorm",
+    "Linear",
+    "LogSoftmax",
+    "LogSumExp",
+    "MaxMin",
+    "NLLLoss",
+    "Norm",
+    "NormInf",
+    "PNorm",
+    "Permute",
+    "Repeat",
+    "SVDVals",
+    "SingularVectors",
+    "Softmax",
+    "Stack",
+    "Std",
+    "Transpose",
+    "Tril",
+    "Triu",
+    "Var",
+}
+
+KINDS = ("elementwise", "linear")
+
+
+# ----------------------------------------------------------------------------- the op table in forward mode
+def random_tangents(case, xs, dtype_name: str) -> list:
+    """A random tangent (standard normal, seeded by the case) for each float input the table differentiates."""
+    rng = np.random.default_rng(case_seed(case.name) + 2)
+    return [np.asarray(rng.standard_normal(x.shape), dtype=dtype_name) if x.requires_grad else None for x in xs]
+
+
+def forward_mt(case, xs, tangents) -> tuple[list, list]:
+    """(primals, tangents as arrays or None) of the case's outputs, minitensor in forward mode."""
+    with fw.dual_level():
+        duals = [x if v is None else fw.make_dual(x, mt.tensor(v.copy())) for x, v in zip(xs, tangents)]
+        outs = as_list(case.fn(MT, *duals, **case.kwargs))
+        unpacked = [fw.unpack_dual(o) for o in outs]
+        return [p for p, _ in unpacked], [None if t is None else t.numpy().copy() for _, t in unpacked]
+
+
+def forward_torch(case, xs, tangents) -> tuple[list, list]:
+    """The same in torch.autograd.forward_ad."""
+    with tfw.dual_level():
+        duals = [x if v is None else tfw.make_dual(x, torch.tensor(v.copy())) for x, v in zip(xs, tangents)]
+        outs = as_list((case.ref or case.fn)(TORCH, *duals, **case.kwargs))
+        unpacked = [tfw.unpack_dual(o) for o in outs]
+        return [p for p, _ in unpacked], [None if t is None else t.detach().numpy().copy() for _, t in unpacked]
+
+
+def compare_tangents(case, got: list, want: list, dtype_name: str) -> None:
+    for i, (a, b) in enumerate(zip(got, want)):
+        what = f"{case} [{dtype_name}] tangent of output {i}"
+        if a is None or b is None:  # no tangent on one side: the other's must be zero
+            other = b if a is None else a
+            assert other is None or not np.any(other), f"{what}: {'ours' if a is None else 'torch'} has none"
+            continue
+        assert a.shape == b.shape, f"{what}: shape {a.shape} vs torch {b.shape}"
+        assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} vs torch {b.dtype}"
+        assert_close(a, b, case.tol(dtype_name), what=what)
+
+
+def run_forward_case(case, dtype_name: str) -> None:
+    """Primal and tangent of one case in one dtype, minitensor against torch."""
+    xs_mt, xs_t, _ = make_inputs(case, dtype_name)
+    tangents = random_tangents(case, xs_mt, dtype_name)
+    primals_mt, tangents_mt = forward_mt(case, xs_mt, tangents)
+    primals_t, tangents_t = forward_torch(case, xs_t, tangents)
+    compare_forward(case, primals_mt, primals_t, dtype_name)
+    compare_tangents(case, tangents_mt, tangents_t, dtype_name)
+
+
+def missing_rule(err: NotImplementedError) -> str | None:
+    """The primitive a forward-mode NotImplementedError names (tangents.run_rule's message), or None."""
+    msg = str(err)
+    prefix = "forward-mode AD through "
+    return msg[len(prefix) :].split(":")[0] if msg.startswith(prefix) else None
+
+
+@contextmanager
+def xfail_where_no_rule_yet():
+    """An xfail for a NotImplementedError naming a primitive of NO_RULE_YET; any other error goes through."""
+    try:
+        yield
+    except NotImplementedError as err:
+        name = missing_rule(err)
+        if name not in NO_RULE_YET:
+            raise
+        pytest.xfail(f"{name} has no forward-mode rule yet (NO_RULE_YET)")
+
+
+@pytest.mark.parametrize("dtype_name", ["float64", "float32"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_op_forward_mode(case, dtype_name):
+    with xfail_where_no_rule_yet():
+        run_forward_case(case, dtype_name)
+
+
+# ----------------------------------------------------------------------------- every primitive has a rule
+def test_every_primitive_has_a_rule():
+    """Each primitive has a written jvp or a jvp_kind (one of the two), except those NO_RULE_YET lists, which have
+    neither: adding a rule means removing its name, so the list only shrinks."""
+    bad_kind = {n: c.jvp_kind for n, c in mt.ops.PRIMITIVES.items() if c.jvp_kind not in (None, *KINDS)}
+    assert not bad_kind, f"jvp_kind must be one of {KINDS}: {bad_kind}"
+    both = sorted(n for n, c in mt.ops.PRIMITIVES.items() if c.jvp is not None and c.jvp_kind is not None)
+    assert not both, f"a written jvp and a jvp_kind: say one: {both}"
+    ruled = {n for n, c in mt.ops.PRIMITIVES.items() if c.jvp is not None or c.jvp_kind is not None}
+    missing = sorted(set(mt.ops.PRIMITIVES) - ruled - NO_RULE_YET)
+    assert not missing, f"primitives without a forward-mode rule (write one, or declare jvp_kind): {missing}"
+    stale = sorted(NO_RULE_YET & ruled)
+    assert not stale, f"NO_RULE_YET lists primitives that now have a rule: remove {stale}"
+    unknown = sorted(NO_RULE_YET - set(mt.ops.PRIMITIVES))
+    assert not unknown, f"NO_RULE_YET names no primitive: {unknown}"
+
+
+def test_every_declared_kind_is_exercised_against_torch():
+    """A declared kind is a claim (a diagonal Jacobian; linearity) that only the torch comparison checks: each
+    primitive with a rule must run, with a tangent, in some case of the table that reaches no primitive without
+    one. While NO_RULE_YET is not empty, a primitive that only such blocked cases reach is let through."""
+    declared = {n for n, c in mt.ops.PRIMITIVES.items() if c.jvp_kind is not None or c.jvp is not None}
+    exercised, blocked = set(), set()
+    for case in CASES:
+        xs, _, _ = make_inputs(case, "float64")
+        tangents = random_tangents(case, xs, "float64")
+        if all(v is None for v in tangents):
+            continue
+        with mt.profiler.profile() as prof:
+            try:
+                forward_mt(case, xs, tangents)
+            except NotImplementedError as err:
+                if missing_rule(err) not in NO_RULE_YET:
+                    raise
+                with mt.profiler.profile() as prof:  # every primitive the blocked case reaches, without tangents
+                    case.fn(MT, *xs, **case.kwargs)
+                blocked |= set(prof.stats)
+                continue
+        exercised |= set(prof.stats)
+    unexercised = sorted(declared - exercised - blocked)
+    assert not unexercised, f"primitives with a rule that no op-table case runs in forward mode: {unexercised}"
+
+
+# ----------------------------------------------------------------------------- the API
+def _pair(shape, seed, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape).astype(dtype), rng.standard_normal(shape).astype(dtype)
+
+
+def test_make_dual_outside_a_level_is_refused():
+    with pytest.raises(RuntimeError, match="no forward-mode level is open"):
+        fw.make_dual(mt.ones(3), mt.ones(3))
+
+
+@pytest.mark.parametrize(
+    "tangent, words",
+    [
+        (mt.ones(4), ["(3,)", "(4,)"]),
+        (mt.ones(3, dtype=mt.float32), ["float64", "float32"]),
+    ],
+    ids=["shape", "dtype"],
+)
+def test_tangent_of_another_shape_or_dtype_is_refused_naming_both(tangent, words):
+    with fw.dual_level(), pytest.raises(RuntimeError) as info:
+        fw.make_dual(mt.ones(3, dtype=mt.float64), tangent)
+    for word in words:
+        assert word in str(info.value), f"{word!r} not named in: {info.value}"
+
+
+def test_make_dual_of_an_integer_primal_is_refused():
+    with fw.dual_level(), pytest.raises(TypeError, match="floating-point"):
+        fw.make_dual(mt.tensor([1, 2]), mt.tensor([1, 2]))
+
+
+def test_tangents_vanish_when_the_level_closes():
+    x, v = _pair((3,), 1)
+    with fw.dual_level():
+        y = fw.make_dual(mt.tensor(x), mt.tensor(v)) * 2.0
+        assert fw.unpack_dual(y).tangent is not None
+    assert fw.unpack_dual(y).tangent is None
+    with fw.dual_level():  # nor do they come back in a new level
+        assert fw.unpack_dual(y).tangent is None
+        assert fw.unpack_dual(y.exp()).tangent is None
+
+
+def test_forward_mode_works_under_no_grad():
+    """Grad mode governs reverse-mode recording only: tangents flow under no_grad, as in PyTorch."""
+    x, v = _pair((3, 4), 2)
+    with mt.no_grad(), fw.dual_level():
+        y = (fw.make_dual(mt.tensor(x), mt.tensor(v)) * 3.0).exp().sum()
+        primal, tangent = fw.unpack_dual(y)
+        assert y.grad_fn is None
+    assert_close(primal.numpy(), np.exp(3 * x).sum(), OP_RTOL["float64"], "primal")
+    assert_close(tangent.numpy(), (3 * np.exp(3 * x) * v).sum(), OP_RTOL["float64"], "tangent")
+
+
+def test_nested_levels_are_refused():
+    with fw.dual_level():
+        with pytest.raises(RuntimeError, match="already open"):
+            fw.enter_dual_level()
+    with pytest.raises(RuntimeError, match="no forward-mode level is open"):
+        fw.exit_dual_level()
+
+
+def test_unpack_dual_of_a_plain_tensor_has_no_tangent():
+    x = mt.ones(2)
+    with fw.dual_level():
+        primal, tangent = fw.unpack_dual(x)
+    assert primal is x and tangent is None
+
+
+class Cube(mt.autograd.Function):
+    """out = a^3;  da = g * 3 a^2;  ȧ -> 3 a^2 ȧ (a written jvp)"""
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        return (g * 3 * a * a,)
+
+    @staticmethod
+    def jvp(ctx, ta):
+        (a,) = ctx.saved_arrays
+        return ta * 3 * a * a
+
+
+class CubeWithoutJvp(mt.autograd.Function):
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return a**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_arrays
+        return (g * 3 * a * a,)
+
+
+def test_custom_function_without_jvp_raises_naming_it():
+    with fw.dual_level(), pytest.raises(NotImplementedError, match="CubeWithoutJvp"):
+        CubeWithoutJvp.apply(fw.make_dual(mt.ones(2), mt.ones(2)))
+    with fw.dual_level():  # without a tangent on its inputs it runs: no rule is needed
+        assert fw.unpack_dual(CubeWithoutJvp.apply(mt.ones(2))).tangent is None
+
+
+def test_custom_function_with_jvp():
+    x, v = _pair((5,), 3)
+    with fw.dual_level():
+        tangent = fw.unpack_dual(Cube.apply(fw.make_dual(mt.tensor(x), mt.tensor(v)))).tangent.numpy()
+    assert_close(tangent, 3 * x * x * v, OP_RTOL["float64"], "Cube's tangent")
+
+
+def test_in_place_change_of_a_dual_tensor_is_refused():
+    x, v = _pair((3,), 4)
+    with fw.dual_level():
+        d = fw.make_dual(mt.tensor(x), mt.tensor(v)) * 1.0
+        with pytest.raises(RuntimeError, match="dual tensor"):
+            d.add_(1.0)
+        plain = mt.zeros(3)
+        with pytest.raises(RuntimeError, match="dual tensor"):
+            plain.add_(d)
+
+
+# ----------------------------------------------------------------------------- forward and reverse, combined
+def small_function(t, x, w):
+    """A few kinds of op at once: elementwise, reductions, a broadcast."""
+    h = (x * w).tanh() * x.sigmoid().sum(dim=-1, keepdim=True)
+    return (h * h).mean() + (x.exp() / (1.5 + w.sum())).sum() + (x - w).abs().pow(1.5).sum()
+
+
+def with_matmul(t, x, w):
+    return ((x @ w.mT).tanh() * x.sum(dim=-1, keepdim=True)).logsumexp(dim=-1).sum()
+
+
+@pytest.mark.parametrize("fn", [small_function, with_matmul], ids=lambda f: f.__name__)
+def test_reverse_over_forward_matches_torch(fn):
+    """The gradient (reverse mode) of a tangent (forward mode): d/dx <∇f(x), v>, the Hessian times v."""
+    (x, v), (w, u) = _pair((3, 4), 5), _pair((3, 4), 6)
+    with fw.dual_level():
+        xm, wm = mt.tensor(x, requires_grad=True), mt.tensor(w, requires_grad=True)
+        with xfail_where_no_rule_yet():
+            tangent = fw.unpack_dual(fn(mt, fw.make_dual(xm, mt.tensor(v)), fw.make_dual(wm, mt.tensor(u))))[1]
+        gx, gw = mt.autograd.grad(tangent, (xm, wm))
+    with tfw.dual_level():
+        xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+        dual = fn(torch, tfw.make_dual(xt, torch.tensor(v)), tfw.make_dual(wt, torch.tensor(u)))
+        rx, rw = torch.autograd.grad(tfw.unpack_dual(dual).tangent, (xt, wt))
+    assert_close(gx.numpy(), rx.numpy(), OP_RTOL["float64"], "d tangent / dx")
+    assert_close(gw.numpy(), rw.numpy(), OP_RTOL["float64"], "d tangent / dw")
+
+
+@pytest.mark.parametrize("fn", [small_function, with_matmul], ids=lambda f: f.__name__)
+def test_forward_over_reverse_matches_torch(fn):
+    """The tangent (forward mode) of a create_graph gradient (reverse mode): the Hessian-vector product."""
+    (x, v), (w, u) = _pair((3, 4), 7), _pair((3, 4), 8)
+    with fw.dual_level():
+        xm, wm = fw.make_dual(mt.tensor(x, requires_grad=True), mt.tensor(v)), mt.tensor(w, requires_grad=True)
+        wm = fw.make_dual(wm, mt.tensor(u))
+        with xfail_where_no_rule_yet():
+            grads = mt.autograd.grad(fn(mt, xm, wm), (xm, wm), create_graph=True)
+        got = [fw.unpack_dual(g).tangent.numpy().copy() for g in grads]
+    with tfw.dual_level():
+        xt = tfw.make_dual(torch.tensor(x, requires_grad=True), torch.tensor(v))
+        wt = tfw.make_dual(torch.tensor(w, requires_grad=True), torch.tensor(u))
+        grads_t = torch.autograd.grad(fn(torch, xt, wt), (xt, wt), create_graph=True)
+        want = [tfw.unpack_dual(g).tangent.detach().numpy().copy() for g in grads_t]
+    for name, a, b in zip(("x", "w"), got, want):
+        assert_close(a, b, OP_RTOL["float64"], f"Hessian-vector product, {name}")
