@@ -2,7 +2,7 @@
 
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
               attention weights, loss, every gradient, a Hessian-vector product, forward mode (J v and
-              H v by forward over reverse, against torch.func), parameters after N optimizer steps.
+              H v by forward over reverse, against torch's forward AD), parameters after N optimizer steps.
               Prints the table, writes JSON and Markdown to --out, exits 1 when a check fails.
     summary   the same checks, one line per group (embeddings, encoder, decoder, logits, loss,
               grads, hvp, forward-mode, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.

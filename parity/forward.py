@@ -3,20 +3,22 @@
 Both sides take the training loss as a function of all parameters, L(θ), and one seeded random direction v
 (the same arrays on both sides):
 
-    jvp      dL/dv = J v, in one forward pass carrying tangents: minitensor's forward_ad.make_dual on every
-             parameter, against torch.func.jvp
-    fwd-hvp  H v by forward over reverse: the gradient ∇L computed inside an open dual level, whose tangent
-             is H v (minitensor's grad(create_graph=True) carries the tangents through each backward),
-             against torch.func.jvp(torch.func.grad(L)); the whole vector and v · H v
+    jvp      dL/dv = J v, in one forward pass carrying tangents: forward_ad.make_dual on every parameter,
+             minitensor's against torch.autograd.forward_ad's
+    fwd-hvp  H v by forward over reverse: the gradient ∇L computed inside the open dual level (create_graph,
+             so the backward's own ops carry the tangents) has H v as its tangent; the whole vector and v · H v
 
-Both models run in eval mode for these rows (no dropout: torch.func's transforms and the shared dropout
-masks do not mix), and back in train mode after. The torch side runs on the report's device (CUDA too).
+The two sides are written line for line alike (np_forward_mode, torch_forward_mode). torch.func.jvp gives the
+same values (tests/test_parity_forward.py checks it) but cannot run under the report's ReLU aligner. Both
+models run in eval mode for these rows (no dropout), and back in their mode after. The torch side runs on the
+report's device (CUDA too).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.autograd.forward_ad as torch_fwAD
 
 import minitensor as mt
 from minitensor.autograd import forward_ad as fwAD
@@ -70,13 +72,20 @@ def np_forward_mode(loss_of, params: dict, direction: dict) -> tuple:
 
 
 def torch_forward_mode(loss_of, params: dict, direction: dict) -> tuple:
-    """(J v, H v as a dict) by torch.func: jvp of the loss, and jvp of its grad (forward over reverse)."""
-    primals = {n: p.detach() for n, p in params.items()}
-    device = next(iter(primals.values())).device
-    tangents = {n: torch.from_numpy(direction[n]).to(device) for n in params}
-    _, jv = torch.func.jvp(loss_of, (primals,), (tangents,))
-    _, hv = torch.func.jvp(torch.func.grad(loss_of), (primals,), (tangents,))
-    return to_numpy(jv), {n: to_numpy(h) for n, h in hv.items()}
+    """(J v, H v as a dict) by torch.autograd.forward_ad, line for line as np_forward_mode. Not torch.func.jvp:
+    its wrapped tensors have no storage, and the report's ReLU aligner (parity/hooks.py) reads the values."""
+    leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
+    device = next(iter(leaves.values())).device
+    with torch_fwAD.dual_level():
+        duals = {n: torch_fwAD.make_dual(leaves[n], torch.from_numpy(direction[n]).to(device)) for n in params}
+        loss = loss_of(duals)
+        jv = torch_fwAD.unpack_dual(loss).tangent
+        grads = torch.autograd.grad(loss, list(leaves.values()), create_graph=True, allow_unused=True)
+        hv = {}
+        for n, g in zip(params, grads):
+            t = None if g is None else torch_fwAD.unpack_dual(g).tangent
+            hv[n] = np.zeros(params[n].shape, direction[n].dtype) if t is None else to_numpy(t)
+    return to_numpy(jv), hv
 
 
 def compare_forward_mode(report: Report, np_model, pt_model, src, tgt, smoothing: float, dtype: str, seed: int) -> None:

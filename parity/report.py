@@ -13,7 +13,7 @@ weights are copied to parity/model.py by name), feeds both the same padded batch
   (the same arrays on both sides), by double backward (transformer_np/hessian.py): the whole
   vector, v . H v and each parameter's block;
 - forward mode: the loss's directional derivative J v and the Hessian-vector product by forward over
-  reverse, against torch.func (parity/forward.py);
+  reverse, against torch.autograd.forward_ad (parity/forward.py);
 - training: N optimizer steps on fresh batches (Adam betas 0.9/0.98 eps 1e-9, the warmup
   schedule as WarmupInverseSqrt on minitensor and LambdaLR on torch, clip_grad_norm_ 1.0), each
   step's loss, parameter gradients and total gradient norm, then every parameter after the last

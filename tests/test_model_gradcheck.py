@@ -38,6 +38,23 @@ def test_the_transformer_backward_agrees_with_finite_differences():
     assert r != 0 and abs(r - n) <= 1e-6 * abs(n)  # far inside the limit: float64 differences of a smooth loss
 
 
+def test_the_transformer_forward_mode_agrees_with_finite_differences_and_reverse():
+    loss_of, params, what = _transformer()
+    result = gradcheck.check_model(loss_of, params)
+    assert result.passed, gradcheck.render(result, what, 0)
+    assert len(result.comparisons) == 3  # reverse and forward against finite differences, and each other
+
+
+def test_a_planted_wrong_forward_mode_rule_in_the_transformer_is_blamed(monkeypatch):
+    monkeypatch.setattr(LayerNorm, "jvp", _planted(LayerNorm.jvp, scale=1.05))
+    loss_of, params, what = _transformer(batch_size=2)
+    result = gradcheck.check_model(loss_of, params)
+    failed = {c.what for c in result.comparisons if not c.passed}
+    assert failed == {"forward vs finite differences", "forward vs reverse"}, gradcheck.render(result, what, 0)
+    assert (result.blame.op, result.blame.mode) == ("LayerNorm", "forward")
+    assert result.blame.site.startswith("transformer_np/")
+
+
 def test_a_planted_wrong_backward_is_blamed_by_name_and_call_site(monkeypatch):
     monkeypatch.setattr(LayerNorm, "backward", _planted(LayerNorm.backward))  # dx 5% too large
     loss_of, params, what = _transformer()

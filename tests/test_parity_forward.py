@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from minitensor.ops import Embedding, MatMul
-from minitensor.testing import PARITY_RTOL
+from minitensor.testing import PARITY_RTOL, error_stats
 from parity import forward, render
 from parity.report import ReportConfig, build_models, run_report, synthetic_batch
 from parity.results import Report
@@ -60,6 +61,24 @@ def test_the_directional_derivative_is_the_gradient_dotted_with_the_direction(rn
     loss.backward()
     reverse = sum(float((p.grad.numpy() * direction[n]).sum()) for n, p in params.items())
     assert abs(float(jv) - reverse) <= PARITY_RTOL["float64"] * abs(reverse)
+
+
+def test_torch_func_gives_the_reference_the_same_values(rng):
+    """The reference side by torch.autograd.forward_ad equals torch.func.jvp and jvp(grad) (without the aligner)."""
+    _, pt_model, src, tgt = _setup()
+    pt_model.eval()
+    params = dict(pt_model.named_parameters())
+    direction = {n: rng.standard_normal(tuple(p.shape)) for n, p in params.items()}
+    loss_of = forward.torch_loss_of(pt_model, src, tgt, 0.1)
+    jv, hv = forward.torch_forward_mode(loss_of, params, direction)
+    primals = {n: p.detach() for n, p in params.items()}
+    tangents = {n: torch.from_numpy(d) for n, d in direction.items()}
+    _, jv_func = torch.func.jvp(loss_of, (primals,), (tangents,))
+    _, hv_func = torch.func.jvp(torch.func.grad(loss_of), (primals,), (tangents,))
+    assert abs(float(jv) - jv_func.item()) <= PARITY_RTOL["float64"] * abs(jv_func.item())
+    flat = np.concatenate([hv[n].reshape(-1) for n in params])
+    flat_func = np.concatenate([hv_func[n].detach().numpy().reshape(-1) for n in params])
+    assert error_stats(flat, flat_func, scale_free=True)[1] <= PARITY_RTOL["float64"]
 
 
 def _planted_matmul_jvp(original):
