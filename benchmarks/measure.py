@@ -3,7 +3,8 @@
 `time_workload` times one workload on every timed side, alternating processes (the unit of
 everything else); `gemm_rate` the machine's float32 GEMM rate per library; `bench_config` every
 workload of one config with the same-output and interference checks, the GEMM fractions and the
-profiles; `bench_hvp` a Hessian-vector product beside one gradient; `bench_memory` the peak memory
+profiles; `bench_hvp` a Hessian-vector product beside one gradient; `bench_jacobians` jacfwd and jacrev
+of a tall and a wide function beside one gradient; `bench_memory` the peak memory
 children; `bench_scaling` the training step against sequence length and d_model.
 benchmarks/run.py calls them in order; benchmarks/report.py renders what they return.
 """
@@ -22,7 +23,9 @@ MEASUREMENTS = ["forward", "greedy_nocache", "greedy_cache", "fwd_bwd", "train"]
 # as interference; quieter differences are within what a shared machine's noise gives.
 INTERFERENCE_FACTOR = 1.10
 # One gradient (the unit), then one HVP in each form; benchmarks/workloads.py says what each computes.
-HVP_WORKLOADS = ["grad", "hvp", "hvp_functional"]
+HVP_WORKLOADS = ["grad", "hvp", "hvp_functional", "hvp_fwd_rev"]
+# Per Jacobian shape: one gradient of the function's summed outputs (the unit), then jacfwd and jacrev.
+JACOBIAN_WORKLOADS = {kind: [f"jac_{kind}_grad", f"jac_{kind}_fwd", f"jac_{kind}_rev"] for kind in W.JACOBIAN_SHAPES}
 
 
 def time_workload(timed: dict, spec: dict, workload: str, settings: dict) -> dict:
@@ -208,6 +211,28 @@ def bench_hvp(timed: dict, both, settings: dict, log) -> dict:
             key: {s: res[key][s]["median_ms"] / res["grad"][s]["median_ms"] for s in sides} for key in HVP_WORKLOADS[1:]
         }
         out[name] = res
+    return out
+
+
+def bench_jacobians(timed: dict, settings: dict, log) -> dict:
+    """jacfwd and jacrev (func transforms) of a tall and a wide function, each beside one gradient of the same
+    function, alternating processes; cost in gradients on each side (theory: jacfwd ~ one pass per input, jacrev
+    ~ one per output; torch batches them with vmap, minitensor runs them one by one)."""
+    spec = {"name": settings["hvp_configs"][0] if settings["hvp_configs"] else "tiny"}  # the functions ignore it
+    out = {}
+    for kind, keys in JACOBIAN_WORKLOADS.items():
+        res = {}
+        for key in keys:
+            res[key] = time_workload(timed, spec, key, settings)
+            log(
+                f"  {key}: numpy {res[key]['numpy']['median_ms']:.2f} ms, torch {res[key]['torch']['median_ms']:.2f} ms"
+            )
+        sides = [s for s in timed if s in res[keys[0]]]
+        res["cost_in_gradients"] = {
+            key: {s: res[key][s]["median_ms"] / res[keys[0]][s]["median_ms"] for s in sides} for key in keys[1:]
+        }
+        res["shape"] = W.JACOBIAN_SHAPES[kind]
+        out[kind] = res
     return out
 
 

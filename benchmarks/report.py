@@ -222,7 +222,9 @@ HVP_LABELS = {
     "grad": "one gradient (the unit)",
     "hvp": "HVP, double backward",
     "hvp_functional": "HVP, autograd.functional.hvp",
+    "hvp_fwd_rev": "HVP, forward over reverse: func.jvp(func.grad)",
 }
+JACOBIAN_LABELS = {"grad": "one gradient of sum(f) (the unit)", "fwd": "jacfwd", "rev": "jacrev"}
 
 
 def hvp_markdown(hvp: dict) -> str:
@@ -248,6 +250,26 @@ def hvp_markdown(hvp: dict) -> str:
             f"{PARITY_RTOL['float32']:g}; as in the parity report, a ReLU input within round-off of 0 takes "
             "transformer_np's side of 0 on the torch side): " + "; ".join(checks) + ".",
         ]
+    return "\n".join(lines)
+
+
+def jacobians_markdown(jac: dict) -> str:
+    """jacfwd and jacrev of a tall and a wide function: both times, and each side's cost in gradients."""
+    lines = [
+        "| Jacobian (inputs -> outputs) | workload | minitensor ms | PyTorch ms | minitensor cost in gradients | "
+        "PyTorch cost in gradients |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for kind, res in jac.items():
+        n_in, _, n_out = res["shape"]
+        for suffix, label in JACOBIAN_LABELS.items():
+            key = f"jac_{kind}_{suffix}"
+            m = res[key]
+            cost = res["cost_in_gradients"].get(key, {"numpy": 1.0, "torch": 1.0})
+            lines.append(
+                f"| {kind} ({n_in} -> {n_out}) | {label} | {_ms(m['numpy'])} | {_ms(m['torch'])} | "
+                f"{cost['numpy']:.2f} | {cost['torch']:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -372,11 +394,24 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
             "",
             "Eval mode (no dropout), the training loss (cross-entropy, label smoothing 0.1) of one batch, a fixed "
             "seeded direction v. Double backward: grad(loss, params, create_graph=True), then grad(<grads, v>, "
-            "params). autograd.functional.hvp: the loss as a function of the parameters (functional_call), "
-            "computed by the double-vjp trick as PyTorch does (one backward more). Cost in gradients = median HVP "
-            "time / median gradient time on the same side (theory: a small constant, about 2 to 4).",
+            "params). autograd.functional.hvp: the loss as a function of the parameters (functional_call): "
+            "PyTorch computes it by the double-vjp trick (one backward more), minitensor by forward over reverse. "
+            "Forward over reverse: func.jvp(func.grad(loss), (params,), (v,)) on both sides (torch.func, mt.func). "
+            "Cost in gradients = median HVP time / median gradient time on the same side (theory: a small "
+            "constant, about 2 to 4).",
             "",
             hvp_markdown(section["hvp"]),
+            "",
+        ]
+    if section.get("jacobians"):
+        md += [
+            "### jacfwd and jacrev beside one gradient",
+            "",
+            "f(x) = tanh(W2 tanh(W1 x)), float32, tall (few inputs, many outputs) and wide. jacfwd costs about one "
+            "forward pass with tangents per input, jacrev one backward per output; PyTorch batches those passes with "
+            "vmap, minitensor runs them one by one (no vmap).",
+            "",
+            jacobians_markdown(section["jacobians"]),
             "",
         ]
     if section.get("memory"):

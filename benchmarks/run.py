@@ -3,7 +3,8 @@
 At each thread count of `--threads` (a list: `--threads 1,2`) this starts a worker process per
 framework (benchmarks/worker.py) and one holding both sides for the checks, then runs each part in
 turn: the GEMM reference rate, every config (benchmarks/measure.py: forward, forward+backward,
-training step and greedy decoding, alternating processes A B A B), the Hessian-vector products,
+training step and greedy decoding, alternating processes A B A B), the Hessian-vector products and
+jacfwd/jacrev,
 peak memory (benchmarks/memory.py), the scaling series, the op microbenchmarks (benchmarks/ops.py)
 and the targets (benchmarks/targets.py); then it writes the report (benchmarks/report.py). The
 flags and their defaults are in benchmarks/cli.py. `--in-process` times both sides in one process
@@ -19,7 +20,7 @@ import time
 
 from benchmarks import report
 from benchmarks.cli import build_parser, resolve_settings
-from benchmarks.measure import bench_config, bench_hvp, bench_memory, bench_scaling, gemm_rate
+from benchmarks.measure import bench_config, bench_hvp, bench_jacobians, bench_memory, bench_scaling, gemm_rate
 from benchmarks.op_cases import selected_cases
 from benchmarks.ops import run_ops
 from benchmarks.targets import evaluate_targets
@@ -75,6 +76,8 @@ def run_threads(threads: int, settings: dict, log) -> dict:
         if "hvp" not in settings["skip"]:
             log("Hessian-vector products")
             section["hvp"] = bench_hvp(timed, both, settings, log)
+            log("jacfwd and jacrev")
+            section["jacobians"] = bench_jacobians(timed, settings, log)
         if "memory" not in settings["skip"]:
             log("memory (fresh subprocess per side)")
             section["memory"] = bench_memory(settings, threads, log)

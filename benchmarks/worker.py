@@ -224,7 +224,7 @@ def handle(host: _Host, req: dict) -> dict:
         return _hvp_check(host, req["config"])
     side = host.load(req["config"])[req["side"]]
     if op == "time":
-        fn = getattr(side, req["workload"])
+        fn = W.workload_of(side, req["workload"])
         if fn is None:
             return {"error": f"{req['workload']}: no greedy_decode in this side's decode module"}
         return {"samples_ms": _samples(fn, req["calls"], req.get("warmup", 0), side.sync)}

@@ -13,7 +13,13 @@ workloads, identical on both sides:
     hvp         eval mode: one Hessian-vector product of that loss in a fixed random direction, double-backward
                 form: autograd.grad(loss, params, create_graph=True), then autograd.grad(<grads, v>, params)
     hvp_functional  the same product by autograd.functional.hvp of the loss as a function of the parameters
-                (functional_call), which both libraries compute by the double-vjp trick (one backward more)
+                (functional_call): PyTorch computes it by the double-vjp trick (one backward more), minitensor
+                by forward over reverse (its gradient taken in a dual level along v, the backward unrecorded)
+    hvp_fwd_rev the same product by forward over reverse through the function transforms, on both sides:
+                func.jvp(func.grad(loss of the parameters), (params,), (v,)) (torch.func / mt.func)
+    jac_*       jacfwd and jacrev (func transforms) of a small two-layer tanh network with a tall Jacobian
+                (16 inputs, 256 outputs) and a wide one (256 inputs, 16 outputs), beside one gradient of the
+                sum of its outputs (jac_*_grad, their unit)
 
 Both models run float32 (the default dtype of each library) with dropout 0.1 in train mode;
 each side samples its own dropout masks, so both do the same work. The gradient and HVP workloads
@@ -216,6 +222,15 @@ class Side:
     grad: Callable[[], object] | None = None
     hvp: Callable[[], object] | None = None
     hvp_functional: Callable[[], object] | None = None
+    hvp_fwd_rev: Callable[[], object] | None = None
+    jacobians: dict | None = None  # jac_tall_fwd, jac_tall_rev, jac_tall_grad, and the same for wide
+
+
+def workload_of(side: Side, name: str):
+    """The closure a worker times for workload `name` (None where this side has none)."""
+    if name.startswith("jac_"):
+        return (side.jacobians or {}).get(name)
+    return getattr(side, name)
 
 
 def hvp_direction(model, seed: int = 1) -> list[np.ndarray]:
@@ -224,9 +239,9 @@ def hvp_direction(model, seed: int = 1) -> list[np.ndarray]:
     return [rng.standard_normal(tuple(p.shape)).astype(np.float32) for _, p in model.named_parameters()]
 
 
-def _second_order(autograd, functional_call, as_tensor, model, loss_of_logits, args: tuple, names: list):
-    """The grad, hvp and hvp_functional closures of one library (its autograd module, functional_call and
-    array -> tensor), for the loss `loss_of_logits(model(*args))` in eval mode.
+def _second_order(autograd, func, as_tensor, model, loss_of_logits, args: tuple, names: list):
+    """The grad, hvp, hvp_functional and hvp_fwd_rev closures of one library (its autograd module, its func
+    module (torch.func or mt.func) and array -> tensor), for the loss `loss_of_logits(model(*args))` in eval mode.
 
     The direction v (one array per parameter: as large as the model) is made on the first HVP call, not
     here: a side that is only trained or decoded (the peak-memory child, benchmarks/memory.py) must not
@@ -250,10 +265,39 @@ def _second_order(autograd, functional_call, as_tensor, model, loss_of_logits, a
 
     def hvp_functional():
         model.eval()
-        loss = lambda *ps: loss_of_logits(functional_call(model, dict(zip(names, ps)), args))
+        loss = lambda *ps: loss_of_logits(func.functional_call(model, dict(zip(names, ps)), args))
         return autograd.functional.hvp(loss, tuple(params), tuple(direction()))
 
-    return grad, hvp, hvp_functional
+    def hvp_fwd_rev():
+        model.eval()
+        loss = lambda ps: loss_of_logits(func.functional_call(model, dict(zip(names, ps)), args))
+        detached = tuple(p.detach() for p in params)  # as torch.func is used: no graph to the module's own
+        return func.jvp(func.grad(loss), (detached,), (tuple(direction()),))[1]
+
+    return grad, hvp, hvp_functional, hvp_fwd_rev
+
+
+JACOBIAN_SHAPES = {"tall": (16, 64, 256), "wide": (256, 64, 16)}  # inputs, hidden, outputs
+
+
+def _jacobians(func, autograd, as_tensor) -> dict:
+    """jacfwd, jacrev and one gradient of f(x) = tanh(W2 tanh(W1 x)) for a tall and a wide Jacobian (float32)."""
+    out = {}
+    rng = np.random.default_rng(2)
+    for kind, (n_in, hidden, n_out) in JACOBIAN_SHAPES.items():
+        w1 = as_tensor((rng.standard_normal((hidden, n_in)) / np.sqrt(n_in)).astype(np.float32))
+        w2 = as_tensor((rng.standard_normal((n_out, hidden)) / np.sqrt(hidden)).astype(np.float32))
+        x = as_tensor(rng.standard_normal(n_in).astype(np.float32))
+        f = lambda x, w1=w1, w2=w2: (w2 @ (w1 @ x).tanh()).tanh()
+        out[f"jac_{kind}_fwd"] = lambda f=f, x=x: func.jacfwd(f)(x)
+        out[f"jac_{kind}_rev"] = lambda f=f, x=x: func.jacrev(f)(x)
+
+        def grad(f=f, x=x):
+            leaf = x.detach().requires_grad_(True)
+            return autograd.grad(f(leaf).sum(), leaf)
+
+        out[f"jac_{kind}_grad"] = grad
+    return out
 
 
 PHASES = ("zero_grad", "forward+loss", "backward", "clip", "optimizer")
@@ -364,9 +408,9 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
 
     names = [n for n, _ in model.named_parameters()]
     ce = lambda logits: np_sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)
-    grad, hvp, hvp_functional = _second_order(
+    grad, hvp, hvp_functional, hvp_fwd_rev = _second_order(
         mt.autograd,
-        mt.autograd.functional.functional_call,
+        mt.func,
         mt.tensor,
         model,
         ce,
@@ -386,6 +430,8 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         grad=grad,
         hvp=hvp,
         hvp_functional=hvp_functional,
+        hvp_fwd_rev=hvp_fwd_rev,
+        jacobians=_jacobians(mt.func, mt.autograd, mt.tensor),
     )
 
 
@@ -449,9 +495,9 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
 
     names = [n for n, _ in model.named_parameters()]
     ce = lambda logits: sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)
-    grad, hvp, hvp_functional = _second_order(
+    grad, hvp, hvp_functional, hvp_fwd_rev = _second_order(
         torch.autograd,
-        torch.func.functional_call,
+        torch.func,
         lambda a: torch.from_numpy(a).to(dev),
         model,
         ce,
@@ -472,6 +518,8 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
         grad=grad,
         hvp=hvp,
         hvp_functional=hvp_functional,
+        hvp_fwd_rev=hvp_fwd_rev,
+        jacobians=_jacobians(torch.func, torch.autograd, lambda a: torch.from_numpy(a).to(dev)),
     )
 
 

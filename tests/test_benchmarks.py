@@ -318,9 +318,13 @@ def test_json_is_well_formed(tiny_run):
         hvp = section["hvp"]["tiny"]
         assert hvp["parity"]["ok"], f"H v of the two sides differ: {hvp['parity']}"
         assert hvp["parity"]["relu_branches"]["seen"] > 0  # the ReLU inputs were compared (and any flip aligned)
-        for key in ("grad", "hvp", "hvp_functional"):
+        for key in ("grad", "hvp", "hvp_functional", "hvp_fwd_rev"):
             assert hvp[key]["numpy"]["median_ms"] > 0 and hvp[key]["torch"]["median_ms"] > 0 and hvp[key]["ratio"] > 0
-        for key in ("hvp", "hvp_functional"):
+        for kind in ("tall", "wide"):
+            jac = section["jacobians"][kind]
+            for key in (f"jac_{kind}_fwd", f"jac_{kind}_rev"):
+                assert all(jac["cost_in_gradients"][key][side] > 0 for side in ("numpy", "torch"))
+        for key in ("hvp", "hvp_functional", "hvp_fwd_rev"):
             for side in ("numpy", "torch"):
                 cost = hvp["cost_in_gradients"][key][side]
                 assert cost == hvp[key][side]["median_ms"] / hvp["grad"][side]["median_ms"] > 0
@@ -352,11 +356,18 @@ def test_markdown_report_format(tiny_run):
         i = lines.index("### Hessian-vector product beside one gradient")
         head = next(x for x in lines[i:] if x.startswith("| config | workload |"))
         assert "minitensor cost in gradients" in head and "PyTorch cost in gradients" in head
-        for label in ("one gradient (the unit)", "HVP, double backward", "HVP, autograd.functional.hvp"):
+        for label in (
+            "one gradient (the unit)",
+            "HVP, double backward",
+            "HVP, autograd.functional.hvp",
+            "HVP, forward over reverse: func.jvp(func.grad)",
+        ):
             assert any(x.startswith(f"| tiny | {label} | ") for x in lines), label
         assert any(
             x.startswith("H v of the two sides, compared in one process") and "tiny: max rel" in x for x in lines
         )
+        assert "### jacfwd and jacrev beside one gradient" in lines
+        assert any(x.startswith("| tall (16 -> 256) | jacfwd | ") for x in lines)
         rows = [x for x in lines if x.startswith("| ")]
         for label in (
             "forward (eval, no_grad)",

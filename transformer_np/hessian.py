@@ -6,6 +6,12 @@
 both sides, so the curvature experiment (transformer_np/experiments/curvature.py), its PyTorch column
 (parity/curvature.py), the parity report's H v rows (parity/report.py) and the benchmarks' HVP
 (benchmarks/workloads.py) all compute H v one way, and the parity report compares the two libraries on it.
+
+Why double backward here, where mt.autograd.functional.hvp uses forward over reverse: the curvature
+experiment runs power iteration, many directions on one batch. The gradient recorded once serves them all,
+and each further H v is one backward through that record; forward over reverse reruns the forward and the
+backward, with tangents, for every direction. For one direction the two cost about the same; for many, this
+form costs less per direction (measured: benchmarks/README.md, "Forward over reverse").
 """
 
 from __future__ import annotations
