@@ -168,7 +168,7 @@ class LayerNorm(Function):
     dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
     ẏ = ẋhat * w + xhat * ẇ + ḃ,  ẋhat = rstd * (ẋ - mean(ẋ) - xhat * mean(ẋ * xhat))
     (from ẋc = ẋ - mean(ẋ), var̊ = 2 mean(xc ẋc), rstḋ = -rstd^3 mean(xc ẋc); xhat's Jacobian is symmetric,
-    so ẋhat is dx's formula with ẋ for dxhat: docs/backprop.md)
+    so ẋhat is dx's formula with ẋ for dxhat: docs/backprop.md, "Forward mode")
     Deviation from PyTorch: where dxhat holds an inf (an infinite weight or g), dx is +-inf or NaN by this
     order of sums; PyTorch's kernel (another order) gives NaN for the whole row. Non-finite either way."""
 
