@@ -2,7 +2,7 @@
 
 "My loss became NaN: which op did it?" While anomaly mode is on:
 - each recorded node keeps where its forward was called (`forward_trace`: file, line and function of each
-  frame, the engine's own innermost frames trimmed), as torch keeps "the traceback of the forward call";
+  frame, minitensor's own innermost frames trimmed), as torch keeps "the traceback of the forward call";
 - a backward that returns a NaN gradient raises RuntimeError naming the node, which of its outputs (the
   gradient for which input), its shape and dtype, and that traceback: the first node of the walk to make a
   NaN is the op to blame, since the walk runs from the loss down;
