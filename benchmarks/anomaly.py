@@ -12,7 +12,6 @@ ratios on/off and off/baseline with their spread (IQR). --baseline names the roo
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -24,6 +23,8 @@ from .env import set_thread_env
 set_thread_env(1)
 
 import numpy as np  # noqa: E402  (after the thread variables)
+
+from transformer_np.cli import OneLineParser  # noqa: E402  (it loads numpy: after them too)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -62,7 +63,7 @@ def spread(values: list) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.anomaly", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m benchmarks.anomaly", description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=7, help="alternating rounds (default: %(default)s)")
     p.add_argument("--steps", type=int, default=20, help="timed training steps per child (default: %(default)s)")
     p.add_argument("--config", default="copy-reverse", help="a benchmarks config (default: %(default)s)")

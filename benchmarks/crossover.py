@@ -27,6 +27,8 @@ set_thread_env(1)
 
 import numpy as np  # noqa: E402  (after the thread variables)
 
+from transformer_np.cli import OneLineParser  # noqa: E402  (it loads numpy: after them too)
+
 
 def child(framework: str, n: int, ms: list) -> dict:
     """One process, one framework: {m: [t_jacfwd, t_jacrev]} (best of 3 calls each)."""
@@ -72,7 +74,7 @@ def crossover(ms: list, ratios: list) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.crossover", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m benchmarks.crossover", description=__doc__.split("\n\n")[0])
     p.add_argument("--inputs", type=int, default=16, help="n, the number of inputs (default: %(default)s)")
     p.add_argument("--rounds", type=int, default=5, help="alternating rounds per framework (default: %(default)s)")
     p.add_argument("--quick", action="store_true", help="2 rounds and fewer sizes (default: off)")
