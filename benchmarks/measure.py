@@ -23,7 +23,7 @@ MEASUREMENTS = ["forward", "greedy_nocache", "greedy_cache", "fwd_bwd", "train"]
 # as interference; quieter differences are within what a shared machine's noise gives.
 INTERFERENCE_FACTOR = 1.10
 # One gradient (the unit), then one HVP in each form; benchmarks/workloads.py says what each computes.
-HVP_WORKLOADS = ["grad", "hvp", "hvp_functional", "hvp_fwd_rev"]
+HVP_WORKLOADS = ["grad", "hvp", "hvp_functional", "hvp_fwd_rev", "hvp_retained"]
 # Per Jacobian shape: one gradient of the function's summed outputs (the unit), then jacfwd and jacrev.
 JACOBIAN_WORKLOADS = {kind: [f"jac_{kind}_grad", f"jac_{kind}_fwd", f"jac_{kind}_rev"] for kind in W.JACOBIAN_SHAPES}
 

@@ -223,6 +223,7 @@ HVP_LABELS = {
     "hvp": "HVP, double backward",
     "hvp_functional": "HVP, autograd.functional.hvp",
     "hvp_fwd_rev": "HVP, forward over reverse: func.jvp(func.grad)",
+    "hvp_retained": "one more HVP on a recorded gradient (power iteration)",
 }
 JACOBIAN_LABELS = {"grad": "one gradient of sum(f) (the unit)", "fwd": "jacfwd", "rev": "jacrev"}
 

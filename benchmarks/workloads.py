@@ -17,6 +17,8 @@ workloads, identical on both sides:
                 by forward over reverse (its gradient taken in a dual level along v, the backward unrecorded)
     hvp_fwd_rev the same product by forward over reverse through the function transforms, on both sides:
                 func.jvp(func.grad(loss of the parameters), (params,), (v,)) (torch.func / mt.func)
+    hvp_retained  one more H v by double backward on a gradient recorded once (the first call records it):
+                what each further direction of power iteration costs (the curvature experiment)
     jac_*       jacfwd and jacrev (func transforms) of a small two-layer tanh network with a tall Jacobian
                 (16 inputs, 256 outputs) and a wide one (256 inputs, 16 outputs), beside one gradient of the
                 sum of its outputs (jac_*_grad, their unit)
@@ -223,6 +225,7 @@ class Side:
     hvp: Callable[[], object] | None = None
     hvp_functional: Callable[[], object] | None = None
     hvp_fwd_rev: Callable[[], object] | None = None
+    hvp_retained: Callable[[], object] | None = None
     jacobians: dict | None = None  # jac_tall_fwd, jac_tall_rev, jac_tall_grad, and the same for wide
 
 
@@ -240,8 +243,9 @@ def hvp_direction(model, seed: int = 1) -> list[np.ndarray]:
 
 
 def _second_order(autograd, func, as_tensor, model, loss_of_logits, args: tuple, names: list):
-    """The grad, hvp, hvp_functional and hvp_fwd_rev closures of one library (its autograd module, its func
-    module (torch.func or mt.func) and array -> tensor), for the loss `loss_of_logits(model(*args))` in eval mode.
+    """The grad, hvp, hvp_functional, hvp_fwd_rev and hvp_retained closures of one library (its autograd module,
+    its func module (torch.func or mt.func) and array -> tensor), for the loss `loss_of_logits(model(*args))` in
+    eval mode.
 
     The direction v (one array per parameter: as large as the model) is made on the first HVP call, not
     here: a side that is only trained or decoded (the peak-memory child, benchmarks/memory.py) must not
@@ -274,7 +278,15 @@ def _second_order(autograd, func, as_tensor, model, loss_of_logits, args: tuple,
         detached = tuple(p.detach() for p in params)  # as torch.func is used: no graph to the module's own
         return func.jvp(func.grad(loss), (detached,), (tuple(direction()),))[1]
 
-    return grad, hvp, hvp_functional, hvp_fwd_rev
+    recorded = []
+
+    def hvp_retained():
+        model.eval()
+        if not recorded:  # the first (warm-up) call records the gradient once, as power iteration does
+            recorded.append(hessian_vector_products(autograd.grad, loss_of_logits(model(*args)), params)[1])
+        return recorded[0](direction(), retain_graph=True)
+
+    return grad, hvp, hvp_functional, hvp_fwd_rev, hvp_retained
 
 
 JACOBIAN_SHAPES = {"tall": (16, 64, 256), "wide": (256, 64, 16)}  # inputs, hidden, outputs
@@ -408,7 +420,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
 
     names = [n for n, _ in model.named_parameters()]
     ce = lambda logits: np_sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)
-    grad, hvp, hvp_functional, hvp_fwd_rev = _second_order(
+    grad, hvp, hvp_functional, hvp_fwd_rev, hvp_retained = _second_order(
         mt.autograd,
         mt.func,
         mt.tensor,
@@ -431,6 +443,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         hvp=hvp,
         hvp_functional=hvp_functional,
         hvp_fwd_rev=hvp_fwd_rev,
+        hvp_retained=hvp_retained,
         jacobians=_jacobians(mt.func, mt.autograd, mt.tensor),
     )
 
@@ -495,7 +508,7 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
 
     names = [n for n, _ in model.named_parameters()]
     ce = lambda logits: sequence_loss(logits, batch.tgt_out, LABEL_SMOOTHING)
-    grad, hvp, hvp_functional, hvp_fwd_rev = _second_order(
+    grad, hvp, hvp_functional, hvp_fwd_rev, hvp_retained = _second_order(
         torch.autograd,
         torch.func,
         lambda a: torch.from_numpy(a).to(dev),
@@ -519,6 +532,7 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
         hvp=hvp,
         hvp_functional=hvp_functional,
         hvp_fwd_rev=hvp_fwd_rev,
+        hvp_retained=hvp_retained,
         jacobians=_jacobians(torch.func, torch.autograd, lambda a: torch.from_numpy(a).to(dev)),
     )
 

@@ -318,13 +318,13 @@ def test_json_is_well_formed(tiny_run):
         hvp = section["hvp"]["tiny"]
         assert hvp["parity"]["ok"], f"H v of the two sides differ: {hvp['parity']}"
         assert hvp["parity"]["relu_branches"]["seen"] > 0  # the ReLU inputs were compared (and any flip aligned)
-        for key in ("grad", "hvp", "hvp_functional", "hvp_fwd_rev"):
+        for key in ("grad", "hvp", "hvp_functional", "hvp_fwd_rev", "hvp_retained"):
             assert hvp[key]["numpy"]["median_ms"] > 0 and hvp[key]["torch"]["median_ms"] > 0 and hvp[key]["ratio"] > 0
         for kind in ("tall", "wide"):
             jac = section["jacobians"][kind]
             for key in (f"jac_{kind}_fwd", f"jac_{kind}_rev"):
                 assert all(jac["cost_in_gradients"][key][side] > 0 for side in ("numpy", "torch"))
-        for key in ("hvp", "hvp_functional", "hvp_fwd_rev"):
+        for key in ("hvp", "hvp_functional", "hvp_fwd_rev", "hvp_retained"):
             for side in ("numpy", "torch"):
                 cost = hvp["cost_in_gradients"][key][side]
                 assert cost == hvp[key][side]["median_ms"] / hvp["grad"][side]["median_ms"] > 0

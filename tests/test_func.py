@@ -299,3 +299,17 @@ def test_bad_input_is_refused_naming_expected_and_got(inputs):
         mt.func.jacfwd(mt.func.jacfwd(lambda a: a.exp()))(ours[0])
     with pytest.raises(TypeError, match=r"expected argument 0 \(argnums\) \(leaf 0\) to be a Tensor, got float"):
         mt.func.grad(lambda a: a)([1.0])
+
+
+def test_rules_unrecorded_leaves_the_primal_recorded_and_the_tangent_without_a_graph(rng):
+    from minitensor.autograd.tangents import rules_unrecorded
+
+    x0, v0 = rng.standard_normal(5), rng.standard_normal(5)
+    for unrecorded in (False, True):
+        x = mt.tensor(x0, requires_grad=True)
+        with mt.autograd.forward_ad.dual_level(), rules_unrecorded() if unrecorded else mt.enable_grad():
+            y = mt.autograd.forward_ad.make_dual(x, mt.tensor(v0)).exp()
+            tangent = mt.autograd.forward_ad.unpack_dual(y).tangent
+        assert y.requires_grad  # the primal is recorded either way: its backward is the reverse part
+        assert tangent.requires_grad is (not unrecorded)
+        same(tangent, torch.tensor(np.exp(x0) * v0), "tangent")

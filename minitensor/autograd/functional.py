@@ -33,7 +33,7 @@ of its parameters: `hvp(lambda *ps: loss(functional_call(model, dict(zip(names, 
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from ..creation import ones_like, zeros, zeros_like
 from ..functions.shape import stack
@@ -41,6 +41,7 @@ from . import forward_ad
 from .engine import grad, tangent_grad
 from .function import is_tensor_like
 from .grad_mode import enable_grad, no_grad
+from .tangents import rules_unrecorded
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "functional_call"]
 
@@ -473,8 +474,9 @@ def _prepare_scalar_call(func, inputs, v, create_graph, strict, fn_name):
 def _gradient_tangents(func, inputs: tuple, v: tuple, create_graph: bool, strict: bool, fn_name: str):
     """Forward over reverse: (f(inputs), H v), f and its gradient computed in a dual level along v (None: no
     tangent for that input). The gradient's tangent is H v. Without create_graph the backward runs on Tensors
-    unrecorded (tangent_grad): only its tangents are wanted, not a graph for a second backward."""
-    with forward_ad.dual_level():
+    unrecorded (tangent_grad), and so do the forward's rules (rules_unrecorded): only the tangents are wanted,
+    not a graph for a second backward."""
+    with forward_ad.dual_level(), nullcontext() if create_graph else rules_unrecorded():
         duals = _duals(inputs, v)
         output = _scalar_output(func, duals, strict, fn_name)
         if create_graph:

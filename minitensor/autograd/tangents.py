@@ -33,6 +33,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .anomaly_mode import anomaly, check_tangent
+from .grad_mode import is_grad_enabled, set_grad_enabled
 
 
 class DualLevel:
@@ -42,11 +43,13 @@ class DualLevel:
 
 
 class DualState:
-    """The open level (None when forward mode is off: Function.apply's one test per op), and whether a rule
-    is running (its own primitives then carry no tangent: a tangent of a tangent is not asked for)."""
+    """The open level (None when forward mode is off: Function.apply's one test per op), whether a rule
+    is running (its own primitives then carry no tangent: a tangent of a tangent is not asked for), and
+    whether rules are recorded for reverse mode when grad mode is on (rules_unrecorded turns that off)."""
 
     level = None
     in_rule = False
+    record_rules = True
 
 
 dual_state = DualState()
@@ -73,13 +76,25 @@ def outside_rules():
         dual_state.in_rule = before
 
 
+@contextmanager
+def rules_unrecorded():
+    """Inside the block, rules run with grad mode off: their tangents get no reverse-mode graph. For forward
+    over reverse without create_graph, where no reverse pass will differentiate a tangent: the primal forward
+    is still recorded (its backward is the reverse part), the rules' own operations need not be."""
+    before, dual_state.record_rules = dual_state.record_rules, False
+    try:
+        yield
+    finally:
+        dual_state.record_rules = before
+
+
 def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
     """Give `result` (fn's output) its tangent from its inputs' tangents by fn's JVP; nothing if none has one."""
     tangents = [tangent_of(t) for t in tensors]
     if all(t is None for t in tangents) or result.dtype.kind not in "fc":
         return  # no direction to follow, or an integer/bool output, which has no tangent (as in PyTorch)
     rule_ctx = rule_context(ctx, tensors, result, tensor_namespace)
-    with outside_rules():
+    with outside_rules(), set_grad_enabled(dual_state.record_rules and is_grad_enabled()):
         out = run_rule(fn, rule_ctx, tensors, result, tangents, kwargs)
     if out is None:
         return
