@@ -237,6 +237,8 @@ def hvp_markdown(hvp: dict) -> str:
     ]
     for name, res in hvp.items():
         for key, label in HVP_LABELS.items():
+            if key not in res:  # a results.json from before the workload existed
+                continue
             m = res[key]
             cost = res["cost_in_gradients"].get(key, {"numpy": 1.0, "torch": 1.0})
             lines.append(
