@@ -363,6 +363,7 @@ def _second_order_cases(rng):
     keep[..., 0] = True
     keep[1, 0, 2] = False
     c_att = some(rng, (2, 2, 3, 4))
+    class_weight = rng.random(5) + 0.5
     return {
         "softmax": (lambda t, x: (t.F.softmax(x, dim=-1) * t.tensor(c35)).sum(), [some(rng, (3, 5))]),
         "log_softmax": (lambda t, x: (t.F.log_softmax(x, dim=0) * t.tensor(c35)).sum(), [some(rng, (3, 5))]),
@@ -372,6 +373,10 @@ def _second_order_cases(rng):
         ),
         "cross_entropy": (
             lambda t, x: t.F.cross_entropy(x, t.tensor(target), label_smoothing=0.1),
+            [some(rng, (3, 5), 2.0)],
+        ),
+        "cross_entropy_weighted": (
+            lambda t, x: t.F.cross_entropy(x, t.tensor(target), weight=t.tensor(class_weight), label_smoothing=0.1),
             [some(rng, (3, 5), 2.0)],
         ),
         "cross_entropy_probabilities": (

@@ -94,7 +94,9 @@ def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
     if all(t is None for t in tangents) or result.dtype.kind not in "fc":
         return  # no direction to follow, or an integer/bool output, which has no tangent (as in PyTorch)
     rule_ctx = rule_context(ctx, tensors, result, tensor_namespace)
-    with outside_rules(), set_grad_enabled(dual_state.record_rules and is_grad_enabled()):
+    # IEEE values silently, as forwards and backward run (function.ieee_quiet, which imports this module): a rule's
+    # own scalar arithmetic (Var's 2 / (n - correction) with n = correction) gives inf, as PyTorch, not a warning
+    with outside_rules(), set_grad_enabled(dual_state.record_rules and is_grad_enabled()), np.errstate(all="ignore"):
         out = run_rule(fn, rule_ctx, tensors, result, tangents, kwargs)
     if out is None:
         return

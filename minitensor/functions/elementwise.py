@@ -188,7 +188,8 @@ def clamp(a, min=None, max=None):
         np.broadcast_shapes(*shapes)
     except ValueError:
         raise ValueError(f"clamp: shapes input {x.shape}, min/max {[t.shape for t in bs]} do not broadcast") from None
-    return ops.Clamp.apply(x, *bs, has_min=min is not None, has_max=max is not None)
+    all_numbers = not builtins.any(is_tensor_like(b) for b in bounds)  # PyTorch's clamp.Scalar: its own JVP
+    return ops.Clamp.apply(x, *bs, has_min=min is not None, has_max=max is not None, number_bounds=all_numbers)
 
 
 def maximum(a, b):

@@ -7,7 +7,8 @@ them back to each input's shape, so no formula deals with broadcasting. `ctx.nee
 lets a backward skip work for inputs that do not need a gradient (a mask, a constant). No backward
 writes into `g` or into a saved array.
 
-    elementwise.py   the arithmetic and elementwise primitives (Add, Exp, Where, Cast, ...)
+    elementwise.py   the arithmetic and elementwise primitives (Add, Exp, Relu, Cast, ...)
+    selection.py     the elementwise ones that select between inputs: Clamp, Maximum, Minimum, Where, MaskedFill
     matmul.py        MatMul
     reductions.py    Sum, Mean, Var, Std, the max/min family, LogSumExp, the norms (Norm, NormInf, PNorm, and
                      SVDVals with SingularVectors for the nuclear norm)
@@ -15,7 +16,6 @@ writes into `g` or into a saved array.
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, Dropout, AttentionWeights
     losses.py        the fused losses: CrossEntropy, CrossEntropyProbs, NLLLoss, BCEWithLogits
-    special.py       erf (array helpers for Erf and Gelu, no primitive)
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
 
 This package exports every Function subclass its modules define (PRIMITIVES, derived below), so a new
@@ -23,7 +23,7 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 """
 
 from ..autograd import Function, register_namespaces
-from . import elementwise, fused, indexing, losses, matmul, reductions, shape
+from . import elementwise, fused, indexing, losses, matmul, reductions, selection, shape
 from .namespace import ARRAYS, TENSORS
 
 
@@ -40,7 +40,7 @@ def defined_primitives(*modules) -> dict:
     }
 
 
-PRIMITIVES = defined_primitives(elementwise, matmul, reductions, shape, indexing, fused, losses)
+PRIMITIVES = defined_primitives(elementwise, selection, matmul, reductions, shape, indexing, fused, losses)
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

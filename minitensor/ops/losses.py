@@ -161,8 +161,9 @@ class CrossEntropy(Function):
         _constant_weight_tangent("cross_entropy", tw)
         if tx is None:
             return None
-        xp, w = ctx.xp, ctx.weight
-        x = ctx.saved_arrays[0]
+        xp = ctx.xp
+        x, w = (ctx.saved_arrays + (None,))[:2]
+        w = None if w is None else w.detach()  # a constant: no gradient of this tangent reaches the weight
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         q = _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype)  # (R, C)
         d_logits = xp.exp(logp) - q if w is None else ctx.s * xp.exp(logp) - w * q  # dx's rows for g_n = 1

@@ -28,7 +28,6 @@ from .elementwise import (
     Sigmoid,
     Sin,
     Sqrt,
-    Where,
     erf,
     log_sigmoid,
     stable_sigmoid,
@@ -37,6 +36,7 @@ from .fused import LogSoftmax, log_softmax
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum
 from .rowwise import mean_, sum_
+from .selection import Where
 from .shape import Expand, Permute, Reshape, Transpose, Tril, Triu
 
 

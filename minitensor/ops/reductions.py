@@ -161,7 +161,8 @@ def _in_float64(a: np.ndarray) -> np.ndarray:
 
 
 class Var(Function):
-    """out = sum((a - mean)^2) / (n - correction);  da = g * 2 (a - mean) / (n - correction)"""
+    """out = sum((a - mean)^2) / (n - correction);  da = g * 2 (a - mean) / (n - correction);
+    ẏ = 2 sum((a - mean) ȧ) / (n - correction)"""
 
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
@@ -176,10 +177,18 @@ class Var(Function):
         g, centered = in_opmath(ctx.xp, g), in_opmath(ctx.xp, centered)  # float16 in float32 (see in_opmath)
         return (to_dtype(ctx.xp, g * centered * float(2 / ctx.denom), a.dtype),)
 
+    @staticmethod
+    def jvp(ctx, ta):
+        (a,) = ctx.saved_arrays
+        centered = in_opmath(ctx.xp, ctx.intermediate(ctx.centered, _centered, a, ctx.dim))
+        dots = ctx.xp.sum(centered * in_opmath(ctx.xp, ta), axis=ctx.dim, keepdims=ctx.keepdim)
+        return to_dtype(ctx.xp, dots * float(2 / ctx.denom), a.dtype)
+
 
 class Std(Function):
     """out = sqrt(var);  da = g * (a - mean) / ((n - correction) out), and 0 where out == 0
-    (PyTorch's value on a constant line, where the formula would be 0/0)"""
+    (PyTorch's value on a constant line, where the formula would be 0/0);
+    ẏ = sum((a - mean) ȧ) / ((n - correction) out), and 0 where out == 0 (PyTorch's too)"""
 
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
@@ -197,11 +206,21 @@ class Std(Function):
         g_over_out, centered = in_opmath(ctx.xp, g_over_out), in_opmath(ctx.xp, centered)  # float16 in float32
         return (to_dtype(ctx.xp, g_over_out * centered * float(1 / ctx.denom), a.dtype),)
 
+    @staticmethod
+    def jvp(ctx, ta):
+        a, out = ctx.saved_arrays
+        centered = in_opmath(ctx.xp, ctx.intermediate(ctx.centered, _centered, a, ctx.dim))
+        dots = ctx.xp.sum(centered * in_opmath(ctx.xp, ta), axis=ctx.dim, keepdims=ctx.keepdim)
+        dots = to_dtype(ctx.xp, dots * float(1 / ctx.denom), a.dtype)
+        return ctx.xp.where(out == 0, 0, dots / out)
+
 
 class MaxMin(Function):
     """out = max (or min) of a over one dim;  da = g at the selected index (the first one), 0 elsewhere.
     Over all elements (dim=None): g is shared evenly between tied maxima (as in PyTorch's max()), and
-    between the NaNs when the result is NaN."""
+    between the NaNs when the result is NaN.
+    ẏ = ȧ at the selected index; over all elements the mean of ȧ over the tied maxima (PyTorch's
+    evenly_read_jvp, which gives NaN for a NaN result: no element equals it)."""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
@@ -209,7 +228,7 @@ class MaxMin(Function):
         if dim is None:
             out = np.asarray(a.max() if mode == "max" else a.min())
             ctx.chosen = np.isnan(a) if np.isnan(out) else a == out
-            ctx.share = a.dtype.type(ctx.chosen.sum())
+            ctx.share, ctx.is_nan = a.dtype.type(ctx.chosen.sum()), bool(np.isnan(out))
             return out
         idx = np.expand_dims(np.argmax(a, axis=dim) if mode == "max" else np.argmin(a, axis=dim), dim)
         positions = np.arange(a.shape[dim]).reshape((-1,) + (1,) * (a.ndim - dim - 1))
@@ -222,11 +241,19 @@ class MaxMin(Function):
         g = expand_reduced(g, len(ctx.shape), None if ctx.dim is None else (ctx.dim,), ctx.keepdim)
         return (ctx.xp.where(ctx.chosen, g / g.dtype.type(ctx.share), 0),)
 
+    @staticmethod
+    def jvp(ctx, ta):
+        if ctx.dim is None:
+            share = math.nan if ctx.is_nan else ctx.share  # PyTorch's 0/0 for a NaN result
+            return ctx.xp.sum(ctx.xp.where(ctx.chosen, ta, 0)) / ta.dtype.type(share)
+        return ctx.xp.sum(ctx.xp.where(ctx.chosen, ta, 0), axis=ctx.dim, keepdims=ctx.keepdim)
+
 
 class AMaxMin(Function):
     """out = amax (or amin) over dim(s);  da = g / count * [a == out], g shared evenly between tied extrema.
     PyTorch's formula, multiplied: a NaN or inf g spreads NaN over its whole slice, and so does a NaN
-    extremum (no element equals it: count 0)."""
+    extremum (no element equals it: count 0).
+    ẏ = sum(ȧ [a == out]) / count, the mean of ȧ over the tied extrema (PyTorch's amaxamin_jvp; NaN for a NaN one)"""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
@@ -242,9 +269,14 @@ class AMaxMin(Function):
         g = expand_reduced(g, ctx.ties.ndim, ctx.dim, ctx.keepdim)
         return (g / ctx.count * ctx.ties,)
 
+    @staticmethod
+    def jvp(ctx, ta):
+        ties = ctx.xp.sum(ctx.xp.where(ctx.ties, ta, 0), axis=ctx.dim, keepdims=ctx.keepdim)
+        return ties / _drop_reduced(ctx.count, ctx.dim, ctx.keepdim)
+
 
 class LogSumExp(Function):
-    """out = m + log(sum(e^(a - m))), m = max a (finite);  da = g * e^(a - out)"""
+    """out = m + log(sum(e^(a - m))), m = max a (finite);  da = g * e^(a - out);  ẏ = sum(ȧ e^(a - out))"""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
@@ -264,10 +296,17 @@ class LogSumExp(Function):
         out = expand_reduced(out, a.ndim, ctx.dim, ctx.keepdim)
         return (g * ctx.xp.exp(a - out),)  # an all -inf line: NaN, as in PyTorch
 
+    @staticmethod
+    def jvp(ctx, ta):
+        a, out = ctx.saved_arrays
+        weights = ctx.xp.exp(a - expand_reduced(out, a.ndim, ctx.dim, ctx.keepdim))  # softmax(a) over dim
+        return ctx.xp.sum(ta * weights, axis=ctx.dim, keepdims=ctx.keepdim)
+
 
 class Norm(Function):
     """out = sqrt(sum a^2) over dim (the 2-norm);  da = g * a / out, and 0 where out == 0
-    (PyTorch's subgradient at the origin, where the formula would be 0/0)"""
+    (PyTorch's subgradient at the origin, where the formula would be 0/0);
+    ẏ = sum(a ȧ) / out, and 0 where out == 0 (PyTorch's too)"""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
@@ -294,12 +333,18 @@ class Norm(Function):
         # makes the second derivative at the origin NaN (it does not exist: (I - u u^T) / out is unbounded)
         return (g * ctx.xp.where(out == 0, 0, a / out),)
 
+    @staticmethod
+    def jvp(ctx, ta):
+        a, out = ctx.saved_arrays
+        return ctx.xp.where(out == 0, 0, ctx.xp.sum(a * ta, axis=ctx.dim, keepdims=ctx.keepdim) / out)
+
 
 class NormInf(Function):
     """out = max |a| (mode 'max', p = inf) or min |a| (mode 'min', p = -inf) over dim;
     da = g * sign(a) * [|a| == out or NaN] / count, as PyTorch: g is shared evenly between tied extrema, and a NaN
     entry counts as one (its sign, and so its gradient, is 0), so a NaN norm sends 0 to every entry, where the
-    composite amax(|a|) would spread NaN over the slice."""
+    composite amax(|a|) would spread NaN over the slice.
+    ẏ = sum(sign(a) ȧ [|a| == out or NaN]) / count, PyTorch's: the mean of the tied extrema's sign(a) ȧ"""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
@@ -318,6 +363,12 @@ class NormInf(Function):
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
         return (ctx.xp.sign(a) * (g / ctx.count * ctx.chosen),)
 
+    @staticmethod
+    def jvp(ctx, ta):
+        (a,) = ctx.saved_arrays
+        chosen = ctx.xp.sum(ctx.xp.where(ctx.chosen, ctx.xp.sign(a) * ta, 0), axis=ctx.dim, keepdims=ctx.keepdim)
+        return chosen / _drop_reduced(ctx.count, ctx.dim, ctx.keepdim)
+
 
 def magnitude(xp, a):
     """|a| on arrays or, differentiably, Tensors (sign(a) * a: the sign is a constant, as abs's gradient)."""
@@ -330,7 +381,8 @@ class PNorm(Function):
     da = g * sgn(a) |a|^(p-1) / out^(p-1) in its three forms, which fix the value at a zero entry and at out = 0:
       p < 1:      sgn(a) |a|^(p-1) (0 where a == 0) * g * out^(1-p)
       1 < p < 2:  sgn(a) |a|^(p-1) * g / out^(p-1) (0 where out == 0)
-      p >= 2:     a |a|^(p-2) * g / out^(p-1) (0 where out == 0)"""
+      p >= 2:     a |a|^(p-2) * g / out^(p-1) (0 where out == 0)
+    Forward mode, the same three forms: ẏ = sum(sgn(a) |a|^(p-1) ȧ) / out^(p-1), and 0 for p = 0 (a count)."""
 
     @staticmethod
     def forward(ctx, a, p, dim=None, keepdim=False):
@@ -364,6 +416,26 @@ class PNorm(Function):
         else:
             da = x * size ** (p - 2) * xp.where(out == 0, 0, g / out ** (p - 1))
         return (to_dtype(xp, da, a.dtype),)
+
+    @staticmethod
+    def jvp(ctx, ta):
+        p, xp = ctx.p, ctx.xp
+        a, out = ctx.saved_arrays
+        if p == 0:  # a count: piecewise constant (PyTorch's tangent: zeros)
+            return xp.zeros_like(out)
+        out, x, ta = in_opmath(xp, out), in_opmath(xp, a), in_opmath(xp, ta)  # float16 in float32 (see in_opmath)
+        size = magnitude(xp, x)
+
+        def summed(t):
+            return xp.sum(t, axis=ctx.dim, keepdims=ctx.keepdim)
+
+        if p < 1:
+            dy = summed(xp.where(x == 0, 0, xp.sign(x) * size ** (p - 1)) * ta) * out ** (1 - p)
+        elif p < 2:
+            dy = xp.where(out == 0, 0, summed(xp.sign(x) * size ** (p - 1) * ta) / out ** (p - 1))
+        else:
+            dy = xp.where(out == 0, 0, summed(x * size ** (p - 2) * ta) / out ** (p - 1))
+        return to_dtype(xp, dy, a.dtype)
 
 
 def svd(a: np.ndarray):
@@ -408,6 +480,36 @@ def svd_backward(xp, u, s, v, gs=None, gu=None, gv=None):
     return da
 
 
+def svd_jvp(xp, u, s, v, ta, which):
+    """The tangent of s, U or V (which: 'S', 'U', 'V') of a = U diag(s) V^T along ȧ (PyTorch's linalg_svd_jvp, for
+    real matrices, thin, k = min(m, n)). With dP = U^T ȧ V and dP0 its off-diagonal part:
+      ṡ = diag(dP)
+      U̇ = U ((dP0 S + S dP0^T) / E) + (I - U U^T) ȧ V S^-1      (the second term when m > k)
+      V̇ = V ((S dP0 + dP0^T S) / E) + (I - V V^T) ȧ^T U S^-1    (the second term when n > k)
+    E_ij = s_j^2 - s_i^2 as in svd_backward (1 on the diagonal, where the numerators are 0): tied singular values
+    divide by 0, as PyTorch's."""
+    ut = xp.swapaxes(u, -1, -2)
+    if which == "S":  # diag(U^T ȧ V), without forming the k x k product
+        return xp.sum(u * (ta @ v), axis=-2)
+    k = s.shape[-1]
+    s2, off = s * s, 1 - np.eye(k, dtype=s.dtype)
+    e = _row(s2) - _col(s2) + np.eye(k, dtype=s.dtype)
+    dp0 = (ut @ ta @ v) * off
+    if which == "U":
+        x = dp0 * _row(s)
+        du = u @ ((x + xp.swapaxes(x, -1, -2)) / e)
+        if u.shape[-2] > k:
+            av = ta @ v
+            du = du + (av - u @ (ut @ av)) / _row(s)
+        return du
+    x = xp.swapaxes(dp0, -1, -2) * _row(s)
+    dv = v @ ((x + xp.swapaxes(x, -1, -2)) / e)
+    if v.shape[-2] > k:
+        atu = xp.swapaxes(ta, -1, -2) @ u
+        dv = dv + (atu - v @ (xp.swapaxes(v, -1, -2) @ atu)) / _row(s)
+    return dv
+
+
 def _svd_factors(ctx, a):
     """u, s, v of a for a backward: the forward's arrays, or, under create_graph, the three nodes below applied to
     the saved Tensor a (recomputed, so that their own backwards differentiate them), in a's opmath dtype."""
@@ -426,7 +528,8 @@ class SVDVals(Function):
         second derivative divides by s_j^2 - s_i^2 = 0 and is NaN, as PyTorch's;
       - a zero singular value (rank-deficient a): U V^T is a subgradient that depends on LAPACK's choice of the
         singular vectors for it, NumPy's here and PyTorch's own there (both gesdd: equal on the cases tried); a
-        square a keeps a finite second derivative (equal to PyTorch's), a non-square one divides by s = 0."""
+        square a keeps a finite second derivative (equal to PyTorch's), a non-square one divides by s = 0.
+    ṡ = diag(U^T ȧ V) (svd_jvp)."""
 
     @staticmethod
     def forward(ctx, a):
@@ -441,11 +544,18 @@ class SVDVals(Function):
         u, s, v = _svd_factors(ctx, a)
         return (to_dtype(ctx.xp, svd_backward(ctx.xp, u, s, v, gs=in_opmath(ctx.xp, g)), a.dtype),)
 
+    @staticmethod
+    def jvp(ctx, ta):
+        (a,) = ctx.saved_arrays
+        u, s, v = _svd_factors(ctx, a)
+        return to_dtype(ctx.xp, svd_jvp(ctx.xp, u, s, v, in_opmath(ctx.xp, ta), "S"), a.dtype)
+
 
 class SingularVectors(Function):
     """out = U (which='U', (..., m, k)) or V (which='V', (..., n, k)) of a = U diag(s) V^T (NumPy's thin SVD);
     da = svd_backward's gu or gv term. Their signs are LAPACK's choice, so only a result that does not depend on
-    them (the nuclear norm's second derivative, U V^T) is meaningful: these are that derivative's nodes."""
+    them (the nuclear norm's second derivative, U V^T) is meaningful: these are that derivative's nodes.
+    U̇ and V̇: svd_jvp."""
 
     @staticmethod
     def forward(ctx, a, which):
@@ -462,3 +572,9 @@ class SingularVectors(Function):
         g = in_opmath(ctx.xp, g)
         da = svd_backward(ctx.xp, u, s, v, gu=g) if ctx.which == "U" else svd_backward(ctx.xp, u, s, v, gv=g)
         return (to_dtype(ctx.xp, da, a.dtype),)
+
+    @staticmethod
+    def jvp(ctx, ta):
+        (a,) = ctx.saved_arrays
+        u, s, v = _svd_factors(ctx, a)
+        return to_dtype(ctx.xp, svd_jvp(ctx.xp, u, s, v, in_opmath(ctx.xp, ta), ctx.which), a.dtype)
