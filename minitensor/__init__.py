@@ -16,7 +16,15 @@ testing.py (tolerances), layout.py (memory formats).
 
 from . import autograd, func, functions, nn, ops, optim, profiler, random, utils, viz
 from .allocator import reuse_freed_memory
-from .autograd import Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd import (
+    Function,
+    enable_grad,
+    is_anomaly_check_nan_enabled,  # torch.is_anomaly_check_nan_enabled, as torch's
+    is_anomaly_enabled,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .autograd import forward_ad as _forward_ad  # noqa: F401 (loads mt.autograd.forward_ad, as functional below)
 from .autograd import functional as _functional  # noqa: F401 (loads mt.autograd.functional: autograd/__init__.py)
 from .creation import (
@@ -75,6 +83,8 @@ __all__ = [
     "reuse_freed_memory",
     "Function",
     "enable_grad",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
     "is_grad_enabled",
     "no_grad",
     "set_grad_enabled",

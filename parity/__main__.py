@@ -1,11 +1,14 @@
-"""The command line: `python -m parity {report, summary, ddp}`.
+"""The command line: `python -m parity {report, summary, gradcheck, ddp}`.
 
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
-              attention weights, loss, every gradient, a Hessian-vector product, parameters after
-              N optimizer steps.
+              attention weights, loss, every gradient, a Hessian-vector product, forward mode (J v and
+              H v by forward over reverse, against torch's forward AD), parameters after N optimizer steps.
               Prints the table, writes JSON and Markdown to --out, exits 1 when a check fails.
     summary   the same checks, one line per group (embeddings, encoder, decoder, logits, loss,
-              grads, hvp, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
+              grads, hvp, forward-mode, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
+    gradcheck the whole Transformer's backward and forward mode against finite differences in float64,
+              every parameter at once in one random direction; on a failure, names the first primitive
+              whose rule disagrees (parity/gradcheck.py). Exits 1 when it fails.
     ddp       minitensor's DistributedDataParallel against torch's DDP (gloo) on N ranks, float64: each
               rank's logits, the loss, the averaged gradients, the parameters after each Adam step
               (`mpiexec -n 2 python -m parity ddp`, or `python -m parity ddp --nproc 2`; parity/ddp.py).
@@ -28,7 +31,7 @@ from transformer_np.cliutil import SEED_MAX, integer, interrupted, number
 from transformer_np.config import PRESETS
 from transformer_np.parallel import launched_world_size, shard_rows
 
-from . import ddp, render
+from . import ddp, gradcheck, render
 from .report import DEVICES, DTYPES, TRAJECTORIES, DeviceError, ReportConfig, run_report, run_summary
 
 
@@ -90,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m parity", description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,ddp}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,gradcheck,ddp}")
     presets = sorted(PRESETS)
 
     p = sub.add_parser(
@@ -179,7 +182,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="launch N ranks under mpiexec; 1: run as started (default: %(default)s)",
     )
     p.add_argument("--out", default=None, help="directory for ddp_<N>ranks.json (default: none written)")
+
+    p = sub.add_parser(
+        "gradcheck",
+        formatter_class=_HelpFormatter,
+        help="the whole model's backward and forward mode against finite differences (float64)",
+        description="The training loss's derivative along one random direction of all parameters at once, by "
+        "reverse mode, by forward mode and by finite differences, in float64 (gradcheck's fast mode on the "
+        "whole Transformer); on a failure, the first primitive whose rule disagrees is named.",
+    )
+    p.add_argument("--config", default="copy-reverse", choices=presets, help="the preset (default: %(default)s)")
+    p.add_argument(
+        "--mode",
+        default="both",
+        choices=("both", *gradcheck.MODES),
+        help="which derivative to check: reverse (backward), forward (forward mode) or both (default: %(default)s)",
+    )
+    p.add_argument(
+        "--batch-size",
+        type=integer(1),
+        default=None,
+        help="sentences per batch (default: the preset's reference batch)",
+    )
+    p.add_argument(
+        "--seed",
+        type=integer(0, SEED_MAX),
+        default=0,
+        help="seed of the weights, the batch and the direction, 0 to 2**64-1 (default: %(default)s)",
+    )
     return parser
+
+
+def cmd_gradcheck(args) -> int:
+    loss_of, params, what = gradcheck.transformer_loss(args.config, seed=args.seed, batch_size=args.batch_size)
+    modes = gradcheck.MODES if args.mode == "both" else (args.mode,)
+    try:
+        result = gradcheck.check_model(loss_of, params, seed=args.seed, modes=modes)
+    except NotImplementedError as e:  # a primitive without a forward-mode rule: the check cannot run
+        print(f"python -m parity gradcheck: cannot check: {e}", file=sys.stderr)
+        return 1
+    print(gradcheck.render(result, what, args.seed))
+    return 0 if result.passed else 1
 
 
 def _report_config(args) -> ReportConfig:
@@ -256,7 +299,7 @@ def main(argv=None) -> int:
     try:
         if args.command == "ddp":
             return cmd_ddp(args, argv)
-        return {"report": cmd_report, "summary": cmd_summary}[args.command](args)
+        return {"report": cmd_report, "summary": cmd_summary, "gradcheck": cmd_gradcheck}[args.command](args)
     except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130; no report was written
         return interrupted(f"python -m parity {args.command}")
     except (ValueError, TypeError, DeviceError, FileNotFoundError) as e:

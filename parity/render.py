@@ -72,6 +72,8 @@ legend
   kinds  forward: a submodule's output; attn: its attention weights; loss: the training loss
          grad: an output's gradient; param.grad: a parameter's gradient; param: a parameter after the steps
          hvp: the loss's Hessian times a random direction v (the same v on both sides), by double backward
+         jvp: the loss's derivative along a random direction v by forward mode (forward_ad), eval mode
+         fwd-hvp: H v by forward over reverse (the gradient's tangent in a dual level) on both sides, eval mode
          step: a later optimizer step's loss, worst parameter gradient, key-bias gradients, gradient norm
   rules  rel: value = max rel = max|ours - torch| / max(|torch|, {floor:g} * max|torch|) <= limit
          zero: exact value 0; the largest |entry| of either side <= n*eps*sum|terms|, the round-off of its sum

@@ -12,6 +12,8 @@ weights are copied to parity/model.py by name), feeds both the same padded batch
 - curvature: the Hessian-vector product H v of the training loss in a seeded random direction v
   (the same arrays on both sides), by double backward (transformer_np/hessian.py): the whole
   vector, v . H v and each parameter's block;
+- forward mode: the loss's directional derivative J v and the Hessian-vector product by forward over
+  reverse, against torch.autograd.forward_ad (parity/forward.py);
 - training: N optimizer steps on fresh batches (Adam betas 0.9/0.98 eps 1e-9, the warmup
   schedule as WarmupInverseSqrt on minitensor and LambdaLR on torch, clip_grad_norm_ 1.0), each
   step's loss, parameter gradients and total gradient norm, then every parameter after the last
@@ -40,6 +42,7 @@ from transformer_np.model import Transformer as NpTransformer
 from transformer_np.training import load_checkpoint
 
 from .convert import load_arrays, np_to_torch, state_arrays
+from .forward import compare_forward_mode
 from .hooks import (
     Capture,
     CheckpointReplay,
@@ -522,8 +525,11 @@ def run_report(rc: ReportConfig) -> Report:
     compare_forward_backward(report, npside, ptside, src, tgt, masks, dtype)
     if cfg.attention == "dense":
         compare_hvp(report, npside, ptside, src, tgt, masks, dtype, rc.seed)
-    else:  # the tiled kernel refuses create_graph (first order only): no Hessian-vector product to compare
+        compare_forward_mode(report, np_model, pt_model, src, tgt, train.label_smoothing, dtype, rc.seed)
+    else:  # the tiled kernel refuses create_graph (first order only): no Hessian-vector product to compare, by
+        # double backward or by forward over reverse
         report.meta["hvp"] = "skipped: tiled attention is differentiable once only"
+        report.meta["forward-mode"] = "skipped: tiled attention is differentiable once only"
     bound = compare_steps(report, npside, ptside, batches, masks, rc.steps, trajectory, dtype)
     if rc.steps > 0:
         compare_after_steps(report, np_model, pt_model, init, bound, rc.steps, trajectory, dtype)

@@ -23,14 +23,14 @@ import numpy as np
 
 from minitensor.testing import error_stats
 
-GROUPS = ("embeddings", "encoder", "decoder", "logits", "loss", "grads", "hvp", "after-steps")
+GROUPS = ("embeddings", "encoder", "decoder", "logits", "loss", "grads", "hvp", "forward-mode", "after-steps")
 RULES = ("rel", "zero", "drift")
 
 
 @dataclass
 class Row:
     group: str  # one of GROUPS
-    kind: str  # 'forward', 'attn', 'loss', 'grad', 'param.grad', 'hvp', 'step', 'param'
+    kind: str  # 'forward', 'attn', 'loss', 'grad', 'param.grad', 'hvp', 'jvp', 'fwd-hvp', 'step', 'param'
     name: str  # module path or parameter name
     shape: tuple
     max_abs: float  # the plain comparison of the two sides, whatever the rule

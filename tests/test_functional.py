@@ -365,3 +365,27 @@ def test_functional_call_restores_the_modules_parameters(tiny):
     with pytest.raises(KeyError, match="no parameter or buffer 'decoder.nope'"):
         functional_call(model, {"decoder.nope": mt.zeros(1)}, ())
     assert {n: p for n, p in model.named_parameters()} == before
+
+
+def test_functional_call_replaces_a_tied_parameter_everywhere_as_torch_tie_weights():
+    """A weight shared by two modules is one entry of named_parameters; replacing it replaces both uses (torch's
+    functional_call with tie_weights=True), so the output, and any derivative through it, sees the new tensor."""
+    emb = mt.nn.Embedding(5, 3)
+    out = mt.nn.Linear(3, 5, bias=False)
+    out.weight = emb.weight  # tied
+    model = mt.nn.ModuleDict({"emb": emb, "out": out})
+    assert [n for n, _ in model.named_parameters()] == ["emb.weight"]
+    new = mt.tensor(np.arange(15.0).reshape(5, 3))
+
+    class Both(mt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = model
+
+        def forward(self, ids):
+            return self.m["out"](self.m["emb"](ids))
+
+    both, ids = Both(), mt.tensor(np.array([0, 3]))
+    got = functional_call(both, {"m.emb.weight": new}, (ids,)).numpy()
+    assert_close(got, new.numpy()[[0, 3]] @ new.numpy().T, 0.0, "both uses of the tied weight replaced")
+    assert out.weight is emb.weight and emb.weight is not new  # restored, still tied

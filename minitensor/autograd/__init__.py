@@ -11,6 +11,7 @@
     functional.py          mt.autograd.functional: vjp, jvp, jacobian, hessian, hvp, vhp (torch's)
     tangents.py            forward mode in the engine: the open dual level, tangents, running an op's JVP rule
     forward_ad.py          mt.autograd.forward_ad: dual_level, make_dual, unpack_dual (torch's)
+    anomaly_mode.py        detect_anomaly, set_detect_anomaly: a NaN gradient names its op and forward call
 
 Imports point one way: grad_mode <- function <- engine <- finite_differences, and tensor.py -> ops/
 -> this package. functional.py builds on Tensors (it creates and stacks them), so it sits above
@@ -21,6 +22,7 @@ minitensor/__init__.py does, which makes `mt.autograd.functional` and
 """
 
 from . import graph
+from .anomaly_mode import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad, root_gradient, run_backward, tangent_grad, topological_order
 from .finite_differences import GradcheckError, gradcheck, gradgradcheck
 from .function import (
@@ -48,18 +50,22 @@ __all__ = [
     "OpCalls",
     "VersionCounter",
     "backward",
+    "detect_anomaly",
     "enable_grad",
     "grad",
     "graph",
     "gradcheck",
     "gradgradcheck",
     "ieee_quiet",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
     "is_grad_enabled",
     "is_tensor_like",
     "no_grad",
     "register_namespaces",
     "root_gradient",
     "run_backward",
+    "set_detect_anomaly",
     "set_grad_enabled",
     "set_op_calls",
     "tangent_grad",

@@ -40,6 +40,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .anomaly_mode import anomaly as _anomaly  # and `_anomaly.enabled`: whether anomaly mode is on
+from .anomaly_mode import check_gradients, forward_trace, note_forward_call
 from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
 from .saved import HOOK_STACKS, pack_node, unpack_node
 from .tangents import dual_state as _dual  # and `_dual.level`: whether forward mode is on (tangents.py)
@@ -212,10 +214,28 @@ class Node:
                     f"{counter.value}; expected version {version} instead. Change it before the forward "
                     f"that uses it, or give that forward a .clone()"
                 )
+        if _anomaly.enabled:  # anomaly mode (anomaly_mode.py): a NaN or an error names the forward's call
+            return self._backward_checked(g, ctx, saved, create_graph)
         if create_graph:
             ctx = self._tensor_context(ctx, saved)
         grads = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).backward(self.fn, ctx, g)
         return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
+
+    def _backward_checked(self, g, ctx, saved, create_graph: bool) -> list:
+        """backward under anomaly mode: the same gradients, checked for NaN, and any error raised on the way
+        given the traceback of the forward call that recorded this node."""
+        trace = getattr(ctx, "forward_trace", None)
+        try:
+            if create_graph:
+                ctx = self._tensor_context(ctx, saved)
+            grads = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).backward(self.fn, ctx, g)
+            out = self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
+        except Exception as error:
+            note_forward_call(error, self.name(), trace)
+            raise
+        if _anomaly.check_nan:
+            check_gradients(self.name(), out, self.inputs, trace)
+        return out
 
     def _tensor_context(self, plain: Context | None = None, node_saved: tuple | None = None) -> Context:
         """A copy of ctx for a backward on Tensors: the Tensor namespace, and each saved input or output
@@ -358,6 +378,8 @@ class Function:
                 result.requires_grad = True
                 inputs = tuple((t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs))
                 result.grad_fn = cls._node_class(ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
+                if _anomaly.enabled:  # where this forward was called, for an error in its backward
+                    ctx.forward_trace = forward_trace()
         if _dual.level is not None and not _dual.in_rule:  # forward mode: the output's tangent, by the op's JVP
             propagate(cls, ctx, tensors, result, kwargs, _TENSORS)
         if HOOK_STACKS and result.grad_fn is not None:  # saved-tensor hooks are on in some thread: hand them

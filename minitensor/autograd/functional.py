@@ -528,6 +528,14 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 def _parameters_replaced(module, parameters: dict):
     """Inside the block, module's parameters (and buffers) named in `parameters` are those tensors; restored after."""
     owners = dict(module.named_modules())
+    # As torch's tie_weights=True: a tensor registered in two places (a tied embedding and output projection)
+    # is listed once by named_parameters and replaced in every place that holds it.
+    places = {}  # id(tensor) -> [(store, leaf)], every parameter and buffer slot of every submodule
+    for m in owners.values():
+        for store in (m._parameters, m._buffers):
+            for leaf, t in store.items():
+                if t is not None:
+                    places.setdefault(id(t), []).append((store, leaf))
     saved = []
     try:
         for name, tensor in parameters.items():
@@ -536,8 +544,9 @@ def _parameters_replaced(module, parameters: dict):
             store = None if owner is None else owner._parameters if leaf in owner._parameters else owner._buffers
             if store is None or leaf not in store:
                 raise KeyError(f"functional_call: {type(module).__name__} has no parameter or buffer {name!r}")
-            saved.append((store, leaf, store[leaf]))
-            store[leaf] = tensor
+            for place, key in places.get(id(store[leaf]), [(store, leaf)]):
+                saved.append((place, key, place[key]))
+                place[key] = tensor
         yield
     finally:
         for store, leaf, original in reversed(saved):

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .anomaly_mode import anomaly, check_tangent
 from .grad_mode import is_grad_enabled, set_grad_enabled
 
 
@@ -117,6 +118,8 @@ def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
             )
         with outside_rules():
             out = tensor_namespace.broadcast_to(out, result.shape)
+    if anomaly.enabled and anomaly.check_nan:  # anomaly mode: a NaN tangent names this op and its forward call
+        check_tangent(fn.__name__, out)
     set_tangent(result, out)
     # a backward on Tensors inside this level (forward over reverse) rebuilds the saved inputs and output
     # as new Tensors (Node._tensor_context): it gives them these tangents
