@@ -525,7 +525,11 @@ def run_report(rc: ReportConfig) -> Report:
     compare_forward_backward(report, npside, ptside, src, tgt, masks, dtype)
     if cfg.attention == "dense":
         compare_hvp(report, npside, ptside, src, tgt, masks, dtype, rc.seed)
-        compare_forward_mode(report, np_model, pt_model, src, tgt, train.label_smoothing, dtype, rc.seed)
+        if cfg.activation_checkpointing:  # torch 2.13's checkpoint refuses its own forward AD: the recompute saves
+            # the JVP formulas' tensors in another order, and its determinism check raises (CheckpointError)
+            report.meta["forward-mode"] = "skipped: torch.utils.checkpoint fails under torch's forward AD"
+        else:
+            compare_forward_mode(report, np_model, pt_model, src, tgt, train.label_smoothing, dtype, rc.seed)
     else:  # the tiled kernel refuses create_graph (first order only): no Hessian-vector product to compare, by
         # double backward or by forward over reverse
         report.meta["hvp"] = "skipped: tiled attention is differentiable once only"

@@ -1261,3 +1261,6 @@ assert len(_names) == len(set(_names)), "duplicate case names in the op table"
 # The second-order tables leave these cases out and check the refusal instead.
 FIRST_ORDER_ONLY_CASES = {"F.scaled_dot_product_attention", "F.scaled_dot_product_attention_mask_empty_row"}
 FIRST_ORDER_ONLY_PRIMITIVES = {"ScaledDotProductAttention", "_TiledTangent"}
+# Functions that are guards, not math: the tiled kernel's tangent as a node whose backward refuses (reverse over
+# forward through it), checked by tests/test_sdpa.py rather than by a case of the table.
+GUARD_FUNCTIONS = {"_TiledTangent"}

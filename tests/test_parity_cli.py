@@ -53,7 +53,8 @@ def test_report_command_passes_and_writes_json_and_markdown(tmp_path):
     assert data["passed"] is True
     assert data["meta"]["model"]["norm_first"] is True and data["meta"]["model"]["activation"] == "gelu"
     assert data["meta"]["model"]["dropout"] == 0.2
-    assert set(data["summary"]) == {"embeddings", "encoder", "decoder", "logits", "loss", "grads", "hvp", "after-steps"}
+    groups = {"embeddings", "encoder", "decoder", "logits", "loss", "grads", "hvp", "forward-mode", "after-steps"}
+    assert set(data["summary"]) == groups
     names = {r["name"] for r in data["rows"]}
     assert "generator.weight" in names and "loss" in names
     md = (tmp_path / "parity_copy_float32_cpu.md").read_text()
@@ -156,7 +157,7 @@ def test_summary_of_a_checkpoint(checkpoint_dir, capsys):
     code = main(["summary", "--checkpoint", checkpoint_dir, "--device", "cpu", "--steps", "2", "--batch-size", "4"])
     out = capsys.readouterr().out
     assert code == 0, out
-    for group in ("embeddings", "encoder", "decoder", "logits", "loss", "grads", "hvp", "after-steps"):
+    for group in ("embeddings", "encoder", "decoder", "logits", "loss", "grads", "hvp", "forward-mode", "after-steps"):
         assert group in out
     assert "PASS: all" in out and "after-steps" in out
 

@@ -382,8 +382,12 @@ class Function:
                     ctx.forward_trace = forward_trace()
         if _dual.level is not None and not _dual.in_rule:  # forward mode: the output's tangent, by the op's JVP
             propagate(cls, ctx, tensors, result, kwargs, _TENSORS)
-        if HOOK_STACKS and result.grad_fn is not None:  # saved-tensor hooks are on in some thread: hand them
-            pack_node(result.grad_fn, result)  # what the node keeps (after the JVP rule, which reads it)
+        # saved-tensor hooks are on in some thread: hand them what the node keeps (after the JVP rule, which reads
+        # it). Deviation from PyTorch, flagged: the nodes a forward-mode rule records keep their own arrays, unseen
+        # by the hooks: they belong to the tangent, which a checkpoint's recompute does not rebuild (the tangents a
+        # forward over reverse needs stay on the first run's contexts, ctx.saved_tangents)
+        if HOOK_STACKS and result.grad_fn is not None and not _dual.in_rule:
+            pack_node(result.grad_fn, result)
         return result
 
 
