@@ -110,12 +110,13 @@ class ReverseCall:
         return tree_unflatten([self.finish(x) for x in leaves], spec)
 
 
-def grad_and_value(func, argnums=0, has_aux: bool = False):
+def grad_and_value(func, argnums=0, has_aux: bool = False, *, _who: str = "grad_and_value"):
     """A function returning (gradient, value) of a scalar func; with has_aux, (gradient, (value, aux)).
-    The gradient is with respect to the argument(s) argnums, shaped as they are (a tuple for a tuple)."""
+    The gradient is with respect to the argument(s) argnums, shaped as they are (a tuple for a tuple).
+    (_who: the name errors give, grad's own when grad calls it.)"""
 
     def wrapper(*args, **kwargs):
-        call = ReverseCall(func, args, kwargs, argnums, has_aux, "grad_and_value(f)(*args)")
+        call = ReverseCall(func, args, kwargs, argnums, has_aux, f"{_who}(f)(*args)")
         check_scalar(call.output, call.who)
         ones = call.output.wrap(np.ones((), call.output.dtype))
         grads = call.pullback([call.output], [ones], retain_graph=False)
@@ -128,7 +129,7 @@ def grad_and_value(func, argnums=0, has_aux: bool = False):
 
 def grad(func, argnums=0, has_aux: bool = False):
     """A function returning the gradient of a scalar func with respect to argnums (with has_aux: (gradient, aux))."""
-    inner = grad_and_value(func, argnums, has_aux)
+    inner = grad_and_value(func, argnums, has_aux, _who="grad")
 
     def wrapper(*args, **kwargs):
         g, value = inner(*args, **kwargs)
