@@ -93,7 +93,10 @@ def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
     tangents = [tangent_of(t) for t in tensors]
     if all(t is None for t in tangents) or result.dtype.kind not in "fc":
         return  # no direction to follow, or an integer/bool output, which has no tangent (as in PyTorch)
-    rule_ctx = rule_context(ctx, tensors, result, tensor_namespace)
+    # each saved array's Tensor: an input or the output (None for an array the forward made), found once for the
+    # rule's context and for the tangents a forward over reverse gives the rebuilt saved tensors
+    owners = [next((t for t in (*tensors, result) if t.data is arr), None) for arr in ctx.saved_arrays]
+    rule_ctx = rule_context(ctx, owners, result, tensor_namespace)
     # IEEE values silently, as forwards and backward run (function.ieee_quiet, which imports this module): a rule's
     # own scalar arithmetic (Var's 2 / (n - correction) with n = correction) gives inf, as PyTorch, not a warning
     with outside_rules(), set_grad_enabled(dual_state.record_rules and is_grad_enabled()), np.errstate(all="ignore"):
@@ -105,13 +108,7 @@ def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
             f"forward-mode rule of {fn.__name__} returned a {out.dtype} tangent for a {result.dtype} output"
         )
     if out.shape != result.shape:
-        try:
-            np.broadcast_shapes(out.shape, result.shape)
-        except ValueError:
-            ok = False
-        else:
-            ok = np.broadcast_shapes(out.shape, result.shape) == result.shape
-        if not ok:
+        if not broadcasts_to(out.shape, result.shape):
             raise RuntimeError(
                 f"forward-mode rule of {fn.__name__} returned a tangent of shape {out.shape} for an output of "
                 f"shape {result.shape}"
@@ -123,19 +120,26 @@ def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
     set_tangent(result, out)
     # a backward on Tensors inside this level (forward over reverse) rebuilds the saved inputs and output
     # as new Tensors (Node._tensor_context): it gives them these tangents
-    ctx.saved_tangents = tuple(_saved_tangent(arr, tensors, result) for arr in ctx.saved_arrays)
+    ctx.saved_tangents = tuple(None if owner is None else tangent_of(owner) for owner in owners)
 
 
-def rule_context(ctx, tensors, result, tensor_namespace):
-    """A copy of the forward's ctx for a rule on Tensors: each saved input or output array as its Tensor,
-    an array the forward made as a constant Tensor (as Node._tensor_context does for a backward)."""
+def broadcasts_to(shape: tuple, target: tuple) -> bool:
+    """Whether an array of `shape` broadcasts to exactly `target`. (arguments.broadcasts_to answers the same for
+    operands, but arguments.py imports autograd/, so this module cannot import it.)"""
+    try:
+        return np.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
+def rule_context(ctx, owners, result, tensor_namespace):
+    """A copy of the forward's ctx for a rule on Tensors: each saved input or output array as its Tensor (owners,
+    per saved array), an array the forward made as a constant Tensor (as Node._tensor_context does for a backward)."""
     rule_ctx = copy.copy(ctx)
     rule_ctx.xp, rule_ctx.create_graph = tensor_namespace, True
-    saved = []
-    for arr in ctx.saved_arrays:
-        owner = next((t for t in (*tensors, result) if t.data is arr), None)
-        saved.append(owner if owner is not None else result.wrap(arr))
-    rule_ctx.saved_arrays = tuple(saved)
+    rule_ctx.saved_arrays = tuple(
+        owner if owner is not None else result.wrap(arr) for owner, arr in zip(owners, ctx.saved_arrays)
+    )
     return rule_ctx
 
 
@@ -172,8 +176,3 @@ def tangent_sum(*terms):
     for t in present[1:]:
         out = out + t
     return out
-
-
-def _saved_tangent(arr, tensors, result):
-    owner = next((t for t in (*tensors, result) if t.data is arr), None)
-    return None if owner is None else tangent_of(owner)
