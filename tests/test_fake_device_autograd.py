@@ -401,3 +401,75 @@ def test_checkpoint_recomputes_on_the_device():
         res.append((y, a.grad, m.grad))
     for what, h, d in zip(("output", "grad x", "grad w"), *res):
         assert_same(d, h, what)
+
+
+# ----------------------------------------------------------------------------- higher order through the fused ops
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm", "cross_entropy", "attention_weights"])
+def test_second_derivatives_of_the_fused_ops(op):
+    """grad(create_graph=True) runs each fused backward on device Tensors; that gradient is differentiated again
+    (random weights r on the output and v on the gradient, never all ones)."""
+    x, k, w, t = randn(3, 4), randn(5, 4), randn(4), np.array([1, 0, 3])
+    fns = {
+        "softmax": lambda a, kk, ww, tt: F.softmax(a, -1),
+        "log_softmax": lambda a, kk, ww, tt: F.log_softmax(a, 0),
+        "layer_norm": lambda a, kk, ww, tt: F.layer_norm(a, (4,), ww),
+        "cross_entropy": lambda a, kk, ww, tt: F.cross_entropy(a, tt, weight=(ww * ww).detach(), label_smoothing=0.1),
+        "attention_weights": lambda a, kk, ww, tt: F.attention_weights(a, kk),
+    }
+    r, v = randn(*fns[op](*both(x, k, w, t, requires_grad=False)[0]).shape), randn(*x.shape)
+    res = []
+    for make, (a, kk, ww, tt) in zip((on_host, on_device), both(x, k, w, t, requires_grad=(True, True, True, False))):
+        out = fns[op](a, kk, ww, tt)
+        (ga,) = mt.autograd.grad((out * make(r)).sum(), a, create_graph=True)
+        (gga,) = mt.autograd.grad((ga * make(v)).sum(), a)
+        res.append((out, ga, gga))
+    for what, h, d in zip(("output", "gradient", "second derivative"), *res):
+        assert_same(d, h, f"{op}: {what}")
+
+
+# ----------------------------------------------------------------------------- speed devices and host syncs
+
+
+def test_score_blocks_on_the_host_equal_one_pass_on_the_device(monkeypatch):
+    """AttentionWeights' speed devices (score blocks on the thread pool, the skipped empty-row product) run on the
+    host only; the device takes the plain formula in one pass. The two give the same bits."""
+    from minitensor.ops import fused
+
+    monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 16)  # several blocks on the host side
+    q, k = randn(2, 3, 6, 4, dtype=np.float32), randn(2, 3, 5, 4, dtype=np.float32)
+    keep = RNG.random((6, 5)) > 0.3
+    assert len(fused.score_blocks(np.empty((2, 3, 6, 5)))) > 1
+    backward_both(lambda a, b, m: F.attention_weights(a, b, m), q, k, keep, requires_grad=(True, True, False))
+
+
+def test_host_syncs_of_the_fused_ops_forward_and_backward(monkeypatch):
+    """None, but cross_entropy's and nll_loss's check that every target is in range: one sync per call."""
+    from minitensor.ops import attention
+
+    monkeypatch.setattr(attention, "BLOCK", 4)
+    x, q, k, v = (on_device(randn(*s, dtype=np.float32), True) for s in ((4, 6), (2, 5, 4), (2, 7, 4), (2, 7, 4)))
+    keep, t = on_device(RNG.random((5, 7)) > 0.5), on_device(np.array([0, 5, 2, 1]))
+    counts = {}
+    for name, fn in {
+        "softmax, log_softmax, layer_norm": lambda: (
+            F.softmax(x, -1) + F.log_softmax(x, 0) + F.layer_norm(x, (6,)) * F.dropout(x, 0.2)
+        ).sum(),
+        "attention_weights with a mask": lambda: F.attention_weights(q, k, keep).sum(),
+        "tiled sdpa, causal, dropout": lambda: (
+            F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=0.1).exp().sum()
+        ),
+        "cross_entropy": lambda: F.cross_entropy(x, t, label_smoothing=0.1),
+        "nll_loss": lambda: F.nll_loss(x, t, reduction="sum"),
+    }.items():
+        with fakecuda.count_syncs() as c:
+            fn().backward()
+        counts[name] = c.count
+    assert counts == {
+        "softmax, log_softmax, layer_norm": 0,
+        "attention_weights with a mask": 0,
+        "tiled sdpa, causal, dropout": 0,
+        "cross_entropy": 1,
+        "nll_loss": 1,
+    }

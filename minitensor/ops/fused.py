@@ -370,7 +370,8 @@ def in_score_blocks(fn, scores, *others):
     """fn(scores[block], *(a[block] for a in others)) for every block of score_blocks(scores) (a None in others
     passes through as None). Blocks hold whole rows and share nothing, so they run on the shared thread pool
     (minitensor/pool.py) when there are several and they are large. Each block's numbers are the same
-    whichever thread runs it. Measured: benchmarks/README.md."""
+    whichever thread runs it. Measured: benchmarks/README.md. A CPU speed device: on a device (CuPy, the fake)
+    fn runs once on the whole arrays, the same numbers (tests/test_fake_device_autograd.py)."""
 
     if not is_host(scores):  # a device array: one pass over the whole array (the blocks serve the CPU's cache)
         return fn(scores, *others)
