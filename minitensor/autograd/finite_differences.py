@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..devices import array_module, is_host
+from ..devices import array_module, to_host
 from .engine import grad
 from .grad_mode import enable_grad, no_grad
 from .tangents import DualLevel, dual_state, set_tangent, tangent_of
@@ -48,7 +48,7 @@ def on_device_of(like, arr: np.ndarray):
 
 def host_float64(arr) -> np.ndarray:
     """arr (a host or device array) as a float64 host array, for the comparisons; from a device, a host sync."""
-    return (np.asarray(arr) if is_host(arr) else arr.get()).astype(np.float64)
+    return to_host(arr).astype(np.float64)
 
 
 def gradcheck(

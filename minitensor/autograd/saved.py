@@ -22,21 +22,17 @@ import threading
 
 import numpy as np
 
-from ..fakecuda import FakeArray
+from ..devices import is_array
 
 # thread id -> [(pack_hook, unpack_hook), ...], innermost last. Only threads with hooks installed are listed,
 # so while none is, Function.apply pays for one test of an empty dict.
 HOOK_STACKS: dict = {}
 
-# What counts as a saved array: an ndarray, or the NumPy scalar a 0-d forward may return; on a device (CuPy, the
-# fake) its array type too (is_saved_array)
-ARRAYS = (np.ndarray, np.generic)
-
 
 def is_saved_array(value) -> bool:
-    """Whether a value a forward saved is an array (host or device), as opposed to a shape, a number or None.
-    The device types are named here until devices.is_array (G1, issue 24) lands; then that check replaces this one."""
-    return isinstance(value, ARRAYS) or type(value) is FakeArray or type(value).__module__.partition(".")[0] == "cupy"
+    """Whether a value a forward saved is an array, as opposed to a shape, a number or None: an array of any
+    device (devices.is_array), or the NumPy scalar a 0-d forward may return."""
+    return is_array(value) or isinstance(value, np.generic)
 
 
 def push_hooks(pack_hook, unpack_hook) -> None:
