@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function, tangent_sum
-from ..devices import array_module
+from ..devices import array_module, is_array
 from .elementwise import log_sigmoid
 
 
@@ -92,7 +92,23 @@ def _reduced_tangent(xp, per_row, reduction: str, scale, out_shape: tuple):
     if reduction == "none":
         return per_row.reshape(out_shape)
     total = xp.sum(per_row)
-    return total if reduction == "sum" else total * scale
+    return total if reduction == "sum" else _times_scale(total, scale)
+
+
+def _beside(like, arr):
+    """An array the forward made (q, s, w_t; None passes) as an operand beside `like`: itself beside an array; a
+    constant Tensor beside a Tensor (a backward on Tensors, a forward-mode rule), since a device array is not taken
+    as a number by the Tensor's operators, as a host array is."""
+    return like.wrap(arr) if arr is not None and hasattr(like, "version_counter") else arr  # (is_tensor_like)
+
+
+def _times_scale(v, scale):
+    """v * scale, the reduction's scale. On a device, 'mean' keeps 1 / denominator as a 0-d device array (reading
+    it would be a host sync): beside a Tensor (a backward on Tensors, a forward-mode rule) it is wrapped as a constant
+    Tensor, as a NumPy scalar is taken as a number."""
+    if hasattr(v, "version_counter") and is_array(scale):  # (is_tensor_like, inlined)
+        scale = v.wrap(scale)
+    return v * scale
 
 
 def _constant_weight_tangent(op: str, tw) -> None:
@@ -108,7 +124,7 @@ def _constant_weight_tangent(op: str, tw) -> None:
 
 def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
     """dL/dloss_row for each row: g itself (reduction 'none') or g times the reduction's scale."""
-    return g.reshape(-1) if reduction == "none" else g * scale
+    return g.reshape(-1) if reduction == "none" else _times_scale(g, scale)
 
 
 def _class_dim_removed(shape: tuple) -> tuple:
@@ -156,10 +172,10 @@ class CrossEntropy(Function):
             w = w.detach()
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
-        q = _index_q(ctx.tv, C, ctx.e, x.dtype)  # (R, C)
+        q, s = (_beside(logp, a) for a in (_index_q(ctx.tv, C, ctx.e, x.dtype), getattr(ctx, "s", None)))  # (R, C)
         g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
         # p = exp(logp), the softmax, written inline: NumPy then computes p - q in p's buffer, not in a third array
-        dx = (xp.exp(logp) - q) * g_rows if w is None else (ctx.s * xp.exp(logp) - w * q) * g_rows
+        dx = (xp.exp(logp) - q) * g_rows if w is None else (s * xp.exp(logp) - w * q) * g_rows
         return _unrows(xp, dx, x.shape), None, None  # target, weight: no gradient
 
     @staticmethod
@@ -171,8 +187,9 @@ class CrossEntropy(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         w = None if w is None else w.detach()  # a constant: no gradient of this tangent reaches the weight
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
-        q = _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype)  # (R, C)
-        d_logits = xp.exp(logp) - q if w is None else ctx.s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
+        q = _beside(logp, _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype))  # (R, C)
+        s = _beside(logp, getattr(ctx, "s", None))
+        d_logits = xp.exp(logp) - q if w is None else s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
         per_row = xp.where(ctx.valid, xp.sum(d_logits * _rows(xp, tx), axis=1), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
 
@@ -284,9 +301,11 @@ class NLLLoss(Function):
         xp = ctx.xp
         per_row = xp.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
         if ctx.w_t is not None:
-            per_row = per_row * ctx.w_t
+            per_row = per_row * _beside(per_row, ctx.w_t)
         rows = array_module(ctx.tv).arange(ctx.rows[0])  # on tv's device
-        grad = xp.index_put(ctx.rows, (rows, ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
+        # a plain write, not a scatter-add: each row n holds one target, so the pairs (n, t_n) are all distinct
+        # (nothing to accumulate, and on a device no occurrence passes to count: no host sync)
+        grad = xp.index_put(ctx.rows, (rows, ctx.tv), -xp.where(ctx.valid, per_row, 0), False)
         return _unrows(xp, grad, ctx.shape), None, None  # target, weight: no gradient
 
     @staticmethod
@@ -296,7 +315,7 @@ class NLLLoss(Function):
             return None
         xp = ctx.xp
         picked = -_rows(xp, tx)[array_module(ctx.tv).arange(ctx.rows[0]), ctx.tv]  # (R,)
-        per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * ctx.w_t, 0)
+        per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * _beside(picked, ctx.w_t), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(ctx.shape))
 
 
