@@ -305,7 +305,7 @@ class NLLLoss(Function):
         rows = array_module(ctx.tv).arange(ctx.rows[0])  # on tv's device
         # a plain write, not a scatter-add: each row n holds one target, so the pairs (n, t_n) are all distinct
         # (nothing to accumulate, and on a device no occurrence passes to count: no host sync)
-        grad = xp.index_put(ctx.rows, (rows, ctx.tv), -xp.where(ctx.valid, per_row, 0), False)
+        grad = xp.index_put(ctx.rows, (rows, ctx.tv), xp.where(ctx.valid, -per_row, 0), False)  # ignored rows: +0
         return _unrows(xp, grad, ctx.shape), None, None  # target, weight: no gradient
 
     @staticmethod
