@@ -473,3 +473,25 @@ def test_host_syncs_of_the_fused_ops_forward_and_backward(monkeypatch):
         "cross_entropy": 1,
         "nll_loss": 1,
     }
+
+
+# ----------------------------------------------------------------------------- across devices: .to("cuda")
+
+
+def test_backward_across_to_cuda_returns_each_gradient_to_its_leafs_device():
+    """A CPU leaf moved to the device by .to("cuda") (differentiable): the walk runs on the device and the CPU leaf
+    receives a host gradient, equal to the one-device run's."""
+    from minitensor import devices
+
+    previous = devices.use_fake_cuda(True)
+    try:
+        x, w = randn(3, 4), randn(4, 5)
+        a, m = on_host(x, True), on_host(w, True)
+        F.log_softmax(a.to("cuda") @ m.to("cuda"), -1).sum().backward()
+        a_ref, m_ref = on_host(x, True), on_host(w, True)
+        F.log_softmax(a_ref @ m_ref, -1).sum().backward()
+    finally:
+        devices.use_fake_cuda(previous)
+    for leaf, ref in ((a, a_ref), (m, m_ref)):
+        assert type(leaf.grad.data) is np.ndarray
+        assert np.array_equal(leaf.grad.data, ref.grad.data)
