@@ -169,6 +169,15 @@ def test_fused_softmax_family_and_layer_norm(dtype):
     backward_both(lambda a: F.softmax(a, 1), x, dtype=dtype)  # not the last axis: the plain max
     backward_both(lambda a: F.log_softmax(a, -1), x, dtype=dtype)
     backward_both(lambda a, ww, bb: F.layer_norm(a, (5,), ww, bb), x, w, b, dtype=dtype)
+    backward_both(lambda a, ww, bb: F.linear(a, ww, bb), x, randn(3, 5), randn(3), dtype=dtype)  # fused Linear
+
+
+def test_dropout_draws_on_the_host_and_copies_the_same_mask():
+    def dropped(a):
+        mt.manual_seed(11)  # one host stream: the same mask on both sides
+        return F.dropout(a, 0.4)
+
+    backward_both(dropped, randn(6, 7))
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -185,6 +194,7 @@ def test_losses(reduction):
         requires_grad=(True, False, False),
     )
     backward_both(lambda a, tt: F.nll_loss(F.log_softmax(a, 1), tt, **kw), x, t, requires_grad=(True, False))
+    backward_both(lambda a, tt, ww: F.nll_loss(a, tt, weight=ww, **kw), x, t, wt, requires_grad=(True, False, False))
     p = np.abs(randn(6, 4))
     backward_both(lambda a, pp: F.cross_entropy(a, pp / pp.sum(1, keepdim=True), **kw), x, p)
     backward_both(lambda a, tt: F.binary_cross_entropy_with_logits(a, tt, **kw), x, (p > 0.5).astype(np.float64))
@@ -304,17 +314,20 @@ def test_func_transforms():
 
 
 def test_autograd_functional():
-    x, w, v = randn(2, 3), randn(3, 3), randn(2, 3)
-    hs, ds = both_plain(x, w, v)
+    x, w, v, u = randn(2, 3), randn(3, 3), randn(2, 3), randn(6)
+    hs, ds = both_plain(x, w, v, u)
     res = []
-    for x_, w_, v_ in (hs, ds):
+    for x_, w_, v_, u_ in (hs, ds):
+        _, vj = AF.vjp(lambda a, w_=w_: f_vector(a, w_), x_, u_)
+        _, jv = AF.jvp(lambda a, w_=w_: f_vector(a, w_), x_, v_)
         jac = AF.jacobian(f_vector, (x_, w_))
         jac_fwd = AF.jacobian(lambda a, w_=w_: f_vector(a, w_), x_, strategy="forward-mode", vectorize=True)
         _, hv = AF.hvp(lambda a, w_=w_: f_scalar(a, w_), x_, v_)
         _, vh = AF.vhp(lambda a, w_=w_: f_scalar(a, w_), x_, v_)
         hess = AF.hessian(lambda a, w_=w_: f_scalar(a, w_), x_)
-        res.append((*jac, jac_fwd, hv, vh, hess))
-    for what, h, d in zip(("jacobian x", "jacobian w", "forward-mode jacobian", "hvp", "vhp", "hessian"), *res):
+        res.append((vj, jv, *jac, jac_fwd, hv, vh, hess))
+    names = ("vjp", "jvp", "jacobian x", "jacobian w", "forward-mode jacobian", "hvp", "vhp", "hessian")
+    for what, h, d in zip(names, *res):
         assert_same(d, h, what)
 
 
