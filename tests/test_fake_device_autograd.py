@@ -257,6 +257,9 @@ def test_forward_mode_of_the_fused_ops(dtype):
     jvp_both(lambda a: F.softmax(a, -1), (x,), (tx,))
     jvp_both(lambda a: F.log_softmax(a, 1), (x,), (tx,))
     jvp_both(lambda a, ww, bb: F.layer_norm(a, (5,), ww, bb), (x, w, b), (tx, tw, tb))
+    lw, lb, tlw, tlb = randn(3, 5, dtype=dtype), randn(3, dtype=dtype), randn(3, 5, dtype=dtype), randn(3, dtype=dtype)
+    jvp_both(lambda a, ww, bb: F.linear(a, ww, bb), (x, lw, lb), (tx, tlw, tlb))
+    jvp_both(lambda a: (mt.manual_seed(2), F.dropout(a, 0.3))[1], (x,), (tx,))
     q, k, tq, tk = (randn(2, n, 4, dtype=dtype) for n in (5, 6, 5, 6))
     jvp_both(lambda a, c: F.attention_weights(a, c), (q, k), (tq, tk))
 
@@ -266,14 +269,18 @@ def test_forward_mode_of_the_losses_and_the_tiled_attention(monkeypatch):
 
     monkeypatch.setattr(attention, "BLOCK", 4)
     x, tx, t = randn(6, 4), randn(6, 4), np.array([0, 3, 1, -100, 2, 3])
+    p, tp = RNG.random((6, 4)), randn(6, 4)
     res = []
     for make in (on_host, on_device):
         with fwAD.dual_level():
             dual = fwAD.make_dual(make(x), make(tx))
             ce = fwAD.unpack_dual(F.cross_entropy(dual, make(t), label_smoothing=0.2)).tangent
             nll = fwAD.unpack_dual(F.nll_loss(dual, make(t), reduction="sum")).tangent
-            res.append((ce, nll))
-    for what, h, d in zip(("cross_entropy", "nll_loss"), *res):
+            probs = fwAD.make_dual(make(p), make(tp))  # class probabilities, with a tangent of their own
+            ce_p = fwAD.unpack_dual(F.cross_entropy(dual, probs, label_smoothing=0.1)).tangent
+            bce = fwAD.unpack_dual(F.binary_cross_entropy_with_logits(dual, probs, reduction="none")).tangent
+            res.append((ce, nll, ce_p, bce))
+    for what, h, d in zip(("cross_entropy", "nll_loss", "cross_entropy, probabilities", "bce_with_logits"), *res):
         assert_same(d, h, what)
     q, k, v = randn(2, 9, 4), randn(2, 7, 4), randn(2, 7, 3)
     tq, tk, tv = randn(2, 9, 4), randn(2, 7, 4), randn(2, 7, 3)
@@ -337,7 +344,7 @@ def test_autograd_functional():
 def test_gradcheck_and_gradgradcheck_on_device_inputs():
     x, w = on_device(randn(2, 3), True), on_device(randn(3, 3), True)
     assert mt.autograd.gradcheck(f_vector, (x, w))
-    assert mt.autograd.gradcheck(f_vector, (x, w), fast_mode=True)
+    assert mt.autograd.gradcheck(f_vector, (x, w), fast_mode=True, check_forward_ad=True)
     assert mt.autograd.gradgradcheck(f_scalar, (x, w))
     bad = mt.autograd.gradcheck(lambda a: _WrongGrad.apply(a), (x,), raise_exception=False)
     assert bad is False, "gradcheck on device inputs must still catch a wrong backward"
