@@ -425,7 +425,10 @@ class Tensor(TensorMath, DeviceMethods):
         return self._write("normal_", Ellipsis, generator().normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
-        self._write("__setitem__", normalize_index(index, self.data)[0], value)
+        try:  # an index out of range, on any device: NumPy's IndexError, naming the op and the shape
+            self._write("__setitem__", normalize_index(index, self.data)[0], value)
+        except IndexError as e:
+            raise IndexError(f"__setitem__ on a tensor of shape {self.shape}: {e}") from None
 
     # ------------------------------------------------------------------ dtype and device
     def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=preserve_format):
