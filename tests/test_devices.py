@@ -12,7 +12,6 @@ import importlib.util
 
 import numpy as np
 import pytest
-import torch
 
 import minitensor as mt
 from minitensor import devices, fakecuda
