@@ -192,6 +192,9 @@ def test_in_place_writers_across_devices():
     x = mt.zeros(3)
     x.copy_(mt.ones(3, device="cuda"))
     assert x.device == "cpu" and x.numpy().tolist() == [1.0, 1.0, 1.0]
+    x.fill_(mt.tensor(4.0, device="cuda"))  # a 0-d value from any device, as torch's fill_
+    y.fill_(mt.tensor(3.0))
+    assert x.numpy().tolist() == [4.0] * 3 and devices.to_host(y.data).tolist() == [[3.0] * 3] * 2
 
 
 def test_new_factories_keep_the_device():
