@@ -293,6 +293,19 @@ def test_a_0d_cpu_tensor_that_requires_grad_gets_its_gradient_on_the_cpu():
     assert s.grad.item() == 0.5 * 1.0 + 1.0 * -2.0 + -1.0 * 3.0
 
 
+def test_same_device_is_a_type_comparison_on_the_common_path():
+    """Function.apply's check: arrays of one type give back the very tuple (no device lookup); a NumPy scalar
+    beside an array is the CPU twice, not a mix."""
+    x, y = mt.randn(3), mt.randn(3)
+    tensors, arrays = (x, y), [x.data, y.data]
+    assert devices.same_device(tensors, arrays, "Add") is tensors
+    s = mt.Tensor.wrap(np.float64(2.0))
+    assert devices.same_device((x, s), [x.data, s.data], "Mul") == (x, s)
+    d = mt.randn(3, device="cuda")
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0! \(the operands of Add"):
+        devices.same_device((x, d), [x.data, d.data], mt.ops.Add)
+
+
 def test_a_0d_device_tensor_beside_a_cpu_tensor_is_refused():
     with pytest.raises(RuntimeError, match="cpu and cuda:0"):
         mt.randn(3) + mt.tensor(1.0, device="cuda")
