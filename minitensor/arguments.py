@@ -270,17 +270,15 @@ def normalize_index(index, data=None):
         elif isinstance(it, list):
             it = np.asarray(it)
             if it.dtype.kind == "f":
-                raise IndexError("__getitem__: tensors used as indices must be integer or bool, got float list")
+                raise IndexError("tensors used as indices must be integer or bool, got a list of floats")
         if isinstance(it, np.ndarray) or devices.is_array(it):
             if it.dtype.kind not in "iub":
-                raise IndexError(f"__getitem__: tensors used as indices must be integer or bool, got {it.dtype}")
+                raise IndexError(f"tensors used as indices must be integer or bool, got {it.dtype}")
             advanced = True
             if data is not None and type(it) is not type(data):
                 it = index_beside(it, data)
         elif isinstance(it, (float, np.floating)):
-            raise IndexError(
-                f"__getitem__: index {it!r} is a float; indices must be integers, slices, None, ... or tensors"
-            )
+            raise IndexError(f"index {it!r} is a float; indices must be integers, slices, None, ... or tensors")
         out.append(it)
     if advanced and data is not None and not devices.is_host(data):
         check_device_bounds(out, data.shape)
