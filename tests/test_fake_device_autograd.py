@@ -16,9 +16,11 @@ import pytest
 
 import minitensor as mt
 import minitensor.nn.functional as F
-from minitensor import fakecuda
+from minitensor import devices, fakecuda
 from minitensor.autograd import forward_ad as fwAD
 from minitensor.autograd import functional as AF
+from minitensor.ops import attention, fused, rowwise
+from minitensor.utils.checkpoint import checkpoint, checkpoint_sequential
 
 RNG = np.random.default_rng(24)
 
@@ -28,13 +30,12 @@ def plain_row_sums(monkeypatch):
     """The CPU side sums rows by the plain formula too (rowwise.last_sum's einsum, a CPU speed device whose sums
     differ from np.sum's by round-off, off), so both sides run the same formula and must agree bitwise.
     tests/test_rowwise.py and tests/test_speed_devices.py hold the speed device to the plain formula."""
-    from minitensor.ops import rowwise
-
     monkeypatch.setattr(rowwise, "SUM_ROW", -1)
 
 
 def on_device(arr, requires_grad: bool = False):
-    """A Tensor on the fake device holding a copy of the host array `arr` (until G1's .to("cuda") lands)."""
+    """A Tensor on the fake device holding a copy of the host array `arr`: wrapped directly, so that no test here
+    depends on the switch that makes "cuda" the fake (.to("cuda") itself: tests/test_devices.py, and the last test)."""
     t = mt.Tensor.wrap(fakecuda.asarray(arr))
     return t.requires_grad_(True) if requires_grad else t
 
@@ -216,8 +217,6 @@ def test_attention_weights_with_a_mask_and_an_empty_row():
 
 @pytest.mark.parametrize("case", ["plain", "causal", "bool mask", "float mask", "dropout"])
 def test_tiled_sdpa_forward_and_backward(case, monkeypatch):
-    from minitensor.ops import attention
-
     monkeypatch.setattr(attention, "BLOCK", 4)  # several tiles per axis
     q, k, v = randn(2, 3, 9, 4), randn(2, 3, 7, 4), randn(2, 3, 7, 5)
     mask = {"bool mask": RNG.random((9, 7)) > 0.3, "float mask": randn(9, 7)}.get(case)
@@ -265,8 +264,6 @@ def test_forward_mode_of_the_fused_ops(dtype):
 
 
 def test_forward_mode_of_the_losses_and_the_tiled_attention(monkeypatch):
-    from minitensor.ops import attention
-
     monkeypatch.setattr(attention, "BLOCK", 4)
     x, tx, t = randn(6, 4), randn(6, 4), np.array([0, 3, 1, -100, 2, 3])
     p, tp = RNG.random((6, 4)), randn(6, 4)
@@ -404,8 +401,6 @@ def test_saved_tensor_hooks_see_device_tensors():
 
 
 def test_checkpoint_recomputes_on_the_device():
-    from minitensor.utils.checkpoint import checkpoint, checkpoint_sequential
-
     x, w = randn(4, 6), randn(6, 6)
     res = []
     for make in (on_host, on_device):
@@ -455,8 +450,6 @@ def test_second_derivatives_of_the_fused_ops(op):
 def test_score_blocks_on_the_host_equal_one_pass_on_the_device(monkeypatch):
     """AttentionWeights' speed devices (score blocks on the thread pool, the skipped empty-row product) run on the
     host only; the device takes the plain formula in one pass. The two give the same bits."""
-    from minitensor.ops import fused
-
     monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 16)  # several blocks on the host side
     q, k = randn(2, 3, 6, 4, dtype=np.float32), randn(2, 3, 5, 4, dtype=np.float32)
     keep = RNG.random((6, 5)) > 0.3
@@ -466,8 +459,6 @@ def test_score_blocks_on_the_host_equal_one_pass_on_the_device(monkeypatch):
 
 def test_host_syncs_of_the_fused_ops_forward_and_backward(monkeypatch):
     """None, but cross_entropy's and nll_loss's check that every target is in range: one sync per call."""
-    from minitensor.ops import attention
-
     monkeypatch.setattr(attention, "BLOCK", 4)
     x, q, k, v = (on_device(randn(*s, dtype=np.float32), True) for s in ((4, 6), (2, 5, 4), (2, 7, 4), (2, 7, 4)))
     keep, t = on_device(RNG.random((5, 7)) > 0.5), on_device(np.array([0, 5, 2, 1]))
@@ -501,8 +492,6 @@ def test_host_syncs_of_the_fused_ops_forward_and_backward(monkeypatch):
 def test_backward_across_to_cuda_returns_each_gradient_to_its_leafs_device():
     """A CPU leaf moved to the device by .to("cuda") (differentiable): the walk runs on the device and the CPU leaf
     receives a host gradient, equal to the one-device run's."""
-    from minitensor import devices
-
     previous = devices.use_fake_cuda(True)
     try:
         x, w = randn(3, 4), randn(4, 5)
