@@ -192,7 +192,8 @@ def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
     """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
     dtype = np.dtype(dtype)
     classes = array_module(tv).arange(C)  # on tv's device
-    return np.where(classes == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
+    # astype: NumPy keeps two float32 scalars float32; a device library's scalar promotion is not relied on
+    return np.where(classes == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C)).astype(dtype, copy=False)
 
 
 def _soft_q(xp, target, weight, e, C: int):
