@@ -8,13 +8,19 @@ minitensor/testing.py's tolerances. Every host read on the fake counts as a sync
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import types
+
 import numpy as np
 import pytest
 
 import minitensor as mt
 import minitensor.nn.functional as F
 from minitensor import fakecuda, nn
-from minitensor.testing import OP_RTOL, assert_close
+from minitensor.nn.parallel import run_ranks
+from minitensor.testing import OP_RTOL, PARITY_RTOL, assert_close
 
 
 def dev(a, requires_grad: bool = False) -> mt.Tensor:
@@ -216,3 +222,49 @@ def test_clip_grad_value_and_vectors_on_device():
     assert c.count == 0 and on_fake(vec)
     assert float(abs(params[0].grad.data).max()) <= 0.5
     np.testing.assert_array_equal(host(params[2]), 2 * host(vec)[-12:].reshape(3, 4))
+
+
+# ----------------------------------------------------------------------------- the profiler waits for the device
+
+
+def test_profiler_synchronises_a_device(monkeypatch):
+    """On a GPU every op is timed between two device synchronisations. The fake computes eagerly and has nothing
+    to wait for, so a stand-in CuPy module counts the synchronisations the profiler asks for."""
+    waits = []
+
+    class Device:
+        def synchronize(self):
+            waits.append(1)
+
+    cupy_like = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=Device))
+    monkeypatch.setattr(mt.profiler, "array_module", lambda a: cupy_like)
+    x = dev(np.ones((2, 3), dtype=np.float32))
+    with mt.profiler.profile() as prof:
+        y = x * x + x  # two primitives
+    assert on_fake(y) and prof.stats["Mul"][0] == 1 and prof.stats["Add"][0] == 1
+    assert len(waits) == 2 * 2 + 1  # before and after each op, and once before the block's wall clock stops
+    waits.clear()
+    with mt.profiler.profile():
+        mt.tensor(np.ones(3)) * 2.0  # on the host: nothing to wait for
+    assert waits == []
+
+
+# ----------------------------------------------------------------------------- data parallel: host buckets
+
+HAVE_MPI = importlib.util.find_spec("mpi4py") is not None
+
+
+@pytest.mark.skipif(not HAVE_MPI, reason="needs the distributed extra: pip install -e '.[distributed]'")
+def test_ddp_on_fake_device_two_ranks():
+    """Two ranks, parameters on the fake device: the averaged gradients equal the mean of the ranks' local ones,
+    stay on the device, and cost one device -> host transfer per bucket (a `.get()`, counted as a sync)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    worker = os.path.join(root, "tests", "ddp_fake_device_worker.py")
+    done = run_ranks(2, [worker], timeout=240, env=env)
+    lines = [l for l in done.stdout.splitlines() if l.startswith("DDP_FAKE ")]
+    assert done.returncode == 0 and lines, f"the ranks failed (exit {done.returncode}):\n{done.stderr[-3000:]}"
+    r = json.loads(lines[0].removeprefix("DDP_FAKE "))
+    assert r["world_size"] == 2 and r["start_equal"] and r["on_device"], r
+    assert r["grad_max_rel"] <= PARITY_RTOL["float64"], r
+    assert min(r["buckets"]) >= 2 and r["syncs"] == r["buckets"], r  # one transfer per bucket, none per parameter
