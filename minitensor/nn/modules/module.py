@@ -21,9 +21,10 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from ...devices import array_module
 from ...tensor import Tensor
 from ..parameter import Parameter
-from ..utils import zero_grad_
+from ..utils import is_array, to_device_of, zero_grad_
 
 __all__ = ["Module"]
 
@@ -368,7 +369,7 @@ class Module:
             v = state_dict[key]
             if isinstance(v, Tensor):
                 v = v.data
-            if not isinstance(v, np.ndarray):
+            if not is_array(v):  # a host array, or a device one (CuPy's, the fake's)
                 type_errors.append(f"{key}: expected an np.ndarray or Tensor, got {type(v).__name__}")
                 continue
             if v.shape != t.data.shape:
@@ -395,8 +396,8 @@ class Module:
             msg = f"Error(s) in loading state_dict for {type(self).__name__}:\n  " + "\n  ".join(problems)
             structural = shape_errors or (strict and (missing or unexpected))
             raise (TypeError if (dtype_errors or type_errors) and not structural else ValueError)(msg)
-        for t, v in values:
-            t.data[...] = v
+        for t, v in values:  # a host checkpoint's arrays are copied onto the parameters' device, as in torch
+            t.data[...] = v if array_module(v) is array_module(t.data) else to_device_of(v, t.data)
             t.bump_version()
         return _IncompatibleKeys(missing, unexpected)
 
