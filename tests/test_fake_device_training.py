@@ -18,9 +18,17 @@ import pytest
 
 import minitensor as mt
 import minitensor.nn.functional as F
-from minitensor import fakecuda, nn
+from minitensor import devices, fakecuda, nn
 from minitensor.nn.parallel import run_ranks
 from minitensor.testing import OP_RTOL, PARITY_RTOL, assert_close
+
+
+@pytest.fixture(autouse=True)
+def fake():
+    """ "cuda" is the fake device in every test here (put back afterwards)."""
+    previous = devices.use_fake_cuda(True)
+    yield
+    devices.use_fake_cuda(previous)
 
 
 def dev(a, requires_grad: bool = False) -> mt.Tensor:

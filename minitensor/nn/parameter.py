@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..devices import is_array
 from ..dtypes import get_default_dtype
 from ..tensor import Tensor
-from .utils import is_array
 
 __all__ = ["Parameter"]
 

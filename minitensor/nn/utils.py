@@ -13,29 +13,13 @@ import numbers
 
 import numpy as np
 
-from .. import fakecuda
 from ..autograd import ieee_quiet
-from ..devices import array_module, is_host
+from ..devices import array_module, is_array, is_host
 from ..ops.reductions import opmath_dtype
 from ..pool import update_pool
 from ..tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "zero_grad_"]
-
-
-def is_array(x) -> bool:
-    """A NumPy array or a device array (CuPy's or the fake's, minitensor/fakecuda.py): what a Tensor may hold.
-    (Here until devices.py gains the shared `is_array` of issue 24; then this becomes that one.)"""
-    return isinstance(x, np.ndarray) or type(x) is fakecuda.FakeArray or type(x).__module__.startswith("cupy")
-
-
-def to_device_of(arr, like):
-    """`arr` copied onto the device of the array `like` (a copy even where it already is): for state loaded
-    from a host checkpoint into an optimizer or a model whose parameters live on a device."""
-    if array_module(arr) is array_module(like):
-        return arr.copy()
-    host = arr if is_host(arr) else arr.get()  # device -> host (one transfer), then onto like's device
-    return array_module(like).asarray(host)
 
 
 def _param_list(where: str, parameters) -> list:

@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from ..autograd import enable_grad
-from ..devices import is_host
-from ..nn.utils import is_array, to_device_of, zero_grad_
+from ..devices import device_of, is_array, is_host, to_device
+from ..nn.utils import zero_grad_
 from ..pool import update_pool
 from ..tensor import Tensor
 
@@ -287,7 +287,8 @@ class Optimizer:
                             f"{name}.load_state_dict: state[{idx}][{k!r}] has dtype {v.dtype}, "
                             f"the parameter has dtype {p.dtype} (cast it explicitly)"
                         )
-                    entry[k] = to_device_of(v, p.data)  # a host checkpoint's state goes to p's device, as torch's
+                    moved = to_device(v, device_of(p.data))  # a host checkpoint's state goes to p's device, as torch's
+                    entry[k] = v.copy() if moved is v else moved
                 elif is_array(v):  # a 0-d array (e.g. 'step' after np round trip)
                     entry[k] = v.item()
                 else:

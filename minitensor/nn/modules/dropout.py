@@ -9,9 +9,9 @@ import numbers
 
 import numpy as np
 
+from ...devices import is_array
 from ...tensor import Tensor
 from .. import functional as F
-from ..utils import is_array
 from .module import Module
 
 __all__ = ["Dropout"]
