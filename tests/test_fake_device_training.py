@@ -21,6 +21,11 @@ import minitensor.nn.functional as F
 from minitensor import devices, fakecuda, nn
 from minitensor.nn.parallel import run_ranks
 from minitensor.testing import OP_RTOL, PARITY_RTOL, assert_close
+from transformer_np.cli import main
+from transformer_np.decode import beam_search, greedy_decode
+from transformer_np.training import default_configs, load_checkpoint, train
+from transformer_np.training.recipe import build_model, build_optimizer, build_scheduler, layer_groups
+from transformer_np.training.step import train_step
 
 
 @pytest.fixture(autouse=True)
@@ -276,3 +281,132 @@ def test_ddp_on_fake_device_two_ranks():
     assert r["world_size"] == 2 and r["start_equal"] and r["on_device"], r
     assert r["grad_max_rel"] <= PARITY_RTOL["float64"], r
     assert min(r["buckets"]) >= 2 and r["syncs"] == r["buckets"], r  # one transfer per bucket, none per parameter
+
+
+# ----------------------------------------------------------------------------- the Transformer on the fake device
+# Until the op and autograd sweeps (G2a, G2b) are merged, some primitives still make a host array beside device data,
+# which the fake refuses with a TypeError: these tests are expected to fail with THAT error only. A wrong number (an
+# AssertionError) or any other error fails them.
+needs_op_sweeps = pytest.mark.xfail(
+    raises=TypeError, strict=False, reason="until G2a/G2b's sweeps: an op still makes a host array on the fake"
+)
+
+TINY_MODEL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.1)
+TINY_TRAIN = dict(steps=4, batch_size=6, train_size=24, eval_size=6, eval_every=0, checkpoint_every=2, warmup_steps=3)
+
+
+def _tiny_configs():
+    model_cfg, train_cfg = default_configs("copy-reverse")
+    return model_cfg.replace(**TINY_MODEL), train_cfg.replace(**TINY_TRAIN)
+
+
+def _batch(B: int = 4, seed: int = 0):
+    """A host batch with PAD tails of different lengths (ids 3.. are tokens, 0 PAD, 1 BOS, 2 EOS)."""
+    rng = np.random.default_rng(seed)
+    src, tgt = rng.integers(3, 20, (B, 7)), rng.integers(3, 20, (B, 9))
+    tgt[:, 0] = 1
+    for b in range(B):
+        src[b, 7 - b :] = 0 if b else src[b, 7 - b :]
+        tgt[b, 9 - b - 1] = 2
+        tgt[b, 9 - b :] = 0
+    return src, tgt
+
+
+def _steps(device: str, steps: int = 3, dtype=np.float64):
+    """`steps` training steps of a tiny Transformer (dropout on) with the recipe's Adam, schedule and clipping."""
+    model_cfg, train_cfg = _tiny_configs()
+    model = build_model(model_cfg, seed=5).to(dtype).to(device)
+    model.train()
+    optimizer, groups = build_optimizer(model, train_cfg), layer_groups(model)
+    scheduler = build_scheduler(optimizer, model_cfg, train_cfg)
+    params = [p for ps in groups.values() for p in ps]
+    mt.manual_seed(9)  # the dropout masks: drawn on the host, the same on both devices
+    records, syncs = [], []
+    for i in range(steps):
+        src, tgt = _batch(seed=i)
+        with fakecuda.count_syncs() as c:
+            loss, total, sq, _ = train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups, step=i)
+        records.append((loss, total, sq))
+        syncs.append(c.count)
+    return model, records, syncs
+
+
+@needs_op_sweeps
+def test_transformer_training_steps_on_device_equal_cpu():
+    """Three float64 steps (dropout, label smoothing, clipping, Adam, warmup): the losses, gradient norms and final
+    weights equal the CPU run's to PARITY_RTOL. Not bitwise: the CPU's speed devices (blocked norm, row-sum einsum)
+    sum in another order than the device's plain formulas."""
+    cpu_model, cpu_records, _ = _steps("cpu")
+    dev_model, dev_records, _ = _steps("cuda")
+    tol = PARITY_RTOL["float64"]
+    for (cl, cn, csq), (dl, dn, dsq) in zip(cpu_records, dev_records):
+        assert isinstance(dl, float) and isinstance(dn, float)
+        assert_close(np.float64(dl), np.float64(cl), tol, "loss")
+        assert_close(np.float64(dn), np.float64(cn), tol, "gradient norm")
+        assert dsq.keys() == csq.keys()
+        for k in csq:
+            assert_close(np.float64(dsq[k]), np.float64(csq[k]), tol, f"squared norm of {k}")
+    for (name, c), (_, d) in zip(cpu_model.state_dict().items(), dev_model.state_dict().items()):
+        assert type(d) is fakecuda.FakeArray, name
+        assert_close(host(d), c, tol, name)
+
+
+@needs_op_sweeps
+def test_transformer_training_step_host_syncs():
+    """The exact host syncs of one training step on the device, none of them per parameter:
+    1, 2. F.embedding's range check of the ids, encoder and decoder (one read each; torch asserts on the device);
+    3.    cross_entropy's range check of the targets (one read);
+    4.    the step's one read of the loss, the clipped norm and the per-group squared norms (step.py, _read_once),
+          for the log and the non-finite guard.
+    clip_grad_norm_, Adam and the schedule read nothing; the batches and masks go over as transfers, not syncs."""
+    _, _, syncs = _steps("cuda", steps=2)
+    assert syncs == [4, 4]
+
+
+@needs_op_sweeps
+def test_decoding_on_device_equals_cpu():
+    """Greedy (cached and not) and beam search give the same tokens and scores on both devices; greedy reads the
+    device once a step (the argmax of the newest logits), plus the source ids' range check."""
+    model_cfg, _ = _tiny_configs()
+    cpu_model = build_model(model_cfg, seed=4).double()
+    dev_model = build_model(model_cfg, seed=4).double().to("cuda")
+    src, _ = _batch(B=3)
+    for use_cache in (True, False):
+        want = greedy_decode(cpu_model, src, max_len=6, use_cache=use_cache)
+        with fakecuda.count_syncs() as c:
+            got = greedy_decode(dev_model, src, max_len=6, use_cache=use_cache)
+        np.testing.assert_array_equal(got, want)
+        assert c.count <= 2 + 2 * got.shape[1], c.count  # per step: the argmax read and the new ids' check
+        want = beam_search(cpu_model, src, beam_size=3, max_len=6, n_best=2, use_cache=use_cache)
+        got = beam_search(dev_model, src, beam_size=3, max_len=6, n_best=2, use_cache=use_cache)
+        for w, g in zip(want, got):
+            assert [t.tolist() for t, _ in g] == [t.tolist() for t, _ in w]
+            np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=PARITY_RTOL["float64"])
+
+
+@needs_op_sweeps
+def test_checkpoint_written_on_device_loads_on_cpu_and_resumes_on_device(tmp_path):
+    """train(device='cuda') writes a host .npz, which loads on the CPU; a device run resumed from it ends with the
+    weights of an uninterrupted device run, bitwise (Adam's moments and the dropout stream came back exactly)."""
+    model_cfg, train_cfg = _tiny_configs()
+    whole = train(model_cfg, train_cfg, str(tmp_path / "whole"), progress=False, device="cuda")
+    train(model_cfg, train_cfg.replace(steps=2), str(tmp_path / "cut"), progress=False, device="cuda")
+    resumed = train(model_cfg, train_cfg, str(tmp_path / "cut"), resume=True, progress=False, device="cuda")
+    ckpt = load_checkpoint(str(tmp_path / "whole"))
+    assert all(isinstance(v, np.ndarray) for v in ckpt.model.state_dict().values())  # on the CPU
+    for (name, a), (_, b) in zip(
+        ckpt.model.state_dict().items(), load_checkpoint(str(tmp_path / "cut")).model.state_dict().items()
+    ):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+    assert whole.step == resumed.step == train_cfg.steps
+
+
+def test_cli_device_cuda_without_a_device_is_one_line(capsys, tmp_path):
+    devices.use_fake_cuda(False)
+    if mt.cuda.is_available():
+        pytest.skip("a real CUDA device answers here")
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--out", str(tmp_path / "run"), "--device", "cuda", "--steps", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "--device cuda: no CUDA device is available" in err[0], err
+    assert not (tmp_path / "run").exists()
