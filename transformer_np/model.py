@@ -57,7 +57,7 @@ import numpy as np
 import minitensor as mt
 import minitensor.nn as nn
 import minitensor.nn.functional as F
-from minitensor.devices import array_module
+from minitensor.devices import array_module, is_array
 from minitensor.nn import Dropout
 from minitensor.nn.functional import attention_weights
 from minitensor.utils.checkpoint import checkpoint, noop_context_fn
@@ -78,7 +78,7 @@ def _raw(x):
 def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0, like=None) -> mt.Tensor:
     """Check token ids (B, L): integer dtype, 2-D, non-empty, ids in [0, vocab_size), offset + L <= max_len.
     `like`: an array of the model; the ids are returned on its device (host ids are checked there, then copied)."""
-    if not isinstance(tokens, (mt.Tensor, np.ndarray)):
+    if not (isinstance(tokens, mt.Tensor) or is_array(tokens)):  # (an array of the model's device too)
         raise TypeError(
             f"{who}: expected token ids as an mt.Tensor or NumPy array of shape (B, L), got {type(tokens).__name__}"
         )
@@ -110,7 +110,7 @@ def check_mask(mask, shape: tuple, who: str):
     """Check that a mask is boolean and broadcastable to `shape` (B, H, T_q, T_k) without growing it."""
     if mask is None:
         return None
-    if not isinstance(mask, (mt.Tensor, np.ndarray)):
+    if not (isinstance(mask, mt.Tensor) or is_array(mask)):  # (an array of the model's device too)
         raise TypeError(f"{who}: expected a bool mask (mt.Tensor or NumPy array), got {type(mask).__name__}")
     arr = _raw(mask)
     if arr.dtype != np.bool_:
