@@ -427,3 +427,22 @@ def test_cli_device_cuda_without_a_device_is_one_line(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and "--device cuda: no CUDA device is available" in err[0], err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda **kw: nn.Linear(5, 3, **kw),
+        lambda **kw: nn.Embedding(7, 4, padding_idx=2, **kw),
+        lambda **kw: nn.LayerNorm(6, **kw),
+    ],
+)
+def test_module_device_keyword_same_weights(make):
+    """torch's device= on a module: initialised on the host from the one stream, then copied."""
+    mt.manual_seed(1)
+    cpu = make()
+    mt.manual_seed(1)
+    fake = make(device="cuda")
+    for (name, c), (_, f) in zip(cpu.state_dict().items(), fake.state_dict().items()):
+        assert type(f) is fakecuda.FakeArray, name
+        np.testing.assert_array_equal(host(f), c, err_msg=name)

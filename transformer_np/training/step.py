@@ -108,12 +108,13 @@ def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups
     if parallel is None:
         loss, _, labels = compute_loss(model, src, tgt, train_cfg.label_smoothing)
         loss.backward()
-        if not is_host(loss.data):
-            value, total, sq = _read_once(loss, params, train_cfg, groups)
-            return _guard_and_update(model, optimizer, scheduler, value, total, sq, labels, allow_nonfinite, step)
-        value = loss.item()
-    else:  # the global batch's mean loss, its gradient averaged over the ranks
+        value = loss.data  # read below: on a device together with the norms
+    else:  # the global batch's mean loss (a float, each shard's read once), its gradient averaged over the ranks
         value, labels = parallel.backward(model, src, tgt, train_cfg.label_smoothing)
+    if not is_host(params[0].data):
+        value, total, sq = _read_once(value, params, train_cfg, groups)
+        return _guard_and_update(model, optimizer, scheduler, value, total, sq, labels, allow_nonfinite, step)
+    value = float(value)  # (loss.item())
     sq = (
         {}
         if groups is None
@@ -130,11 +131,12 @@ def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups
 
 def _read_once(loss, params, train_cfg, groups):
     """The device step's values for the log and the guard, in ONE host read: (loss, grad norm, {group: sq norm}).
+    `loss`: the loss's 0-d device array, or a float already read (data parallel: parallel.backward's).
 
     The same numbers as the host path above: each squared norm is a float32 dot widened to float64 and summed in
     float64 (as float(np.dot) summed in Python floats); the norm without clipping is computed from them on the host,
     after the read, by the same Python expression."""
-    xp = array_module(loss.data)
+    xp = array_module(params[0].data)
 
     def sq_norm(ps):
         dots = [xp.dot(g, g).astype(xp.float64) for g in (p.grad.data.reshape(-1) for p in ps if p.grad is not None)]
@@ -145,7 +147,8 @@ def _read_once(loss, params, train_cfg, groups):
         norm = mt.nn.utils.clip_grad_norm_(params, train_cfg.clip_grad_norm).data  # a 0-d device array: no read
     else:
         norm = xp.full((), np.nan) if sq_dev else sq_norm(params)  # (the norm itself comes after the read)
-    values = to_host(xp.stack([loss.data.astype(xp.float64), norm, *sq_dev.values()]))  # the step's one sync
+    loss = xp.asarray(loss, dtype=xp.float64)  # (a float is sent over, a transfer, not a sync)
+    values = to_host(xp.stack([loss, norm, *sq_dev.values()]))  # the step's one sync
     value, norm, sq = float(values[0]), float(values[1]), dict(zip(sq_dev, map(float, values[2:])))
     if train_cfg.clip_grad_norm > 0:
         total = norm
