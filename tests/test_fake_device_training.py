@@ -446,3 +446,28 @@ def test_module_device_keyword_same_weights(make):
     for (name, c), (_, f) in zip(cpu.state_dict().items(), fake.state_dict().items()):
         assert type(f) is fakecuda.FakeArray, name
         np.testing.assert_array_equal(host(f), c, err_msg=name)
+
+
+@needs_op_sweeps
+def test_cli_train_and_decode_on_the_fake_device(capsys, tmp_path):
+    """`train --device cuda` and `decode --device cuda` with "cuda" the fake: the same printed results as on the CPU
+    (float32, so the losses to round-off: compared through the decoded text, which round-off does not change here)."""
+    from .test_cli import TINY  # (the command line's tiny model flags, one place)
+
+    def run_main(argv):
+        try:
+            return main(argv)
+        except SystemExit:
+            err = capsys.readouterr().err
+            if "fakecuda:" in err:  # the fake's refusal (needs_op_sweeps), which the command line reports in a line
+                raise TypeError(err) from None
+            raise
+
+    outputs = {}
+    for device in ("cpu", "cuda"):
+        run = str(tmp_path / device)
+        assert run_main(["train", "--out", run, "--steps", "3", "--no-progress", "--device", device, *TINY]) == 0
+        capsys.readouterr()
+        assert run_main(["decode", "--checkpoint", run, "--input", "3 4 5", "--beam", "2", "--device", device]) == 0
+        outputs[device] = capsys.readouterr().out
+    assert outputs["cuda"] == outputs["cpu"]
