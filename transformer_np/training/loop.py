@@ -87,9 +87,9 @@ class Run:
         self.writes = parallel is None or parallel.writes  # rank 0 alone writes files and prints
         self.model = build_model(model_cfg, train_cfg.seed)
         if dtype is not None:  # float64 for the equality tests; the optimizer is built on the converted model
-            self.model.to(dtype)
+            self.model.to(dtype=dtype)  # by keyword: Module.to reads a bare string as a device
         if device is not None:  # "cuda": the model moves before the optimizer and DDP see its parameters, as in torch
-            self.model.to(device)
+            self.model.to(device=device)
         self.model.train()
         self.train_model = self.model  # what the step's forward goes through: DDP's wrapper under MPI (start_parallel)
         self.optimizer = build_optimizer(self.model, train_cfg)
