@@ -27,6 +27,8 @@ from transformer_np.training import default_configs, load_checkpoint, train
 from transformer_np.training.recipe import build_model, build_optimizer, build_scheduler, layer_groups
 from transformer_np.training.step import train_step
 
+from .test_cli import TINY
+
 
 @pytest.fixture(autouse=True)
 def fake():
@@ -452,7 +454,6 @@ def test_module_device_keyword_same_weights(make):
 def test_cli_train_and_decode_on_the_fake_device(capsys, tmp_path):
     """`train --device cuda` and `decode --device cuda` with "cuda" the fake: the same printed results as on the CPU
     (float32, so the losses to round-off: compared through the decoded text, which round-off does not change here)."""
-    from .test_cli import TINY  # (the command line's tiny model flags, one place)
 
     def run_main(argv):
         try:
