@@ -111,6 +111,12 @@ _BOOL_FIELDS = {"norm_first", "final_norm", "tie_embeddings", "activation_checkp
 _PRESET = PRESETS["copy-reverse"]  # the preset whose values --help shows
 
 
+DEVICE_HELP = (
+    "where the model runs: cuda needs CuPy and a GPU (pip install -e '.[gpu]'), or MINITENSOR_FAKE_CUDA=1 for the "
+    "fake device; the data stays on the host and checkpoints are host .npz either way"
+)
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -173,6 +179,7 @@ def _add_train_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no progress (by default a bar on a terminal, else a line every tenth of the steps or minute)",
     )
+    run.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help=DEVICE_HELP)
     run.add_argument(
         "--nproc",
         type=integer(1),
@@ -216,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="most tokens to generate (default: the task's longest target + 10, at most the model's)",
     )
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help=DEVICE_HELP)
     p.add_argument(
         "--no-cache",
         action="store_true",

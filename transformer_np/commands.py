@@ -135,6 +135,7 @@ def _train_and_report(args, model_cfg: ModelConfig, train_cfg: TrainConfig, para
         resume_hint=_resume_command("train", args.out)
         + ("" if parallel is None else f" --nproc {parallel.world_size} (or another N: docs/distributed.md)"),
         parallel=parallel,
+        device=check_device(args.device),
     )
     if not writes:
         return 0
@@ -200,9 +201,22 @@ def _check_decode_flags(args) -> None:
         raise ValueError(f"--length-penalty must be a finite number >= 0, got {args.length_penalty}")
 
 
+def check_device(name: str) -> str:
+    """--device: "cpu", or "cuda" when a CUDA device answers (CuPy with a GPU, or the fake with MINITENSOR_FAKE_CUDA=1);
+    else one clear error before any work."""
+    if name == "cuda" and not mt.cuda.is_available():
+        raise ValueError(
+            "--device cuda: no CUDA device is available (CuPy with a GPU is needed: pip install -e '.[gpu]'; "
+            "MINITENSOR_FAKE_CUDA=1 runs on the fake NumPy-backed device instead)"
+        )
+    return name
+
+
 def cmd_decode(args) -> int:
     _check_decode_flags(args)
+    device = check_device(args.device)
     ckpt = load_checkpoint(args.checkpoint)
+    ckpt.model.to(device)  # the checkpoint is host .npz; the weights go to the device once
     if args.max_len is not None and args.max_len > ckpt.model_cfg.max_len:
         raise ValueError(f"--max-len {args.max_len} exceeds the model's max_len {ckpt.model_cfg.max_len}")
     results = decode_text(

@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import ops
 from ..autograd import is_grad_enabled
+from ..devices import array_module, is_array
 from ..dtypes import result_type
 from ..functions.reductions import log_softmax, softmax
 from ..random import generator
@@ -39,6 +40,11 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "one_hot",
 ]
+
+
+def _array_of(x):
+    """The array behind a Tensor, an array of any device as it is, anything else (a list) as a host array."""
+    return x.data if isinstance(x, Tensor) else x if is_array(x) else np.asarray(x)
 
 
 # ----------------------------------------------------------------------------- linear
@@ -137,7 +143,7 @@ def layer_norm(
 def _check_target(input_shape: tuple, target, op: str, probabilities: bool = False) -> np.ndarray:
     """Class indices: an integer target of the input's shape without the class dim. `probabilities`: the error
     also names the other form cross_entropy takes, class probabilities of the input's shape."""
-    t = target.data if isinstance(target, Tensor) else np.asarray(target)
+    t = _array_of(target)
     expected = input_shape[:1] + input_shape[2:] if len(input_shape) > 1 else ()
     if t.dtype.kind in "iu" and t.shape == expected:
         return t
@@ -266,14 +272,15 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 
 def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of `weight` looked up by integer ids; no gradient reaches row padding_idx."""
-    ids = input.data if isinstance(input, Tensor) else np.asarray(input)
+    ids = _array_of(input)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"embedding: ids must be an integer tensor, got dtype {ids.dtype}")
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
     n = weight.shape[0]
-    if ids.size and (ids.min() < 0 or ids.max() >= n):
-        bad = ids[(ids < 0) | (ids >= n)].reshape(-1)[0]
+    out_of_range = (ids < 0) | (ids >= n)
+    if ids.size and out_of_range.any():  # one host read (a sync on a device), as torch's device-side assert
+        bad = ids[out_of_range].reshape(-1)[0]
         raise IndexError(f"embedding: id {bad} is out of range for an embedding of {n} rows (ids shape {ids.shape})")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
@@ -313,10 +320,11 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return input
+    xp = array_module(input.data)
     if mask is None:
-        keep = _keep_mask(input.shape, p)
+        keep = xp.asarray(_keep_mask(input.shape, p))  # drawn on the host, then copied: one mask on every device
     else:
-        keep = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        keep = mask.data if isinstance(mask, Tensor) else xp.asarray(mask)
         if keep.shape != input.shape or keep.dtype != np.bool_:
             raise ValueError(
                 f"dropout: mask must be a bool array of the input's shape {input.shape}, got {keep.dtype} {keep.shape}"
@@ -346,7 +354,7 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
         )
     keep = None
     if mask is not None:
-        keep = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        keep = _array_of(mask)
         scores = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
         if keep.dtype != np.bool_:
             raise TypeError(f"attention_weights: mask must be bool (True = may attend), got {keep.dtype}")
@@ -410,7 +418,7 @@ def scaled_dot_product_attention(
     if attn_mask is not None:
         if is_causal:
             raise ValueError(f"{op}: give attn_mask or is_causal=True, not both (as torch)")
-        mask = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+        mask = _array_of(attn_mask)
         if mask.dtype != np.bool_ and mask.dtype != query.dtype:
             raise TypeError(f"{op}: attn_mask must be bool or of query's dtype {query.dtype}, got {mask.dtype}")
         scores = batch + (query.shape[-2], key.shape[-2])

@@ -80,14 +80,16 @@ class Run:
 
     def __init__(
         self, model_cfg: ModelConfig, train_cfg: TrainConfig, task: Task, out_dir: str, allow_nonfinite,
-        parallel=None, dtype=None,
+        parallel=None, dtype=None, device=None,
     ):  # fmt: skip
         self.model_cfg, self.train_cfg, self.task, self.out_dir = model_cfg, train_cfg, task, out_dir
         self.allow_nonfinite, self.parallel = allow_nonfinite, parallel
         self.writes = parallel is None or parallel.writes  # rank 0 alone writes files and prints
         self.model = build_model(model_cfg, train_cfg.seed)
         if dtype is not None:  # float64 for the equality tests; the optimizer is built on the converted model
-            self.model.to(dtype)
+            self.model.to(dtype=dtype)  # by keyword: Module.to reads a bare string as a device
+        if device is not None:  # "cuda": the model moves before the optimizer and DDP see its parameters, as in torch
+            self.model.to(device=device)
         self.model.train()
         self.train_model = self.model  # what the step's forward goes through: DDP's wrapper under MPI (start_parallel)
         self.optimizer = build_optimizer(self.model, train_cfg)
@@ -292,6 +294,7 @@ def train(
     resume_hint: str = "train(..., resume=True)",
     parallel=None,
     dtype=None,
+    device=None,
 ) -> TrainResult:
     """Train a Transformer on `train_cfg.task` for `train_cfg.steps` optimizer steps; see the module docstring.
 
@@ -312,7 +315,8 @@ def train(
 
     `parallel`: a transformer_np.parallel.DataParallel, for data parallelism over its ranks (see the module
     docstring); every check is then made on every rank and a failure on one is an error on all. `dtype`: the
-    parameters' dtype (None: the model's own, float32); the equality tests train in float64.
+    parameters' dtype (None: the model's own, float32); the equality tests train in float64. `device`: where the
+    model trains ("cpu" or "cuda"; None: the CPU); the data stays on the host and each batch is copied over.
     """
     if parallel is None:
         task, train_pairs, eval_pairs = check_run(model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite)
@@ -321,7 +325,7 @@ def train(
             parallel, model_cfg, train_cfg, out_dir, resume, overwrite, allow_nonfinite
         )
     mt.reuse_freed_memory()  # a training process: freed activations are reused by the next step
-    run = Run(model_cfg, train_cfg, task, out_dir, allow_nonfinite, parallel, dtype)
+    run = Run(model_cfg, train_cfg, task, out_dir, allow_nonfinite, parallel, dtype, device)
     if resume:
         run.restore()
         if (done := run.finished()) is not None:

@@ -31,7 +31,7 @@ class Linear(Module):
     Init like torch: W, b ~ U(-1/sqrt(in_features), 1/sqrt(in_features)) (kaiming_uniform_ with a=sqrt(5)).
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=None):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=None, device=None):
         super().__init__()
         self.in_features = check_positive_int("Linear", "in_features", in_features)
         self.out_features = check_positive_int("Linear", "out_features", out_features)
@@ -42,6 +42,8 @@ class Linear(Module):
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
+        if device is not None:  # drawn on the host, then copied: the same weights on every device
+            self.to(device)
 
     def reset_parameters(self) -> None:
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))

@@ -22,7 +22,13 @@ class LayerNorm(Module):
     """
 
     def __init__(
-        self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, dtype=None
+        self,
+        normalized_shape,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        dtype=None,
+        device=None,
     ):
         super().__init__()
         if isinstance(normalized_shape, numbers.Integral) and not isinstance(normalized_shape, bool):
@@ -46,6 +52,8 @@ class LayerNorm(Module):
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
+        if device is not None:
+            self.to(device)
 
     def reset_parameters(self) -> None:
         if self.weight is not None:

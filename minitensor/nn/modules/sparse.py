@@ -21,7 +21,7 @@ class Embedding(Module):
     With padding_idx, that row starts at zero and never receives a gradient (torch's semantics).
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, dtype=None):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, dtype=None, device=None):
         super().__init__()
         self.num_embeddings = check_positive_int("Embedding", "num_embeddings", num_embeddings)
         self.embedding_dim = check_positive_int("Embedding", "embedding_dim", embedding_dim)
@@ -37,6 +37,8 @@ class Embedding(Module):
         dt = default_float_dtype(dtype, "Embedding")
         self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dt))  # (V, D)
         self.reset_parameters()
+        if device is not None:  # drawn on the host, then copied: the same weights on every device
+            self.to(device)
 
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
