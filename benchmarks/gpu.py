@@ -7,8 +7,8 @@ it is skipped with one line saying which is missing (docs/gpu.md: `make gpu` ins
 
 What is timed: the benchmark's own training step (benchmarks/workloads.py `train`: zero_grad, forward, label-
 smoothed loss, backward, clip_grad_norm_(1.0), Adam), float32, dropout 0.1, the same weights and batch on both
-sides. minitensor's model is built on the host from the seed and moved with `.to("cuda")`; its batch is put on
-the device once. Each side lives in its own process (a child of this module), and the rounds alternate A B A B
+sides. minitensor's model is built on the host from the seed and moved with `.to("cuda")`; it gets the host
+batch, as in training (the model copies the tokens and masks over each step). Each side lives in its own process (a child of this module), and the rounds alternate A B A B
 (benchmarks/timing.py): a round is `calls` steps after `warmup`, each step closed by a device synchronize so that
 the time is the kernels', not the launches'; its figure is their median. The ratio minitensor / torch is the
 median of the per-round ratios, with quartiles and extremes. Every figure names the device, the torch and CuPy
@@ -56,8 +56,9 @@ def _minitensor_side(name: str):
     batch = W.make_batch(cfg)
     model = W.build_numpy_model(cfg).to("cuda")  # built on the host from the seed, then moved
     xp = devices.array_module(next(iter(model.parameters())).data)
-    on_device = W.Batch(**{k: xp.asarray(v) for k, v in vars(batch).items()})  # copied over once, not per step
-    side = W.numpy_side(cfg, model, on_device)
+    # The host batch, as training feeds it: the model copies the tokens and masks over (a few kB a step) and
+    # sequence_loss the labels, as parity's loss does on torch's side.
+    side = W.numpy_side(cfg, model, batch)
     if xp.__name__ == "cupy":
         sync = xp.cuda.runtime.deviceSynchronize
         props = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)
