@@ -8,10 +8,11 @@ it is skipped with one line saying which is missing (docs/gpu.md: `make gpu` ins
 What is timed: the benchmark's own training step (benchmarks/workloads.py `train`: zero_grad, forward, label-
 smoothed loss, backward, clip_grad_norm_(1.0), Adam), float32, dropout 0.1, the same weights and batch on both
 sides. minitensor's model is built on the host from the seed and moved with `.to("cuda")`; it gets the host
-batch, as in training (the model copies the tokens and masks over each step). Each side lives in its own process (a child of this module), and the rounds alternate A B A B
-(benchmarks/timing.py): a round is `calls` steps after `warmup`, each step closed by a device synchronize so that
-the time is the kernels', not the launches'; its figure is their median. The ratio minitensor / torch is the
-median of the per-round ratios, with quartiles and extremes. Every figure names the device, the torch and CuPy
+batch, as in training (the model copies the tokens and masks over each step). Each side lives in its own process
+(a child of this module), and the rounds alternate A B A B (benchmarks/timing.py): a round is `calls` steps after
+`warmup`, each step closed by a device synchronize so that the time is the kernels', not the launches'; its
+figure is their median. The ratio minitensor / torch is the median of the per-round ratios, with quartiles and
+extremes. Every figure names the device, the torch and CuPy
 versions and CUDA runtimes, since the GPU machines carry their own torch, not the pinned CPU wheel.
 
 `--fake` runs the same harness with minitensor on the fake device (MINITENSOR_FAKE_CUDA=1) and torch on the CPU:
