@@ -12,8 +12,8 @@ batch, as in training (the model copies the tokens and masks over each step). Ea
 (a child of this module), and the rounds alternate A B A B (benchmarks/timing.py): a round is `calls` steps after
 `warmup`, each step closed by a device synchronize so that the time is the kernels', not the launches'; its
 figure is their median. The ratio minitensor / torch is the median of the per-round ratios, with quartiles and
-extremes. Every figure names the device, the torch and CuPy
-versions and CUDA runtimes, since the GPU machines carry their own torch, not the pinned CPU wheel.
+extremes. Every figure names the device, the torch and CuPy versions and CUDA runtimes, since the GPU machines
+carry their own torch, not the pinned CPU wheel.
 
 `--fake` runs the same harness with minitensor on the fake device (MINITENSOR_FAKE_CUDA=1) and torch on the CPU:
 a smoke test of this code on a machine without a GPU (tests/test_benchmarks.py), never a GPU figure.
