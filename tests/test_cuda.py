@@ -23,6 +23,7 @@ import pytest
 import torch
 
 import minitensor as mt
+from benchmarks import gpu as gpu_bench
 from minitensor import devices, fakecuda
 from minitensor.testing import assert_close
 from parity import render
@@ -186,3 +187,45 @@ def test_np_device_cuda_without_a_device_is_one_clear_line():
 def test_against_np_cpu_needs_a_device_subject():
     with pytest.raises(ValueError, match="add --np-device cuda"):
         ReportConfig("copy", against="np-cpu")
+
+
+# ----------------------------------------------------------------------------------- the GPU benchmark section
+def _benchmarks(*args, env=None):
+    env = dict(env or os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run(
+        [sys.executable, "-m", "benchmarks", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_gpu_benchmark_without_a_gpu_is_one_line(tmp_path):
+    if torch.cuda.is_available() and HAVE_CUPY:
+        pytest.skip("this machine has a GPU and CuPy: the section runs")
+    p = _benchmarks("gpu", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stderr == "" and p.stdout.count("\n") == 1 and p.stdout.startswith("GPU section skipped: ")
+    assert not (tmp_path / "gpu.md").exists()
+
+
+def test_gpu_benchmark_harness_on_the_fake_device(tmp_path):
+    """`--fake`: minitensor on the fake device, torch on the CPU, the tiny config: every part of the harness runs
+    (processes, alternation, ratio, files), labelled as a smoke test."""
+    p = _benchmarks("gpu", "--fake", "--configs", "tiny", "--rounds", "2", "--calls", "1", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    md = (tmp_path / "gpu.md").read_text()
+    assert "a smoke test of the harness, not a GPU figure" in md and "| tiny |" in md
+    assert "fake CUDA device (NumPy)" in md
+
+
+def test_gpu_benchmark_markdown_names_versions_and_spread():
+    stats = lambda ms: {"median_ms": ms}
+    ratio = {"median": 2.5, "q1": 2.4, "q3": 2.6, "min": 2.3, "max": 2.7, "rounds": 7}
+    facts = {
+        "minitensor": {"device": "NVIDIA H100", "cupy": "14.2.0", "cuda_runtime": 13000, "numpy": "2.4.6"},
+        "torch": {"torch": "2.11.0+cu130", "torch_cuda": "13.0", "device": "NVIDIA H100"},
+    }
+    result = {"fake": False, "configs": {"base": {"minitensor": stats(50.0), "torch": stats(20.0), "ratio": ratio}}}
+    result["configs"]["base"].update(facts=facts, rounds=7, calls=5, warmup=3)
+    md = gpu_bench.markdown(result)
+    assert "| base | 50.0 | 20.0 | 2.50 (2.40-2.60, 2.30-2.70) | 7 |" in md
+    assert "CuPy 14.2.0" in md and "torch 2.11.0+cu130 (CUDA 13.0) on NVIDIA H100" in md
+    assert gpu_bench.markdown({"skipped": "no CUDA GPU"}).endswith("Skipped: no CUDA GPU.\n")
