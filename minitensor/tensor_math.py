@@ -342,7 +342,7 @@ class TensorMath:
         return triu(self, diagonal)
 
     def __getitem__(self, index):
-        index, advanced = normalize_index(index)
+        index, advanced = normalize_index(index, self.data)
         try:
             return ops.GetItem.apply(self, index=index, advanced=advanced)
         except IndexError as e:
