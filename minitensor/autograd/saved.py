@@ -22,12 +22,21 @@ import threading
 
 import numpy as np
 
+from ..fakecuda import FakeArray
+
 # thread id -> [(pack_hook, unpack_hook), ...], innermost last. Only threads with hooks installed are listed,
 # so while none is, Function.apply pays for one test of an empty dict.
 HOOK_STACKS: dict = {}
 
-# What counts as a saved array: an ndarray, or the NumPy scalar a 0-d forward may return
+# What counts as a saved array: an ndarray, or the NumPy scalar a 0-d forward may return; on a device (CuPy, the
+# fake) its array type too (is_saved_array)
 ARRAYS = (np.ndarray, np.generic)
+
+
+def is_saved_array(value) -> bool:
+    """Whether a value a forward saved is an array (host or device), as opposed to a shape, a number or None.
+    The device types are named here until devices.is_array (G1, issue 24) lands; then that check replaces this one."""
+    return isinstance(value, ARRAYS) or type(value) is FakeArray or type(value).__module__.partition(".")[0] == "cupy"
 
 
 def push_hooks(pack_hook, unpack_hook) -> None:
@@ -45,13 +54,13 @@ def pop_hooks() -> None:
 def saved_entries(ctx) -> list:
     """[(key, array)] for every array ctx keeps: key ('saved', i) for ctx.saved_arrays[i], (name, None) for an
     array saved as ctx.save(name=...), (name, j) for the array at j of a tuple saved that way."""
-    entries = [(("saved", i), a) for i, a in enumerate(ctx.saved_arrays) if isinstance(a, ARRAYS)]
+    entries = [(("saved", i), a) for i, a in enumerate(ctx.saved_arrays) if is_saved_array(a)]
     for name in ctx.saved_names:
         value = getattr(ctx, name)
-        if isinstance(value, ARRAYS):
+        if is_saved_array(value):
             entries.append(((name, None), value))
         elif isinstance(value, tuple):
-            entries.extend(((name, j), v) for j, v in enumerate(value) if isinstance(v, ARRAYS))
+            entries.extend(((name, j), v) for j, v in enumerate(value) if is_saved_array(v))
     return entries
 
 
@@ -102,13 +111,13 @@ def pack_node(node, result) -> None:
     positions = [i for i, a in enumerate(ctx.saved_arrays) if id(a) in checked]
     node.packed = Packed(unpack_hook, values, rows, positions)
     node.saved = tuple((counter, version, None, src) for counter, version, _, src in node.saved)
-    ctx.saved_arrays = tuple(None if isinstance(a, ARRAYS) else a for a in ctx.saved_arrays)
+    ctx.saved_arrays = tuple(None if is_saved_array(a) else a for a in ctx.saved_arrays)
     for name in ctx.saved_names:  # an array becomes None; a tuple keeps its other items, an array's place None
         value = getattr(ctx, name)
-        if isinstance(value, ARRAYS):
+        if is_saved_array(value):
             setattr(ctx, name, None)
         elif isinstance(value, tuple):
-            setattr(ctx, name, tuple(None if isinstance(v, ARRAYS) else v for v in value))
+            setattr(ctx, name, tuple(None if is_saved_array(v) else v for v in value))
 
 
 def unpack_node(node):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function, tangent_sum
+from ..devices import array_module
 from .elementwise import log_sigmoid
 
 
@@ -56,6 +57,8 @@ def _valid_targets(target: np.ndarray, C: int, ignore_index: int, op: str):
     t = target.reshape(-1)
     valid = t != ignore_index
     tv = np.where(valid, t, 0)
+    # One host sync per call on a device: a target out of range would index past the row there, silently
+    # (CuPy does not check a fancy index), so it is checked here, as torch's CUDA kernel asserts on the device.
     if ((tv < 0) | (tv >= C)).any():
         bad = t[valid & ((t < 0) | (t >= C))][0]
         raise IndexError(f"{op}: target {bad} is out of range for {C} classes (ignore_index={ignore_index})")
@@ -74,13 +77,14 @@ def _row_weights(weight, tv: np.ndarray, valid: np.ndarray):
 def _reduce(losses: np.ndarray, reduction: str, out_shape: tuple, denominator):
     """Apply `reduction` to per-row losses; returns (loss, per-row scale of dL/dloss_row).
     'mean' divides the sum by `denominator` (0 gives 0/0 = NaN, as in PyTorch)."""
-    dt = losses.dtype.type
+    dt, xp = losses.dtype.type, array_module(losses)
     if reduction == "none":
         return losses.reshape(out_shape), None
     if reduction == "sum":
-        return np.asarray(losses.sum()), dt(1)
-    denominator = dt(denominator)
-    return np.asarray(losses.sum() / denominator), dt(1) / denominator
+        return xp.asarray(losses.sum()), dt(1)  # a 0-d array on losses' device (NumPy's sum gives a scalar)
+    # a row count (int), or a count or weight sum that is a 0-d array on losses' device: read without a host sync
+    denominator = dt(denominator) if isinstance(denominator, int) else denominator.astype(losses.dtype)
+    return xp.asarray(losses.sum() / denominator), dt(1) / denominator
 
 
 def _reduced_tangent(xp, per_row, reduction: str, scale, out_shape: tuple):
@@ -176,7 +180,8 @@ class CrossEntropy(Function):
 def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
     """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
     dtype = np.dtype(dtype)
-    return np.where(np.arange(C) == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
+    classes = array_module(tv).arange(C)  # on tv's device
+    return np.where(classes == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
 
 
 def _soft_q(xp, target, weight, e, C: int):
@@ -265,7 +270,7 @@ class NLLLoss(Function):
         x2 = _rows(ctx.xp, x)
         tv, valid = _valid_targets(target, x2.shape[1], ignore_index, "nll_loss")
         w_t, denominator = _row_weights(weight, tv, valid)
-        picked = -x2[np.arange(x2.shape[0]), tv]
+        picked = -x2[array_module(tv).arange(x2.shape[0]), tv]  # (the row index on tv's device)
         losses = np.where(valid, picked if w_t is None else w_t * picked, x.dtype.type(0))
         out, scale = _reduce(losses, reduction, target.shape, denominator)
         ctx.save(tv=tv, valid=valid, w_t=w_t)
@@ -280,7 +285,8 @@ class NLLLoss(Function):
         per_row = xp.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
         if ctx.w_t is not None:
             per_row = per_row * ctx.w_t
-        grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
+        rows = array_module(ctx.tv).arange(ctx.rows[0])  # on tv's device
+        grad = xp.index_put(ctx.rows, (rows, ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
         return _unrows(xp, grad, ctx.shape), None, None  # target, weight: no gradient
 
     @staticmethod
@@ -289,7 +295,7 @@ class NLLLoss(Function):
         if tx is None:
             return None
         xp = ctx.xp
-        picked = -_rows(xp, tx)[np.arange(ctx.rows[0]), ctx.tv]  # (R,)
+        picked = -_rows(xp, tx)[array_module(ctx.tv).arange(ctx.rows[0]), ctx.tv]  # (R,)
         per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * ctx.w_t, 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(ctx.shape))
 
