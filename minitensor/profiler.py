@@ -7,13 +7,32 @@
 Records, per primitive (a Function subclass: Linear, Softmax, MatMul, ...), the number of calls
 and the wall time spent in its forward and in its backward. Time outside primitives (Python glue,
 optimizer updates) is reported as the difference to the block's total wall time.
+
+On a GPU (CuPy) a call returns once its kernels are queued, so each op is timed between two device
+synchronisations (`synchronize`): the times are the kernels', not their launches'. The waits themselves
+cost time, so a profiled GPU run is slower than an unprofiled one, as with torch.profiler's CUDA timing.
 """
 
 from __future__ import annotations
 
 import time
 
+from . import fakecuda
 from .autograd import OpCalls, set_op_calls
+from .devices import array_module, is_host
+
+
+def synchronize(*arrays) -> None:
+    """Wait until the device of the first device array among `arrays` has run every kernel queued so far
+    (cupy.cuda.Device().synchronize()). Nothing to wait for on the host, nor on the fake device, whose NumPy
+    computes eagerly. Non-arrays (None, numbers) are skipped."""
+    for a in arrays:
+        if a is None or isinstance(a, (int, float)) or is_host(a) or not hasattr(a, "dtype"):
+            continue
+        xp = array_module(a)
+        if xp is not fakecuda:
+            xp.cuda.Device().synchronize()
+        return
 
 
 class _TimedCalls(OpCalls):
@@ -23,14 +42,19 @@ class _TimedCalls(OpCalls):
         self.prof = prof
 
     def forward(self, fn, ctx, arrays, kwargs):
+        synchronize(*arrays)  # on a GPU: what earlier ops queued is not this op's time
         t0 = time.perf_counter()
         out = fn.forward(ctx, *arrays, **kwargs)
+        synchronize(*(out if isinstance(out, tuple) else (out,)))  # this op's kernels, run to the end
         self.prof.record(fn.__name__, "forward", time.perf_counter() - t0)
+        self.prof.seen(arrays)
         return out
 
     def backward(self, fn, ctx, g):
+        synchronize(*(g if isinstance(g, tuple) else (g,)))
         t0 = time.perf_counter()
         grads = fn.backward(ctx, g)
+        synchronize(*(grads if isinstance(grads, tuple) else (grads,)))
         self.prof.record(fn.__name__, "backward", time.perf_counter() - t0)
         return grads
 
@@ -45,6 +69,11 @@ class profile:
         self.stats: dict[str, list] = {}  # op -> [forward calls, forward s, backward calls, backward s]
         self.wall = 0.0
         self._outer = None
+        self._device_array = None  # an array of the device the ops ran on, to synchronise before the wall clock
+
+    def seen(self, arrays) -> None:
+        if self._device_array is None:
+            self._device_array = next((a for a in arrays if hasattr(a, "dtype") and not is_host(a)), None)
 
     def record(self, op: str, phase: str, seconds: float) -> None:
         s = self.stats.get(op)
@@ -63,6 +92,7 @@ class profile:
         return self
 
     def __exit__(self, *exc) -> bool:
+        synchronize(self._device_array)  # the block's wall time ends when its last kernel has
         self.wall += time.perf_counter() - self._t0
         set_op_calls(self._outer)
         return False

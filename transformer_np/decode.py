@@ -9,6 +9,9 @@ tokens (tests/test_decode.py); the cache turns each step's cost from O(t^2) into
 Conventions: max_len counts generated tokens (BOS excluded, EOS included), so the decoder is fed
 at most max_len positions (BOS + max_len - 1 tokens) and max_len must not exceed the model's.
 Returned sequences never contain BOS; they end at EOS when one was produced.
+
+On a device (model.to("cuda")) the search's bookkeeping stays on the host, in NumPy: each step copies the newest
+position's logits (greedy: their argmax) back, one host sync a step, and the fed tokens go over as host arrays.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 import minitensor as mt
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_np.device import on_device, to_host
 from transformer_np.masks import causal_mask, padding_mask
 
 
@@ -68,6 +72,7 @@ def greedy_decode(
         if src_mask is None:
             src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, D)
+        src_mask = on_device(src_mask, memory.data)  # copied to the model's device once, not every step
         B = memory.shape[0]
         cache = model.init_cache() if use_cache else None
         ys = np.full((B, 1), bos_id, dtype=np.int64)  # decoder input so far
@@ -79,7 +84,7 @@ def greedy_decode(
             else:
                 # Causal only (no padding mask on the prefix): the cached path cannot see token ids.
                 logits = model.decode(ys, memory, src_mask, causal_mask(t + 1))  # (B, t + 1, V)
-            next_tok = logits.data[:, -1].argmax(axis=-1)  # (B,)
+            next_tok = to_host(logits.data[:, -1].argmax(axis=-1))  # (B,) on the host: one sync a step on a device
             next_tok = np.where(finished, pad_id, next_tok)
             out[:, t] = next_tok
             finished |= next_tok == eos_id
@@ -139,10 +144,10 @@ def beam_search(
         B = memory.shape[0]
         # Row i * K + k of every per-beam array is beam k of the i-th sentence still searching.
         rows = np.repeat(np.arange(B), K)
-        memory_k = mt.from_numpy(memory.data[rows])  # (B*K, S, D)
-        mask = _raw(src_mask)
+        memory_k = mt.Tensor.wrap(memory.data[on_device(rows, memory.data).data])  # (B*K, S, D)
+        mask = _raw(on_device(src_mask, memory.data))
         per_sentence_mask = mask.ndim == 4 and mask.shape[0] != 1
-        mask_k = mask[rows] if per_sentence_mask else mask  # (B*K, 1, 1, S)
+        mask_k = mask[on_device(rows, mask).data] if per_sentence_mask else mask  # (B*K, 1, 1, S)
         alive = np.arange(B)  # sentence ids still searching
         tokens = np.full((B * K, 1), bos_id, dtype=np.int64)  # (n*K, t + 1), BOS first
         scores = np.full((B, K), -np.inf)  # cumulative log P, float64
@@ -156,7 +161,7 @@ def beam_search(
                 logits = model.decode(tokens[:, -1:], memory_k, mask_k, cache=cache)  # (n*K, 1, V)
             else:
                 logits = model.decode(tokens, memory_k, mask_k, causal_mask(t + 1))  # (n*K, t + 1, V)
-            logp = _log_softmax64(logits.data[:, -1])  # (n*K, V)
+            logp = _log_softmax64(to_host(logits.data[:, -1]))  # (n*K, V), on the host: one sync a step on a device
             V = logp.shape[-1]
             cand = (scores[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)  # (n, K*V)
             n_cand = min(2 * K, K * V)
@@ -201,9 +206,10 @@ def beam_search(
             shrink = len(keep) < n
             if shrink:
                 # Sentences left the batch: their memory rows go too (within a sentence they are equal).
-                memory_k = mt.from_numpy(memory_k.data[rows])
+                device_rows = on_device(rows, memory_k.data).data
+                memory_k = mt.Tensor.wrap(memory_k.data[device_rows])
                 if per_sentence_mask:
-                    mask_k = mask_k[rows]
+                    mask_k = mask_k[device_rows]
             if cache is not None:
                 cache.reorder(rows, static=shrink)
 

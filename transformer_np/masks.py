@@ -16,11 +16,13 @@ from __future__ import annotations
 import numpy as np
 
 import minitensor as mt
+from minitensor.devices import array_module
 from transformer_np.data import PAD_ID
 
 
 def _token_array(tokens, who: str) -> np.ndarray:
-    """The raw (B, L) integer array behind `tokens` (an mt.Tensor or a NumPy array), checked."""
+    """The raw (B, L) integer array behind `tokens` (an mt.Tensor or a NumPy array), checked. A Tensor's array may
+    live on a device: the masks below are then built there, by the array's own library."""
     if isinstance(tokens, mt.Tensor):
         arr = tokens.data
     elif isinstance(tokens, np.ndarray):
@@ -39,7 +41,7 @@ def _token_array(tokens, who: str) -> np.ndarray:
 def padding_mask(tokens, pad_id: int = PAD_ID) -> mt.Tensor:
     """(B, 1, 1, S) bool: True where tokens[b, s] != pad_id, so every query ignores padded keys."""
     arr = _token_array(tokens, "padding_mask")
-    return mt.from_numpy((arr != pad_id)[:, None, None, :])  # (B, 1, 1, S)
+    return mt.Tensor.wrap((arr != pad_id)[:, None, None, :])  # (B, 1, 1, S), on tokens' device
 
 
 def causal_mask(size: int, offset: int = 0) -> mt.Tensor:
@@ -61,5 +63,5 @@ def target_mask(tgt, pad_id: int = PAD_ID) -> mt.Tensor:
     arr = _token_array(tgt, "target_mask")
     T = arr.shape[1]
     # Built in NumPy and wrapped once: the same values as padding_mask(tgt) & causal_mask(T).
-    keep = (arr != pad_id)[:, None, None, :] & np.tri(T, T, dtype=bool)[None, None]  # (B, 1, T, T)
-    return mt.from_numpy(keep)
+    keep = (arr != pad_id)[:, None, None, :] & array_module(arr).tri(T, T, dtype=bool)[None, None]  # (B, 1, T, T)
+    return mt.Tensor.wrap(keep)

@@ -44,7 +44,8 @@ Parameter names and shapes of the base model (V_src = V_tgt = 10000, D 512, H 8,
     generator.weight                                   (V_tgt, D)    (10000, 512)  tgt_embed.weight when tied
     generator.bias                                     (V_tgt,)      (10000,)
 
-Token ids are integer arrays or Tensors (B, L); PAD=0 (transformer_np.data.PAD_ID).
+Token ids are integer arrays or Tensors (B, L); PAD=0 (transformer_np.data.PAD_ID). On a device
+(`model.to("cuda")`), host ids and masks are copied onto it at the model's boundary (transformer_np/device.py).
 """
 
 from __future__ import annotations
@@ -56,11 +57,13 @@ import numpy as np
 import minitensor as mt
 import minitensor.nn as nn
 import minitensor.nn.functional as F
+from minitensor.devices import array_module
 from minitensor.nn import Dropout
 from minitensor.nn.functional import attention_weights
 from minitensor.utils.checkpoint import checkpoint, noop_context_fn
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
+from transformer_np.device import device_of, on_device, to_host
 from transformer_np.masks import causal_mask, padding_mask, target_mask
 
 
@@ -72,8 +75,9 @@ def _raw(x):
     return x.data if isinstance(x, mt.Tensor) else x
 
 
-def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0) -> mt.Tensor:
-    """Check token ids (B, L): integer dtype, 2-D, non-empty, ids in [0, vocab_size), offset + L <= max_len."""
+def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0, like=None) -> mt.Tensor:
+    """Check token ids (B, L): integer dtype, 2-D, non-empty, ids in [0, vocab_size), offset + L <= max_len.
+    `like`: an array of the model; the ids are returned on its device (host ids are checked there, then copied)."""
     if not isinstance(tokens, (mt.Tensor, np.ndarray)):
         raise TypeError(
             f"{who}: expected token ids as an mt.Tensor or NumPy array of shape (B, L), got {type(tokens).__name__}"
@@ -87,7 +91,7 @@ def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 
         raise ValueError(
             f"{who}: expected a non-empty batch of shape (B, L) with B, L >= 1, got shape {tuple(arr.shape)}"
         )
-    lo, hi = int(arr.min()), int(arr.max())
+    lo, hi = (int(v) for v in to_host(array_module(arr).stack([arr.min(), arr.max()])))  # one read on a device
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
         where = tuple(int(i) for i in np.argwhere(arr == bad)[0])
@@ -97,6 +101,8 @@ def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 
         )
     if offset + arr.shape[1] > max_len:
         raise ValueError(f"{who}: sequence length {offset + arr.shape[1]} exceeds max_len {max_len}")
+    if like is not None:
+        return on_device(tokens, like, who)
     return tokens if isinstance(tokens, mt.Tensor) else mt.as_tensor(tokens)  # shares the array
 
 
@@ -226,7 +232,7 @@ class MultiHeadAttention(nn.Module):
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
             # A detached copy: the array itself is saved for backward and must not be edited by a plot.
-            self.attn_weights = weights.data.copy()  # (B, H, T_q, T_k)
+            self.attn_weights = to_host(weights.data).copy()  # (B, H, T_q, T_k), on the host for the plots
         return self.W_o(self.merge_heads(out))  # (B, T_q, D)
 
 
@@ -480,7 +486,7 @@ class AttentionCache:
     def index_select(self, index: np.ndarray) -> None:
         """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
         if self.k is not None:
-            index = mt.as_tensor(index)
+            index = on_device(index, self.k.data, "AttentionCache.index_select")
             self.k = self.k.detach().index_select(0, index)
             self.v = self.v.detach().index_select(0, index)
 
@@ -639,11 +645,16 @@ class Transformer(nn.Module):
     # -- the three entry points ----------------------------------------------------------------
     def encode(self, src, src_mask=None):
         """src (B, S) ids -> memory (B, S, D). src_mask None: padding_mask(src) (PAD=0 keys ignored)."""
-        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.encode: src")
+        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.encode: src", like=device_of(self))
+        return self._encode(src, src_mask)
+
+    def _encode(self, src, src_mask=None):
+        """encode() of ids already checked and on the model's device."""
         B, S = src.shape
         if src_mask is None:
             src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
         check_mask(src_mask, (B, self.config.num_heads, S, S), "Transformer.encode: src_mask")
+        src_mask = on_device(src_mask, src.data, "Transformer.encode: src_mask")
         x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, D)
         return self.encoder(x, src_mask)  # (B, S, D)
 
@@ -657,7 +668,8 @@ class Transformer(nn.Module):
         at cache.offset onward, and cache.offset advances by T.
         """
         offset = cache.offset if cache is not None else 0
-        tgt = check_tokens(tgt, self.tgt_vocab_size, self.max_len, "Transformer.decode: tgt", offset)
+        like = device_of(self)
+        tgt = check_tokens(tgt, self.tgt_vocab_size, self.max_len, "Transformer.decode: tgt", offset, like)
         B, T = tgt.shape
         if memory.ndim != 3 or memory.shape[0] != B or memory.shape[2] != self.d_model:
             raise ValueError(
@@ -673,6 +685,8 @@ class Transformer(nn.Module):
         H = self.config.num_heads
         check_mask(tgt_mask, (B, H, T, offset + T), "Transformer.decode: tgt_mask")
         check_mask(src_mask, (B, H, T, S), "Transformer.decode: src_mask")
+        tgt_mask = None if tgt_mask is None else on_device(tgt_mask, like, "Transformer.decode: tgt_mask")
+        src_mask = None if src_mask is None else on_device(src_mask, like, "Transformer.decode: src_mask")
         x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
         x = self.decoder(x, memory, src_mask, tgt_mask, cache)  # (B, T, D)
         if cache is not None:
@@ -685,8 +699,8 @@ class Transformer(nn.Module):
         Masks left None are built from PAD=0: src_mask = padding_mask(src) (B, 1, 1, S), used by the
         encoder and the cross-attention; tgt_mask = target_mask(tgt) (B, 1, T, T), causal & padding.
         """
-        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.forward: src")
+        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.forward: src", like=device_of(self))
         if src_mask is None:
             src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
-        memory = self.encode(src, src_mask)  # (B, S, D)
+        memory = self._encode(src, src_mask)  # (B, S, D) (src checked once, here)
         return self.decode(tgt, memory, src_mask, tgt_mask)  # (B, T, V_tgt)

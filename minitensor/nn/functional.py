@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import ops
 from ..autograd import is_grad_enabled
+from ..devices import array_module
 from ..dtypes import result_type
 from ..functions.reductions import log_softmax, softmax
 from ..random import generator
@@ -272,8 +273,9 @@ def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
     n = weight.shape[0]
-    if ids.size and (ids.min() < 0 or ids.max() >= n):
-        bad = ids[(ids < 0) | (ids >= n)].reshape(-1)[0]
+    out_of_range = (ids < 0) | (ids >= n)
+    if ids.size and out_of_range.any():  # one host read (a sync on a device), as torch's device-side assert
+        bad = ids[out_of_range].reshape(-1)[0]
         raise IndexError(f"embedding: id {bad} is out of range for an embedding of {n} rows (ids shape {ids.shape})")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
@@ -313,10 +315,11 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return input
+    xp = array_module(input.data)
     if mask is None:
-        keep = _keep_mask(input.shape, p)
+        keep = xp.asarray(_keep_mask(input.shape, p))  # drawn on the host, then copied: one mask on every device
     else:
-        keep = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        keep = mask.data if isinstance(mask, Tensor) else xp.asarray(mask)
         if keep.shape != input.shape or keep.dtype != np.bool_:
             raise ValueError(
                 f"dropout: mask must be a bool array of the input's shape {input.shape}, got {keep.dtype} {keep.shape}"

@@ -1,7 +1,8 @@
 """Parameter initialisation, in place, PyTorch's names and formulas (`torch.nn.init`).
 
-Every function writes into `tensor.data` (a NumPy array) with numbers drawn from the one
-seeded generator `mt.random.generator()`, records no graph, and returns the tensor.
+Every function writes into `tensor.data` with numbers drawn from the one seeded generator
+`mt.random.generator()`, records no graph, and returns the tensor. The numbers are always drawn on the
+host and then copied to the tensor's device (issue 24), so one seed gives the same weights on every device.
 The streams differ from PyTorch's (see minitensor/random.py): equal seeds give equal
 *distributions*, not equal numbers; parity checks copy weights instead.
 
@@ -19,6 +20,7 @@ import numbers
 
 import numpy as np
 
+from ..devices import array_module
 from ..random import generator
 from ..tensor import Tensor
 
@@ -52,8 +54,12 @@ def _float_array(fn: str, tensor) -> np.ndarray:
 
 
 def _set(tensor, values) -> Tensor:
-    """tensor's array = values, in place, recorded as an in-place change (its version is bumped)."""
-    tensor.data[...] = values
+    """tensor's array = values, in place, recorded as an in-place change (its version is bumped).
+    A host array of values is cast to the tensor's dtype on the host, then copied to its device."""
+    arr = tensor.data
+    if isinstance(values, np.ndarray):
+        values = array_module(arr).asarray(values.astype(arr.dtype, copy=False))
+    arr[...] = values
     tensor.bump_version()
     return tensor
 

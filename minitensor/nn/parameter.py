@@ -6,6 +6,7 @@ import numpy as np
 
 from ..dtypes import get_default_dtype
 from ..tensor import Tensor
+from .utils import is_array
 
 __all__ = ["Parameter"]
 
@@ -22,8 +23,8 @@ class Parameter(Tensor):
             data = np.empty((0,), dtype=np.dtype(get_default_dtype()))
         if isinstance(data, Tensor):
             data = data.data
-        if not isinstance(data, np.ndarray):
-            raise TypeError(f"Parameter: expected a Tensor or np.ndarray, got {type(data).__name__}")
+        if not is_array(data):  # a NumPy array, or a device array (CuPy's, the fake's)
+            raise TypeError(f"Parameter: expected a Tensor or an array, got {type(data).__name__}")
         if requires_grad and data.dtype.kind != "f":
             raise TypeError(f"Parameter: only floating-point arrays can require gradients, got dtype {data.dtype}")
         super().__init__(data, requires_grad=requires_grad)

@@ -13,12 +13,29 @@ import numbers
 
 import numpy as np
 
+from .. import fakecuda
 from ..autograd import ieee_quiet
+from ..devices import array_module, is_host
 from ..ops.reductions import opmath_dtype
 from ..pool import update_pool
 from ..tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "zero_grad_"]
+
+
+def is_array(x) -> bool:
+    """A NumPy array or a device array (CuPy's or the fake's, minitensor/fakecuda.py): what a Tensor may hold.
+    (Here until devices.py gains the shared `is_array` of issue 24; then this becomes that one.)"""
+    return isinstance(x, np.ndarray) or type(x) is fakecuda.FakeArray or type(x).__module__.startswith("cupy")
+
+
+def to_device_of(arr, like):
+    """`arr` copied onto the device of the array `like` (a copy even where it already is): for state loaded
+    from a host checkpoint into an optimizer or a model whose parameters live on a device."""
+    if array_module(arr) is array_module(like):
+        return arr.copy()
+    host = arr if is_host(arr) else arr.get()  # device -> host (one transfer), then onto like's device
+    return array_module(like).asarray(host)
 
 
 def _param_list(where: str, parameters) -> list:
@@ -54,11 +71,13 @@ def _sum_of_squares(g: np.ndarray, block: int = 1024) -> float:
     return total + float(np.dot(tail, tail))
 
 
-def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> float:
+def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False):
     """Scale all gradients together so their joint norm is at most max_norm; return the norm before clipping.
 
     torch's formula (clip_coef = max_norm / (total_norm + 1e-6), applied only when < 1).
-    Deviation, flagged: returns a Python float where torch returns a 0-d tensor.
+    Deviation, flagged: on the CPU it returns a Python float where torch returns a 0-d tensor. On a device
+    it returns torch's 0-d tensor, on that device, and reads nothing back unless error_if_nonfinite asks
+    (then one host sync per call, never one per parameter): see _clip_on_device.
     Parameters whose .grad is None are skipped; with no gradients at all the norm is 0.0.
     """
     params = _param_list("clip_grad_norm_", parameters)
@@ -71,6 +90,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     grads = [p.grad.data for p in with_grad]
     if not grads:
         return 0.0
+    if not is_host(grads[0]):
+        return _clip_on_device(with_grad, float(max_norm), norm_type, error_if_nonfinite)
     if norm_type == math.inf:
         total = max(float(np.max(np.abs(g))) if g.size else 0.0 for g in grads)
     elif norm_type == 2.0:
@@ -90,10 +111,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
             norms = np.array([np.sum(np.abs(g) ** norm_type) ** (1.0 / norm_type) for g in grads], dtype=np.float64)
             total = float(np.sum(norms**norm_type) ** (1.0 / norm_type))
     if error_if_nonfinite and not math.isfinite(total):
-        raise RuntimeError(
-            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-            f"non-finite ({total}); set error_if_nonfinite=False to clip anyway"
-        )
+        _refuse_nonfinite(norm_type, total)
     clip_coef = float(max_norm) / (total + 1e-6)
     if clip_coef < 1.0:
 
@@ -104,6 +122,54 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         for p in with_grad:  # in this thread: two gradients may share a version counter
             p.grad.bump_version()
     return total
+
+
+def _refuse_nonfinite(norm_type: float, total: float):
+    raise RuntimeError(
+        f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+        f"non-finite ({total}); set error_if_nonfinite=False to clip anyway"
+    )
+
+
+def total_norm_on_device(grads: list, norm_type: float = 2.0):
+    """The p-norm of all gradient arrays joined, as a 0-d float64 array on their device: no host read.
+
+    The plain formulas of the CPU path above without its speed devices (blocked einsum dots, the thread pool):
+    each array's squares are summed in float64, so the norm equals the CPU's to round-off (inf and general p:
+    the same formulas, bitwise). Also the training step's per-group norms (transformer_np/training/step.py)."""
+    xp = array_module(grads[0])
+    with ieee_quiet():  # beyond the dtype's range: inf, silently, as PyTorch's norm
+        if norm_type == math.inf:
+            maxima = [xp.abs(g).max().astype(xp.float64) for g in grads if g.size]
+            return xp.stack(maxima).max() if maxima else xp.zeros((), dtype=xp.float64)
+        xs = [g.astype(opmath_dtype(g.dtype), copy=False).reshape(-1) for g in grads]  # float16 in float32
+        if norm_type == 2.0:
+            norms = xp.sqrt(xp.stack([xp.sum(x * x, dtype=xp.float64) for x in xs]))
+            return xp.sqrt(xp.dot(norms, norms))
+        norms = xp.stack([xp.sum(xp.abs(x) ** norm_type) ** (1.0 / norm_type) for x in xs]).astype(xp.float64)
+        return xp.sum(norms**norm_type) ** (1.0 / norm_type)
+
+
+def _clip_on_device(with_grad: list, max_norm: float, norm_type: float, error_if_nonfinite: bool) -> Tensor:
+    """clip_grad_norm_ on a device: the total norm, the check and the clip factor stay there.
+
+    clip_coef = min(max_norm / (total + 1e-6), 1) multiplies every gradient (as torch's foreach path does):
+    a factor of exactly 1 leaves a gradient bitwise as it was, so this equals the CPU's `if clip_coef < 1`.
+    Deviation from torch, flagged: torch's clamp gives NaN gradients for a NaN norm; here, as on the CPU, the
+    factor is then 1 and the gradients stay as they were (the training step's guard reports the NaN)."""
+    total = total_norm_on_device([p.grad.data for p in with_grad], norm_type)
+    xp = array_module(total)
+    if error_if_nonfinite:
+        value = float(total)  # the one host read of this call, asked for by error_if_nonfinite
+        if not math.isfinite(value):
+            _refuse_nonfinite(norm_type, value)
+    with ieee_quiet():  # total = inf: the factor is 0; total = NaN: 1 (NaN < 1 is False), as on the CPU
+        clip_coef = max_norm / (total + 1e-6)
+        clip_coef = xp.where(clip_coef < 1.0, clip_coef, 1.0)
+        for p in with_grad:  # (quiet: inf * 0 is NaN silently, as on a GPU)
+            p.grad.data *= clip_coef.astype(p.grad.dtype)  # in the gradient's dtype, as the CPU's Python float
+            p.grad.bump_version()
+    return Tensor.wrap(total)
 
 
 def zero_grad_(parameters, set_to_none: bool = True) -> None:
@@ -146,7 +212,7 @@ def vector_to_parameters(vec, parameters) -> None:
     """Copy slices of the 1-D `vec` back into the parameters, in order (inverse of parameters_to_vector)."""
     params = _param_list("vector_to_parameters", parameters)
     v = vec.data if isinstance(vec, Tensor) else vec
-    if not isinstance(v, np.ndarray) or v.ndim != 1:
+    if not is_array(v) or v.ndim != 1:
         raise TypeError(
             f"vector_to_parameters: expected a 1-D Tensor, got {type(vec).__name__} "
             f"of shape {getattr(v, 'shape', None)}"

@@ -9,7 +9,8 @@ PyTorch's single-tensor implementation, term for term (t counts this parameter's
     p = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 In one line: p -= lr * m_hat / (sqrt(v_hat) + eps), with the bias corrections placed as torch
 places them (eps is added after dividing sqrt(v) by sqrt(1 - beta2^t)).
-Everything runs in NumPy in place on `p.data`; m, v (and vmax) have the parameter's dtype, and
+Everything runs in place on `p.data`, in NumPy or, on a device, in the array's own library (np.* dispatch);
+m, v (and vmax) have the parameter's dtype, and
 one scratch array per parameter per step holds the intermediate terms. A large parameter is updated
 block by block (optimizer.in_blocks: the same numbers, read from the cache rather than memory).
 """

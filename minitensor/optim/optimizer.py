@@ -1,9 +1,12 @@
 """The optimizer base class: parameter groups, per-parameter state, zero_grad, state_dict.
 
-Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` in raw
-NumPy, updating `p.data` in place: no Tensor is created and no graph is recorded during a step.
+Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` on the raw
+arrays, updating `p.data` in place: no Tensor is created and no graph is recorded during a step.
 `step()` runs it for every parameter with a gradient, on the shared pool (minitensor/pool.py) when the
-step is large. Hyperparameters are read from `self.param_groups[i]` at every step, so a scheduler
+step is large and on the host. On a device (issue 24) the same formulas run through the arrays' own library
+(NumPy's functions dispatch to CuPy's), whole arrays at a time: the pool and the blocks are CPU speed devices.
+A step reads nothing back to the host.
+Hyperparameters are read from `self.param_groups[i]` at every step, so a scheduler
 changes the learning rate by writing `group['lr']`, exactly as in PyTorch.
 
 state_dict layout (PyTorch's):
@@ -23,7 +26,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from ..autograd import enable_grad
-from ..nn.utils import zero_grad_
+from ..devices import is_host
+from ..nn.utils import is_array, to_device_of, zero_grad_
 from ..pool import update_pool
 from ..tensor import Tensor
 
@@ -60,9 +64,10 @@ def in_blocks(*arrays):
     An update of a dozen passes (Adam) then runs each pass over a block that is still in the cache instead
     of over whole arrays in memory (measured: benchmarks/README.md). Every operation is
     elementwise, so the result is bitwise the one of a single pass. Arrays of the same shape; if one of
-    them is not C-contiguous (a view cannot be flattened without a copy) they come whole, as one block."""
+    them is not C-contiguous (a view cannot be flattened without a copy) they come whole, as one block.
+    On a device the arrays always come whole (np.empty_like makes the scratch beside them)."""
     n, size = arrays[0].size, THREADED_BLOCK_NUMEL if update_pool.threaded else BLOCK_NUMEL
-    if n <= size or not all(a.flags.c_contiguous for a in arrays):
+    if n <= size or not is_host(arrays[0]) or not all(a.flags.c_contiguous for a in arrays):
         yield arrays, np.empty_like(arrays[0])
         return
     flat = [a.reshape(-1) for a in arrays]
@@ -201,7 +206,12 @@ class Optimizer:
             self.check_hyperparameters(group)
             self._check_grads(params)
         for group, params in groups:
-            update_pool.run(functools.partial(self.update_parameter, group=group), params)
+            update = functools.partial(self.update_parameter, group=group)
+            if all(is_host(p.data) for p in params):
+                update_pool.run(update, params)
+            else:  # on a device: one parameter after another (the pool's threads would only queue kernels)
+                for p in params:
+                    update(p)
             for p in params:
                 p.bump_version()  # a graph that saved p now refuses to backpropagate
         return loss
@@ -234,9 +244,7 @@ class Optimizer:
         state = {}
         for pid, i in index.items():
             if pid in self.state and self.state[pid]:
-                state[i] = {
-                    k: (v.copy() if isinstance(v, np.ndarray) else copy.deepcopy(v)) for k, v in self.state[pid].items()
-                }
+                state[i] = {k: (v.copy() if is_array(v) else copy.deepcopy(v)) for k, v in self.state[pid].items()}
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: Mapping) -> None:
@@ -268,7 +276,7 @@ class Optimizer:
             p = by_index[idx]
             entry = {}
             for k, v in st.items():
-                if isinstance(v, np.ndarray) and v.ndim > 0:
+                if is_array(v) and v.ndim > 0:
                     if v.shape != p.shape:
                         raise ValueError(
                             f"{name}.load_state_dict: state[{idx}][{k!r}] has shape {v.shape}, "
@@ -279,8 +287,8 @@ class Optimizer:
                             f"{name}.load_state_dict: state[{idx}][{k!r}] has dtype {v.dtype}, "
                             f"the parameter has dtype {p.dtype} (cast it explicitly)"
                         )
-                    entry[k] = v.copy()
-                elif isinstance(v, np.ndarray):  # a 0-d array (e.g. 'step' after np round trip)
+                    entry[k] = to_device_of(v, p.data)  # a host checkpoint's state goes to p's device, as torch's
+                elif is_array(v):  # a 0-d array (e.g. 'step' after np round trip)
                     entry[k] = v.item()
                 else:
                     entry[k] = copy.deepcopy(v)

@@ -6,12 +6,11 @@ The update is PyTorch's single-tensor SGD, term for term (so 20 steps agree to r
     buf = momentum * buf + (1 - dampening) * g   afterwards
     g = g + momentum * buf  (nesterov)   or   g = buf
     p = p - lr * g
-computed in NumPy in place on `p.data`; the momentum buffer has the parameter's dtype.
+computed in place on `p.data` by the array's own library (NumPy, or CuPy on a device); the momentum
+buffer has the parameter's dtype.
 """
 
 from __future__ import annotations
-
-import numpy as np
 
 from .optimizer import Optimizer, check_hyperparameter
 
@@ -62,7 +61,7 @@ class SGD(Optimizer):
             state = self.state_for(p)
             buf = state.get("momentum_buffer")
             if buf is None:
-                buf = state["momentum_buffer"] = np.array(g, dtype=w.dtype, copy=True)
+                buf = state["momentum_buffer"] = g.astype(w.dtype, copy=True)  # on g's device
             else:
                 buf *= momentum
                 if dampening == 0:

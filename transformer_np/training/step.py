@@ -6,6 +6,11 @@
 - `NonFiniteError`: the divergence report, with the step, its loss and gradient norm.
 - `nonfinite_entries`: the arrays of a (nested) state dict holding a NaN or an infinity (the
   checks before a save and before a resume use it too).
+
+On a device (issue 24) the step reads the device once: the loss, the gradient norm (clip_grad_norm_ keeps it there)
+and the per-group squared norms are stacked into one array and copied back together, for the log and the
+non-finite guard; the optimizer and the schedule read nothing. The other syncs of a step are the range checks of
+the token ids inside the embeddings (tests/test_fake_device_training.py counts and names them all).
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ import math
 import numpy as np
 
 import minitensor as mt
+from minitensor.devices import array_module, is_host
 
 from ..config import TrainConfig
+from ..device import to_host
 from ..loss import compute_loss
 
 
@@ -52,7 +59,7 @@ def nonfinite_entries(state, prefix: str = "") -> list[str]:
         for i, v in enumerate(state):
             out += nonfinite_entries(v, f"{prefix}{i}.")
     else:
-        arr = np.asarray(getattr(state, "data", state))
+        arr = to_host(state)  # a Tensor's or an array's values, on the host (numbers too)
         if arr.dtype.kind in "fc":
             bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
             if bad:
@@ -101,6 +108,9 @@ def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups
     if parallel is None:
         loss, _, labels = compute_loss(model, src, tgt, train_cfg.label_smoothing)
         loss.backward()
+        if not is_host(loss.data):
+            value, total, sq = _read_once(loss, params, train_cfg, groups)
+            return _guard_and_update(model, optimizer, scheduler, value, total, sq, labels, allow_nonfinite, step)
         value = loss.item()
     else:  # the global batch's mean loss, its gradient averaged over the ranks
         value, labels = parallel.backward(model, src, tgt, train_cfg.label_smoothing)
@@ -115,6 +125,38 @@ def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups
         total = math.sqrt(sum(sq.values()))
     else:
         total = math.sqrt(sum(_sq_norm(p.grad.data) for p in params if p.grad is not None))
+    return _guard_and_update(model, optimizer, scheduler, value, total, sq, labels, allow_nonfinite, step)
+
+
+def _read_once(loss, params, train_cfg, groups):
+    """The device step's values for the log and the guard, in ONE host read: (loss, grad norm, {group: sq norm}).
+
+    The same numbers as the host path above: each squared norm is a float32 dot widened to float64 and summed in
+    float64 (as float(np.dot) summed in Python floats); the norm without clipping is computed from them on the host,
+    after the read, by the same Python expression."""
+    xp = array_module(loss.data)
+
+    def sq_norm(ps):
+        dots = [xp.dot(g, g).astype(xp.float64) for g in (p.grad.data.reshape(-1) for p in ps if p.grad is not None)]
+        return sum(dots, xp.zeros((), dtype=xp.float64))
+
+    sq_dev = {} if groups is None else {k: sq_norm(ps) for k, ps in groups.items()}
+    if train_cfg.clip_grad_norm > 0:
+        norm = mt.nn.utils.clip_grad_norm_(params, train_cfg.clip_grad_norm).data  # a 0-d device array: no read
+    else:
+        norm = xp.full((), np.nan) if sq_dev else sq_norm(params)  # (the norm itself comes after the read)
+    values = to_host(xp.stack([loss.data.astype(xp.float64), norm, *sq_dev.values()]))  # the step's one sync
+    value, norm, sq = float(values[0]), float(values[1]), dict(zip(sq_dev, map(float, values[2:])))
+    if train_cfg.clip_grad_norm > 0:
+        total = norm
+    elif sq:
+        total = math.sqrt(sum(sq.values()))
+    else:
+        total = math.sqrt(norm)
+    return value, total, sq
+
+
+def _guard_and_update(model, optimizer, scheduler, value, total, sq, labels, allow_nonfinite, step):
     # Any NaN or infinity in a gradient makes the norm non-finite, so these two checks cover every entry.
     if not allow_nonfinite and not (math.isfinite(value) and math.isfinite(total)):
         bad = nonfinite_entries({n: p for n, p in model.named_parameters()})

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...tensor import Tensor
 from .. import functional as F
+from ..utils import is_array
 from .module import Module
 
 __all__ = ["Dropout"]
@@ -41,10 +42,10 @@ class Dropout(Module):
         keep = self.mask_fn(shape)
         if isinstance(keep, Tensor):
             keep = keep.data
-        if not isinstance(keep, np.ndarray) or keep.dtype != np.bool_ or keep.shape != shape:
+        if not is_array(keep) or keep.dtype != np.bool_ or keep.shape != shape:  # a host mask is copied over
             got = (
                 f"{type(keep).__name__} of dtype {keep.dtype} and shape {keep.shape}"
-                if isinstance(keep, np.ndarray)
+                if is_array(keep)
                 else type(keep).__name__
             )
             raise ValueError(f"Dropout.mask_fn must return a bool array of shape {shape}, got {got}")

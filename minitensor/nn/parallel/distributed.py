@@ -23,6 +23,11 @@ How the averaging overlaps the backward (PyTorch's Reducer, torch/csrc/distribut
 With MPICH an Iallreduce progresses only while some MPI call runs, so each hook also tests the pending requests
 (a cheap MPI_Testall) to push them on; how much the overlap hides is measured in benchmarks (section "ranks").
 
+On a device (issue 24; the module moved there before it is wrapped, as with torch) MPI still works on host memory:
+each bucket also has a flat buffer on the device. The gradients are packed into it there (times 1/N), copied to the
+host buffer in one transfer, all-reduced, and copied back in one transfer: two copies per bucket and step, never one
+per parameter. (A CUDA-aware MPI could reduce the device buffer directly; mpi4py's pip MPICH is not one.)
+
 `no_sync()`: a forward and backward run inside it skip the reduction, so gradients accumulate locally; the first
 backward after it reduces the accumulated .grad, as in torch.
 
@@ -42,6 +47,7 @@ import time
 import numpy as np
 
 from ...autograd import is_grad_enabled
+from ...devices import array_module, is_host
 from ..modules.module import Module
 from .launch import require_mpi
 
@@ -51,10 +57,13 @@ class _Bucket:
 
     def __init__(self, params: list):
         self.params = params
-        self.buffer = np.zeros(sum(p.data.size for p in params), dtype=params[0].dtype)
-        self.views, offset = [], 0  # each parameter's slice of the buffer, in its shape
+        self.buffer = np.zeros(sum(p.data.size for p in params), dtype=params[0].dtype)  # on the host: MPI's
+        # On a device: the flat buffer there, where the gradients are packed and unpacked; on the host: the same one.
+        xp = array_module(params[0].data)
+        self.packed = self.buffer if xp is np else xp.zeros(self.buffer.shape, dtype=self.buffer.dtype)
+        self.views, offset = [], 0  # each parameter's slice of the packed buffer, in its shape
         for p in params:
-            self.views.append(self.buffer[offset : offset + p.data.size].reshape(p.shape))
+            self.views.append(self.packed[offset : offset + p.data.size].reshape(p.shape))
             offset += p.data.size
         self.pending = len(params)  # gradients still to come in this backward
         self.request = None
@@ -106,6 +115,11 @@ class DistributedDataParallel(Module):
 
     def _broadcast_from_rank0(self) -> None:
         for t in [*self.module.parameters(), *self.module.buffers()]:
+            if not is_host(t.data):  # on a device: through the host, once, at wrap time
+                staged = t.data.get()
+                self.comm.Bcast(staged, root=0)
+                t.data[...] = array_module(t.data).asarray(staged)  # in place, as below
+                continue
             if not t.data.flags.c_contiguous:
                 t.data = np.ascontiguousarray(t.data)
             self.comm.Bcast(t.data, root=0)  # in place: an optimizer holding the tensors keeps them
@@ -155,6 +169,8 @@ class DistributedDataParallel(Module):
     def _start(self, b: _Bucket) -> None:
         for p, view in zip(b.params, b.views):
             np.multiply(p.grad.data, 1.0 / self.world_size, out=view)  # torch's Reducer: 1/N on the way in
+        if b.packed is not b.buffer:
+            b.buffer[...] = b.packed.get()  # device -> host, one transfer for the bucket
         b.request = self.comm.Iallreduce(self.MPI.IN_PLACE, b.buffer, op=self.MPI.SUM)
         self.timeline.append((f"bucket {self.buckets.index(b)} started", time.perf_counter()))
 
@@ -163,6 +179,8 @@ class DistributedDataParallel(Module):
         self.MPI.Request.Waitall([b.request for b in self.buckets])
         self.timeline.append(("all reduced", time.perf_counter()))
         for b in self.buckets:
+            if b.packed is not b.buffer:
+                b.packed[...] = array_module(b.packed).asarray(b.buffer)  # host -> device, one transfer
             for p, view in zip(b.params, b.views):
                 p.grad.data = view.copy()  # a fresh array: the bucket buffer is reused next step
         self.expect_hooks = False
