@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import ops
 from ..autograd import is_grad_enabled
-from ..devices import array_module
+from ..devices import array_module, is_array
 from ..dtypes import result_type
 from ..functions.reductions import log_softmax, softmax
 from ..random import generator
@@ -349,7 +349,8 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
         )
     keep = None
     if mask is not None:
-        keep = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        keep = mask.data if isinstance(mask, Tensor) else mask
+        keep = keep if is_array(keep) else np.asarray(keep)  # a host or device array stays where it is
         scores = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
         if keep.dtype != np.bool_:
             raise TypeError(f"attention_weights: mask must be bool (True = may attend), got {keep.dtype}")
@@ -413,7 +414,8 @@ def scaled_dot_product_attention(
     if attn_mask is not None:
         if is_causal:
             raise ValueError(f"{op}: give attn_mask or is_causal=True, not both (as torch)")
-        mask = attn_mask.data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+        mask = attn_mask.data if isinstance(attn_mask, Tensor) else attn_mask
+        mask = mask if is_array(mask) else np.asarray(mask)  # a host or device array stays where it is
         if mask.dtype != np.bool_ and mask.dtype != query.dtype:
             raise TypeError(f"{op}: attn_mask must be bool or of query's dtype {query.dtype}, got {mask.dtype}")
         scores = batch + (query.shape[-2], key.shape[-2])
