@@ -60,13 +60,12 @@ def _minitensor_side(name: str):
     # The host batch, as training feeds it: the model copies the tokens and masks over (a few kB a step) and
     # sequence_loss the labels, as parity's loss does on torch's side.
     side = W.numpy_side(cfg, model, batch)
+    sync = mt.cuda.synchronize  # waits for CuPy's queue; at once on the fake, which has none
     if xp.__name__ == "cupy":
-        sync = xp.cuda.runtime.deviceSynchronize
         props = xp.cuda.runtime.getDeviceProperties(xp.cuda.Device().id)
         device = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
         facts = {"cupy": xp.__version__, "cuda_runtime": xp.cuda.runtime.runtimeGetVersion(), "device": device}
     else:  # the fake device: NumPy underneath, every call already finished
-        sync = lambda: None
         facts = {"cupy": None, "device": "fake CUDA device (NumPy)"}
     facts["minitensor_array_module"] = xp.__name__
     facts["numpy"] = np.__version__

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 import minitensor as mt
-from minitensor import devices, fakecuda
+from minitensor import devices
 
 DEVICES = ("cpu", "cuda", "auto")  # torch's side (--device)
 NP_DEVICES = ("cpu", "cuda")  # transformer_np's side (--np-device)
@@ -73,15 +73,10 @@ def check_pairing(np_device: str, against: str) -> None:
         )
 
 
-def on_device(x) -> bool:
-    """True for a CuPy or fake-device array: what np.asarray refuses (or would copy over implicitly)."""
-    return type(x) is fakecuda.FakeArray or type(x).__module__.partition(".")[0] == "cupy"
-
-
 def host(x) -> np.ndarray:
     """A minitensor Tensor, an array of any library minitensor runs on, or a number, as a NumPy array."""
     x = x.data if isinstance(x, mt.Tensor) else x
-    return devices.array_module(x).asnumpy(x) if on_device(x) else np.asarray(x)
+    return devices.to_host(x) if devices.is_array(x) else np.asarray(x)
 
 
 def like(array, ref):
