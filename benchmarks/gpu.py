@@ -305,14 +305,14 @@ def add_parser(sub) -> None:
         default=list(GPU_CONFIGS),
         choices=sorted(W.CONFIGS),
         metavar="CONFIG",
-        help=f"configs to time, from {{{', '.join(sorted(W.CONFIGS))}}} (default: {' '.join(GPU_CONFIGS)})",
+        help=f"configs to time, from {{{', '.join(sorted(W.CONFIGS))}}} (default: {', '.join(GPU_CONFIGS)})",
     )
     g.add_argument(
         "--rounds", type=integer(1), default=None, help="alternating rounds per config (default: 7; quick: 3)"
     )
     g.add_argument("--calls", type=integer(1), default=None, help="timed steps per round (default: 5; quick: 3)")
     g.add_argument("--fake", action="store_true", help="minitensor on the fake device, torch on the CPU (smoke test)")
-    g.add_argument("--out", default="benchmarks/results", help="folder for gpu.md and gpu.json")
+    g.add_argument("--out", default="benchmarks/results", help="folder for gpu.md and gpu.json (default: %(default)s)")
 
 
 def main(args) -> int:
