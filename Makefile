@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # `make demo DEMO_FLAGS=--resume` continues an interrupted demo instead (a finished one is only reported).
 DEMO_FLAGS ?= --overwrite
 
-.PHONY: demo test test-fast lint bench bench-quick notebooks lab clean distclean
+.PHONY: demo test test-fast lint bench bench-quick notebooks lab gpu clean distclean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -52,6 +52,17 @@ $(LAB_STAMP): $(STAMP)
 
 lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab --notebook-dir=notebooks
+
+# The engine on a CUDA GPU (docs/gpu.md): CuPy from the `gpu` extra (CUDA 13; GPU_EXTRA=gpu-cuda12 for CUDA 12), only
+# where nvidia-smi answers. `make test` and `make demo` never install it: without a GPU, "cuda" is one clear error.
+GPU_EXTRA ?= gpu
+gpu: $(STAMP)
+	@if nvidia-smi > /dev/null 2>&1; then \
+		$(BIN)/pip install --quiet -e '.[$(GPU_EXTRA)]' && \
+		$(BIN)/python -c "import cupy; print('CuPy', cupy.__version__, 'sees', cupy.cuda.runtime.getDeviceCount(), 'GPU(s)')"; \
+	else \
+		echo "make gpu: no GPU (nvidia-smi does not answer): CuPy not installed; minitensor runs on the CPU"; \
+	fi
 
 # clean: what runs and tests wrote (runs, results, caches); the environment stays. distclean: .venv too.
 clean:

@@ -12,6 +12,7 @@ import argparse
 from benchmarks.attention import LENGTHS as ATTENTION_LENGTHS
 from benchmarks.attention import MEMORY_GIB, QUICK_LENGTHS
 from benchmarks.env import WAIT_POLICIES
+from benchmarks.gpu import add_parser as add_gpu_parser
 from benchmarks.workloads import CONFIGS
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer, number
@@ -19,7 +20,7 @@ from transformer_np.config import PRESETS
 
 FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
 QUICK_CONFIGS = ["copy", "copy-reverse"]
-SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp", "attention"]
+SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp", "attention", "gpu"]
 HVP_CONFIGS = ["copy-reverse", "base"]
 SETTLE_MAX = 60.0  # seconds; a pause longer than this between two rounds is a typo, not a setting
 BUDGET_MAX = 3600.0  # seconds per workload and config
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks",
         description="transformer_np (NumPy) vs PyTorch benchmarks, each framework timed in its own process",
     )
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,ranks}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,ranks,gpu}")
     r = sub.add_parser(
         "run",
         help="run the benchmarks and write results.md / results.json / PNGs",
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default: those of {' '.join(HVP_CONFIGS)} among --configs; with --quick: not base)",
     )
     _add_ranks_parser(sub)
+    add_gpu_parser(sub)  # `gpu`: the GPU section alone (benchmarks/gpu.py)
     return ap
 
 

@@ -18,7 +18,7 @@ import os
 import sys
 import time
 
-from benchmarks import ranks, report
+from benchmarks import gpu, ranks, report
 from benchmarks.attention import bench_attention
 from benchmarks.cli import build_parser, resolve_settings
 from benchmarks.measure import bench_config, bench_hvp, bench_jacobians, bench_memory, bench_scaling, gemm_rate
@@ -135,6 +135,12 @@ def run(args) -> dict:
             f"({'both sides in one process' if settings['in_process'] else 'one process per side'}) ==="
         )
         results["threads"][str(threads)] = run_threads(threads, settings, log)
+    if "gpu" in settings["skip"]:
+        pass
+    elif settings["device"] == "cpu":
+        log("GPU section skipped: --device cpu")
+    else:  # minitensor on CuPy beside torch CUDA (benchmarks/gpu.py); one line when there is no GPU
+        results["gpu"] = gpu.bench_gpu(quick=settings["quick"], log=log)
     results["elapsed_s"] = time.perf_counter() - t_start
     results["load_average_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     os.makedirs(args.out, exist_ok=True)  # only now: an interrupted run leaves no empty folder either
@@ -142,12 +148,16 @@ def run(args) -> dict:
         text = report.write_outputs(results, args.out)
     print(text)
     print(f"\nwrote {args.out}/results.md, results.json, *.png")
+    if "configs" in results.get("gpu", {}):
+        print("wrote " + gpu.write(results["gpu"], args.out))
     return results
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = build_parser()
     args = ap.parse_args(argv)
+    if args.command == "gpu":  # the GPU section alone: benchmarks/gpu.py
+        sys.exit(gpu.main(args))
     if args.command == "ranks":  # data parallelism over MPI: benchmarks/ranks.py
         for n in args.ranks or [1, 2, 4]:
             try:

@@ -32,6 +32,8 @@ def number_like(x, dtype, arr):
     data stays a host array: beside a device tensor, Function.apply then refuses it, as torch refuses a CPU
     tensor operand, or moves it if it is 0-d."""
     if type(arr) is np.ndarray or not isinstance(x, (builtins.int, builtins.float, builtins.bool, np.generic)):
+        if devices.is_array(x) and not devices.is_host(x):  # a device array (a backward's 0-d scale): stays there
+            return x.astype(dtype, copy=False)
         return np.asarray(x, dtype=dtype)
     return devices.array_module(arr).asarray(x, dtype=dtype)
 

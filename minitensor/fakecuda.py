@@ -110,6 +110,8 @@ def _wrap(obj):
         return FakeArray(np.asarray(obj))
     if type(obj) in (tuple, list):
         return type(obj)(_wrap(o) for o in obj)
+    if isinstance(obj, tuple):  # a named tuple: np.linalg.svd's SVDResult (CuPy's svd gives a plain tuple)
+        return type(obj)(*(_wrap(o) for o in obj))
     return obj
 
 

@@ -32,7 +32,8 @@ from transformer_np.config import PRESETS
 from transformer_np.parallel import launched_world_size, shard_rows
 
 from . import ddp, gradcheck, render
-from .report import DEVICES, DTYPES, TRAJECTORIES, DeviceError, ReportConfig, run_report, run_summary
+from .placement import AGAINST, NP_DEVICES, DeviceError
+from .report import DEVICES, DTYPES, TRAJECTORIES, ReportConfig, run_report, run_summary
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -148,6 +149,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--failures-only", action="store_true", help="print only the failing rows (or 'no failures') and the summary"
     )
+    p.add_argument(
+        "--np-device",
+        default="cpu",
+        choices=NP_DEVICES,
+        help="where transformer_np runs: cuda is CuPy on a GPU, or the fake device with MINITENSOR_FAKE_CUDA=1 "
+        "(docs/gpu.md) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--against",
+        default="torch",
+        choices=AGAINST,
+        help="the reference: torch (on --device), or np-cpu: transformer_np itself on the CPU, to check "
+        "--np-device cuda against the same engine (default: %(default)s)",
+    )
     _common(p, "runs/parity")
 
     p = sub.add_parser(
@@ -242,6 +257,8 @@ def _report_config(args) -> ReportConfig:
         positional=args.positional,
         tie_embeddings=True if args.tie_embeddings else None,
         activation_checkpointing=True if args.activation_checkpointing else None,
+        np_device=args.np_device,
+        against=args.against,
     )
 
 

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from .placement import host, like
+
 
 def _is_torch(model) -> bool:
     return isinstance(model, nn.Module)
@@ -38,7 +40,7 @@ def _to_numpy(value) -> np.ndarray:
         return value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
         return value
-    return np.asarray(value.data)  # a minitensor Tensor: .data is the array
+    return host(value)  # a minitensor Tensor (any device) or a CuPy / fake-device array
 
 
 def state_arrays(model) -> dict[str, np.ndarray]:
@@ -96,7 +98,8 @@ def load_arrays(model, arrays: dict[str, np.ndarray], what: str = "load_arrays",
                 t.copy_(torch.as_tensor(np.asarray(v), device=t.device))
     else:
         for k, v in arrays.items():
-            _resolve(model, k).data[...] = v
+            data = _resolve(model, k).data
+            data[...] = like(v, data)
 
 
 def np_to_torch(np_model, torch_model):

@@ -11,7 +11,8 @@ Both sides take the training loss as a function of all parameters, L(θ), and on
 The two sides are written line for line alike (np_forward_mode, torch_forward_mode). torch.func.jvp gives the
 same values (tests/test_parity_forward.py checks it) but cannot run under the report's ReLU aligner. Both
 models run in eval mode for these rows (no dropout), and back in their mode after. The torch side runs on the
-report's device (CUDA too).
+report's device (CUDA too); transformer_np on its own (--np-device), and with --against np-cpu the reference is
+transformer_np on the CPU, by the same np_forward_mode.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ FWD_HVP_NOTE = "forward over reverse on both sides; the key biases' entries are 
 def np_loss_of(model, src, tgt, smoothing: float):
     """transformer_np's training loss (transformer_np.loss.compute_loss) as a function of a dict of parameters."""
     tgt_in, labels = shift_targets(tgt)
-    src_t, tgt_t = mt.tensor(src), mt.tensor(tgt_in)
+    device = next(iter(model.parameters())).device  # the tokens go where the weights are (--np-device)
+    src_t, tgt_t = mt.tensor(src).to(device), mt.tensor(tgt_in).to(device)
     args = (src_t, tgt_t, np_padding_mask(src_t, PAD_ID), np_target_mask(tgt_t, PAD_ID))
     return lambda params: np_sequence_loss(functional_call(model, params, args), labels, smoothing)
 
@@ -60,7 +62,7 @@ def np_forward_mode(loss_of, params: dict, direction: dict) -> tuple:
     computed inside the level (create_graph, so the backward's primitives carry the tangents)."""
     leaves = {n: p.detach().requires_grad_(True) for n, p in params.items()}
     with fwAD.dual_level():
-        duals = {n: fwAD.make_dual(leaves[n], mt.tensor(direction[n])) for n in params}
+        duals = {n: fwAD.make_dual(leaves[n], mt.tensor(direction[n]).to(leaves[n].device)) for n in params}
         loss = loss_of(duals)
         jv = fwAD.unpack_dual(loss).tangent
         grads = mt.autograd.grad(loss, list(leaves.values()), create_graph=True, allow_unused=True)
@@ -107,7 +109,10 @@ def compare_forward_mode(report: Report, np_model, pt_model, src, tgt, smoothing
             for kind, name in (("jvp", "dL/dv = J v"), ("fwd-hvp", "H v (forward over reverse)")):
                 report.missing(GROUP, kind, name, rtol, f"transformer_np: {e}")
             return
-        ref = torch_forward_mode(torch_loss_of(pt_model, src, tgt, smoothing), pt_params, direction)
+        if isinstance(pt_model, torch.nn.Module):
+            ref = torch_forward_mode(torch_loss_of(pt_model, src, tgt, smoothing), pt_params, direction)
+        else:  # --against np-cpu: transformer_np on the CPU
+            ref = np_forward_mode(np_loss_of(pt_model, src, tgt, smoothing), pt_params, direction)
     finally:
         np_model.train(modes[0])
         pt_model.train(modes[1])

@@ -25,13 +25,14 @@ import minitensor as mt
 from minitensor.testing import PARITY_RTOL, error_stats
 
 from .model import Dropout as TorchDropout
+from .placement import host, like
 
 
 def to_numpy(t) -> np.ndarray:
-    """A torch tensor (any device), a minitensor Tensor or an array as a NumPy array."""
+    """A torch tensor (any device), a minitensor Tensor (any device) or an array as a NumPy array."""
     if isinstance(t, torch.Tensor):
         return t.detach().cpu().numpy()
-    return np.asarray(t.data if isinstance(t, mt.Tensor) else t)
+    return host(t)
 
 
 def is_tensor(t) -> bool:
@@ -124,7 +125,10 @@ class KeyProjectionGrads(Hooks):
 
 
 class SharedDropoutMasks:
-    """Boolean keep-masks drawn on the minitensor side and replayed on the torch side, per module in call order."""
+    """Boolean keep-masks drawn on the minitensor side and replayed on the torch side, per module in call order.
+
+    Drawn on the host; the minitensor side gets them on its weights' device. The reference may be transformer_np on
+    the CPU (--against np-cpu): its Dropout modules replay the masks as torch's do."""
 
     def __init__(self, seed: int):
         self.rng = np.random.default_rng(seed)
@@ -133,11 +137,13 @@ class SharedDropoutMasks:
         self.replay = None  # while a layer is recomputed: name -> the masks of its first run, in order
 
     def attach(self, np_model, torch_model) -> None:
+        weight = next(iter(np_model.parameters())).data
+        self.place = lambda keep: like(keep, weight)
         for name, m in np_model.named_modules():
             if isinstance(m, mt.nn.Dropout):
                 m.mask_fn = self._recorder(name, m.p)
         for name, m in torch_model.named_modules():
-            if isinstance(m, TorchDropout):
+            if isinstance(m, (TorchDropout, mt.nn.Dropout)):
                 m.mask_fn = self._replayer(name)
 
     def detach(self, np_model, torch_model) -> None:
@@ -153,10 +159,10 @@ class SharedDropoutMasks:
     def _recorder(self, name, p):
         def mask_fn(shape):
             if self.replay is not None:
-                return self._again(name)
+                return self.place(self._again(name))
             keep = self.rng.random(shape) >= p
             self.recorded[name].append(keep)
-            return keep
+            return self.place(keep)
 
         return mask_fn
 
@@ -216,7 +222,7 @@ class ReluBranchAligner(Hooks):
     def _record(self, name):
         def hook(module, inputs, output):
             if not RECOMPUTING.active:
-                self.last[name] = output.data
+                self.last[name] = to_numpy(output)
 
         return hook
 
@@ -239,7 +245,9 @@ class ReluBranchAligner(Hooks):
             if rel > self.rtol:
                 return None
             self.aligned += int(flip.sum())
-            delta = torch.as_tensor(np.where(flip, ours - ref, 0).astype(ref.dtype), device=output.device)
+            delta = np.where(flip, ours - ref, 0).astype(ref.dtype)
+            # the reference is torch, or transformer_np on the CPU (--against np-cpu)
+            delta = mt.tensor(delta) if isinstance(output, mt.Tensor) else torch.as_tensor(delta, device=output.device)
             self.applied[name] = delta
             return output + delta
 
@@ -261,7 +269,8 @@ class CheckpointReplay:
                 stack.checkpoint_context_fn = lambda side=side: self.context_fn(side)
 
     def detach(self, np_model, torch_model) -> None:
-        for model, noop in ((np_model, mt.utils.checkpoint.noop_context_fn), (torch_model, noop_context_fn)):
+        for model in (np_model, torch_model):
+            noop = noop_context_fn if isinstance(model, torch.nn.Module) else mt.utils.checkpoint.noop_context_fn
             for stack in (model.encoder, model.decoder):
                 stack.checkpoint_context_fn = noop
 

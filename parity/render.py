@@ -32,7 +32,9 @@ def _wrap(text: str, indent: str = "") -> list[str]:
 
 def title(meta: dict) -> str:
     what = f"the {meta['config']} preset" if meta["config"] != "checkpoint" else f"checkpoint {meta.get('checkpoint')}"
-    return f"parity report: {what}, {meta['dtype']}, PyTorch reference on {meta['device']} (torch {meta['torch']})"
+    # (a report written before --np-device names no pairing: its reference was PyTorch on meta['device'])
+    who = meta.get("pairing", f"PyTorch reference on {meta['device']}")
+    return f"parity report: {what}, {meta['dtype']}, {who} (torch {meta['torch']})"
 
 
 def run_line(meta: dict) -> str:
@@ -204,10 +206,13 @@ def markdown(report: Report) -> str:
 
 
 def write(report: Report, out_dir: str) -> tuple[str, str]:
-    """parity_<config>_<dtype>_<device>.json and .md in `out_dir`; returns both paths."""
+    """parity_<config>_<dtype>_<reference device>[_np-<np device>].json and .md in `out_dir`; returns both paths.
+    The reference device is torch's, or np-cpu (--against np-cpu); a pairing's files never overwrite another's."""
     os.makedirs(out_dir, exist_ok=True)
     m = report.meta
-    stem = os.path.join(out_dir, f"parity_{m['config']}_{m['dtype']}_{m['device']}")
+    reference = m["device"] if m.get("against", "torch") == "torch" else m["against"]
+    subject = "" if m.get("np_device", "cpu") == "cpu" else f"_np-{m['np_device']}"
+    stem = os.path.join(out_dir, f"parity_{m['config']}_{m['dtype']}_{reference}{subject}")
     text = markdown(report)
     # Both files or neither: each is written atomically, and a Ctrl-C between them waits for the second.
     with sigint_deferred():

@@ -52,17 +52,14 @@ from .hooks import (
     to_numpy,
 )
 from .model import Transformer as TorchTransformer
+from .placement import DEVICES, check_pairing, like, np_reference, pairing, resolve_device, resolve_np_device
 from .results import Report, group_of, key_projection, structurally_zero_grad
 from .sides import CLIP_NORM_ADJUSTMENT, NpSide, TorchSide
 
 DTYPES = {"float64": (mt.float64, torch.float64), "float32": (mt.float32, torch.float32)}
-DEVICES = ("cpu", "cuda", "auto")
 TRAJECTORIES = ("auto", "free", "lockstep")
+NO_ADJUSTMENT = "none: the reference is transformer_np itself, on the CPU"
 FIRST_TOKEN = 4  # ids below are PAD, BOS, EOS, UNK
-
-
-class DeviceError(RuntimeError):
-    """A device was asked for that this machine does not have."""
 
 
 def _int(value) -> bool:
@@ -114,6 +111,8 @@ class ReportConfig:
     tie_embeddings: bool | None = None
     attention: str | None = None
     activation_checkpointing: bool | None = None
+    np_device: str = "cpu"  # transformer_np's device: 'cpu' or 'cuda' (parity/placement.py)
+    against: str = "torch"  # the reference: 'torch', or 'np-cpu' (transformer_np on the CPU)
     # A trained model instead of the preset's fresh one (run_summary): its configs and batches.
     np_model: object = None
     model_cfg: ModelConfig | None = None
@@ -124,6 +123,7 @@ class ReportConfig:
         if self.model_cfg is None:
             get_preset(self.config)
         check_options(self.dtype, self.device, self.steps, self.batch_size, self.trajectory)
+        check_pairing(self.np_device, self.against)
 
     def model_config(self) -> ModelConfig:
         cfg = self.model_cfg if self.model_cfg is not None else get_preset(self.config).model
@@ -151,19 +151,6 @@ class ReportConfig:
 # ----------------------------------------------------------------------------------------------
 # Setup: devices, dtypes, models, batches
 # ----------------------------------------------------------------------------------------------
-def resolve_device(device: str) -> str:
-    """'cpu', 'cuda' or 'auto' (cuda when available) to a torch device string; clear error otherwise."""
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda":
-        if not torch.cuda.is_available():
-            raise DeviceError("cuda requested but no GPU: use --device cpu")
-        return "cuda"
-    if device == "cpu":
-        return "cpu"
-    raise ValueError(f"unknown device {device!r}: expected one of {list(DEVICES)}")
-
-
 def resolve_dtype(dtype: str):
     """'float64' / 'float32' to (minitensor dtype, torch dtype); ValueError naming the supported ones."""
     if dtype not in DTYPES:
@@ -324,11 +311,10 @@ def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, mas
     np_loss, pt_loss = npside.loss(src, tgt), ptside.loss(src, tgt)
     if masks is not None:
         masks.finish_step()
-    device = next(iter(pt_params.values())).device
-    _, np_hvp = hessian_vector_products(mt.autograd.grad, np_loss, [np_params[n] for n in pt_params])
-    ours = np_hvp([mt.tensor(direction[n]) for n in pt_params], retain_graph=False)
-    _, pt_hvp = hessian_vector_products(torch.autograd.grad, pt_loss, list(pt_params.values()))
-    ref = pt_hvp([torch.from_numpy(direction[n]).to(device) for n in pt_params], retain_graph=False)
+    _, np_hvp = hessian_vector_products(npside.autograd_grad, np_loss, [np_params[n] for n in pt_params])
+    ours = np_hvp([npside.tensor(direction[n]) for n in pt_params], retain_graph=False)
+    _, pt_hvp = hessian_vector_products(ptside.autograd_grad, pt_loss, list(pt_params.values()))
+    ref = pt_hvp([ptside.tensor(direction[n]) for n in pt_params], retain_graph=False)
     ours = {n: to_numpy(h) for n, h in zip(pt_params, ours)}
     ref = {n: to_numpy(h) for n, h in zip(pt_params, ref)}
     flat = lambda arrays: np.concatenate([arrays[n].reshape(-1) for n in pt_params])
@@ -375,7 +361,7 @@ def sync_grads(npside: NpSide, ptside: TorchSide) -> None:
     """Lockstep: give transformer_np torch's gradients (already compared), so both optimizers see the same input."""
     np_params = dict(npside.model.named_parameters())
     for name, p in ptside.model.named_parameters():
-        np_params[name].grad.data[...] = to_numpy(p.grad)
+        np_params[name].grad.data[...] = like(to_numpy(p.grad), np_params[name].grad.data)
 
 
 DRIFT_NOTE = "gradient identically 0: exact value = init; each side within Adam's step bound of init"
@@ -481,7 +467,11 @@ def run_report(rc: ReportConfig) -> Report:
         # Full float32 matmuls: TF32 would round inputs to 10 mantissa bits (torch's default is off; make sure).
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
+    np_device = resolve_np_device(rc.np_device)
     np_model, pt_model = build_models(cfg, dtype, device, rc.seed, rc.np_model)
+    if rc.against == "np-cpu":  # the same engine on the CPU, equal weights (taken before the subject moves)
+        pt_model = np_reference(np_model)
+    np_model.to(np_device)
     np_model.train()
     pt_model.train()
     if cfg.attention == "tiled":
@@ -494,7 +484,8 @@ def run_report(rc: ReportConfig) -> Report:
         report_notes = dict(attention_dropout="off: tiled attention draws its mask inside the kernel on each side")
     else:
         report_notes = {}
-    npside, ptside = NpSide(np_model, cfg, train), TorchSide(pt_model, cfg, train)
+    Reference = NpSide if rc.against == "np-cpu" else TorchSide
+    npside, ptside = NpSide(np_model, cfg, train), Reference(pt_model, cfg, train)
     masks = SharedDropoutMasks(rc.seed + 1) if cfg.dropout > 0 else None
     if masks is not None:
         masks.attach(np_model, pt_model)
@@ -511,6 +502,9 @@ def run_report(rc: ReportConfig) -> Report:
             config=rc.config,
             dtype=dtype,
             device=device,
+            np_device=np_device,
+            against=rc.against,
+            pairing=pairing(np_device, device, rc.against),
             seed=rc.seed,
             steps=rc.steps,
             batch=f"B={src.shape[0]} S={src.shape[1]} T={tgt.shape[1] - 1}",
@@ -545,7 +539,7 @@ def run_report(rc: ReportConfig) -> Report:
         aligner.remove()
     report.meta["adjustments"] = dict(
         **report_notes,
-        clip_norm=CLIP_NORM_ADJUSTMENT if train.clip_grad_norm > 0 else None,
+        clip_norm=(CLIP_NORM_ADJUSTMENT if rc.against == "torch" else NO_ADJUSTMENT) if train.clip_grad_norm else None,
         relu_branches_aligned=None if aligner is None else aligner.aligned,
         relu_inputs_compared=None if aligner is None else aligner.seen,
     )

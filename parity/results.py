@@ -23,6 +23,8 @@ import numpy as np
 
 from minitensor.testing import error_stats
 
+from .placement import host
+
 GROUPS = ("embeddings", "encoder", "decoder", "logits", "loss", "grads", "hvp", "forward-mode", "after-steps")
 RULES = ("rel", "zero", "drift")
 
@@ -63,7 +65,7 @@ class Report:
 
     def check_close(self, group, kind, name, ours, ref, rtol, note="") -> None:
         """Rule 'rel': max rel <= rtol."""
-        ours, ref = np.asarray(ours), np.asarray(ref)
+        ours, ref = host(ours), host(ref)
         if ours.shape != ref.shape:
             self.missing(group, kind, name, rtol, f"shape {tuple(ours.shape)} vs reference {tuple(ref.shape)}")
             return
@@ -76,7 +78,7 @@ class Report:
 
     def check_zero(self, group, kind, name, sides, limit, note) -> None:
         """Rule 'zero': every entry of every array in `sides` within `limit` (broadcast, per entry)."""
-        ours, ref = np.asarray(sides[0]), np.asarray(sides[-1])
+        ours, ref = host(sides[0]), host(sides[-1])
         a, r = error_stats(ours, ref, scale_free=True)
         value, lim = worst_against(sides, limit)
         self.rows.append(Row(group, kind, name, tuple(ref.shape), a, r, "zero", value, lim, value <= lim, note))

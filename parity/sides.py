@@ -1,7 +1,8 @@
 """The two sides of the parity report: the same training step in transformer_np and in PyTorch.
 
 Each side owns its model, optimizer, schedule and clipping, and offers `loss(src, tgt)`, `step()`
-(clip, Adam, schedule; returns the total gradient norm) and `zero_grad()`:
+(clip, Adam, schedule; returns the total gradient norm), `zero_grad()`, `autograd_grad` and `tensor(array)`
+(a tensor beside the model's weights):
 
     NpSide      transformer_np as it trains: transformer_np.loss.compute_loss (its loss is
                 transformer_np.loss.sequence_loss), Adam, WarmupInverseSqrt, clip_grad_norm_
@@ -9,6 +10,8 @@ Each side owns its model, optimizer, schedule and clipping, and offers `loss(src
                 LambdaLR with the same warmup rate, clip_grads_with_norm_, with one adjustment:
                 the total gradient norm used for clipping is accumulated in float64 (TorchSide.step
                 says why; the report's header states it)
+
+With `--against np-cpu` the reference is a second NpSide, on the CPU (parity/placement.py).
 """
 
 from __future__ import annotations
@@ -56,6 +59,12 @@ class NpSide:
     def loss(self, src, tgt):
         return np_compute_loss(self.model, src, tgt, self.smoothing)[0]
 
+    # How the side-generic checks (the report's hvp) differentiate and make a tensor beside the model's weights.
+    autograd_grad = staticmethod(mt.autograd.grad)
+
+    def tensor(self, array):
+        return mt.tensor(array).to(next(iter(self.model.parameters())).device)
+
     def step(self):
         norm = mt.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip) if self.clip > 0 else None
         self.opt.step()
@@ -78,6 +87,11 @@ class TorchSide:
 
     def loss(self, src, tgt):
         return torch_compute_loss(self.model, src, tgt, self.smoothing)[0]
+
+    autograd_grad = staticmethod(torch.autograd.grad)
+
+    def tensor(self, array):
+        return torch.from_numpy(array).to(next(iter(self.model.parameters())).device)
 
     def step(self):
         norm = None

@@ -11,7 +11,9 @@ import numpy as np
 from .. import ops
 from ..arguments import alpha_times, binary, check_fill_value, floating, operand, operands, shapes_broadcast
 from ..autograd import ieee_quiet, is_tensor_like
+from ..devices import array_module
 from ..dtypes import bool_, get_default_dtype, result_type
+from ..ops.reductions import result_array
 
 __all__ = [
     "abs",
@@ -53,22 +55,23 @@ def compare(fn, a, b):
     x = a.data if is_tensor_like(a) else a
     y = b.data if is_tensor_like(b) else b
     try:
-        return (a if is_tensor_like(a) else b).wrap(np.asarray(fn(x, y)))
+        return (a if is_tensor_like(a) else b).wrap(result_array(fn(x, y)))
     except ValueError as e:
         raise ValueError(f"comparison {fn.__name__}: shapes {np.shape(x)} and {np.shape(y)} do not broadcast") from e
 
 
 def logical(fn, sym: str, a, b):
-    x = a.data if is_tensor_like(a) else np.asarray(a)
-    y = b.data if is_tensor_like(b) else np.asarray(b)
     like = a if is_tensor_like(a) else b
+    xp = array_module(like.data)  # a Python bool or int operand joins the tensor's device
+    x = a.data if is_tensor_like(a) else xp.asarray(a)
+    y = b.data if is_tensor_like(b) else xp.asarray(b)
     if x.dtype != bool_ or y.dtype != bool_:
         if x.dtype.kind in "iu" and y.dtype.kind in "iu":
             op = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[sym]
-            return like.wrap(np.asarray(op(x, y)))
+            return like.wrap(result_array(op(x, y)))
         raise TypeError(f"operator {sym}: expected bool (or integer) tensors, got {x.dtype} and {y.dtype}")
     try:
-        return like.wrap(np.asarray(fn(x, y)))
+        return like.wrap(result_array(fn(x, y)))
     except ValueError as e:
         raise ValueError(f"operator {sym}: shapes {x.shape} and {y.shape} do not broadcast") from e
 
@@ -202,13 +205,13 @@ def minimum(a, b):
 
 def where(condition, input, other):
     """condition ? input : other, broadcasting all three; condition must be bool."""
-    cond = condition.data if is_tensor_like(condition) else np.asarray(condition)
-    if cond.dtype != bool_:
-        raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
-    dt = result_type(input, other)
     like = next((v for v in (input, other, condition) if is_tensor_like(v)), None)
     if like is None:
         raise TypeError("where: expected a Tensor among condition, input and other")
+    cond = condition.data if is_tensor_like(condition) else array_module(like.data).asarray(condition)
+    if cond.dtype != bool_:
+        raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
+    dt = result_type(input, other)
     a, b = operand(input, dt, like), operand(other, dt, like)
     try:
         np.broadcast_shapes(cond.shape, a.shape, b.shape)
@@ -223,7 +226,8 @@ def masked_fill(input, mask, value):
     """input with `value` wherever the bool `mask` is True; mask and input broadcast together (as in PyTorch,
     a larger mask gives a larger result; the in-place masked_fill_ cannot grow its tensor and refuses).
     `value` is a number or a 0-d tensor, which gets the gradient summed over the masked positions."""
-    m = mask.data if is_tensor_like(mask) else np.asarray(mask)
+    xp = array_module(input.data)  # a host mask (a NumPy array, a list) joins the input's device
+    m = mask.data if is_tensor_like(mask) else xp.asarray(mask)
     if m.dtype != bool_:
         raise TypeError(f"masked_fill: mask must be a bool tensor, got {m.dtype}")
     if not shapes_broadcast(m.shape, input.shape):
@@ -240,7 +244,7 @@ def masked_fill(input, mask, value):
     elif isinstance(value, numbers.Number):
         check_fill_value(value, input.dtype, "masked_fill")
         with ieee_quiet():  # -inf or NaN into an integer tensor: NumPy's value, no warning
-            value = input.wrap(np.asarray(value).astype(input.dtype))
+            value = input.wrap(xp.asarray(value).astype(input.dtype))
     else:
         raise TypeError(f"masked_fill: value must be a number or a 0-d tensor, got {type(value).__name__}")
     return ops.MaskedFill.apply(input, value, mask=m)

@@ -9,6 +9,7 @@ import numpy as np
 
 from .. import ops
 from ..arguments import ValuesIndices, check_tensor, index_array, normalize_dim
+from ..devices import array_module
 from ..dtypes import int64
 from .shape import reshape_to
 
@@ -23,19 +24,27 @@ def gather(input, dim: int, index):
     t = check_tensor(input, "gather", "input")
     idx = index_array(index, "gather")
     d = normalize_dim(dim, t.ndim, "gather")
+    xp = array_module(t.data)
     if idx.size == 0:
-        return t.reshape(-1)[t.wrap(np.zeros(idx.shape, dtype=int64))]  # picks nothing: gradient 0
+        return t.reshape(-1)[t.wrap(xp.zeros(idx.shape, dtype=int64))]  # picks nothing: gradient 0
     t_shape, idx_shape = t.shape or (1,), idx.shape or (1,)  # a 0-d tensor counts as 1-D
     if len(idx_shape) != len(t_shape):
         raise ValueError(f"gather: index must have as many dimensions as input ({t.ndim}), got shape {idx.shape}")
     if builtins.any(idx_shape[k] > t_shape[k] for k in range(len(t_shape)) if k != d):
         raise ValueError(f"gather: index of shape {idx.shape} is larger than input {t.shape} outside dim {d}")
-    if idx.min() < 0 or idx.max() >= t_shape[d]:
-        bad = idx[(idx < 0) | (idx >= t_shape[d])].reshape(-1)[0]
+    outside = (idx < 0) | (idx >= t_shape[d])
+    if outside.any():  # on a device, one host read (PyTorch's CUDA gather checks on the device, and raises later)
+        bad = idx[outside].reshape(-1)[0]
         raise IndexError(f"gather: index {bad} is out of range for dim {d} of size {t_shape[d]}")
-    # the integer-array index that picks the same entries: idx along dim, positions along the others
-    i = idx.reshape(idx_shape)
-    full = tuple(i if k == d else np.arange(n).reshape((-1,) + (1,) * (i.ndim - 1 - k)) for k, n in enumerate(i.shape))
+    return _gather(t, d, idx)
+
+
+def _gather(t, d: int, idx):
+    """gather for an index known to be in range (checked, or made by sort): the integer-array index that picks
+    the same entries, idx along dim d and positions along the others."""
+    t_shape, i = t.shape or (1,), idx.reshape(idx.shape or (1,))
+    xp = array_module(t.data)
+    full = tuple(i if k == d else xp.arange(n).reshape((-1,) + (1,) * (i.ndim - 1 - k)) for k, n in enumerate(i.shape))
     out = ops.GetItem.apply(reshape_to(t, t_shape), index=full, advanced=True)
     return reshape_to(out, idx.shape)
 
@@ -49,7 +58,8 @@ def index_select(input, dim: int, index):
     if idx.ndim > 1:
         raise ValueError(f"index_select: index must be a 1-D (or 0-d) tensor, got shape {idx.shape}")
     n = t.shape[d] if t.ndim else 1
-    if idx.size and (idx.min() < 0 or idx.max() >= n) or (t.ndim == 0 and idx.size != 1):
+    # on a device, one host read: whether an index is out of range
+    if idx.size and ((idx < 0) | (idx >= n)).any() or (t.ndim == 0 and idx.size != 1):
         raise IndexError(f"index_select: index {idx.tolist()} is out of range for dim {d} of size {n}")
     if t.ndim == 0:
         return ops.GetItem.apply(t, index=(), advanced=False)
@@ -70,9 +80,9 @@ def sort(input, dim: int = -1, descending: builtins.bool = False, stable: builti
     t = check_tensor(input, "sort", "input")
     d = normalize_dim(dim, t.ndim, "sort")
     if t.ndim == 0:
-        return ValuesIndices(t.clone(), t.wrap(np.zeros((), dtype=int64)))
+        return ValuesIndices(t.clone(), t.wrap(array_module(t.data).zeros((), dtype=int64)))
     indices = t.wrap(_sort_indices(t.data, d, descending).astype(int64))
-    return ValuesIndices(gather(t, d, indices), indices)
+    return ValuesIndices(_gather(t, d, indices.data), indices)
 
 
 def argsort(input, dim: int = -1, descending: builtins.bool = False, stable: builtins.bool = False):
@@ -90,5 +100,5 @@ def topk(input, k: int, dim: int = -1, largest: builtins.bool = True, sorted: bu
     if t.ndim == 0:
         return sort(t)
     order = _sort_indices(t.data, d, descending=largest)
-    indices = t.wrap(np.take(order, np.arange(k), axis=d).astype(int64))
-    return ValuesIndices(gather(t, d, indices), indices)
+    indices = t.wrap(order[(slice(None),) * d + (slice(0, k),)].astype(int64))  # the first k along d
+    return ValuesIndices(_gather(t, d, indices.data) if k else gather(t, d, indices), indices)

@@ -9,6 +9,7 @@ import numpy as np
 from .. import ops
 from ..arguments import check_tensor, operand
 from ..autograd import is_tensor_like
+from ..devices import array_module
 from ..dtypes import result_type
 from .shape import expand, permute, reshape_to
 
@@ -144,5 +145,6 @@ def _einsum_diagonal(sub: str, x, k: int) -> tuple:
         n = {x.shape[i] for i, ci in enumerate(sub) if ci == c}
         if len(n) > 1:
             raise ValueError(f"einsum: letter {c!r} is repeated in operand {k} ({sub!r}) with sizes {sorted(n)}")
-    index = tuple(np.arange(x.shape[i]).reshape([-1 if c == ci else 1 for c in letters]) for i, ci in enumerate(sub))
+    xp = array_module(x.data)
+    index = tuple(xp.arange(x.shape[i]).reshape([-1 if c == ci else 1 for c in letters]) for i, ci in enumerate(sub))
     return letters, ops.GetItem.apply(x, index=index, advanced=True)

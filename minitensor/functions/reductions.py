@@ -20,8 +20,9 @@ from ..arguments import (
     var_correction,
 )
 from ..autograd import is_tensor_like
+from ..devices import array_module
 from ..dtypes import int64
-from ..ops.reductions import refuse_empty_reduction
+from ..ops.reductions import refuse_empty_reduction, result_array
 from .elementwise import maximum, minimum
 
 __all__ = [
@@ -52,7 +53,8 @@ def max_min(t, dim, keepdim: bool, mode: str):
     if dim is None:
         return ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode)
     if t.ndim == 0:  # the one element is its own max, at index 0 (keepdim keeps no dim either)
-        return ValuesIndices(ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode), t.wrap(np.array(0)))
+        zero = array_module(t.data).zeros((), dtype=int64)
+        return ValuesIndices(ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode), t.wrap(zero))
     values = ops.MaxMin.apply(t, dim=d, keepdim=keepdim, mode=mode)
     idx = (np.argmax if mode == "max" else np.argmin)(t.data, axis=d)
     if keepdim:
@@ -64,11 +66,11 @@ def arg_reduce(fn, t, dim, keepdim: bool):
     d = None if dim is None else normalize_dim(dim, t.ndim, fn.__name__)
     refuse_empty_reduction(t.shape, d, fn.__name__)
     if dim is None:
-        return t.wrap(np.asarray(fn(t.data), dtype=int64))
+        return t.wrap(result_array(fn(t.data)).astype(int64, copy=False))
     if t.ndim == 0:
-        return t.wrap(np.array(0, dtype=int64))
+        return t.wrap(array_module(t.data).zeros((), dtype=int64))
     out = fn(t.data, axis=d)
-    return t.wrap(np.asarray(np.expand_dims(out, d) if keepdim else out, dtype=int64))
+    return t.wrap(result_array(np.expand_dims(out, d) if keepdim else out).astype(int64, copy=False))
 
 
 def reduce(op: str, fn, t, dim, keepdim: bool, **kwargs):
@@ -77,7 +79,7 @@ def reduce(op: str, fn, t, dim, keepdim: bool, **kwargs):
 
 
 def all_any(fn, t, dim, keepdim: bool):
-    return t.wrap(np.asarray(fn(t.data, axis=normalize_dims(dim, t.ndim, fn.__name__), keepdims=keepdim)))
+    return t.wrap(result_array(fn(t.data, axis=normalize_dims(dim, t.ndim, fn.__name__), keepdims=keepdim)))
 
 
 def sum(t, dim=None, keepdim=False):

@@ -508,4 +508,4 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
         bad = ids[(ids < 0) | (ids >= num_classes)].reshape(-1)[0]
         raise ValueError(f"one_hot: class index {bad} is out of range for num_classes={num_classes}")
-    return Tensor.wrap((ids[..., None] == np.arange(num_classes)).astype(np.int64))
+    return Tensor.wrap((ids[..., None] == array_module(ids).arange(num_classes)).astype(np.int64))  # ids' device

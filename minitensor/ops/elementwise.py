@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..autograd import Function
+from ..devices import is_host
 
 # ----------------------------------------------------------------------------- arithmetic
 
@@ -395,7 +396,11 @@ def erf(x: np.ndarray) -> np.ndarray:
     if x.ndim == 0:  # as 1 element: NumPy turns 0-d intermediates into scalars, which take no out=
         return erf(x.reshape(1)).reshape(())
     if x.dtype == np.float64:
-        return _math_erf(x).astype(np.float64)
+        if type(x).__module__.startswith("cupy"):  # a GPU runs no Python function per element: CuPy's own erf
+            import cupyx.scipy.special  # (optional, the [gpu] extra: only reached holding a CuPy array)
+
+            return cupyx.scipy.special.erf(x)
+        return _math_erf(x).astype(np.float64)  # (the fake device runs this Python ufunc as NumPy does)
     return _erf_float32_fit(x)
 
 
@@ -511,7 +516,8 @@ class Clone(Function):
 
     @staticmethod
     def forward(ctx, a):
-        return np.array(a, order="C", copy=True)
+        # np.array also makes a NumPy scalar (a 0-d result of NumPy) an array; on a device the array's own copy
+        return np.array(a, order="C", copy=True) if is_host(a) else a.copy(order="C")
 
     @staticmethod
     def backward(ctx, g):

@@ -1,24 +1,41 @@
 """Indexing primitives: a[index] and the embedding lookup W[ids]. Both scatter g back into zeros;
-repeated integer indices accumulate (np.add.at), as in PyTorch. All are linear in their tensor input:
-the tangent is the lookup (or the scatter) of the input's tangent."""
+repeated integer indices accumulate, as in PyTorch: np.add.at on the CPU, and on a device the same additions in
+the same order by occurrence passes (add_rows_at), with no atomic adds, so a GPU's sum is deterministic and equal
+to the CPU's. All are linear in their tensor input: the tangent is the lookup (or the scatter) of the input's
+tangent."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..autograd import Function
+from ..devices import array_module, is_host
+
+
+def index_on(index, like):
+    """`index` with each host array in it copied to the device of the array `like` (PyTorch lets a CPU index
+    tensor index a CUDA tensor); on the CPU, or for an index of numbers and slices, `index` as it is."""
+    if is_host(like):
+        return index
+    xp = array_module(like)
+    items = index if isinstance(index, tuple) else (index,)
+    moved = tuple(xp.asarray(i) if isinstance(i, np.ndarray) else i for i in items)
+    return moved if isinstance(index, tuple) else moved[0]
 
 
 def index_put(shape: tuple, index, values: np.ndarray, advanced: bool) -> np.ndarray:
     """zeros(shape) with `values` written at a basic index, or added at integer-array indices (repeats
-    accumulate, np.add.at): the gradient of a[index]."""
-    out = np.zeros(shape, dtype=values.dtype)
-    if advanced and _is_row_index(index, values, shape):
-        _add_rows_at(out, index, values)
-    elif advanced:
-        np.add.at(out, index, values)
-    else:
+    accumulate, as np.add.at adds them): the gradient of a[index]."""
+    index = index_on(index, values)
+    out = array_module(values).zeros(shape, dtype=values.dtype)
+    if not advanced:
         out[index] = values
+    elif not is_host(out):  # no np.add.at on a device (CuPy's would add atomically, in no fixed order)
+        add_at(out, index, values)
+    elif _is_row_index(index, values, shape):
+        add_rows_at(out, index, values)
+    else:
+        np.add.at(out, index, values)
     return out
 
 
@@ -34,18 +51,38 @@ def _is_row_index(index, values, shape) -> bool:
     )
 
 
-def _add_rows_at(out, rows, values) -> None:
-    """np.add.at(out, rows, values) for whole rows, bitwise the same and faster (measured: benchmarks/README.md).
-    Speed device: np.add.at goes element by element; here each
-    pass adds the r-th occurrence of every repeated row at once, a fancy-index += over distinct rows, so
-    every row still receives its values in the order they come, as np.add.at adds them."""
-    order = np.argsort(rows, kind="stable")
+def add_rows_at(out, rows, values) -> None:
+    """np.add.at(out, rows, values) for whole rows (rows a 1-D array of non-negative row numbers, values one row
+    each), bitwise the same. Each pass adds the r-th occurrence of every repeated row at once, a fancy-index +=
+    over distinct rows, so every row still receives its values in the order they come, as np.add.at adds them.
+    On the CPU a speed device (np.add.at goes element by element; measured: benchmarks/README.md); on a device
+    the scatter-add itself, deterministic without atomics. One host read: how many entries each pass takes."""
+    n = rows.shape[0]
+    if n == 0:
+        return
+    xp = array_module(rows)
+    order = xp.argsort(rows, kind="stable")  # each row's occurrences together, in their order
     sorted_rows = rows[order]
-    starts = np.flatnonzero(np.r_[True, sorted_rows[1:] != sorted_rows[:-1]])
-    occurrence = np.arange(rows.size) - np.repeat(starts, np.diff(np.r_[starts, rows.size]))
-    for r in range(int(occurrence.max()) + 1 if rows.size else 0):
-        take = order[occurrence == r]  # the r-th occurrences: distinct rows
+    occurrence = xp.arange(n) - xp.searchsorted(sorted_rows, sorted_rows, side="left")  # 0, 1, ... within a row
+    by_pass = order[xp.argsort(occurrence, kind="stable")]  # the first occurrences, then the second ones, ...
+    ends = xp.cumsum(xp.bincount(occurrence)).tolist()  # where each pass ends in by_pass (the host read)
+    for start, end in zip([0, *ends], ends):
+        take = by_pass[start:end]  # the r-th occurrences: distinct rows
         out[rows[take]] += values[take]
+
+
+def add_at(out, index, values) -> None:
+    """np.add.at(out, index, values) for any advanced index, by add_rows_at: one integer array picks rows of out;
+    anything else (several arrays, a mask, slices beside them) picks elements, found as positions in the flat
+    out (an arange indexed the same way). Each element's additions come in np.add.at's order (its C order)."""
+    xp = array_module(out)
+    if not isinstance(index, tuple) and index.dtype.kind in "iu":
+        rows = xp.arange(out.shape[0])[index]  # negative rows counted from the end, as the index reads them
+        rows_shape = (rows.size,) + out.shape[1:]
+        add_rows_at(out, rows.reshape(-1), xp.broadcast_to(values, rows.shape + out.shape[1:]).reshape(rows_shape))
+        return
+    positions = xp.arange(out.size).reshape(out.shape)[index]
+    add_rows_at(out.reshape(-1), positions.reshape(-1), xp.broadcast_to(values, positions.shape).reshape(-1))
 
 
 class GetItem(Function):
@@ -57,6 +94,7 @@ class GetItem(Function):
 
     @staticmethod
     def forward(ctx, a, index, advanced):
+        index = index_on(index, a)
         ctx.save(index=index)  # an integer-array index is kept (torch saves index tensors too)
         ctx.shape, ctx.advanced = a.shape, advanced
         return a[index]
@@ -74,6 +112,7 @@ class IndexPut(Function):
 
     @staticmethod
     def forward(ctx, v, shape, index, advanced):
+        index = index_on(index, v)
         ctx.save(index=index)
         ctx.advanced = advanced
         return index_put(shape, index, v, advanced)
@@ -88,6 +127,7 @@ class Embedding(Function):
 
     @staticmethod
     def forward(ctx, weight, ids, padding_idx=None):
+        ids = index_on(ids, weight)
         ctx.save(ids=ids)
         ctx.num, ctx.padding_idx = weight.shape[0], padding_idx
         return weight[ids]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd.function import is_tensor_like as _is_tensor
+from ..devices import array_module, is_host
 from .elementwise import (
     Cast,
     Cos,
@@ -49,8 +50,9 @@ def _axes(axis, ndim: int):
 
 
 def _constant(like, value):
-    """`value` (a number or float array) as a Tensor outside the graph, in the dtype of the Tensor `like`."""
-    return like.wrap(np.asarray(value, dtype=like.dtype))
+    """`value` (a number or float array) as a Tensor outside the graph, in the dtype and on the device of the
+    Tensor `like`."""
+    return like.wrap(array_module(like.data).asarray(value, dtype=like.dtype))
 
 
 # The one-input functions a backward calls as `xp.<name>(a)`: on arrays a NumPy function, on Tensors the
@@ -76,10 +78,19 @@ def sign(a):
 def zero_where(drop, g):
     """np.where(drop, 0, g): g with zeros where `drop`, selected (an inf or NaN in g becomes 0 there, not NaN).
     A speed device: np.where on a random mask is several times slower than a product, so the product
-    g * ~drop is used, and np.where only when that product is not finite (where 0 * inf would give NaN)."""
+    g * ~drop is used, and np.where only when that product is not finite (where 0 * inf would give NaN). On a
+    device the plain np.where: the finiteness test would wait on the device (a host sync) for every call."""
     keep = ~drop
+    if not is_host(g):
+        return np.where(keep, g, 0).astype(g.dtype, copy=False)
     out = g * keep
     return out if np.isfinite(out).all() else np.where(keep, g, 0).astype(out.dtype, copy=False)
+
+
+def unstack(a, axis=0):
+    """np.unstack (NumPy 2.1) written out: the slices of `a` along axis, as views. CuPy has no unstack."""
+    lead = (slice(None),) * (axis % a.ndim)
+    return tuple(a[lead + (i,)] for i in range(a.shape[axis]))
 
 
 class ArrayOps:
@@ -90,12 +101,17 @@ class ArrayOps:
     where, swapaxes, transpose = staticmethod(np.where), staticmethod(np.swapaxes), staticmethod(np.transpose)
     moveaxis, broadcast_to = staticmethod(np.moveaxis), staticmethod(np.broadcast_to)
     tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(sum_), staticmethod(mean_)
-    split, unstack = staticmethod(np.split), staticmethod(np.unstack)
+    split, unstack = staticmethod(np.split), staticmethod(unstack)
     log_softmax, index_put = staticmethod(log_softmax), staticmethod(index_put)
 
     @staticmethod
     def astype(a, dtype):
         return a.astype(dtype)
+
+    @staticmethod
+    def eye_like(n, like):
+        """The n x n identity in the dtype and on the device of the array `like`."""
+        return array_module(like).eye(n, dtype=like.dtype)
 
 
 class TensorOps:
@@ -111,7 +127,11 @@ class TensorOps:
 
     @staticmethod
     def zeros_like(a):
-        return _constant(a, np.zeros(a.shape))
+        return a.wrap(np.zeros_like(a.data))  # np.zeros_like keeps the array's module (its device)
+
+    @staticmethod
+    def eye_like(n, like):
+        return _constant(like, ArrayOps.eye_like(n, like.data))
 
     @staticmethod
     def where(cond, a, b):

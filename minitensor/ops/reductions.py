@@ -26,6 +26,14 @@ import math
 import numpy as np
 
 from ..autograd import Function
+from ..devices import array_module, is_host
+
+
+def result_array(x):
+    """A reduction's result as an array: NumPy gives a scalar for a reduction over every axis (the 0-d array of
+    it is returned); a device library gives a 0-d array already, returned as it is (np.asarray would copy it to
+    the host)."""
+    return np.asarray(x) if is_host(x) else x
 
 
 def expand_reduced(g, ndim: int, dim, keepdim: bool):
@@ -68,7 +76,7 @@ def to_dtype(xp, a, dtype):
 def total(a: np.ndarray, axis=None, keepdims=False) -> np.ndarray:
     """np.sum, with a float16 array summed in float32 and rounded once (PyTorch's CPU sum)."""
     if getattr(a, "dtype", None) == np.float16:
-        return np.asarray(np.sum(a, axis=axis, keepdims=keepdims, dtype=np.float32)).astype(np.float16)
+        return result_array(np.sum(a, axis=axis, keepdims=keepdims, dtype=np.float32)).astype(np.float16)
     return np.sum(a, axis=axis, keepdims=keepdims)
 
 
@@ -105,7 +113,7 @@ class Sum(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
-        return np.asarray(total(a, axis=dim, keepdims=keepdim))
+        return result_array(total(a, axis=dim, keepdims=keepdim))
 
     @staticmethod
     def backward(ctx, g):
@@ -121,7 +129,7 @@ class Mean(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
-        out = np.asarray(mean(a, axis=dim, keepdims=keepdim))
+        out = result_array(mean(a, axis=dim, keepdims=keepdim))
         ctx.n = _reduced_count(a.shape, dim)
         return out
 
@@ -168,7 +176,7 @@ class Var(Function):
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
         squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
-        return np.asarray(squares / denom).astype(a.dtype, copy=False)  # beyond a's range: inf, as PyTorch's
+        return result_array(squares / denom).astype(a.dtype, copy=False)  # beyond a's range: inf, as PyTorch's
 
     @staticmethod
     def backward(ctx, g):
@@ -194,7 +202,7 @@ class Std(Function):
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
         squares, denom = _centered_sum_of_squares(ctx, a, dim, correction, keepdim)
-        out = np.asarray(np.sqrt(squares / denom)).astype(a.dtype, copy=False)
+        out = result_array(np.sqrt(squares / denom)).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         return out
 
@@ -227,28 +235,27 @@ class MaxMin(Function):
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
         ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
         if dim is None:
-            out = np.asarray(a.max() if mode == "max" else a.min())
-            chosen = np.isnan(a) if np.isnan(out) else a == out
-            ctx.save(chosen=chosen)
-            ctx.share, ctx.is_nan = a.dtype.type(chosen.sum()), bool(np.isnan(out))
+            out = result_array(a.max() if mode == "max" else a.min())
+            # the tied extrema, or the NaNs of a NaN result (no element equals NaN; a NaN-free a has no NaN to add)
+            chosen = (a == out) | np.isnan(a)
+            share = result_array(chosen.sum()).astype(a.dtype)  # 0-d arrays: no host read of the count
+            ctx.save(chosen=chosen, share=share, jvp_share=np.where(np.isnan(out), out, share))
             return out
         idx = np.expand_dims(np.argmax(a, axis=dim) if mode == "max" else np.argmin(a, axis=dim), dim)
-        positions = np.arange(a.shape[dim]).reshape((-1,) + (1,) * (a.ndim - dim - 1))
+        positions = array_module(a).arange(a.shape[dim]).reshape((-1,) + (1,) * (a.ndim - dim - 1))
         ctx.save(chosen=positions == idx)  # one-hot along dim at the index
-        ctx.share = 1
         out = np.take_along_axis(a, idx, axis=dim)
         return out if keepdim else np.squeeze(out, axis=dim)
 
     @staticmethod
     def backward(ctx, g):
         g = expand_reduced(g, len(ctx.shape), None if ctx.dim is None else (ctx.dim,), ctx.keepdim)
-        return (ctx.xp.where(ctx.chosen, g / g.dtype.type(ctx.share), 0),)
+        return (ctx.xp.where(ctx.chosen, g if ctx.dim is not None else g / ctx.share, 0),)
 
     @staticmethod
     def jvp(ctx, ta):
-        if ctx.dim is None:
-            share = math.nan if ctx.is_nan else ctx.share  # PyTorch's 0/0 for a NaN result
-            return ctx.xp.sum(ctx.xp.where(ctx.chosen, ta, 0)) / ta.dtype.type(share)
+        if ctx.dim is None:  # jvp_share: the share, or NaN for a NaN result (PyTorch's 0/0)
+            return ctx.xp.sum(ctx.xp.where(ctx.chosen, ta, 0)) / ctx.jvp_share
         return ctx.xp.sum(ctx.xp.where(ctx.chosen, ta, 0), axis=ctx.dim, keepdims=ctx.keepdim)
 
 
@@ -265,7 +272,7 @@ class AMaxMin(Function):
         ties = a == out
         ctx.save(ties=ties, count=ties.sum(axis=dim, keepdims=True).astype(a.dtype))
         ctx.dim, ctx.keepdim = dim, keepdim
-        return np.asarray(_drop_reduced(out, dim, keepdim))
+        return result_array(_drop_reduced(out, dim, keepdim))
 
     @staticmethod
     def backward(ctx, g):
@@ -284,10 +291,10 @@ class LogSumExp(Function):
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         x = a.astype(opmath_dtype(a.dtype), copy=False)  # float16 in float32, rounded once (PyTorch's)
-        m = np.max(x, axis=dim, keepdims=True) if x.size else np.zeros((1,) * x.ndim, x.dtype)
+        m = np.max(x, axis=dim, keepdims=True) if x.size else np.zeros_like(x, shape=(1,) * x.ndim)
         m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
         out = np.log(np.exp(x - m).sum(axis=dim, keepdims=True)) + m  # an all -inf line: log 0 = -inf
-        out = np.asarray(_drop_reduced(out, dim, keepdim)).astype(a.dtype, copy=False)
+        out = result_array(_drop_reduced(out, dim, keepdim)).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         ctx.dim, ctx.keepdim = dim, keepdim
         return out
@@ -323,7 +330,7 @@ class Norm(Function):
             out = np.abs(x).sum(axis=dim, keepdims=keepdim)
         else:
             out = np.sqrt((x * x).sum(axis=dim, keepdims=keepdim))
-        out = np.asarray(out).astype(a.dtype, copy=False)
+        out = result_array(out).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         ctx.dim, ctx.keepdim = dim, keepdim
         return out
@@ -358,7 +365,7 @@ class NormInf(Function):
         ctx.save(chosen=chosen, count=chosen.sum(axis=dim, keepdims=True).astype(a.dtype))
         ctx.save_for_backward(a)
         ctx.dim, ctx.keepdim = dim, keepdim
-        return np.asarray(out if keepdim else out.reshape(()) if dim is None else np.squeeze(out, axis=dim))
+        return result_array(out if keepdim else out.reshape(()) if dim is None else np.squeeze(out, axis=dim))
 
     @staticmethod
     def backward(ctx, g):
@@ -398,7 +405,7 @@ class PNorm(Function):
             out = np.abs(x).sum(axis=dim, keepdims=keepdim)
         else:  # as PyTorch's CPU kernel: no rescaling, so |a|^p may overflow to inf or underflow to 0
             out = (np.abs(x) ** p).sum(axis=dim, keepdims=keepdim) ** (1 / p)
-        out = np.asarray(out).astype(a.dtype, copy=False)
+        out = result_array(out).astype(a.dtype, copy=False)
         ctx.save_for_backward(a, out)
         ctx.p, ctx.dim, ctx.keepdim = p, dim, keepdim
         return out
@@ -468,7 +475,7 @@ def svd_backward(xp, u, s, v, gs=None, gu=None, gv=None):
         return (u * _row(gs)) @ vt
     k = s.shape[-1]
     ut, s2 = xp.swapaxes(u, -1, -2), s * s
-    e = _row(s2) - _col(s2) + np.eye(k, dtype=s2.dtype)
+    e = _row(s2) - _col(s2) + xp.eye_like(k, s2)
     if gu is not None:
         x = ut @ gu
         da = u @ ((x - xp.swapaxes(x, -1, -2)) / e * _row(s)) @ vt
@@ -495,8 +502,8 @@ def svd_jvp(xp, u, s, v, ta, which):
     if which == "S":  # diag(U^T ȧ V), without forming the k x k product
         return xp.sum(u * (ta @ v), axis=-2)
     k = s.shape[-1]
-    s2, off = s * s, 1 - np.eye(k, dtype=s.dtype)
-    e = _row(s2) - _col(s2) + np.eye(k, dtype=s.dtype)
+    s2, off = s * s, 1 - xp.eye_like(k, s)
+    e = _row(s2) - _col(s2) + xp.eye_like(k, s)
     dp0 = (ut @ ta @ v) * off
     if which == "U":
         x = dp0 * _row(s)

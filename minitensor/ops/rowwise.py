@@ -28,12 +28,16 @@ summed in float32 and rounded once, as PyTorch does): the softmax family calls t
 first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py). Each device stands beside its plain
 formula (reductions.total, reductions.mean, np.max), and tests/test_speed_devices.py and tests/test_rowwise.py
 run the two on the same rows.
+
+Both are CPU devices (NumPy's row loop is what they work around): on a device array (CuPy, the fake device) they
+step aside for the plain formulas, np.max and reductions.total (`devices.is_host`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..devices import is_host
 from . import reductions
 
 SHORT_ROW = 64  # last_max transposes rows up to this length; beyond it np.max is as fast
@@ -43,6 +47,10 @@ SUM_ROW = 1024  # last_sum's einsum path takes rows up to this length (row-indep
 def last_max(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
     """a.max(axis=-1, keepdims=keepdims); for short float rows through their transpose (exactly equal)."""
     n = a.shape[-1] if a.ndim else 0
+    if not is_host(a):  # the plain formula on a device (a 0-size last axis of floats gives -inf, as below)
+        if n == 0 and a.dtype.kind == "f":
+            return np.full_like(a, -np.inf, shape=a.shape[:-1] + ((1,) if keepdims else ()))
+        return a.max(axis=-1, keepdims=keepdims)
     if not (a.dtype in (np.float32, np.float64) and a.size and n <= SHORT_ROW):
         floor = {"initial": -np.inf} if a.dtype.kind == "f" else {}  # a 0-size last axis is fine
         return np.max(a, axis=-1, keepdims=keepdims, **floor)
@@ -55,7 +63,7 @@ def last_sum(a: np.ndarray, keepdims: bool = True) -> np.ndarray:
     """a.sum(axis=-1, keepdims=keepdims); for float rows of at most SUM_ROW numbers by np.einsum (the same
     up to round-off, and each row's sum independent of the rows beside it)."""
     n = a.shape[-1] if a.ndim else 0
-    if not (a.dtype in (np.float32, np.float64) and a.size and n <= SUM_ROW):
+    if not (is_host(a) and a.dtype in (np.float32, np.float64) and a.size and n <= SUM_ROW):
         return reductions.total(a, axis=-1, keepdims=keepdims)  # float16 summed in float32, as PyTorch
     rows = np.ascontiguousarray(a).reshape(-1, n)  # (rows, n): one layout, so one order of additions per row
     s = np.einsum("rn->r", rows).reshape(a.shape[:-1])
