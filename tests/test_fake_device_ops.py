@@ -173,3 +173,153 @@ def test_second_derivative_on_the_fake_device_equals_the_cpu(case, dtype_name):
         plain = second_order(case, dtype_name, on_cpu)
     default = second_order(case, dtype_name, on_cpu)
     assert_equal(f"{case} [{dtype_name}] derivative", ours, plain, default, case.tol(dtype_name))
+
+
+# ----------------------------------------------------------------------------- the scatter-add, deterministic
+# Values that np.add.at sums in a fixed order (float32, many repeats: another order rounds differently), and the
+# advanced indices a[index]'s backward meets: rows (negative ones too), an index array of rows, two arrays, an
+# array beside a slice, a mask, and values broadcast over the index.
+SCATTERS = {
+    "rows": ((7, 3), lambda r: r.integers(-7, 7, 40), (40, 3)),
+    "rows_2d_index": ((5, 4), lambda r: r.integers(0, 5, (6, 8)), (6, 8, 4)),
+    "two_arrays": ((4, 5), lambda r: (r.integers(0, 4, 30), r.integers(0, 5, 30)), (30,)),
+    "array_and_slice": ((6, 4), lambda r: (slice(1, 3), r.integers(0, 4, 25)), (2, 25)),
+    "broadcast_values": ((4, 5), lambda r: (r.integers(0, 4, (9, 1)), r.integers(0, 5, (1, 3))), (3,)),
+    "mask": ((3, 4), lambda r: r.random((3, 4)) < 0.5, None),
+}
+
+
+@pytest.mark.parametrize("name", list(SCATTERS))
+def test_scatter_add_on_the_device_adds_as_np_add_at(name):
+    """index_put on the device (occurrence passes, no np.add.at) bitwise np.add.at on the host, in one host read."""
+    from minitensor.ops.indexing import index_put
+
+    shape, make_index, values_shape = SCATTERS[name]
+    rng = np.random.default_rng(5)
+    index = make_index(rng)
+    if values_shape is None:  # a mask picks as many as it holds
+        values_shape = (int(np.count_nonzero(index)),)
+    values = (rng.standard_normal(values_shape) * 10.0 ** rng.integers(-3, 4, values_shape)).astype(np.float32)
+    expected = np.zeros(shape, np.float32)
+    np.add.at(expected, index, values)
+    with fakecuda.count_syncs() as syncs:
+        out = index_put(shape, index, fakecuda.asarray(values), advanced=True)
+    assert type(out) is fakecuda.FakeArray
+    np.testing.assert_array_equal(fakecuda.asnumpy(out), expected, strict=True)
+    assert syncs.count == 1, f"{syncs.count} host reads (one expected: how many entries each pass adds)"
+
+
+def test_add_rows_at_on_the_cpu_is_np_add_at_bitwise():
+    from minitensor.ops.indexing import add_rows_at
+
+    rng = np.random.default_rng(6)
+    rows = rng.integers(0, 6, 200)
+    values = (rng.standard_normal((200, 3)) * 10.0 ** rng.integers(-3, 4, (200, 3))).astype(np.float32)
+    out, expected = np.zeros((6, 3), np.float32), np.zeros((6, 3), np.float32)
+    add_rows_at(out, rows, values)
+    np.add.at(expected, rows, values)
+    np.testing.assert_array_equal(out, expected, strict=True)
+
+
+def test_repeated_index_gradient_on_the_device_accumulates():
+    """x[idx] with repeated rows, a device index: each row's gradient is the sum of its upstream rows."""
+    idx = np.array([0, 2, 0, 0, 1])
+    g = np.random.default_rng(7).standard_normal((5, 4))
+    x = on_device(np.zeros((3, 4)), requires_grad=True)
+    x[on_device(idx)].backward(on_device(g))
+    expected = np.zeros((3, 4))
+    np.add.at(expected, idx, g)
+    np.testing.assert_array_equal(host(x.grad), expected)
+
+
+# ----------------------------------------------------------------------------- the CPU speed devices step aside
+def test_row_speed_devices_take_the_plain_formula_on_a_device():
+    from minitensor.ops import reductions
+
+    a = np.random.default_rng(8).standard_normal((5, 7, 30)).astype(np.float32)
+    d = fakecuda.asarray(a)
+    with fakecuda.count_syncs() as syncs:
+        m, s, mean = rowwise.last_max(d), rowwise.last_sum(d, keepdims=False), rowwise.last_mean(d)
+        empty = rowwise.last_max(fakecuda.zeros((2, 0)))
+    assert syncs.count == 0
+    np.testing.assert_array_equal(fakecuda.asnumpy(m), np.max(a, axis=-1, keepdims=True), strict=True)
+    np.testing.assert_array_equal(fakecuda.asnumpy(s), reductions.total(a, axis=-1), strict=True)
+    np.testing.assert_array_equal(fakecuda.asnumpy(mean), reductions.mean(a, axis=-1, keepdims=True), strict=True)
+    np.testing.assert_array_equal(fakecuda.asnumpy(empty), np.full((2, 1), -np.inf))
+
+
+def test_zero_where_on_a_device_selects_as_on_the_cpu():
+    from minitensor.ops.namespace import zero_where
+
+    g = np.array([1.5, np.inf, -2.0, np.nan, 3.0, -np.inf])
+    drop = np.array([True, True, False, True, False, False])
+    with fakecuda.count_syncs() as syncs:
+        ours = zero_where(fakecuda.asarray(drop), fakecuda.asarray(g))
+    assert syncs.count == 0, "the finiteness test of the CPU's product is a host read"
+    np.testing.assert_array_equal(fakecuda.asnumpy(ours), zero_where(drop, g))
+
+
+# ----------------------------------------------------------------------------- host reads
+# The op table's forward and backward on the device read nothing back to the host, but where an index is checked
+# or scattered: at most one read per range check (gather, index_select), per scatter-add (the occurrence passes'
+# counts) and per integer division with rounding (its zero-divisor check). Measured per case; never more.
+HOST_READS = {
+    **dict.fromkeys(
+        [
+            "getitem_list_repeated",
+            "getitem_tensor_repeated",
+            "getitem_tensor_dim1",
+            "getitem_two_arrays",
+            "getitem_tensor_and_slice",
+            "getitem_bool_mask",
+            "getitem_bool_rows",
+            "getitem_compare_mask",
+            "getitem_neg_index_array",
+            "getitem_0d_tensor",
+            "getitem_int32_index",
+            "getitem_of_expand",
+            "index_put_repeated",
+            "sort_values",
+            "sort_dim0_desc",
+            "sort_fn",
+            "topk",
+            "topk_smallest_dim0",
+            "topk_fn",
+            "sort_ties_stable",
+            "sort_ties_desc_stable",
+            "argsort",
+            "argsort_desc_fn",
+            "div_trunc_int",
+            "div_floor_int",
+            "einsum_diagonal",
+            "einsum_trace",
+            "einsum_trace_implicit",
+            "einsum_diagonal_sum",
+            "einsum_diagonal_batched",
+            "einsum_diagonal_apart",
+            "index_select_0d_input",
+        ],
+        1,
+    ),
+    **dict.fromkeys(
+        [
+            "gather_dim1",
+            "gather_dim0_fn",
+            "gather_3d_smaller",
+            "index_select",
+            "index_select_fn_dim0",
+            "index_select_0d_index",
+            "gather_0d_input",
+            "gather_0d_index",
+            "gather_0d_both",
+        ],
+        2,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", blocked(CASES), ids=str)
+def test_host_reads_of_the_op_table(case):
+    with fakecuda.count_syncs() as syncs:
+        run(case, "float64", on_device)
+    assert syncs.count <= HOST_READS.get(case.name, 0), f"{case}: {syncs.count} host reads"
