@@ -15,6 +15,7 @@ import operator
 
 import numpy as np
 
+from . import devices
 from .autograd import is_tensor_like
 from .dtypes import SUPPORTED, get_default_dtype, int64, result_type
 
@@ -23,7 +24,16 @@ def operand(x, dtype: np.dtype, like):
     """x (a tensor or a Python number) as a tensor of `dtype`; a number is wrapped by `like`, a tensor."""
     if is_tensor_like(x):
         return x if x.data.dtype == dtype else x.to(dtype)
-    return like.wrap(np.asarray(x, dtype=dtype))
+    return like.wrap(number_like(x, dtype, like.data))
+
+
+def number_like(x, dtype, arr):
+    """A Python number as a 0-d array of `dtype` beside `arr`, on its device (a transfer, not a sync). Other
+    data stays a host array: beside a device tensor, Function.apply then refuses it, as torch refuses a CPU
+    tensor operand, or moves it if it is 0-d."""
+    if type(arr) is np.ndarray or not isinstance(x, (builtins.int, builtins.float, builtins.bool, np.generic)):
+        return np.asarray(x, dtype=dtype)
+    return devices.array_module(arr).asarray(x, dtype=dtype)
 
 
 def binary(fn, a, b, dtype=None, **kwargs):
@@ -49,9 +59,9 @@ def operands(a, b, dtype=None) -> tuple:
                 if a.data.dtype == b.data.dtype:
                     return a, b
             elif type(b) in (float, int) and a.data.dtype.kind == "f":
-                return a, a.wrap(np.asarray(b, a.data.dtype))
+                return a, a.wrap(number_like(b, a.data.dtype, a.data))
         elif b_tensor and type(a) in (float, int) and b.data.dtype.kind == "f":
-            return b.wrap(np.asarray(a, b.data.dtype)), b
+            return b.wrap(number_like(a, b.data.dtype, b.data)), b
     if not (a_tensor or b_tensor):
         raise TypeError(f"expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
     if dtype is None:
@@ -122,8 +132,8 @@ ValuesIndices = collections.namedtuple("ValuesIndices", ["values", "indices"])
 
 
 def as_array(data, dtype=None) -> np.ndarray:
-    """Python data or an array to an ndarray, with PyTorch's inference of dtype."""
-    if isinstance(data, np.ndarray):
+    """Python data or an array to an ndarray (a device array as it is), with PyTorch's inference of dtype."""
+    if isinstance(data, np.ndarray) or devices.is_array(data):
         arr = data
     elif isinstance(data, (np.generic,)):
         arr = np.asarray(data)
@@ -243,8 +253,15 @@ def squeezed(shape: tuple, dim) -> tuple:
     return tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
 
 
-def normalize_index(index):
-    """Tensor indices to arrays, checking dtypes; returns (index, uses_advanced_indexing)."""
+def normalize_index(index, data=None):
+    """Tensor indices to arrays, checking dtypes; returns (index, uses_advanced_indexing).
+
+    Every index array, of any device, is an advanced index: its repeated entries accumulate in the backward
+    (a device array taken for a basic index would overwrite them, a silently wrong gradient). `data` is the
+    indexed array: a host index array meeting a device `data` is copied over (torch lets a CPU index tensor
+    index a CUDA tensor), a device index into a host array is refused (torch's message), and a device integer
+    index is checked against its axis at the cost of one host sync (check_device_bounds: CuPy wraps an
+    out-of-range index where NumPy raises)."""
     items = index if isinstance(index, tuple) else (index,)
     out, advanced = [], False
     for it in items:
@@ -253,17 +270,60 @@ def normalize_index(index):
         elif isinstance(it, list):
             it = np.asarray(it)
             if it.dtype.kind == "f":
-                raise IndexError("__getitem__: tensors used as indices must be integer or bool, got float list")
-        if isinstance(it, np.ndarray):
+                raise IndexError("tensors used as indices must be integer or bool, got a list of floats")
+        if isinstance(it, np.ndarray) or devices.is_array(it):
             if it.dtype.kind not in "iub":
-                raise IndexError(f"__getitem__: tensors used as indices must be integer or bool, got {it.dtype}")
+                raise IndexError(f"tensors used as indices must be integer or bool, got {it.dtype}")
             advanced = True
+            if data is not None and type(it) is not type(data):
+                it = index_beside(it, data)
         elif isinstance(it, (float, np.floating)):
-            raise IndexError(
-                f"__getitem__: index {it!r} is a float; indices must be integers, slices, None, ... or tensors"
-            )
+            raise IndexError(f"index {it!r} is a float; indices must be integers, slices, None, ... or tensors")
         out.append(it)
+    if advanced and data is not None and not devices.is_host(data):
+        check_device_bounds(out, data.shape)
     return (tuple(out) if isinstance(index, tuple) else out[0]), advanced
+
+
+def index_beside(idx, data):
+    """An index array on the device of the array it indexes: a host index is copied to the device; a device
+    index into a host array is refused, as in torch."""
+    where, target = devices.device_of(idx), devices.device_of(data)
+    if where == target:
+        return idx
+    if where != devices.CPU:
+        raise IndexError(
+            f"indices should be either on cpu or on the same device as the indexed tensor ({target}), "
+            f"got indices on {where}"
+        )
+    return devices.to_device(idx, target)
+
+
+def check_device_bounds(items, shape: tuple) -> None:
+    """NumPy's IndexError for a device integer index out of its axis's range (one host sync per index array;
+    the first bad entry, read back only on the error path, is named as NumPy names it)."""
+    consumed = builtins.sum(
+        (it.ndim if it.dtype.kind == "b" else 1) if hasattr(it, "dtype") else 1
+        for it in items
+        if it is not None and it is not Ellipsis and not isinstance(it, builtins.bool)
+    )
+    axis = 0
+    for it in items:
+        if it is None or isinstance(it, builtins.bool):
+            continue
+        if it is Ellipsis:
+            axis += len(shape) - consumed
+            continue
+        if hasattr(it, "dtype") and it.dtype.kind == "b":
+            axis += it.ndim
+            continue
+        if hasattr(it, "dtype") and not devices.is_host(it) and axis < len(shape):
+            n = shape[axis]
+            bad = (it < -n) | (it >= n)
+            if bad.any():  # the one host sync
+                first = devices.to_host(it)[devices.to_host(bad)][0]
+                raise IndexError(f"index {first} is out of bounds for axis {axis} with size {n}")
+        axis += 1
 
 
 def alpha_times(b, alpha, a, op: str):

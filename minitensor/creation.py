@@ -3,6 +3,11 @@ arange, linspace, eye, randn, rand, randint, randperm and the *_like forms.
 
 Floating factories use the default dtype (dtypes.get_default_dtype) unless given one; random ones
 draw from minitensor's one seeded generator (random.py). Every result is a new leaf tensor.
+
+`device=` on every factory, as in torch (None: the CPU; for the *_like forms and as_tensor of a tensor, the
+input's device). Random factories, arange and linspace compute on the host and copy the result over, so one
+seed gives the same numbers on every device, bit for bit; zeros, ones, full, empty and eye are made by the
+device's own library (devices.new_array).
 """
 
 from __future__ import annotations
@@ -11,17 +16,24 @@ import numbers
 
 import numpy as np
 
+from . import devices
 from .arguments import as_array, size_args
 from .dtypes import SUPPORTED, bool_, float16, float32, float_dtype, get_default_dtype, int64
 from .random import generator
 from .tensor import Tensor
 
 
-def _new(arr: np.ndarray, requires_grad: bool) -> Tensor:
-    t = Tensor.wrap(arr)
+def _new(arr, requires_grad: bool, device=None) -> Tensor:
+    """A leaf around `arr`, copied to `device` first when one is named (a host array, computed on the host)."""
+    t = Tensor.wrap(arr if device is None else devices.to_device(arr, device))
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _made(device, name: str, *args, **kwargs):
+    """xp.<name>(*args, **kwargs) by the library of `device` (the CPU's, NumPy, when None)."""
+    return getattr(np, name)(*args, **kwargs) if device is None else devices.new_array(device, name, *args, **kwargs)
 
 
 def _shape(size: tuple, op: str) -> tuple:
@@ -32,23 +44,27 @@ def _shape(size: tuple, op: str) -> tuple:
     return shape
 
 
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A new leaf tensor holding a copy of `data` (Python numbers/lists, arrays or tensors)."""
+def tensor(data, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
+    """A new leaf tensor holding a copy of `data` (Python numbers/lists, arrays or tensors), on `device`
+    (None: the CPU, or the device of a tensor or device array given as data)."""
     src = data.data if isinstance(data, Tensor) else data
-    arr = np.array(as_array(src, dtype), copy=True)
-    if dtype is not None:
-        arr = arr.astype(np.dtype(dtype), copy=False)
+    if devices.is_array(src) and not devices.is_host(src):  # a device array: copied where it is
+        arr = src.astype(np.dtype(dtype) if dtype is not None else src.dtype, copy=True)
+    else:
+        arr = np.array(as_array(src, dtype), copy=True)
+        if dtype is not None:
+            arr = arr.astype(np.dtype(dtype), copy=False)
     if arr.dtype not in SUPPORTED:
         raise TypeError(f"tensor: unsupported dtype {arr.dtype}")
-    return _new(arr, requires_grad)
+    return _new(arr, requires_grad, device)
 
 
-def as_tensor(data, dtype=None) -> Tensor:
-    """Like tensor() but shares memory with a NumPy array when the dtype already matches."""
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """Like tensor() but shares memory with a NumPy array (or a tensor) when the dtype and device already match."""
     if isinstance(data, Tensor):
-        return data.to(dtype) if dtype is not None else data
+        return data.to(device=device, dtype=dtype) if dtype is not None or device is not None else data
     arr = as_array(data, dtype)
-    return Tensor.wrap(arr if dtype is None else arr.astype(np.dtype(dtype), copy=False))
+    return _new(arr if dtype is None else arr.astype(np.dtype(dtype), copy=False), False, device)
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
@@ -57,94 +73,116 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     return Tensor.wrap(as_array(arr))
 
 
-def zeros(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.zeros(_shape(size, "zeros"), float_dtype(dtype)), requires_grad)
+def zeros(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_made(device, "zeros", _shape(size, "zeros"), float_dtype(dtype)), requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.ones(_shape(size, "ones"), float_dtype(dtype)), requires_grad)
+def ones(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_made(device, "ones", _shape(size, "ones"), float_dtype(dtype)), requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.empty(_shape(size, "empty"), float_dtype(dtype)), requires_grad)
+def empty(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_made(device, "empty", _shape(size, "empty"), float_dtype(dtype)), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False) -> Tensor:
+def full(size, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:
     if dtype is None:
         if isinstance(fill_value, bool):
             dtype = bool_
         else:
             dtype = int64 if isinstance(fill_value, numbers.Integral) else get_default_dtype()
     shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "full")
-    return _new(np.full(shape, fill_value, np.dtype(dtype)), requires_grad)
+    return _new(_made(device, "full", shape, fill_value, np.dtype(dtype)), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False) -> Tensor:
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None) -> Tensor:
     if end is None:
         start, end = 0, start
     if dtype is None:
         ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
         dtype = int64 if ints else get_default_dtype()
-    return _new(np.arange(start, end, step).astype(np.dtype(dtype)), requires_grad)
+    return _new(np.arange(start, end, step).astype(np.dtype(dtype)), requires_grad, device)
 
 
-def linspace(start, end, steps, dtype=None) -> Tensor:
-    return Tensor.wrap(np.linspace(start, end, steps).astype(float_dtype(dtype)))
+def linspace(start, end, steps, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(np.linspace(start, end, steps).astype(float_dtype(dtype)), requires_grad, device)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
+def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     n, m = _shape((n, n if m is None else m), "eye")
-    return _new(np.eye(n, m, dtype=float_dtype(dtype)), requires_grad)
+    return _new(_made(device, "eye", n, m, dtype=float_dtype(dtype)), requires_grad)
 
 
 def _draw(op: str, method: str, size: tuple, dtype) -> np.ndarray:
-    """A standard_normal or random draw in dtype (NumPy draws float16 as float32, then casts)."""
+    """A standard_normal or random draw in dtype (NumPy draws float16 as float32, then casts), on the host."""
     dt = float_dtype(dtype)
     arr = getattr(generator(), method)(_shape(size, op), dtype=float32 if dt == float16 else dt)
     return arr.astype(dt, copy=False)
 
 
-def randn(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(_draw("randn", "standard_normal", size, dtype), requires_grad)
+def randn(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_draw("randn", "standard_normal", size, dtype), requires_grad, device)
 
 
-def rand(*size, dtype=None, requires_grad=False) -> Tensor:
-    return _new(_draw("rand", "random", size, dtype), requires_grad)
+def rand(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_draw("rand", "random", size, dtype), requires_grad, device)
 
 
-def randint(low, high=None, size=None, dtype=None) -> Tensor:
+def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     if high is None:
         low, high = 0, low
     if size is None:
         raise TypeError("randint: size is required, e.g. randint(0, 10, (3, 4))")
     shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "randint")
-    return Tensor.wrap(generator().integers(low, high, size=shape).astype(np.dtype(dtype or int64)))
+    arr = generator().integers(low, high, size=shape).astype(np.dtype(dtype or int64))
+    return _new(arr, requires_grad, device)
 
 
-def randperm(n, dtype=None) -> Tensor:
+def randperm(n, dtype=None, requires_grad=False, device=None) -> Tensor:
     (n,) = _shape((n,), "randperm")
-    return Tensor.wrap(generator().permutation(n).astype(np.dtype(dtype or int64)))
+    return _new(generator().permutation(n).astype(np.dtype(dtype or int64)), requires_grad, device)
 
 
-def zeros_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.zeros(t.shape, dtype or t.dtype), requires_grad)
+def normal(mean, std, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    """Numbers drawn from N(mean, std^2): torch.normal's (float, float, size) form, drawn on the host.
+    Deviation from PyTorch, flagged: its tensor forms (a mean or std tensor, one draw per element) are not
+    here; numbers and a size only."""
+    if not isinstance(mean, numbers.Real) or not isinstance(std, numbers.Real) or size is None:
+        raise TypeError(
+            f"normal: expected normal(mean: float, std: float, size), got mean={mean!r}, std={std!r}, size={size!r}"
+        )
+    if std < 0:
+        raise ValueError(f"normal: std must be non-negative, got {std}")
+    dt = float_dtype(dtype)
+    shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "normal")
+    arr = generator().normal(mean, std, shape).astype(dt, copy=False)
+    return _new(arr, requires_grad, device)
 
 
-def ones_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.ones(t.shape, dtype or t.dtype), requires_grad)
+def _like_device(t, device):
+    """A *_like factory's device: the input's unless one is named."""
+    return t.device if device is None else device
 
 
-def full_like(t, fill_value, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.full(t.shape, fill_value, dtype or t.dtype), requires_grad)
+def zeros_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_made(_like_device(t, device), "zeros", t.shape, dtype or t.dtype), requires_grad)
 
 
-def empty_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return _new(np.empty(t.shape, dtype or t.dtype), requires_grad)
+def ones_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_made(_like_device(t, device), "ones", t.shape, dtype or t.dtype), requires_grad)
 
 
-def randn_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def full_like(t, fill_value, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_made(_like_device(t, device), "full", t.shape, fill_value, dtype or t.dtype), requires_grad)
 
 
-def rand_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def empty_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_made(_like_device(t, device), "empty", t.shape, dtype or t.dtype), requires_grad)
+
+
+def randn_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return randn(*t.shape, dtype=dtype or t.dtype, device=_like_device(t, device), requires_grad=requires_grad)
+
+
+def rand_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return rand(*t.shape, dtype=dtype or t.dtype, device=_like_device(t, device), requires_grad=requires_grad)

@@ -1,18 +1,27 @@
-"""Devices: torch.device, torch.cuda, which array library owns an array, and the Tensor's device methods.
+"""Devices: torch.device, torch.cuda, which array library owns an array, and the two transfers.
 
 A Tensor's device is read from its array's type, never stored beside it: a NumPy array is on the CPU,
 a CuPy array (or the fake device's, fakecuda.py) on CUDA. `array_module(arr)` is the library to call
-for anything that must land beside `arr`; `is_host(arr)` guards the CPU-only speed devices.
+for anything that must land beside `arr`; `is_host(arr)` guards the CPU-only speed devices;
+`is_array(x)` is the engine's "is this an array" test that a device array passes too.
 
 "cuda" means CuPy when it is installed and sees a GPU. With MINITENSOR_FAKE_CUDA=1 in the environment
 (or `use_fake_cuda()`), "cuda" is the strict NumPy-backed fake instead: how CI runs the engine on a
-device without one.
+device without one. `module_for(device)` answers which library a device name means, and is where a
+device that is not there is refused, with one message naming the remedies.
+
+Moving data: `to_device(arr, device)` and `to_host(arr)` are the only transfers; the differentiable one
+a user calls is `Tensor.to` (ops/device.py's ToDevice). An op whose operands live on different devices
+is refused by `same_device`, which Function.apply calls (torch's message), except for a 0-d CPU tensor,
+which moves to the others' device as in torch.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
+import sys
 
 import numpy as np
 
@@ -31,18 +40,39 @@ def fake_cuda_enabled() -> bool:
     return _FAKE["on"]
 
 
+# ---------------------------------------------------------------------------------------- CuPy, if any
+_CUPY: dict = {}  # "module": cupy when it imports and a GPU answers, else None; "why": the reason it is None
+
+
 def _cupy():
-    """CuPy when it is installed and a GPU answers, else None."""
-    try:
-        import cupy  # optional: the [gpu] extra; importing it costs a second)
-    except ImportError:
-        return None
-    try:
-        return cupy if cupy.cuda.runtime.getDeviceCount() > 0 else None
-    except Exception:  # (CuPy raises its own CUDARuntimeError when no driver answers)
-        return None
+    """CuPy when it is installed and a GPU answers, else None (the reason kept for the error message)."""
+    if "module" not in _CUPY:
+        try:
+            import cupy  # optional: the [gpu] extra; imported on first use of "cuda" (it costs a second)
+        except ImportError:
+            _CUPY.update(module=None, why="CuPy is not installed")
+            return None
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except Exception as e:  # (CuPy raises its own CUDARuntimeError when no driver answers)
+            _CUPY.update(module=None, why=f"CuPy is installed but no GPU answers ({type(e).__name__}: {e})")
+            return None
+        _CUPY.update(module=cupy if count > 0 else None, why="CuPy is installed but sees no GPU")
+    return _CUPY["module"]
 
 
+def _cupy_ndarray():
+    """cupy.ndarray if CuPy was imported by anyone, else None (then no array can be a CuPy array)."""
+    cupy = sys.modules.get("cupy")
+    return None if cupy is None else cupy.ndarray
+
+
+def _cuda_backend():
+    """The library "cuda" means now: the fake when it is on, else CuPy with a GPU, else None."""
+    return fakecuda if _FAKE["on"] else _cupy()
+
+
+# ---------------------------------------------------------------------------------------- arrays
 def array_module(arr):
     """The array library that owns `arr`: numpy for a host array or number, else the array's own
     (cupy, or fakecuda). What a formula calls to make a new array that meets `arr`."""
@@ -51,16 +81,10 @@ def array_module(arr):
         return np
     if t is fakecuda.FakeArray:
         return fakecuda
-    module = t.__module__.partition(".")[0]
-    if module == "cupy":
-        return _cupy_module()
+    cupy_ndarray = _cupy_ndarray()
+    if cupy_ndarray is not None and isinstance(arr, cupy_ndarray):
+        return sys.modules["cupy"]
     raise TypeError(f"array_module: expected a NumPy or CuPy array, got {t.__name__}")
-
-
-def _cupy_module():
-    import cupy  # (only reached holding a CuPy array, so it is already loaded)
-
-    return cupy
 
 
 def is_host(arr) -> builtins.bool:
@@ -68,11 +92,37 @@ def is_host(arr) -> builtins.bool:
     return isinstance(arr, (np.ndarray, np.generic))
 
 
+def is_array(x) -> builtins.bool:
+    """True for an array of any device: an np.ndarray, a FakeArray or a CuPy array. The test the engine's
+    `isinstance(x, np.ndarray)` checks become, so that a device array is not taken for something else."""
+    if isinstance(x, np.ndarray) or type(x) is fakecuda.FakeArray:
+        return True
+    cupy_ndarray = _cupy_ndarray()
+    return cupy_ndarray is not None and isinstance(x, cupy_ndarray)
+
+
+def device_of(arr) -> device:
+    """The device an array lives on, read from its type: cpu, or cuda:<index>."""
+    if isinstance(arr, (np.ndarray, np.generic)):
+        return CPU
+    if type(arr) is fakecuda.FakeArray:
+        return CUDA0
+    if is_array(arr):
+        return CUDA0 if arr.device.id == 0 else device("cuda", arr.device.id)
+    raise TypeError(f"device_of: expected a NumPy or CuPy array, got {type(arr).__name__}")
+
+
+# ---------------------------------------------------------------------------------------- device names
 class device(str):
     """torch.device. A str subclass, so `x.to(x.device)`, `x.device == "cpu"` and `str(x.device)` work
-    as in PyTorch; `.type` and `.index` as torch.device has them. minitensor's only device is "cpu"."""
+    as in PyTorch; `.type` and `.index` as torch.device has them. As in torch, naming a device checks
+    only its spelling: whether it is there is asked when data goes to it (module_for)."""
 
-    def __new__(cls, type: str = "cpu", index: int | None = None):
+    def __new__(cls, type: str | int = "cpu", index: int | None = None):
+        if isinstance(type, device) and index is None:
+            return type
+        if isinstance(type, builtins.int) and not isinstance(type, builtins.bool) and index is None:
+            type, index = "cuda", type  # torch.device(1) is cuda:1
         if not isinstance(type, str) or not type.partition(":")[0].isidentifier():
             raise ValueError(f"device: expected a string such as 'cpu' or 'cuda:0', got {type!r}")
         name, _, idx = type.partition(":")
@@ -80,7 +130,9 @@ class device(str):
             raise ValueError(f"device: the index in {type!r} must be a non-negative integer")
         if idx and index is not None:
             raise ValueError(f"device: {type!r} already names an index; do not pass index={index} too")
-        index = int(idx) if idx else index
+        if index is not None and (not isinstance(index, builtins.int) or index < 0):
+            raise ValueError(f"device: the index must be a non-negative integer, got {index!r}")
+        index = builtins.int(idx) if idx else index
         self = super().__new__(cls, name if index is None else f"{name}:{index}")
         self.type, self.index = name, index
         return self
@@ -90,42 +142,181 @@ class device(str):
 
 
 CPU = device("cpu")
+CUDA0 = device("cuda", 0)
 
 
+def _no_cuda_message(what) -> str:
+    _cupy()  # (sets the reason CuPy gives none)
+    return (
+        f"{what}: CUDA is not available here: {_CUPY['why']}, and the fake device is off. On a GPU machine install "
+        f"CuPy with `pip install '.[gpu]'` (the wheel for its CUDA version); without a GPU, MINITENSOR_FAKE_CUDA=1 "
+        f"(or mt.devices.use_fake_cuda()) makes 'cuda' the NumPy-backed fake device; or use device='cpu'"
+    )
+
+
+def resolve(dev, what: str = "device") -> device:
+    """`dev` (a name, a device, an int) as the device data goes to, checked against what exists: 'cuda'
+    is cuda:<current device>, an index past the last GPU or a device type other than cpu and cuda is
+    refused. What every factory's device= and Tensor.to call first."""
+    dev = device(dev)
+    if dev.type == "cpu":
+        return CPU
+    if dev.type != "cuda":
+        raise RuntimeError(f"{what}: minitensor runs on 'cpu' and 'cuda' only, got device {str(dev)!r}")
+    if _cuda_backend() is None:
+        raise RuntimeError(_no_cuda_message(f"{what} {str(dev)!r}"))
+    count = cuda.device_count()
+    index = cuda.current_device() if dev.index is None else dev.index
+    if index >= count:
+        raise RuntimeError(
+            f"{what} {str(dev)!r}: CUDA device index {index} is out of range: this machine has {count} CUDA "
+            f"device{'s' if count != 1 else ''} (cuda:0{f' to cuda:{count - 1}' if count > 1 else ''})"
+        )
+    return CUDA0 if index == 0 else device("cuda", index)
+
+
+def module_for(dev):
+    """The array library of a device: numpy for cpu, else cupy or the fake (resolve's checks first)."""
+    return np if resolve(dev).type == "cpu" else _cuda_backend()
+
+
+def on(dev):
+    """A context in which the device library makes its arrays on `dev` (cupy.cuda.Device(i)); nothing to do
+    for the CPU and the fake's one device."""
+    dev = resolve(dev)
+    if dev.type == "cpu" or _FAKE["on"]:
+        return contextlib.nullcontext()
+    return _cuda_backend().cuda.Device(dev.index)
+
+
+def new_array(dev, name: str, *args, **kwargs):
+    """`xp.<name>(*args, **kwargs)` (zeros, ones, full, empty, eye) made on `dev` by its library."""
+    with on(dev):
+        return getattr(module_for(dev), name)(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------- transfers
+def to_host(arr) -> np.ndarray:
+    """A NumPy copy of a device array (one host sync; the fake counts it), or a host array as it is."""
+    if isinstance(arr, np.ndarray):
+        return arr
+    if isinstance(arr, np.generic):
+        return np.asarray(arr)
+    return arr.get()  # cupy.ndarray.get and FakeArray.get: the explicit device-to-host copy
+
+
+def to_device(arr, dev, xp=None):
+    """`arr` on device `dev` (an array already there is returned as it is): a host array is copied over, a
+    device array copied to the host or to another GPU. xp: the device's library, when the caller holds it
+    (ToDevice's backward, sending a gradient back to where its input was): the device is then not looked up."""
+    dev = resolve(dev) if xp is None else device(dev)
+    if device_of(arr) == dev:
+        return arr
+    if dev.type == "cpu":
+        return to_host(arr)
+    xp = module_for(dev) if xp is None else xp
+    place = contextlib.nullcontext() if xp is fakecuda else xp.cuda.Device(dev.index)
+    with place:  # a device array bound for another GPU goes by the host: simple, and rare
+        return xp.asarray(arr if is_host(arr) else to_host(arr))
+
+
+def same_device(tensors, arrays, op):
+    """The tensors of one op call, refused when their arrays live on different devices (torch's message).
+    A 0-d CPU tensor among device tensors is allowed, as in torch: it is moved to their device by
+    `Tensor.to` (differentiable), and `arrays` updated in place. Called by Function.apply on every call:
+    the common case, one array type throughout, costs a loop of `type(...) is` tests."""
+    first = type(arrays[0])
+    for a in arrays:
+        if type(a) is not first:
+            return _mixed(tensors, arrays, op)
+    return tensors
+
+
+def _mixed(tensors, arrays, op):
+    """same_device's slow path: arrays of different types (an np.ndarray beside a NumPy scalar counts as one
+    device, the CPU); 0-d CPU tensors move to the one other device; anything else is torch's error."""
+    where = [device_of(a) for a in arrays]
+    others = {d for d, a in zip(where, arrays) if not (d == CPU and a.ndim == 0)}
+    if len(set(where)) == 1 or not others:
+        return tensors
+    if len(others) == 1 and CPU not in others:
+        (target,) = others
+        tensors = tuple(t.to(target) if d != target else t for t, d in zip(tensors, where))
+        arrays[:] = [t.data for t in tensors]
+        return tensors
+    first, second = where[0], next(d for d in where if d != where[0])
+    name = getattr(op, "__name__", op)
+    raise RuntimeError(
+        f"Expected all tensors to be on the same device, but found at least two devices, {first} and {second}! "
+        f"(the operands of {name}; move one with .to({str(first)!r}) or .to({str(second)!r}))"
+    )
+
+
+# ---------------------------------------------------------------------------------------- mt.cuda
 class _Cuda:
-    """mt.cuda: there is no GPU here, so the usual `"cuda" if torch.cuda.is_available() else "cpu"`
-    picks the CPU and the code runs unchanged."""
+    """mt.cuda, as torch.cuda: the usual `"cuda" if torch.cuda.is_available() else "cpu"` picks the GPU
+    when CuPy sees one (or the fake device is on), else the CPU, and the code runs unchanged."""
 
     @staticmethod
     def is_available() -> builtins.bool:
-        return False
+        return _cuda_backend() is not None
 
     @staticmethod
-    def device_count() -> int:
-        return 0
+    def device_count() -> builtins.int:
+        backend = _cuda_backend()
+        if backend is None:
+            return 0
+        return 1 if backend is fakecuda else backend.cuda.runtime.getDeviceCount()
+
+    @staticmethod
+    def current_device() -> builtins.int:
+        backend = _cuda_backend()
+        if backend is None:
+            raise RuntimeError(_no_cuda_message("cuda.current_device()"))
+        return 0 if backend is fakecuda else backend.cuda.runtime.getDevice()
+
+    @staticmethod
+    def synchronize(device=None) -> None:
+        """Wait for the GPU's queued work (what a timer must do before reading the clock); the fake runs
+        everything at once, so there it returns at once (and counts no host sync: no value is read)."""
+        backend = _cuda_backend()
+        if backend is None:
+            raise RuntimeError(_no_cuda_message("cuda.synchronize()"))
+        if backend is not fakecuda:
+            with on("cuda" if device is None else device):
+                backend.cuda.runtime.deviceSynchronize()
 
 
 cuda = _Cuda()
 
 
 class DeviceMethods:
-    """The Tensor's device methods (a mixin Tensor inherits): the device is always the CPU."""
+    """The Tensor's device methods (a mixin Tensor inherits); the move itself is Tensor.to."""
 
     __slots__ = ()
 
     @property
     def device(self) -> device:
-        return CPU
+        return CPU if type(self.data) is np.ndarray else device_of(self.data)
 
     @property
-    def is_cuda(self) -> bool:
-        return False
+    def is_cuda(self) -> builtins.bool:
+        return self.device.type == "cuda"
 
     def cpu(self):
-        return self
+        """This tensor on the CPU (itself if it is there); differentiable."""
+        return self.to(CPU)
 
     def cuda(self, device=None, non_blocking=False):
-        raise RuntimeError(
-            "cuda(): minitensor runs on the CPU only (mt.cuda.is_available() is False); "
-            "keep the tensor where it is, or use .to('cpu')"
-        )
+        """This tensor on a CUDA device (the current one unless `device` names one); differentiable.
+        non_blocking changes nothing: every copy here completes before the call returns."""
+        if device is None:
+            dev = "cuda"
+        elif isinstance(device, builtins.int) and not isinstance(device, builtins.bool):
+            dev = f"cuda:{device}"
+        else:
+            dev = device
+        target = resolve(dev, "cuda()")
+        if target.type != "cuda":
+            raise ValueError(f"cuda(): expected a CUDA device, got {str(target)!r}")
+        return self.to(target)

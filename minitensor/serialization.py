@@ -30,9 +30,17 @@ member whose data is shorter or longer than its header says, a structure entry t
 of those `save` writes, nesting deeper than `MAX_DEPTH`, a member the structure lists but the
 archive lacks, and a member the archive holds but the structure does not list.
 
+Devices (issue 24): the file is host `.npz` always. A device array (CuPy's, or the fake device's) is
+copied to the host and written as any array; its structure entry is {"c": [member, "cuda:0"]}, naming the
+device it came from, and a file holding one is format version 2 (a host-only file stays version 1, readable
+by older readers). `load(path, map_location=None)` puts each array back where it was saved (a missing device
+is torch's error, suggesting map_location="cpu"), or where `map_location` says, as torch: "cpu", "cuda", a
+device, or a dict {saved device: target device} ("cpu" a key too). So a checkpoint written on the GPU loads
+on the CPU and back, bit for bit. Deviation from PyTorch, flagged: a callable map_location is refused.
+
 Deviation from PyTorch, flagged: `torch.save` pickles arbitrary objects; here only dicts,
 lists, tuples, arrays (an `mt.Tensor` is saved as its array and loads back as an array) and
-Python scalars/strings/None are accepted, and `load` returns NumPy arrays, never Tensors.
+Python scalars/strings/None are accepted, and `load` returns arrays (NumPy's, or a device's), never Tensors.
 """
 
 from __future__ import annotations
@@ -51,12 +59,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from . import devices
 from .autograd.function import is_tensor_like
 
 __all__ = ["MAX_DEPTH", "atomic_write", "load", "save"]
 
 _META = "__minitensor__"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 2: device arrays ({"c": ...} entries); a file without one is still written as version 1
 # Containers nested deeper than this are refused by both `save` and `load`: a real state dict
 # nests 4 deep, and a bound keeps a crafted file from exhausting Python's recursion limit.
 MAX_DEPTH = 100
@@ -103,7 +112,8 @@ def _array_key(path: list[str], arrays) -> str:
 
 
 def _flatten(obj, path: list[str], arrays: OrderedDict[str, np.ndarray], depth: int = 0):
-    """Return the JSON skeleton of `obj`, putting its arrays into `arrays` by member name."""
+    """Return the JSON skeleton of `obj`, putting its arrays into `arrays` by member name (a device array
+    copied to the host, its entry naming the device)."""
     if depth > MAX_DEPTH:
         raise ValueError(
             f"save: nesting deeper than {MAX_DEPTH} containers at {_where(path[:3])}... "
@@ -111,6 +121,9 @@ def _flatten(obj, path: list[str], arrays: OrderedDict[str, np.ndarray], depth: 
         )
     if is_tensor_like(obj):
         obj = obj.data
+    if devices.is_array(obj) and not devices.is_host(obj):
+        node = _flatten(devices.to_host(obj), path, arrays, depth)
+        return {"c": [node["a"], str(devices.device_of(obj))]}
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
             raise TypeError(
@@ -157,13 +170,21 @@ def _unflatten(node, read, where: str, depth: int = 0):
             f"is corrupt: malformed structure entry at {where}: expected a one-key object, got {_short(node)}"
         )
     ((kind, val),) = node.items()
-    expected = {"a": str, "v": (str, bool, type(None)), "i": str, "f": str, "d": list, "l": list, "t": list}
+    expected = {"a": str, "c": list, "v": (str, bool, type(None)), "i": str, "f": str, "d": list, "l": list, "t": list}
     if kind not in expected:
         raise _Malformed(f"is corrupt: unknown structure entry {kind!r} at {where}")
     if not isinstance(val, expected[kind]):
         raise _Malformed(f"is corrupt: malformed structure entry {kind!r} at {where}: got {_short(val)}")
     if kind == "a":
         return read(val, where)
+    if kind == "c":  # a device array: its member, and the device it was saved from
+        if len(val) != 2 or not all(isinstance(v, str) for v in val):
+            raise _Malformed(f"is corrupt: malformed device entry at {where}: got {_short(val)}")
+        try:
+            saved_on = devices.device(val[1])
+        except ValueError:
+            raise _Malformed(f"is corrupt: unknown device {_short(val[1])} at {where}") from None
+        return read(val[0], where, saved_on)
     if kind == "v":
         return val
     if kind in "if":
@@ -225,7 +246,9 @@ def save(obj, path) -> None:
     path = os.fspath(path)
     arrays: OrderedDict[str, np.ndarray] = OrderedDict()
     skeleton = _flatten(obj, [], arrays)
-    meta = json.dumps({"format": "minitensor", "version": _FORMAT_VERSION, "tree": skeleton}, allow_nan=True)
+    tree = json.dumps(skeleton, allow_nan=True)
+    version = _FORMAT_VERSION if '{"c": [' in tree else 1  # (a key's text is escaped inside its JSON string)
+    meta = json.dumps({"format": "minitensor", "version": version, "tree": skeleton}, allow_nan=True)
     with atomic_write(path, "wb", suffix=".npz") as f:
         with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
             for key, arr in arrays.items():
@@ -274,8 +297,12 @@ def atomic_write(path, mode: str = "w", *, suffix: str = ".tmp", **open_kwargs):
         raise
 
 
-def load(path):
+def load(path, map_location=None):
     """Read a file written by `save` (or any `.npz` of plain arrays) back into dicts of arrays.
+
+    map_location, as torch's: None puts each array on the device it was saved from; "cpu", "cuda" or a device
+    puts every array there; a dict {saved device: target} moves the arrays of the devices it names ("cpu" too).
+    A saved device that is not here is a RuntimeError naming it and suggesting map_location="cpu".
 
     Raises FileNotFoundError when `path` does not exist and one ValueError naming the path and
     what is wrong for any file that is not such an archive (see the module docstring for the
@@ -283,12 +310,13 @@ def load(path):
     refused, never "loaded unsafely".
     """
     path = os.fspath(path)
+    place = _placement(map_location)
     if not os.path.exists(path):
         raise FileNotFoundError(f"load: no such file: {path!r}")
     if os.path.isdir(path):
         raise ValueError(f"load: {path!r} is a directory, expected a file written by mt.save")
     try:
-        return _load_archive(path)
+        return _load_archive(path, place)
     except _Malformed as e:
         problem = str(e)
     # raised here, after the handler, so that no NumPy or zipfile exception is chained to it
@@ -313,7 +341,39 @@ _READ_ERRORS = (
 )
 
 
-def _load_archive(path: str):
+def _placement(map_location):
+    """From load's map_location, the function (saved device -> target device) that places each array."""
+    if map_location is None:
+        return lambda saved: saved
+    if isinstance(map_location, (str, int)) and not isinstance(map_location, bool):
+        target = devices.device(map_location)
+        return lambda saved: target
+    if isinstance(map_location, Mapping):
+        table = {devices.device(k): devices.device(v) for k, v in map_location.items()}
+        return lambda saved: table.get(saved, saved)
+    raise TypeError(
+        f"load: map_location must be None, a device ('cpu', 'cuda', mt.device(...)) or a dict of devices, got "
+        f"{type(map_location).__name__}; a callable map_location is not supported here"
+    )
+
+
+def _placed(array: np.ndarray, saved_on, place, where: str):
+    """A host array read from the file, on the device `place` gives for where it was saved (torch's error when
+    that device is not here)."""
+    target = place(saved_on)
+    if target == devices.CPU:
+        return array
+    try:
+        return devices.to_device(array, target)
+    except RuntimeError as e:
+        raise RuntimeError(
+            f"load: attempting to deserialize an array on {saved_on} (at {where}) onto {target}, which is not "
+            f"available: {e}. If you are running on a CPU-only machine, please use mt.load with "
+            f"map_location='cpu' to map the arrays to the CPU"
+        ) from None
+
+
+def _load_archive(path: str, place=lambda saved: saved):
     with open(path, "rb") as f:
         if f.read(6) == b"\x93NUMPY":
             raise _Malformed("holds a single .npy array, expected an .npz archive written by mt.save")
@@ -329,11 +389,14 @@ def _load_archive(path: str):
             if not name.endswith(".npy"):
                 raise _Malformed(f"holds the member {name!r}, which is not a .npy array")
         if _META + ".npy" not in names:
-            return OrderedDict((name[:-4], _read_member(zf, name, repr(name[:-4]))) for name in names)
-        return _load_with_structure(zf, names)
+            return OrderedDict(
+                (name[:-4], _placed(_read_member(zf, name, repr(name[:-4])), devices.CPU, place, repr(name[:-4])))
+                for name in names
+            )
+        return _load_with_structure(zf, names, place)
 
 
-def _load_with_structure(zf: zipfile.ZipFile, names: list[str]):
+def _load_with_structure(zf: zipfile.ZipFile, names: list[str], place):
     meta_array = _read_member(zf, _META + ".npy", "the structure")
     if meta_array.shape != () or meta_array.dtype.kind != "U":
         raise _Malformed(
@@ -362,12 +425,12 @@ def _load_with_structure(zf: zipfile.ZipFile, names: list[str]):
     listed = set(names) - {_META + ".npy"}
     used = set()
 
-    def read(member: str, where: str):
+    def read(member: str, where: str, saved_on=devices.CPU):
         name = member + ".npy"
         if name not in listed:
             raise _Malformed(f"is corrupt: the member {member!r} of {where} is missing")
         used.add(name)
-        return _read_member(zf, name, where)
+        return _placed(_read_member(zf, name, where), saved_on, place, where)
 
     obj = _unflatten(tree, read, "<root>")
     unlisted = sorted(listed - used)

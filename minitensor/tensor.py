@@ -23,7 +23,7 @@ import weakref
 
 import numpy as np
 
-from . import autograd, ops
+from . import autograd, devices, ops
 from .arguments import (
     as_array,
     broadcasts_to,
@@ -103,6 +103,11 @@ class Tensor(TensorMath, DeviceMethods):
                 raise RuntimeError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
             if value.dtype != self.dtype:
                 raise RuntimeError(f"assigned grad has dtype {value.dtype}, but the tensor has dtype {self.dtype}")
+            if type(value.data) is not type(self.data) and value.device != self.device:
+                raise RuntimeError(
+                    f"assigned grad is on device {value.device}, but the tensor is on {self.device}; "
+                    f"move it first with .to({str(self.device)!r})"
+                )
         self._grad = value
 
     @property
@@ -157,7 +162,15 @@ class Tensor(TensorMath, DeviceMethods):
         return self.shape[0]
 
     def numpy(self) -> np.ndarray:
+        if not devices.is_host(self.data):
+            raise TypeError(self._not_on_host())
         return self.data
+
+    def _not_on_host(self) -> str:
+        return (
+            f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "
+            f"host memory first."
+        )
 
     def tolist(self):
         return self.data.tolist()
@@ -171,11 +184,15 @@ class Tensor(TensorMath, DeviceMethods):
         return self.data.reshape(()).item()
 
     def __array__(self, dtype=None, copy=None):
+        if not devices.is_host(self.data):  # np.asarray(cuda_tensor): refused as torch refuses it
+            raise TypeError(self._not_on_host())
         return self.data if dtype is None else self.data.astype(dtype)
 
     def __repr__(self) -> str:
-        body = np.array2string(self.data, separator=", ", precision=4, prefix="tensor(")
-        extra = "" if self.dtype in (float32, int64, bool_) else f", dtype={self.dtype}"
+        host = devices.to_host(self.data)  # one host sync for a device tensor
+        body = np.array2string(host, separator=", ", precision=4, prefix="tensor(")
+        extra = "" if devices.is_host(self.data) else f", device='{self.device}'"
+        extra += "" if self.dtype in (float32, int64, bool_) else f", dtype={self.dtype}"
         if self.grad_fn is not None:
             extra += f", grad_fn=<{self.grad_fn.name()}>"
         elif self.requires_grad:
@@ -303,13 +320,14 @@ class Tensor(TensorMath, DeviceMethods):
         """self.data[index] = value, broadcast; errors name the op and both shapes."""
         self._check_inplace(op, value)
         check_fill_value(value, self.dtype, op)
-        value = value.data if isinstance(value, Tensor) else value
+        value = self._beside(value, op)
         try:
             with ieee_quiet():
                 self.data[index] = value
         except (ValueError, TypeError) as e:
             raise ValueError(
-                f"{op}: cannot write a value of shape {np.shape(value)} into a {self.dtype} tensor of "
+                f"{op}: cannot write a value of shape {value.shape if hasattr(value, 'shape') else np.shape(value)} "
+                f"into a {self.dtype} tensor of "
                 f"shape {self.shape} at {index!r}: {e}"
             ) from None
         self.version_counter.value += 1
@@ -318,17 +336,35 @@ class Tensor(TensorMath, DeviceMethods):
     def _update(self, op: str, ufunc, other) -> Tensor:
         """self = ufunc(self, other) in place: the result keeps this tensor's shape and dtype."""
         self._check_inplace(op, other)
-        o = other.data if isinstance(other, Tensor) else other
+        o = self._beside(other, op)
         try:
             with ieee_quiet():
                 ufunc(self.data, o, out=self.data, casting="same_kind")
         except (ValueError, TypeError):
+            shape, dtype = (o.shape, o.dtype) if hasattr(o, "dtype") else (np.shape(o), np.asarray(o).dtype)
             raise ValueError(
-                f"{op}: an operand of shape {np.shape(o)} and dtype {np.asarray(o).dtype} cannot "
+                f"{op}: an operand of shape {shape} and dtype {dtype} cannot "
                 f"update a {self.dtype} tensor of shape {self.shape} in place"
             ) from None
         self.version_counter.value += 1
         return self
+
+    def _beside(self, value, op: str):
+        """A value an in-place op writes into this tensor, as an array on this tensor's device (a number as it
+        is): plain data (lists, NumPy arrays) is copied over, and so is a 0-d CPU tensor, as torch lets a CPU
+        scalar meet CUDA tensors; a tensor on another device is torch's mixed-device error."""
+        if isinstance(value, Tensor):
+            if type(value.data) is type(self.data) or value.device == self.device:
+                return value.data
+            if value.device == devices.CPU and value.ndim == 0:
+                return devices.to_device(value.data, self.device)
+            raise RuntimeError(
+                f"Expected all tensors to be on the same device, but found at least two devices, {self.device} "
+                f"and {value.device}! ({op}: move the operand with .to({str(self.device)!r}))"
+            )
+        if type(self.data) is np.ndarray or isinstance(value, (builtins.int, builtins.float, builtins.bool)):
+            return value
+        return devices.to_device(value if devices.is_array(value) else np.asarray(value), self.device)
 
     def zero_(self) -> Tensor:
         return self._write("zero_", Ellipsis, 0)
@@ -355,15 +391,17 @@ class Tensor(TensorMath, DeviceMethods):
             return self._write("div_", Ellipsis, div(self, other, rounding_mode=rounding_mode))
 
     def copy_(self, src) -> Tensor:
+        """self = src, cast and broadcast; src may live on another device (copied over, as torch's copy_)."""
         self._check_inplace("copy_", src)
-        arr = src.data if isinstance(src, Tensor) else np.asarray(src)
+        arr = src.data if isinstance(src, Tensor) else src if devices.is_array(src) else np.asarray(src)
+        arr = devices.to_device(arr, self.device)
         if not np.can_cast(arr.dtype, self.dtype, casting="same_kind"):
             raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}")
         return self._write("copy_", Ellipsis, arr)
 
     def masked_fill_(self, mask, value) -> Tensor:
         self._check_inplace("masked_fill_", value)
-        m = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+        m = self._beside(mask if isinstance(mask, Tensor) else np.asarray(mask), "masked_fill_")
         if m.dtype != bool_:
             raise TypeError(f"masked_fill_: mask must be a bool tensor, got {m.dtype}")
         if not broadcasts_to(m.shape, self.shape):
@@ -380,27 +418,36 @@ class Tensor(TensorMath, DeviceMethods):
             return self._write("clamp_", Ellipsis, clamp(self, min, max))
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
+        # drawn on the host from the one stream (random.py), then copied: the same numbers on every device
         return self._write("uniform_", Ellipsis, generator().uniform(a, b, self.shape))
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
         return self._write("normal_", Ellipsis, generator().normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
-        self._write("__setitem__", normalize_index(index)[0], value)
+        try:  # an index out of range, on any device: NumPy's IndexError, naming the op and the shape
+            self._write("__setitem__", normalize_index(index, self.data)[0], value)
+        except IndexError as e:
+            raise IndexError(f"__setitem__ on a tensor of shape {self.shape}: {e}") from None
 
-    # ------------------------------------------------------------------ dtype
+    # ------------------------------------------------------------------ dtype and device
     def to(self, *args, dtype=None, device=None, non_blocking=False, copy=False, memory_format=preserve_format):
-        """This tensor in `dtype` (differentiable between float dtypes), in torch's three forms: to(dtype, non_blocking,
-        copy), to(device, dtype, non_blocking, copy) and to(other, non_blocking, copy). The only device is 'cpu' and
-        non_blocking changes nothing; copy=True always returns a new tensor; memory_format: see layout.py."""
+        """This tensor in `dtype` and on `device`, in torch's three forms: to(dtype, non_blocking, copy),
+        to(device, dtype, non_blocking, copy) and to(other, non_blocking, copy). Differentiable between float dtypes
+        and between devices (ops.ToDevice); a tensor already so is returned as it is, unless copy=True. non_blocking
+        changes nothing (every copy completes before the call returns); memory_format: see layout.py."""
         if len(args) == 1 and isinstance(args[0], str) and args[0].partition(":")[0] in ("cpu", "cuda", "mps"):
             device = args[0]  # x.to(device): every mask and dropout keep calls it, so it comes first
+        elif len(args) == 1 and isinstance(args[0], builtins.int) and not isinstance(args[0], builtins.bool):
+            device = args[0]  # x.to(0): a CUDA index, as torch reads it
         elif len(args) == 1 and not is_tensor_like(args[0]):  # x.to(dtype)
             dtype = args[0]
         elif args:
             dtype, device, non_blocking, copy = to_arguments(args, dtype, device, non_blocking, copy)
-        if device not in (None, "cpu"):
-            raise ValueError(f"to: minitensor runs on the CPU only, got device {device!r}")
+        if device is not None:
+            device = devices.resolve(device, "to")
+        if device == "cpu" and dtype is None and type(self.data) is np.ndarray and memory_format is preserve_format:
+            return ops.Clone.apply(self) if copy else self  # the common x.to("cpu") of a CPU tensor
         out = self
         if dtype is not None and np.dtype(dtype) != self.dtype:
             dtype = np.dtype(dtype)
@@ -409,6 +456,8 @@ class Tensor(TensorMath, DeviceMethods):
             else:
                 with ieee_quiet():  # NaN or inf to an integer dtype: NumPy's value, no warning
                     out = Tensor.wrap(self.data.astype(dtype))
+        if device is not None and out.device != device:
+            out = ops.ToDevice.apply(out, device=device)
         if memory_format is not preserve_format:
             out = in_memory_format(out, memory_format, "to")
         return ops.Clone.apply(out) if copy and out is self else out
@@ -441,11 +490,11 @@ class Tensor(TensorMath, DeviceMethods):
         return self if self.data.flags.c_contiguous else ops.Clone.apply(self)
 
     def new_tensor(self, data, dtype=None, requires_grad=False) -> Tensor:
-        """A copy of `data` in this tensor's dtype (or `dtype`), as torch's new_tensor."""
+        """A copy of `data` in this tensor's dtype (or `dtype`) on this tensor's device, as torch's new_tensor."""
         data = data.data if isinstance(data, Tensor) else data
-        return Tensor(
-            np.array(data, dtype=self.dtype if dtype is None else np.dtype(dtype)), requires_grad=requires_grad
-        )
+        data = devices.to_host(data) if devices.is_array(data) else data
+        arr = np.array(data, dtype=self.dtype if dtype is None else np.dtype(dtype))
+        return Tensor(devices.to_device(arr, self.device), requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, dtype=None, requires_grad=False) -> Tensor:
         return self.new_tensor(np.full(size_args((size,), "new_full"), fill_value), dtype, requires_grad)
@@ -473,9 +522,9 @@ class _HookHandle:
         if r is None:
             return g
         if isinstance(g, Tensor):
-            r = r if isinstance(r, Tensor) else Tensor.wrap(np.asarray(r, dtype=g.dtype))
+            r = r if isinstance(r, Tensor) else Tensor.wrap(r if devices.is_array(r) else np.asarray(r, dtype=g.dtype))
         else:
-            r = r.data if isinstance(r, Tensor) else np.asarray(r)
+            r = r.data if isinstance(r, Tensor) else r if devices.is_array(r) else np.asarray(r)
         if r.shape != g.shape:
             raise ValueError(f"hook {self.hook!r} returned a gradient of shape {r.shape}, expected {g.shape}")
         return r

@@ -342,8 +342,8 @@ class TensorMath:
         return triu(self, diagonal)
 
     def __getitem__(self, index):
-        index, advanced = normalize_index(index)
-        try:
+        try:  # normalize_index too: a device index out of range is NumPy's IndexError, named as on the CPU
+            index, advanced = normalize_index(index, self.data)
             return ops.GetItem.apply(self, index=index, advanced=advanced)
         except IndexError as e:
             raise IndexError(f"__getitem__ on a tensor of shape {self.shape}: {e}") from None

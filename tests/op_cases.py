@@ -253,6 +253,16 @@ def compare_grads(case: Case, xs_mt: list, xs_t: list, dtype_name: str) -> None:
         assert_close(x.grad.numpy(), r.grad.numpy(), case.tol(dtype_name), what=what)
 
 
+def fake_cuda_round_trip(x):
+    """x copied to the fake CUDA device (minitensor/fakecuda.py) and back: ToDevice twice. The fake is on only
+    while the copies are made; the backward sends each gradient back with the library its input came from."""
+    previous = mt.devices.use_fake_cuda(True)
+    try:
+        return x.cuda().cpu()
+    finally:
+        mt.devices.use_fake_cuda(previous)
+
+
 # ----------------------------------------------------------------------------- the table
 inf = float("inf")
 IDX2 = np.array([[0, 2], [2, 2]])  # repeated rows: gradients must accumulate
@@ -1251,6 +1261,8 @@ CASES += [
     C("to_channels_last", lambda t, x: x.to(memory_format=t.channels_last) * 2, [(2, 3, 4, 5)]),
     C("to_channels_last_3d_double", lambda t, x: x.double(memory_format=t.channels_last_3d).exp(), [(2, 3, 2, 2, 3)]),
     C("to_copy_contiguous", lambda t, x: x.mT.to(x, False, True, memory_format=t.contiguous_format), [(3, 4)]),
+    # devices (ops/device.py): a round trip through the fake CUDA device, beside x itself, so two paths reach x
+    C("to_fake_cuda_and_back", lambda t, x: fake_cuda_round_trip(x) * x, [(3, 4)], ref=lambda t, x: x * x),
 ]
 
 _names = [c.name for c in CASES]

@@ -3,11 +3,13 @@
 Values and gradients of every differentiable name are compared with PyTorch in the op table
 (tests/op_cases.py, the section "the names a PyTorch user reaches for", run by test_ops.py,
 test_gradcheck.py and test_higher_order.py). Here: that every name exists where torch has it, the
-device story (one device, "cpu"), the factories `new_*`, the modules' construction and state, a first
+device story on the CPU, the factories `new_*`, the modules' construction and state, a first
 training step written the PyTorch way, and the clear errors for what is refused.
 """
 
 from __future__ import annotations
+
+import importlib.util
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ import minitensor as mt
 from minitensor.testing import OP_RTOL, assert_close
 
 F = mt.nn.functional
+HAS_CUPY = importlib.util.find_spec("cupy") is not None
 
 NAMES = {
     "Tensor": [
@@ -86,7 +89,8 @@ def test_device_reads_as_torch_cpu():
     assert x.to(x.device) is x and x.to(mt.device("cpu")) is x and x.cpu() is x
     assert repr(mt.device("cuda", 1)) == repr(torch.device("cuda", 1)) == "device(type='cuda', index=1)"
     assert str(mt.device("cuda:1")) == str(torch.device("cuda:1")) == "cuda:1"
-    assert mt.cuda.is_available() is False and mt.cuda.device_count() == 0
+    if not HAS_CUPY and not mt.devices.fake_cuda_enabled():
+        assert mt.cuda.is_available() is False and mt.cuda.device_count() == 0
 
 
 def test_the_usual_device_line_runs_on_the_cpu():
@@ -126,20 +130,33 @@ def test_to_and_the_dtype_methods_take_torch_arguments():
     assert b.dtype == mt.bool and b.data.strides == (60, 1, 15, 3)  # one byte an element: torch's stride()
 
 
+@pytest.mark.skipif(HAS_CUPY, reason="CuPy is installed: 'cuda' may be there (tests/test_cuda.py)")
 def test_cuda_and_other_devices_are_refused_clearly():
+    """Without CuPy and with the fake device off, 'cuda' is one error naming both remedies (tests/test_devices.py
+    has the device story itself)."""
     x = mt.randn(2)
-    with pytest.raises(RuntimeError, match=r"cuda\(\): minitensor runs on the CPU only"):
-        x.cuda()
-    for where in ("cuda", "cuda:0", mt.device("cuda")):
-        with pytest.raises(ValueError, match="to: minitensor runs on the CPU only, got device"):
-            x.to(where)
-        with pytest.raises(ValueError, match="to: minitensor runs on the CPU only, got device"):
-            x.to(device=where)
-    for bad in (3, "", "cuda:x", "2cpu"):
+    previous = mt.devices.use_fake_cuda(False)
+    try:
+        remedies = r"CUDA is not available here: CuPy is not installed.*pip install '\.\[gpu\]'.*MINITENSOR_FAKE_CUDA=1"
+        with pytest.raises(RuntimeError, match=remedies):
+            x.cuda()
+        for where in ("cuda", "cuda:0", mt.device("cuda")):
+            with pytest.raises(RuntimeError, match=remedies):
+                x.to(where)
+            with pytest.raises(RuntimeError, match=remedies):
+                x.to(device=where)
+            with pytest.raises(RuntimeError, match=remedies):
+                mt.zeros(2, device=where)
+    finally:
+        mt.devices.use_fake_cuda(previous)
+    with pytest.raises(RuntimeError, match="runs on 'cpu' and 'cuda' only, got device 'mps'"):
+        x.to("mps")
+    for bad in (2.5, "", "cuda:x", "2cpu"):
         with pytest.raises(ValueError, match="device:"):
             mt.device(bad)
     with pytest.raises(ValueError, match="already names an index"):
         mt.device("cuda:0", 1)
+    assert mt.device(1) == "cuda:1" == str(torch.device("cuda", 1))  # torch.device(1) asks for the accelerator
 
 
 # ----------------------------------------------------------------------------- factories

@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..devices import same_device
 from .anomaly_mode import anomaly as _anomaly  # and `_anomaly.enabled`: whether anomaly mode is on
 from .anomaly_mode import check_gradients, forward_trace, note_forward_call
 from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
@@ -363,6 +364,7 @@ class Function:
         arrays = [_array_of(cls, i, t) for i, t in enumerate(tensors)]
         if not arrays:
             raise TypeError(f"{cls.__name__}.apply: expected at least one Tensor argument")
+        tensors = same_device(tensors, arrays, cls) if len(arrays) > 1 else tensors  # torch's mixed-device error
         ctx = Context()
         with ieee_quiet():
             out = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).forward(cls, ctx, arrays, kwargs)

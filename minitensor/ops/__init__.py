@@ -19,6 +19,7 @@ writes into `g` or into a saved array.
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, Dropout, AttentionWeights
     losses.py        the fused losses: CrossEntropy, CrossEntropyProbs, NLLLoss, BCEWithLogits
     attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
+    device.py        ToDevice: a copy to another device (Tensor.to, .cuda(), .cpu())
     special.py       erf (array helpers for Erf and Gelu, no primitive)
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
 
@@ -27,7 +28,7 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 """
 
 from ..autograd import Function, register_namespaces
-from . import attention, elementwise, fused, indexing, losses, matmul, reductions, selection, shape
+from . import attention, device, elementwise, fused, indexing, losses, matmul, reductions, selection, shape
 from .namespace import ARRAYS, TENSORS
 
 
@@ -44,7 +45,9 @@ def defined_primitives(*modules) -> dict:
     }
 
 
-PRIMITIVES = defined_primitives(elementwise, selection, matmul, reductions, shape, indexing, fused, losses, attention)
+PRIMITIVES = defined_primitives(
+    elementwise, selection, matmul, reductions, shape, indexing, fused, losses, attention, device
+)
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

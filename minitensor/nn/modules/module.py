@@ -2,8 +2,8 @@
 
 This file owns the module tree: registration of parameters, buffers and submodules by
 attribute assignment, traversal (`named_parameters`, `named_modules`, ...), train/eval,
-`state_dict`/`load_state_dict`, dtype conversion, forward hooks. The layers built on it live
-beside it, one family per file (linear.py, sparse.py, normalization.py, dropout.py,
+`state_dict`/`load_state_dict`, dtype and device conversion (`to`, `cuda`, `cpu`), forward
+hooks. The layers built on it live beside it, one family per file (linear.py, sparse.py, normalization.py, dropout.py,
 activation.py, container.py, loss.py), as in torch.nn.modules.
 
 Deviations from PyTorch, flagged:
@@ -11,7 +11,8 @@ Deviations from PyTorch, flagged:
     dict); `keep_vars=True` gives the Parameters/Tensors themselves.
   * `load_state_dict` never casts: a value of another dtype raises TypeError naming the key
     and both dtypes. It validates every key before writing any, and copies values into the
-    existing arrays (an optimizer holding the parameters keeps working).
+    existing arrays (an optimizer holding the parameters keeps working), from whatever device
+    they are on, as torch does.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from ... import devices
 from ...tensor import Tensor
 from ..parameter import Parameter
 from ..utils import zero_grad_
@@ -290,34 +292,59 @@ class Module:
         """Drop (default) or zero every parameter's .grad."""
         zero_grad_(self.parameters(), set_to_none)
 
-    # ---- dtype -------------------------------------------------------------------------
-    def to(self, dtype) -> Module:
-        """Convert floating parameters and buffers (and their grads) to `dtype`, in place; returns self.
+    # ---- dtype and device --------------------------------------------------------------
+    def to(self, *args, **kwargs) -> Module:
+        """Move and/or convert the parameters and buffers (and their grads) in place; returns self.
 
-        Integer/bool buffers are left alone, as in torch. The Parameter objects stay the same
-        (their `.data` array is replaced), so ties survive; build optimizers after converting.
-        Only dtypes are accepted ('cpu' is allowed as a no-op: minitensor has one device).
+        torch's forms: to(device), to(dtype), to(device, dtype), to(tensor) (its dtype and device), and the
+        keywords device=, dtype=, non_blocking= (which changes nothing here). A dtype converts the floating
+        tensors only (integer/bool buffers keep theirs, as in torch); a device moves them all. The Parameter
+        objects stay the same (their `.data` array is replaced), so ties survive; build optimizers after.
         """
-        if isinstance(dtype, str) and dtype == "cpu":
-            return self
-        try:
-            dt = np.dtype(dtype)
-        except TypeError:
-            raise TypeError(f"Module.to: expected a dtype such as mt.float64, got {dtype!r}") from None
-        if dt.kind != "f":
-            raise TypeError(f"Module.to: only floating dtypes are supported, got {dt}")
-        for p in self.parameters():
-            self._convert(p, dt)
-        for b in self.buffers():
-            self._convert(b, dt)
+        dtype, device = kwargs.pop("dtype", None), kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs or len(args) > 3:
+            raise TypeError(f"Module.to: unexpected arguments {args!r} {kwargs!r}")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, bool):  # non_blocking, given positionally
+                continue
+            elif isinstance(a, (str, int)):
+                device = a
+            else:
+                dtype = a
+        dt = None
+        if dtype is not None:
+            try:
+                dt = np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"Module.to: expected a dtype such as mt.float64, got {dtype!r}") from None
+            if dt.kind != "f":
+                raise TypeError(f"Module.to: only floating dtypes are supported, got {dt}")
+        device = None if device is None else devices.resolve(device, "Module.to")
+        for t in (*self.parameters(), *self.buffers()):
+            self._convert(t, dt, device)
         return self
 
     @staticmethod
-    def _convert(t: Tensor, dt: np.dtype) -> None:
-        if t.data.dtype.kind == "f" and t.data.dtype != dt:
-            t.data = t.data.astype(dt)
-            if t.grad is not None:
-                t.grad.data = t.grad.data.astype(dt)
+    def _convert(t: Tensor, dt: np.dtype | None, device) -> None:
+        for holder in (t, t.grad):
+            if holder is None:
+                continue
+            data = holder.data
+            if dt is not None and data.dtype.kind == "f" and data.dtype != dt:
+                data = data.astype(dt)
+            if device is not None:
+                data = devices.to_device(data, device)
+            holder.data = data
+
+    def cuda(self, device=None) -> Module:
+        """Every parameter and buffer on a CUDA device (the current one unless named), in place."""
+        return self.to("cuda" if device is None else device if not isinstance(device, int) else f"cuda:{device}")
+
+    def cpu(self) -> Module:
+        return self.to("cpu")
 
     def double(self) -> Module:
         return self.to(np.float64)
@@ -368,7 +395,7 @@ class Module:
             v = state_dict[key]
             if isinstance(v, Tensor):
                 v = v.data
-            if not isinstance(v, np.ndarray):
+            if not devices.is_array(v):
                 type_errors.append(f"{key}: expected an np.ndarray or Tensor, got {type(v).__name__}")
                 continue
             if v.shape != t.data.shape:
@@ -396,7 +423,7 @@ class Module:
             structural = shape_errors or (strict and (missing or unexpected))
             raise (TypeError if (dtype_errors or type_errors) and not structural else ValueError)(msg)
         for t, v in values:
-            t.data[...] = v
+            t.data[...] = devices.to_device(v, t.device)  # a value from another device is copied over, as torch's
             t.bump_version()
         return _IncompatibleKeys(missing, unexpected)
 
