@@ -494,7 +494,7 @@ BACKPROP_QUOTES = [
     "return gy - y * xp.sum(gy, axis=dim, keepdims=True)",
     "gx = rstd * (dxhat - _mean(xp, dxhat, axes) - xhat * _mean(xp, dxhat * xhat, axes))",
     "(xp.exp(logp) - q) * g_rows",
-    "(ctx.s * xp.exp(logp) - w * q) * g_rows",
+    "(s * xp.exp(logp) - w * q) * g_rows",
 ]
 
 

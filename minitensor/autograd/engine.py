@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..devices import array_module
 from .function import ieee_quiet, is_tensor_like
 from .grad_mode import set_grad_enabled
 
@@ -143,10 +144,16 @@ class _LeafGrads:
         # a leaf keeps its .grad array and may later scale it in place (clip_grad_norm_), so it must own
         # it alone: not a view, not the caller's gradient, not another leaf's array, not one still flowing
         a = _array(g)
-        if not (a.flags.owndata and a.flags.writeable and a.flags.c_contiguous) or id(a) in self.owned or id(a) in busy:
-            g = g.clone() if is_tensor_like(g) else np.array(g, order="C")
+        if not (owns_memory(a) and a.flags.c_contiguous) or id(a) in self.owned or id(a) in busy:
+            g = g.clone() if is_tensor_like(g) else g.copy(order="C")  # .copy: stays on the array's device
         self.owned.add(id(_array(g)))
         leaf.accumulate_grad(g)
+
+
+def owns_memory(a) -> bool:
+    """Whether `a` owns its buffer and may be written: not a view, not read-only. CuPy's flags have no
+    `writeable` (every device array is), so a missing flag reads as writable."""
+    return a.flags.owndata and getattr(a.flags, "writeable", True)
 
 
 def _array(g) -> np.ndarray:
@@ -203,7 +210,7 @@ class _InputGrads:
             if g is not None and t.grad_fn is None:  # a leaf's hooks, on its summed gradient (a non-leaf's
                 g = t.apply_hooks(g)  # ran in Node.receive before capture), as PyTorch applies them
             if g is None and key in (self.reached_leaves if t.grad_fn is None else self.reached):
-                g = np.zeros(t.shape, dtype=t.dtype)
+                g = np.zeros_like(t.data)  # (zeros_like: on t's device)
             out.append(g)
         return out
 
@@ -230,9 +237,9 @@ def root_gradient(output, gradient, create_graph: bool, who: str):
                 f"{who}: grad can be implicitly created only for scalar outputs; this output has "
                 f"shape {output.shape}: pass a gradient of that shape (grad_outputs= / gradient=)"
             )
-        g = np.ones(output.shape, dtype=output.dtype)
+        g = np.ones_like(output.data)  # the seed, on the output's device (ones_like keeps the array's module)
     else:
-        g = gradient.data if is_tensor_like(gradient) else np.asarray(gradient)
+        g = gradient.data if is_tensor_like(gradient) else array_module(output.data).asarray(gradient)
         if g.shape != output.shape:
             raise RuntimeError(f"{who}: the gradient has shape {g.shape}, expected the output's shape {output.shape}")
         if g.dtype != output.dtype:
@@ -312,8 +319,8 @@ def _grad_walk(outputs, inputs, grad_outputs, retain_graph, create_graph: bool, 
                 f"pass allow_unused=True to get None for it"
             )
         if g is not None and not is_tensor_like(g):  # the caller may write into it: an array of its own
-            g = np.asarray(g)
-            if not (g.flags.writeable and g.flags.owndata) or id(g) in taken:
+            g = array_module(g).asarray(g)  # a NumPy scalar becomes a 0-d array; a device array stays as it is
+            if not owns_memory(g) or id(g) in taken:
                 g = g.copy()
             taken.add(id(g))
             g = t.wrap(g)

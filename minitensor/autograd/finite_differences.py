@@ -17,6 +17,10 @@ Every check compares a derivative the engine computes with central differences o
                                   (the engine refuses one anyway, with a RuntimeError, where torch's casts it)
 
 A failure raises GradcheckError (or returns False) naming the input, the direction and the worst element.
+
+On a device (CuPy, the fake): the directions and upstream gradients are drawn on the host and copied to the
+input's device (`on_device_of`), the function runs there, and every derivative is copied back (`host_float64`)
+to be compared on the host. Each copy back is a host sync: fine in a check, which is not on a training path.
 Not named gradcheck.py, as torch's is: the package exports the function `gradcheck`, and a submodule of
 the same name would be shadowed by it (`import minitensor.autograd.gradcheck as m` would give the function).
 """
@@ -27,6 +31,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..devices import array_module, to_host
 from .engine import grad
 from .grad_mode import enable_grad, no_grad
 from .tangents import DualLevel, dual_state, set_tangent, tangent_of
@@ -34,6 +39,16 @@ from .tangents import DualLevel, dual_state, set_tangent, tangent_of
 
 class GradcheckError(AssertionError):
     pass
+
+
+def on_device_of(like, arr: np.ndarray):
+    """The host array `arr` copied to the device of the array `like` (itself when like is a host array)."""
+    return array_module(like).asarray(arr)
+
+
+def host_float64(arr) -> np.ndarray:
+    """arr (a host or device array) as a float64 host array, for the comparisons; from a device, a host sync."""
+    return to_host(arr).astype(np.float64)
 
 
 def gradcheck(
@@ -99,12 +114,12 @@ class _Check:
 
     def difference(self, x: np.ndarray, direction: np.ndarray) -> list:
         """Per output, (f(x + eps d) - f(x - eps d)) / (2 eps), x's array perturbed in place and restored."""
-        orig = x.copy()
+        orig, direction = x.copy(), on_device_of(x, direction)
         with no_grad():
             x += self.eps * direction
-            plus = [o.data.astype(np.float64) for o in self.outputs()]
+            plus = [host_float64(o.data) for o in self.outputs()]
             x[...] = orig - self.eps * direction
-            minus = [o.data.astype(np.float64) for o in self.outputs()]
+            minus = [host_float64(o.data) for o in self.outputs()]
             x[...] = orig
         return [(p - m) / (2 * self.eps) for p, m in zip(plus, minus)]
 
@@ -135,7 +150,7 @@ class _Check:
             found = grad(
                 [outs[k] for k in kept],
                 xs,
-                [outs[k].wrap(self.vs[k].astype(outs[k].dtype)) for k in kept],
+                [outs[k].wrap(on_device_of(outs[k].data, self.vs[k].astype(outs[k].dtype))) for k in kept],
                 allow_unused=True,
             )
         except RuntimeError as e:
@@ -148,7 +163,7 @@ class _Check:
                 raise GradcheckError(
                     f"gradcheck failed for input {i} (check_grad_dtypes): its gradient is {g.dtype}, expected {x.dtype}"
                 )
-            result.append(np.zeros(x.shape) if g is None else np.asarray(g.data, dtype=np.float64))
+            result.append(np.zeros(x.shape) if g is None else host_float64(g.data))
         return result
 
     def backward(self, fast_mode: bool) -> None:
@@ -223,32 +238,33 @@ class _Check:
         xs = [x for _, x in self.diff]
         if not kept:
             return
-        zeros = [outs[k].wrap(np.zeros(outs[k].shape, outs[k].dtype)) for k in kept]
+        zeros = [outs[k].wrap(np.zeros_like(outs[k].data)) for k in kept]  # (zeros_like: on the output's device)
         found = self.undefined_backward([outs[k] for k in kept], xs, zeros, "every output's gradient is zero")
         for (i, x), g in zip(self.diff, found):
             # zero up to nondet_tol: a backward allowed that much noise may show it on a zero gradient too
-            bad = None if g is None else ~(np.abs(g.data) <= self.nondet_tol)  # NaN counts as non-zero
+            g = None if g is None else host_float64(g.data)
+            bad = None if g is None else ~(np.abs(g) <= self.nondet_tol)  # NaN counts as non-zero
             if bad is not None and bad.any():
                 idx = _index(int(np.argmax(bad)), x.shape)
                 raise GradcheckError(
                     f"gradcheck failed for input {i} (check_undefined_grad): with every output's gradient zero, "
-                    f"expected a zero (or no) gradient, got {float(g.data[idx])!r} at element {idx}"
+                    f"expected a zero (or no) gradient, got {float(g[idx])!r} at element {idx}"
                 )
         if len(kept) < 2:
             return
         for missing in kept:  # one output's gradient missing at a time: as if it were zero
             outs = self.outputs()
             rest = [k for k in kept if k != missing]
-            cots = {k: outs[k].wrap(self.vs[k].astype(outs[k].dtype)) for k in kept}
-            cots[missing] = outs[missing].wrap(np.zeros(outs[missing].shape, outs[missing].dtype))
+            cots = {k: outs[k].wrap(on_device_of(outs[k].data, self.vs[k].astype(outs[k].dtype))) for k in kept}
+            cots[missing] = outs[missing].wrap(np.zeros_like(outs[missing].data))
             without = self.undefined_backward(
                 [outs[k] for k in rest], xs, [cots[k] for k in rest], f"output {missing}'s gradient is missing"
             )
             outs = self.outputs()
             with_zero = self.undefined_backward([outs[k] for k in kept], xs, [cots[k] for k in kept], "")
             for (i, x), a, b in zip(self.diff, without, with_zero):
-                a = np.zeros(x.shape) if a is None else a.data
-                b = np.zeros(x.shape) if b is None else b.data
+                a = np.zeros(x.shape) if a is None else host_float64(a.data)
+                b = np.zeros(x.shape) if b is None else host_float64(b.data)
                 self.compare(
                     a,
                     b,
@@ -301,7 +317,7 @@ class _Check:
             raise RuntimeError("gradcheck(check_forward_ad=True): a forward-mode level is already open; close it first")
         dual_state.level = DualLevel()
         try:
-            set_tangent(x, x.wrap(direction.astype(x.dtype)))
+            set_tangent(x, x.wrap(on_device_of(x.data, direction.astype(x.dtype))))
             try:
                 outs = self.outputs()
             except RuntimeError as e:
@@ -314,9 +330,7 @@ class _Check:
         finally:
             set_tangent(x, None)
             dual_state.level = None
-        return [
-            np.zeros(o.shape) if t is None else np.asarray(t.data, dtype=np.float64) for o, t in zip(outs, tangents)
-        ]
+        return [np.zeros(o.shape) if t is None else host_float64(t.data) for o, t in zip(outs, tangents)]
 
     def compare_columns(self, columns: list, i: int, mode: str) -> None:
         """columns: (direction d, forward-mode J d per output, numerical J d per output); the worst one is named."""
@@ -370,7 +384,7 @@ def gradgradcheck(
     outs = [o for o in (outs if isinstance(outs, (tuple, list)) else [outs]) if o.requires_grad]
     if grad_outputs is None:
         rng = np.random.default_rng(seed + 1)
-        grad_outputs = [o.wrap(rng.standard_normal(o.shape)) for o in outs]
+        grad_outputs = [o.wrap(on_device_of(o.data, rng.standard_normal(o.shape))) for o in outs]  # on o's device
         for g in grad_outputs:
             g.requires_grad = True
     grad_outputs = tuple(grad_outputs)
@@ -385,7 +399,7 @@ def gradgradcheck(
             ys = [y for y in (ys if isinstance(ys, (tuple, list)) else [ys]) if y.requires_grad]
             wrt = [x for x in xs if getattr(x, "requires_grad", False)]
             found = grad(ys, wrt, gs, create_graph=True, allow_unused=True)
-        return tuple(x.wrap(np.zeros(x.shape, x.dtype)) if d is None else d for d, x in zip(found, wrt))
+        return tuple(x.wrap(np.zeros_like(x.data)) if d is None else d for d, x in zip(found, wrt))
 
     return gradcheck(
         first_derivative,

@@ -35,7 +35,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
 
-from ..creation import ones_like, zeros, zeros_like
+import numpy as np
+
+from ..creation import ones_like, zeros_like
 from ..functions.shape import stack
 from . import forward_ad
 from .engine import grad, tangent_grad
@@ -332,15 +334,20 @@ def jacobian(
 def _stack_rows(rows: list, out, x):
     """The rows d out[k] / d x (None: zeros) as one Tensor of shape out.shape + x.shape."""
     if not rows:  # an empty output: an empty Jacobian
-        return zeros(*(tuple(out.shape) + tuple(x.shape)), dtype=x.dtype)
+        return _zeros_beside(x, tuple(out.shape) + tuple(x.shape))
     return stack([zeros_like(x) if g is None else g for g in rows]).reshape(*(tuple(out.shape) + tuple(x.shape)))
+
+
+def _zeros_beside(x, shape: tuple):
+    """A Tensor of zeros of `shape` in x's dtype, on x's device (np.zeros_like keeps the array's library)."""
+    return x.wrap(np.zeros_like(x.data, shape=shape))
 
 
 def _unit_tangents(inputs: tuple):
     """For each input j and element e: the tangents (None for every input but j, a unit vector e for j)."""
     for j, x in enumerate(inputs):
         for e in range(x.numel()):
-            unit = zeros(x.numel(), dtype=x.dtype)
+            unit = _zeros_beside(x, (x.numel(),))
             unit.data[e] = 1
             yield j, tuple(unit.reshape(*x.shape) if k == j else None for k in range(len(inputs)))
 
@@ -355,7 +362,7 @@ def _columns_to_jacobian(columns: list, refs: tuple, inputs: tuple) -> tuple:
             tuple(
                 stack([col[i] for col in columns[j]], dim=-1).reshape(*(shape_i + tuple(x.shape)))
                 if columns[j]
-                else zeros(*(shape_i + tuple(x.shape)), dtype=x.dtype)
+                else _zeros_beside(x, shape_i + tuple(x.shape))
                 for j, x in enumerate(inputs)
             )
         )

@@ -22,12 +22,17 @@ import threading
 
 import numpy as np
 
+from ..devices import is_array
+
 # thread id -> [(pack_hook, unpack_hook), ...], innermost last. Only threads with hooks installed are listed,
 # so while none is, Function.apply pays for one test of an empty dict.
 HOOK_STACKS: dict = {}
 
-# What counts as a saved array: an ndarray, or the NumPy scalar a 0-d forward may return
-ARRAYS = (np.ndarray, np.generic)
+
+def is_saved_array(value) -> bool:
+    """Whether a value a forward saved is an array, as opposed to a shape, a number or None: an array of any
+    device (devices.is_array), or the NumPy scalar a 0-d forward may return."""
+    return is_array(value) or isinstance(value, np.generic)
 
 
 def push_hooks(pack_hook, unpack_hook) -> None:
@@ -45,13 +50,13 @@ def pop_hooks() -> None:
 def saved_entries(ctx) -> list:
     """[(key, array)] for every array ctx keeps: key ('saved', i) for ctx.saved_arrays[i], (name, None) for an
     array saved as ctx.save(name=...), (name, j) for the array at j of a tuple saved that way."""
-    entries = [(("saved", i), a) for i, a in enumerate(ctx.saved_arrays) if isinstance(a, ARRAYS)]
+    entries = [(("saved", i), a) for i, a in enumerate(ctx.saved_arrays) if is_saved_array(a)]
     for name in ctx.saved_names:
         value = getattr(ctx, name)
-        if isinstance(value, ARRAYS):
+        if is_saved_array(value):
             entries.append(((name, None), value))
         elif isinstance(value, tuple):
-            entries.extend(((name, j), v) for j, v in enumerate(value) if isinstance(v, ARRAYS))
+            entries.extend(((name, j), v) for j, v in enumerate(value) if is_saved_array(v))
     return entries
 
 
@@ -102,13 +107,13 @@ def pack_node(node, result) -> None:
     positions = [i for i, a in enumerate(ctx.saved_arrays) if id(a) in checked]
     node.packed = Packed(unpack_hook, values, rows, positions)
     node.saved = tuple((counter, version, None, src) for counter, version, _, src in node.saved)
-    ctx.saved_arrays = tuple(None if isinstance(a, ARRAYS) else a for a in ctx.saved_arrays)
+    ctx.saved_arrays = tuple(None if is_saved_array(a) else a for a in ctx.saved_arrays)
     for name in ctx.saved_names:  # an array becomes None; a tuple keeps its other items, an array's place None
         value = getattr(ctx, name)
-        if isinstance(value, ARRAYS):
+        if is_saved_array(value):
             setattr(ctx, name, None)
         elif isinstance(value, tuple):
-            setattr(ctx, name, tuple(None if isinstance(v, ARRAYS) else v for v in value))
+            setattr(ctx, name, tuple(None if is_saved_array(v) else v for v in value))
 
 
 def unpack_node(node):

@@ -148,7 +148,8 @@ def run_rule(fn, ctx, tensors, result, tangents, kwargs):
     if fn.jvp is not None:
         return fn.jvp(ctx, *tangents)
     if fn.jvp_kind == "linear":  # the op applied to the tangents, a zero tangent for an input without one
-        filled = [t if t is not None else x.wrap(np.zeros(x.shape, x.dtype)) for x, t in zip(tensors, tangents)]
+        # a missing tangent is zeros on its input's device (zeros_like keeps the array's library)
+        filled = [t if t is not None else x.wrap(np.zeros_like(x.data)) for x, t in zip(tensors, tangents)]
         return fn.apply(*filled, **kwargs)
     if fn.jvp_kind == "elementwise":  # a diagonal Jacobian: the VJP formula, one input at a time
         out = None

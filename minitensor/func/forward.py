@@ -46,7 +46,7 @@ def forward_call(func, args, kwargs, nums, tangents: dict, has_aux: bool, who: s
         for o in out_leaves:
             primal, tangent = forward_ad.unpack_dual(o)
             primals.append(primal)
-            tangent_out.append(tangent if tangent is not None else o.wrap(np.zeros(o.shape, o.dtype)))
+            tangent_out.append(tangent if tangent is not None else o.wrap(np.zeros_like(o.data)))  # on o's device
     return primals, tangent_out, out_spec, aux
 
 
@@ -98,7 +98,7 @@ def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error")
             for j, x in enumerate(leaves):
                 cols = None
                 for e in range(x.numel()):
-                    unit = np.zeros(x.numel(), x.dtype)
+                    unit = np.zeros_like(x.data, shape=(x.numel(),))  # on x's device (zeros_like keeps the module)
                     unit[e] = 1
                     run = forward_call(func, args, kwargs, nums, {(i, j): x.wrap(unit.reshape(x.shape))}, has_aux, who)
                     first = first or run

@@ -85,7 +85,7 @@ class ReverseCall:
                 found = tangent_grad(outs, xs, cots, retain_graph=retain_graph, allow_unused=True)
             else:
                 found = autograd_grad(outs, xs, cots, retain_graph=retain_graph, allow_unused=True)
-        found = [x.wrap(np.zeros(x.shape, x.dtype)) if g is None else g for g, x in zip(found, xs)]
+        found = [x.wrap(np.zeros_like(x.data)) if g is None else g for g, x in zip(found, xs)]  # on x's device
         out, start = [], 0
         for leaves in self.leaves:
             out.append(found[start : start + len(leaves)])
@@ -118,7 +118,7 @@ def grad_and_value(func, argnums=0, has_aux: bool = False, *, _who: str = "grad_
     def wrapper(*args, **kwargs):
         call = ReverseCall(func, args, kwargs, argnums, has_aux, f"{_who}(f)(*args)")
         check_scalar(call.output, call.who)
-        ones = call.output.wrap(np.ones((), call.output.dtype))
+        ones = call.output.wrap(np.ones_like(call.output.data, shape=()))  # the seed, on the output's device
         grads = call.pullback([call.output], [ones], retain_graph=False)
         result = call.arrange([[call.finish(g) for g in gs] for gs in grads])
         value = call.finish(call.output)
@@ -177,7 +177,7 @@ def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
         for o in out_leaves:
             rows = [[[] for _ in leaves] for leaves in call.leaves]  # [argnum][leaf]: d o_flat[k] / d x, per k
             for k in range(o.numel()):
-                onehot = np.zeros(o.numel(), o.dtype)
+                onehot = np.zeros_like(o.data, shape=(o.numel(),))  # on o's device
                 onehot[k] = 1
                 cot = o.wrap(onehot.reshape(o.shape))
                 for a, gs in enumerate(call.pullback([o], [cot], retain_graph=True)):
@@ -198,7 +198,7 @@ def stack_jacobian(parts: list, out, x, dim: int):
     out.shape + x.shape; zeros where there are none (an empty output or input)."""
     shape = tuple(out.shape) + tuple(x.shape)
     if not parts:
-        return x.wrap(np.zeros(shape, x.dtype))
+        return x.wrap(np.zeros_like(x.data, shape=shape))  # on x's device
     return stack(parts, dim=dim).reshape(*shape)
 
 

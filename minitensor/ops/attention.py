@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from ..autograd import Function, is_grad_enabled
+from ..devices import array_module
 from .reductions import opmath_dtype
 
 BLOCK = 128  # queries and keys per tile: a float64 tile of one head is 128 KiB
@@ -44,7 +45,8 @@ def dropout_keep(seed: int, index: np.ndarray, p: float) -> np.ndarray:
     """keep[...] = True with probability 1 - p, a pure function of (seed, index): SplitMix64 of the counter
     seed + index * golden gives a 64-bit uniform u; the entry is kept when its top 32 bits are >= round(p 2^32),
     the threshold F.dropout uses. (FlashAttention uses Philox for the same purpose; any counter-based
-    generator works, since the backward asks for the same counters again.)"""
+    generator works, since the backward asks for the same counters again.) On a device the hash runs there, on a
+    device `index`: integer arithmetic, so the mask is bitwise the host's, from the seed drawn on the host stream."""
     z = np.uint64(seed) + index.astype(np.uint64) * _GOLDEN  # wraps modulo 2^64, as intended
     z = (z ^ (z >> np.uint64(30))) * _MIX1
     z = (z ^ (z >> np.uint64(27))) * _MIX2
@@ -69,6 +71,7 @@ class ScoreTiles:
         self.qs = self.q * ct.type(scale)  # scaling q (T_q * E numbers) is cheaper than scaling every score
         self.mask = None if mask is None else np.broadcast_to(mask, self.batch + (self.t_q, self.t_k))  # a view
         self.is_causal, self.dropout_p, self.seed = is_causal, dropout_p, seed
+        self.xp = array_module(q)  # where the tiles' index arrays are made: q's device
         self.keep_scale = ct.type(1.0 / (1.0 - dropout_p))  # Z / (1 - p): the kept entries' scale
 
     def skipped(self, i0: int, i1: int, j0: int) -> bool:
@@ -85,7 +88,7 @@ class ScoreTiles:
             else:
                 s += tile  # an additive float mask (-inf excludes a key)
         if self.is_causal:  # torch's is_causal: query i sees keys j <= i (top-left aligned when T_q != T_k)
-            future = np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None]
+            future = self.xp.arange(j0, j1)[None, :] > self.xp.arange(i0, i1)[:, None]
             s = np.where(future, -np.inf, s)
         return s
 
@@ -93,9 +96,10 @@ class ScoreTiles:
         """Z / (1 - p) for the tile's dropout keep mask Z, regenerated from the counters (1 without dropout)."""
         if self.dropout_p == 0.0:
             return 1
-        n = np.arange(math.prod(self.batch), dtype=np.uint64).reshape(self.batch + (1, 1))
-        rows = np.arange(i0, i1, dtype=np.uint64)[:, None]
-        cols = np.arange(j0, j1, dtype=np.uint64)[None, :]
+        xp = self.xp
+        n = xp.arange(math.prod(self.batch), dtype=np.uint64).reshape(self.batch + (1, 1))
+        rows = xp.arange(i0, i1, dtype=np.uint64)[:, None]
+        cols = xp.arange(j0, j1, dtype=np.uint64)[None, :]
         index = (n * np.uint64(self.t_q) + rows) * np.uint64(self.t_k) + cols  # flat index in (..., T_q, T_k)
         return dropout_keep(self.seed, index, self.dropout_p) * self.keep_scale
 
@@ -125,14 +129,14 @@ class ScaledDotProductAttention(Function):
         block_size = block_size or BLOCK  # read at call time, so a test can set a small BLOCK
         tiles = ScoreTiles(q, k, v.shape[:-2], mask, is_causal, scale, dropout_p, seed)
         batch, t_q, t_k = tiles.batch, tiles.t_q, tiles.t_k
-        ct = tiles.q.dtype
+        ct, xp = tiles.q.dtype, tiles.xp  # xp: q's array library, so the buffers live on q's device
         v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
-        out = np.empty(batch + (t_q, v.shape[-1]), ct)
-        lse = np.empty(batch + (t_q, 1), ct)
+        out = xp.empty(batch + (t_q, v.shape[-1]), ct)
+        lse = xp.empty(batch + (t_q, 1), ct)
         for i0, i1 in blocks(t_q, block_size):
-            m = np.full(batch + (i1 - i0, 1), -np.inf, ct)  # running row maximum
-            l = np.zeros(batch + (i1 - i0, 1), ct)  # running sum of exp(s - m)
-            acc = np.zeros(batch + (i1 - i0, v.shape[-1]), ct)  # running sum of exp(s - m) (dropped) v
+            m = xp.full(batch + (i1 - i0, 1), -np.inf, ct)  # running row maximum
+            l = xp.zeros(batch + (i1 - i0, 1), ct)  # running sum of exp(s - m)
+            acc = xp.zeros(batch + (i1 - i0, v.shape[-1]), ct)  # running sum of exp(s - m) (dropped) v
             for j0, j1 in blocks(t_k, block_size):
                 if tiles.skipped(i0, i1, j0):
                     continue
@@ -169,9 +173,9 @@ class ScaledDotProductAttention(Function):
         v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
         g = g.astype(ct, copy=False)
         d = (g * out.astype(ct, copy=False)).sum(axis=-1, keepdims=True)  # D = rowsum(dO * O), (..., T_q, 1)
-        dq = np.zeros(batch + q.shape[-2:], ct)
-        dk = np.zeros(batch + k.shape[-2:], ct)
-        dv = np.zeros(batch + v.shape[-2:], ct)
+        dq = tiles.xp.zeros(batch + q.shape[-2:], ct)  # on q's device
+        dk = tiles.xp.zeros(batch + k.shape[-2:], ct)
+        dv = tiles.xp.zeros(batch + v.shape[-2:], ct)
         for i0, i1 in blocks(tiles.t_q, ctx.block_size):
             g_i, d_i, lse_i = g[..., i0:i1, :], d[..., i0:i1, :], lse[..., i0:i1, :]
             for j0, j1 in blocks(tiles.t_k, ctx.block_size):
@@ -201,8 +205,8 @@ class ScaledDotProductAttention(Function):
 
         dq_, dk_, dv_ = spread(tq, q), spread(tk, k), spread(tv, v)
         v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
-        acc = np.zeros(batch + (tiles.t_q, v.shape[-1]), ct)  # sum over tiles of (P Ṡ Z) v + (P Z) v̇
-        c = np.zeros(batch + (tiles.t_q, 1), ct)  # rowsum(P * Ṡ)
+        acc = tiles.xp.zeros(batch + (tiles.t_q, v.shape[-1]), ct)  # sum over tiles of (P Ṡ Z) v + (P Z) v̇
+        c = tiles.xp.zeros(batch + (tiles.t_q, 1), ct)  # rowsum(P * Ṡ)
         for i0, i1 in blocks(tiles.t_q, ctx.block_size):
             lse_i = ctx.lse[..., i0:i1, :]
             for j0, j1 in blocks(tiles.t_k, ctx.block_size):

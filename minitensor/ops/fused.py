@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function, tangent_sum
+from ..devices import is_host
 from ..pool import update_pool
 from .reductions import in_opmath, opmath_dtype, to_dtype
 from .rowwise import is_last, last_max, last_sum, sum_
@@ -149,7 +150,10 @@ def softmax_jvp(xp, tx, y, dim: int = -1):
 
 def _max(x: np.ndarray, dim: int) -> np.ndarray:
     """x.max(axis=dim, keepdims=True) (0-size dims fine); over the last axis rowwise.last_max, a speed device."""
-    return last_max(x) if is_last(dim, x.ndim) else x.max(axis=dim, keepdims=True, initial=-np.inf)
+    if is_last(dim, x.ndim):
+        return last_max(x)
+    # initial=: a 0-size dim gives -inf, not an error; CuPy's max has no initial= (there a 0-size dim raises)
+    return x.max(axis=dim, keepdims=True, initial=-np.inf) if is_host(x) else x.max(axis=dim, keepdims=True)
 
 
 def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
@@ -306,8 +310,10 @@ class AttentionWeights(Function):
         in_score_blocks(_masked_softmax_, w, keep_full)
         if keep is not None:
             row_has_key = keep.any(axis=-1, keepdims=True)  # (.., T_q, 1)
-            if not row_has_key.all():
-                w *= row_has_key  # empty rows: uniform -> 0
+            # empty rows: uniform -> 0. Multiplying by True is exact, so skipping it when every row has a key is
+            # only a saving, taken on the host: on a device, asking .all() would wait for it (a host sync)
+            if not is_host(w) or not row_has_key.all():
+                w *= row_has_key
         w = w.astype(dtype, copy=False)
         ctx.save_for_backward(*ctx.saved_arrays, w)
         ctx.scale = sc
@@ -349,7 +355,7 @@ def softmax_grad_in_blocks(xp, g, w):
     """softmax_grad(xp, g, w) over the last axis, on arrays, one block of score_blocks at a time: the speed device
     of AttentionWeights.backward (bitwise the same numbers: a row's sum is its own, tests/test_speed_devices.py)."""
     g, w = np.broadcast_arrays(g, w)  # views
-    if len(score_blocks(w)) == 1:
+    if not is_host(w) or len(score_blocks(w)) == 1:  # a device array: the plain formula, in one pass
         return softmax_grad(xp, g, w)
 
     def block(ds, g, w):
@@ -364,7 +370,11 @@ def in_score_blocks(fn, scores, *others):
     """fn(scores[block], *(a[block] for a in others)) for every block of score_blocks(scores) (a None in others
     passes through as None). Blocks hold whole rows and share nothing, so they run on the shared thread pool
     (minitensor/pool.py) when there are several and they are large. Each block's numbers are the same
-    whichever thread runs it. Measured: benchmarks/README.md."""
+    whichever thread runs it. Measured: benchmarks/README.md. A CPU speed device: on a device (CuPy, the fake)
+    fn runs once on the whole arrays, the same numbers (tests/test_fake_device_autograd.py)."""
+
+    if not is_host(scores):  # a device array: one pass over the whole array (the blocks serve the CPU's cache)
+        return fn(scores, *others)
 
     def run(block):
         fn(scores[block], *(None if a is None else a[block] for a in others))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function, tangent_sum
+from ..devices import array_module, is_array
 from .elementwise import log_sigmoid
 
 
@@ -56,6 +57,8 @@ def _valid_targets(target: np.ndarray, C: int, ignore_index: int, op: str):
     t = target.reshape(-1)
     valid = t != ignore_index
     tv = np.where(valid, t, 0)
+    # One host sync per call on a device: a target out of range would index past the row there, silently
+    # (CuPy does not check a fancy index), so it is checked here, as torch's CUDA kernel asserts on the device.
     if ((tv < 0) | (tv >= C)).any():
         bad = t[valid & ((t < 0) | (t >= C))][0]
         raise IndexError(f"{op}: target {bad} is out of range for {C} classes (ignore_index={ignore_index})")
@@ -74,13 +77,14 @@ def _row_weights(weight, tv: np.ndarray, valid: np.ndarray):
 def _reduce(losses: np.ndarray, reduction: str, out_shape: tuple, denominator):
     """Apply `reduction` to per-row losses; returns (loss, per-row scale of dL/dloss_row).
     'mean' divides the sum by `denominator` (0 gives 0/0 = NaN, as in PyTorch)."""
-    dt = losses.dtype.type
+    dt, xp = losses.dtype.type, array_module(losses)
     if reduction == "none":
         return losses.reshape(out_shape), None
     if reduction == "sum":
-        return np.asarray(losses.sum()), dt(1)
-    denominator = dt(denominator)
-    return np.asarray(losses.sum() / denominator), dt(1) / denominator
+        return xp.asarray(losses.sum()), dt(1)  # a 0-d array on losses' device (NumPy's sum gives a scalar)
+    # a row count (int), or a count or weight sum that is a 0-d array on losses' device: read without a host sync
+    denominator = dt(denominator) if isinstance(denominator, int) else denominator.astype(losses.dtype)
+    return xp.asarray(losses.sum() / denominator), dt(1) / denominator
 
 
 def _reduced_tangent(xp, per_row, reduction: str, scale, out_shape: tuple):
@@ -88,7 +92,23 @@ def _reduced_tangent(xp, per_row, reduction: str, scale, out_shape: tuple):
     if reduction == "none":
         return per_row.reshape(out_shape)
     total = xp.sum(per_row)
-    return total if reduction == "sum" else total * scale
+    return total if reduction == "sum" else _times_scale(total, scale)
+
+
+def _beside(like, arr):
+    """An array the forward made (q, s, w_t; None passes) as an operand beside `like`: itself beside an array; a
+    constant Tensor beside a Tensor (a backward on Tensors, a forward-mode rule), since a device array is not taken
+    as a number by the Tensor's operators, as a host array is."""
+    return like.wrap(arr) if arr is not None and hasattr(like, "version_counter") else arr  # (is_tensor_like)
+
+
+def _times_scale(v, scale):
+    """v * scale, the reduction's scale. On a device, 'mean' keeps 1 / denominator as a 0-d device array (reading
+    it would be a host sync): beside a Tensor (a backward on Tensors, a forward-mode rule) it is wrapped as a constant
+    Tensor, as a NumPy scalar is taken as a number."""
+    if hasattr(v, "version_counter") and is_array(scale):  # (is_tensor_like, inlined)
+        scale = v.wrap(scale)
+    return v * scale
 
 
 def _constant_weight_tangent(op: str, tw) -> None:
@@ -104,7 +124,7 @@ def _constant_weight_tangent(op: str, tw) -> None:
 
 def _per_row_grad(g: np.ndarray, reduction: str, scale) -> np.ndarray:
     """dL/dloss_row for each row: g itself (reduction 'none') or g times the reduction's scale."""
-    return g.reshape(-1) if reduction == "none" else g * scale
+    return g.reshape(-1) if reduction == "none" else _times_scale(g, scale)
 
 
 def _class_dim_removed(shape: tuple) -> tuple:
@@ -152,10 +172,10 @@ class CrossEntropy(Function):
             w = w.detach()
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
-        q = _index_q(ctx.tv, C, ctx.e, x.dtype)  # (R, C)
+        q, s = (_beside(logp, a) for a in (_index_q(ctx.tv, C, ctx.e, x.dtype), getattr(ctx, "s", None)))  # (R, C)
         g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
         # p = exp(logp), the softmax, written inline: NumPy then computes p - q in p's buffer, not in a third array
-        dx = (xp.exp(logp) - q) * g_rows if w is None else (ctx.s * xp.exp(logp) - w * q) * g_rows
+        dx = (xp.exp(logp) - q) * g_rows if w is None else (s * xp.exp(logp) - w * q) * g_rows
         return _unrows(xp, dx, x.shape), None, None  # target, weight: no gradient
 
     @staticmethod
@@ -167,8 +187,9 @@ class CrossEntropy(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         w = None if w is None else w.detach()  # a constant: no gradient of this tangent reaches the weight
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
-        q = _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype)  # (R, C)
-        d_logits = xp.exp(logp) - q if w is None else ctx.s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
+        q = _beside(logp, _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype))  # (R, C)
+        s = _beside(logp, getattr(ctx, "s", None))
+        d_logits = xp.exp(logp) - q if w is None else s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
         per_row = xp.where(ctx.valid, xp.sum(d_logits * _rows(xp, tx), axis=1), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
 
@@ -176,7 +197,8 @@ class CrossEntropy(Function):
 def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
     """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
     dtype = np.dtype(dtype)
-    return np.where(np.arange(C) == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
+    classes = array_module(tv).arange(C)  # on tv's device
+    return np.where(classes == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
 
 
 def _soft_q(xp, target, weight, e, C: int):
@@ -265,7 +287,7 @@ class NLLLoss(Function):
         x2 = _rows(ctx.xp, x)
         tv, valid = _valid_targets(target, x2.shape[1], ignore_index, "nll_loss")
         w_t, denominator = _row_weights(weight, tv, valid)
-        picked = -x2[np.arange(x2.shape[0]), tv]
+        picked = -x2[array_module(tv).arange(x2.shape[0]), tv]  # (the row index on tv's device)
         losses = np.where(valid, picked if w_t is None else w_t * picked, x.dtype.type(0))
         out, scale = _reduce(losses, reduction, target.shape, denominator)
         ctx.save(tv=tv, valid=valid, w_t=w_t)
@@ -279,8 +301,11 @@ class NLLLoss(Function):
         xp = ctx.xp
         per_row = xp.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
         if ctx.w_t is not None:
-            per_row = per_row * ctx.w_t
-        grad = xp.index_put(ctx.rows, (np.arange(ctx.rows[0]), ctx.tv), -xp.where(ctx.valid, per_row, 0), True)
+            per_row = per_row * _beside(per_row, ctx.w_t)
+        rows = array_module(ctx.tv).arange(ctx.rows[0])  # on tv's device
+        # a plain write, not a scatter-add: each row n holds one target, so the pairs (n, t_n) are all distinct
+        # (nothing to accumulate, and on a device no occurrence passes to count: no host sync)
+        grad = xp.index_put(ctx.rows, (rows, ctx.tv), xp.where(ctx.valid, -per_row, 0), False)  # ignored rows: +0
         return _unrows(xp, grad, ctx.shape), None, None  # target, weight: no gradient
 
     @staticmethod
@@ -289,8 +314,8 @@ class NLLLoss(Function):
         if tx is None:
             return None
         xp = ctx.xp
-        picked = -_rows(xp, tx)[np.arange(ctx.rows[0]), ctx.tv]  # (R,)
-        per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * ctx.w_t, 0)
+        picked = -_rows(xp, tx)[array_module(ctx.tv).arange(ctx.rows[0]), ctx.tv]  # (R,)
+        per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * _beside(picked, ctx.w_t), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(ctx.shape))
 
 
