@@ -113,6 +113,11 @@ class ArrayOps:
         """The n x n identity in the dtype and on the device of the array `like`."""
         return array_module(like).eye(n, dtype=like.dtype)
 
+    @staticmethod
+    def constant(arr, like):
+        """An array the forward made (a count, a mask) beside g: on arrays the array itself."""
+        return arr
+
 
 class TensorOps:
     """The same functions as recorded primitives on Tensors (the backward of a backward; ELEMENTWISE too)."""
@@ -132,6 +137,11 @@ class TensorOps:
     @staticmethod
     def eye_like(n, like):
         return _constant(like, ArrayOps.eye_like(n, like.data))
+
+    @staticmethod
+    def constant(arr, like):
+        """The array as a Tensor outside the graph, beside the Tensor `like` (on its device, as the array is)."""
+        return like.wrap(arr)
 
     @staticmethod
     def where(cond, a, b):
