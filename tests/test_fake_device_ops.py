@@ -11,7 +11,9 @@ upstream gradient, must EQUAL the CPU's:
     all: they round differently (the cases are the softmax, log_softmax, layer norm, attention-weight, var/std over
     the last dim and einsum cases, whose forward or backward sums rows).
 The second-order table does the same for the backward of the backward (create_graph=True): the gradient b(x, g) for
-a random g, then the gradient of <b, v> for a random v, with respect to x and g.
+a random g, then the gradient of <b, v> for a random v, with respect to x and g; and forward mode for the primal and
+tangent of every case, random tangents beside the inputs. Below the tables: the repeated-index scatter-add on the
+device (bitwise np.add.at, one host read), the CPU speed devices stepping aside, and the host reads of each case.
 
 The cases in BLOCKED run through files that other helpers of issue 24 own and that are still host-only on this
 branch (strict xfails: once those land the case passes, and its entry must go).
@@ -26,6 +28,7 @@ import pytest
 
 import minitensor as mt
 from minitensor import devices, fakecuda
+from minitensor.autograd import forward_ad as fw
 from minitensor.ops import rowwise
 from minitensor.testing import assert_close
 
@@ -201,6 +204,33 @@ def test_second_derivative_on_the_fake_device_equals_the_cpu(case, dtype_name):
         assert d is None or type(d.data) is type(wrt.data), f"{case} [{dtype_name}] derivative {i}: on {d.device}"
     ours = [d for d, _ in ours]
     assert_equal(f"{case} [{dtype_name}] derivative", ours, plain, default, case.tol(dtype_name))
+
+
+# ----------------------------------------------------------------------------- forward mode
+def forward_mode(case, dtype_name: str, make) -> list:
+    """[primals..., tangents...] of the case's outputs in forward mode, each differentiable input given the same
+    random tangent (beside it), inputs made by `make`."""
+    rng = np.random.default_rng(case_seed(case.name) + 3)
+    xs = [make(a, req) for a, req in case_arrays(case, dtype_name)]
+    with fw.dual_level():
+        duals = [
+            fw.make_dual(x, beside(x, rng.standard_normal(x.shape).astype(x.dtype))) if x.requires_grad else x
+            for x in xs
+        ]
+        unpacked = [fw.unpack_dual(o) for o in as_list(case.fn(MT, *duals, **case.kwargs))]
+    return [p for p, _ in unpacked] + [t for _, t in unpacked]
+
+
+@pytest.mark.parametrize("dtype_name", ["float64", "float32"])
+@pytest.mark.parametrize("case", blocked(CASES), ids=str)
+def test_forward_mode_on_the_fake_device_equals_the_cpu(case, dtype_name):
+    ours = forward_mode(case, dtype_name, on_device)
+    with plain_cpu():
+        plain = forward_mode(case, dtype_name, on_cpu)
+    default = forward_mode(case, dtype_name, on_cpu)
+    if case.name not in MOVED_TO_THE_CPU:
+        assert_on_device(f"{case} [{dtype_name}] primal or tangent", ours)
+    assert_equal(f"{case} [{dtype_name}] primal or tangent", ours, plain, default, case.tol(dtype_name))
 
 
 # ----------------------------------------------------------------------------- the scatter-add, deterministic
