@@ -370,6 +370,8 @@ class Tensor(TensorMath, DeviceMethods):
         return self._write("zero_", Ellipsis, 0)
 
     def fill_(self, value) -> Tensor:
+        if isinstance(value, Tensor) and value.ndim == 0 and type(value.data) is not type(self.data):
+            value = value.item()  # a 0-d value from another device: read as a number (one sync), as torch's fill_
         return self._write("fill_", Ellipsis, value)
 
     def add_(self, other, alpha=1) -> Tensor:
@@ -444,10 +446,10 @@ class Tensor(TensorMath, DeviceMethods):
             dtype = args[0]
         elif args:
             dtype, device, non_blocking, copy = to_arguments(args, dtype, device, non_blocking, copy)
+        if device == "cpu" and dtype is None and type(self.data) is np.ndarray and memory_format is preserve_format:
+            return ops.Clone.apply(self) if copy else self  # the common x.to("cpu") of a CPU tensor, first
         if device is not None:
             device = devices.resolve(device, "to")
-        if device == "cpu" and dtype is None and type(self.data) is np.ndarray and memory_format is preserve_format:
-            return ops.Clone.apply(self) if copy else self  # the common x.to("cpu") of a CPU tensor
         out = self
         if dtype is not None and np.dtype(dtype) != self.dtype:
             dtype = np.dtype(dtype)

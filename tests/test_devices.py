@@ -192,6 +192,9 @@ def test_in_place_writers_across_devices():
     x = mt.zeros(3)
     x.copy_(mt.ones(3, device="cuda"))
     assert x.device == "cpu" and x.numpy().tolist() == [1.0, 1.0, 1.0]
+    x.fill_(mt.tensor(4.0, device="cuda"))  # a 0-d value from any device, as torch's fill_
+    y.fill_(mt.tensor(3.0))
+    assert x.numpy().tolist() == [4.0] * 3 and devices.to_host(y.data).tolist() == [[3.0] * 3] * 2
 
 
 def test_new_factories_keep_the_device():
@@ -288,6 +291,19 @@ def test_a_0d_cpu_tensor_that_requires_grad_gets_its_gradient_on_the_cpu():
     (y * s).cpu().backward(mt.tensor([0.5, 1.0, -1.0], dtype=mt.float64))
     assert s.grad.device == "cpu"  # moved over by a ToDevice, so its gradient comes back
     assert s.grad.item() == 0.5 * 1.0 + 1.0 * -2.0 + -1.0 * 3.0
+
+
+def test_same_device_is_a_type_comparison_on_the_common_path():
+    """Function.apply's check: arrays of one type give back the very tuple (no device lookup); a NumPy scalar
+    beside an array is the CPU twice, not a mix."""
+    x, y = mt.randn(3), mt.randn(3)
+    tensors, arrays = (x, y), [x.data, y.data]
+    assert devices.same_device(tensors, arrays, "Add") is tensors
+    s = mt.Tensor.wrap(np.float64(2.0))
+    assert devices.same_device((x, s), [x.data, s.data], "Mul") == (x, s)
+    d = mt.randn(3, device="cuda")
+    with pytest.raises(RuntimeError, match=r"cpu and cuda:0! \(the operands of Add"):
+        devices.same_device((x, d), [x.data, d.data], mt.ops.Add)
 
 
 def test_a_0d_device_tensor_beside_a_cpu_tensor_is_refused():

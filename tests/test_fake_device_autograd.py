@@ -16,9 +16,11 @@ import pytest
 
 import minitensor as mt
 import minitensor.nn.functional as F
-from minitensor import fakecuda
+from minitensor import devices, fakecuda
 from minitensor.autograd import forward_ad as fwAD
 from minitensor.autograd import functional as AF
+from minitensor.ops import attention, fused, rowwise
+from minitensor.utils.checkpoint import checkpoint, checkpoint_sequential
 
 RNG = np.random.default_rng(24)
 
@@ -28,13 +30,12 @@ def plain_row_sums(monkeypatch):
     """The CPU side sums rows by the plain formula too (rowwise.last_sum's einsum, a CPU speed device whose sums
     differ from np.sum's by round-off, off), so both sides run the same formula and must agree bitwise.
     tests/test_rowwise.py and tests/test_speed_devices.py hold the speed device to the plain formula."""
-    from minitensor.ops import rowwise
-
     monkeypatch.setattr(rowwise, "SUM_ROW", -1)
 
 
 def on_device(arr, requires_grad: bool = False):
-    """A Tensor on the fake device holding a copy of the host array `arr` (until G1's .to("cuda") lands)."""
+    """A Tensor on the fake device holding a copy of the host array `arr`: wrapped directly, so that no test here
+    depends on the switch that makes "cuda" the fake (.to("cuda") itself: tests/test_devices.py, and the last test)."""
     t = mt.Tensor.wrap(fakecuda.asarray(arr))
     return t.requires_grad_(True) if requires_grad else t
 
@@ -169,6 +170,15 @@ def test_fused_softmax_family_and_layer_norm(dtype):
     backward_both(lambda a: F.softmax(a, 1), x, dtype=dtype)  # not the last axis: the plain max
     backward_both(lambda a: F.log_softmax(a, -1), x, dtype=dtype)
     backward_both(lambda a, ww, bb: F.layer_norm(a, (5,), ww, bb), x, w, b, dtype=dtype)
+    backward_both(lambda a, ww, bb: F.linear(a, ww, bb), x, randn(3, 5), randn(3), dtype=dtype)  # fused Linear
+
+
+def test_dropout_draws_on_the_host_and_copies_the_same_mask():
+    def dropped(a):
+        mt.manual_seed(11)  # one host stream: the same mask on both sides
+        return F.dropout(a, 0.4)
+
+    backward_both(dropped, randn(6, 7))
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -185,6 +195,7 @@ def test_losses(reduction):
         requires_grad=(True, False, False),
     )
     backward_both(lambda a, tt: F.nll_loss(F.log_softmax(a, 1), tt, **kw), x, t, requires_grad=(True, False))
+    backward_both(lambda a, tt, ww: F.nll_loss(a, tt, weight=ww, **kw), x, t, wt, requires_grad=(True, False, False))
     p = np.abs(randn(6, 4))
     backward_both(lambda a, pp: F.cross_entropy(a, pp / pp.sum(1, keepdim=True), **kw), x, p)
     backward_both(lambda a, tt: F.binary_cross_entropy_with_logits(a, tt, **kw), x, (p > 0.5).astype(np.float64))
@@ -206,8 +217,6 @@ def test_attention_weights_with_a_mask_and_an_empty_row():
 
 @pytest.mark.parametrize("case", ["plain", "causal", "bool mask", "float mask", "dropout"])
 def test_tiled_sdpa_forward_and_backward(case, monkeypatch):
-    from minitensor.ops import attention
-
     monkeypatch.setattr(attention, "BLOCK", 4)  # several tiles per axis
     q, k, v = randn(2, 3, 9, 4), randn(2, 3, 7, 4), randn(2, 3, 7, 5)
     mask = {"bool mask": RNG.random((9, 7)) > 0.3, "float mask": randn(9, 7)}.get(case)
@@ -247,23 +256,28 @@ def test_forward_mode_of_the_fused_ops(dtype):
     jvp_both(lambda a: F.softmax(a, -1), (x,), (tx,))
     jvp_both(lambda a: F.log_softmax(a, 1), (x,), (tx,))
     jvp_both(lambda a, ww, bb: F.layer_norm(a, (5,), ww, bb), (x, w, b), (tx, tw, tb))
+    lw, lb, tlw, tlb = randn(3, 5, dtype=dtype), randn(3, dtype=dtype), randn(3, 5, dtype=dtype), randn(3, dtype=dtype)
+    jvp_both(lambda a, ww, bb: F.linear(a, ww, bb), (x, lw, lb), (tx, tlw, tlb))
+    jvp_both(lambda a: (mt.manual_seed(2), F.dropout(a, 0.3))[1], (x,), (tx,))
     q, k, tq, tk = (randn(2, n, 4, dtype=dtype) for n in (5, 6, 5, 6))
     jvp_both(lambda a, c: F.attention_weights(a, c), (q, k), (tq, tk))
 
 
 def test_forward_mode_of_the_losses_and_the_tiled_attention(monkeypatch):
-    from minitensor.ops import attention
-
     monkeypatch.setattr(attention, "BLOCK", 4)
     x, tx, t = randn(6, 4), randn(6, 4), np.array([0, 3, 1, -100, 2, 3])
+    p, tp = RNG.random((6, 4)), randn(6, 4)
     res = []
     for make in (on_host, on_device):
         with fwAD.dual_level():
             dual = fwAD.make_dual(make(x), make(tx))
             ce = fwAD.unpack_dual(F.cross_entropy(dual, make(t), label_smoothing=0.2)).tangent
             nll = fwAD.unpack_dual(F.nll_loss(dual, make(t), reduction="sum")).tangent
-            res.append((ce, nll))
-    for what, h, d in zip(("cross_entropy", "nll_loss"), *res):
+            probs = fwAD.make_dual(make(p), make(tp))  # class probabilities, with a tangent of their own
+            ce_p = fwAD.unpack_dual(F.cross_entropy(dual, probs, label_smoothing=0.1)).tangent
+            bce = fwAD.unpack_dual(F.binary_cross_entropy_with_logits(dual, probs, reduction="none")).tangent
+            res.append((ce, nll, ce_p, bce))
+    for what, h, d in zip(("cross_entropy", "nll_loss", "cross_entropy, probabilities", "bce_with_logits"), *res):
         assert_same(d, h, what)
     q, k, v = randn(2, 9, 4), randn(2, 7, 4), randn(2, 7, 3)
     tq, tk, tv = randn(2, 9, 4), randn(2, 7, 4), randn(2, 7, 3)
@@ -304,17 +318,20 @@ def test_func_transforms():
 
 
 def test_autograd_functional():
-    x, w, v = randn(2, 3), randn(3, 3), randn(2, 3)
-    hs, ds = both_plain(x, w, v)
+    x, w, v, u = randn(2, 3), randn(3, 3), randn(2, 3), randn(6)
+    hs, ds = both_plain(x, w, v, u)
     res = []
-    for x_, w_, v_ in (hs, ds):
+    for x_, w_, v_, u_ in (hs, ds):
+        _, vj = AF.vjp(lambda a, w_=w_: f_vector(a, w_), x_, u_)
+        _, jv = AF.jvp(lambda a, w_=w_: f_vector(a, w_), x_, v_)
         jac = AF.jacobian(f_vector, (x_, w_))
         jac_fwd = AF.jacobian(lambda a, w_=w_: f_vector(a, w_), x_, strategy="forward-mode", vectorize=True)
         _, hv = AF.hvp(lambda a, w_=w_: f_scalar(a, w_), x_, v_)
         _, vh = AF.vhp(lambda a, w_=w_: f_scalar(a, w_), x_, v_)
         hess = AF.hessian(lambda a, w_=w_: f_scalar(a, w_), x_)
-        res.append((*jac, jac_fwd, hv, vh, hess))
-    for what, h, d in zip(("jacobian x", "jacobian w", "forward-mode jacobian", "hvp", "vhp", "hessian"), *res):
+        res.append((vj, jv, *jac, jac_fwd, hv, vh, hess))
+    names = ("vjp", "jvp", "jacobian x", "jacobian w", "forward-mode jacobian", "hvp", "vhp", "hessian")
+    for what, h, d in zip(names, *res):
         assert_same(d, h, what)
 
 
@@ -324,7 +341,7 @@ def test_autograd_functional():
 def test_gradcheck_and_gradgradcheck_on_device_inputs():
     x, w = on_device(randn(2, 3), True), on_device(randn(3, 3), True)
     assert mt.autograd.gradcheck(f_vector, (x, w))
-    assert mt.autograd.gradcheck(f_vector, (x, w), fast_mode=True)
+    assert mt.autograd.gradcheck(f_vector, (x, w), fast_mode=True, check_forward_ad=True)
     assert mt.autograd.gradgradcheck(f_scalar, (x, w))
     bad = mt.autograd.gradcheck(lambda a: _WrongGrad.apply(a), (x,), raise_exception=False)
     assert bad is False, "gradcheck on device inputs must still catch a wrong backward"
@@ -384,8 +401,6 @@ def test_saved_tensor_hooks_see_device_tensors():
 
 
 def test_checkpoint_recomputes_on_the_device():
-    from minitensor.utils.checkpoint import checkpoint, checkpoint_sequential
-
     x, w = randn(4, 6), randn(6, 6)
     res = []
     for make in (on_host, on_device):
@@ -435,8 +450,6 @@ def test_second_derivatives_of_the_fused_ops(op):
 def test_score_blocks_on_the_host_equal_one_pass_on_the_device(monkeypatch):
     """AttentionWeights' speed devices (score blocks on the thread pool, the skipped empty-row product) run on the
     host only; the device takes the plain formula in one pass. The two give the same bits."""
-    from minitensor.ops import fused
-
     monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 16)  # several blocks on the host side
     q, k = randn(2, 3, 6, 4, dtype=np.float32), randn(2, 3, 5, 4, dtype=np.float32)
     keep = RNG.random((6, 5)) > 0.3
@@ -446,8 +459,6 @@ def test_score_blocks_on_the_host_equal_one_pass_on_the_device(monkeypatch):
 
 def test_host_syncs_of_the_fused_ops_forward_and_backward(monkeypatch):
     """None, but cross_entropy's and nll_loss's check that every target is in range: one sync per call."""
-    from minitensor.ops import attention
-
     monkeypatch.setattr(attention, "BLOCK", 4)
     x, q, k, v = (on_device(randn(*s, dtype=np.float32), True) for s in ((4, 6), (2, 5, 4), (2, 7, 4), (2, 7, 4)))
     keep, t = on_device(RNG.random((5, 7)) > 0.5), on_device(np.array([0, 5, 2, 1]))
@@ -473,3 +484,23 @@ def test_host_syncs_of_the_fused_ops_forward_and_backward(monkeypatch):
         "cross_entropy": 1,
         "nll_loss": 1,
     }
+
+
+# ----------------------------------------------------------------------------- across devices: .to("cuda")
+
+
+def test_backward_across_to_cuda_returns_each_gradient_to_its_leafs_device():
+    """A CPU leaf moved to the device by .to("cuda") (differentiable): the walk runs on the device and the CPU leaf
+    receives a host gradient, equal to the one-device run's."""
+    previous = devices.use_fake_cuda(True)
+    try:
+        x, w = randn(3, 4), randn(4, 5)
+        a, m = on_host(x, True), on_host(w, True)
+        F.log_softmax(a.to("cuda") @ m.to("cuda"), -1).sum().backward()
+        a_ref, m_ref = on_host(x, True), on_host(w, True)
+        F.log_softmax(a_ref @ m_ref, -1).sum().backward()
+    finally:
+        devices.use_fake_cuda(previous)
+    for leaf, ref in ((a, a_ref), (m, m_ref)):
+        assert type(leaf.grad.data) is np.ndarray
+        assert np.array_equal(leaf.grad.data, ref.grad.data)

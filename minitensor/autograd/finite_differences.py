@@ -17,12 +17,12 @@ Every check compares a derivative the engine computes with central differences o
                                   (the engine refuses one anyway, with a RuntimeError, where torch's casts it)
 
 A failure raises GradcheckError (or returns False) naming the input, the direction and the worst element.
+Not named gradcheck.py, as torch's is: the package exports the function `gradcheck`, and a submodule of
+the same name would be shadowed by it (`import minitensor.autograd.gradcheck as m` would give the function).
 
 On a device (CuPy, the fake): the directions and upstream gradients are drawn on the host and copied to the
 input's device (`on_device_of`), the function runs there, and every derivative is copied back (`host_float64`)
 to be compared on the host. Each copy back is a host sync: fine in a check, which is not on a training path.
-Not named gradcheck.py, as torch's is: the package exports the function `gradcheck`, and a submodule of
-the same name would be shadowed by it (`import minitensor.autograd.gradcheck as m` would give the function).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..devices import same_device
+from ..devices import is_array, same_device
 from .anomaly_mode import anomaly as _anomaly  # and `_anomaly.enabled`: whether anomaly mode is on
 from .anomaly_mode import check_gradients, forward_trace, note_forward_call
 from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
@@ -396,7 +396,7 @@ class Function:
 def _array_of(fn, i: int, t) -> np.ndarray:
     """The array of tensor argument i of fn.apply (a clear TypeError for anything else)."""
     if isinstance(t, np.ndarray) or not hasattr(t, "version_counter"):  # is_tensor_like, inlined: per op argument
-        hint = "; wrap it in mt.tensor(...)" if isinstance(t, np.ndarray) else ""
+        hint = "; wrap it in mt.tensor(...)" if is_array(t) else ""  # a host or device array
         raise TypeError(
             f"{fn.__name__}.apply: argument {i} must be a Tensor, got {type(t).__name__}{hint} "
             f"(non-tensor arguments go by keyword)"

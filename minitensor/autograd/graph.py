@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..devices import is_array
 from .engine import topological_order
-from .saved import entry_label, is_saved_array, pop_hooks, push_hooks, saved_entries
+from .saved import entry_label, pop_hooks, push_hooks, saved_entries
 
 __all__ = ["SavedTensor", "SavedTensors", "saved_tensors", "saved_tensors_hooks"]
 
@@ -78,7 +79,7 @@ def node_saved(node) -> list:
 def _buffer(arr: np.ndarray) -> np.ndarray:
     """The array that owns arr's memory (arr itself, or the base a view was taken from), host or device.
     (The fake device hands out a new wrapper for each .base, so there a buffer shared by two views counts twice.)"""
-    while is_saved_array(arr.base) and not isinstance(arr.base, np.generic):
+    while is_array(arr.base):
         arr = arr.base
     return arr
 

@@ -39,6 +39,14 @@ from ..pool import update_pool
 from .reductions import in_opmath, opmath_dtype, to_dtype
 from .rowwise import is_last, last_max, last_sum, sum_
 
+
+def beside(like, arr):
+    """An array the forward made (a mask, a target distribution; None passes) as an operand beside `like`: itself
+    beside an array; a constant Tensor beside a Tensor (a backward on Tensors, a forward-mode rule). The Tensor's
+    operators take a host array as a constant but refuse a device array, which is not a number to promote."""
+    return like.wrap(arr) if arr is not None and hasattr(like, "version_counter") else arr  # (is_tensor_like)
+
+
 # ----------------------------------------------------------------------------- linear
 
 
@@ -275,7 +283,7 @@ class Dropout(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g * ctx.keep * ctx.scale, None  # in the forward's order: bitwise g * (keep * scale)
+        return g * beside(g, ctx.keep) * ctx.scale, None  # in the forward's order: bitwise g * (keep * scale)
 
     jvp_kind = "elementwise"  # a diagonal Jacobian m: the VJP's formula applied to ẋ
 

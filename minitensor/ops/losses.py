@@ -28,6 +28,7 @@ import numpy as np
 from ..autograd import Function, tangent_sum
 from ..devices import array_module, is_array
 from .elementwise import log_sigmoid
+from .fused import beside
 
 
 def _rows(xp, x):
@@ -93,13 +94,6 @@ def _reduced_tangent(xp, per_row, reduction: str, scale, out_shape: tuple):
         return per_row.reshape(out_shape)
     total = xp.sum(per_row)
     return total if reduction == "sum" else _times_scale(total, scale)
-
-
-def _beside(like, arr):
-    """An array the forward made (q, s, w_t; None passes) as an operand beside `like`: itself beside an array; a
-    constant Tensor beside a Tensor (a backward on Tensors, a forward-mode rule), since a device array is not taken
-    as a number by the Tensor's operators, as a host array is."""
-    return like.wrap(arr) if arr is not None and hasattr(like, "version_counter") else arr  # (is_tensor_like)
 
 
 def _times_scale(v, scale):
@@ -172,7 +166,7 @@ class CrossEntropy(Function):
             w = w.detach()
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
-        q, s = (_beside(logp, a) for a in (_index_q(ctx.tv, C, ctx.e, x.dtype), getattr(ctx, "s", None)))  # (R, C)
+        q, s = (beside(logp, a) for a in (_index_q(ctx.tv, C, ctx.e, x.dtype), getattr(ctx, "s", None)))  # (R, C)
         g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
         # p = exp(logp), the softmax, written inline: NumPy then computes p - q in p's buffer, not in a third array
         dx = (xp.exp(logp) - q) * g_rows if w is None else (s * xp.exp(logp) - w * q) * g_rows
@@ -187,8 +181,8 @@ class CrossEntropy(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         w = None if w is None else w.detach()  # a constant: no gradient of this tangent reaches the weight
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
-        q = _beside(logp, _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype))  # (R, C)
-        s = _beside(logp, getattr(ctx, "s", None))
+        q = beside(logp, _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype))  # (R, C)
+        s = beside(logp, getattr(ctx, "s", None))
         d_logits = xp.exp(logp) - q if w is None else s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
         per_row = xp.where(ctx.valid, xp.sum(d_logits * _rows(xp, tx), axis=1), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
@@ -198,7 +192,8 @@ def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
     """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
     dtype = np.dtype(dtype)
     classes = array_module(tv).arange(C)  # on tv's device
-    return np.where(classes == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C))
+    # astype: NumPy keeps two float32 scalars float32; a device library's scalar promotion is not relied on
+    return np.where(classes == tv[:, None], dtype.type(1 - e + e / C), dtype.type(e / C)).astype(dtype, copy=False)
 
 
 def _soft_q(xp, target, weight, e, C: int):
@@ -301,7 +296,7 @@ class NLLLoss(Function):
         xp = ctx.xp
         per_row = xp.broadcast_to(_per_row_grad(g, ctx.reduction, ctx.scale), ctx.tv.shape)
         if ctx.w_t is not None:
-            per_row = per_row * _beside(per_row, ctx.w_t)
+            per_row = per_row * beside(per_row, ctx.w_t)
         rows = array_module(ctx.tv).arange(ctx.rows[0])  # on tv's device
         # a plain write, not a scatter-add: each row n holds one target, so the pairs (n, t_n) are all distinct
         # (nothing to accumulate, and on a device no occurrence passes to count: no host sync)
@@ -315,7 +310,7 @@ class NLLLoss(Function):
             return None
         xp = ctx.xp
         picked = -_rows(xp, tx)[array_module(ctx.tv).arange(ctx.rows[0]), ctx.tv]  # (R,)
-        per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * _beside(picked, ctx.w_t), 0)
+        per_row = xp.where(ctx.valid, picked if ctx.w_t is None else picked * beside(picked, ctx.w_t), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(ctx.shape))
 
 
