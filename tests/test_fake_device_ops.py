@@ -433,3 +433,9 @@ def test_host_reads_of_the_op_table(case):
     with fakecuda.count_syncs() as syncs:
         run(case, "float64", on_device)
     assert syncs.count <= HOST_READS.get(case.name, 0), f"{case}: {syncs.count} host reads"
+
+
+def test_a_named_tuple_result_stays_on_the_device():
+    """np.linalg.svd gives a named tuple (SVDResult): its arrays are device arrays too (the nuclear norm's SVD)."""
+    u, s, vh = np.linalg.svd(fakecuda.asarray(np.random.default_rng(9).standard_normal((2, 3, 4))))
+    assert all(type(x) is fakecuda.FakeArray for x in (u, s, vh))
