@@ -5,12 +5,15 @@ np.ndarray and Tensor both support, and with `xp.<name>(...)` for the rest. The 
 backward one of two namespaces with the same function names:
 
     ARRAYS   NumPy on raw arrays. First-order backward (no graph), the training fast path; also what
-             a forward sees, so helpers shared by a forward and its backward take `xp` too.
+             a forward sees, so helpers shared by a forward and its backward take `xp` too. On a device
+             array NumPy's functions dispatch to the array's own library (CuPy, the fake device); what
+             makes a new array takes the module from an array at hand (devices.array_module).
     TENSORS  the same functions as recorded primitives (Function.apply) on Tensors. With
              create_graph=True the walk passes the saved inputs and outputs as Tensors and this
              namespace, so the backward itself becomes a graph that can be differentiated again.
 
-A function that makes a non-differentiable value (a sign, a mask) returns a constant Tensor.
+A function that makes a non-differentiable value (a sign, a mask) returns a constant Tensor, and `constant`
+makes an array the forward saved (a count, a mask) one beside g.
 """
 
 from __future__ import annotations
@@ -113,6 +116,11 @@ class ArrayOps:
         """The n x n identity in the dtype and on the device of the array `like`."""
         return array_module(like).eye(n, dtype=like.dtype)
 
+    @staticmethod
+    def constant(arr, like):
+        """An array the forward made (a count, a mask) beside g: on arrays the array itself."""
+        return arr
+
 
 class TensorOps:
     """The same functions as recorded primitives on Tensors (the backward of a backward; ELEMENTWISE too)."""
@@ -132,6 +140,11 @@ class TensorOps:
     @staticmethod
     def eye_like(n, like):
         return _constant(like, ArrayOps.eye_like(n, like.data))
+
+    @staticmethod
+    def constant(arr, like):
+        """The array as a Tensor outside the graph, beside the Tensor `like` (on its device, as the array is)."""
+        return like.wrap(arr)
 
     @staticmethod
     def where(cond, a, b):

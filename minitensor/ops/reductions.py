@@ -250,12 +250,12 @@ class MaxMin(Function):
     @staticmethod
     def backward(ctx, g):
         g = expand_reduced(g, len(ctx.shape), None if ctx.dim is None else (ctx.dim,), ctx.keepdim)
-        return (ctx.xp.where(ctx.chosen, g if ctx.dim is not None else g / ctx.share, 0),)
+        return (ctx.xp.where(ctx.chosen, g if ctx.dim is not None else g / ctx.xp.constant(ctx.share, g), 0),)
 
     @staticmethod
     def jvp(ctx, ta):
         if ctx.dim is None:  # jvp_share: the share, or NaN for a NaN result (PyTorch's 0/0)
-            return ctx.xp.sum(ctx.xp.where(ctx.chosen, ta, 0)) / ctx.jvp_share
+            return ctx.xp.sum(ctx.xp.where(ctx.chosen, ta, 0)) / ctx.xp.constant(ctx.jvp_share, ta)
         return ctx.xp.sum(ctx.xp.where(ctx.chosen, ta, 0), axis=ctx.dim, keepdims=ctx.keepdim)
 
 
@@ -277,12 +277,13 @@ class AMaxMin(Function):
     @staticmethod
     def backward(ctx, g):
         g = expand_reduced(g, ctx.ties.ndim, ctx.dim, ctx.keepdim)
-        return (g / ctx.count * ctx.ties,)
+        count, ties = ctx.xp.constant(ctx.count, g), ctx.xp.constant(ctx.ties, g)  # (constant Tensors on Tensors)
+        return (g / count * ties,)
 
     @staticmethod
     def jvp(ctx, ta):
         ties = ctx.xp.sum(ctx.xp.where(ctx.ties, ta, 0), axis=ctx.dim, keepdims=ctx.keepdim)
-        return ties / _drop_reduced(ctx.count, ctx.dim, ctx.keepdim)
+        return ties / ctx.xp.constant(_drop_reduced(ctx.count, ctx.dim, ctx.keepdim), ties)
 
 
 class LogSumExp(Function):
@@ -371,13 +372,14 @@ class NormInf(Function):
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
-        return (ctx.xp.sign(a) * (g / ctx.count * ctx.chosen),)
+        count, chosen = ctx.xp.constant(ctx.count, g), ctx.xp.constant(ctx.chosen, g)  # (constants on Tensors)
+        return (ctx.xp.sign(a) * (g / count * chosen),)
 
     @staticmethod
     def jvp(ctx, ta):
         (a,) = ctx.saved_arrays
         chosen = ctx.xp.sum(ctx.xp.where(ctx.chosen, ctx.xp.sign(a) * ta, 0), axis=ctx.dim, keepdims=ctx.keepdim)
-        return chosen / _drop_reduced(ctx.count, ctx.dim, ctx.keepdim)
+        return chosen / ctx.xp.constant(_drop_reduced(ctx.count, ctx.dim, ctx.keepdim), chosen)
 
 
 def magnitude(xp, a):
