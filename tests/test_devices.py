@@ -278,12 +278,6 @@ def test_python_numbers_and_0d_cpu_tensors_mix_with_device_tensors():
     np.testing.assert_array_equal(devices.to_host(y.grad.data), [1.0, 2.0, -2.0])
 
 
-@pytest.mark.xfail(
-    raises=TypeError,
-    strict=False,
-    reason="until G2a's sweep lands, the sum of a broadcast gradient (ops/rowwise.py, via unbroadcast) makes a host "
-    "array on the fake; a wrong gradient still fails here",
-)
 def test_a_0d_cpu_tensor_that_requires_grad_gets_its_gradient_on_the_cpu():
     a = np.array([1.0, -2.0, 3.0])
     y = mt.tensor(a, device="cuda", requires_grad=True)
@@ -324,12 +318,6 @@ def test_a_device_index_array_is_an_advanced_index():
     assert advanced and type(moved) is fakecuda.FakeArray
 
 
-@pytest.mark.xfail(
-    raises=TypeError,
-    strict=False,
-    reason="until G2a's sweep of ops/indexing.py lands, index_put makes its zeros on the host (a TypeError on the "
-    "fake); a wrong gradient still fails here",
-)
 def test_a_device_index_accumulates_repeated_indices():
     rng = np.random.default_rng(3)
     a, g = rng.standard_normal((4, 3)), rng.standard_normal((5, 3))

@@ -15,8 +15,8 @@ a random g, then the gradient of <b, v> for a random v, with respect to x and g;
 tangent of every case, random tangents beside the inputs. Below the tables: the repeated-index scatter-add on the
 device (bitwise np.add.at, one host read), the CPU speed devices stepping aside, and the host reads of each case.
 
-The cases in BLOCKED run through files that other helpers of issue 24 own and that are still host-only on this
-branch (strict xfails: once those land the case passes, and its entry must go).
+A case that cannot yet run on the device goes into BLOCKED with its reason (a strict xfail: once it passes, the
+entry must go). It is empty.
 """
 
 from __future__ import annotations
@@ -34,13 +34,8 @@ from minitensor.testing import assert_close
 
 from .op_cases import CASES, FIRST_ORDER_ONLY_CASES, MT, as_list, case_seed
 
-# cases that run through files outside this sweep, still host-only here: name -> the file and its owner
-BLOCKED = {
-    "F.dropout_mask": "minitensor/nn/functional.py (G3): dropout's host mask= beside a device input is a mixed-device "
-    "error here; branch g3 copies it over",
-    "F.one_hot": "minitensor/nn/functional.py (G3): one_hot compares the ids with a host np.arange",
-    "F.one_hot_inferred": "minitensor/nn/functional.py (G3): one_hot compares the ids with a host np.arange",
-}
+# cases that cannot yet run on the device: name -> why (none today)
+BLOCKED: dict[str, str] = {}
 # cases that cannot take device inputs, by design (each reason said)
 HOST_ONLY = {
     "to_fake_cuda_and_back": "its input goes to the device and back to the CPU, then meets itself: mixed devices",
@@ -355,6 +350,7 @@ HOST_READS = {
             "sort_values",
             "sort_dim0_desc",
             "sort_fn",
+            "F.one_hot",  # its range check (torch's one_hot reads the device for it too)
             "topk",
             "topk_smallest_dim0",
             "topk_fn",
@@ -411,6 +407,7 @@ HOST_READS = {
             "gather_0d_input",
             "gather_0d_index",
             "gather_0d_both",
+            "F.one_hot_inferred",  # its max, then its range check
         ],
         2,
     ),

@@ -286,12 +286,6 @@ def test_ddp_on_fake_device_two_ranks():
 
 
 # ----------------------------------------------------------------------------- the Transformer on the fake device
-# Until the op and autograd sweeps (G2a, G2b) are merged, some primitives still make a host array beside device data,
-# which the fake refuses with a TypeError: these tests are expected to fail with THAT error only. A wrong number (an
-# AssertionError) or any other error fails them.
-needs_op_sweeps = pytest.mark.xfail(
-    raises=TypeError, strict=False, reason="until G2a/G2b's sweeps: an op still makes a host array on the fake"
-)
 
 TINY_MODEL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32, dropout=0.1)
 TINY_TRAIN = dict(steps=4, batch_size=6, train_size=24, eval_size=6, eval_every=0, checkpoint_every=2, warmup_steps=3)
@@ -340,7 +334,6 @@ def _steps(device: str, steps: int = 3, dtype=np.float64):
     return model, records, syncs, bound
 
 
-@needs_op_sweeps
 def test_transformer_training_steps_on_device_equal_cpu():
     """Three float64 steps (dropout, label smoothing, clipping, Adam, warmup): the losses, gradient norms and final
     weights equal the CPU run's to PARITY_RTOL. Not bitwise: the CPU's speed devices (blocked norm, row-sum einsum)
@@ -366,7 +359,6 @@ def test_transformer_training_steps_on_device_equal_cpu():
             assert_close(host(d), c, tol, name)
 
 
-@needs_op_sweeps
 def test_transformer_training_step_host_syncs():
     """The exact host syncs of one training step on the device, none of them per parameter:
     1, 2. F.embedding's range check of the ids, encoder and decoder (one read each; torch asserts on the device);
@@ -380,7 +372,6 @@ def test_transformer_training_step_host_syncs():
     assert syncs == [6, 6]
 
 
-@needs_op_sweeps
 def test_decoding_on_device_equals_cpu():
     """Greedy (cached and not) and beam search give the same tokens and scores on both devices; greedy reads the
     device twice a step (the newest ids' range check in the embedding, the argmax of the newest logits), plus the
@@ -403,7 +394,6 @@ def test_decoding_on_device_equals_cpu():
             np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=PARITY_RTOL["float64"])
 
 
-@needs_op_sweeps
 def test_checkpoint_written_on_device_loads_on_cpu_and_resumes_on_device(tmp_path):
     """train(device='cuda') writes a host .npz, which loads on the CPU; a device run resumed from it ends with the
     weights of an uninterrupted device run, bitwise (Adam's moments and the dropout stream came back exactly)."""
@@ -450,25 +440,15 @@ def test_module_device_keyword_same_weights(make):
         np.testing.assert_array_equal(host(f), c, err_msg=name)
 
 
-@needs_op_sweeps
 def test_cli_train_and_decode_on_the_fake_device(capsys, tmp_path):
     """`train --device cuda` and `decode --device cuda` with "cuda" the fake: the same printed results as on the CPU
     (float32, so the losses to round-off: compared through the decoded text, which round-off does not change here)."""
 
-    def run_main(argv):
-        try:
-            return main(argv)
-        except SystemExit:
-            err = capsys.readouterr().err
-            if "fakecuda:" in err:  # the fake's refusal (needs_op_sweeps), which the command line reports in a line
-                raise TypeError(err) from None
-            raise
-
     outputs = {}
     for device in ("cpu", "cuda"):
         run = str(tmp_path / device)
-        assert run_main(["train", "--out", run, "--steps", "3", "--no-progress", "--device", device, *TINY]) == 0
+        assert main(["train", "--out", run, "--steps", "3", "--no-progress", "--device", device, *TINY]) == 0
         capsys.readouterr()
-        assert run_main(["decode", "--checkpoint", run, "--input", "3 4 5", "--beam", "2", "--device", device]) == 0
+        assert main(["decode", "--checkpoint", run, "--input", "3 4 5", "--beam", "2", "--device", device]) == 0
         outputs[device] = capsys.readouterr().out
     assert outputs["cuda"] == outputs["cpu"]

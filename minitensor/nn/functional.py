@@ -505,7 +505,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         num_classes = int(ids.max()) + 1
     if not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
         raise ValueError(f"one_hot: num_classes must be a positive integer or -1, got {num_classes!r}")
-    if ids.size and (ids.min() < 0 or ids.max() >= num_classes):
+    if ids.size and bool((ids.min() < 0) | (ids.max() >= num_classes)):  # one host read on a device
         bad = ids[(ids < 0) | (ids >= num_classes)].reshape(-1)[0]
         raise ValueError(f"one_hot: class index {bad} is out of range for num_classes={num_classes}")
     return Tensor.wrap((ids[..., None] == array_module(ids).arange(num_classes)).astype(np.int64))  # ids' device
