@@ -18,16 +18,18 @@ from __future__ import annotations
 import time
 
 from . import fakecuda
-from .autograd import OpCalls, set_op_calls
-from .devices import array_module, is_host
+from .autograd import OpCalls, is_tensor_like, set_op_calls
+from .devices import array_module, is_array, is_host
 
 
 def synchronize(*arrays) -> None:
     """Wait until the device of the first device array among `arrays` has run every kernel queued so far
     (cupy.cuda.Device().synchronize()). Nothing to wait for on the host, nor on the fake device, whose NumPy
-    computes eagerly. Non-arrays (None, numbers) are skipped."""
+    computes eagerly. A Tensor (what a backward under create_graph hands over) is read through its array;
+    non-arrays (None, numbers) are skipped."""
     for a in arrays:
-        if a is None or isinstance(a, (int, float)) or is_host(a) or not hasattr(a, "dtype"):
+        a = a.data if is_tensor_like(a) else a
+        if not is_array(a) or is_host(a):
             continue
         xp = array_module(a)
         if xp is not fakecuda:
