@@ -28,12 +28,16 @@ summed in float32 and rounded once, as PyTorch does): the softmax family calls t
 first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py). Each device stands beside its plain
 formula (reductions.total, reductions.mean, np.max), and tests/test_speed_devices.py and tests/test_rowwise.py
 run the two on the same rows.
+
+`in_row_blocks_ok` says when a row-wise fused op (log_softmax, cross_entropy, layer_norm, gelu) takes its blocked
+speed device (pool.in_row_blocks) instead of its plain formula: a large, contiguous float array on the host.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..devices import is_host
 from . import reductions
 
 SHORT_ROW = 64  # last_max transposes rows up to this length; beyond it np.max is as fast
@@ -77,6 +81,23 @@ def sum_(a, axis=None, keepdims=False):
 def mean_(a, axis=None, keepdims=False):
     """reductions.mean; over the last axis by last_mean."""
     return last_mean(a, keepdims) if is_last(axis, np.ndim(a)) else reductions.mean(a, axis=axis, keepdims=keepdims)
+
+
+ROW_DEVICE_MIN_NUMEL = 1 << 16  # below this the whole array already sits in the cache: the plain formula
+
+
+def in_row_blocks_ok(a, dim=-1, *others) -> bool:
+    """Whether a (and each of `others`, of a's shape) may take a row-blocked speed device along `dim`: host
+    arrays (issue 24: on a GPU the plain formula), float32 or float64, C-contiguous (so that a block of rows is a
+    plain slice), at least ROW_DEVICE_MIN_NUMEL entries, `dim` the last axis."""
+    return (
+        is_host(a)
+        and a.dtype in (np.float32, np.float64)
+        and a.size >= ROW_DEVICE_MIN_NUMEL
+        and is_last(dim, a.ndim)
+        and all(is_host(o) and o.shape == a.shape and o.dtype == a.dtype for o in others)
+        and all(t.flags.c_contiguous for t in (a, *others))
+    )
 
 
 def is_last(axis, ndim: int) -> bool:
