@@ -10,7 +10,7 @@ a serial loop.
 
 Used by the optimizers' step (minitensor/optim), by clip_grad_norm_ (minitensor/nn/utils.py), by the
 attention weights' softmax and its backward, one block of scores per piece (ops/fused.py, in_score_blocks), and
-through `in_row_blocks` by the row-wise fused ops and GELU (log_softmax, cross_entropy, layer_norm, gelu: one
+through `in_row_blocks` by the row-wise fused ops and GELU (softmax, log_softmax, cross_entropy, gelu: one
 block of whole rows per piece, small enough that its passes stay in the cache).
 
 Why not numexpr (issue 25 weighed it): the wheel on the package mirror (numexpr 2.14.2) has no VML, and its
@@ -102,7 +102,7 @@ def _balanced_shares(params: list, n: int, size=_numel) -> list:
 update_pool = UpdatePool()
 
 ROW_BLOCK_NUMEL = 1 << 17  # 512 KiB of float32: a block and a temporary of its passes stay in L2 (1 MiB a core)
-ROWS_PARALLEL_MIN_NUMEL = 1 << 17  # measured: a layer norm of 16x32x512 (2^18) already gains from a second thread
+ROWS_PARALLEL_MIN_NUMEL = PARALLEL_MIN_NUMEL  # a layer norm of 2^18 entries lost 3x on two threads (hand-offs)
 
 
 def row_blocks(rows: int, row_numel: int, block_numel: int | None = None) -> list:

@@ -411,7 +411,7 @@ def test_row_blocks_run_on_the_pool_at_two_threads(monkeypatch):
     """At two threads a large enough row-blocked op spreads its blocks over the pool; at one it never does."""
     from minitensor.ops import fused
 
-    x = np.random.default_rng(0).standard_normal((64, 4096)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((256, 4096)).astype(np.float32)
     assert x.size >= pool.ROWS_PARALLEL_MIN_NUMEL
     seen = set()
     real_max = fused._max

@@ -29,7 +29,7 @@ first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py). Each dev
 formula (reductions.total, reductions.mean, np.max), and tests/test_speed_devices.py and tests/test_rowwise.py
 run the two on the same rows.
 
-`in_row_blocks_ok` says when a row-wise fused op (log_softmax, cross_entropy, layer_norm, gelu) takes its blocked
+`in_row_blocks_ok` says when a row-wise fused op (softmax, log_softmax, cross_entropy, gelu) takes its blocked
 speed device (pool.in_row_blocks) instead of its plain formula: a large, contiguous float array on the host.
 """
 
@@ -83,7 +83,9 @@ def mean_(a, axis=None, keepdims=False):
     return last_mean(a, keepdims) if is_last(axis, np.ndim(a)) else reductions.mean(a, axis=axis, keepdims=keepdims)
 
 
-ROW_DEVICE_MIN_NUMEL = 1 << 16  # below this the whole array already sits in the cache: the plain formula
+# Below 1M entries the plain formula: measured on the op table (benchmarks/ops.py), blocks bought nothing for a
+# softmax or layer norm of 2^18 entries (4 MiB with its temporaries: the L2 and L3 already hold it)
+ROW_DEVICE_MIN_NUMEL = 1 << 20
 
 
 def in_row_blocks_ok(a, dim=-1, *others) -> bool:
