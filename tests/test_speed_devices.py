@@ -425,6 +425,37 @@ def test_row_blocks_run_on_the_pool_at_two_threads(monkeypatch):
     np.testing.assert_array_equal(one, two)
 
 
+def _erf_fit_with_where(x):
+    """erf's float32 fit as it was first written (np.full_like, then Horner, then np.where): the reference."""
+    from minitensor.ops.elementwise import _ERFC_COEFFS
+
+    z = np.abs(x)
+    t = 1 / (1 + z * x.dtype.type(0.5))
+    poly = np.full_like(t, _ERFC_COEFFS[-1])
+    for c in reversed(_ERFC_COEFFS[:-1]):
+        poly = poly * t + x.dtype.type(c)
+    poly = np.exp(poly - z * z) * t
+    return np.where(x >= 0, 1 - poly, poly - 1)
+
+
+def test_erf_fit_and_sigmoid_pair_are_bitwise_their_plain_formulas():
+    """erf's float32 fit (in place, its select branch-free) gives the plain fit's bits; sigmoid_pair (the tanh
+    GELU's two halves from one exponential) gives stable_sigmoid(v) and stable_sigmoid(-v)."""
+    from minitensor.ops.elementwise import _erf_float32_fit, sigmoid_pair, stable_sigmoid
+
+    rng = np.random.default_rng(2)
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, -50.0, -800.0, 800.0]
+    x = np.concatenate([specials, rng.standard_normal(20000) * 4]).astype(np.float32)
+    with np.errstate(all="ignore"):
+        got, want = _erf_float32_fit(x), _erf_fit_with_where(x)
+        np.testing.assert_array_equal(got, want)
+        for dtype in (np.float16, np.float32, np.float64):
+            v = x.astype(dtype)
+            for got, want in zip(sigmoid_pair(v), (stable_sigmoid(v), stable_sigmoid(-v))):
+                assert got.dtype == want.dtype == dtype
+                np.testing.assert_array_equal(got, want)
+
+
 def test_branch_free_selections_are_bitwise_np_where():
     """erf's fit ends with np.where(x >= 0, 1 - c, c - 1) and stable_sigmoid selects 1 or e^-|a| as numerator:
     both are written without np.where (50x slower on a random sign pattern); the numbers are np.where's, signed
