@@ -15,7 +15,7 @@ import numpy as np
 
 from ..autograd import Function
 from ..devices import is_host
-from ..pool import in_row_blocks
+from ..pool import in_row_blocks, num_threads
 from .rowwise import in_row_blocks_ok
 
 # ----------------------------------------------------------------------------- arithmetic
@@ -534,9 +534,12 @@ def _times(xp, a, b):
 
 
 def _gelu_in_blocks_ok(a, *others) -> bool:
-    """Whether GELU takes its speed device (_in_blocks): a large float32 host array. (float64's erf is math.erf
-    element by element, holding the GIL: there blocks would not help.)"""
-    return a.dtype == np.float32 and in_row_blocks_ok(a, -1, *others)
+    """Whether GELU takes its speed device (_in_blocks): a large float32 host array, and more than one thread.
+    At one thread the blocks bought nothing (measured with benchmarks' allocator setting: the plain formula's
+    4 MiB temporaries already sit in the L3 cache, and the blocks add a copy into the outputs); their use is to
+    share the passes among the pool's threads. (float64's erf is math.erf element by element, holding the GIL:
+    threads would not help there.)"""
+    return a.dtype == np.float32 and num_threads() > 1 and in_row_blocks_ok(a, -1, *others)
 
 
 def _in_blocks(xp, formula, *arrays, outputs: int = 1):
