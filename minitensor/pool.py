@@ -16,8 +16,9 @@ block of whole rows per piece, small enough that its passes stay in the cache).
 Why not numexpr (issue 25 weighed it): the wheel on the package mirror (numexpr 2.14.2) has no VML, and its
 float32 exp and tanh are scalar libm loops: on 1M float32 entries at one thread exp takes 2.0 ms against NumPy's
 0.34, tanh 14.4 ms against 0.22, a whole exact-GELU expression 16.9 ms against 7.2 for the NumPy passes it would
-replace; a second thread did not shorten it. NumPy's own SIMD loops, run on cache-sized blocks over this pool, are
-faster at both thread counts and add no dependency.
+replace; a second thread did not shorten it (and it has no erf: the exact GELU would be the fit as a string).
+NumPy's own SIMD loops, spread over this pool's threads, are faster and add no dependency (nor threadpoolctl: the
+pool takes its thread count from the same OMP_NUM_THREADS as the BLAS).
 A worker runs its pieces under the caller's NumPy floating-point error settings (np.errstate), as the
 calling thread would have: inside an op they are quiet (autograd.ieee_quiet).
 """
