@@ -92,6 +92,8 @@ CASES: list[OpCase] = [
     ),
     OpCase("gelu", "small", ((4, 32),), lambda L, F, x: F.gelu(x)),
     OpCase("gelu", "large", ((16, 32, 2048),), lambda L, F, x: F.gelu(x)),
+    OpCase("gelu (tanh)", "small", ((4, 32),), lambda L, F, x: F.gelu(x, approximate="tanh")),
+    OpCase("gelu (tanh)", "large", ((16, 32, 2048),), lambda L, F, x: F.gelu(x, approximate="tanh")),
     OpCase("relu", "small", ((4, 32),), lambda L, F, x: F.relu(x)),
     OpCase("relu", "large", ((16, 32, 2048),), lambda L, F, x: F.relu(x)),
     OpCase("add (broadcast)", "small", ((4, 8), (8,)), lambda L, F, a, b: a + b),

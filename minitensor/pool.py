@@ -8,8 +8,17 @@ same thread count on both sides stays fair, and with one thread everything runs 
 Each piece is computed alone and the same way whichever thread runs it: results are bitwise those of
 a serial loop.
 
-Used by the optimizers' step (minitensor/optim), by clip_grad_norm_ (minitensor/nn/utils.py) and by the
-attention weights' softmax and its backward, one block of scores per piece (ops/fused.py, in_score_blocks).
+Used by the optimizers' step (minitensor/optim), by clip_grad_norm_ (minitensor/nn/utils.py), by the
+attention weights' softmax and its backward, one block of scores per piece (ops/fused.py, in_score_blocks), and
+through `in_row_blocks` by the row-wise fused ops and GELU (softmax, log_softmax, cross_entropy, gelu: one
+block of whole rows per piece, small enough that its passes stay in the cache).
+
+Why not numexpr (issue 25 weighed it): the wheel on the package mirror (numexpr 2.14.2) has no VML, and its
+float32 exp and tanh are scalar libm loops: on 1M float32 entries at one thread exp takes 2.0 ms against NumPy's
+0.34, tanh 14.4 ms against 0.22, a whole exact-GELU expression 16.9 ms against 7.2 for the NumPy passes it would
+replace; a second thread did not shorten it (and it has no erf: the exact GELU would be the fit as a string).
+NumPy's own SIMD loops, spread over this pool's threads, are faster and add no dependency (nor threadpoolctl: the
+pool takes its thread count from the same OMP_NUM_THREADS as the BLAS).
 A worker runs its pieces under the caller's NumPy floating-point error settings (np.errstate), as the
 calling thread would have: inside an op they are quiet (autograd.ieee_quiet).
 """
@@ -48,11 +57,11 @@ class UpdatePool:
         self.executor = None
         self.threaded = False
 
-    def run(self, update, params: list, size=_numel) -> None:
+    def run(self, update, params: list, size=_numel, min_numel: int = PARALLEL_MIN_NUMEL) -> None:
         """update(p) for every p of params; on the pool when there are several and their sizes (entries, by
-        `size`) add up to PARALLEL_MIN_NUMEL."""
+        `size`) add up to min_numel."""
         n = num_threads()
-        if n <= 1 or len(params) < 2 or sum(size(p) for p in params) < PARALLEL_MIN_NUMEL:
+        if n <= 1 or len(params) < 2 or sum(size(p) for p in params) < min_numel:
             for p in params:
                 update(p)
             return
@@ -92,3 +101,22 @@ def _balanced_shares(params: list, n: int, size=_numel) -> list:
 
 
 update_pool = UpdatePool()
+
+ROW_BLOCK_NUMEL = 1 << 17  # 512 KiB of float32: a block and a temporary of its passes stay in L2 (1 MiB a core)
+ROWS_PARALLEL_MIN_NUMEL = PARALLEL_MIN_NUMEL  # a layer norm of 2^18 entries lost 3x on two threads (hand-offs)
+
+
+def row_blocks(rows: int, row_numel: int, block_numel: int | None = None) -> list:
+    """Slices of whole rows of a (rows, row_numel) array, each about block_numel (ROW_BLOCK_NUMEL) entries, at
+    least one row."""
+    per = max(1, (block_numel or ROW_BLOCK_NUMEL) // max(row_numel, 1))
+    return [slice(start, min(start + per, rows)) for start in range(0, rows, per)]
+
+
+def in_row_blocks(fn, rows: int, row_numel: int, block_numel: int | None = None) -> None:
+    """fn(block) for every slice of row_blocks(rows, row_numel, block_numel), on the pool when the whole holds at
+    least ROWS_PARALLEL_MIN_NUMEL entries. Each block's passes read and write numbers still in the cache instead
+    of making each pass over the whole array in memory; fn must make a block's numbers from its own rows only,
+    so that they are the same whichever thread runs it (tests/test_speed_devices.py)."""
+    blocks = row_blocks(rows, row_numel, block_numel)
+    update_pool.run(fn, blocks, size=lambda b: (b.stop - b.start) * row_numel, min_numel=ROWS_PARALLEL_MIN_NUMEL)

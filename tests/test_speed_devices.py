@@ -343,3 +343,137 @@ def test_no_op_calls_an_in_place_namespace_device():
     ops_dir = Path(mt.__file__).parent / "ops"
     calls = {p.name: re.findall(r"xp\.\w+_\(", p.read_text()) for p in ops_dir.glob("*.py")}
     assert {name: c for name, c in calls.items() if c} == {}
+
+
+# ----------------------------------------------------------------------------- row-blocked fused ops (issue 25)
+
+
+def _row_device_cases(rng, dtype):
+    """(name, function of Tensors, inputs) of the ops with a row-blocked speed device (pool.in_row_blocks)."""
+    F = mt.nn.functional
+    x = (rng.standard_normal((6, 7, 50)) * 3).astype(dtype)
+    t = rng.integers(0, 50, 42)
+    t[3] = 0  # an ignored row
+    w = rng.random(50).astype(dtype)
+    return [
+        ("softmax", lambda x: F.softmax(x, dim=-1), (x,)),
+        ("log_softmax", lambda x: F.log_softmax(x, dim=-1), (x,)),
+        ("cross_entropy", lambda x: F.cross_entropy(x.reshape(42, 50), mt.tensor(t), ignore_index=0), (x,)),
+        (
+            "cross_entropy_smoothed_weighted",
+            lambda x: F.cross_entropy(x.reshape(42, 50), mt.tensor(t), weight=mt.tensor(w), label_smoothing=0.1),
+            (x,),
+        ),
+        (
+            "cross_entropy_smoothed",
+            lambda x: F.cross_entropy(x.reshape(42, 50), mt.tensor(t), label_smoothing=0.1),
+            (x,),
+        ),
+        ("gelu", lambda x: F.gelu(x), (x,)),
+        ("gelu_tanh", lambda x: F.gelu(x, approximate="tanh"), (x,)),
+    ]
+
+
+def _run_case(fn, inputs, g_rng):
+    ts = [mt.tensor(a, requires_grad=True) for a in inputs]
+    y = fn(*ts)
+    y.backward(mt.tensor(g_rng.standard_normal(y.shape).astype(y.dtype)))
+    return [y.data.copy()] + [t.grad.data.copy() for t in ts]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_row_blocked_devices_are_bitwise_the_plain_formulas(monkeypatch, dtype, threads):
+    """softmax, log_softmax, cross_entropy (with and without weight and label smoothing) and GELU (exact and tanh,
+    float32) on their row-blocked speed devices -- blocks of 100 entries, a short last block, at one and two
+    threads on the pool -- give the plain formulas' outputs and gradients, bit for bit."""
+    from minitensor.ops import rowwise
+
+    monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
+    monkeypatch.setattr(pool, "ROWS_PARALLEL_MIN_NUMEL", 0)
+    monkeypatch.setattr(pool, "ROW_BLOCK_NUMEL", 100)
+    calls, row_blocks = [], pool.row_blocks
+    monkeypatch.setattr(pool, "row_blocks", lambda *a: calls.append(1) or row_blocks(*a))
+    for name, fn, inputs in _row_device_cases(np.random.default_rng(0), dtype):
+        monkeypatch.setattr(rowwise, "ROW_DEVICE_MIN_NUMEL", 10**9)  # off: the plain formulas
+        plain = _run_case(fn, inputs, np.random.default_rng(1))
+        assert not calls
+        monkeypatch.setattr(rowwise, "ROW_DEVICE_MIN_NUMEL", 0)
+        blocked = _run_case(fn, inputs, np.random.default_rng(1))
+        assert calls or ("gelu" in name and (dtype == np.float64 or threads == 1)), name  # GELU: see _gelu_in_blocks_ok
+        calls.clear()
+        for a, b in zip(plain, blocked):
+            assert a.dtype == b.dtype, name
+            np.testing.assert_array_equal(b, a, err_msg=name)
+
+
+def test_row_blocks_run_on_the_pool_at_two_threads(monkeypatch):
+    """At two threads a large enough row-blocked op spreads its blocks over the pool; at one it never does."""
+    from minitensor.ops import fused
+
+    x = np.random.default_rng(0).standard_normal((256, 4096)).astype(np.float32)
+    assert x.size >= pool.ROWS_PARALLEL_MIN_NUMEL
+    seen = set()
+    real_max = fused._max
+    monkeypatch.setattr(fused, "_max", lambda z, d: (seen.add(pool.update_pool.threaded), real_max(z, d))[1])
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = fused.log_softmax(x, -1)
+    assert True not in seen
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    two = fused.log_softmax(x, -1)
+    assert True in seen
+    np.testing.assert_array_equal(one, two)
+
+
+def _erf_fit_with_where(x):
+    """erf's float32 fit as it was first written (np.full_like, then Horner, then np.where): the reference."""
+    from minitensor.ops.elementwise import _ERFC_COEFFS
+
+    z = np.abs(x)
+    t = 1 / (1 + z * x.dtype.type(0.5))
+    poly = np.full_like(t, _ERFC_COEFFS[-1])
+    for c in reversed(_ERFC_COEFFS[:-1]):
+        poly = poly * t + x.dtype.type(c)
+    poly = np.exp(poly - z * z) * t
+    return np.where(x >= 0, 1 - poly, poly - 1)
+
+
+def test_erf_fit_and_sigmoid_pair_are_bitwise_their_plain_formulas():
+    """erf's float32 fit (in place, its select branch-free) gives the plain fit's bits; sigmoid_pair (the tanh
+    GELU's two halves from one exponential) gives stable_sigmoid(v) and stable_sigmoid(-v)."""
+    from minitensor.ops.elementwise import _erf_float32_fit, sigmoid_pair, stable_sigmoid
+
+    rng = np.random.default_rng(2)
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, -50.0, -800.0, 800.0]
+    x = np.concatenate([specials, rng.standard_normal(20000) * 4]).astype(np.float32)
+    with np.errstate(all="ignore"):
+        got, want = _erf_float32_fit(x), _erf_fit_with_where(x)
+        np.testing.assert_array_equal(got, want)
+        for dtype in (np.float16, np.float32, np.float64):
+            v = x.astype(dtype)
+            for got, want in zip(sigmoid_pair(v), (stable_sigmoid(v), stable_sigmoid(-v))):
+                assert got.dtype == want.dtype == dtype
+                np.testing.assert_array_equal(got, want)
+
+
+def test_branch_free_selections_are_bitwise_np_where():
+    """erf's fit ends with np.where(x >= 0, 1 - c, c - 1) and stable_sigmoid selects 1 or e^-|a| as numerator:
+    both are written without np.where (50x slower on a random sign pattern); the numbers are np.where's, signed
+    zeros, inf and NaN included (a NaN's sign bit aside)."""
+    from minitensor.ops.elementwise import _plus_minus, stable_sigmoid
+
+    rng = np.random.default_rng(0)
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, -50.0, -800.0, 800.0]
+    for dtype in (np.float16, np.float32, np.float64):
+        a = np.concatenate([specials, rng.standard_normal(5000) * 6]).astype(dtype)
+        with np.errstate(all="ignore"):
+            e = np.exp(-np.abs(a))
+            want = np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(dtype, copy=False)
+            got = stable_sigmoid(a)
+        c = np.concatenate([[1.0, 1.0, np.nan], rng.random(a.size - 3) * 2]).astype(dtype)
+        want_pm, got_pm = np.where(a >= 0, 1 - c, c - 1), _plus_minus(a, c.copy())
+        for w, g in ((want, got), (want_pm, got_pm)):
+            assert g.dtype == w.dtype
+            np.testing.assert_array_equal(g, w)
+            real = ~np.isnan(w)
+            np.testing.assert_array_equal(np.signbit(g[real]), np.signbit(w[real]))

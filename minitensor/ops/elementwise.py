@@ -15,6 +15,8 @@ import numpy as np
 
 from ..autograd import Function
 from ..devices import is_host
+from ..pool import in_row_blocks, num_threads
+from .rowwise import in_row_blocks_ok
 
 # ----------------------------------------------------------------------------- arithmetic
 
@@ -306,9 +308,22 @@ class Tanh(Function):
 
 
 def stable_sigmoid(a: np.ndarray) -> np.ndarray:
-    """1 / (1 + e^-a), split by sign so that e^x never overflows."""
+    """1 / (1 + e^-a), split by sign so that e^x never overflows: 1 / (1 + e) for a >= 0, e / (1 + e) below, with
+    e = e^-|a|. The numerator, 1 or e, is max(e, a >= 0) (e <= 1): the same bits as np.where, which is several
+    times slower on a random sign pattern (tests/test_speed_devices.py)."""
     e = np.exp(-np.abs(a))
-    return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+    numerator = np.maximum(e, a >= 0)
+    e += 1
+    return np.divide(numerator, e, out=numerator).astype(a.dtype, copy=False)
+
+
+def sigmoid_pair(v: np.ndarray) -> tuple:
+    """(stable_sigmoid(v), stable_sigmoid(-v)), the same bits, from one e = e^-|v| and one 1 + e: the tanh GELU's
+    two halves (a speed device: 10 passes instead of 16)."""
+    e = np.exp(-np.abs(v))
+    s, rest = np.maximum(e, v >= 0), np.maximum(e, v <= 0)  # v <= 0 is -v >= 0, NaN included
+    e += 1
+    return np.divide(s, e, out=s).astype(v.dtype, copy=False), np.divide(rest, e, out=rest).astype(v.dtype, copy=False)
 
 
 class Sigmoid(Function):
@@ -411,15 +426,26 @@ def _erf_float32_fit(x: np.ndarray) -> np.ndarray:
     t = z * x.dtype.type(0.5)
     t += 1
     np.reciprocal(t, out=t)
-    poly = np.full_like(t, _ERFC_COEFFS[-1])
-    for c in reversed(_ERFC_COEFFS[:-1]):
-        poly *= t
+    poly = t * x.dtype.type(_ERFC_COEFFS[-1])
+    for c in reversed(_ERFC_COEFFS[1:-1]):
         poly += x.dtype.type(c)
+        poly *= t
+    poly += x.dtype.type(_ERFC_COEFFS[0])
     z *= z
     np.subtract(poly, z, out=poly)
     np.exp(poly, out=poly)
     poly *= t  # erfc(|x|)
-    return np.where(x >= 0, 1 - poly, poly - 1)
+    return _plus_minus(x, poly)
+
+
+def _plus_minus(x, c):
+    """np.where(x >= 0, 1 - c, c - 1), bit for bit (signed zeros and NaN included), without np.where: over a
+    random sign pattern np.where is ~50x slower than a product (branch misses). With s = +-1 by the sign,
+    s - c * s is 1 - c, or -1 + c = c - 1 exactly (a product by +-1 is exact)."""
+    sign = (x >= 0) * x.dtype.type(2)
+    sign -= 1
+    c *= sign
+    return np.subtract(sign, c, out=c)
 
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -450,6 +476,8 @@ def _gelu_tanh_halves(xp, a):
     1 + t and 1 - t^2 computed from t = tanh u would round to 0 and lose the higher derivatives."""
     dt = a.dtype.type
     two_u = dt(2 * _SQRT_2_OVER_PI) * (a + dt(_GELU_TANH_C) * a * a * a)
+    if is_host(two_u):  # arrays: both from one exponential (sigmoid_pair, the same bits)
+        return sigmoid_pair(two_u)
     return xp.sigmoid(two_u), xp.sigmoid(-two_u)
 
 
@@ -471,24 +499,69 @@ class Gelu(Function):
     def forward(ctx, a, approximate="none"):
         ctx.save_for_backward(a)
         ctx.approximate = approximate
+        xp, blocked = ctx.xp, _gelu_in_blocks_ok(a)  # blocked: the speed device, the same numbers a block at a time
         if approximate == "tanh":
-            s, rest = _gelu_tanh_halves(ctx.xp, a)
+            s, rest = _in_blocks(xp, _gelu_tanh_halves, a, outputs=2) if blocked else _gelu_tanh_halves(xp, a)
             ctx.save(halves=(s, rest))
-            return a * s
-        cdf = _gelu_cdf(ctx.xp, a)
+            return _in_blocks(xp, _times, a, s) if blocked else a * s
+        cdf = _in_blocks(xp, _gelu_cdf, a) if blocked else _gelu_cdf(xp, a)
         ctx.save(cdf=cdf)
-        return a * cdf
+        return _in_blocks(xp, _times, a, cdf) if blocked else a * cdf
 
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
-        dt = a.dtype.type
+        xp, blocked = ctx.xp, not ctx.create_graph and _gelu_in_blocks_ok(a, g)
         if ctx.approximate == "tanh":
-            s, rest = ctx.intermediate(ctx.halves, _gelu_tanh_halves, a)
-            du = dt(_SQRT_2_OVER_PI) * (1 + dt(3 * _GELU_TANH_C) * a * a)
-            return (g * (s + 2 * a * s * rest * du),)
-        pdf = dt(_INV_SQRT_2PI) * ctx.xp.exp(dt(-0.5) * a * a)  # phi(a)
-        return (g * (ctx.intermediate(ctx.cdf, _gelu_cdf, a) + a * pdf),)
+            halves = ctx.intermediate(ctx.halves, _gelu_tanh_halves, a)
+            return (_in_blocks(xp, _gelu_tanh_grad, g, a, *halves) if blocked else _gelu_tanh_grad(xp, g, a, *halves),)
+        cdf = ctx.intermediate(ctx.cdf, _gelu_cdf, a)
+        return (_in_blocks(xp, _gelu_grad, g, a, cdf) if blocked else _gelu_grad(xp, g, a, cdf),)
+
+
+def _gelu_grad(xp, g, a, cdf):
+    """dx = g * (Phi(a) + a phi(a)), phi(a) = e^(-a^2/2) / sqrt(2 pi): the exact GELU's backward."""
+    dt = a.dtype.type
+    pdf = dt(_INV_SQRT_2PI) * xp.exp(dt(-0.5) * a * a)  # phi(a)
+    return g * (cdf + a * pdf)
+
+
+def _gelu_tanh_grad(xp, g, a, s, rest):
+    """dx = g * (s + 2 a s (1 - s) du/da), du/da = sqrt(2/pi) (1 + 3 * 0.044715 a^2): the tanh GELU's backward."""
+    dt = a.dtype.type
+    du = dt(_SQRT_2_OVER_PI) * (1 + dt(3 * _GELU_TANH_C) * a * a)
+    return g * (s + 2 * a * s * rest * du)
+
+
+def _times(xp, a, b):
+    return a * b
+
+
+def _gelu_in_blocks_ok(a, *others) -> bool:
+    """Whether GELU takes its speed device (_in_blocks): a large float32 host array, and more than one thread.
+    At one thread the blocks bought nothing (measured with benchmarks' allocator setting: the plain formula's
+    4 MiB temporaries already sit in the L3 cache, and the blocks add a copy into the outputs); their use is to
+    share the passes among the pool's threads. (float64's erf is math.erf element by element, holding the GIL:
+    threads would not help there.)"""
+    return a.dtype == np.float32 and num_threads() > 1 and in_row_blocks_ok(a, -1, *others)
+
+
+def _in_blocks(xp, formula, *arrays, outputs: int = 1):
+    """Speed device: formula(xp, *arrays), elementwise, evaluated one block of ROW_BLOCK_NUMEL entries at a time
+    (pool.in_row_blocks) into whole-size outputs: each of the formula's passes reads numbers still in the cache,
+    and at two threads the blocks share the pool. The same ufuncs on the same entries: bit for bit the formula's
+    numbers (tests/test_speed_devices.py)."""
+    flat = [a.reshape(-1) for a in arrays]
+    outs = [np.empty_like(flat[0]) for _ in range(outputs)]
+
+    def block(r):
+        results = formula(xp, *(a[r] for a in flat))
+        for out, result in zip(outs, results if outputs > 1 else (results,)):
+            out[r] = result
+
+    in_row_blocks(block, flat[0].size, 1)
+    outs = [out.reshape(arrays[0].shape) for out in outs]
+    return tuple(outs) if outputs > 1 else outs[0]
 
 
 # ----------------------------------------------------------------------------- dtype and memory

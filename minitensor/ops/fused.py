@@ -35,9 +35,9 @@ import numpy as np
 
 from ..autograd import Function, tangent_sum
 from ..devices import is_host
-from ..pool import update_pool
+from ..pool import in_row_blocks, update_pool
 from .reductions import in_opmath, opmath_dtype, to_dtype
-from .rowwise import is_last, last_max, last_sum, sum_
+from .rowwise import in_row_blocks_ok, is_last, last_max, last_sum, sum_
 
 
 def beside(like, arr):
@@ -95,8 +95,7 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         z = x.astype(opmath_dtype(x.dtype), copy=False)  # float16 in float32 (see the module docstring)
-        e = np.exp(z - _max(z, dim))  # an all -inf row gives NaN, as in PyTorch
-        e /= sum_(e, dim, keepdims=True)
+        e = softmax_in_blocks(z) if in_row_blocks_ok(z, dim) else softmax_formula(z, dim)
         e = e.astype(x.dtype, copy=False)
         ctx.save_for_backward(e)
         ctx.dim = dim
@@ -116,6 +115,33 @@ class Softmax(Function):
         return to_dtype(ctx.xp, softmax_jvp(ctx.xp, tx, y, ctx.dim), dtype)
 
 
+def softmax_formula(z, dim: int):
+    """e^{z - max} / sum e^{z - max} along dim, on arrays (an all -inf row gives NaN, as in PyTorch)."""
+    e = np.exp(z - _max(z, dim))
+    e /= sum_(e, dim, keepdims=True)
+    return e
+
+
+def softmax_in_blocks(z):
+    """softmax_formula(z, -1), a block of rows at a time (pool.in_row_blocks), in place in the output: the same
+    ufuncs on the same rows, so bitwise the formula's numbers (tests/test_speed_devices.py)."""
+    out = np.empty_like(z)
+    z2, o2 = _as_rows(z, out)
+
+    def block(r):
+        e = np.subtract(z2[r], _max(z2[r], -1), out=o2[r])
+        np.exp(e, out=e)
+        e /= sum_(e, -1, keepdims=True)
+
+    in_row_blocks(block, *z2.shape)
+    return out
+
+
+def _as_rows(*arrays):
+    """Each array (None passes) as (rows, last dim): a view of a C-contiguous array."""
+    return tuple(None if a is None else a.reshape(-1, a.shape[-1]) for a in arrays)
+
+
 class LogSoftmax(Function):
     """y = x - max - log sum e^{x - max};  dx = g - e^y * sum(g);  ẏ = ẋ - sum(e^y * ẋ)  (e^y = softmax(x))"""
 
@@ -130,7 +156,10 @@ class LogSoftmax(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
         dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
-        dx = g - ctx.xp.exp(y) * ctx.xp.sum(g, axis=ctx.dim, keepdims=True)
+        if not ctx.create_graph and in_row_blocks_ok(y, ctx.dim, g):
+            dx = log_softmax_grad_in_blocks(g, y)  # the speed device of the formula below
+        else:
+            dx = log_softmax_grad(ctx.xp, g, y, ctx.dim)
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
     @staticmethod
@@ -138,6 +167,26 @@ class LogSoftmax(Function):
         (y,) = ctx.saved_arrays
         dtype, y, tx = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, tx)
         return to_dtype(ctx.xp, tx - ctx.xp.sum(ctx.xp.exp(y) * tx, axis=ctx.dim, keepdims=True), dtype)
+
+
+def log_softmax_grad(xp, g, y, dim: int):
+    """dx = g - e^y * sum(g) along dim: the gradient of x for the gradient g of y = log_softmax(x)."""
+    return g - xp.exp(y) * xp.sum(g, axis=dim, keepdims=True)
+
+
+def log_softmax_grad_in_blocks(g, y):
+    """log_softmax_grad over the last axis, on host arrays, a block of rows at a time (pool.in_row_blocks): the
+    same ufuncs on the same rows, so bitwise the formula's numbers (tests/test_speed_devices.py)."""
+    dx = np.empty_like(y)
+    g2, y2, d2 = _as_rows(g, y, dx)
+
+    def block(r):
+        e = np.exp(y2[r])
+        e *= sum_(g2[r], -1, keepdims=True)
+        np.subtract(g2[r], e, out=d2[r])
+
+    in_row_blocks(block, *y2.shape)
+    return dx
 
 
 def softmax_grad(xp, g, y, dim: int = -1):
@@ -168,8 +217,28 @@ def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward);
     float16 in float32, rounded once."""
     z = x.astype(opmath_dtype(x.dtype), copy=False)
+    out = log_softmax_in_blocks(z) if in_row_blocks_ok(z, dim) else log_softmax_formula(z, dim)
+    return out.astype(x.dtype, copy=False)
+
+
+def log_softmax_formula(z, dim: int):
+    """shifted - log sum e^shifted along dim, shifted = z - max (on arrays)."""
     shifted = z - _max(z, dim)
-    return (shifted - np.log(sum_(np.exp(shifted), dim, keepdims=True))).astype(x.dtype, copy=False)
+    return shifted - np.log(sum_(np.exp(shifted), dim, keepdims=True))
+
+
+def log_softmax_in_blocks(z):
+    """log_softmax_formula(z, -1), a block of rows at a time (pool.in_row_blocks), in place in the output: the
+    same ufuncs on the same rows, so bitwise the formula's numbers (tests/test_speed_devices.py)."""
+    out = np.empty_like(z)
+    z2, o2 = _as_rows(z, out)
+
+    def block(r):
+        shifted = np.subtract(z2[r], _max(z2[r], -1), out=o2[r])
+        shifted -= np.log(sum_(np.exp(shifted), -1, keepdims=True))
+
+    in_row_blocks(block, *z2.shape)
+    return out
 
 
 # ----------------------------------------------------------------------------- layer norm

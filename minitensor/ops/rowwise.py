@@ -31,6 +31,9 @@ run the two on the same rows.
 
 Both are CPU devices (NumPy's row loop is what they work around): on a device array (CuPy, the fake device) they
 step aside for the plain formulas, np.max and reductions.total (`devices.is_host`).
+
+`in_row_blocks_ok` says when a row-wise fused op (softmax, log_softmax, cross_entropy, gelu) takes its blocked
+speed device (pool.in_row_blocks) instead of its plain formula: a large, contiguous float array on the host.
 """
 
 from __future__ import annotations
@@ -85,6 +88,25 @@ def sum_(a, axis=None, keepdims=False):
 def mean_(a, axis=None, keepdims=False):
     """reductions.mean; over the last axis by last_mean."""
     return last_mean(a, keepdims) if is_last(axis, np.ndim(a)) else reductions.mean(a, axis=axis, keepdims=keepdims)
+
+
+# Below 1M entries the plain formula: measured on the op table (benchmarks/ops.py), blocks bought nothing for a
+# softmax or layer norm of 2^18 entries (4 MiB with its temporaries: the L2 and L3 already hold it)
+ROW_DEVICE_MIN_NUMEL = 1 << 20
+
+
+def in_row_blocks_ok(a, dim=-1, *others) -> bool:
+    """Whether a (and each of `others`, of a's shape) may take a row-blocked speed device along `dim`: host
+    arrays (issue 24: on a GPU the plain formula), float32 or float64, C-contiguous (so that a block of rows is a
+    plain slice), at least ROW_DEVICE_MIN_NUMEL entries, `dim` the last axis."""
+    return (
+        is_host(a)
+        and a.dtype in (np.float32, np.float64)
+        and a.size >= ROW_DEVICE_MIN_NUMEL
+        and is_last(dim, a.ndim)
+        and all(is_host(o) and o.shape == a.shape and o.dtype == a.dtype for o in others)
+        and all(t.flags.c_contiguous for t in (a, *others))
+    )
 
 
 def is_last(axis, ndim: int) -> bool:
