@@ -69,7 +69,7 @@ def greedy_decode(
             src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, D)
         B = memory.shape[0]
-        cache = model.init_cache() if use_cache else None
+        cache = model.init_cache(max_len) if use_cache else None  # max_len positions at most
         ys = np.full((B, 1), bos_id, dtype=np.int64)  # decoder input so far
         out = np.full((B, max_len), pad_id, dtype=np.int64)
         finished = np.zeros(B, dtype=bool)
@@ -148,7 +148,7 @@ def beam_search(
         scores = np.full((B, K), -np.inf)  # cumulative log P, float64
         scores[:, 0] = 0.0  # one live beam at the start
         finished: list[list[tuple[np.ndarray, float]]] = [[] for _ in range(B)]
-        cache = model.init_cache() if use_cache else None
+        cache = model.init_cache(max_len) if use_cache else None  # max_len positions at most
 
         for t in range(max_len):
             n = len(alive)

@@ -462,27 +462,64 @@ class AttentionCache:
 
     static=False (self-attention): each call appends the new positions' keys/values.
     static=True (cross-attention): the memory's keys/values, set on the first call, reused after.
+
+    Storage, not algorithm: under no_grad (decoding) the self-attention keys/values are written into a buffer
+    preallocated to `capacity` positions (grown by doubling when a longer prefix comes), and `k`, `v` are views
+    of its first t positions, the very numbers a concatenation would hold. One write per step then replaces a
+    concatenation that copies the whole prefix each step (O(t) per step, O(L^2) per sentence). With grad mode on
+    the append is the differentiable `mt.cat`.
     """
 
-    def __init__(self, static: bool):
+    def __init__(self, static: bool, capacity: int = 0):
         self.static = static
+        self.capacity = capacity  # positions to preallocate (0: just what the first update needs)
         self.k = None
         self.v = None
+        self.length = 0  # positions held
+        self.k_buffer = None  # (B, H, capacity, Dh), under no_grad; k is self.k_buffer[:, :, :length]
+        self.v_buffer = None
 
     def update(self, k, v):
         """Store (append, unless static) k, v (B, H, t_new, Dh); return all keys/values so far."""
         if self.k is not None and not self.static:
-            k = mt.cat([self.k, k], dim=2)  # (B, H, t + t_new, Dh)
-            v = mt.cat([self.v, v], dim=2)
-        self.k, self.v = k, v
+            if mt.is_grad_enabled():
+                k = mt.cat([self.k, k], dim=2)  # (B, H, t + t_new, Dh)
+                v = mt.cat([self.v, v], dim=2)
+            else:
+                k, v = self._write(k, v)
+        elif not self.static and not mt.is_grad_enabled() and self.capacity > k.shape[2]:
+            k, v = self._write(k, v)  # the first positions, into a buffer for the ones to come
+        self.k, self.v, self.length = k, v, k.shape[2]
         return k, v
+
+    def _write(self, k, v):
+        """Append k, v (B, H, t_new, Dh) in the preallocated buffers: the keys/values so far, as views."""
+        start, stop = self.length, self.length + k.shape[2]
+        if self.k_buffer is None or self.k_buffer.shape[0] != k.shape[0] or stop > self.k_buffer.shape[2]:
+            size = max(stop, self.capacity, 2 * start)
+            shape = (k.shape[0], k.shape[1], size, k.shape[3])
+            k_buffer, v_buffer = k.new_zeros(shape), v.new_zeros(shape)  # (B, H, size, Dh)
+            if start:
+                k_buffer[:, :, :start] = self.k
+                v_buffer[:, :, :start] = self.v
+            self.k_buffer, self.v_buffer = k_buffer, v_buffer
+        self.k_buffer[:, :, start:stop] = k
+        self.v_buffer[:, :, start:stop] = v
+        return self.k_buffer[:, :, :stop], self.v_buffer[:, :, :stop]  # (B, H, t + t_new, Dh), views
 
     def index_select(self, index: np.ndarray) -> None:
         """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
         if self.k is not None:
             index = mt.as_tensor(index)
-            self.k = self.k.detach().index_select(0, index)
-            self.v = self.v.detach().index_select(0, index)
+            k, v = self.k.detach().index_select(0, index), self.v.detach().index_select(0, index)
+            if self.k_buffer is not None and not mt.is_grad_enabled():
+                # the selected rows go back into the buffers' first len(index) rows, whose free positions stay
+                n, t = len(index), self.length
+                self.k_buffer, self.v_buffer = self.k_buffer[:n], self.v_buffer[:n]
+                self.k_buffer[:, :, :t] = k
+                self.v_buffer[:, :, :t] = v
+                k, v = self.k_buffer[:, :, :t], self.v_buffer[:, :, :t]
+            self.k, self.v = k, v
 
 
 class KVCache:
@@ -490,14 +527,15 @@ class KVCache:
     of the target positions fed so far and the cross-attention keys/values of the memory, plus
     `offset`, the number of target positions fed so far (the positional encoding's offset).
 
-    Use (decode.py): cache = model.init_cache(); then model.decode(newest_tokens, memory, src_mask,
-    cache=cache) per step. The result equals full recomputation up to round-off.
+    Use (decode.py): cache = model.init_cache(max_len); then model.decode(newest_tokens, memory, src_mask,
+    cache=cache) per step. The result equals full recomputation up to round-off. capacity: the positions
+    to preallocate for the self-attention keys/values under no_grad (AttentionCache); more still fit.
     """
 
-    def __init__(self, num_layers: int):
+    def __init__(self, num_layers: int, capacity: int = 0):
         self.offset = 0
         self.layers = [
-            {"self_attn": AttentionCache(static=False), "cross_attn": AttentionCache(static=True)}
+            {"self_attn": AttentionCache(static=False, capacity=capacity), "cross_attn": AttentionCache(static=True)}
             for _ in range(num_layers)
         ]
 
@@ -632,9 +670,10 @@ class Transformer(nn.Module):
             "decoder_cross": [layer.cross_attn.attn_weights for layer in self.decoder.layers],
         }
 
-    def init_cache(self) -> KVCache:
-        """An empty KVCache for incremental decoding with this model's decoder."""
-        return KVCache(len(self.decoder.layers))
+    def init_cache(self, capacity: int = 0) -> KVCache:
+        """An empty KVCache for incremental decoding with this model's decoder; capacity: the target positions
+        to preallocate (decode.py passes the most it will feed), 0 to size it by the first step."""
+        return KVCache(len(self.decoder.layers), capacity)
 
     # -- the three entry points ----------------------------------------------------------------
     def encode(self, src, src_mask=None):
