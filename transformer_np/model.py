@@ -190,10 +190,16 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x):
         B, T, _ = x.shape
+        if T == 1:
+            # Speed device of a cached decoding step: with one position the transpose moves no number, so one
+            # reshape gives the same tensor in one op instead of two (tests/test_decode.py checks them equal)
+            return x.reshape(B, self.num_heads, 1, self.d_head)  # (B, H, 1, Dh)
         return x.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
 
     def merge_heads(self, x):
         B, _, T, _ = x.shape
+        if T == 1:  # one position: a reshape, as in split_heads
+            return x.reshape(B, 1, self.d_model)  # (B, 1, D)
         return x.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
 
     def forward(self, query, key, value, mask=None, cache=None):
@@ -476,19 +482,18 @@ class AttentionCache:
         self.k = None
         self.v = None
         self.length = 0  # positions held
-        self.k_buffer = None  # (B, H, capacity, Dh), under no_grad; k is self.k_buffer[:, :, :length]
+        self.k_buffer = None  # (B, H, capacity, Dh), under no_grad; when set, k is self.k_buffer[:, :, :length]
         self.v_buffer = None
 
     def update(self, k, v):
         """Store (append, unless static) k, v (B, H, t_new, Dh); return all keys/values so far."""
-        if self.k is not None and not self.static:
-            if mt.is_grad_enabled():
+        if self.static or mt.is_grad_enabled() or (self.k is None and self.capacity <= k.shape[2]):
+            if self.k is not None and not self.static:
                 k = mt.cat([self.k, k], dim=2)  # (B, H, t + t_new, Dh)
                 v = mt.cat([self.v, v], dim=2)
-            else:
-                k, v = self._write(k, v)
-        elif not self.static and not mt.is_grad_enabled() and self.capacity > k.shape[2]:
-            k, v = self._write(k, v)  # the first positions, into a buffer for the ones to come
+            self.k_buffer = self.v_buffer = None  # k, v are no views of them now
+        else:
+            k, v = self._write(k, v)  # under no_grad, into the buffers (the first positions too)
         self.k, self.v, self.length = k, v, k.shape[2]
         return k, v
 
@@ -519,6 +524,8 @@ class AttentionCache:
                 self.k_buffer[:, :, :t] = k
                 self.v_buffer[:, :, :t] = v
                 k, v = self.k_buffer[:, :, :t], self.v_buffer[:, :, :t]
+            else:
+                self.k_buffer = self.v_buffer = None  # k, v are no views of them now
             self.k, self.v = k, v
 
 
