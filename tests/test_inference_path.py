@@ -4,7 +4,7 @@ Under no_grad, with no forward-mode level open and no profile installed, apply s
 recorded node needs. Every case of the op table (tests/op_cases.py) must give bitwise the same outputs through
 both paths (installing any OpCalls sends ops down the full one), with the same version-counter sharing for views;
 the path must not be taken where something is recorded or a tangent flows; anomaly mode and saved-tensor hooks
-must behave as before. Also ieee_quiet's marker, which lets an op inside a quiet block skip NumPy's errstate.
+must behave as before. Also ieee_quiet_block's marker, which lets an op inside the block skip NumPy's errstate.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ import pytest
 
 import minitensor as mt
 import minitensor.autograd.forward_ad as fwAD
-from minitensor.autograd import OpCalls, ieee_quiet, set_op_calls
+from minitensor.autograd import OpCalls, set_op_calls
 from minitensor.autograd import function as function_module
+from minitensor.autograd.function import ieee_quiet_block
 from minitensor.autograd.graph import saved_tensors_hooks
 from tests.op_cases import CASES, MT, as_list, make_inputs
 
@@ -132,7 +133,7 @@ def test_ops_in_a_quiet_block_are_quiet_and_the_marker_ends_with_it():
         warnings.simplefilter("error")  # a NumPy RuntimeWarning would fail the test
         with mt.no_grad():
             assert np.isinf((1.0 / x).numpy()[0])  # outside a block: the op's own errstate
-            with ieee_quiet():
+            with ieee_quiet_block():
                 assert function_module._QUIET.get()
                 assert np.isinf((1.0 / x).numpy()[0]) and np.isnan(x.log().mul(0.0).numpy()[0])
     assert not function_module._QUIET.get()

@@ -18,19 +18,19 @@ import contextlib
 import numpy as np
 
 import minitensor as mt
-from minitensor.autograd import ieee_quiet
+from minitensor.autograd.function import ieee_quiet_block
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_np.masks import causal_mask, padding_mask
 
 
 @contextlib.contextmanager
 def _inference(model):
-    """model.eval(), mt.no_grad() and ieee_quiet() for the block, then the model's training flag as it was.
+    """model.eval(), mt.no_grad() and ieee_quiet_block() for the block, then the model's training flag as it was.
     (Every op is quiet anyway; one block around the whole decode spares each op entering NumPy's errstate.)"""
     was_training = model.training
     model.eval()
     try:
-        with mt.no_grad(), ieee_quiet():
+        with mt.no_grad(), ieee_quiet_block():
             yield
     finally:
         model.train(was_training)

@@ -48,22 +48,26 @@ from .saved import HOOK_STACKS, pack_node, unpack_node
 from .tangents import dual_state as _dual  # and `_dual.level`: whether forward mode is on (tangents.py)
 from .tangents import propagate, set_tangent
 
-# True inside an ieee_quiet() block: a context variable, as NumPy's own error state is (it follows threads,
+
+def ieee_quiet():
+    """NumPy's floating-point warnings off: ops return IEEE values (inf, NaN) silently, as PyTorch does."""
+    return np.errstate(all="ignore")
+
+
+# True inside an ieee_quiet_block(): a context variable, as NumPy's own error state is (it follows threads,
 # generators and tasks the same way), so an op that finds it set need not enter NumPy's errstate again
 _QUIET = contextvars.ContextVar("minitensor_ieee_quiet", default=False)
 
 
-class ieee_quiet:
-    """NumPy's floating-point warnings off: ops return IEEE values (inf, NaN) silently, as PyTorch does.
-
-    A block marks itself (_QUIET), so that the ops run inside it (the backward walk, decoding) skip entering
-    NumPy's errstate, a third of an untracked op's cost on small arrays (_apply_untracked). Deviation, flagged:
-    code that sets np.errstate(...) inside such a block (a hook) then sees it applied to the ops it calls."""
+class ieee_quiet_block:
+    """ieee_quiet() around many ops (decoding runs in one): the block also marks itself (_QUIET), so that the untracked
+    ops inside it skip entering NumPy's errstate, a third of such an op's cost on small arrays (_apply_untracked).
+    Deviation, flagged: code that sets np.errstate(...) inside the block sees it applied to the ops it calls."""
 
     __slots__ = ("errstate", "token")
 
     def __enter__(self):
-        self.errstate = np.errstate(all="ignore")
+        self.errstate = ieee_quiet()
         self.errstate.__enter__()
         self.token = _QUIET.set(True)
         return self
@@ -433,7 +437,7 @@ def _apply_untracked(fn, tensors: tuple, kwargs: dict):
     view keeps its input's version counter. tests/test_inference_path.py checks every primitive equal through
     both paths."""
     arrays = _arrays_of(fn, tensors)
-    if _QUIET.get():  # inside an ieee_quiet() block already (decoding runs in one)
+    if _QUIET.get():  # inside an ieee_quiet_block() already (decoding runs in one)
         out = fn.forward(InferenceContext(), *arrays, **kwargs)
     else:
         with ieee_quiet():
