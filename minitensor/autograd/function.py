@@ -6,7 +6,9 @@ Every primitive is a `Function` subclass (see the ops/ package) with two static 
     backward(ctx, g) -> tuple of gradients (or None)  # one per input, the shape of the *output's* broadcast
 
 `Function.apply(*tensors, **kwargs)` runs forward on the tensors' arrays and, when grad mode is on
-and some input requires grad, records a `Node` (the output's `grad_fn`). The walk (engine.py) runs
+and some input requires grad, records a `Node` (the output's `grad_fn`). Under no_grad, with no forward-mode
+level open and no profile installed, nothing can be recorded, and apply takes its inference path
+(`_apply_untracked`): the forward and the result, nothing else. The walk (engine.py) runs
 each node's backward, and the node sums a gradient back to its input's shape in one place
 (`unbroadcast`, called by `Node._per_input`). How the engine calls a forward or a backward is
 `OpCalls`, the profiler's attachment point (`set_op_calls`).
