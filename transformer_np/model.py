@@ -469,11 +469,13 @@ class AttentionCache:
     static=False (self-attention): each call appends the new positions' keys/values.
     static=True (cross-attention): the memory's keys/values, set on the first call, reused after.
 
-    Storage, not algorithm: under no_grad (decoding) the self-attention keys/values are written into a buffer
-    preallocated to `capacity` positions (grown by doubling when a longer prefix comes), and `k`, `v` are views
-    of its first t positions, the very numbers a concatenation would hold. One write per step then replaces a
-    concatenation that copies the whole prefix each step (O(t) per step, O(L^2) per sentence). With grad mode on
-    the append is the differentiable `mt.cat`.
+    Storage, not algorithm: under no_grad (decoding) the self-attention keys/values are written into arrays
+    preallocated to `capacity` positions (grown by doubling when a longer prefix comes), and `k`, `v` are Tensors
+    around views of their first t positions: the very numbers a concatenation would hold. One write per step
+    replaces a concatenation that copies the whole prefix each step (O(t) per step, O(L^2) per sentence). The
+    buffers are plain arrays, written outside the graph as an optimizer writes .data: nothing records under
+    no_grad, and with grad mode on the append is the differentiable `mt.cat` (the buffers then dropped). So the
+    k, v of an earlier step are views too, which a later reorder rewrites: read them in their own step.
     """
 
     def __init__(self, static: bool, capacity: int = 0):
@@ -482,7 +484,7 @@ class AttentionCache:
         self.k = None
         self.v = None
         self.length = 0  # positions held
-        self.k_buffer = None  # (B, H, capacity, Dh), under no_grad; when set, k is self.k_buffer[:, :, :length]
+        self.k_buffer = None  # (B, H, capacity, Dh) array under no_grad; when set, k wraps k_buffer[:, :, :length]
         self.v_buffer = None
 
     def update(self, k, v):
@@ -498,35 +500,37 @@ class AttentionCache:
         return k, v
 
     def _write(self, k, v):
-        """Append k, v (B, H, t_new, Dh) in the preallocated buffers: the keys/values so far, as views."""
+        """Append k, v (B, H, t_new, Dh) in the preallocated buffers: the keys/values so far, around views."""
         start, stop = self.length, self.length + k.shape[2]
         if self.k_buffer is None or self.k_buffer.shape[0] != k.shape[0] or stop > self.k_buffer.shape[2]:
             size = max(stop, self.capacity, 2 * start)
             shape = (k.shape[0], k.shape[1], size, k.shape[3])
-            k_buffer, v_buffer = k.new_zeros(shape), v.new_zeros(shape)  # (B, H, size, Dh)
+            # zeros_like: the array's own module (a device array stays one), shape (B, H, size, Dh)
+            k_buffer, v_buffer = np.zeros_like(k.data, shape=shape), np.zeros_like(v.data, shape=shape)
             if start:
-                k_buffer[:, :, :start] = self.k
-                v_buffer[:, :, :start] = self.v
+                k_buffer[:, :, :start] = self.k.data
+                v_buffer[:, :, :start] = self.v.data
             self.k_buffer, self.v_buffer = k_buffer, v_buffer
-        self.k_buffer[:, :, start:stop] = k
-        self.v_buffer[:, :, start:stop] = v
-        return self.k_buffer[:, :, :stop], self.v_buffer[:, :, :stop]  # (B, H, t + t_new, Dh), views
+        self.k_buffer[:, :, start:stop] = k.data
+        self.v_buffer[:, :, start:stop] = v.data
+        return k.wrap(self.k_buffer[:, :, :stop]), v.wrap(self.v_buffer[:, :, :stop])  # (B, H, t + t_new, Dh)
 
     def index_select(self, index: np.ndarray) -> None:
         """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
-        if self.k is not None:
-            index = mt.as_tensor(index)
-            k, v = self.k.detach().index_select(0, index), self.v.detach().index_select(0, index)
-            if self.k_buffer is not None and not mt.is_grad_enabled():
-                # the selected rows go back into the buffers' first len(index) rows, whose free positions stay
-                n, t = len(index), self.length
-                self.k_buffer, self.v_buffer = self.k_buffer[:n], self.v_buffer[:n]
-                self.k_buffer[:, :, :t] = k
-                self.v_buffer[:, :, :t] = v
-                k, v = self.k_buffer[:, :, :t], self.v_buffer[:, :, :t]
-            else:
-                self.k_buffer = self.v_buffer = None  # k, v are no views of them now
-            self.k, self.v = k, v
+        if self.k is None:
+            return
+        if self.k_buffer is not None and not mt.is_grad_enabled():
+            # the selected rows (gathered first: a copy) into the buffers' first len(index) rows
+            n, t = len(index), self.length
+            self.k_buffer[:n, :, :t] = self.k_buffer[index, :, :t]
+            self.v_buffer[:n, :, :t] = self.v_buffer[index, :, :t]
+            self.k_buffer, self.v_buffer = self.k_buffer[:n], self.v_buffer[:n]
+            self.k, self.v = self.k.wrap(self.k_buffer[:, :, :t]), self.v.wrap(self.v_buffer[:, :, :t])
+            return
+        index = mt.as_tensor(index)
+        self.k = self.k.detach().index_select(0, index)
+        self.v = self.v.detach().index_select(0, index)
+        self.k_buffer = self.v_buffer = None  # k, v are no views of them now
 
 
 class KVCache:
