@@ -239,23 +239,30 @@ def test_preallocated_cache_equals_concatenation():
     rng = np.random.default_rng(0)
     src = _src(rng)
     tgt = np.concatenate([np.full((4, 1), BOS_ID), rng.integers(3, V, size=(4, 6))], axis=1)
+    tgt = np.concatenate([tgt, tgt[[0, 1]]])  # rows 4, 5 fed from step 6 on, after the reorder to 6 rows
     memory = model.encode(src).detach()
     caches = {"buffer": model.init_cache(3), "cat": model.init_cache()}
     for t in range(tgt.shape[1]):
         logits = {}
         for how, cache in caches.items():
             with mt.set_grad_enabled(how == "cat"):
-                logits[how] = model.decode(tgt[:, t : t + 1], memory, cache=cache).detach().numpy()
+                step = tgt[: memory.shape[0], t : t + 1]  # 4 rows, 6 after the last reorder
+                logits[how] = model.decode(step, memory, cache=cache).detach().numpy()
             if t == 3:
                 cache.reorder(np.array([1, 1, 0, 3]), static=True)  # grad mode on here: the buffers are dropped
             if t == 4:
                 with mt.no_grad():
                     cache.reorder(np.array([3, 2, 1, 0]), static=True)  # under no_grad: rows back into the buffers
+            if t == 5:
+                with mt.no_grad():
+                    cache.reorder(np.array([0, 1, 2, 3, 3, 0]), static=True)  # a larger batch: new buffers
         np.testing.assert_array_equal(logits["buffer"], logits["cat"])
         if t == 3:
             memory = mt.from_numpy(memory.numpy()[[1, 1, 0, 3]])
         if t == 4:
             memory = mt.from_numpy(memory.numpy()[[3, 2, 1, 0]])
+        if t == 5:
+            memory = mt.from_numpy(memory.numpy()[[0, 1, 2, 3, 3, 0]])
     layer = caches["buffer"].layers[0]["self_attn"]
     assert layer.k_buffer is not None and layer.k_buffer.shape[2] >= tgt.shape[1]
     assert caches["cat"].layers[0]["self_attn"].k_buffer is None

@@ -519,7 +519,7 @@ class AttentionCache:
         """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
         if self.k is None:
             return
-        if self.k_buffer is not None and not mt.is_grad_enabled():
+        if self.k_buffer is not None and not mt.is_grad_enabled() and len(index) <= self.k_buffer.shape[0]:
             # the selected rows (gathered first: a copy) into the buffers' first len(index) rows
             n, t = len(index), self.length
             self.k_buffer[:n, :, :t] = self.k_buffer[index, :, :t]
