@@ -17,7 +17,7 @@ import json
 import math
 import os
 
-from benchmarks import attention, profiling
+from benchmarks import attention, perop, profiling
 from benchmarks.env import facts_line
 from benchmarks.plots import plot_ops, plot_ratios, plot_scaling
 from benchmarks.workloads import MEASUREMENT_LABELS
@@ -454,6 +454,8 @@ def section_markdown(section: dict, method: str, settle_s: float) -> list[str]:
             ops_markdown(section["ops"]),
             "",
         ]
+    if section.get("perop"):
+        md += ["### The engine's cost per op", "", perop.markdown(section["perop"]), ""]
     lost = losses_markdown(section)
     if lost:
         md += ["### Where the NumPy engine loses", "", lost, ""]

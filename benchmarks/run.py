@@ -6,7 +6,8 @@ reference rate, every config (benchmarks/measure.py: forward, forward+backward, 
 decoding, alternating processes A B A B), the Hessian-vector products and jacfwd/jacrev,
 peak memory (benchmarks/memory.py),
 attention's memory and time (benchmarks/attention.py), the scaling series, the op microbenchmarks
-(benchmarks/ops.py) and the targets (benchmarks/targets.py); then it writes the report (benchmarks/report.py).
+(benchmarks/ops.py), the engine's cost per op
+(benchmarks/perop.py) and the targets (benchmarks/targets.py); then it writes the report (benchmarks/report.py).
 The flags and their defaults are in benchmarks/cli.py. `--in-process` times both sides in one process instead:
 kept to show the difference, labelled as such, never the headline.
 """
@@ -18,7 +19,7 @@ import os
 import sys
 import time
 
-from benchmarks import gpu, ranks, report
+from benchmarks import gpu, perop, ranks, report
 from benchmarks.attention import bench_attention
 from benchmarks.cli import build_parser, resolve_settings
 from benchmarks.measure import bench_config, bench_hvp, bench_jacobians, bench_memory, bench_scaling, gemm_rate
@@ -106,6 +107,10 @@ def run_threads(threads: int, settings: dict, log) -> dict:
                 settings["ops_target_ms"],
                 settings["settle_s"],
             )
+        if "perop" not in settings["skip"]:
+            log("the engine's cost per op (benchmarks/perop.py: a child process per framework)")
+            rounds, calls = (2, 10) if settings["quick"] else (5, 30)
+            section["perop"] = perop.measure(threads, rounds, calls=calls)
     except BaseException:  # Ctrl-C or a failure: stop the workers now, not after their current request
         close_workers(timed, both, kill=True)
         raise

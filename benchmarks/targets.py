@@ -8,6 +8,8 @@ not run is listed as not measured, with why.
 from __future__ import annotations
 
 from benchmarks.cli import FULL_CONFIGS
+from benchmarks.perop import LABELS as PEROP_LABELS
+from benchmarks.perop import TARGET_US as PEROP_TARGET_US
 
 
 def target(desc, value, limit, ok_when_le=True, why=""):
@@ -82,4 +84,14 @@ def evaluate_targets(section: dict) -> list[dict]:
             why="copy-reverse decoding not run",
         )
     )
+    perop = section.get("perop", {}).get("frameworks", {}).get("minitensor", {})
+    for mode in ("recorded", "fwd_bwd"):  # issue 25: the engine's own cost per recorded op (benchmarks/perop.py)
+        t.append(
+            target(
+                f"the engine's cost per op, {PEROP_LABELS[mode]}, us <= {PEROP_TARGET_US:g}",
+                perop.get(mode, {}).get("median_us"),
+                PEROP_TARGET_US,
+                why="perop not run",
+            )
+        )
     return t

@@ -316,7 +316,9 @@ def test_json_is_well_formed(tiny_run):
             "attention (model's)",
         }
         assert all(r["size"] == "small" and r["ratio_fb"] > 0 and r["fwd_ok"] for r in section["ops"])
-        assert len(section["targets"]) == 14
+        assert len(section["targets"]) == 16
+        perop = section["perop"]["frameworks"]  # benchmarks/perop.py: the engine's cost per op, torch beside it
+        assert all(perop[f][mode]["median_us"] > 0 for f in ("minitensor", "torch") for mode in ("recorded", "fwd_bwd"))
         hvp = section["hvp"]["tiny"]
         assert hvp["parity"]["ok"], f"H v of the two sides differ: {hvp['parity']}"
         assert hvp["parity"]["relu_branches"]["seen"] > 0  # the ReLU inputs were compared (and any flip aligned)

@@ -215,3 +215,54 @@ def test_decode_argument_errors(rng):
         beam_search(model, src, beam_size=2.0, max_len=5)
     with pytest.raises(TypeError, match="integer"):
         greedy_decode(model, src.astype(np.float64), max_len=5)
+
+
+def test_one_position_heads_are_the_plain_split():
+    """MultiHeadAttention's one-position split/merge (a decoding step's reshape): the plain reshape + transpose."""
+    attn = _model().decoder.layers[0].self_attn
+    B, H, Dh = 3, attn.num_heads, attn.d_head
+    x = mt.randn(B, 1, H * Dh)
+    plain = x.reshape(B, 1, H, Dh).transpose(1, 2)  # (B, H, 1, Dh)
+    heads = attn.split_heads(x)
+    assert heads.shape == plain.shape
+    np.testing.assert_array_equal(heads.numpy(), plain.numpy())
+    merged = attn.merge_heads(heads)
+    np.testing.assert_array_equal(merged.numpy(), plain.transpose(1, 2).reshape(B, 1, H * Dh).numpy())
+    np.testing.assert_array_equal(merged.numpy(), x.numpy())
+
+
+def test_preallocated_cache_equals_concatenation():
+    """The self-attention buffers under no_grad (AttentionCache._write) hold what mt.cat builds with grad mode on:
+    the same logits bitwise, step by step, growing past the capacity given and after a beam reorder."""
+    model = _model()
+    model.eval()
+    rng = np.random.default_rng(0)
+    src = _src(rng)
+    tgt = np.concatenate([np.full((4, 1), BOS_ID), rng.integers(3, V, size=(4, 6))], axis=1)
+    tgt = np.concatenate([tgt, tgt[[0, 1]]])  # rows 4, 5 fed from step 6 on, after the reorder to 6 rows
+    memory = model.encode(src).detach()
+    caches = {"buffer": model.init_cache(3), "cat": model.init_cache()}
+    for t in range(tgt.shape[1]):
+        logits = {}
+        for how, cache in caches.items():
+            with mt.set_grad_enabled(how == "cat"):
+                step = tgt[: memory.shape[0], t : t + 1]  # 4 rows, 6 after the last reorder
+                logits[how] = model.decode(step, memory, cache=cache).detach().numpy()
+            if t == 3:
+                cache.reorder(np.array([1, 1, 0, 3]), static=True)  # grad mode on here: the buffers are dropped
+            if t == 4:
+                with mt.no_grad():
+                    cache.reorder(np.array([3, 2, 1, 0]), static=True)  # under no_grad: rows back into the buffers
+            if t == 5:
+                with mt.no_grad():
+                    cache.reorder(np.array([0, 1, 2, 3, 3, 0]), static=True)  # a larger batch: new buffers
+        np.testing.assert_array_equal(logits["buffer"], logits["cat"])
+        if t == 3:
+            memory = mt.from_numpy(memory.numpy()[[1, 1, 0, 3]])
+        if t == 4:
+            memory = mt.from_numpy(memory.numpy()[[3, 2, 1, 0]])
+        if t == 5:
+            memory = mt.from_numpy(memory.numpy()[[0, 1, 2, 3, 3, 0]])
+    layer = caches["buffer"].layers[0]["self_attn"]
+    assert layer.k_buffer is not None and layer.k_buffer.shape[2] >= tgt.shape[1]
+    assert caches["cat"].layers[0]["self_attn"].k_buffer is None

@@ -453,3 +453,9 @@ def test_a_host_only_checkpoint_stays_format_version_1(tmp_path):
     with np.load(tmp_path / "host.npz") as host, np.load(tmp_path / "dev.npz") as dev:
         assert json.loads(str(host["__minitensor__"]))["version"] == 1
         assert json.loads(str(dev["__minitensor__"]))["version"] == 2
+
+
+def test_mixed_devices_are_refused_under_no_grad_too():
+    """The inference path (Function.apply under no_grad) checks devices as the recorded path does."""
+    with mt.no_grad(), pytest.raises(RuntimeError, match="cpu and cuda:0"):
+        mt.randn(3) + mt.randn(3, device="cuda")

@@ -21,6 +21,7 @@ import contextlib
 import numpy as np
 
 import minitensor as mt
+from minitensor.autograd.function import ieee_quiet_block
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_np.device import on_device, to_host
 from transformer_np.masks import causal_mask, padding_mask
@@ -28,11 +29,12 @@ from transformer_np.masks import causal_mask, padding_mask
 
 @contextlib.contextmanager
 def _inference(model):
-    """model.eval() and mt.no_grad() for the block, then the model's training flag as it was."""
+    """model.eval(), mt.no_grad() and ieee_quiet_block() for the block, then the model's training flag as it was.
+    (Every op is quiet anyway; one block around the whole decode spares each op entering NumPy's errstate.)"""
     was_training = model.training
     model.eval()
     try:
-        with mt.no_grad():
+        with mt.no_grad(), ieee_quiet_block():
             yield
     finally:
         model.train(was_training)
@@ -74,7 +76,7 @@ def greedy_decode(
         memory = model.encode(src, src_mask)  # (B, S, D)
         src_mask = on_device(src_mask, memory.data)  # copied to the model's device once, not every step
         B = memory.shape[0]
-        cache = model.init_cache() if use_cache else None
+        cache = model.init_cache(max_len) if use_cache else None  # max_len positions at most
         ys = np.full((B, 1), bos_id, dtype=np.int64)  # decoder input so far
         out = np.full((B, max_len), pad_id, dtype=np.int64)
         finished = np.zeros(B, dtype=bool)
@@ -153,7 +155,7 @@ def beam_search(
         scores = np.full((B, K), -np.inf)  # cumulative log P, float64
         scores[:, 0] = 0.0  # one live beam at the start
         finished: list[list[tuple[np.ndarray, float]]] = [[] for _ in range(B)]
-        cache = model.init_cache() if use_cache else None
+        cache = model.init_cache(max_len) if use_cache else None  # max_len positions at most
 
         for t in range(max_len):
             n = len(alive)

@@ -196,10 +196,16 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x):
         B, T, _ = x.shape
+        if T == 1:
+            # Speed device of a cached decoding step: with one position the transpose moves no number, so one
+            # reshape gives the same tensor in one op instead of two (tests/test_decode.py checks them equal)
+            return x.reshape(B, self.num_heads, 1, self.d_head)  # (B, H, 1, Dh)
         return x.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
 
     def merge_heads(self, x):
         B, _, T, _ = x.shape
+        if T == 1:  # one position: a reshape, as in split_heads
+            return x.reshape(B, 1, self.d_model)  # (B, 1, D)
         return x.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
 
     def forward(self, query, key, value, mask=None, cache=None):
@@ -468,27 +474,69 @@ class AttentionCache:
 
     static=False (self-attention): each call appends the new positions' keys/values.
     static=True (cross-attention): the memory's keys/values, set on the first call, reused after.
+
+    Storage, not algorithm: under no_grad (decoding) the self-attention keys/values are written into arrays
+    preallocated to `capacity` positions (grown by doubling when a longer prefix comes), and `k`, `v` are Tensors
+    around views of their first t positions: the very numbers a concatenation would hold. One write per step
+    replaces a concatenation that copies the whole prefix each step (O(t) per step, O(L^2) per sentence). The
+    buffers are plain arrays, written outside the graph as an optimizer writes .data: nothing records under
+    no_grad, and with grad mode on the append is the differentiable `mt.cat` (the buffers then dropped). So the
+    k, v of an earlier step are views too, which a later reorder rewrites: read them in their own step.
     """
 
-    def __init__(self, static: bool):
+    def __init__(self, static: bool, capacity: int = 0):
         self.static = static
+        self.capacity = capacity  # positions to preallocate (0: just what the first update needs)
         self.k = None
         self.v = None
+        self.length = 0  # positions held
+        self.k_buffer = None  # (B, H, capacity, Dh) array under no_grad; when set, k wraps k_buffer[:, :, :length]
+        self.v_buffer = None
 
     def update(self, k, v):
         """Store (append, unless static) k, v (B, H, t_new, Dh); return all keys/values so far."""
-        if self.k is not None and not self.static:
-            k = mt.cat([self.k, k], dim=2)  # (B, H, t + t_new, Dh)
-            v = mt.cat([self.v, v], dim=2)
-        self.k, self.v = k, v
+        if self.static or mt.is_grad_enabled() or (self.k is None and self.capacity <= k.shape[2]):
+            if self.k is not None and not self.static:
+                k = mt.cat([self.k, k], dim=2)  # (B, H, t + t_new, Dh)
+                v = mt.cat([self.v, v], dim=2)
+            self.k_buffer = self.v_buffer = None  # k, v are no views of them now
+        else:
+            k, v = self._write(k, v)  # under no_grad, into the buffers (the first positions too)
+        self.k, self.v, self.length = k, v, k.shape[2]
         return k, v
+
+    def _write(self, k, v):
+        """Append k, v (B, H, t_new, Dh) in the preallocated buffers: the keys/values so far, around views."""
+        start, stop = self.length, self.length + k.shape[2]
+        if self.k_buffer is None or self.k_buffer.shape[0] != k.shape[0] or stop > self.k_buffer.shape[2]:
+            size = max(stop, self.capacity, 2 * start)
+            shape = (k.shape[0], k.shape[1], size, k.shape[3])
+            # zeros_like: the array's own module (a device array stays one), shape (B, H, size, Dh)
+            k_buffer, v_buffer = np.zeros_like(k.data, shape=shape), np.zeros_like(v.data, shape=shape)
+            if start:
+                k_buffer[:, :, :start] = self.k.data
+                v_buffer[:, :, :start] = self.v.data
+            self.k_buffer, self.v_buffer = k_buffer, v_buffer
+        self.k_buffer[:, :, start:stop] = k.data
+        self.v_buffer[:, :, start:stop] = v.data
+        return k.wrap(self.k_buffer[:, :, :stop]), v.wrap(self.v_buffer[:, :, :stop])  # (B, H, t + t_new, Dh)
 
     def index_select(self, index: np.ndarray) -> None:
         """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
-        if self.k is not None:
-            index = on_device(index, self.k.data, "AttentionCache.index_select")
-            self.k = self.k.detach().index_select(0, index)
-            self.v = self.v.detach().index_select(0, index)
+        if self.k is None:
+            return
+        index = on_device(index, self.k.data, "AttentionCache.index_select")
+        if self.k_buffer is not None and not mt.is_grad_enabled() and len(index) <= self.k_buffer.shape[0]:
+            # the selected rows (gathered first: a copy) into the buffers' first len(index) rows
+            n, t, rows = len(index), self.length, index.data
+            self.k_buffer[:n, :, :t] = self.k_buffer[rows, :, :t]
+            self.v_buffer[:n, :, :t] = self.v_buffer[rows, :, :t]
+            self.k_buffer, self.v_buffer = self.k_buffer[:n], self.v_buffer[:n]
+            self.k, self.v = self.k.wrap(self.k_buffer[:, :, :t]), self.v.wrap(self.v_buffer[:, :, :t])
+            return
+        self.k = self.k.detach().index_select(0, index)
+        self.v = self.v.detach().index_select(0, index)
+        self.k_buffer = self.v_buffer = None  # k, v are no views of them now
 
 
 class KVCache:
@@ -496,14 +544,15 @@ class KVCache:
     of the target positions fed so far and the cross-attention keys/values of the memory, plus
     `offset`, the number of target positions fed so far (the positional encoding's offset).
 
-    Use (decode.py): cache = model.init_cache(); then model.decode(newest_tokens, memory, src_mask,
-    cache=cache) per step. The result equals full recomputation up to round-off.
+    Use (decode.py): cache = model.init_cache(max_len); then model.decode(newest_tokens, memory, src_mask,
+    cache=cache) per step. The result equals full recomputation up to round-off. capacity: the positions
+    to preallocate for the self-attention keys/values under no_grad (AttentionCache); more still fit.
     """
 
-    def __init__(self, num_layers: int):
+    def __init__(self, num_layers: int, capacity: int = 0):
         self.offset = 0
         self.layers = [
-            {"self_attn": AttentionCache(static=False), "cross_attn": AttentionCache(static=True)}
+            {"self_attn": AttentionCache(static=False, capacity=capacity), "cross_attn": AttentionCache(static=True)}
             for _ in range(num_layers)
         ]
 
@@ -638,9 +687,10 @@ class Transformer(nn.Module):
             "decoder_cross": [layer.cross_attn.attn_weights for layer in self.decoder.layers],
         }
 
-    def init_cache(self) -> KVCache:
-        """An empty KVCache for incremental decoding with this model's decoder."""
-        return KVCache(len(self.decoder.layers))
+    def init_cache(self, capacity: int = 0) -> KVCache:
+        """An empty KVCache for incremental decoding with this model's decoder; capacity: the target positions
+        to preallocate (decode.py passes the most it will feed), 0 to size it by the first step."""
+        return KVCache(len(self.decoder.layers), capacity)
 
     # -- the three entry points ----------------------------------------------------------------
     def encode(self, src, src_mask=None):

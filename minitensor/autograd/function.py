@@ -6,7 +6,9 @@ Every primitive is a `Function` subclass (see the ops/ package) with two static 
     backward(ctx, g) -> tuple of gradients (or None)  # one per input, the shape of the *output's* broadcast
 
 `Function.apply(*tensors, **kwargs)` runs forward on the tensors' arrays and, when grad mode is on
-and some input requires grad, records a `Node` (the output's `grad_fn`). The walk (engine.py) runs
+and some input requires grad, records a `Node` (the output's `grad_fn`). Under no_grad, with no forward-mode
+level open and no profile installed, nothing can be recorded, and apply takes its inference path
+(`_apply_untracked`): the forward and the result, nothing else. The walk (engine.py) runs
 each node's backward, and the node sums a gradient back to its input's shape in one place
 (`unbroadcast`, called by `Node._per_input`). How the engine calls a forward or a backward is
 `OpCalls`, the profiler's attachment point (`set_op_calls`).
@@ -34,6 +36,7 @@ tensor.py's Tensor provides them, so the import order is one way: tensor.py -> o
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import threading
 from collections.abc import Callable
@@ -52,6 +55,29 @@ from .tangents import propagate, set_tangent
 def ieee_quiet():
     """NumPy's floating-point warnings off: ops return IEEE values (inf, NaN) silently, as PyTorch does."""
     return np.errstate(all="ignore")
+
+
+# True inside an ieee_quiet_block(): a context variable, as NumPy's own error state is (it follows threads,
+# generators and tasks the same way), so an op that finds it set need not enter NumPy's errstate again
+_QUIET = contextvars.ContextVar("minitensor_ieee_quiet", default=False)
+
+
+class ieee_quiet_block:
+    """ieee_quiet() around many ops (decoding runs in one): the block also marks itself (_QUIET), so that the untracked
+    ops inside it skip entering NumPy's errstate, a third of such an op's cost on small arrays (_apply_untracked).
+    Deviation, flagged: code that sets np.errstate(...) inside the block sees it applied to the ops it calls."""
+
+    __slots__ = ("errstate", "token")
+
+    def __enter__(self):
+        self.errstate = ieee_quiet()
+        self.errstate.__enter__()
+        self.token = _QUIET.set(True)
+        return self
+
+    def __exit__(self, *exc):
+        _QUIET.reset(self.token)
+        return self.errstate.__exit__(*exc)
 
 
 class VersionCounter:
@@ -361,6 +387,8 @@ class Function:
 
     @classmethod
     def apply(cls, *tensors, **kwargs):
+        if not (_grad_mode.enabled or _installed_calls) and _dual.level is None:
+            return _apply_untracked(cls, tensors, kwargs)  # no_grad, no tangents, no profile: nothing to record
         arrays = [_array_of(cls, i, t) for i, t in enumerate(tensors)]
         if not arrays:
             raise TypeError(f"{cls.__name__}.apply: expected at least one Tensor argument")
@@ -391,6 +419,49 @@ class Function:
         if HOOK_STACKS and result.grad_fn is not None and not _dual.in_rule:
             pack_node(result.grad_fn, result)
         return result
+
+
+class InferenceContext(Context):
+    """The Context of a forward whose node is never built (_apply_untracked): what it saves for a backward is
+    dropped. Attributes it sets (ctx.dim, ctx.keep, ...) stay readable, since a forward may read them back."""
+
+    def save_for_backward(self, *arrays) -> None:
+        pass
+
+    def save(self, **arrays) -> None:
+        self.__dict__.update(arrays)
+
+
+def _apply_untracked(fn, tensors: tuple, kwargs: dict):
+    """fn.apply's inference path: under no_grad, with no forward-mode level open and no profile installed.
+
+    No node is recorded, so nothing else apply does applies: no needs_input_grad, no Edge, no versions to keep,
+    no saved-tensor hooks (they see what a node keeps), no anomaly trace (it names a node's forward), no JVP (no
+    level is open). What is left is the forward on the arrays and the result around its array, as in apply; a
+    view keeps its input's version counter. tests/test_inference_path.py checks every primitive equal through
+    both paths."""
+    arrays = _arrays_of(fn, tensors)
+    tensors = same_device(tensors, arrays, fn) if len(arrays) > 1 else tensors  # torch's mixed-device error
+    if _QUIET.get():  # inside an ieee_quiet_block() already (decoding runs in one)
+        out = fn.forward(InferenceContext(), *arrays, **kwargs)
+    else:
+        with ieee_quiet():
+            out = fn.forward(InferenceContext(), *arrays, **kwargs)
+    result = tensors[0].wrap(out)
+    if fn.returns_view and np.may_share_memory(out, arrays[0]):
+        result.version_counter = tensors[0].version_counter
+    return result
+
+
+def _arrays_of(fn, tensors: tuple) -> list:
+    """The arrays of fn.apply's tensor arguments (a clear TypeError for anything else, or for none)."""
+    try:  # one pass for the common case; the test only raises for a non-Tensor (a Tensor's counter is never None)
+        arrays = [t.data for t in tensors if t.version_counter is not None]
+    except AttributeError:  # an ndarray (it has .data, but no version counter), a number, ...
+        arrays = [_array_of(fn, i, t) for i, t in enumerate(tensors)]  # raises, naming the argument
+    if not arrays:
+        raise TypeError(f"{fn.__name__}.apply: expected at least one Tensor argument")
+    return arrays
 
 
 def _array_of(fn, i: int, t) -> np.ndarray:

@@ -1,0 +1,140 @@
+"""Function.apply's inference path (_apply_untracked, minitensor/autograd/function.py) against its full path.
+
+Under no_grad, with no forward-mode level open and no profile installed, apply skips everything that only a
+recorded node needs. Every case of the op table (tests/op_cases.py) must give bitwise the same outputs through
+both paths (installing any OpCalls sends ops down the full one), with the same version-counter sharing for views;
+the path must not be taken where something is recorded or a tangent flows; anomaly mode and saved-tensor hooks
+must behave as before. Also ieee_quiet_block's marker, which lets an op inside the block skip NumPy's errstate.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import minitensor as mt
+import minitensor.autograd.forward_ad as fwAD
+from minitensor.autograd import OpCalls, set_op_calls
+from minitensor.autograd import function as function_module
+from minitensor.autograd.function import ieee_quiet_block
+from minitensor.autograd.graph import saved_tensors_hooks
+from tests.op_cases import CASES, MT, as_list, make_inputs
+
+
+class _FullPath(OpCalls):
+    """The plain calls, installed as calls of this thread's own: apply then takes its full path."""
+
+
+def _outputs(case, dtype: str, full: bool):
+    xs, _, _ = make_inputs(case, dtype)
+    previous = set_op_calls(_FullPath()) if full else None
+    try:
+        mt.manual_seed(0)  # ops that draw (dropout) draw the same numbers on both paths
+        with mt.no_grad():
+            outs = as_list(case.fn(MT, *xs, **case.kwargs))
+    finally:
+        if previous is not None:
+            set_op_calls(previous)
+    # which input's version counter each output shares (a view), or None
+    shares = [next((i for i, x in enumerate(xs) if o.version_counter is x.version_counter), None) for o in outs]
+    return outs, shares
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_every_primitive_gives_the_same_result_through_both_paths(case, dtype):
+    try:
+        full, full_shares = _outputs(case, dtype, full=True)
+    except Exception as error:  # a case that needs grad mode (it differentiates inside): the same error both ways
+        with pytest.raises(type(error), match=None) as fast_error:
+            _outputs(case, dtype, full=False)
+        assert str(fast_error.value) == str(error)
+        return
+    fast, fast_shares = _outputs(case, dtype, full=False)
+    assert len(fast) == len(full)
+    for i, (a, b) in enumerate(zip(fast, full)):
+        assert isinstance(a, mt.Tensor) and isinstance(b, mt.Tensor), f"{case}: output {i}"
+        assert a.dtype == b.dtype and a.shape == b.shape, (
+            f"{case}: output {i}: {a.dtype} {a.shape} vs {b.dtype} {b.shape}"
+        )
+        assert np.array_equal(a.numpy(), b.numpy(), equal_nan=a.dtype.kind in "fc"), f"{case}: output {i} differs"
+        # (an op that returns its input itself, as squeeze of a non-1 dim, returns it on both paths)
+        assert (a.requires_grad, a.grad_fn) == (b.requires_grad, b.grad_fn), f"{case}: output {i}"
+        assert a.grad_fn is None, f"{case}: output {i} recorded under no_grad"
+    assert fast_shares == full_shares, (
+        f"{case}: views share version counters differently ({fast_shares} vs {full_shares})"
+    )
+
+
+@pytest.fixture
+def untracked_calls(monkeypatch):
+    """How many ops took the inference path."""
+    calls = []
+    plain = function_module._apply_untracked
+
+    def counted(fn, tensors, kwargs):
+        calls.append(fn.__name__)
+        return plain(fn, tensors, kwargs)
+
+    monkeypatch.setattr(function_module, "_apply_untracked", counted)
+    return calls
+
+
+def test_the_path_is_taken_only_where_nothing_is_recorded(untracked_calls):
+    x = mt.randn(3, 4, requires_grad=True)
+    with mt.no_grad():
+        y = (x * 2).exp()
+    assert untracked_calls == ["Mul", "Exp"] and y.grad_fn is None
+    untracked_calls.clear()
+    z = (x * 2).exp()  # grad mode on: recorded, the full path
+    assert untracked_calls == [] and z.grad_fn is not None
+    with mt.no_grad(), mt.profiler.profile() as prof:  # a profile times every op: the full path
+        x.exp()
+    assert untracked_calls == [] and "Exp" in prof.stats
+
+
+def test_tangents_still_flow_under_no_grad(untracked_calls):
+    x, v = mt.randn(3, 4, dtype=mt.float64), mt.randn(3, 4, dtype=mt.float64)
+    with mt.no_grad(), fwAD.dual_level():
+        y = (fwAD.make_dual(x, v) * 3.0).sin()
+        tangent = fwAD.unpack_dual(y).tangent
+    assert untracked_calls == []
+    np.testing.assert_allclose(tangent.numpy(), np.cos(3 * x.numpy()) * 3 * v.numpy(), rtol=1e-12)
+
+
+def test_anomaly_mode_and_saved_tensor_hooks_under_no_grad(untracked_calls):
+    x = mt.randn(3, 4, requires_grad=True)
+    packed = []
+    with (
+        pytest.warns(UserWarning, match="Anomaly"),
+        mt.autograd.detect_anomaly(),
+        saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t),
+    ):
+        with mt.no_grad():
+            y = x.exp()
+        z = x.exp()  # recorded: its node is handed to the hooks, as before
+    assert untracked_calls == ["Exp"] and y.grad_fn is None and len(packed) == 1
+    z.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.exp(x.numpy()))
+
+
+def test_a_non_tensor_argument_is_named():
+    with mt.no_grad(), pytest.raises(TypeError, match=r"argument 1 must be a Tensor, got ndarray; wrap it"):
+        mt.ops.Add.apply(mt.ones(2), np.ones(2))
+    with mt.no_grad(), pytest.raises(TypeError, match="at least one Tensor"):
+        mt.ops.Add.apply()
+
+
+def test_ops_in_a_quiet_block_are_quiet_and_the_marker_ends_with_it():
+    x = mt.tensor([0.0, 1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a NumPy RuntimeWarning would fail the test
+        with mt.no_grad():
+            assert np.isinf((1.0 / x).numpy()[0])  # outside a block: the op's own errstate
+            with ieee_quiet_block():
+                assert function_module._QUIET.get()
+                assert np.isinf((1.0 / x).numpy()[0]) and np.isnan(x.log().mul(0.0).numpy()[0])
+    assert not function_module._QUIET.get()
+    assert np.geterr()["divide"] == "warn"  # NumPy's own state is back too
