@@ -314,7 +314,8 @@ def stable_sigmoid(a: np.ndarray) -> np.ndarray:
     e = np.exp(-np.abs(a))
     numerator = np.maximum(e, a >= 0)
     e += 1
-    return np.divide(numerator, e, out=numerator).astype(a.dtype, copy=False)
+    numerator /= e  # in place on an array (a 0-d input gives NumPy scalars, which /= rebinds)
+    return numerator.astype(a.dtype, copy=False)
 
 
 def sigmoid_pair(v: np.ndarray) -> tuple:
@@ -323,7 +324,9 @@ def sigmoid_pair(v: np.ndarray) -> tuple:
     e = np.exp(-np.abs(v))
     s, rest = np.maximum(e, v >= 0), np.maximum(e, v <= 0)  # v <= 0 is -v >= 0, NaN included
     e += 1
-    return np.divide(s, e, out=s).astype(v.dtype, copy=False), np.divide(rest, e, out=rest).astype(v.dtype, copy=False)
+    s /= e  # in place on arrays (a 0-d input gives NumPy scalars, which /= rebinds)
+    rest /= e
+    return s.astype(v.dtype, copy=False), rest.astype(v.dtype, copy=False)
 
 
 class Sigmoid(Function):
