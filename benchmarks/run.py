@@ -34,11 +34,13 @@ from transformer_np.parallel import shard_rows
 def start_workers(threads: int, settings: dict):
     """({side: Worker} for the timed sides, the Worker hosting both sides for the checks)."""
     both = Worker("both", threads, settings["wait_policy"])
+    # PyTorch twice: parity's twin, and torch.nn.Transformer unless --skip nn (benchmarks/nn_side.py)
+    torch_sides = ["torch"] if "nn" in settings["skip"] else ["torch", "torch-nn"]
     if settings["in_process"]:
-        return {"numpy": both, "torch": both}, both
+        return {"numpy": both, **{s: both for s in torch_sides}}, both
     return {
         "numpy": Worker("numpy", threads, settings["wait_policy"]),
-        "torch": Worker("torch", threads, settings["wait_policy"]),
+        **{s: Worker(s, threads, settings["wait_policy"]) for s in torch_sides},
     }, both
 
 
