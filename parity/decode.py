@@ -114,10 +114,11 @@ def length_penalty_gnmt(length: int, alpha: float) -> float:
 
 
 def _log_softmax64(logits: torch.Tensor) -> torch.Tensor:
-    """log_softmax over the last axis in float64, so beam scores keep float32 logits' order exactly."""
-    x = logits.to(torch.float64)
-    m = x.amax(dim=-1, keepdim=True)
-    return x - (m + torch.log(torch.exp(x - m).sum(dim=-1, keepdim=True)))
+    """log_softmax over the last axis in float64, so beam scores keep float32 logits' order exactly.
+
+    torch's one kernel, (x - m) - log(sum(exp(x - m))); transformer_np writes x - (m + log(...)): the two
+    differ by round-off in float64, far below the gap between any two float32 logits."""
+    return torch.log_softmax(logits.to(torch.float64), dim=-1)
 
 
 def beam_search(
@@ -181,8 +182,8 @@ def beam_search(
             scores_t = torch.from_numpy(scores).to(logp.device)  # (n, K)
             cand = (scores_t[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)  # (n, K*V)
             n_cand = min(2 * K, K * V)
-            # NumPy's argsort(-cand, kind="stable"): a stable sort of -cand, ties in index order
-            order = torch.sort(-cand, dim=1, stable=True).indices[:, :n_cand]  # (n, 2K) best first
+            # NumPy's argsort(-cand, kind="stable"): a stable descending sort, ties in index order
+            order = torch.sort(cand, dim=1, descending=True, stable=True).indices[:, :n_cand]  # (n, 2K) best first
             cand_scores = _raw(torch.take_along_dim(cand, order, dim=1))  # the 2K candidates, for the loop
             order = _raw(order)
             new_origin = np.zeros((n, K), dtype=np.int64)
