@@ -1,8 +1,9 @@
 """`python -m benchmarks run`: the whole benchmark, from thread settings to results.md, in order.
 
 At each thread count of `--threads` (a list: `--threads 1,2`) this starts a worker process per framework
-(benchmarks/worker.py) and one holding both sides for the checks, then runs each part in turn: the GEMM
-reference rate, every config (benchmarks/measure.py: forward, forward+backward, training step and greedy
+(benchmarks/worker.py; PyTorch twice: parity's twin and torch.nn.Transformer) and one holding every side for
+the checks, then runs each part in turn: the GEMM
+reference rate, every config (benchmarks/measure.py: forward, forward+backward, training step, greedy and beam
 decoding, alternating processes A B A B), the Hessian-vector products and jacfwd/jacrev,
 peak memory (benchmarks/memory.py),
 attention's memory and time (benchmarks/attention.py), the scaling series, the op microbenchmarks
