@@ -20,7 +20,8 @@ from transformer_np.config import PRESETS
 
 FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
 QUICK_CONFIGS = ["copy", "copy-reverse"]
-SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp", "attention", "gpu", "perop"]
+# "nn": the torch.nn.Transformer side (benchmarks/nn_side.py); "decode": greedy and beam decoding
+SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp", "attention", "gpu", "perop", "nn"]
 HVP_CONFIGS = ["copy-reverse", "base"]
 SETTLE_MAX = 60.0  # seconds; a pause longer than this between two rounds is a typo, not a setting
 BUDGET_MAX = 3600.0  # seconds per workload and config

@@ -43,6 +43,15 @@ def _spread(m: dict) -> str:
     return f"{sp['median']:.2f} [{sp['q1']:.2f}-{sp['q3']:.2f}; {sp['min']:.2f}-{sp['max']:.2f}]"
 
 
+def _against(m: dict) -> str:
+    """Which PyTorch side the headline ratio is taken against: the faster one (benchmarks/measure.py)."""
+    return {"torch": "twin", "torch-nn": "nn.Transformer"}.get(m.get("torch_fastest", "torch"), "twin")
+
+
+def _side_ratio(m: dict, side: str) -> str:
+    return _fmt_ratio(m.get("ratio_by_side", {}).get(side, {}).get("median"))
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
@@ -64,7 +73,14 @@ def config_markdown(name: str, res: dict) -> str:
         f"{res['model']['num_decoder_layers']}, d_ff={res['model']['d_ff']}, V={res['model']['src_vocab_size']}/"
         f"{res['model']['tgt_vocab_size']}; decode {res['decode_tokens']} tokens. "
         f"Eval logits agree: max rel err {res['parity']['max_rel']:.1e} "
-        f"({'ok' if res['parity']['ok'] else 'MISMATCH'} at PARITY_RTOL float32).  ",
+        f"({'ok' if res['parity']['ok'] else 'MISMATCH'} at PARITY_RTOL float32)"
+        + (
+            f"; nn.Transformer's max rel err {res['parity_nn']['max_rel']:.1e} "
+            f"({'ok' if res['parity_nn']['ok'] else 'MISMATCH'})"
+            if res.get("parity_nn")
+            else ""
+        )
+        + ".  ",
         (
             f"GEMM rate on this config's dominant product {'x'.join(map(str, rate['shape']))} (M x K x N): "
             f"NumPy {rate['numpy']:.1f} GFLOP/s, PyTorch {rate['torch']:.1f} GFLOP/s."
@@ -75,10 +91,11 @@ def config_markdown(name: str, res: dict) -> str:
     ]
     has_cuda = any("torch-cuda" in m for m in res["measurements"].values())
     head = (
-        "| workload | minitensor ms (IQR) | PyTorch ms (IQR) | ratio [IQR; min-max] | GFLOP | minitensor % of GEMM "
-        "rate | PyTorch % of GEMM rate | minitensor tok/s | PyTorch tok/s |"
+        "| workload | minitensor ms (IQR) | PyTorch twin ms (IQR) | nn.Transformer ms (IQR) | ratio against the "
+        "faster PyTorch [IQR; min-max] | against | GFLOP | minitensor % of GEMM rate | PyTorch twin % of GEMM rate | "
+        "minitensor tok/s | PyTorch twin tok/s |"
     )
-    sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    sep = "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"
     if has_cuda:
         head += " PyTorch CUDA ms (IQR) |"
         sep += "---:|"
@@ -87,9 +104,9 @@ def config_markdown(name: str, res: dict) -> str:
         frac, tps = m.get("gemm_fraction", {}), m.get("tokens_per_s", {})
         gflop = f"{m['gflop']:.3g}" if "gflop" in m else "n/a"
         row = (
-            f"| {MEASUREMENT_LABELS.get(key, key)} | {_ms(m.get('numpy'))} | {_ms(m.get('torch'))} | {_spread(m)} | "
-            f"{gflop} | {_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | {_tps(tps.get('numpy'))} | "
-            f"{_tps(tps.get('torch'))} |"
+            f"| {MEASUREMENT_LABELS.get(key, key)} | {_ms(m.get('numpy'))} | {_ms(m.get('torch'))} | "
+            f"{_ms(m.get('torch-nn'))} | {_spread(m)} | {_against(m)} | {gflop} | {_pct(frac.get('numpy'))} | "
+            f"{_pct(frac.get('torch'))} | {_tps(tps.get('numpy'))} | {_tps(tps.get('torch'))} |"
         )
         if has_cuda:
             row += f" {_ms(m.get('torch-cuda'))} |"
@@ -114,9 +131,10 @@ def config_markdown(name: str, res: dict) -> str:
 def headline_markdown(section: dict) -> str:
     """The training step of every config: times, ratio with spread, GEMM fractions, memory ratio."""
     lines = [
-        "| config | minitensor ms | PyTorch ms | ratio [IQR; min-max of per-round ratios] | rounds | "
-        "minitensor % of GEMM rate | PyTorch % of GEMM rate | peak memory ratio |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| config | minitensor ms | PyTorch twin ms | nn.Transformer ms | ratio against the faster PyTorch "
+        "[IQR; min-max of per-round ratios] | against | ratio vs twin | ratio vs nn.Transformer | rounds | "
+        "minitensor % of GEMM rate | PyTorch twin % of GEMM rate | peak memory ratio |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, res in section["configs"].items():
         m = res["measurements"].get("train")
@@ -125,9 +143,10 @@ def headline_markdown(section: dict) -> str:
         frac = m.get("gemm_fraction", {})
         mem = section.get("memory", {}).get(name, {}).get("ratio_peak")
         lines.append(
-            f"| {name} | {m['numpy']['median_ms']:.2f} | {m['torch']['median_ms']:.2f} | {_spread(m)} | "
-            f"{m['ratio_spread']['rounds']} | {_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | "
-            f"{_fmt_ratio(mem)} |"
+            f"| {name} | {m['numpy']['median_ms']:.2f} | {m['torch']['median_ms']:.2f} | "
+            f"{m['torch-nn']['median_ms'] if 'torch-nn' in m else float('nan'):.2f} | {_spread(m)} | {_against(m)} | "
+            f"{_side_ratio(m, 'torch')} | {_side_ratio(m, 'torch-nn')} | {m['ratio_spread']['rounds']} | "
+            f"{_pct(frac.get('numpy'))} | {_pct(frac.get('torch'))} | {_fmt_ratio(mem)} |"
         )
     return "\n".join(lines)
 

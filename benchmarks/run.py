@@ -1,8 +1,9 @@
 """`python -m benchmarks run`: the whole benchmark, from thread settings to results.md, in order.
 
 At each thread count of `--threads` (a list: `--threads 1,2`) this starts a worker process per framework
-(benchmarks/worker.py) and one holding both sides for the checks, then runs each part in turn: the GEMM
-reference rate, every config (benchmarks/measure.py: forward, forward+backward, training step and greedy
+(benchmarks/worker.py; PyTorch twice: parity's twin and torch.nn.Transformer) and one holding every side for
+the checks, then runs each part in turn: the GEMM
+reference rate, every config (benchmarks/measure.py: forward, forward+backward, training step, greedy and beam
 decoding, alternating processes A B A B), the Hessian-vector products and jacfwd/jacrev,
 peak memory (benchmarks/memory.py),
 attention's memory and time (benchmarks/attention.py), the scaling series, the op microbenchmarks
@@ -35,11 +36,13 @@ from transformer_np.parallel import shard_rows
 def start_workers(threads: int, settings: dict):
     """({side: Worker} for the timed sides, the Worker hosting both sides for the checks)."""
     both = Worker("both", threads, settings["wait_policy"])
+    # PyTorch twice: parity's twin, and torch.nn.Transformer unless --skip nn (benchmarks/nn_side.py)
+    torch_sides = ["torch"] if "nn" in settings["skip"] else ["torch", "torch-nn"]
     if settings["in_process"]:
-        return {"numpy": both, "torch": both}, both
+        return {"numpy": both, **{s: both for s in torch_sides}}, both
     return {
         "numpy": Worker("numpy", threads, settings["wait_policy"]),
-        "torch": Worker("torch", threads, settings["wait_policy"]),
+        **{s: Worker(s, threads, settings["wait_policy"]) for s in torch_sides},
     }, both
 
 

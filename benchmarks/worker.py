@@ -5,13 +5,14 @@ last matrix product, and in one process they take the cores from PyTorch's OpenM
 PyTorch step run right after a NumPy step takes much longer (measured: benchmarks/README.md; the
 interference check measures it on every run). The parent starts one worker per side,
 
-    python -m benchmarks.worker --side numpy|torch|torch-cuda|both --threads N [--wait-policy P]
+    python -m benchmarks.worker --side numpy|torch|torch-nn|torch-cuda|both --threads N [--wait-policy P]
 
 and alternates its requests between them A B A B (benchmarks/timing.py, `alternate`). A worker
 reads one JSON request per line on stdin and answers one JSON line on stdout (library output is
 sent to stderr). The numpy worker never imports torch; the torch worker builds transformer_np's
-model only to copy its weights, so both hold the same weights. 'both' hosts the two sides in one
-process: the interference check, the same-output checks, and the labelled `--in-process` mode.
+model only to copy its weights, so both hold the same weights; 'torch-nn' is the same on torch.nn.Transformer
+(benchmarks/nn_side.py). 'both' hosts the NumPy side and the two CPU PyTorch sides in one process: the
+interference check, the same-output checks, and the labelled `--in-process` mode.
 
 Requests (each answered by a dict; a failure by {"error": "..."}):
     time     {side, config, workload, calls, warmup}  -> {samples_ms}: `calls` timed calls after `warmup`
@@ -46,7 +47,7 @@ import time
 
 import numpy as np
 
-from benchmarks import profiling
+from benchmarks import nn_side, profiling
 from benchmarks import workloads as W
 from benchmarks.op_cases import case_runner
 from benchmarks.timing import calibrate
@@ -55,7 +56,7 @@ from minitensor.testing import PARITY_RTOL, error_stats
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer
 
-SIDES = ("numpy", "torch", "torch-cuda", "both")
+SIDES = ("numpy", "torch", "torch-nn", "torch-cuda", "both")
 
 
 # --------------------------------------------------------------------------------- worker side
@@ -63,7 +64,7 @@ class _Host:
     """The models of the config in use, one Side per framework this worker hosts."""
 
     def __init__(self, side: str, threads: int):
-        self.hosted = ["numpy", "torch"] if side == "both" else [side]
+        self.hosted = ["numpy", "torch", "torch-nn"] if side == "both" else [side]
         self.threads = threads
         self.key = None
         self.cfg = self.batch = None
@@ -86,6 +87,9 @@ class _Host:
         for s in self.hosted:
             if s == "numpy":
                 self.sides[s] = W.numpy_side(self.cfg, np_model, self.batch)
+            elif s == "torch-nn":
+                nn_model = nn_side.copy_to_nn_transformer(np_model, self.cfg)
+                self.sides[s] = nn_side.nn_torch_side(self.cfg, nn_model, self.batch)
             else:
                 device = "cuda" if s == "torch-cuda" else "cpu"
                 t_model = W.copy_to_torch(np_model, self.cfg, device)
@@ -164,8 +168,12 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
     # The EOS column is left out: its -1e4 bias would set the error measure's floor (relative to
     # max |logit|) so high that any real disagreement elsewhere would pass unnoticed.
     keep = [v for v in range(host.cfg.model.tgt_vocab_size) if v != W.EOS]
-    _, max_rel = error_stats(a.eval_logits()[..., keep], b.eval_logits()[..., keep])
+    ours = a.eval_logits()[..., keep]
+    _, max_rel = error_stats(ours, b.eval_logits()[..., keep])
     out = {"parity": {"max_rel": max_rel, "ok": bool(max_rel <= PARITY_RTOL["float32"])}}
+    if "torch-nn" in sides:  # the nn.Transformer side computes the same logits too
+        _, nn_rel = error_stats(ours, sides["torch-nn"].eval_logits()[..., keep])
+        out["parity_nn"] = {"max_rel": nn_rel, "ok": bool(nn_rel <= PARITY_RTOL["float32"])}
     if a.greedy_nocache is not None and b.greedy_nocache is not None:
         out["decode_agreement"] = W.decode_agreement(a.greedy_nocache(), b.greedy_nocache())
     for _ in range(2):  # warm-up of both steps
@@ -226,7 +234,7 @@ def handle(host: _Host, req: dict) -> dict:
     if op == "time":
         fn = W.workload_of(side, req["workload"])
         if fn is None:
-            return {"error": f"{req['workload']}: no greedy_decode in this side's decode module"}
+            return {"error": f"{req['workload']}: side {req['side']} has no such workload"}
         return {"samples_ms": _samples(fn, req["calls"], req.get("warmup", 0), side.sync)}
     if op == "phases":
         side.model.train()

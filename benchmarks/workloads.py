@@ -8,6 +8,8 @@ workloads, identical on both sides:
     fwd_bwd     train mode: forward, cross-entropy (label smoothing 0.1, PAD ignored), backward
     train       zero_grad, forward, loss, backward, clip_grad_norm_(1.0), Adam step
     greedy      greedy decoding of `decode_tokens` new tokens, without and with the key/value cache
+    beam_cache  beam search (BEAM_SIZE beams, the key/value cache) of `decode_tokens` new tokens: the same
+                algorithm on both sides (transformer_np/decode.py, parity/decode.py)
     grad        eval mode: one gradient of the loss in every parameter (autograd.grad): the unit an HVP is
                 measured in
     hvp         eval mode: one Hessian-vector product of that loss in a fixed random direction, double-backward
@@ -22,6 +24,12 @@ workloads, identical on both sides:
     jac_*       jacfwd and jacrev (func transforms) of a small two-layer tanh network with a tall Jacobian
                 (16 inputs, 256 outputs) and a wide one (256 inputs, 16 outputs), beside one gradient of the
                 sum of its outputs (jac_*_grad, their unit)
+
+PyTorch has two sides. 'torch' is parity's twin (parity/model.py, line for line with transformer_np);
+'torch-nn' is the same configuration on torch.nn.Transformer (parity/nn_transformer.py), the model a
+PyTorch user would write, with the same weights (parity/convert.py, np_to_nn_transformer). The
+nn.Transformer side has no key/value cache, so it is timed on NN_WORKLOADS only; the headline ratio
+is taken against the faster of the two sides (benchmarks/measure.py).
 
 Both models run float32 (the default dtype of each library) with dropout 0.1 in train mode;
 each side samples its own dropout masks, so both do the same work. The gradient and HVP workloads
@@ -53,7 +61,12 @@ MEASUREMENT_LABELS = {
     "train": "training step",
     "greedy_nocache": "greedy decode, no cache",
     "greedy_cache": "greedy decode, KV cache",
+    "beam_cache": "beam search, KV cache",
 }
+BEAM_SIZE = 4  # beams of the beam_cache workload
+# The workloads the torch.nn.Transformer side has (it has no incremental decoder); the names of the sides.
+NN_WORKLOADS = ("forward", "fwd_bwd", "train")
+TORCH_CPU_SIDES = ("torch", "torch-nn")
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,11 @@ def build_numpy_model(cfg: BenchConfig, seed: int = 0):
     return model
 
 
+def has_workload(side: str, workload: str) -> bool:
+    """Whether side `side` ('numpy', 'torch', 'torch-nn', 'torch-cuda') times `workload`."""
+    return side != "torch-nn" or workload in NN_WORKLOADS
+
+
 def copy_to_torch(np_model, cfg: BenchConfig, device: str = "cpu"):
     """parity's PyTorch Transformer holding np_model's weights, copied by name (parity/convert.py)."""
     import torch
@@ -227,6 +245,7 @@ class Side:
     hvp_fwd_rev: Callable[[], object] | None = None
     hvp_retained: Callable[[], object] | None = None
     jacobians: dict | None = None  # jac_tall_fwd, jac_tall_rev, jac_tall_grad, and the same for wide
+    beam_cache: Callable[[], object] | None = None
 
 
 def workload_of(side: Side, name: str):
@@ -369,6 +388,13 @@ def _greedy(module, model, src, src_mask, n_new, use_cache):
     return lambda: _call_decode(fn, model, src, src_mask, n_new, use_cache)
 
 
+def _beam(module, model, src, src_mask, n_new):
+    """Cached beam search of n_new tokens (BEAM_SIZE beams; EOS is unreachable, so every run takes n_new steps)."""
+    return lambda: module.beam_search(
+        model, src, beam_size=BEAM_SIZE, max_len=n_new, use_cache=True, src_mask=src_mask, bos_id=BOS, eos_id=EOS
+    )
+
+
 def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
     src, tgt_in = mt.tensor(batch.src), mt.tensor(batch.tgt_in)
     src_mask, tgt_mask = mt.tensor(batch.src_mask), mt.tensor(batch.tgt_mask)
@@ -445,6 +471,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         hvp_fwd_rev=hvp_fwd_rev,
         hvp_retained=hvp_retained,
         jacobians=_jacobians(mt.func, mt.autograd, mt.tensor),
+        beam_cache=wrap(_beam(np_decode, model, src, src_mask, cfg.decode_tokens)),
     )
 
 
@@ -534,6 +561,7 @@ def torch_side(cfg: BenchConfig, model, batch: Batch, device: str = "cpu", lr: f
         hvp_fwd_rev=hvp_fwd_rev,
         hvp_retained=hvp_retained,
         jacobians=_jacobians(torch.func, torch.autograd, lambda a: torch.from_numpy(a).to(dev)),
+        beam_cache=_beam(t_decode, model, src, src_mask, cfg.decode_tokens),  # inference_mode inside
     )
 
 

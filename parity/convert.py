@@ -266,3 +266,50 @@ def mask_to_torch(mask, num_heads: int, batch_size: int, q_len: int, k_len: int)
         raise TypeError(f"mask_to_torch: expected a bool mask, got {m.dtype}")
     m = m.expand(batch_size, num_heads, q_len, k_len)
     return ~m.reshape(batch_size * num_heads, q_len, k_len)
+
+
+# --- into the torch.nn.Transformer-based model (parity/nn_transformer.py) ----------------------
+
+
+def to_torch_multihead_attention(ours: dict[str, np.ndarray], prefix: str, theirs: str) -> dict[str, np.ndarray]:
+    """Our W_q, W_k, W_v, W_o under `prefix` -> nn.MultiheadAttention's keys under `theirs`: the three
+    in-projections packed, in order, into in_proj_weight (3D, D) / in_proj_bias (3D,); W_o -> out_proj."""
+    packed = {kind: np.concatenate([ours[f"{prefix}W_{x}.{kind}"] for x in "qkv"]) for kind in ("weight", "bias")}
+    return {
+        theirs + "in_proj_weight": packed["weight"],  # (3D, D)
+        theirs + "in_proj_bias": packed["bias"],  # (3D,)
+        theirs + "out_proj.weight": ours[prefix + "W_o.weight"],
+        theirs + "out_proj.bias": ours[prefix + "W_o.bias"],
+    }
+
+
+def nn_transformer_arrays(ours: dict[str, np.ndarray], config) -> dict[str, np.ndarray]:
+    """transformer_np's (or parity's) state, by our names, under NNTransformer's names: the inverse of
+    torch_transformer_arrays for the stacks, the embeddings, positions and generator unchanged."""
+    out = {k: v for k, v in ours.items() if not k.startswith(("encoder.", "decoder."))}
+    stacks = (("encoder", config.num_encoder_layers, 2), ("decoder", config.num_decoder_layers, 3))
+    for stack, n_layers, n_norms in stacks:
+        for i in range(n_layers):
+            p, q = f"{stack}.layers.{i}.", f"transformer.{stack}.layers.{i}."
+            out.update(to_torch_multihead_attention(ours, p + "self_attn.", q + "self_attn."))
+            if stack == "decoder":
+                out.update(to_torch_multihead_attention(ours, p + "cross_attn.", q + "multihead_attn."))
+            for lin in ("linear1", "linear2"):
+                for kind in ("weight", "bias"):
+                    out[f"{q}{lin}.{kind}"] = ours[f"{p}feed_forward.{lin}.{kind}"]
+            for j in range(1, n_norms + 1):
+                for kind in ("weight", "bias"):
+                    out[f"{q}norm{j}.{kind}"] = ours[f"{p}norm{j}.{kind}"]
+        if config.final_norm:
+            for kind in ("weight", "bias"):
+                out[f"transformer.{stack}.norm.{kind}"] = ours[f"{stack}.norm.{kind}"]
+    return out
+
+
+def np_to_nn_transformer(model, nn_model):
+    """Copy every weight of a transformer_np (or parity) model into an NNTransformer of the same ModelConfig;
+    returns nn_model. Key sets, shapes and dtypes are checked as by np_to_torch (load_arrays)."""
+    if model.config != nn_model.config:
+        raise ValueError(f"np_to_nn_transformer: configs differ: {model.config} vs {nn_model.config}")
+    load_arrays(nn_model, nn_transformer_arrays(state_arrays(model), model.config), what="np_to_nn_transformer")
+    return nn_model

@@ -1,6 +1,7 @@
 """Generation with the PyTorch reference: transformer_np/decode.py for parity/model.py, line for line.
 
-Both run under torch.no_grad() with the model in eval mode (its training flag is restored after),
+Both run under torch.inference_mode() (torch's no_grad without version counters or autograd metadata on the
+results; transformer_np uses mt.no_grad()) with the model in eval mode (its training flag is restored after),
 encode the source once, and feed the decoder one position per step. With use_cache=True the
 decoder gets only the newest token and reuses the keys/values of earlier positions (model.KVCache);
 with use_cache=False it recomputes the whole prefix under a causal mask. Both give the same
@@ -10,9 +11,12 @@ Conventions: max_len counts generated tokens (BOS excluded, EOS included), so th
 at most max_len positions (BOS + max_len - 1 tokens) and max_len must not exceed the model's.
 Returned sequences never contain BOS; they end at EOS when one was produced.
 
-Token ids go in and come out as NumPy arrays on the CPU, whatever device the model is on; the
-benchmarks time both sides' greedy decoding, and the tokens equal transformer_np's for the same
-weights (tests/test_parity.py).
+Token ids go in as NumPy arrays or tensors and come out as NumPy arrays on the CPU, whatever device the
+model is on. The per-token arithmetic stays in torch, on the model's device: greedy decoding keeps its
+prefix, output and finished flags as tensors, and beam search takes its float64 log_softmax, candidate
+scores and their ranking in torch; only the 2K ranked candidates per sentence go to NumPy for the
+bookkeeping loop, as in transformer_np. The benchmarks time both sides' greedy and beam decoding, and
+the tokens equal transformer_np's for the same weights (tests/test_parity.py).
 """
 
 from __future__ import annotations
@@ -28,11 +32,11 @@ from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
 
 @contextlib.contextmanager
 def _inference(model):
-    """model.eval() and torch.no_grad() for the block, then the model's training flag as it was."""
+    """model.eval() and torch.inference_mode() for the block, then the model's training flag as it was."""
     was_training = model.training
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.inference_mode():
             yield
     finally:
         model.train(was_training)
@@ -85,23 +89,23 @@ def greedy_decode(
         memory = model.encode(src, src_mask)  # (B, S, D)
         B = memory.shape[0]
         cache = model.init_cache() if use_cache else None
-        ys = np.full((B, 1), bos_id, dtype=np.int64)  # decoder input so far
-        out = np.full((B, max_len), pad_id, dtype=np.int64)
-        finished = np.zeros(B, dtype=bool)
+        ys = torch.full((B, 1), bos_id, dtype=torch.int64, device=memory.device)  # decoder input so far
+        out = torch.full((B, max_len), pad_id, dtype=torch.int64, device=memory.device)
+        finished = torch.zeros(B, dtype=torch.bool, device=memory.device)
         for t in range(max_len):
             if use_cache:
                 logits = model.decode(ys[:, -1:], memory, src_mask, cache=cache)  # (B, 1, V)
             else:
                 # Causal only (no padding mask on the prefix): the cached path cannot see token ids.
                 logits = model.decode(ys, memory, src_mask, causal_mask(t + 1))  # (B, t + 1, V)
-            next_tok = _raw(logits[:, -1]).argmax(axis=-1)  # (B,)
-            next_tok = np.where(finished, pad_id, next_tok)
+            next_tok = logits[:, -1].argmax(dim=-1)  # (B,), the first maximum as NumPy's argmax
+            next_tok = torch.where(finished, pad_id, next_tok)
             out[:, t] = next_tok
             finished |= next_tok == eos_id
             if finished.all():
-                return out[:, : t + 1]
-            ys = np.concatenate([ys, next_tok[:, None]], axis=1)  # (B, t + 2)
-    return out
+                return _raw(out[:, : t + 1])
+            ys = torch.cat([ys, next_tok[:, None]], dim=1)  # (B, t + 2)
+    return _raw(out)
 
 
 def length_penalty_gnmt(length: int, alpha: float) -> float:
@@ -109,11 +113,12 @@ def length_penalty_gnmt(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def _log_softmax64(logits: np.ndarray) -> np.ndarray:
-    """log_softmax over the last axis in float64, so beam scores keep float32 logits' order exactly."""
-    x = logits.astype(np.float64)
-    m = x.max(axis=-1, keepdims=True)
-    return x - (m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))
+def _log_softmax64(logits: torch.Tensor) -> torch.Tensor:
+    """log_softmax over the last axis in float64, so beam scores keep float32 logits' order exactly.
+
+    torch's one kernel, (x - m) - log(sum(exp(x - m))); transformer_np writes x - (m + log(...)): the two
+    differ by round-off in float64, far below the gap between any two float32 logits."""
+    return torch.log_softmax(logits.to(torch.float64), dim=-1)
 
 
 def beam_search(
@@ -172,12 +177,15 @@ def beam_search(
                 logits = model.decode(tokens[:, -1:], memory_k, mask_k, cache=cache)  # (n*K, 1, V)
             else:
                 logits = model.decode(tokens, memory_k, mask_k, causal_mask(t + 1))  # (n*K, t + 1, V)
-            logp = _log_softmax64(_raw(logits[:, -1]))  # (n*K, V)
+            logp = _log_softmax64(logits[:, -1])  # (n*K, V)
             V = logp.shape[-1]
-            cand = (scores[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)  # (n, K*V)
+            scores_t = torch.from_numpy(scores).to(logp.device)  # (n, K)
+            cand = (scores_t[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)  # (n, K*V)
             n_cand = min(2 * K, K * V)
-            order = np.argsort(-cand, axis=1, kind="stable")[:, :n_cand]  # (n, 2K) best first
-            cand_scores = np.take_along_axis(cand, order, axis=1)
+            # NumPy's argsort(-cand, kind="stable"): a stable descending sort, ties in index order
+            order = torch.sort(cand, dim=1, descending=True, stable=True).indices[:, :n_cand]  # (n, 2K) best first
+            cand_scores = _raw(torch.take_along_dim(cand, order, dim=1))  # the 2K candidates, for the loop
+            order = _raw(order)
             new_origin = np.zeros((n, K), dtype=np.int64)
             new_token = np.full((n, K), pad_id, dtype=np.int64)
             new_scores = np.full((n, K), -np.inf)

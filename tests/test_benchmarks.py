@@ -27,7 +27,7 @@ from tests.cli_help import undocumented_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-WORKLOADS = ("forward", "fwd_bwd", "train", "greedy_nocache", "greedy_cache")
+WORKLOADS = ("forward", "fwd_bwd", "train", "greedy_nocache", "greedy_cache", "beam_cache")
 
 
 # ------------------------------------------------------------------------------------ FLOP count
@@ -110,7 +110,8 @@ def test_interference_line_states_both_times_and_the_factor(after, verdict):
 
 
 def test_real_workers_time_tiny_each_in_its_own_process():
-    """A numpy and a torch worker on 'tiny': samples come back, and the numpy process never loads torch."""
+    """A numpy worker and the two torch workers (twin, nn.Transformer) on 'tiny': samples come back, the numpy
+    process never loads torch, and the headline ratio is the one against the faster PyTorch side."""
     from benchmarks.worker import Worker
 
     settings = cli.resolve_settings(
@@ -118,10 +119,11 @@ def test_real_workers_time_tiny_each_in_its_own_process():
             ["run", "--quick", "--calls", "2", "--repeats", "3", "--budget", "0.5", "--settle", "0"]
         )
     )
-    timed = {"numpy": Worker("numpy", 1), "torch": Worker("torch", 1)}
+    timed = {"numpy": Worker("numpy", 1), "torch": Worker("torch", 1), "torch-nn": Worker("torch-nn", 1)}
     try:
         m = measure.time_workload(timed, {"name": "tiny"}, "train", settings)
         rate = measure.gemm_rate(timed, (64, 64, 64), settings)
+        beam = measure.time_workload(timed, {"name": "tiny"}, "beam_cache", settings)
     finally:
         for w in timed.values():
             w.close()
@@ -130,6 +132,11 @@ def test_real_workers_time_tiny_each_in_its_own_process():
         assert len(m[side]["all_samples_ms"]) == m[side]["n"] * m[side]["calls_per_round"]
         assert rate[side] > 0
     assert m["ratio"] == m["ratio_spread"]["median"] > 0
+    fastest = min(("torch", "torch-nn"), key=lambda s: m[s]["median_ms"])
+    assert m["torch_fastest"] == fastest and m["ratio_spread"] == m["ratio_by_side"][fastest]
+    assert m["ratio_by_side"]["torch-nn"]["rounds"] == m["torch-nn"]["n"] >= 3
+    # nn.Transformer has no incremental decoder: beam search is timed on the twin only
+    assert "torch-nn" not in beam and beam["torch_fastest"] == "torch" and beam["ratio"] > 0
 
 
 # ------------------------------------------------------------------------------------ command line
@@ -279,6 +286,7 @@ def test_json_is_well_formed(tiny_run):
         assert section["gemm_reference"]["numpy"] > 0 and section["gemm_reference"]["torch"] > 0
         tiny = section["configs"]["tiny"]
         assert tiny["parity"]["ok"], f"eval logits of the two sides differ: {tiny['parity']}"
+        assert tiny["parity_nn"]["ok"], f"nn.Transformer's eval logits differ: {tiny['parity_nn']}"
         it = tiny["interference"]
         assert it["factor"] > 0 and it["torch_alone_ms"]["n"] == it["torch_after_numpy_ms"]["n"] == 3
         for w in WORKLOADS:
@@ -292,6 +300,8 @@ def test_json_is_well_formed(tiny_run):
             assert sp["min"] <= sp["q1"] <= m["ratio"] == sp["median"] <= sp["q3"] <= sp["max"]
             assert sp["rounds"] == m["numpy"]["n"] == m["torch"]["n"]
             assert ("gemm_fraction" in m) == (w in ("forward", "fwd_bwd", "train"))
+            assert ("torch-nn" in m) == (w in W.NN_WORKLOADS) and m["torch_fastest"] in m
+            assert m["ratio_spread"] == m["ratio_by_side"][m["torch_fastest"]]
         assert 0 < tiny["measurements"]["train"]["gemm_fraction"]["numpy"] < 1
         assert tiny["cache_speedup"]["numpy"] > 0
         assert (
@@ -316,7 +326,7 @@ def test_json_is_well_formed(tiny_run):
             "attention (model's)",
         }
         assert all(r["size"] == "small" and r["ratio_fb"] > 0 and r["fwd_ok"] for r in section["ops"])
-        assert len(section["targets"]) == 16
+        assert len(section["targets"]) == 20
         perop = section["perop"]["frameworks"]  # benchmarks/perop.py: the engine's cost per op, torch beside it
         assert all(perop[f][mode]["median_us"] > 0 for f in ("minitensor", "torch") for mode in ("recorded", "fwd_bwd"))
         hvp = section["hvp"]["tiny"]
@@ -347,9 +357,13 @@ def test_markdown_report_format(tiny_run):
         i = lines.index("### Training step, separate processes")
         head = lines[i + 2]
         for col in (
-            "ratio [IQR; min-max of per-round ratios]",
+            "PyTorch twin ms",
+            "nn.Transformer ms",
+            "ratio against the faster PyTorch [IQR; min-max of per-round ratios]",
+            "ratio vs twin",
+            "ratio vs nn.Transformer",
             "minitensor % of GEMM rate",
-            "PyTorch % of GEMM rate",
+            "PyTorch twin % of GEMM rate",
             "peak memory ratio",
         ):
             assert col in head, head
@@ -379,10 +393,11 @@ def test_markdown_report_format(tiny_run):
             "training step",
             "greedy decode, no cache",
             "greedy decode, KV cache",
+            "beam search, KV cache",
         ):
             row = next((r for r in rows if r.startswith(f"| {label} |")), None)
             assert row is not None, f"no table row for {label!r}"
-            assert row.count("|") == 10, row
+            assert row.count("|") == 12, row
     # Every table row has as many cells as its header.
     width, fenced = None, False
     for line in md.splitlines() + [""]:

@@ -249,6 +249,34 @@ def test_greedy_and_beam_decoding_agree(use_cache):
         )
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_decoding_agrees_when_rows_finish_at_different_steps(dtype):
+    """Greedy and beam search on both sides with EOS made likely: rows end at different steps, sentences leave
+    the beam batch (the cache and memory rows shrink), and the torch side's per-token arithmetic (argmax, flags,
+    float64 log_softmax, the stable sort) picks the same tokens as transformer_np's."""
+    cfg = get_preset("copy").model.replace(num_encoder_layers=1, num_decoder_layers=1)
+    np_model, pt_model = build_models(cfg, dtype, "cpu", seed=4)
+    for model in (np_model, pt_model):  # EOS among the likely tokens: hypotheses end early
+        if isinstance(model, torch.nn.Module):
+            with torch.no_grad():
+                model.generator.bias[2] += 3.0
+        else:
+            model.generator.bias.data[2] += 3.0
+    src, _ = parity_report.synthetic_batch(np.random.default_rng(1), 6, 7, 6, cfg.src_vocab_size, cfg.tgt_vocab_size)
+    a = np_decode.greedy_decode(np_model, src, max_len=12)
+    b = pt_decode.greedy_decode(pt_model, src, max_len=12)
+    np.testing.assert_array_equal(a, b)
+    beams_np = np_decode.beam_search(np_model, src, beam_size=4, max_len=12, n_best=3)
+    beams_pt = pt_decode.beam_search(pt_model, src, beam_size=4, max_len=12, n_best=3)
+    lengths = [len(h[0]) for hyps in beams_np for h in hyps]
+    assert min(lengths) < 12 and len(set(lengths)) > 1, lengths  # the case this test is for
+    for hyps_np, hyps_pt in zip(beams_np, beams_pt):
+        assert [h[0].tolist() for h in hyps_np] == [h[0].tolist() for h in hyps_pt]
+        assert_close(
+            np.array([h[1] for h in hyps_np]), np.array([h[1] for h in hyps_pt]), PARITY_RTOL[dtype], "beam scores"
+        )
+
+
 def test_parity_cached_decoding_equals_full_recomputation():
     cfg = get_preset("copy").model
     _, pt_model = build_models(cfg, "float64", "cpu", seed=5)
