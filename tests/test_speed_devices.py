@@ -243,6 +243,29 @@ def test_row_scatter_add_is_bitwise_np_add_at(dtype):
     np.testing.assert_array_equal(index_put((5, 2), ids, g, True), ref)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_row_runs_are_bitwise_np_add_at(dtype):
+    """add_rows_at's runs (add_row_runs: a row repeated more than RUN_MIN times summed by np.add.reduce over axis 0)
+    against np.add.at: a small vocabulary's embedding (most rows heavy), heavy and light rows mixed, a nonzero
+    `out` (its value comes first), rows of one number (D = 1: the passes), float16 (the passes)."""
+    from minitensor.ops.indexing import RUN_MIN, add_rows_at
+
+    rng = np.random.default_rng(2)
+    for V, D, N in [(20, 128, 704), (100, 128, 320), (3, 1, 200), (50, 7, 400), (1, 2, 1000)]:
+        ids = rng.integers(0, V, N)
+        ids[: N // 3] = 0  # a padding-like row far beyond RUN_MIN
+        assert np.bincount(ids).max() > RUN_MIN
+        g = (rng.standard_normal((N, D)) * 10.0 ** rng.integers(-3, 4, (N, 1))).astype(dtype)
+        g[rng.random(g.shape) < 0.1] = -0.0
+        for start in (np.zeros((V, D), dtype), rng.standard_normal((V, D)).astype(dtype)):
+            ref = start.copy()
+            np.add.at(ref, ids, g)
+            out = start.copy()
+            add_rows_at(out, ids, g)
+            np.testing.assert_array_equal(out, ref)
+            np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
+
+
 def test_clip_grad_norm_on_the_pool_is_bitwise_the_serial_one(monkeypatch):
     """clip_grad_norm_ computes each gradient's norm and rescales each gradient on the shared pool
     (minitensor/pool.py); the total and the clipped gradients are the one-thread ones, bit for bit."""
