@@ -266,6 +266,39 @@ def test_row_runs_are_bitwise_np_add_at(dtype):
             np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, k", [((32, 22, 128), 1), ((3, 5, 4, 6), 2), ((7, 1), 1)])
+def test_layer_norm_in_place_is_bitwise_the_formula(monkeypatch, dtype, shape, k):
+    """LayerNorm's in-place devices (layer_norm_in_place, layer_norm_grads_in_place) against its plain formulas
+    (in_place_ok made False): output, dx, dw, db bit for bit, with a random upstream gradient, a constant row
+    (variance 0) and every subset of the gradients asked for."""
+    from minitensor.ops import fused
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    x[0, ...] = 2.5  # a constant slice: rows of variance 0
+    w, b = (rng.standard_normal(shape[-k:]).astype(dtype) for _ in range(2))
+    g = rng.standard_normal(shape).astype(dtype)
+
+    def run(needs):
+        xt, wt, bt = (mt.tensor(a, requires_grad=r) for a, r in zip((x, w, b), needs))
+        y = mt.nn.functional.layer_norm(xt, shape[-k:], wt, bt)
+        y.backward(mt.tensor(g))
+        return [y.data] + [t.grad.data if t.grad is not None else None for t in (xt, wt, bt)]
+
+    for needs in [(True, True, True), (True, False, True), (True, True, False), (False, True, True)]:
+        fast = run(needs)
+        with monkeypatch.context() as m:
+            m.setattr(fused, "in_place_ok", lambda *a: False)
+            plain = run(needs)
+        for a, ref in zip(fast, plain):
+            assert (a is None) == (ref is None)
+            if a is not None:
+                assert a.dtype == ref.dtype
+                np.testing.assert_array_equal(a, ref)
+                np.testing.assert_array_equal(np.signbit(a), np.signbit(ref))
+
+
 def test_clip_grad_norm_on_the_pool_is_bitwise_the_serial_one(monkeypatch):
     """clip_grad_norm_ computes each gradient's norm and rescales each gradient on the shared pool
     (minitensor/pool.py); the total and the clipped gradients are the one-thread ones, bit for bit."""
