@@ -354,18 +354,23 @@ def layer_norm_in_place(xp, x, weight, bias, axes: tuple, eps: float):
 
 
 def layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes: tuple, need_w: bool, need_b: bool):
-    """(dx, dw, db) of LayerNorm._grads for a weight, dx needed: the same ufuncs in the same order, bitwise
+    """(dx, dw, db) of LayerNorm._grads for a weight, dx needed: the same arithmetic in the same order, bitwise
     (tests/test_speed_devices.py; rstd * y is y * rstd exactly), in three activation-sized arrays instead of
-    eight: xhat rebuilt in place, dxhat = g * w turned into dx in place. Speed device of LayerNorm's backward
-    (host arrays: in_place_ok)."""
+    eight: xhat rebuilt in place, dxhat = g * w turned into dx in place, dw and db summed by einsum. Speed device
+    of LayerNorm's backward (host arrays: in_place_ok)."""
     rows = tuple(range(g.ndim - len(axes)))
     xhat = np.subtract(x, mean)
     xhat *= rstd  # the forward's xhat, bit for bit
-    scratch = np.multiply(g, xhat)
-    gw = xp.sum(scratch, axis=rows) if need_w else None
-    gb = xp.sum(g, axis=rows) if need_b else None
+    if w.size > 1:  # the sums over rows by einsum, without g * xhat in memory: row after row, as np.sum adds along
+        # a slow axis (bitwise); rows of one number would be its fast axis, which np.sum adds pairwise
+        g2, xhat2 = g.reshape(-1, w.size), xhat.reshape(-1, w.size)
+        gw = np.einsum("rn,rn->n", g2, xhat2).reshape(w.shape) if need_w else None
+        gb = np.einsum("rn->n", g2).reshape(w.shape) if need_b else None
+    else:
+        gw = xp.sum(g * xhat, axis=rows) if need_w else None
+        gb = xp.sum(g, axis=rows) if need_b else None
     dxhat = np.multiply(g, w)
-    mean_dxhat_xhat = _mean(xp, np.multiply(dxhat, xhat, out=scratch), axes)
+    mean_dxhat_xhat = _mean(xp, dxhat * xhat, axes)
     gx = np.subtract(dxhat, _mean(xp, dxhat, axes), out=dxhat)  # dxhat - mean(dxhat)
     gx -= np.multiply(xhat, mean_dxhat_xhat, out=xhat)  # - xhat * mean(dxhat * xhat)
     gx *= rstd
