@@ -243,6 +243,62 @@ def test_row_scatter_add_is_bitwise_np_add_at(dtype):
     np.testing.assert_array_equal(index_put((5, 2), ids, g, True), ref)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_row_runs_are_bitwise_np_add_at(dtype):
+    """add_rows_at's runs (add_row_runs: a row repeated more than RUN_MIN times summed by np.add.reduce over axis 0)
+    against np.add.at: a small vocabulary's embedding (most rows heavy), heavy and light rows mixed, a nonzero
+    `out` (its value comes first), rows of one number (D = 1: the passes), float16 (the passes)."""
+    from minitensor.ops.indexing import RUN_MIN, add_rows_at
+
+    rng = np.random.default_rng(2)
+    for V, D, N in [(20, 128, 704), (100, 128, 320), (3, 1, 200), (50, 7, 400), (1, 2, 1000)]:
+        ids = rng.integers(0, V, N)
+        ids[: N // 3] = 0  # a padding-like row far beyond RUN_MIN
+        assert np.bincount(ids).max() > RUN_MIN
+        g = (rng.standard_normal((N, D)) * 10.0 ** rng.integers(-3, 4, (N, 1))).astype(dtype)
+        g[rng.random(g.shape) < 0.1] = -0.0
+        for start in (np.zeros((V, D), dtype), rng.standard_normal((V, D)).astype(dtype)):
+            ref = start.copy()
+            np.add.at(ref, ids, g)
+            out = start.copy()
+            add_rows_at(out, ids, g)
+            np.testing.assert_array_equal(out, ref)
+            np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, k", [((32, 22, 128), 1), ((16, 25, 512), 1), ((3, 5, 4, 6), 2), ((7, 1), 1)])
+def test_layer_norm_in_place_is_bitwise_the_formula(monkeypatch, dtype, shape, k):
+    """LayerNorm's in-place devices (layer_norm_in_place, layer_norm_grads_in_place) against its plain formulas
+    (in_place_ok made False): output, dx, dw, db bit for bit, with a random upstream gradient, a constant row
+    (variance 0) and every subset of the gradients asked for; rows of one number (7, 1) take np.sum for dw, db."""
+    from minitensor.ops import fused
+
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal(shape) * 3 + 1).astype(dtype)
+    x[0, ...] = 2.5  # a constant slice: rows of variance 0
+    w, b = (rng.standard_normal(shape[-k:]).astype(dtype) for _ in range(2))
+    g = rng.standard_normal(shape).astype(dtype)
+
+    def run(needs):
+        xt, wt, bt = (mt.tensor(a, requires_grad=r) for a, r in zip((x, w, b), needs))
+        y = mt.nn.functional.layer_norm(xt, shape[-k:], wt, bt)
+        y.backward(mt.tensor(g))
+        return [y.data] + [t.grad.data if t.grad is not None else None for t in (xt, wt, bt)]
+
+    for needs in [(True, True, True), (True, False, True), (True, True, False), (False, True, True)]:
+        fast = run(needs)
+        with monkeypatch.context() as m:
+            m.setattr(fused, "in_place_ok", lambda *a: False)
+            plain = run(needs)
+        for a, ref in zip(fast, plain):
+            assert (a is None) == (ref is None)
+            if a is not None:
+                assert a.dtype == ref.dtype
+                np.testing.assert_array_equal(a, ref)
+                np.testing.assert_array_equal(np.signbit(a), np.signbit(ref))
+
+
 def test_clip_grad_norm_on_the_pool_is_bitwise_the_serial_one(monkeypatch):
     """clip_grad_norm_ computes each gradient's norm and rescales each gradient on the shared pool
     (minitensor/pool.py); the total and the clipped gradients are the one-thread ones, bit for bit."""

@@ -262,11 +262,15 @@ class LayerNorm(Function):
         # float16: statistics, output and gradients in float32, each rounded to float16 once (PyTorch's kernel);
         # in float16 itself the squares of activations of a few hundred overflow and the row becomes NaN
         x, weight, bias = (to_dtype(ctx.xp, t, opmath_dtype(dtype)) for t in (x, weight, bias))
+        ctx.axes, ctx.eps = axes, eps
+        if in_place_ok(x, weight, bias):  # the formula below, in two arrays instead of five
+            out, mean, rstd = layer_norm_in_place(ctx.xp, x, weight, bias, axes, eps)
+            ctx.save(mean=mean, rstd=rstd)
+            return to_dtype(ctx.xp, out, dtype)
         xhat, mean, rstd = _normalized(ctx.xp, x, axes, eps)
         # The row statistics are kept, not xhat: xhat is rebuilt in the backward, so a layer norm holds one
         # activation-sized array (its input) until then instead of two (as PyTorch keeps mean and rstd).
         ctx.save(mean=mean, rstd=rstd)
-        ctx.axes, ctx.eps = axes, eps
         if weight is None:
             return to_dtype(ctx.xp, xhat, dtype)
         out = xhat * weight if bias is None else xhat * weight + bias
@@ -285,8 +289,10 @@ class LayerNorm(Function):
         """(dx, dw, db) in x's dtype (float32 for a float16 layer norm), None where not needed."""
         xp, axes = ctx.xp, ctx.axes
         mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
-        xhat = (x - mean) * rstd  # the forward's xhat, bit for bit
         need_x, need_w, need_b = ctx.needs_input_grad
+        if need_x and not ctx.create_graph and in_place_ok(x, w, g):  # the formula below, in three arrays
+            return layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes, need_w, need_b)
+        xhat = (x - mean) * rstd  # the forward's xhat, bit for bit
         rows = tuple(range(g.ndim - len(axes)))
         gw = xp.sum(g * xhat, axis=rows) if need_w else None
         gb = xp.sum(g, axis=rows) if need_b else None
@@ -316,10 +322,59 @@ def _normalized(xp, x, axes: tuple, eps: float):
     mean = xp.mean(x, axis=axes, keepdims=True)
     xc = x - mean
     var = xp.mean(xc * xc, axis=axes, keepdims=True)
-    # a variance that overflows (finite |x| beyond ~1e154) would make rstd 0 and the output the bias: NaN instead,
-    # as PyTorch gives
-    rstd = xp.where(var == np.inf, np.nan, 1.0 / xp.sqrt(var + x.dtype.type(eps)))
+    rstd = _rstd(xp, var, eps)
     return xc * rstd, mean, rstd
+
+
+def _rstd(xp, var, eps: float):
+    """(var + eps)^-1/2, NaN where var overflowed (finite |x| beyond ~1e154 would make rstd 0 and the output the
+    bias: NaN instead, as PyTorch gives)."""
+    return xp.where(var == np.inf, np.nan, 1.0 / xp.sqrt(var + var.dtype.type(eps)))
+
+
+def in_place_ok(x, *others) -> bool:
+    """Whether LayerNorm may take its in-place speed devices: host arrays, float32 or float64, all of x's dtype
+    (so that writing a result into a buffer of x's dtype casts nothing the formula would promote)."""
+    return all(is_host(t) and t.dtype == x.dtype for t in (x, *others)) and x.dtype in (np.float32, np.float64)
+
+
+def layer_norm_in_place(xp, x, weight, bias, axes: tuple, eps: float):
+    """(xhat * weight + bias, mean, rstd): _normalized and the affine map, the same ufuncs on the same operands in
+    the same order, bitwise (tests/test_speed_devices.py), in two activation-sized arrays instead of five: x - mean
+    becomes xhat in place, and the squares of x - mean are taken in the output's buffer, which then takes
+    xhat * weight and the bias. Speed device of LayerNorm.forward (host arrays: in_place_ok)."""
+    mean = xp.mean(x, axis=axes, keepdims=True)
+    xc = x - mean
+    out = np.multiply(xc, xc)
+    rstd = _rstd(xp, xp.mean(out, axis=axes, keepdims=True), eps)
+    xhat = np.multiply(xc, rstd, out=xc)
+    np.multiply(xhat, weight, out=out)
+    out += bias
+    return out, mean, rstd
+
+
+def layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes: tuple, need_w: bool, need_b: bool):
+    """(dx, dw, db) of LayerNorm._grads for a weight, dx needed: the same arithmetic in the same order, bitwise
+    (tests/test_speed_devices.py; rstd * y is y * rstd exactly), in three activation-sized arrays instead of
+    eight: xhat rebuilt in place, dxhat = g * w turned into dx in place, dw and db summed by einsum. Speed device
+    of LayerNorm's backward (host arrays: in_place_ok)."""
+    rows = tuple(range(g.ndim - len(axes)))
+    xhat = np.subtract(x, mean)
+    xhat *= rstd  # the forward's xhat, bit for bit
+    if w.size > 1:  # the sums over rows by einsum, without g * xhat in memory: row after row, as np.sum adds along
+        # a slow axis (bitwise); rows of one number would be its fast axis, which np.sum adds pairwise
+        g2, xhat2 = g.reshape(-1, w.size), xhat.reshape(-1, w.size)
+        gw = np.einsum("rn,rn->n", g2, xhat2).reshape(w.shape) if need_w else None
+        gb = np.einsum("rn->n", g2).reshape(w.shape) if need_b else None
+    else:
+        gw = xp.sum(g * xhat, axis=rows) if need_w else None
+        gb = xp.sum(g, axis=rows) if need_b else None
+    dxhat = np.multiply(g, w)
+    mean_dxhat_xhat = _mean(xp, dxhat * xhat, axes)
+    gx = np.subtract(dxhat, _mean(xp, dxhat, axes), out=dxhat)  # dxhat - mean(dxhat)
+    gx -= np.multiply(xhat, mean_dxhat_xhat, out=xhat)  # - xhat * mean(dxhat * xhat)
+    gx *= rstd
+    return gx, gw, gb
 
 
 def _mean(xp, a, axes: tuple):
