@@ -7,8 +7,8 @@ Every primitive is a `Function` subclass (see the ops/ package) with two static 
 
 `Function.apply(*tensors, **kwargs)` runs forward on the tensors' arrays and, when grad mode is on
 and some input requires grad, records a `Node` (the output's `grad_fn`). Under no_grad, with no forward-mode
-level open (or inside a forward-mode rule) and no profile installed, nothing can be recorded, and apply takes its inference path
-(`_apply_untracked`): the forward and the result, nothing else. The walk (engine.py) runs
+level open (or inside a forward-mode rule) and no profile installed, nothing can be recorded, and apply takes its
+inference path (`_apply_untracked`): the forward and the result, nothing else. The walk (engine.py) runs
 each node's backward, and the node sums a gradient back to its input's shape in one place
 (`unbroadcast`, called by `Node._per_input`). How the engine calls a forward or a backward is
 `OpCalls`, the profiler's attachment point (`set_op_calls`).
@@ -413,7 +413,8 @@ class Function:
                 if _anomaly.enabled:  # where this forward was called, for an error in its backward
                     ctx.forward_trace = forward_trace()
         if _dual.level is not None and not _dual.in_rule:  # forward mode: the output's tangent, by the op's JVP
-            propagate(cls, ctx, tensors, result, kwargs, _TENSORS)
+            with ieee_quiet_block():  # quietly, and marked so: the rule's own primitives need not enter errstate
+                propagate(cls, ctx, tensors, result, kwargs, _TENSORS)
         # saved-tensor hooks are on in some thread: hand them what the node keeps (after the JVP rule, which reads
         # it). Deviation from PyTorch, flagged: the nodes a forward-mode rule records keep their own arrays, unseen
         # by the hooks: they belong to the tangent, which a checkpoint's recompute does not rebuild (the tangents a

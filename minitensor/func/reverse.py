@@ -68,7 +68,13 @@ class ReverseCall:
                 self.specs.append(spec)
             transform_state.reverse_depth += 1
             try:
-                with rules_unrecorded() if (not self.record and dual_state.level is not None) else nullcontext():
+                # inside a forward transform, unrecorded (forward over reverse: jvp(grad(f))): the pullback is then
+                # tangent_grad, which reads the forward's tangents but records nothing, so a reverse graph of those
+                # tangents would never be walked (autograd.functional.hvp does the same). Deviation, flagged: the
+                # tangent of the value or aux (jvp(grad_and_value(f))) then has no graph to a tensor of the
+                # closure that requires grad; torch's has one
+                unrecorded = not self.record and dual_state.level is not None
+                with rules_unrecorded() if unrecorded else nullcontext():
                     out = func(*new_args, **kwargs)
             finally:
                 transform_state.reverse_depth -= 1

@@ -138,11 +138,12 @@ class Where(Function):
 
 
 def select(cond, a, b):
-    """np.where(cond, a, b). A speed device for a 0-d zero branch, as a backward on Tensors writes it (where(cond, g, 0),
-    relu's zero_where): the product of the other branch by the boolean mask, several times faster than np.where on a
-    random mask; np.where when that product is not finite (0 * inf gives NaN where np.where gives 0), and off the
-    host (the finiteness test would wait on the device). A zero selected from a negative value is -0.0, not 0.0."""
-    if getattr(cond, "dtype", None) != bool or a.dtype != b.dtype:
+    """np.where(cond, a, b). A speed device for a 0-d zero branch, as a backward on Tensors writes it
+    (where(cond, g, 0), relu's zero_where): the product of the other branch by the boolean mask, several times
+    faster than np.where on a random mask; np.where when that product is not finite (0 * inf gives NaN where
+    np.where gives 0), and off the host (the finiteness test would wait on the device). A zero selected from a
+    negative value is -0.0, not 0.0 (equal values: the array path's zero_where does the same)."""
+    if getattr(cond, "dtype", None) != np.bool_ or a.dtype != b.dtype:
         return np.where(cond, a, b)
     if is_host(b) and a.ndim == 0 and not a:
         out = b * ~cond  # where(cond, 0, b)
