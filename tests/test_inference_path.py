@@ -100,7 +100,9 @@ def test_tangents_still_flow_under_no_grad(untracked_calls):
     with mt.no_grad(), fwAD.dual_level():
         y = (fwAD.make_dual(x, v) * 3.0).sin()
         tangent = fwAD.unpack_dual(y).tangent
-    assert untracked_calls == []
+    # the ops on dual tensors take the full path (it gives their outputs tangents); the primitives of their rules
+    # (sin's: cos(x) * ẋ) carry no tangent and record nothing, so they take the inference path
+    assert "Sin" not in untracked_calls and "Cos" in untracked_calls
     np.testing.assert_allclose(tangent.numpy(), np.cos(3 * x.numpy()) * 3 * v.numpy(), rtol=1e-12)
 
 

@@ -533,3 +533,21 @@ def test_branch_free_selections_are_bitwise_np_where():
             np.testing.assert_array_equal(g, w)
             real = ~np.isnan(w)
             np.testing.assert_array_equal(np.signbit(g[real]), np.signbit(w[real]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_where_with_a_zero_branch_is_np_where(dtype):
+    """selection.select (a product by the mask for a 0-d zero branch) gives np.where's values: with inf and NaN
+    in the other branch (the plain np.where then), broadcast masks, either branch zero, a non-bool condition."""
+    from minitensor.ops.selection import select
+
+    rng = np.random.default_rng(0)
+    b = rng.standard_normal((3, 4, 5)).astype(dtype)
+    zero = np.zeros((), dtype)
+    for cond in (rng.random((3, 4, 5)) < 0.5, rng.random((4, 1)) < 0.5, rng.random((2, 3, 4, 5)) < 0.5):
+        for x in (b, np.where(b > 1, np.inf, b), np.where(b > 1, np.nan, b)):
+            for args in ((cond, zero, x), (cond, x, zero), (cond.astype(np.int8), zero, x)):
+                with np.errstate(all="ignore"):  # as forwards run (Function.apply): 0 * inf quietly, then np.where
+                    got, want = select(*args), np.where(*args)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                np.testing.assert_array_equal(got, want)  # equal values (-0.0 == 0.0), NaN where NaN

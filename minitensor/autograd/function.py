@@ -7,8 +7,8 @@ Every primitive is a `Function` subclass (see the ops/ package) with two static 
 
 `Function.apply(*tensors, **kwargs)` runs forward on the tensors' arrays and, when grad mode is on
 and some input requires grad, records a `Node` (the output's `grad_fn`). Under no_grad, with no forward-mode
-level open and no profile installed, nothing can be recorded, and apply takes its inference path
-(`_apply_untracked`): the forward and the result, nothing else. The walk (engine.py) runs
+level open (or inside a forward-mode rule) and no profile installed, nothing can be recorded, and apply takes its
+inference path (`_apply_untracked`): the forward and the result, nothing else. The walk (engine.py) runs
 each node's backward, and the node sums a gradient back to its input's shape in one place
 (`unbroadcast`, called by `Node._per_input`). How the engine calls a forward or a backward is
 `OpCalls`, the profiler's attachment point (`set_op_calls`).
@@ -387,8 +387,10 @@ class Function:
 
     @classmethod
     def apply(cls, *tensors, **kwargs):
-        if not (_grad_mode.enabled or _installed_calls) and _dual.level is None:
-            return _apply_untracked(cls, tensors, kwargs)  # no_grad, no tangents, no profile: nothing to record
+        if not (_grad_mode.enabled or _installed_calls) and (_dual.level is None or _dual.in_rule):
+            # no_grad, no tangents (no level, or inside a forward-mode rule, whose own primitives carry none), no
+            # profile: nothing to record
+            return _apply_untracked(cls, tensors, kwargs)
         arrays = [_array_of(cls, i, t) for i, t in enumerate(tensors)]
         if not arrays:
             raise TypeError(f"{cls.__name__}.apply: expected at least one Tensor argument")
@@ -411,7 +413,8 @@ class Function:
                 if _anomaly.enabled:  # where this forward was called, for an error in its backward
                     ctx.forward_trace = forward_trace()
         if _dual.level is not None and not _dual.in_rule:  # forward mode: the output's tangent, by the op's JVP
-            propagate(cls, ctx, tensors, result, kwargs, _TENSORS)
+            with ieee_quiet_block():  # quietly, and marked so: the rule's own primitives need not enter errstate
+                propagate(cls, ctx, tensors, result, kwargs, _TENSORS)
         # saved-tensor hooks are on in some thread: hand them what the node keeps (after the JVP rule, which reads
         # it). Deviation from PyTorch, flagged: the nodes a forward-mode rule records keep their own arrays, unseen
         # by the hooks: they belong to the tangent, which a checkpoint's recompute does not rebuild (the tangents a
@@ -433,13 +436,14 @@ class InferenceContext(Context):
 
 
 def _apply_untracked(fn, tensors: tuple, kwargs: dict):
-    """fn.apply's inference path: under no_grad, with no forward-mode level open and no profile installed.
+    """fn.apply's inference path: under no_grad, with no forward-mode level open (or inside a forward-mode rule run
+    unrecorded: forward over reverse) and no profile installed.
 
     No node is recorded, so nothing else apply does applies: no needs_input_grad, no Edge, no versions to keep,
     no saved-tensor hooks (they see what a node keeps), no anomaly trace (it names a node's forward), no JVP (no
-    level is open). What is left is the forward on the arrays and the result around its array, as in apply; a
-    view keeps its input's version counter. tests/test_inference_path.py checks every primitive equal through
-    both paths."""
+    level is open, or the op is part of a rule). What is left is the forward on the arrays and the result around
+    its array, as in apply; a view keeps its input's version counter. tests/test_inference_path.py checks every
+    primitive equal through both paths."""
     arrays = _arrays_of(fn, tensors)
     tensors = same_device(tensors, arrays, fn) if len(arrays) > 1 else tensors  # torch's mixed-device error
     if _QUIET.get():  # inside an ieee_quiet_block() already (decoding runs in one)

@@ -27,13 +27,12 @@ tangent vanish at once, without visiting the tensors that hold one.
 
 from __future__ import annotations
 
-import copy
 from contextlib import contextmanager
 
 import numpy as np
 
 from .anomaly_mode import anomaly, check_tangent
-from .grad_mode import is_grad_enabled, set_grad_enabled
+from .grad_mode import state as grad_mode  # `grad_mode.enabled`, this thread's switch
 
 
 class DualLevel:
@@ -97,10 +96,16 @@ def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
     # rule's context and for the tangents a forward over reverse gives the rebuilt saved tensors
     owners = [next((t for t in (*tensors, result) if t.data is arr), None) for arr in ctx.saved_arrays]
     rule_ctx = rule_context(ctx, owners, result, tensor_namespace)
-    # IEEE values silently, as forwards and backward run (function.ieee_quiet, which imports this module): a rule's
-    # own scalar arithmetic (Var's 2 / (n - correction) with n = correction) gives inf, as PyTorch, not a warning
-    with outside_rules(), set_grad_enabled(dual_state.record_rules and is_grad_enabled()), np.errstate(all="ignore"):
+    # the rule runs outside rules (its primitives carry no tangent), recorded or not (record_rules), as
+    # outside_rules() and set_grad_enabled() would run it: the two switches set directly, per op (the caller,
+    # Function.apply, runs it quietly: a rule's own scalar arithmetic, Var's 2 / (n - correction) with
+    # n = correction, gives inf, as PyTorch, not a warning)
+    before_rule, before_grad = dual_state.in_rule, grad_mode.enabled
+    dual_state.in_rule, grad_mode.enabled = True, dual_state.record_rules and before_grad
+    try:
         out = run_rule(fn, rule_ctx, tensors, result, tangents, kwargs)
+    finally:
+        dual_state.in_rule, grad_mode.enabled = before_rule, before_grad
     if out is None:
         return
     if out.dtype != result.dtype:
@@ -135,7 +140,8 @@ def broadcasts_to(shape: tuple, target: tuple) -> bool:
 def rule_context(ctx, owners, result, tensor_namespace):
     """A copy of the forward's ctx for a rule on Tensors: each saved input or output array as its Tensor (owners,
     per saved array), an array the forward made as a constant Tensor (as Node._tensor_context does for a backward)."""
-    rule_ctx = copy.copy(ctx)
+    rule_ctx = object.__new__(type(ctx))  # copy.copy(ctx), without its generic protocol: once per op
+    rule_ctx.__dict__.update(ctx.__dict__)
     rule_ctx.xp, rule_ctx.create_graph = tensor_namespace, True
     rule_ctx.saved_arrays = tuple(
         owner if owner is not None else result.wrap(arr) for owner, arr in zip(owners, ctx.saved_arrays)

@@ -16,11 +16,13 @@ Composition. An inner transform must hand its outer one something it can differe
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from ..autograd import enable_grad, forward_ad, is_grad_enabled, tangent_grad
 from ..autograd import grad as autograd_grad  # this module defines its own grad, the transform
-from ..autograd.tangents import dual_state
+from ..autograd.tangents import dual_state, rules_unrecorded
 from ..functions.shape import stack
 from .trees import check_scalar, float_leaves, normalize_argnums, split_aux, tensor_leaves, tree_flatten, tree_unflatten
 
@@ -66,7 +68,14 @@ class ReverseCall:
                 self.specs.append(spec)
             transform_state.reverse_depth += 1
             try:
-                out = func(*new_args, **kwargs)
+                # inside a forward transform, unrecorded (forward over reverse: jvp(grad(f))): the pullback is then
+                # tangent_grad, which reads the forward's tangents but records nothing, so a reverse graph of those
+                # tangents would never be walked (autograd.functional.hvp does the same). Deviation, flagged: the
+                # tangent of the value or aux (jvp(grad_and_value(f))) then has no graph to a tensor of the
+                # closure that requires grad; torch's has one
+                unrecorded = not self.record and dual_state.level is not None
+                with rules_unrecorded() if unrecorded else nullcontext():
+                    out = func(*new_args, **kwargs)
             finally:
                 transform_state.reverse_depth -= 1
         self.output, self.aux = split_aux(out, has_aux, who)
