@@ -5,16 +5,22 @@ float64, data-parallel over MPI. Rank 0 writes the run folder (checkpoint.npz ho
 
 --stop-rank-1-at-step K: rank 1's callback raises KeyboardInterrupt after step K (train()'s way to stop a run);
 every rank must stop after that same step, with a complete checkpoint; the ranks exit with status 130.
+--key-bias-record PATH: rank 0 writes, as JSON, each step's lr and the largest |gradient| of the key biases (their
+gradient is identically 0, so what is computed is round-off: the test judges them by Adam's step bound).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import sys
 
+import numpy as np
+
 from transformer_np.parallel import DataParallel
-from transformer_np.training import default_configs, train
+from transformer_np.training import default_configs, loop, train
 
 TINY_MODEL = dict(d_model=16, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=32)
 TINY_TRAIN = dict(
@@ -26,6 +32,35 @@ TINY_TRAIN = dict(
 def configs(steps: int, dropout: float):
     model_cfg, train_cfg = default_configs("copy-reverse")
     return model_cfg.replace(dropout=dropout, **TINY_MODEL), train_cfg.replace(steps=steps, **TINY_TRAIN)
+
+
+def is_key_bias(name: str) -> bool:
+    """A key projection's bias: softmax ignores a shift of every score in a row, so its exact gradient is 0."""
+    return name.endswith("W_k.bias")
+
+
+@contextlib.contextmanager
+def key_bias_record(record: dict):
+    """While open, every training step of train() appends to record["lrs"] the lr it used and to
+    record["grad_maxes"] the largest |entry| of the key biases' gradient (as Adam saw it: averaged over the ranks
+    and clipped), and record["init"] holds the key biases before the first step."""
+    step = loop.train_step
+    record.update(lrs=[], grad_maxes=[], init={})
+
+    def recorded(model, optimizer, *args, **kwargs):
+        keys = [(n, p) for n, p in model.named_parameters() if is_key_bias(n)]
+        if not record["lrs"]:
+            record["init"] = {n: p.data.copy() for n, p in keys}
+        record["lrs"].append(float(optimizer.param_groups[0]["lr"]))
+        out = step(model, optimizer, *args, **kwargs)
+        record["grad_maxes"].append(max(float(np.abs(p.grad.data).max()) for _, p in keys))
+        return out
+
+    loop.train_step = recorded
+    try:
+        yield record
+    finally:
+        loop.train_step = step
 
 
 def main() -> None:
@@ -49,13 +84,19 @@ def main() -> None:
                 raise KeyboardInterrupt
 
     model_cfg, train_cfg = configs(steps, dropout)
+    record_path = sys.argv[sys.argv.index("--key-bias-record") + 1] if "--key-bias-record" in sys.argv else None
+    record = {}
     try:
-        train(
-            model_cfg, train_cfg, out, resume="--resume" in sys.argv, progress=False, callback=callback,
-            parallel=DataParallel(comm=comm), dtype="float64",
-        )  # fmt: skip
+        with key_bias_record(record) if record_path else contextlib.nullcontext():
+            train(
+                model_cfg, train_cfg, out, resume="--resume" in sys.argv, progress=False, callback=callback,
+                parallel=DataParallel(comm=comm), dtype="float64",
+            )  # fmt: skip
     except KeyboardInterrupt:
         sys.exit(130)
+    if record_path and comm.Get_rank() == 0:
+        with open(record_path, "w") as f:
+            json.dump({"lrs": record["lrs"], "grad_maxes": record["grad_maxes"]}, f)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,10 @@ The two ranks run tests/ddp_train_worker.py (20 Adam steps, dropout 0.1, global-
 every 5 steps); rank 0's checkpoint is compared with one process training in this test:
   * one process computing both ranks' shards in turn with the ranks' dropout streams (DataParallel(2) without a
     communicator): the same masks, the same step; bitwise equal, since 2 and 1/2 are exact;
-  * without dropout, plain one-process training on the full batch: equal within PARITY_RTOL (reordered sums).
+  * without dropout, plain one-process training on the full batch: equal within PARITY_RTOL (reordered sums), but
+    for the key biases: their gradient is identically 0, so each side's is round-off of its own summation order,
+    which Adam turns into steps of up to lr; each side must stay within Adam's step bound of its initial value, the
+    exact trajectory (parity/report.py's drift rule).
 Also: exact resume with the same N, resume with another N (the streams restart by the documented rule), every
 rank's stream in the checkpoint, a killed rank, Ctrl-C, and the refusals of the command line.
 Each launch is bounded by a timeout after which mpiexec's process group is killed.
@@ -13,6 +16,7 @@ Each launch is bounded by a timeout after which mpiexec's process group is kille
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import subprocess
@@ -25,10 +29,11 @@ import pytest
 import minitensor as mt
 from minitensor.nn.parallel import mpiexec_command, run_process_group, run_ranks
 from minitensor.testing import PARITY_RTOL, assert_close
+from parity.report import adam_step_bound
 from transformer_np.parallel import DataParallel
 from transformer_np.training import train
 
-from .ddp_train_worker import configs
+from .ddp_train_worker import configs, is_key_bias, key_bias_record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -69,11 +74,27 @@ def test_two_ranks_equal_one_process_with_their_dropout_streams_bitwise(two_rank
 
 
 def test_without_dropout_two_ranks_equal_one_process_on_the_full_batch(tmp_path, capsys):
-    done = ranks(str(tmp_path / "two"), 20, 0.0)
+    record_path = str(tmp_path / "key_biases.json")
+    done = ranks(str(tmp_path / "two"), 20, 0.0, "--key-bias-record", record_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    ours, ref = model_state(str(tmp_path / "two")), one_process(str(tmp_path / "one"), 20, 0.0).model.state_dict()
+    with key_bias_record({}) as one:
+        ref = one_process(str(tmp_path / "one"), 20, 0.0).model.state_dict()
+    with open(record_path) as f:
+        two = json.load(f)
+    ours = model_state(str(tmp_path / "two"))
+    _, train_cfg = configs(20, 0.0)
+    eps = float(np.finfo(np.float64).eps)
+    assert 0 < max(one["grad_maxes"]) < 1e-12 and 0 < max(two["grad_maxes"]) < 1e-12  # round-off, not a gradient
     for k in ref:
-        assert_close(ours[k], ref[k], TOL, what=k)
+        if not is_key_bias(k):
+            assert_close(ours[k], ref[k], TOL, what=k)
+            continue
+        init = one["init"][k]
+        for side, params, rec in (("two ranks", ours, two), ("one process", ref, one)):
+            bound = adam_step_bound(rec["lrs"], rec["grad_maxes"], train_cfg.betas, train_cfg.eps)
+            rounding = len(rec["lrs"]) * eps * (float(np.abs(init).max()) + bound)
+            drift = float(np.abs(params[k] - init).max())
+            assert drift <= bound + rounding, f"{k} ({side}): moved {drift:.3e} from init, Adam's bound {bound:.3e}"
 
 
 def test_dropout_streams_differ_per_rank_and_all_are_saved(two_ranks):
