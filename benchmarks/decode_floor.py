@@ -94,8 +94,7 @@ def bare_greedy(model, src, src_mask, n_tokens: int) -> np.ndarray:
     ]
     k_buf = [np.zeros((B, H, n_tokens, Dh), memory.dtype) for _ in range(L)]
     v_buf = [np.zeros((B, H, n_tokens, Dh), memory.dtype) for _ in range(L)]
-    pe, scale = model.pos_encoding.pe.data, memory.dtype.type(math.sqrt(D))
-    pe = pe.reshape(-1, D)
+    pe, scale = model.pos_encoding.pe.data, memory.dtype.type(math.sqrt(D))  # pe (max_len, D)
     tok, out = np.full(B, BOS, dtype=np.int64), np.empty((B, n_tokens), dtype=np.int64)
     for t in range(n_tokens):
         x = (P["tgt_embed.weight"][tok] * scale + pe[t])[:, None, :]  # (B, 1, D)

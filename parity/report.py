@@ -399,15 +399,21 @@ def adam_step_bound(lrs: list, grad_maxes: list, betas, eps: float) -> float:
     return bound
 
 
+def drift_limit(init: np.ndarray, bound: float, steps: int, eps: float) -> float:
+    """How far a parameter with an identically zero gradient may move from its initial value `init` in `steps` Adam
+    steps: Adam's step bound (adam_step_bound) plus the rounding of each step's update p - lr * u (one eps * |p| per
+    step, |p| at most |init| + bound)."""
+    return bound + steps * eps * (float(np.abs(init).max(initial=0.0)) + bound)
+
+
 def compare_after_steps(
     report: Report, np_model, pt_model, init: dict, bound: float, steps: int, trajectory: str, dtype: str
 ) -> None:
     """Every parameter after the steps; in the free trajectory the key biases by Adam's step bound ('drift').
 
     Adam turns the key bias's round-off gradient into steps of up to lr each, so two correct
-    implementations drift apart by round-off amplified toward lr: each side must stay within `bound`
-    (adam_step_bound) of its initial value, the exact one, plus the rounding of each step's update
-    p - lr * u (one eps[dtype] * |p| per step).
+    implementations drift apart by round-off amplified toward lr: each side must stay within drift_limit of its
+    initial value, the exact one.
     """
     rtol = PARITY_RTOL[dtype]
     eps = float(np.finfo(np.dtype(dtype)).eps)
@@ -416,8 +422,8 @@ def compare_after_steps(
         if name not in ours:
             report.missing("after-steps", "param", name, rtol, "no such parameter in transformer_np")
         elif structurally_zero_grad(name) and trajectory == "free":
-            rounding = steps * eps * (float(np.abs(init[name]).max(initial=0.0)) + bound)
-            report.check_drift(name, ours[name], ref[name], init[name], bound + rounding, DRIFT_NOTE)
+            limit = drift_limit(init[name], bound, steps, eps)
+            report.check_drift(name, ours[name], ref[name], init[name], limit, DRIFT_NOTE)
         else:
             report.check_close("after-steps", "param", name, ours[name], ref[name], rtol)
 

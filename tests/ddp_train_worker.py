@@ -35,7 +35,8 @@ def configs(steps: int, dropout: float):
 
 
 def is_key_bias(name: str) -> bool:
-    """A key projection's bias: softmax ignores a shift of every score in a row, so its exact gradient is 0."""
+    """parity.results.structurally_zero_grad's rule (a key projection's bias, whose exact gradient is 0), written here
+    because importing parity loads torch into every MPI rank."""
     return name.endswith("W_k.bias")
 
 

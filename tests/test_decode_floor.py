@@ -3,6 +3,7 @@ command refuses what it cannot replicate in one line. (Its timings are measured 
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 
@@ -39,7 +40,7 @@ def test_configs_it_cannot_replicate_are_named():
     cfg = CONFIGS["tiny"]
     assert decode_floor.replicable(cfg) is None
     for change, word in ((dict(norm_first=True), "norm_first"), (dict(activation="gelu"), "gelu")):
-        bad = cfg.__class__(**{**cfg.__dict__, "model": cfg.model.replace(**change)})
+        bad = dataclasses.replace(cfg, model=cfg.model.replace(**change))
         assert word in decode_floor.replicable(bad)
 
 

@@ -29,11 +29,12 @@ import pytest
 import minitensor as mt
 from minitensor.nn.parallel import mpiexec_command, run_process_group, run_ranks
 from minitensor.testing import PARITY_RTOL, assert_close
-from parity.report import adam_step_bound
+from parity.report import adam_step_bound, drift_limit
+from parity.results import structurally_zero_grad
 from transformer_np.parallel import DataParallel
 from transformer_np.training import train
 
-from .ddp_train_worker import configs, is_key_bias, key_bias_record
+from .ddp_train_worker import configs, key_bias_record
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
@@ -86,15 +87,15 @@ def test_without_dropout_two_ranks_equal_one_process_on_the_full_batch(tmp_path,
     eps = float(np.finfo(np.float64).eps)
     assert 0 < max(one["grad_maxes"]) < 1e-12 and 0 < max(two["grad_maxes"]) < 1e-12  # round-off, not a gradient
     for k in ref:
-        if not is_key_bias(k):
+        if not structurally_zero_grad(k):
             assert_close(ours[k], ref[k], TOL, what=k)
             continue
         init = one["init"][k]
         for side, params, rec in (("two ranks", ours, two), ("one process", ref, one)):
             bound = adam_step_bound(rec["lrs"], rec["grad_maxes"], train_cfg.betas, train_cfg.eps)
-            rounding = len(rec["lrs"]) * eps * (float(np.abs(init).max()) + bound)
             drift = float(np.abs(params[k] - init).max())
-            assert drift <= bound + rounding, f"{k} ({side}): moved {drift:.3e} from init, Adam's bound {bound:.3e}"
+            limit = drift_limit(init, bound, len(rec["lrs"]), eps)
+            assert drift <= limit, f"{k} ({side}): moved {drift:.3e} from init, Adam's bound {bound:.3e}"
 
 
 def test_dropout_streams_differ_per_rank_and_all_are_saved(two_ranks):
