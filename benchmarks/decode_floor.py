@@ -34,6 +34,7 @@ import minitensor as mt
 from benchmarks.workloads import BOS, CONFIGS, EOS, build_numpy_model, make_batch
 from transformer_np import decode
 from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import interrupted
 
 
 def replicable(cfg) -> str | None:
@@ -164,7 +165,10 @@ def main(argv=None) -> int:
     lacks = replicable(CONFIGS[args.config])
     if lacks:
         p.error(f"--config {args.config}: the bare replica has no {lacks}")
-    r = measure(args.config, args.rounds)
+    try:
+        r = measure(args.config, args.rounds)
+    except KeyboardInterrupt:  # Ctrl-C: one line, status 130; nothing is written
+        return interrupted("python -m benchmarks.decode_floor")
     if not r["same_tokens"]:
         print(f"decode_floor: the bare replica's tokens differ from greedy_decode's on {args.config}", file=sys.stderr)
         return 1

@@ -4,8 +4,10 @@ command refuses what it cannot replicate in one line. (Its timings are measured 
 from __future__ import annotations
 
 import dataclasses
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -51,3 +53,15 @@ def test_bad_input_is_one_line_exit_2(args):
     )
     err = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(err) == 1 and "decode_floor" in err[0], done.stderr
+
+
+def test_ctrl_c_is_one_line_exit_130():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.decode_floor", "--config", "copy-reverse", "--rounds", "50"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(4)  # past the imports, inside the timed rounds
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["python -m benchmarks.decode_floor: interrupted"], err
