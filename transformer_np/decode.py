@@ -21,7 +21,6 @@ import contextlib
 import numpy as np
 
 import minitensor as mt
-from minitensor.autograd.function import ieee_quiet_block
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_np.device import on_device, to_host
 from transformer_np.masks import causal_mask, padding_mask
@@ -29,12 +28,13 @@ from transformer_np.masks import causal_mask, padding_mask
 
 @contextlib.contextmanager
 def _inference(model):
-    """model.eval(), mt.no_grad() and ieee_quiet_block() for the block, then the model's training flag as it was.
-    (Every op is quiet anyway; one block around the whole decode spares each op entering NumPy's errstate.)"""
+    """model.eval(), mt.no_grad() and mt.autograd.ieee_quiet() for the block, then the model's training flag as it
+    was. (Every op is quiet anyway; inside one quiet block around the whole decode, each op finds NumPy's error
+    state quiet and leaves it as it is, autograd/quiet.py.)"""
     was_training = model.training
     model.eval()
     try:
-        with mt.no_grad(), ieee_quiet_block():
+        with mt.no_grad(), mt.autograd.ieee_quiet():
             yield
     finally:
         model.train(was_training)

@@ -2,7 +2,8 @@
 
     grad_mode.py           no_grad, enable_grad, set_grad_enabled, is_grad_enabled (per thread)
     function.py            Function, Context, Node, Edge: a primitive's forward, and the node it records;
-                           VersionCounter, ieee_quiet, unbroadcast, the op-call hook (OpCalls)
+                           VersionCounter, unbroadcast, the op-call hook (OpCalls)
+    quiet.py               ieee_quiet: NumPy's floating-point warnings off around an op (and its speed device)
     engine.py              the graph walk (topological_order, run_backward) and its entry points,
                            backward(), grad(), and tangent_grad() (forward over reverse, unrecorded)
     finite_differences.py  gradcheck, gradgradcheck
@@ -32,13 +33,13 @@ from .function import (
     Node,
     OpCalls,
     VersionCounter,
-    ieee_quiet,
     is_tensor_like,
     register_namespaces,
     set_op_calls,
     unbroadcast,
 )
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .quiet import ieee_quiet
 from .tangents import tangent_sum
 
 __all__ = [

@@ -25,7 +25,7 @@ counter. A node records the versions of the inputs and output it saved (`save_fo
 its backward refuses to run on an array that changed since: a wrong gradient becomes an error.
 
 Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyTorch: forwards
-(Function.apply) and the backward walk (backward, grad) run under `ieee_quiet()`, the one place
+(Function.apply) and the backward walk (backward, grad) run under `ieee_quiet()` (quiet.py), the one place
 NumPy's RuntimeWarnings are turned off.
 
 This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,
@@ -36,7 +36,6 @@ tensor.py's Tensor provides them, so the import order is one way: tensor.py -> o
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import threading
 from collections.abc import Callable
@@ -47,37 +46,10 @@ from ..devices import is_array, same_device
 from .anomaly_mode import anomaly as _anomaly  # and `_anomaly.enabled`: whether anomaly mode is on
 from .anomaly_mode import check_gradients, forward_trace, note_forward_call
 from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
+from .quiet import ieee_quiet, is_quiet
 from .saved import HOOK_STACKS, pack_node, unpack_node
 from .tangents import dual_state as _dual  # and `_dual.level`: whether forward mode is on (tangents.py)
 from .tangents import propagate, set_tangent
-
-
-def ieee_quiet():
-    """NumPy's floating-point warnings off: ops return IEEE values (inf, NaN) silently, as PyTorch does."""
-    return np.errstate(all="ignore")
-
-
-# True inside an ieee_quiet_block(): a context variable, as NumPy's own error state is (it follows threads,
-# generators and tasks the same way), so an op that finds it set need not enter NumPy's errstate again
-_QUIET = contextvars.ContextVar("minitensor_ieee_quiet", default=False)
-
-
-class ieee_quiet_block:
-    """ieee_quiet() around many ops (decoding runs in one): the block also marks itself (_QUIET), so that the untracked
-    ops inside it skip entering NumPy's errstate, a third of such an op's cost on small arrays (_apply_untracked).
-    Deviation, flagged: code that sets np.errstate(...) inside the block sees it applied to the ops it calls."""
-
-    __slots__ = ("errstate", "token")
-
-    def __enter__(self):
-        self.errstate = ieee_quiet()
-        self.errstate.__enter__()
-        self.token = _QUIET.set(True)
-        return self
-
-    def __exit__(self, *exc):
-        _QUIET.reset(self.token)
-        return self.errstate.__exit__(*exc)
 
 
 class VersionCounter:
@@ -391,29 +363,31 @@ class Function:
             # no_grad, no tangents (no level, or inside a forward-mode rule, whose own primitives carry none), no
             # profile: nothing to record
             return _apply_untracked(cls, tensors, kwargs)
-        arrays = [_array_of(cls, i, t) for i, t in enumerate(tensors)]
-        if not arrays:
-            raise TypeError(f"{cls.__name__}.apply: expected at least one Tensor argument")
+        arrays = _arrays_of(cls, tensors)
         tensors = same_device(tensors, arrays, cls) if len(arrays) > 1 else tensors  # torch's mixed-device error
         ctx = Context()
-        with ieee_quiet():
-            out = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).forward(cls, ctx, arrays, kwargs)
+        calls = _op_calls_here() if _installed_calls else _PLAIN_CALLS
+        if is_quiet():  # inside a quiet block already (a backward under create_graph, a decoding loop)
+            out = calls.forward(cls, ctx, arrays, kwargs)
+        else:
+            with ieee_quiet():
+                out = calls.forward(cls, ctx, arrays, kwargs)
         result = tensors[0].wrap(out)
         if cls.returns_view and np.may_share_memory(out, arrays[0]):
             result.version_counter = tensors[0].version_counter
         if _grad_mode.enabled:
-            needs = tuple(t.requires_grad for t in tensors)
-            if any(needs):
+            needs = tuple([t.requires_grad for t in tensors])  # (a list comprehension: faster than a generator)
+            if True in needs:
                 if cls.max_inputs is not None and len(needs) < cls.max_inputs:  # optional inputs left out
                     needs += (False,) * (cls.max_inputs - len(needs))
                 ctx.needs_input_grad = needs
                 result.requires_grad = True
-                inputs = tuple((t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs))
+                inputs = tuple([(t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs)])
                 result.grad_fn = cls._node_class(ctx, inputs, _saved_versions(ctx.saved_arrays, tensors, result))
                 if _anomaly.enabled:  # where this forward was called, for an error in its backward
                     ctx.forward_trace = forward_trace()
         if _dual.level is not None and not _dual.in_rule:  # forward mode: the output's tangent, by the op's JVP
-            with ieee_quiet_block():  # quietly, and marked so: the rule's own primitives need not enter errstate
+            with ieee_quiet():  # quietly: the rule's own primitives then find the state quiet and leave it
                 propagate(cls, ctx, tensors, result, kwargs, _TENSORS)
         # saved-tensor hooks are on in some thread: hand them what the node keeps (after the JVP rule, which reads
         # it). Deviation from PyTorch, flagged: the nodes a forward-mode rule records keep their own arrays, unseen
@@ -446,7 +420,7 @@ def _apply_untracked(fn, tensors: tuple, kwargs: dict):
     primitive equal through both paths."""
     arrays = _arrays_of(fn, tensors)
     tensors = same_device(tensors, arrays, fn) if len(arrays) > 1 else tensors  # torch's mixed-device error
-    if _QUIET.get():  # inside an ieee_quiet_block() already (decoding runs in one)
+    if is_quiet():  # inside a quiet block already (decoding runs in one)
         out = fn.forward(InferenceContext(), *arrays, **kwargs)
     else:
         with ieee_quiet():
@@ -485,10 +459,10 @@ def _saved_versions(saved_arrays, tensors, result) -> tuple:
     create_graph. Arrays the forward made itself are private to the node and need no check."""
     versions = []
     for arr in saved_arrays:
-        for src, t in (*enumerate(tensors), (_OUTPUT, result)):
-            if t.data is arr:
-                versions.append((t.version_counter, t.version_counter.value, arr, src))
-                break
+        src = next((i for i, t in enumerate(tensors) if t.data is arr), _OUTPUT if result.data is arr else None)
+        if src is not None:
+            t = result if src == _OUTPUT else tensors[src]
+            versions.append((t.version_counter, t.version_counter.value, arr, src))
     return tuple(versions)
 
 
