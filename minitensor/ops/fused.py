@@ -288,11 +288,10 @@ class LayerNorm(Function):
     def _grads(ctx, x, w, g):
         """(dx, dw, db) in x's dtype (float32 for a float16 layer norm), None where not needed."""
         xp, axes = ctx.xp, ctx.axes
-        mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
         need_x, need_w, need_b = ctx.needs_input_grad
         if need_x and not ctx.create_graph and in_place_ok(x, w, g):  # the formula below, in three arrays
-            return layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes, need_w, need_b)
-        xhat = (x - mean) * rstd  # the forward's xhat, bit for bit
+            return layer_norm_grads_in_place(xp, x, w, g, ctx.mean, ctx.rstd, axes, need_w, need_b)
+        xhat, rstd = _xhat_rstd(ctx, x)
         rows = tuple(range(g.ndim - len(axes)))
         gw = xp.sum(g * xhat, axis=rows) if need_w else None
         gb = xp.sum(g, axis=rows) if need_b else None
@@ -308,8 +307,7 @@ class LayerNorm(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         dtype = x.dtype
         x, w, tx, tw, tb = (None if t is None else in_opmath(xp, t) for t in (x, w, tx, tw, tb))
-        mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)
-        xhat = (x - mean) * rstd
+        xhat, rstd = _xhat_rstd(ctx, x)
         dxhat = None
         if tx is not None:
             dxhat = rstd * (tx - _mean(xp, tx, axes) - xhat * _mean(xp, tx * xhat, axes))
@@ -382,9 +380,14 @@ def _mean(xp, a, axes: tuple):
     return xp.mean(a, axis=axes, keepdims=True)
 
 
-def _row_stats(xp, x, axes: tuple, eps: float):
-    """(mean, rstd) of _normalized: what LayerNorm's backward rebuilds xhat from."""
-    return _normalized(xp, x, axes, eps)[1:]
+def _xhat_rstd(ctx, x):
+    """(xhat, rstd) for LayerNorm's backward and JVP: xhat = (x - mean) * rstd rebuilt from the row statistics the
+    forward kept, bit for bit the forward's; under create_graph (ctx.intermediate's rule) the whole normalization
+    recomputed from the saved x, so that both are differentiable, its xhat taken as it comes (not rebuilt again)."""
+    if ctx.create_graph:
+        xhat, _, rstd = _normalized(ctx.xp, x, ctx.axes, ctx.eps)
+        return xhat, rstd
+    return (x - ctx.mean) * ctx.rstd, ctx.rstd
 
 
 # ----------------------------------------------------------------------------- dropout
