@@ -459,10 +459,14 @@ def _saved_versions(saved_arrays, tensors, result) -> tuple:
     create_graph. Arrays the forward made itself are private to the node and need no check."""
     versions = []
     for arr in saved_arrays:
-        src = next((i for i, t in enumerate(tensors) if t.data is arr), _OUTPUT if result.data is arr else None)
-        if src is not None:
-            t = result if src == _OUTPUT else tensors[src]
-            versions.append((t.version_counter, t.version_counter.value, arr, src))
+        for src, t in enumerate(tensors):  # noqa: B007 (src and t are read after the loop)
+            if t.data is arr:
+                break
+        else:  # not an input's array: the output's, or one the forward made
+            if result.data is not arr:
+                continue
+            src, t = _OUTPUT, result
+        versions.append((t.version_counter, t.version_counter.value, arr, src))
     return tuple(versions)
 
 
