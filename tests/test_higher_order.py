@@ -435,7 +435,7 @@ DOC_QUOTES = [
     ("minitensor/ops/fused.py", "dx = softmax_grad(ctx.xp, g, y, ctx.dim)"),
     ("minitensor/ops/fused.py", "gy = g * y"),
     ("minitensor/ops/fused.py", "return gy - y * xp.sum(gy, axis=dim, keepdims=True)"),
-    ("minitensor/ops/fused.py", "mean, rstd = ctx.intermediate((ctx.mean, ctx.rstd), _row_stats, x, axes, ctx.eps)"),
+    ("minitensor/ops/elementwise.py", "cdf = ctx.intermediate(ctx.cdf, _gelu_cdf, a)"),
 ]
 
 
