@@ -36,7 +36,6 @@ tensor.py's Tensor provides them, so the import order is one way: tensor.py -> o
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable
 
@@ -241,7 +240,8 @@ class Node:
         as its Tensor (an output rebuilt around this node, a non-leaf input around its Edge's producer,
         so that gradients flow through them). plain, node_saved: ctx and self.saved as unpacked by hooks."""
         plain = self.ctx if plain is None else plain
-        ctx = copy.copy(plain)
+        ctx = object.__new__(type(plain))  # copy.copy(plain), without its generic protocol: once per node
+        ctx.__dict__.update(plain.__dict__)
         ctx.xp, ctx.create_graph = _TENSORS, True
         like = next(t for t in self.inputs if t is not None)
         sources = {
