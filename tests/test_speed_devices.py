@@ -601,3 +601,24 @@ def test_ieee_quiet_restores_the_state_when_an_op_raises():
     with pytest.raises(ValueError), quiet.ieee_quiet():
         raise ValueError("inside an op")
     assert np.geterr() == before
+
+
+def test_ieee_quiet_is_per_thread():
+    """NumPy's error state follows the thread (a context variable): an op in a thread under np.errstate(all="raise") is
+    quiet all the same, and neither thread's state leaks into the other's."""
+    import threading
+
+    seen = {}
+
+    def worker():
+        with np.errstate(all="raise"):
+            seen["result"] = (1.0 / mt.tensor([0.0])).numpy()[0]
+            seen["after"] = np.geterr()["divide"]
+
+    before = np.geterr()
+    with quiet.ieee_quiet():
+        thread = threading.Thread(target=worker)
+        thread.start()
+        thread.join()
+        assert np.geterr()["divide"] == "ignore"
+    assert np.isinf(seen["result"]) and seen["after"] == "raise" and np.geterr() == before

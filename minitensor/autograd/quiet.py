@@ -40,18 +40,13 @@ _MAX_STATES = 64
 
 
 def _quiet_version(current):
-    """The state np.errstate(all="ignore") would set from `current` (made on first sight, then kept)."""
-    quiet = _quiet_of.get(current)
-    if quiet is None:
-        if len(_quiet_of) >= _MAX_STATES:
-            _quiet_of.clear()
-        token = _ERRSTATE.set(current)  # _make_extobj builds on the state in force: make `current` that state
-        try:
-            quiet = _make_extobj(all="ignore")
-        finally:
-            _ERRSTATE.reset(token)
-        _quiet_of[current] = quiet
-        _quiet_of[quiet] = quiet
+    """The state np.errstate(all="ignore") would set from `current`, the state in force (made on first sight, then
+    kept): NumPy's helper builds it on the state in force, keeping its buffer size and callback."""
+    if len(_quiet_of) >= _MAX_STATES:
+        _quiet_of.clear()
+    quiet = _make_extobj(all="ignore")
+    _quiet_of[current] = quiet
+    _quiet_of[quiet] = quiet
     return quiet
 
 
