@@ -45,7 +45,7 @@ from ..devices import is_array, same_device
 from .anomaly_mode import anomaly as _anomaly  # and `_anomaly.enabled`: whether anomaly mode is on
 from .anomaly_mode import check_gradients, forward_trace, note_forward_call
 from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
-from .quiet import ieee_quiet, is_quiet
+from .quiet import ieee_quiet, run_quietly
 from .saved import HOOK_STACKS, pack_node, unpack_node
 from .tangents import dual_state as _dual  # and `_dual.level`: whether forward mode is on (tangents.py)
 from .tangents import propagate, set_tangent
@@ -367,11 +367,7 @@ class Function:
         tensors = same_device(tensors, arrays, cls) if len(arrays) > 1 else tensors  # torch's mixed-device error
         ctx = Context()
         calls = _op_calls_here() if _installed_calls else _PLAIN_CALLS
-        if is_quiet():  # inside a quiet block already (a backward under create_graph, a decoding loop)
-            out = calls.forward(cls, ctx, arrays, kwargs)
-        else:
-            with ieee_quiet():
-                out = calls.forward(cls, ctx, arrays, kwargs)
+        out = run_quietly(calls.forward, cls, ctx, arrays, kwargs)
         result = tensors[0].wrap(out)
         if cls.returns_view and np.may_share_memory(out, arrays[0]):
             result.version_counter = tensors[0].version_counter
@@ -420,15 +416,15 @@ def _apply_untracked(fn, tensors: tuple, kwargs: dict):
     primitive equal through both paths."""
     arrays = _arrays_of(fn, tensors)
     tensors = same_device(tensors, arrays, fn) if len(arrays) > 1 else tensors  # torch's mixed-device error
-    if is_quiet():  # inside a quiet block already (decoding runs in one)
-        out = fn.forward(InferenceContext(), *arrays, **kwargs)
-    else:
-        with ieee_quiet():
-            out = fn.forward(InferenceContext(), *arrays, **kwargs)
+    out = run_quietly(_forward_untracked, fn, arrays, kwargs)
     result = tensors[0].wrap(out)
     if fn.returns_view and np.may_share_memory(out, arrays[0]):
         result.version_counter = tensors[0].version_counter
     return result
+
+
+def _forward_untracked(fn, arrays, kwargs):
+    return fn.forward(InferenceContext(), *arrays, **kwargs)
 
 
 def _arrays_of(fn, tensors: tuple) -> list:
