@@ -78,7 +78,8 @@ def run_backward(roots, gradients, retain_graph: bool = False, create_graph: boo
             continue
         if needed is not None and node not in needed and node not in sink.nodes:
             continue  # grad(): off the path to the inputs, so its hooks do not run either (as in PyTorch)
-        g = node.receive(g)
+        if node.hooks is not None or node.retained is not None:  # (most nodes have neither: no call for them)
+            g = node.receive(g)
         if needed is not None:
             sink.capture(node, g)
             if node not in needed:  # nothing upstream of this node is asked for

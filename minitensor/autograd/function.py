@@ -216,7 +216,7 @@ class Node:
             return self._backward_checked(g, ctx, saved, create_graph)
         if create_graph:
             ctx = self._tensor_context(ctx, saved)
-        grads = (_op_calls_here() if _installed_calls else _PLAIN_CALLS).backward(self.fn, ctx, g)
+        grads = _op_calls_here().backward(self.fn, ctx, g) if _installed_calls else self.fn.backward(ctx, g)
         return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
 
     def _backward_checked(self, g, ctx, saved, create_graph: bool) -> list:
@@ -295,7 +295,8 @@ class Node:
                 out[i] = gi = unbroadcast(
                     gi, t.shape, f"{self.name()}, input {i}", _TENSORS if create_graph else Context.xp
                 )
-            if gi.dtype != t.dtype:
+            # (`is` first: the same dtype is mostly the same object, and comparing two dtypes costs a call)
+            if gi.dtype is not t.dtype and gi.dtype != t.dtype:
                 raise RuntimeError(
                     f"function {self.name()} returned a {gi.dtype} gradient for input {i}, a {t.dtype} tensor"
                 )
