@@ -4,7 +4,8 @@ Under no_grad, with no forward-mode level open and no profile installed, apply s
 recorded node needs. Every case of the op table (tests/op_cases.py) must give bitwise the same outputs through
 both paths (installing any OpCalls sends ops down the full one), with the same version-counter sharing for views;
 the path must not be taken where something is recorded or a tangent flows; anomaly mode and saved-tensor hooks
-must behave as before. Also ieee_quiet_block's marker, which lets an op inside the block skip NumPy's errstate.
+must behave as before. Also the quiet block (autograd/quiet.py): ops in it and out of it are quiet, and it ends with
+the block.
 """
 
 from __future__ import annotations
