@@ -114,7 +114,9 @@ def scenario_overlap() -> dict:
 
         ddp.module.encoder.register_forward_hook(on_encoder_output)
         compute_shard_loss(ddp, src[rows], tgt[rows], n_global, N)[0].backward()
-        rebuilt = ddp.rebuilt and [p for b in ddp.buckets for p in b.params] == [ddp.params[i] for i in ddp.arrival]
+        # compared by identity: `==` between two Parameters is elementwise (a tensor, whose truth value is an error)
+        in_buckets, arrived = [p for b in ddp.buckets for p in b.params], [ddp.params[i] for i in ddp.arrival]
+        rebuilt = ddp.rebuilt and len(in_buckets) == len(arrived) and all(a is b for a, b in zip(in_buckets, arrived))
         results[name] = (grads(ddp), len(ddp.buckets), seen[0], rebuilt)
     (g1, n1, early1, rebuilt), (g2, n2, _, _) = results["per_parameter"], results["one_bucket"]
     return {

@@ -119,6 +119,30 @@ def test_post_accumulate_grad_hook_fires_once_the_leaf_gradient_is_complete():
     np.testing.assert_array_equal(seen[1][1], w1.grad.data)
 
 
+def test_leaves_one_node_completes_together_arrive_in_input_order_not_address_order():
+    """A Linear's weight and bias are complete at the same node: they are handed over in its input order, whatever
+    their memory addresses. Data parallelism rests on it: each rank's arrival order must be rank 0's (the buckets are
+    rebuilt in rank 0's, and a rank that ordered by address could differ). The two leaves are made in either order,
+    with other allocations between, so that their addresses come in both orders."""
+    rng = np.random.default_rng(0)
+    addresses_seen = set()
+    for trial in range(40):
+        first_weight = trial % 2 == 0
+        made = {}
+        for name in ("weight", "bias") if first_weight else ("bias", "weight"):
+            made[name] = mt.tensor(rng.standard_normal((2, 3) if name == "weight" else 2), requires_grad=True)
+            _ = [mt.zeros(int(rng.integers(1, 50))) for _ in range(int(rng.integers(0, 3)))]
+        weight, bias = made["weight"], made["bias"]
+        addresses_seen.add(id(weight) < id(bias))
+        seen = []
+        weight.register_post_accumulate_grad_hook(lambda t, seen=seen: seen.append("weight"))
+        bias.register_post_accumulate_grad_hook(lambda t, seen=seen: seen.append("bias"))
+        x = mt.tensor(rng.standard_normal((4, 3)), requires_grad=True) * 2  # the walk goes on past the Linear node:
+        mt.nn.functional.linear(x, weight, bias).sum().backward()  # its leaves are handed over mid-walk
+        assert seen == ["weight", "bias"], (trial, seen)
+    assert addresses_seen == {True, False}  # both address orders occurred: the order above is not theirs
+
+
 def test_post_accumulate_grad_hook_refuses_a_non_leaf_and_can_be_removed():
     w = mt.randn(2, dtype=mt.float64, requires_grad=True)
     with pytest.raises(RuntimeError, match="non-leaf"):
