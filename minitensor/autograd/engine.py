@@ -108,7 +108,7 @@ class _LeafGrads:
     def __init__(self, caller_gradients: list):
         self.sums = {}  # id(leaf) -> [leaf, summed gradient]
         self.owned = {id(_array(g)) for g in caller_gradients}  # arrays a leaf must not take
-        self.done_after = []  # ((index of the last node feeding the leaf, its input slot), id(leaf)), latest first
+        self.done_after = []  # (index of the last node feeding the leaf, its input slot there, id(leaf)), latest first
 
     def plan(self, order: list) -> None:
         # id(leaf) -> (index in `order` of the last node taking it as an input, the input slot there). The slot orders
@@ -120,15 +120,15 @@ class _LeafGrads:
             for slot, t in enumerate(node.inputs):
                 if t is not None and t.grad_fn is None:
                     last[id(t)] = (k, slot)
-        self.done_after = sorted(((place, i) for i, place in last.items()), reverse=True)
+        self.done_after = sorted(((k, slot, i) for i, (k, slot) in last.items()), reverse=True)
 
     def deliver_ready(self, k: int, pending: dict) -> None:
         """Hand over the leaves whose last feeding node comes before position k of the walk. `pending`: the
         gradients still to flow (node -> gradient); a leaf must not take one of their arrays (x + y, y a leaf
         and x not, sends one array both ways), since a hook may scale .grad in place while the walk goes on."""
         busy = None
-        while self.done_after and self.done_after[-1][0][0] < k:
-            entry = self.sums.pop(self.done_after.pop()[1], None)
+        while self.done_after and self.done_after[-1][0] < k:
+            entry = self.sums.pop(self.done_after.pop()[2], None)
             if entry is not None:  # None: nothing flowed into this leaf
                 busy = {id(_array(g)) for g in pending.values()} if busy is None else busy
                 self.give(*entry, busy=busy)

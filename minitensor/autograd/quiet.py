@@ -50,6 +50,13 @@ def _quiet_version(current):
     return quiet
 
 
+def _set_quiet():
+    """Set the quiet version of the state in force: the token that resets it, or None where it was quiet already."""
+    current = _ERRSTATE.get()
+    quiet = _quiet_of.get(current) or _quiet_version(current)
+    return None if quiet is current else _ERRSTATE.set(quiet)
+
+
 class _QuietState:
     """Speed device for errstate_formula() (module docstring): set NumPy's error state to its quiet version of
     the current one, or nothing when the current one is quiet already; the state before comes back at exit."""
@@ -57,9 +64,7 @@ class _QuietState:
     __slots__ = ("token",)
 
     def __enter__(self):
-        current = _ERRSTATE.get()
-        quiet = _quiet_of.get(current) or _quiet_version(current)
-        self.token = None if quiet is current else _ERRSTATE.set(quiet)
+        self.token = _set_quiet()
         return self
 
     def __exit__(self, *exc):
@@ -84,11 +89,9 @@ def run_quietly(fn, *args):
     if _ERRSTATE is None:  # pragma: no cover - NumPy 1.x: the plain formula
         with errstate_formula():
             return fn(*args)
-    current = _ERRSTATE.get()
-    quiet = _quiet_of.get(current)
-    if quiet is current:
+    token = _set_quiet()
+    if token is None:
         return fn(*args)
-    token = _ERRSTATE.set(quiet or _quiet_version(current))
     try:
         return fn(*args)
     finally:
