@@ -8,7 +8,9 @@ those mistakes, so this module plays the device: `FakeArray` holds a NumPy array
 - implicit conversion to NumPy (`np.asarray(fake)` raises, as CuPy's does);
 - NumPy operands: `fake + host_array` raises, even where CuPy would copy a 0-d host array over;
 - `isinstance(fake, np.ndarray)`: it is not one, so a check written for NumPy fails loudly;
-- NumPy scalars as results: a reduction gives a 0-d FakeArray, as CuPy gives a 0-d device array.
+- NumPy scalars as results: a reduction gives a 0-d FakeArray, as CuPy gives a 0-d device array;
+- an axis on a 0-d array in a reduction: NumPy lets `x.max(axis=0)` through on a 0-d array, CuPy raises
+  AxisError (the H200 run of the op table found softmax of a 0-d tensor that way).
 
 Every read of a value to the host (`float(x)`, `bool(x)`, `x.item()`, `x.get()`, `asnumpy`, printing)
 counts as one host sync (`syncs()`), so a test can pin how often a training step waits on the device.
@@ -115,6 +117,27 @@ def _wrap(obj):
     return obj
 
 
+# Reductions that take axis=: NumPy accepts axis 0 or -1 on a 0-d array, CuPy normalizes the axis against ndim 0
+# and raises. The fake raises as CuPy does.
+_REDUCTIONS = frozenset(
+    "sum prod max min amax amin mean std var any all argmax argmin cumsum cumprod nansum nanmax nanmin "
+    "count_nonzero ptp average median logsumexp".split()
+)
+
+
+def _check_axis(name: str, a, args, kwargs) -> None:
+    """CuPy's AxisError for a reduction over an axis of a 0-d array (`a` the NumPy array inside the fake)."""
+    if name not in _REDUCTIONS or getattr(a, "ndim", None) != 0:
+        return
+    axis = kwargs.get("axis", args[0] if args else None)
+    if axis is None or axis == ():
+        return
+    raise np.exceptions.AxisError(
+        f"fakecuda: {name} over axis {axis} of a 0-d array: CuPy refuses any axis on a 0-d array (NumPy allows 0 "
+        "and -1); reduce with axis=None"
+    )
+
+
 def _binary(ufunc, reflected: bool = False):
     def method(self, other):
         if not isinstance(
@@ -184,6 +207,8 @@ class FakeArray:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if any(not isinstance(o, _DEVICE_OPERANDS) for o in (*inputs, *kwargs.get("out", ()))):
             return NotImplemented  # a Tensor, say: its own operators answer
+        if method in ("reduce", "accumulate") and type(inputs[0]) is FakeArray:
+            _check_axis("sum", inputs[0]._a, inputs[1:], kwargs)  # any ufunc's reduce: checked as sum's
         out = getattr(ufunc, method)(
             *_unwrap(inputs, f"an operand of np.{ufunc.__name__}"), **_unwrap(kwargs, "out= or where=")
         )
@@ -195,6 +220,8 @@ class FakeArray:
     def __array_function__(self, func, types, args, kwargs):
         if not all(issubclass(t, (FakeArray, np.ndarray)) for t in types):
             return NotImplemented
+        if args and type(args[0]) is FakeArray:
+            _check_axis(func.__name__, args[0]._a, args[1:], kwargs)
         return _wrap(
             func(*_unwrap(args, f"an argument of np.{func.__name__}"), **_unwrap(kwargs, "a keyword argument"))
         )
@@ -281,6 +308,7 @@ class FakeArray:
         if callable(value):
 
             def forwarded(*args, **kwargs):
+                _check_axis(name, self._a, args, kwargs)
                 return _wrap(
                     value(*_unwrap(args, f"an argument of .{name}"), **_unwrap(kwargs, f"an argument of .{name}"))
                 )

@@ -40,6 +40,27 @@ def test_host_operands_are_refused(mix):
         mix(dev([1.0, 2.0]))
 
 
+@pytest.mark.parametrize(
+    "reduce",
+    [
+        lambda a: a.max(axis=0, keepdims=True),
+        lambda a: a.sum(0),
+        lambda a: a.mean(axis=-1),
+        lambda a: np.sum(a, axis=0),
+        lambda a: np.amax(a, -1, keepdims=True),
+        lambda a: np.add.reduce(a, axis=0),
+    ],
+)
+def test_an_axis_of_a_0d_array_is_refused_as_cupy_refuses_it(reduce):
+    """NumPy reduces a 0-d array over axis 0 or -1; CuPy raises AxisError (softmax of a 0-d tensor met it on an
+    H200), so the fake raises too, while axis=None and () stay fine and a 1-d array keeps its axis 0."""
+    with pytest.raises(np.exceptions.AxisError, match="0-d array"):
+        reduce(dev(3.0))
+    assert float(dev(3.0).max(axis=None, keepdims=True)) == 3.0
+    assert float(dev(3.0).sum(axis=())) == 3.0
+    assert reduce(dev([3.0])).get().reshape(-1).tolist() == [3.0]
+
+
 def test_numpy_dispatches_and_results_stay_on_the_device():
     a = dev([[1.0, 2.0], [3.0, 4.0]])
     for r in (np.exp(a), a @ a.T, np.einsum("ij,ij->i", a, a), a.sum(), np.sum(a, axis=0), a[dev([0, 0]).astype(int)]):

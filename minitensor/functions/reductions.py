@@ -133,16 +133,23 @@ def amin(t, dim=(), keepdim: bool = False):
     return reduce("amin", ops.AMaxMin, t, dim, keepdim, mode="min")
 
 
+def _softmax_dim(t, dim, op: str):
+    """normalize_dim, but None for a 0-d tensor: its one element is the whole row. (NumPy takes axis 0 of a 0-d
+    array, CuPy refuses it: found by the op table on an H200.)"""
+    d = normalize_dim(dim, t.ndim, op)
+    return d if t.ndim else None
+
+
 def softmax(t, dim: int, dtype=None):
     """e^x / sum e^x along dim (one fused node); `dtype` converts the input first, as in PyTorch."""
     t = float_input(t, dtype, "softmax")
-    return ops.Softmax.apply(t, dim=normalize_dim(dim, t.ndim, "softmax"))
+    return ops.Softmax.apply(t, dim=_softmax_dim(t, dim, "softmax"))
 
 
 def log_softmax(t, dim: int, dtype=None):
     """x - log sum e^x along dim (one fused node)."""
     t = float_input(t, dtype, "log_softmax")
-    return ops.LogSoftmax.apply(t, dim=normalize_dim(dim, t.ndim, "log_softmax"))
+    return ops.LogSoftmax.apply(t, dim=_softmax_dim(t, dim, "log_softmax"))
 
 
 def all(t, dim=None, keepdim=False):
