@@ -470,6 +470,7 @@ CASES: list[Case] = [
     C("amax_dim_0_of_0d", lambda t, x: x.amax(dim=0), [()]),
     C("max_dim_0_of_0d", lambda t, x: x.max(dim=0).values, [()]),
     C("softmax_dim_0_of_0d", lambda t, x: x.softmax(0) * x, [()]),
+    C("log_softmax_dim_neg1_of_0d", lambda t, x: x.log_softmax(-1) * x, [()]),
     C("transpose_of_0d", lambda t, x: x.transpose(0, -1) * 2.0, [()]),
     C("flatten_of_0d", lambda t, x: x.flatten(0), [()]),
     C("argmax_keepdim_of_0d", lambda t, x: x.argmax(dim=-1, keepdim=True), [()], grad=False),
@@ -575,7 +576,7 @@ CASES: list[Case] = [
         "index_put_slice",
         lambda t, v: t.ops.IndexPut.apply(v, shape=(3, 4), index=(slice(None), slice(1, 3)), advanced=False),
         [(3, 2)],
-        ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype).slice_scatter(v, dim=1, start=1, end=3),
+        ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype, device=v.device).slice_scatter(v, dim=1, start=1, end=3),
     ),
     # -------- nn.functional
     C("F.linear", lambda t, x, w, b: t.F.linear(x, w, b), [(3, 4), (5, 4), (5,)]),

@@ -25,7 +25,7 @@ import torch
 import minitensor as mt
 from benchmarks import gpu as gpu_bench
 from minitensor import devices, fakecuda
-from minitensor.testing import assert_close
+from minitensor.testing import PARITY_RTOL, assert_close
 from parity import render
 from parity.placement import host
 from parity.report import ReportConfig, run_report
@@ -73,6 +73,28 @@ def inputs_on_cuda(case, dtype_name: str):
 HOST_ONLY = {"to_fake_cuda_and_back": "it moves its input to the fake device and back to the CPU (a host-input case)"}
 
 
+def assert_nuclear_subgradient(x: np.ndarray, g: np.ndarray, rtol: float, what: str) -> None:
+    """g is a subgradient of the nuclear norm at x: g = U1 V1^T + W with U1^T W = 0, W V1 = 0 and ||W||_2 <= 1,
+    where U1, V1 are x's singular vectors of nonzero singular values (Watson, 1992). At a rank-deficient x any such
+    W will do, and the one a backward returns comes from the SVD's choice of null-space vectors."""
+    u, s, vt = np.linalg.svd(x)
+    rank = int(np.sum(s > s[0] * 1e3 * np.finfo(x.dtype).eps))
+    u1, v1 = u[:, :rank], vt[:rank].T
+    w = g - u1 @ v1.T
+    scale = max(1.0, float(np.abs(g).max()))
+    for name, part in (("U1^T W", u1.T @ w), ("W V1", w @ v1)):
+        worst = float(np.abs(part).max())
+        assert worst <= rtol * scale, f"{what}: not a subgradient of the nuclear norm: |{name}| reaches {worst:.3e}"
+    spectral = float(np.linalg.norm(w, 2))
+    assert spectral <= 1 + rtol * scale, f"{what}: not a subgradient of the nuclear norm: ||W||_2 = {spectral:.6f} > 1"
+
+
+# Gradients that are one subgradient among many, picked by the SVD's null-space vectors. cuSOLVER through CuPy and
+# through torch pick different ones (the H200 run of norm_nuc_rank_one: ours U V^T = I, torch's the other sign of
+# u2 v2^T, -0.6 at (0, 0)), so on CUDA the test checks ours against the definition instead of against torch's.
+SUBGRADIENT = {"norm_nuc_rank_one": assert_nuclear_subgradient}
+
+
 def run_case_on_cuda(case, dtype_name: str) -> None:
     """run_case's comparison with both sides on CUDA: forward values, shapes, dtypes, devices, then the gradients
     of every input under the same random upstream gradient."""
@@ -107,6 +129,9 @@ def run_case_on_cuda(case, dtype_name: str) -> None:
         if not r.requires_grad:
             continue
         what = f"{case} [{dtype_name}] grad of input {i}"
+        if case.name in SUBGRADIENT:  # one scalar output: its upstream gradient gs[0] scales the subgradient
+            SUBGRADIENT[case.name](host(x), host(x.grad) / gs[0], case.tol(dtype_name), what)
+            continue
         if r.grad is None:
             assert x.grad is None or not np.any(host(x.grad)), f"{what}: torch has none, ours is nonzero"
             continue
@@ -119,6 +144,20 @@ def run_case_on_cuda(case, dtype_name: str) -> None:
 @on_gpu
 def test_op_on_cuda_against_torch_on_cuda(case, dtype_name, real_cuda):
     run_case_on_cuda(case, dtype_name)
+
+
+def test_the_subgradient_check_takes_either_null_space_sign_and_refuses_what_is_not_one():
+    """The check that stands in for torch's answer on CUDA can fail: it passes the two subgradients that LAPACK and
+    cuSOLVER return at the rank-one case, and refuses a gradient off the subdifferential."""
+    x = np.array([[1.0, 2.0], [2.0, 4.0]])  # op_cases.RANK_ONE: singular values 5 and 0, u1 = v1 = (1, 2) / sqrt 5
+    u1, u2 = np.array([1.0, 2.0]) / 5**0.5, np.array([2.0, -1.0]) / 5**0.5
+    for sign in (1.0, -1.0):
+        assert_nuclear_subgradient(x, np.outer(u1, u1) + sign * np.outer(u2, u2), 1e-10, "either sign")
+    assert_nuclear_subgradient(x, np.outer(u1, u1) + 0.5 * np.outer(u2, u2), 1e-10, "inside the ball")
+    with pytest.raises(AssertionError, match=r"\|\|W\|\|_2 = 2\.0"):
+        assert_nuclear_subgradient(x, np.outer(u1, u1) + 2.0 * np.outer(u2, u2), 1e-10, "outside the ball")
+    with pytest.raises(AssertionError, match="U1\\^T W"):
+        assert_nuclear_subgradient(x, 2.0 * np.outer(u1, u1), 1e-10, "off the singular direction")
 
 
 # ----------------------------------------------------------------------------- the parity report's pairings
@@ -193,6 +232,132 @@ def test_np_device_cuda_without_a_device_is_one_clear_line():
 def test_against_np_cpu_needs_a_device_subject():
     with pytest.raises(ValueError, match="add --np-device cuda"):
         ReportConfig("copy", against="np-cpu")
+
+
+# ------------------------------------------------------------------ training, decoding, files and bad input on CUDA
+# The fake device's guarantees (tests/test_fake_device_training.py, tests/test_devices.py), once more on CuPy: its
+# own kernels (cuBLAS, CUB reductions) sum in other orders than NumPy, which the fake cannot show.
+def _cupy_array(t) -> bool:
+    return type(t.data).__module__.startswith("cupy")
+
+
+@on_gpu
+def test_same_seed_same_weights_and_dropout_masks_on_cuda(real_cuda):
+    mt.manual_seed(7)
+    cpu = mt.nn.init.xavier_uniform_(mt.zeros(5, 6))
+    mt.manual_seed(7)
+    gpu = mt.nn.init.xavier_uniform_(mt.zeros(5, 6, device="cuda"))
+    assert _cupy_array(gpu)
+    np.testing.assert_array_equal(host(gpu), host(cpu))
+    x = np.random.default_rng(0).standard_normal((4, 33)).astype(np.float32)
+    mt.manual_seed(3)
+    cpu = mt.nn.functional.dropout(mt.tensor(x), 0.3)
+    mt.manual_seed(3)
+    gpu = mt.nn.functional.dropout(mt.tensor(x, device="cuda"), 0.3)
+    np.testing.assert_array_equal(host(gpu), host(cpu))
+
+
+@on_gpu
+def test_transformer_training_steps_on_cuda_equal_cpu(real_cuda):
+    """Three float64 steps of the tiny Transformer (dropout, clipping, Adam, warmup) on CuPy equal the CPU's to
+    PARITY_RTOL: losses, gradient norms and weights (the key biases within Adam's bound, as on the fake device)."""
+    from .test_fake_device_training import _steps
+
+    cpu_model, cpu_records, _, cpu_bound = _steps("cpu")
+    gpu_model, gpu_records, _, gpu_bound = _steps("cuda")
+    tol = PARITY_RTOL["float64"]
+    for (cl, cn, _), (gl, gn, _) in zip(cpu_records, gpu_records):
+        assert_close(np.float64(gl), np.float64(cl), tol, "loss")
+        assert_close(np.float64(gn), np.float64(cn), tol, "gradient norm")
+    for (name, c), (_, g) in zip(cpu_model.state_dict().items(), gpu_model.state_dict().items()):
+        assert type(g).__module__.startswith("cupy"), name
+        if name.endswith("W_k.bias"):
+            assert np.abs(host(g) - c).max() <= cpu_bound + gpu_bound, name
+        else:
+            assert_close(host(g), c, tol, name)
+
+
+@on_gpu
+def test_decoding_on_cuda_equals_cpu(real_cuda):
+    from transformer_np.decode import beam_search, greedy_decode
+    from transformer_np.training.recipe import build_model
+
+    from .test_fake_device_training import _batch, _tiny_configs
+
+    model_cfg, _ = _tiny_configs()
+    cpu_model = build_model(model_cfg, seed=4).double()
+    gpu_model = build_model(model_cfg, seed=4).double().to("cuda")
+    src, _ = _batch(B=3)
+    for use_cache in (True, False):
+        np.testing.assert_array_equal(
+            greedy_decode(gpu_model, src, max_len=6, use_cache=use_cache),
+            greedy_decode(cpu_model, src, max_len=6, use_cache=use_cache),
+        )
+        want = beam_search(cpu_model, src, beam_size=3, max_len=6, n_best=2, use_cache=use_cache)
+        got = beam_search(gpu_model, src, beam_size=3, max_len=6, n_best=2, use_cache=use_cache)
+        for w, g in zip(want, got):
+            assert [t.tolist() for t, _ in g] == [t.tolist() for t, _ in w]
+            np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=PARITY_RTOL["float64"])
+
+
+@on_gpu
+def test_a_checkpoint_written_on_cuda_loads_on_the_cpu_and_resumes_on_cuda(real_cuda, tmp_path):
+    from transformer_np.training import load_checkpoint, train
+
+    from .test_fake_device_training import _tiny_configs
+
+    model_cfg, train_cfg = _tiny_configs()
+    train(model_cfg, train_cfg, str(tmp_path / "whole"), progress=False, device="cuda")
+    train(model_cfg, train_cfg.replace(steps=2), str(tmp_path / "cut"), progress=False, device="cuda")
+    train(model_cfg, train_cfg, str(tmp_path / "cut"), resume=True, progress=False, device="cuda")
+    whole, cut = load_checkpoint(str(tmp_path / "whole")), load_checkpoint(str(tmp_path / "cut"))
+    for (name, a), (_, b) in zip(whole.model.state_dict().items(), cut.model.state_dict().items()):
+        assert type(a) is np.ndarray, name
+        np.testing.assert_array_equal(a, b, err_msg=name)  # resumed on the GPU: bitwise the uninterrupted run
+
+
+@on_gpu
+def test_an_embedding_gradient_of_often_repeated_ids_on_cuda_is_deterministic(real_cuda):
+    """The long preset's case: one id 965 times among 4000 others over 100 rows. On CuPy the scatter-add sums each
+    row as a tree (ops/indexing.py, add_runs_in_tree): np.add.at's sums to round-off, bitwise the same twice."""
+    import cupy
+
+    from minitensor.ops.indexing import index_put
+    from minitensor.testing import sum_roundoff_limit
+
+    rng = np.random.default_rng(8)
+    ids = np.concatenate([np.full(965, 3), rng.integers(0, 100, 4000)])
+    values = rng.standard_normal((ids.size, 128)).astype(np.float32)
+    exact = np.zeros((100, 128))
+    np.add.at(exact, ids, values.astype(np.float64))
+    got = [index_put((100, 128), cupy.asarray(ids), cupy.asarray(values), advanced=True).get() for _ in range(2)]
+    np.testing.assert_array_equal(got[0], got[1], strict=True)
+    for r in range(100):
+        assert np.all(np.abs(got[0][r] - exact[r]) <= sum_roundoff_limit(values[ids == r], np.float32)), r
+
+
+@on_gpu
+def test_bad_input_on_cuda_names_the_devices(real_cuda, tmp_path):
+    """Mixed devices, a device index out of range, a CUDA index past the device count and a checkpoint mapped onto
+    a device that is not there: each one clear error, nothing moved."""
+    x, y = mt.randn(3), mt.randn(3, device="cuda")
+    with pytest.raises(RuntimeError, match="found at least two devices, cuda:0 and cpu"):
+        y + x
+    xd = mt.randn(3, 4, device="cuda")
+    with pytest.raises(IndexError) as cpu_error:
+        mt.randn(3, 4)[mt.tensor([0, 3])]
+    with pytest.raises(IndexError) as gpu_error:
+        xd[mt.tensor([0, 3], device="cuda")]
+    assert str(gpu_error.value) == str(cpu_error.value)
+    count = mt.cuda.device_count()
+    with pytest.raises(RuntimeError, match=f"CUDA device index {count} is out of range"):
+        mt.zeros(2, device=f"cuda:{count}")
+    path = tmp_path / "gpu.npz"
+    mt.save({"w": mt.ones(2, device="cuda")}, path)
+    assert type(mt.load(path, map_location="cpu")["w"]) is np.ndarray
+    assert _cupy_array(mt.Tensor.wrap(mt.load(path)["w"]))
+    with pytest.raises(RuntimeError, match=f"onto cuda:{count}.*out of range"):
+        mt.load(path, map_location=f"cuda:{count}")
 
 
 # ----------------------------------------------------------------------------------- the GPU benchmark section

@@ -47,9 +47,8 @@ def dev(a, requires_grad: bool = False) -> mt.Tensor:
 
 
 def host(t) -> np.ndarray:
-    """The host copy of a Tensor's (or an array's) data, on either device."""
-    a = getattr(t, "data", t)
-    return a if isinstance(a, np.ndarray) else fakecuda.asnumpy(a)
+    """The host copy of a Tensor's (or an array's) data, on any device (tests/test_cuda.py runs _steps on CuPy)."""
+    return devices.to_host(t.data if isinstance(t, mt.Tensor) else t)
 
 
 def on_fake(t) -> bool:
