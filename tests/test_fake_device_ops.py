@@ -234,9 +234,9 @@ def test_forward_mode_on_the_fake_device_equals_the_cpu(case, dtype_name):
 # array beside a slice, a mask, and values broadcast over the index.
 SCATTERS = {
     "rows": ((7, 3), lambda r: r.integers(-7, 7, 40), (40, 3)),
-    "rows_2d_index": ((5, 4), lambda r: r.integers(0, 5, (6, 8)), (6, 8, 4)),
+    "rows_2d_index": ((5, 4), lambda r: r.integers(0, 5, (3, 5)), (3, 5, 4)),
     "two_arrays": ((4, 5), lambda r: (r.integers(0, 4, 30), r.integers(0, 5, 30)), (30,)),
-    "array_and_slice": ((6, 4), lambda r: (slice(1, 3), r.integers(0, 4, 25)), (2, 25)),
+    "array_and_slice": ((6, 4), lambda r: (slice(1, 3), r.integers(0, 4, 15)), (2, 15)),
     "broadcast_values": ((4, 5), lambda r: (r.integers(0, 4, (9, 1)), r.integers(0, 5, (1, 3))), (3,)),
     "mask": ((3, 4), lambda r: r.random((3, 4)) < 0.5, None),
 }
@@ -244,7 +244,8 @@ SCATTERS = {
 
 @pytest.mark.parametrize("name", list(SCATTERS))
 def test_scatter_add_on_the_device_adds_as_np_add_at(name):
-    """index_put on the device (occurrence passes, no np.add.at) bitwise np.add.at on the host, in one host read."""
+    """index_put on the device (occurrence passes, no np.add.at) bitwise np.add.at on the host, in one host read.
+    (Every case repeats an entry at most RUN_MIN times: beyond, the tree below sums it.)"""
     from minitensor.ops.indexing import index_put
 
     shape, make_index, values_shape = SCATTERS[name]
@@ -260,6 +261,46 @@ def test_scatter_add_on_the_device_adds_as_np_add_at(name):
     assert type(out) is fakecuda.FakeArray
     np.testing.assert_array_equal(fakecuda.asnumpy(out), expected, strict=True)
     assert syncs.count == 1, f"{syncs.count} host reads (one expected: how many entries each pass adds)"
+
+
+HEAVY_SCATTERS = {  # rows repeated far beyond RUN_MIN, beside rows that come once or never
+    "rows": ((7, 3), lambda r: np.concatenate([np.full(150, 3), r.integers(0, 5, 150), [6]])),
+    "elements": ((2, 3), lambda r: (r.integers(0, 2, 400), np.minimum(r.integers(0, 4, 400), 2))),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", list(HEAVY_SCATTERS))
+def test_rows_that_repeat_often_are_summed_as_a_tree_on_the_device(name, dtype):
+    """Past RUN_MIN repeats a device sums each row as a tree (add_runs_in_tree), not a pass per repeat: np.add.at's
+    sums to round-off (minitensor/testing.py's sum_roundoff_limit for each row's terms), bitwise the same on every
+    call (no atomics), in the one host read of the passes."""
+    from minitensor.ops.indexing import RUN_MIN, index_put
+    from minitensor.testing import sum_roundoff_limit
+
+    shape, make_index = HEAVY_SCATTERS[name]
+    rng = np.random.default_rng(8)
+    index = make_index(rng)
+    n = len(index[0]) if isinstance(index, tuple) else len(index)
+    values_shape = (n,) + shape[1:] if not isinstance(index, tuple) else (n,)
+    values = (rng.standard_normal(values_shape) * 10.0 ** rng.integers(-3, 4, values_shape)).astype(dtype)
+    flat = np.ravel_multi_index(index, shape) if isinstance(index, tuple) else index
+    assert np.bincount(flat).max() > RUN_MIN
+    exact = np.zeros(shape, np.float64)
+    np.add.at(exact, index, values.astype(np.float64))
+    with fakecuda.count_syncs() as syncs:
+        out = index_put(shape, index, fakecuda.asarray(values), advanced=True)
+    assert syncs.count == 1
+    got = fakecuda.asnumpy(out)
+    assert got.dtype == dtype
+    target = exact.reshape(-1) if isinstance(index, tuple) else exact
+    got_rows = got.reshape(-1) if isinstance(index, tuple) else got
+    for r in range(target.shape[0]):
+        terms = values[flat == r]
+        limit = sum_roundoff_limit(terms, dtype) if terms.size else 0.0
+        assert np.all(np.abs(got_rows[r] - target[r]) <= limit), f"row {r}: {got_rows[r]} vs {target[r]}"
+    again = fakecuda.asnumpy(index_put(shape, index, fakecuda.asarray(values), advanced=True))
+    np.testing.assert_array_equal(again, got, strict=True)
 
 
 def test_add_rows_at_on_the_cpu_is_np_add_at_bitwise():

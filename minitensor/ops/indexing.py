@@ -1,8 +1,9 @@
 """Indexing primitives: a[index] and the embedding lookup W[ids]. Both scatter g back into zeros;
 repeated integer indices accumulate, as in PyTorch: np.add.at on the CPU, and on a device the same additions in
 the same order by occurrence passes (add_rows_at), with no atomic adds, so a GPU's sum is deterministic and equal
-to the CPU's. All are linear in their tensor input: the tangent is the lookup (or the scatter) of the input's
-tangent."""
+to the CPU's. Where a row repeats more than RUN_MIN times on a device, its values are summed as a tree instead
+(add_runs_in_tree): deterministic too, equal to the CPU's to round-off. All are linear in their tensor input: the
+tangent is the lookup (or the scatter) of the input's tangent."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def add_rows_at(out, rows, values) -> None:
     over distinct rows, so every row still receives its values in the order they come, as np.add.at adds them.
     On the CPU a speed device (np.add.at goes element by element; measured: benchmarks/README.md); on a device
     the scatter-add itself, deterministic without atomics. One host read: how many entries each pass takes.
-    On the host, rows that occur more than RUN_MIN times are summed by add_row_runs instead, a call per row."""
+    Rows that occur more than RUN_MIN times are summed by add_row_runs on the host (a call per row, bitwise the
+    same) and by add_runs_in_tree on a device (a tree, the same to round-off)."""
     n = rows.shape[0]
     if n == 0:
         return
@@ -75,8 +77,11 @@ def add_rows_at(out, rows, values) -> None:
     order = xp.argsort(rows, kind="stable")  # each row's occurrences together, in their order
     sorted_rows = rows[order]
     occurrence = xp.arange(n) - xp.searchsorted(sorted_rows, sorted_rows, side="left")  # 0, 1, ... within a row
+    ends = xp.cumsum(xp.bincount(occurrence)).tolist()  # where each pass ends, sorted by pass (the host read)
+    if len(ends) > RUN_MIN and not is_host(out) and floats:  # a row repeats often: one tree, not a pass a repeat
+        add_runs_in_tree(out, sorted_rows, values[order], occurrence, n_rows=ends[0], most=len(ends))
+        return
     by_pass = order[xp.argsort(occurrence, kind="stable")]  # the first occurrences, then the second ones, ...
-    ends = xp.cumsum(xp.bincount(occurrence)).tolist()  # where each pass ends in by_pass (the host read)
     for start, end in zip([0, *ends], ends):
         take = by_pass[start:end]  # the r-th occurrences: distinct rows
         out[rows[take]] += values[take]
@@ -98,6 +103,32 @@ def add_row_runs(out, which, rows, values) -> None:
     for r in which.tolist():
         run = np.concatenate((out[r : r + 1], values[rows == r]))  # (1 + occurrences, D): out[r] first
         out[r] = np.add.reduce(run, axis=0)
+
+
+def add_runs_in_tree(out, sorted_rows, v, occurrence, n_rows: int, most: int) -> None:
+    """add_rows_at for rows that repeat often, on a device. `v` holds the values in `sorted_rows`' order (each
+    row's values together, in the order they come), `occurrence` each entry's place in its row's run, `n_rows` the
+    number of distinct rows and `most` the longest run.
+
+    Level by level, the entry at place k of a run takes in the partial sum at place k + step, for k a multiple of
+    2 step: log2(most) levels, each over all rows at once, instead of a pass per repeat (965 passes for the long
+    preset's embeddings). Then each run's head, now its row's whole sum, is added to out. Every addition's operands
+    are fixed by the sorted order, so the sum is deterministic without atomic adds; the order is a tree's, not
+    np.add.at's left to right, so it equals the CPU's to round-off (tests/test_fake_device_ops.py).
+    Speed device of add_rows_at's occurrence passes on a device; no host read of its own."""
+    xp = array_module(v)
+    n = v.shape[0]
+    run_end = xp.searchsorted(sorted_rows, sorted_rows, side="right")  # one past each entry's run
+    here = xp.arange(n)
+    column = (-1,) + (1,) * (v.ndim - 1)  # a per-entry flag against a row of values
+    step = 1
+    while step < most:
+        partner = here + step
+        takes = (occurrence % (2 * step) == 0) & (partner < run_end)
+        v = xp.where(takes.reshape(column), v + v[xp.minimum(partner, n - 1)], v)
+        step *= 2
+    heads = xp.argsort(xp.minimum(occurrence, 1), kind="stable")[:n_rows]  # each run's first entry, in row order
+    out[sorted_rows[heads]] += v[heads]
 
 
 def add_at(out, index, values) -> None:
