@@ -132,7 +132,7 @@ def _check_axis(name: str, a, args, kwargs) -> None:
     axis = kwargs.get("axis", args[0] if args else None)
     if axis is None or axis == ():
         return
-    raise np.exceptions.AxisError(
+    raise getattr(np, "exceptions", np).AxisError(  # (np.AxisError before NumPy 1.25)
         f"fakecuda: {name} over axis {axis} of a 0-d array: CuPy refuses any axis on a 0-d array (NumPy allows 0 "
         "and -1); reduce with axis=None"
     )
