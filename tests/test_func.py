@@ -152,6 +152,33 @@ def test_vjp_with_a_random_cotangent_twice_and_with_aux(inputs, rng):
     same(aux, ref[0] * 3.0, "aux")
 
 
+def test_vjp_fn_takes_retain_graph_and_create_graph_as_torch_func(rng):
+    """vjp_fn(cotangents, retain_graph=True, create_graph=None): on primals that require grad the product has a
+    graph (it is differentiated again to torch's second derivative), not with create_graph=False; retain_graph=False
+    frees the graph, and a second call raises as torch's does; a flag that is not a bool is refused."""
+    x0, c0, v0 = (rng.standard_normal(4) for _ in range(3))
+
+    def f(a):
+        return a.exp() * a
+
+    ours, ref = mt.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+    (g,) = mt.func.vjp(f, ours)[1](mt.tensor(c0))
+    (tg,) = torch.func.vjp(f, ref)[1](torch.tensor(c0))
+    assert g.requires_grad and tg.requires_grad
+    same(mt.autograd.grad(g, ours, mt.tensor(v0))[0], torch.autograd.grad(tg, ref, torch.tensor(v0))[0], "d(vjp)")
+    (g,) = mt.func.vjp(f, ours)[1](mt.tensor(c0), create_graph=False)
+    (tg,) = torch.func.vjp(f, ref)[1](torch.tensor(c0), create_graph=False)
+    assert not g.requires_grad and not tg.requires_grad
+    same(g, tg, "vjp, create_graph=False")
+    _, vjp_fn = mt.func.vjp(f, mt.tensor(x0))
+    same(vjp_fn(mt.tensor(c0), retain_graph=False)[0], tg, "vjp, retain_graph=False")
+    with pytest.raises(RuntimeError, match="a second time"):
+        vjp_fn(mt.tensor(c0))
+    for bad in ({"retain_graph": None}, {"create_graph": "yes"}):
+        with pytest.raises(TypeError, match="vjp_fn: expected .* to be a bool"):
+            mt.func.vjp(f, mt.tensor(x0))[1](mt.tensor(c0), **bad)
+
+
 def test_jvp_with_random_tangents_and_aux(inputs, rng):
     ours, ref = inputs
     tangents = [rng.standard_normal(s) for s in SHAPES]

@@ -80,15 +80,17 @@ class ReverseCall:
                 transform_state.reverse_depth -= 1
         self.output, self.aux = split_aux(out, has_aux, who)
 
-    def pullback(self, outputs: list, cotangents: list, retain_graph: bool) -> list:
-        """Per differentiated argument, its gradients (a list over its leaves): sum_i cotangent_i . d out_i / d x."""
+    def pullback(self, outputs: list, cotangents: list, retain_graph: bool, create_graph: bool | None = None) -> list:
+        """Per differentiated argument, its gradients (a list over its leaves): sum_i cotangent_i . d out_i / d x.
+        The backward is recorded where an outer transform or the caller differentiates it (self.record), unless
+        create_graph=False says not to (vjp_fn's argument, as torch.func's)."""
         xs = [x for leaves in self.leaves for x in leaves]
         kept = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad and c is not None]
         if not kept:
             found = [None] * len(xs)
         else:
             outs, cots = [o for o, _ in kept], [c for _, c in kept]
-            if self.record:
+            if self.record and create_graph is not False:
                 found = autograd_grad(outs, xs, cots, retain_graph=True, create_graph=True, allow_unused=True)
             elif dual_state.level is not None:  # inside a forward transform: tangents flow through the backward
                 found = tangent_grad(outs, xs, cots, retain_graph=retain_graph, allow_unused=True)
@@ -149,11 +151,19 @@ def grad(func, argnums=0, has_aux: bool = False):
 
 def vjp(func, *primals, has_aux: bool = False):
     """(func(*primals), vjp_fn) (with has_aux: (output, vjp_fn, aux)); vjp_fn(cotangents), cotangents shaped
-    as the output, returns a tuple with the vector-Jacobian product for every primal, shaped as it."""
+    as the output, returns a tuple with the vector-Jacobian product for every primal, shaped as it.
+
+    vjp_fn(cotangents, retain_graph=True, create_graph=None), as torch.func's: retain_graph=False frees the graph,
+    so that a second call raises; the products are differentiable where the primals require grad (or an outer
+    transform differentiates them) and grad mode is on, unless create_graph=False. (Where they are, the recorded
+    backward keeps the graph whatever retain_graph says, as the outer differentiation reads it.)"""
     call = ReverseCall(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp(f, *primals)")
     out_leaves, out_spec = tensor_leaves(call.output, call.who, "the output")
 
-    def vjp_fn(cotangents):
+    def vjp_fn(cotangents, retain_graph: bool = True, create_graph: bool | None = None):
+        for name, flag in (("retain_graph", retain_graph), ("create_graph", create_graph)):
+            if not (isinstance(flag, bool) or (flag is None and name == "create_graph")):
+                raise TypeError(f"vjp_fn: expected {name} to be a bool, got {flag!r}")
         cots, spec = tensor_leaves(cotangents, "vjp_fn(cotangents)", "the cotangent")
         if spec != out_spec:
             raise RuntimeError(
@@ -166,7 +176,7 @@ def vjp(func, *primals, has_aux: bool = False):
                     f"vjp_fn(cotangents): expected cotangent {k} of shape {tuple(o.shape)} and dtype {o.dtype} "
                     f"(the output's), got shape {tuple(c.shape)} and dtype {c.dtype}"
                 )
-        grads = call.pullback(out_leaves, cots, retain_graph=True)  # vjp_fn may be called again
+        grads = call.pullback(out_leaves, cots, retain_graph=retain_graph, create_graph=create_graph)
         return tuple(tree_unflatten([call.finish(g) for g in gs], spec) for gs, spec in zip(grads, call.specs))
 
     output = tree_unflatten([call.finish(o) for o in out_leaves], out_spec)
