@@ -570,7 +570,9 @@ CASES: list[Case] = [
         "index_put_repeated",
         lambda t, v: t.ops.IndexPut.apply(v, shape=(3, 4), index=ROWS, advanced=True),
         [(5, 4)],
-        ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype).index_put((t.from_numpy(ROWS),), v, accumulate=True),
+        ref=lambda t, v: t.zeros((3, 4), dtype=v.dtype, device=v.device).index_put(
+            (t.from_numpy(ROWS),), v, accumulate=True
+        ),
     ),
     C(
         "index_put_slice",
