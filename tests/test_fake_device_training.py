@@ -339,19 +339,27 @@ def test_transformer_training_steps_on_device_equal_cpu():
     sum in another order than the device's plain formulas. The key biases (W_k.bias) are the exception, as in the
     parity report: their gradient is exactly 0 (softmax ignores a shift of every score in a row), so each side moves
     them by round-off amplified by Adam; both must stay within Adam's step bound for such gradients of each other."""
-    cpu_model, cpu_records, _, cpu_bound = _steps("cpu")
-    dev_model, dev_records, _, dev_bound = _steps("cuda")
-    tol = PARITY_RTOL["float64"]
-    for (cl, cn, csq), (dl, dn, dsq) in zip(cpu_records, dev_records):
+    cpu, dev = _steps("cpu"), _steps("cuda")
+    assert_steps_equal(cpu, dev, lambda a: type(a) is fakecuda.FakeArray)
+    for (_, _, csq), (dl, dn, dsq) in zip(cpu[1], dev[1]):
         assert isinstance(dl, float) and isinstance(dn, float)
-        assert_close(np.float64(dl), np.float64(cl), tol, "loss")
-        assert_close(np.float64(dn), np.float64(cn), tol, "gradient norm")
         assert dsq.keys() == csq.keys()
         for k in csq:
-            assert_close(np.float64(dsq[k]), np.float64(csq[k]), tol, f"squared norm of {k}")
-    assert 0 < cpu_bound < 1e-6 and 0 < dev_bound < 1e-6  # round-off gradients: a tiny bound
-    for (name, c), (_, d) in zip(cpu_model.state_dict().items(), dev_model.state_dict().items()):
-        assert type(d) is fakecuda.FakeArray, name
+            assert_close(np.float64(dsq[k]), np.float64(csq[k]), PARITY_RTOL["float64"], f"squared norm of {k}")
+    assert 0 < cpu[3] < 1e-6 and 0 < dev[3] < 1e-6  # round-off gradients: a tiny bound
+
+
+def assert_steps_equal(cpu, dev, on_device) -> None:
+    """_steps' results on the CPU and on a device (the fake here, CuPy in tests/test_cuda.py) equal to PARITY_RTOL:
+    losses, gradient norms and final weights, each weight's array on the device (on_device(array) is True); the key
+    biases within the sum of both runs' Adam bounds of each other."""
+    (cpu_model, cpu_records, _, cpu_bound), (dev_model, dev_records, _, dev_bound) = cpu, dev
+    tol = PARITY_RTOL["float64"]
+    for (cl, cn, _), (dl, dn, _) in zip(cpu_records, dev_records, strict=True):
+        assert_close(np.float64(dl), np.float64(cl), tol, "loss")
+        assert_close(np.float64(dn), np.float64(cn), tol, "gradient norm")
+    for (name, c), (_, d) in zip(cpu_model.state_dict().items(), dev_model.state_dict().items(), strict=True):
+        assert on_device(d), f"{name}: a {type(d).__name__}, not on the device"
         if name.endswith("W_k.bias"):
             assert np.abs(host(d) - c).max() <= cpu_bound + dev_bound, name
         else:
@@ -386,11 +394,16 @@ def test_decoding_on_device_equals_cpu():
         np.testing.assert_array_equal(got, want)
         # the source ids' range check in the encoder's embedding, then per step the new ids' check and the argmax read
         assert c.count == 1 + 2 * got.shape[1], c.count
-        want = beam_search(cpu_model, src, beam_size=3, max_len=6, n_best=2, use_cache=use_cache)
-        got = beam_search(dev_model, src, beam_size=3, max_len=6, n_best=2, use_cache=use_cache)
-        for w, g in zip(want, got):
-            assert [t.tolist() for t, _ in g] == [t.tolist() for t, _ in w]
-            np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=PARITY_RTOL["float64"])
+        assert_beams_equal(cpu_model, dev_model, src, use_cache)
+
+
+def assert_beams_equal(cpu_model, dev_model, src, use_cache: bool) -> None:
+    """Beam search (3 beams, 2 best) gives the same tokens on both devices, and their scores to PARITY_RTOL."""
+    want = beam_search(cpu_model, src, beam_size=3, max_len=6, n_best=2, use_cache=use_cache)
+    got = beam_search(dev_model, src, beam_size=3, max_len=6, n_best=2, use_cache=use_cache)
+    for w, g in zip(want, got, strict=True):
+        assert [t.tolist() for t, _ in g] == [t.tolist() for t, _ in w]
+        np.testing.assert_allclose([s for _, s in g], [s for _, s in w], rtol=PARITY_RTOL["float64"])
 
 
 def test_checkpoint_written_on_device_loads_on_cpu_and_resumes_on_device(tmp_path):
