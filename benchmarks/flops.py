@@ -54,3 +54,28 @@ def dominant_gemm(cfg) -> tuple[int, int, int]:
     if generator > ffn:
         return (Nt, m.d_model, m.tgt_vocab_size)
     return (Ns if m.num_encoder_layers and Ns >= Nt else Nt, m.d_model, m.d_ff)
+
+
+def step_products(cfg) -> list[tuple[int, int, int, int]]:
+    """The matrix products of one training step as (batch, M, K, N): each forward product of forward_flops, then
+    the two of its backward ((M, N) @ (N, K) for the left operand's gradient, (K, M) @ (M, N) for the right's).
+    Summed, 2 batch M K N over the list is workload_flops(cfg, "train"). benchmarks/budget.py replays them."""
+    m = cfg.model
+    B, S, T, D, F, V, H = cfg.batch_size, cfg.src_len, cfg.tgt_len, m.d_model, m.d_ff, m.tgt_vocab_size, m.num_heads
+    Ns, Nt, dk = B * S, B * T, D // H
+
+    def attention(q_len, k_len):  # scores q k^T and weights @ v, all heads at once
+        return [(B * H, q_len, dk, k_len), (B * H, q_len, k_len, dk)]
+
+    encoder = [(1, Ns, D, D)] * 4 + [(1, Ns, D, F), (1, Ns, F, D)] + attention(S, S)
+    decoder = (
+        [(1, Nt, D, D)] * 4
+        + attention(T, T)
+        + [(1, Nt, D, D)] * 2  # cross-attention's Q and output projections
+        + [(1, Ns, D, D)] * 2  # its K and V, of the encoder output
+        + attention(T, S)
+        + [(1, Nt, D, F), (1, Nt, F, D)]
+    )
+    forward = encoder * m.num_encoder_layers + decoder * m.num_decoder_layers + [(1, Nt, D, V)]
+    backward = [p for b, M, K, N in forward for p in ((b, M, N, K), (b, K, M, N))]
+    return forward + backward

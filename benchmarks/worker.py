@@ -17,6 +17,7 @@ interference check, the same-output checks, and the labelled `--in-process` mode
 Requests (each answered by a dict; a failure by {"error": "..."}):
     time     {side, config, workload, calls, warmup}  -> {samples_ms}: `calls` timed calls after `warmup`
     gemm     {side, shape: [M, K, N], calls}          -> {samples_ms}: float32 (M, K) @ (K, N)
+    products {side, config, calls}                    -> {samples_ms}: every product of one training step, replayed
     phases   {side, config, rounds}                   -> {phase: median ms}
     profile  {side, config, steps}                    -> the profiler's dict (benchmarks/profiling.py)
     ops      {side, cases, target_ms}                 -> {case: {fwd_ms, fb_ms}}: one sample per op case
@@ -47,7 +48,7 @@ import time
 
 import numpy as np
 
-from benchmarks import nn_side, profiling
+from benchmarks import flops, nn_side, profiling
 from benchmarks import workloads as W
 from benchmarks.op_cases import case_runner
 from benchmarks.timing import calibrate
@@ -138,6 +139,32 @@ def _gemm(shape, calls: int, side: str) -> list[float]:
     return _samples(lambda: a @ b, calls, warmup=2)
 
 
+def _products(spec: dict, calls: int, side: str) -> list[float]:
+    """The matrix products of one training step of `spec` (flops.step_products), float32, replayed by `side`'s
+    library on random operands allocated beforehand, each into an output of its own: the products alone, at the
+    rate the library reaches on each of the step's own shapes (benchmarks/budget.py)."""
+    rng = np.random.default_rng(0)
+    made = {}
+    for b, M, K, N in flops.step_products(W.config_from_spec(spec)):
+        if (b, M, K, N) not in made:
+            a, c = rng.standard_normal((b, M, K)), rng.standard_normal((b, K, N))
+            made[b, M, K, N] = [x.astype(np.float32) for x in (a, c, np.empty((b, M, N)))]
+    run = [made[p] for p in flops.step_products(W.config_from_spec(spec))]
+    if side != "numpy":
+        import torch
+
+        run = [[torch.from_numpy(x) for x in ops] for ops in run]
+        mm = torch.matmul
+    else:
+        mm = np.matmul
+
+    def step():
+        for a, c, out in run:
+            mm(a, c, out=out)
+
+    return _samples(step, calls, warmup=1)
+
+
 def _ops(host: _Host, side: str, cases: list[int], target_ms: float) -> dict:
     """One sample per case and pass: `number` calls (calibrated once to ~target_ms) timed together."""
     out = {}
@@ -222,6 +249,8 @@ def handle(host: _Host, req: dict) -> dict:
         return machine_facts(host.threads)
     if op == "gemm":
         return {"samples_ms": _gemm(req["shape"], req["calls"], req["side"])}
+    if op == "products":
+        return {"samples_ms": _products(req["config"], req["calls"], req["side"])}
     if op == "ops":
         return _ops(host, req["side"], req["cases"], req["target_ms"])
     if op == "ops_check":
