@@ -38,6 +38,7 @@ from benchmarks import workloads as W
 from benchmarks.timing import summarize
 from benchmarks.worker import Worker
 from transformer_np.cli import OneLineParser
+from transformer_np.cliutil import THREADS_MAX, integer
 
 TORCH_SIDES = ("torch", "torch-nn")  # the benchmark's twin and torch.nn.Transformer of the same configuration
 SETTLE_S = 0.5  # between processes: the previous one's idle BLAS threads stop spinning (benchmarks/timing.py)
@@ -157,14 +158,16 @@ def markdown(res: dict) -> str:
 def main(argv=None) -> int:
     p = OneLineParser(prog="python -m benchmarks.budget", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="base", choices=sorted(W.CONFIGS), help="(default: %(default)s)")
-    p.add_argument("--threads", type=int, default=2, help="threads for BLAS and torch (default: %(default)s)")
-    p.add_argument("--rounds", type=int, default=5, help="rounds, each side once a round (default: %(default)s)")
-    p.add_argument("--steps", type=int, default=3, help="steps (or replays) timed per request (default: %(default)s)")
+    p.add_argument(
+        "--threads", type=integer(1, THREADS_MAX), default=2, help="BLAS and torch threads (default: %(default)s)"
+    )
+    p.add_argument("--rounds", type=integer(1), default=5, help="rounds, each side once a round (default: %(default)s)")
+    p.add_argument("--steps", type=integer(1), default=3, help="steps timed per request (default: %(default)s)")
     p.add_argument("--target", type=float, default=0.9, help="the ratio to PyTorch's step (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     args = p.parse_args(argv)
-    if min(args.threads, args.rounds, args.steps) < 1 or not args.target > 0:
-        p.error("--threads, --rounds and --steps must be >= 1 and --target > 0")
+    if not args.target > 0:  # NaN too
+        p.error(f"--target: expected a ratio > 0, got {args.target}")
     res = measure(args.config, args.threads, args.rounds, args.steps, args.target)
     print(json.dumps(res, indent=1) if args.json else markdown(res))
     return 0

@@ -94,9 +94,11 @@ def test_real_run_on_tiny_prints_the_table_and_a_verdict():
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--rounds", "0"], "--rounds"),
-        (["--config", "nope"], "nope"),
-        (["--target", "-1"], "--target"),
+        (["--rounds", "0"], "--rounds: expected an integer >= 1, got 0"),
+        (["--threads", "0"], "--threads: expected an integer in [1, 1024], got 0"),
+        (["--config", "nope"], "invalid choice: 'nope'"),
+        (["--target", "-1"], "--target: expected a ratio > 0, got -1.0"),
+        (["--target", "nan"], "--target: expected a ratio > 0, got nan"),
     ],
 )
 def test_bad_flags_are_refused_in_one_line(argv, message, capsys):
