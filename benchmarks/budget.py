@@ -155,9 +155,9 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def build_parser() -> OneLineParser:
     p = OneLineParser(prog="python -m benchmarks.budget", description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="base", choices=sorted(W.CONFIGS), help="(default: %(default)s)")
+    p.add_argument("--config", default="base", choices=sorted(W.CONFIGS), help="config (default: %(default)s)")
     p.add_argument(
         "--threads", type=integer(1, THREADS_MAX), default=2, help="BLAS and torch threads (default: %(default)s)"
     )
@@ -165,6 +165,11 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=integer(1), default=3, help="steps timed per request (default: %(default)s)")
     p.add_argument("--target", type=float, default=0.9, help="the ratio to PyTorch's step (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
+    return p
+
+
+def main(argv=None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if not args.target > 0:  # NaN too
         p.error(f"--target: expected a ratio > 0, got {args.target}")

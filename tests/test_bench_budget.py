@@ -15,6 +15,7 @@ import pytest
 
 from benchmarks import budget, flops
 from benchmarks import workloads as W
+from tests.cli_help import undocumented_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -89,6 +90,10 @@ def test_real_run_on_tiny_prints_the_table_and_a_verdict():
         assert f"| {label} |" in out.stdout
     assert "floor / faster PyTorch step:" in out.stdout
     assert any(v in out.stdout for v in ("out of reach", "within reach", "at the floor itself"))
+
+
+def test_every_flag_has_help_and_shows_its_default():
+    assert undocumented_flags(budget.build_parser()) == []
 
 
 @pytest.mark.parametrize(
