@@ -58,6 +58,10 @@ def test_base_step_is_about_106_gflop_and_dominated_by_the_feed_forward():
     assert flops.dominant_gemm(base) == (16 * 25, 512, 2048)
 
 
+def test_copy_reverse_step_is_the_4_63_gflop_that_flops_docstring_states():
+    assert round(flops.workload_flops(W.get_config("copy-reverse"), "train") / 1e7) == 463
+
+
 # ------------------------------------------------------------------------------------ alternation
 class FakeWorker:
     """Stands in for benchmarks.worker.Worker: records the order of requests, answers fixed samples."""
