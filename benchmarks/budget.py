@@ -36,9 +36,9 @@ if __name__ == "__main__":
 from benchmarks import flops
 from benchmarks import workloads as W
 from benchmarks.timing import summarize
-from benchmarks.worker import Worker
+from benchmarks.worker import Worker, WorkerError
 from transformer_np.cli import OneLineParser
-from transformer_np.cliutil import THREADS_MAX, integer
+from transformer_np.cliutil import THREADS_MAX, integer, interrupted
 
 TORCH_SIDES = ("torch", "torch-nn")  # the benchmark's twin and torch.nn.Transformer of the same configuration
 SETTLE_S = 0.5  # between processes: the previous one's idle BLAS threads stop spinning (benchmarks/timing.py)
@@ -78,9 +78,12 @@ def measure(config: str, threads: int, rounds: int, steps: int, target: float) -
         for side, w in workers.items():  # build the models (and warm each side up) before the first round
             w.request({"op": "time", "side": side, "config": spec, "workload": "train", "calls": 1, "warmup": 1})
         rows = [one_round(workers, spec, steps, shape) for _ in range(rounds)]
-    finally:
+    except BaseException:  # Ctrl-C or a failure: stop the workers now, not after their current request
         for w in workers.values():
-            w.close()
+            w.close(kill=True)
+        raise
+    for w in workers.values():
+        w.close()
     for r in rows:
         r["rate_gflops"] = gemm_gflop / (r["gemm_ms"] / 1e3)
         r["products_at_rate"] = train_gflop / r["rate_gflops"] * 1e3
@@ -143,9 +146,7 @@ def markdown(res: dict) -> str:
         f"floor / faster PyTorch step: {_cell([r['floor_ratio'] for r in rows], 2)}; "
         f"minitensor step / faster PyTorch step: {_cell([r['step_ratio'] for r in rows], 2)}",
     ]
-    q = statistics.quantiles([r["floor_ratio"] for r in rows], n=4, method="inclusive") if len(rows) > 1 else None
-    lo = q[0] if q else rows[0]["floor_ratio"]
-    if lo > target:
+    if summarize([r["floor_ratio"] for r in rows]).q1_ms > target:  # the table's lower quartile, as its IQR
         verdict = f"{target:g}x is out of reach: the products and the optimizer alone exceed it in three rounds of four"
     elif statistics.median(left) > 0:
         verdict = f"{target:g}x is within reach: the floor leaves {statistics.median(left):.0f} ms for the rest"
@@ -173,7 +174,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not args.target > 0:  # NaN too
         p.error(f"--target: expected a ratio > 0, got {args.target}")
-    res = measure(args.config, args.threads, args.rounds, args.steps, args.target)
+    try:
+        res = measure(args.config, args.threads, args.rounds, args.steps, args.target)
+    except KeyboardInterrupt:  # one line, 130, as `python -m benchmarks run`; the command writes no file
+        return interrupted("python -m benchmarks.budget")
+    except WorkerError as exc:  # a worker failed: its message in one line, not a traceback
+        print(f"python -m benchmarks.budget: {exc}", file=sys.stderr)
+        return 1
     print(json.dumps(res, indent=1) if args.json else markdown(res))
     return 0
 

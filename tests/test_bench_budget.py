@@ -92,6 +92,18 @@ def test_real_run_on_tiny_prints_the_table_and_a_verdict():
     assert any(v in out.stdout for v in ("out of reach", "within reach", "at the floor itself"))
 
 
+def test_ctrl_c_is_one_line_exit_130_and_stops_the_workers(tmp_path):
+    """Interrupted while its workers time 'tiny': one line on stderr, exit 130, and no worker left waiting (the
+    command returns within interrupt_after_ready's timeout because they are killed, not waited for)."""
+    from .test_parity_cli import interrupt_after_ready
+
+    ready = "import sys, benchmarks.budget as m; print('ready', flush=True); sys.exit(m.main(sys.argv[1:]))"
+    cmd = [sys.executable, "-c", ready, "--config", "tiny", "--threads", "1", "--rounds", "500"]
+    code, err = interrupt_after_ready(cmd, "ready", tmp_path / "nothing written", wait_s=3.0)
+    assert code == 130, err
+    assert err == "python -m benchmarks.budget: interrupted\n"
+
+
 def test_every_flag_has_help_and_shows_its_default():
     assert undocumented_flags(budget.build_parser()) == []
 
