@@ -144,12 +144,12 @@ def _products(spec: dict, calls: int, side: str) -> list[float]:
     library on random operands allocated beforehand, each into an output of its own: the products alone, at the
     rate the library reaches on each of the step's own shapes (benchmarks/budget.py)."""
     rng = np.random.default_rng(0)
-    made = {}
-    for b, M, K, N in flops.step_products(W.config_from_spec(spec)):
-        if (b, M, K, N) not in made:
-            a, c = rng.standard_normal((b, M, K)), rng.standard_normal((b, K, N))
-            made[b, M, K, N] = [x.astype(np.float32) for x in (a, c, np.empty((b, M, N)))]
-    run = [made[p] for p in flops.step_products(W.config_from_spec(spec))]
+    products = flops.step_products(W.config_from_spec(spec))
+    made = {}  # one set of operands per distinct shape
+    for b, M, K, N in dict.fromkeys(products):
+        a, c = (rng.standard_normal(shape, dtype=np.float32) for shape in ((b, M, K), (b, K, N)))
+        made[b, M, K, N] = [a, c, np.empty((b, M, N), np.float32)]
+    run = [made[p] for p in products]
     if side != "numpy":
         import torch
 
