@@ -430,6 +430,11 @@ def test_pngs_non_empty(tiny_run):
             assert len(data) > 1000 and data.startswith(PNG_MAGIC), f"{p.name} is not a non-empty PNG"
 
 
+# The sections a test of one other part of `run` leaves out (--skip): each has a test of its own, and together they
+# cost a minute of the suite (perop, memory and scaling start processes of their own, hvp times second order).
+BESIDE_THE_POINT = ["memory", "scaling", "ops", "profile", "decode", "hvp", "perop", "gpu"]
+
+
 @pytest.mark.slow
 def test_in_process_mode_is_labelled(tmp_path):
     cmd = [
@@ -450,11 +455,8 @@ def test_in_process_mode_is_labelled(tmp_path):
         "--budget",
         "0.5",
         "--skip",
-        "memory",
-        "scaling",
-        "ops",
-        "profile",
-        "decode",
+        *BESIDE_THE_POINT,
+        "attention",
     ]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -554,7 +556,7 @@ def test_attention_table_states_ratios_and_what_does_not_fit():
 def test_attention_section_in_the_report(tmp_path):
     """`run` with the attention section alone at T = 16: every point measured on both sides, table and PNG written."""
     cmd = [sys.executable, "-m", "benchmarks", "run", "--quick", "--configs", "tiny", "--threads", "1"]
-    cmd += ["--skip", "memory", "scaling", "ops", "profile", "decode", "hvp", "--attention-lengths", "16"]
+    cmd += ["--skip", *BESIDE_THE_POINT, "--attention-lengths", "16"]
     cmd += ["--budget", "0.5", "--settle", "0", "--out", str(tmp_path)]
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
