@@ -22,7 +22,6 @@ that round's faster PyTorch step; the table gives medians over rounds [IQR].
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -35,10 +34,10 @@ if __name__ == "__main__":
 
 from benchmarks import flops
 from benchmarks import workloads as W
+from benchmarks.rounds import add_flags, cell, report, started
 from benchmarks.timing import summarize
-from benchmarks.worker import Worker, WorkerError
 from transformer_np.cli import OneLineParser
-from transformer_np.cliutil import THREADS_MAX, integer, interrupted
+from transformer_np.cliutil import integer
 
 TORCH_SIDES = ("torch", "torch-nn")  # the benchmark's twin and torch.nn.Transformer of the same configuration
 SETTLE_S = 0.5  # between processes: the previous one's idle BLAS threads stop spinning (benchmarks/timing.py)
@@ -73,17 +72,10 @@ def measure(config: str, threads: int, rounds: int, steps: int, target: float) -
     shape = list(flops.dominant_gemm(cfg))
     train_gflop = flops.workload_flops(cfg, "train") / 1e9
     gemm_gflop = 2 * shape[0] * shape[1] * shape[2] / 1e9
-    workers = {side: Worker(side, threads) for side in ("numpy", *TORCH_SIDES)}
-    try:
+    with started(("numpy", *TORCH_SIDES), threads) as workers:
         for side, w in workers.items():  # build the models (and warm each side up) before the first round
             w.request({"op": "time", "side": side, "config": spec, "workload": "train", "calls": 1, "warmup": 1})
         rows = [one_round(workers, spec, steps, shape) for _ in range(rounds)]
-    except BaseException:  # Ctrl-C or a failure: stop the workers now, not after their current request
-        for w in workers.values():
-            w.close(kill=True)
-        raise
-    for w in workers.values():
-        w.close()
     for r in rows:
         r["rate_gflops"] = gemm_gflop / (r["gemm_ms"] / 1e3)
         r["products_at_rate"] = train_gflop / r["rate_gflops"] * 1e3
@@ -119,11 +111,6 @@ ROWS = [  # (label, how to read a round's figure)
 ]
 
 
-def _cell(values: list[float], digits: int = 1) -> str:
-    st = summarize(values)
-    return f"{st.median_ms:.{digits}f} [{st.q1_ms:.{digits}f}-{st.q3_ms:.{digits}f}]"
-
-
 def markdown(res: dict) -> str:
     rows, target = res["rows"], res["target"]
     rate = statistics.median(r["rate_gflops"] for r in rows)
@@ -138,13 +125,13 @@ def markdown(res: dict) -> str:
         "| what | ms a step |",
         "|---|---|",
     ]
-    lines += [f"| {label} | {_cell([get(r) for r in rows])} |" for label, get in ROWS]
+    lines += [f"| {label} | {cell([get(r) for r in rows])} |" for label, get in ROWS]
     lines += [
-        f"| budget: {target:g} x the faster PyTorch step | {_cell(budget)} |",
-        f"| left for everything else (budget - floor) | {_cell(left)} |",
+        f"| budget: {target:g} x the faster PyTorch step | {cell(budget)} |",
+        f"| left for everything else (budget - floor) | {cell(left)} |",
         "",
-        f"floor / faster PyTorch step: {_cell([r['floor_ratio'] for r in rows], 2)}; "
-        f"minitensor step / faster PyTorch step: {_cell([r['step_ratio'] for r in rows], 2)}",
+        f"floor / faster PyTorch step: {cell([r['floor_ratio'] for r in rows], 2)}; "
+        f"minitensor step / faster PyTorch step: {cell([r['step_ratio'] for r in rows], 2)}",
     ]
     if summarize([r["floor_ratio"] for r in rows]).q1_ms > target:  # the table's lower quartile, as its IQR
         verdict = f"{target:g}x is out of reach: the products and the optimizer alone exceed it in three rounds of four"
@@ -158,14 +145,9 @@ def markdown(res: dict) -> str:
 
 def build_parser() -> OneLineParser:
     p = OneLineParser(prog="python -m benchmarks.budget", description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", default="base", choices=sorted(W.CONFIGS), help="config (default: %(default)s)")
-    p.add_argument(
-        "--threads", type=integer(1, THREADS_MAX), default=2, help="BLAS and torch threads (default: %(default)s)"
-    )
-    p.add_argument("--rounds", type=integer(1), default=5, help="rounds, each side once a round (default: %(default)s)")
+    add_flags(p, threads=2, rounds=5, rounds_help="rounds, each side once a round")
     p.add_argument("--steps", type=integer(1), default=3, help="steps timed per request (default: %(default)s)")
     p.add_argument("--target", type=float, default=0.9, help="the ratio to PyTorch's step (default: %(default)s)")
-    p.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
     return p
 
 
@@ -174,15 +156,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not args.target > 0:  # NaN too
         p.error(f"--target: expected a ratio > 0, got {args.target}")
-    try:
-        res = measure(args.config, args.threads, args.rounds, args.steps, args.target)
-    except KeyboardInterrupt:  # one line, 130, as `python -m benchmarks run`; the command writes no file
-        return interrupted("python -m benchmarks.budget")
-    except WorkerError as exc:  # a worker failed: its message in one line, not a traceback
-        print(f"python -m benchmarks.budget: {exc}", file=sys.stderr)
-        return 1
-    print(json.dumps(res, indent=1) if args.json else markdown(res))
-    return 0
+    compute = lambda: measure(args.config, args.threads, args.rounds, args.steps, args.target)
+    return report("python -m benchmarks.budget", compute, markdown, args.json)
 
 
 if __name__ == "__main__":
