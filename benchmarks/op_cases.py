@@ -18,6 +18,7 @@ import numpy as np
 
 import minitensor
 import minitensor.nn.functional as mt_functional
+from benchmarks.bare_ops import bare_runner
 from transformer_np.model import scaled_dot_product_attention as np_scaled_dot_product_attention
 
 
@@ -175,7 +176,8 @@ def torch_from_numpy(a: np.ndarray):
 
 
 def case_runner(lib: str, index: int):
-    """(forward, forward+backward, forward output as NumPy) of CASES[index] for 'numpy' or 'torch'.
+    """(forward, forward+backward, forward output as NumPy) of CASES[index] for 'numpy', 'torch' or 'bare' (the fused
+    ops only: benchmarks/bare_ops.py).
 
     Inputs and the random upstream gradient come from a generator seeded by the case's index, so
     the two sides, each in its own process, draw the very same arrays.
@@ -183,9 +185,11 @@ def case_runner(lib: str, index: int):
     case = CASES[index]
     rng = np.random.default_rng(1000 + index)
     arrays = _arrays(case, rng)
-    out = _make_runner(lib, case, arrays, None)[2]()
+    out = _make_runner("numpy" if lib == "bare" else lib, case, arrays, None)[2]()
     # A random upstream gradient of the output's shape (a 0-d array for scalar losses).
     upstream = np.asarray(rng.standard_normal(out.shape), dtype=np.float32)
+    if lib == "bare":  # the same op on bare arrays (benchmarks/bare_ops.py), the same inputs
+        return bare_runner(case.name, arrays, upstream)
     return _make_runner(lib, case, arrays, upstream)
 
 

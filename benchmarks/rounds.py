@@ -35,9 +35,11 @@ def cell(values: list[float], digits: int = 1) -> str:
     return f"{st.median_ms:.{digits}f} [{st.q1_ms:.{digits}f}-{st.q3_ms:.{digits}f}]"
 
 
-def add_flags(p, threads: int, rounds: int, rounds_help: str) -> None:
-    """--config, --threads, --rounds and --json, with these defaults (the tool's own flags come after)."""
-    p.add_argument("--config", default="base", choices=sorted(W.CONFIGS), help="config (default: %(default)s)")
+def add_flags(p, threads: int, rounds: int, rounds_help: str, config: bool = True) -> None:
+    """--config (unless config=False), --threads, --rounds and --json, with these defaults (the tool's own flags
+    come after)."""
+    if config:
+        p.add_argument("--config", default="base", choices=sorted(W.CONFIGS), help="config (default: %(default)s)")
     p.add_argument(
         "--threads", type=integer(1, THREADS_MAX), default=threads, help="BLAS and torch threads (default: %(default)s)"
     )

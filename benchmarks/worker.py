@@ -22,7 +22,8 @@ Requests (each answered by a dict; a failure by {"error": "..."}):
     profile  {side, config, steps}                    -> the profiler's dict (benchmarks/profiling.py)
     ops      {side, cases, target_ms}                 -> {case: {fwd_ms, fb_ms}}: one sample per op case
     check    {config, calls}                          -> same logits, decode agreement, interference ('both')
-    ops_check {cases}                                 -> {case: forward max rel err} ('both')
+    ops_check {cases, sides?}                         -> {case: forward max rel err} (numpy against torch: 'both';
+                                                         sides ['bare', 'numpy']: benchmarks/fused_floor.py)
     hvp_check {config}                                -> the two sides' H v compared ('both')
     facts    {}                                       -> machine facts of this process
 """
@@ -101,7 +102,7 @@ class _Host:
     def op_runner(self, side: str, index: int):
         """(forward, forward+backward, forward output) closures of op case `index` for `side`, built once."""
         if (side, index) not in self.op_runners:
-            self.op_runners[side, index] = case_runner("numpy" if side == "numpy" else "torch", index)
+            self.op_runners[side, index] = case_runner(side if side in ("numpy", "bare") else "torch", index)
         return self.op_runners[side, index]
 
 
@@ -215,8 +216,10 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
     return out
 
 
-def _ops_check(host: _Host, cases: list[int]) -> dict:
-    return {str(i): error_stats(host.op_runner("numpy", i)[2](), host.op_runner("torch", i)[2]())[1] for i in cases}
+def _ops_check(host: _Host, cases: list[int], sides=("numpy", "torch")) -> dict:
+    """{case: max rel error} of the first side's forward output against the second's."""
+    ours, ref = sides
+    return {str(i): error_stats(host.op_runner(ours, i)[2](), host.op_runner(ref, i)[2]())[1] for i in cases}
 
 
 def _hvp_check(host: _Host, spec: dict) -> dict:
@@ -254,7 +257,7 @@ def handle(host: _Host, req: dict) -> dict:
     if op == "ops":
         return _ops(host, req["side"], req["cases"], req["target_ms"])
     if op == "ops_check":
-        return _ops_check(host, req["cases"])
+        return _ops_check(host, req["cases"], req.get("sides", ("numpy", "torch")))
     if op == "check":
         return _check(host, req["config"], req["calls"])
     if op == "hvp_check":
