@@ -34,13 +34,12 @@ if __name__ == "__main__":
 
 from benchmarks import flops
 from benchmarks import workloads as W
-from benchmarks.rounds import add_flags, cell, report, started
+from benchmarks.rounds import SETTLE_S, add_flags, cell, median_ms, report, started
 from benchmarks.timing import summarize
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import integer
 
 TORCH_SIDES = ("torch", "torch-nn")  # the benchmark's twin and torch.nn.Transformer of the same configuration
-SETTLE_S = 0.5  # between processes: the previous one's idle BLAS threads stop spinning (benchmarks/timing.py)
 
 
 def one_round(workers: dict, spec: dict, steps: int, shape: list) -> dict:
@@ -51,17 +50,15 @@ def one_round(workers: dict, spec: dict, steps: int, shape: list) -> dict:
     phases = np_worker.request({"op": "phases", "side": "numpy", "config": spec, "rounds": steps})
     out["phases"] = phases
     out["step"] = sum(phases.values())
-    out["products"] = statistics.median(
-        np_worker.request({"op": "products", "side": "numpy", "config": spec, "calls": steps})["samples_ms"]
-    )
+    out["products"] = median_ms(np_worker, {"op": "products", "side": "numpy", "config": spec, "calls": steps})
     gemm = np_worker.request({"op": "gemm", "side": "numpy", "shape": shape, "calls": 5})["samples_ms"]
     out["gemm_ms"] = min(gemm)  # the best call: the BLAS's rate, not the machine's worst moment
     for side in TORCH_SIDES:
         time.sleep(SETTLE_S)
         req = {"op": "time", "side": side, "config": spec, "workload": "train", "calls": steps, "warmup": 1}
-        out[side] = statistics.median(workers[side].request(req)["samples_ms"])
+        out[side] = median_ms(workers[side], req)
     req = {"op": "products", "side": "torch", "config": spec, "calls": steps}
-    out["torch_products"] = statistics.median(workers["torch"].request(req)["samples_ms"])
+    out["torch_products"] = median_ms(workers["torch"], req)
     time.sleep(SETTLE_S)
     return out
 

@@ -28,14 +28,13 @@ if __name__ == "__main__":
 
 from benchmarks.bare_ops import BARE
 from benchmarks.op_cases import CASES, selected_cases
-from benchmarks.rounds import add_flags, cell, report, started
+from benchmarks.rounds import SETTLE_S, add_flags, cell, report, started
 from benchmarks.timing import summarize
 from minitensor.testing import OP_RTOL
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import number
 
 TARGET = 1.5  # issue 25: these ops' forward+backward at most 1.5x PyTorch's
-SETTLE_S = 0.5  # between processes (benchmarks/timing.py)
 SIDES = ("numpy", "bare", "torch")  # the engine, the bare formula (both in the numpy worker), PyTorch
 
 

@@ -41,9 +41,8 @@ if __name__ == "__main__":
 
 from benchmarks import flops
 from benchmarks import workloads as W
-from benchmarks.rounds import add_flags, cell, report, started
+from benchmarks.rounds import SETTLE_S, add_flags, cell, median_ms, report, started
 from benchmarks.timing import summarize
-from benchmarks.worker import Worker
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import integer
 
@@ -57,11 +56,6 @@ FORM_NAMES = {
     "hvp": "double backward",
 }
 PRODUCT_MULTIPLE = 3  # an H v's products over its gradient's (counted by torch's FlopCounterMode: the test)
-SETTLE_S = 0.5  # between processes: the previous one's idle BLAS threads stop spinning (benchmarks/timing.py)
-
-
-def _median(worker: Worker, req: dict) -> float:
-    return statistics.median(worker.request(req)["samples_ms"])
 
 
 def one_round(workers: dict, spec: dict, calls: int, shape: list) -> dict:
@@ -70,10 +64,10 @@ def one_round(workers: dict, spec: dict, calls: int, shape: list) -> dict:
     for side, w in workers.items():
         time.sleep(SETTLE_S)
         timed = {"op": "time", "side": side, "config": spec, "calls": calls, "warmup": 0}
-        row = {"grad": _median(w, dict(timed, workload="grad"))}
-        row["products"] = _median(w, {"op": "products", "side": side, "config": spec, "calls": calls})
+        row = {"grad": median_ms(w, dict(timed, workload="grad"))}
+        row["products"] = median_ms(w, {"op": "products", "side": side, "config": spec, "calls": calls})
         for form in FORMS[side]:
-            row[form] = _median(w, dict(timed, workload=form))
+            row[form] = median_ms(w, dict(timed, workload=form))
         if side == "numpy":
             gemm = w.request({"op": "gemm", "side": side, "shape": shape, "calls": 5})["samples_ms"]
             row["gemm_ms"] = min(gemm)  # the best call: the BLAS's rate, not the machine's worst moment
@@ -164,18 +158,19 @@ def markdown(res: dict) -> str:
         "",
         f"minitensor's cheapest H v over PyTorch's cheapest, in time: {cell(time_ratio, 2)}",
     ]
+    bound, cheapest, torch_cheapest = (statistics.median(v) for v in (ours_bound, ours, theirs))
+    where = res["config"]
     if summarize([b - t for b, t in zip(ours_bound, theirs)]).q1_ms > 0:
         verdict = (
-            f"out of reach on {res['config']}: minitensor's bound ({statistics.median(ours_bound):.2f} gradients) "
-            f"exceeds PyTorch's cheapest H v ({statistics.median(theirs):.2f}) in three rounds of four"
+            f"out of reach on {where}: minitensor's bound ({bound:.2f} gradients) exceeds PyTorch's cheapest H v "
+            f"({torch_cheapest:.2f}) in three rounds of four"
         )
-    elif statistics.median(ours) <= statistics.median(theirs):
-        met = f"{statistics.median(ours):.2f} gradients against {statistics.median(theirs):.2f}"
-        verdict = f"met on {res['config']}: {met}"
+    elif cheapest <= torch_cheapest:
+        verdict = f"met on {where}: {cheapest:.2f} gradients against {torch_cheapest:.2f}"
     else:
         verdict = (
-            f"within reach on {res['config']}: the bound ({statistics.median(ours_bound):.2f}) is under PyTorch's "
-            f"cheapest ({statistics.median(theirs):.2f}), minitensor's cheapest {statistics.median(ours):.2f}"
+            f"within reach on {where}: the bound ({bound:.2f}) is under PyTorch's cheapest ({torch_cheapest:.2f}), "
+            f"minitensor's cheapest {cheapest:.2f}"
         )
     lines.append(verdict)
     return "\n".join(lines)

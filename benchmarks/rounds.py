@@ -5,6 +5,7 @@ failure or Ctrl-C into one line."""
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from contextlib import contextmanager
 
@@ -12,6 +13,8 @@ from benchmarks import workloads as W
 from benchmarks.timing import summarize
 from benchmarks.worker import Worker, WorkerError
 from transformer_np.cliutil import THREADS_MAX, integer, interrupted
+
+SETTLE_S = 0.5  # between processes: the previous one's idle BLAS threads stop spinning (benchmarks/timing.py)
 
 
 @contextmanager
@@ -27,6 +30,11 @@ def started(sides, threads: int):
         raise
     for w in workers.values():
         w.close()
+
+
+def median_ms(worker: Worker, req: dict) -> float:
+    """The median of the samples a timing request ('time', 'products') returns."""
+    return statistics.median(worker.request(req)["samples_ms"])
 
 
 def cell(values: list[float], digits: int = 1) -> str:
