@@ -20,6 +20,7 @@ import torch.autograd.forward_ad as tfw
 
 import minitensor as mt
 from minitensor.autograd import forward_ad as fw
+from minitensor.ops import fused
 from minitensor.testing import OP_RTOL, assert_close
 from transformer_np.loss import compute_loss
 from transformer_np.model import Transformer
@@ -181,6 +182,50 @@ def test_layer_norm_tangents_on_input_weight_and_bias(rng, dtype_name, normalize
         tangents = pick(flags, [some(rng, a.shape) for a in arrays])
         check_against_torch(fn, arrays, tangents, dtype_name, what=f"layer_norm, tangents on {flags}")
     check_against_torch(lambda t, x: t.F.layer_norm(x, normalized), arrays[:1], [some(rng, (2, 3, 6))], dtype_name)
+
+
+@pytest.mark.parametrize("dtype_name", ["float64", "float32"])
+@pytest.mark.parametrize("normalized", [(6,), (3, 6)], ids=["last", "last2"])
+def test_layer_norm_statistics_by_formula_equal_the_recomputed_ones_in_forward_over_reverse(
+    rng, monkeypatch, dtype_name, normalized
+):
+    """A LayerNorm backward that nothing records (tangent_grad) takes xhat and rstd from the forward's statistics
+    with the normalization's JVP as their tangents (fused._xhat_rstd_unrecorded, a speed device); under
+    create_graph it recomputes the normalization op by op. The gradients, and their tangents (H v), agree to the
+    dtype's tolerance (to round-off, not bitwise)."""
+    dtype = np.dtype(dtype_name)
+    arrays = [
+        (some(rng, (2, 3, 6), 3.0) + 1.0).astype(dtype),
+        some(rng, normalized).astype(dtype) + 1,
+        some(rng, normalized).astype(dtype),
+    ]
+    tangents = [some(rng, a.shape).astype(dtype) for a in arrays]
+    c = mt.tensor(some(rng, (2, 3, 6)).astype(dtype))
+    calls = []
+    device = fused._xhat_rstd_unrecorded
+    monkeypatch.setattr(fused, "_xhat_rstd_unrecorded", lambda ctx, x: calls.append(1) or device(ctx, x))
+
+    def grads_and_tangents(walk):
+        with fw.dual_level():
+            duals = [fw.make_dual(mt.tensor(a, requires_grad=True), mt.tensor(v)) for a, v in zip(arrays, tangents)]
+            loss = (mt.nn.functional.layer_norm(duals[0], normalized, duals[1], duals[2]).tanh() * c).sum()
+            grads = walk(loss, duals)
+            return [g.numpy() for g in grads], [fw.unpack_dual(g).tangent for g in grads]
+
+    leaves = [mt.tensor(a, requires_grad=True) for a in arrays]
+    first_order = mt.autograd.grad(
+        (mt.nn.functional.layer_norm(*leaves[:1], normalized, *leaves[1:]).tanh() * c).sum(), leaves
+    )
+    by_formula = grads_and_tangents(mt.autograd.tangent_grad)
+    assert calls, "the backward did not take the formula's tangents"
+    calls.clear()
+    recomputed = grads_and_tangents(lambda loss, xs: mt.autograd.grad(loss, xs, create_graph=True))
+    assert not calls, "create_graph must recompute the normalization, so that reverse mode can differentiate it"
+    for i, (a, b, c) in enumerate(zip(by_formula[0], first_order, recomputed[0])):
+        assert_close(a, b.numpy(), OP_RTOL[dtype_name], f"gradient of input {i} against the first-order one")
+        assert_close(a, c, OP_RTOL[dtype_name], f"gradient of input {i} against the recomputed one")
+    for i, (a, b) in enumerate(zip(by_formula[1], recomputed[1])):
+        assert_close(_np(a), _np(b), OP_RTOL[dtype_name], f"tangent of the gradient of input {i}")
 
 
 @pytest.mark.parametrize("biased", [False, True], ids=["no_bias", "bias"])
@@ -435,14 +480,21 @@ def test_reverse_over_forward_matches_torch(rng, name):
         assert_close(got, h, OP_RTOL["float64"], f"{name}: d<grad, v>/d input {i}")
 
 
+@pytest.mark.parametrize("walk", ["create_graph", "tangent_grad"])
 @pytest.mark.parametrize("name", SECOND_ORDER)
-def test_forward_over_reverse_matches_torch(rng, name):
-    """The tangent of a create_graph gradient (forward mode over reverse mode) is H v."""
+def test_forward_over_reverse_matches_torch(rng, name, walk):
+    """The tangent of a gradient taken on Tensors (forward mode over reverse mode) is H v: recorded (create_graph),
+    and unrecorded (tangent_grad, where a backward may give its intermediates their tangents by formula)."""
     f, arrays = _second_order_cases(rng)[name]
     tangents = [some(rng, a.shape) for a in arrays]
     with fw.dual_level():
         duals = [fw.make_dual(mt.tensor(a, requires_grad=True), mt.tensor(v)) for a, v in zip(arrays, tangents)]
-        grads = mt.autograd.grad(f(MT, *duals), duals, create_graph=True)
+        out = f(MT, *duals)
+        grads = (
+            mt.autograd.grad(out, duals, create_graph=True)
+            if walk == "create_graph"
+            else (mt.autograd.tangent_grad(out, duals))
+        )
         tangents_of_grads = [fw.unpack_dual(g).tangent for g in grads]  # None: the gradient is a constant
         hv = [np.zeros_like(a) if h is None else _np(h) for a, h in zip(arrays, tangents_of_grads)]
     for i, (got, want) in enumerate(zip(hv, _torch_hvp(f, arrays, tangents))):

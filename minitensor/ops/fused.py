@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function, tangent_sum
+from ..autograd import Function, is_grad_enabled, tangent_sum
+from ..autograd.tangents import dual_state, outside_rules, set_tangent, tangent_of
 from ..devices import is_host
 from ..pool import in_row_blocks, update_pool
 from .reductions import in_opmath, opmath_dtype, to_dtype
@@ -382,12 +383,34 @@ def _mean(xp, a, axes: tuple):
 
 def _xhat_rstd(ctx, x):
     """(xhat, rstd) for LayerNorm's backward and JVP: xhat = (x - mean) * rstd rebuilt from the row statistics the
-    forward kept, bit for bit the forward's; under create_graph (ctx.intermediate's rule) the whole normalization
-    recomputed from the saved x, so that both are differentiable, its xhat taken as it comes (not rebuilt again)."""
-    if ctx.create_graph:
+    forward kept, bit for bit the forward's; on Tensors that reverse mode records (create_graph, a recorded rule;
+    ctx.intermediate's rule) the whole normalization recomputed from the saved x, so that both are differentiable,
+    its xhat taken as it comes (not rebuilt again); on Tensors that nothing records, _xhat_rstd_unrecorded."""
+    if not ctx.create_graph:
+        return (x - ctx.mean) * ctx.rstd, ctx.rstd
+    if is_grad_enabled():
         xhat, _, rstd = _normalized(ctx.xp, x, ctx.axes, ctx.eps)
         return xhat, rstd
-    return (x - ctx.mean) * ctx.rstd, ctx.rstd
+    return _xhat_rstd_unrecorded(ctx, x)
+
+
+def _xhat_rstd_unrecorded(ctx, x):
+    """(xhat, rstd) as Tensors that no reverse pass will differentiate: forward over reverse's backward, which needs
+    only their tangents, and a forward-mode rule run unrecorded, which needs none. Speed device of _xhat_rstd: both
+    rebuilt from the forward's statistics, and given the normalization's JVP as their tangents when x has one,
+        ẋhat = rstd * (ẋ - mean(ẋ) - xhat * mean(xhat * ẋ)),   ṙstd = -rstd * rstd * mean(xhat * ẋ)
+    (ṙstd = -(var + eps)^-3/2 * mean((x - mu) * ẋ)), in five primitives where the recomputed normalization takes
+    nine, each with its own tangent (tests/test_forward_ad_fused.py checks the two equal)."""
+    xp = ctx.xp
+    tx = None if dual_state.in_rule else tangent_of(x)  # a rule's primitives carry no tangent
+    with outside_rules():  # no tangent for these primitives: the formula below gives it
+        xhat = (x - beside(x, ctx.mean)) * beside(x, ctx.rstd)
+        rstd = x.wrap(ctx.rstd)
+        if tx is not None:
+            m = _mean(xp, xhat * tx, ctx.axes)
+            set_tangent(xhat, rstd * (tx - _mean(xp, tx, ctx.axes) - xhat * m))
+            set_tangent(rstd, -(rstd * rstd) * m)
+    return xhat, rstd
 
 
 # ----------------------------------------------------------------------------- dropout
