@@ -1,13 +1,17 @@
-"""One check shared by the three command lines (transformer_np, parity, benchmarks): every flag explains itself.
+"""Checks shared by the command lines (transformer_np, parity, benchmarks): every flag explains itself, and a bad
+flag is refused in one line.
 
 `undocumented_flags(parser)` walks a parser and its subcommands and returns one line per flag that has no help
 text, or whose rendered help does not show its default (flags without a meaningful default are exempt:
-switches such as `--resume` and flags whose default is None).
+switches such as `--resume` and flags whose default is None). `one_line_refusal(main, argv, capsys)` runs a
+main that must refuse argv: exit 2 and one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+
+import pytest
 
 _SWITCH_ACTIONS = (
     argparse._StoreTrueAction,
@@ -46,3 +50,12 @@ def undocumented_flags(parser: argparse.ArgumentParser, prefix: str = "") -> lis
     for sub_name, sub in _subparsers(parser):
         problems += undocumented_flags(sub, f"{name} {sub_name}")
     return problems
+
+
+def one_line_refusal(main, argv: list, capsys) -> str:
+    """main(argv) refused: exit 2 and one line on stderr, returned (for the caller to look for its message)."""
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1, err
+    return err

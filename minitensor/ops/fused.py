@@ -404,8 +404,8 @@ def _xhat_rstd_unrecorded(ctx, x):
     xp = ctx.xp
     tx = None if dual_state.in_rule else tangent_of(x)  # a rule's primitives carry no tangent
     with outside_rules():  # no tangent for these primitives: the formula below gives it
-        xhat = (x - beside(x, ctx.mean)) * beside(x, ctx.rstd)
         rstd = x.wrap(ctx.rstd)
+        xhat = (x - beside(x, ctx.mean)) * rstd
         if tx is not None:
             m = _mean(xp, xhat * tx, ctx.axes)
             set_tangent(xhat, rstd * (tx - _mean(xp, tx, ctx.axes) - xhat * m))
