@@ -34,7 +34,7 @@ import minitensor as mt
 from benchmarks.workloads import BOS, CONFIGS, EOS, build_numpy_model, make_batch
 from transformer_np import decode
 from transformer_np.cli import OneLineParser
-from transformer_np.cliutil import interrupted
+from transformer_np.cliutil import interrupted, interrupts_as_such
 
 
 def replicable(cfg) -> str | None:
@@ -166,7 +166,8 @@ def main(argv=None) -> int:
     if lacks:
         p.error(f"--config {args.config}: the bare replica has no {lacks}")
     try:
-        r = measure(args.config, args.rounds)
+        with interrupts_as_such():
+            r = measure(args.config, args.rounds)
     except KeyboardInterrupt:  # Ctrl-C: one line, status 130; nothing is written
         return interrupted("python -m benchmarks.decode_floor")
     if not r["same_tokens"]:

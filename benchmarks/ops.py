@@ -26,7 +26,7 @@ from benchmarks.worker import Worker
 from minitensor.serialization import atomic_write
 from minitensor.testing import OP_RTOL
 from transformer_np.cli import OneLineParser
-from transformer_np.cliutil import THREADS_MAX, integer, interrupted, number, sigint_deferred
+from transformer_np.cliutil import THREADS_MAX, integer, interrupted, interrupts_as_such, number, sigint_deferred
 
 
 def run_ops(
@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         ap.error(f"--out {args.out!r} is a file, expected a directory")
     try:
-        _run(args)
+        with interrupts_as_such():
+            _run(args)
     except KeyboardInterrupt:  # one line, 130; the three files are all written or none replaced
         sys.exit(interrupted("python -m benchmarks.ops"))
 

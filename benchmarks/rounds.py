@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from benchmarks import workloads as W
 from benchmarks.timing import summarize
 from benchmarks.worker import Worker, WorkerError
-from transformer_np.cliutil import THREADS_MAX, integer, interrupted
+from transformer_np.cliutil import THREADS_MAX, integer, interrupted, interrupts_as_such
 
 SETTLE_S = 0.5  # between processes: the previous one's idle BLAS threads stop spinning (benchmarks/timing.py)
 
@@ -59,7 +59,8 @@ def report(prog: str, compute, markdown, as_json: bool) -> int:
     """Print markdown(compute()), or the result as JSON. Ctrl-C is one line and 130, as `python -m benchmarks run`;
     a worker's failure one line and 1, not a traceback. No file is written."""
     try:
-        res = compute()
+        with interrupts_as_such():
+            res = compute()
     except KeyboardInterrupt:
         return interrupted(prog)
     except WorkerError as exc:

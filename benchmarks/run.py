@@ -28,7 +28,7 @@ from benchmarks.op_cases import selected_cases
 from benchmarks.ops import run_ops
 from benchmarks.targets import evaluate_targets
 from benchmarks.worker import Worker, WorkerError
-from transformer_np.cliutil import interrupted, sigint_deferred
+from transformer_np.cliutil import interrupted, interrupts_as_such, sigint_deferred
 from transformer_np.parallel import shard_rows
 
 
@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> None:
     if os.path.exists(args.out) and not os.path.isdir(args.out):  # found now, not after the run
         ap.error(f"--out {args.out!r} is a file, expected a directory")
     try:
-        run(args)
+        with interrupts_as_such():
+            run(args)
     except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130, no output file touched
         sys.exit(interrupted("python -m benchmarks run"))
     except WorkerError as exc:  # a worker failed: its message in one line, not a traceback

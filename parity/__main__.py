@@ -27,7 +27,7 @@ import textwrap
 
 from minitensor.nn.parallel import mpiexec_command, require_mpi
 from transformer_np.cli import OneLineParser
-from transformer_np.cliutil import SEED_MAX, integer, interrupted, number
+from transformer_np.cliutil import SEED_MAX, integer, interrupted, interrupts_as_such, number
 from transformer_np.config import PRESETS
 from transformer_np.parallel import launched_world_size, shard_rows
 
@@ -314,9 +314,10 @@ def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "ddp":
-            return cmd_ddp(args, argv)
-        return {"report": cmd_report, "summary": cmd_summary, "gradcheck": cmd_gradcheck}[args.command](args)
+        with interrupts_as_such():
+            if args.command == "ddp":
+                return cmd_ddp(args, argv)
+            return {"report": cmd_report, "summary": cmd_summary, "gradcheck": cmd_gradcheck}[args.command](args)
     except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130; no report was written
         return interrupted(f"python -m parity {args.command}")
     except (ValueError, TypeError, DeviceError, FileNotFoundError) as e:

@@ -17,7 +17,7 @@ import sys
 import torch
 
 from transformer_np.cli import OneLineParser
-from transformer_np.cliutil import integer, interrupted
+from transformer_np.cliutil import integer, interrupted, interrupts_as_such
 from transformer_np.experiments import check_experiment, run_experiment
 from transformer_np.hessian import hessian_vector_products
 
@@ -63,9 +63,10 @@ def main(argv=None) -> int:
     except ValueError as e:
         ap.error(str(e))
     try:
-        res = run_experiment(
-            "curvature", args.out, args.steps, not args.no_progress, args.overwrite, args.tiny, reference=torch_hvp
-        )
+        with interrupts_as_such():
+            res = run_experiment(
+                "curvature", args.out, args.steps, not args.no_progress, args.overwrite, args.tiny, reference=torch_hvp
+            )
     except KeyboardInterrupt:
         return interrupted("python -m parity.curvature")
     print(res["markdown"])

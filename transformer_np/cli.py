@@ -26,7 +26,7 @@ import sys
 
 from minitensor.allocator import reuse_freed_memory
 
-from .cliutil import OneLineParser, integer
+from .cliutil import OneLineParser, integer, interrupts_as_such
 from .commands import cmd_decode, cmd_demo, cmd_experiment, cmd_plot, cmd_train
 from .config import ACTIVATIONS, ATTENTIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
 from .data import TASKS
@@ -270,7 +270,8 @@ def main(argv=None) -> int:
     reuse_freed_memory()  # every command trains or runs a model: freed arrays are reused step to step
 
     try:
-        return args.run(args)
+        with interrupts_as_such():
+            return args.run(args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

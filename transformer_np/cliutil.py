@@ -98,6 +98,30 @@ def interrupted(prog: str) -> int:
 
 
 @contextlib.contextmanager
+def interrupts_as_such():
+    """Inside the block, an error that Python raised from a Ctrl-C is raised as that KeyboardInterrupt, so that a
+    command's `except KeyboardInterrupt` prints its one line. Python 3.11 turns an exception raised in a class's
+    __set_name__ into RuntimeError: a Ctrl-C that lands while torch imports a module lazily (its dataclasses run
+    __set_name__) came out as that RuntimeError's traceback instead."""
+    try:
+        yield
+    except Exception as exc:
+        cause = _interrupt_behind(exc)
+        if cause is None:
+            raise
+        raise cause from None  # handled as the Ctrl-C it is: one line, no chain to print
+
+
+def _interrupt_behind(exc: BaseException, depth: int = 8):
+    """The KeyboardInterrupt that exc was raised from or while handling, if any (a few links deep)."""
+    while exc is not None and depth > 0:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc, depth = exc.__cause__ or exc.__context__, depth - 1
+    return None
+
+
+@contextlib.contextmanager
 def sigint_deferred():
     """Inside the block a Ctrl-C is recorded, and KeyboardInterrupt raised when the block ends: the files
     written in it are all written or, when the block fails, none replaced. Only the main thread can hold
