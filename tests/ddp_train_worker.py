@@ -4,7 +4,8 @@ float64, data-parallel over MPI. Rank 0 writes the run folder (checkpoint.npz ho
     python tests/ddp_train_worker.py OUT STEPS DROPOUT [--resume] [--kill-rank-1-at-step K] [--stop-rank-1-at-step K]
 
 --stop-rank-1-at-step K: rank 1's callback raises KeyboardInterrupt after step K (train()'s way to stop a run);
-every rank must stop after that same step, with a complete checkpoint; the ranks exit with status 130.
+every rank must stop after that same step, with a complete checkpoint; the ranks exit with status 130. With
+--as-another-error the interrupt comes as Python raises one in a class's __set_name__: a RuntimeError from it.
 --key-bias-record PATH: rank 0 writes, as JSON, each step's lr and the largest |gradient| of the key biases (their
 gradient is identically 0, so what is computed is round-off: the test judges them by Adam's step bound).
 """
@@ -64,6 +65,13 @@ def key_bias_record(record: dict):
         loop.train_step = step
 
 
+class InterruptedWhileNamed:
+    """A class attribute whose __set_name__ gets the Ctrl-C: Python 3.11 raises it as RuntimeError from it."""
+
+    def __set_name__(self, owner, name):
+        raise KeyboardInterrupt
+
+
 def main() -> None:
     out, steps, dropout = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     from mpi4py import MPI  # here, not at the top: the test file imports `configs` without needing MPI
@@ -82,6 +90,11 @@ def main() -> None:
 
         def callback(step, record):
             if step == k and comm.Get_rank() == 1:
+                if "--as-another-error" in sys.argv:  # as a Ctrl-C in a lazy import's __set_name__: a RuntimeError
+
+                    class Imported:
+                        field = InterruptedWhileNamed()
+
                 raise KeyboardInterrupt
 
     model_cfg, train_cfg = configs(steps, dropout)

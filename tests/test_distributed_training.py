@@ -157,9 +157,10 @@ def test_ctrl_c_stops_every_rank_after_one_step_with_a_complete_checkpoint(tmp_p
     assert mt.load(os.path.join(out, "checkpoint.npz"))["data"]["world_size"] == 2
 
 
-def test_a_callback_stopping_one_rank_stops_all_after_the_same_step(tmp_path):
+@pytest.mark.parametrize("how", [(), ("--as-another-error",)], ids=["KeyboardInterrupt", "raised-as-another-error"])
+def test_a_callback_stopping_one_rank_stops_all_after_the_same_step(tmp_path, how):
     out = str(tmp_path / "run")
-    done = ranks(out, 20, 0.1, "--stop-rank-1-at-step", "7")
+    done = ranks(out, 20, 0.1, "--stop-rank-1-at-step", "7", *how)
     assert done.returncode != 0 and "interrupted: checkpoint of step 7" in done.stdout, done.stderr[-2000:]
     state = mt.load(os.path.join(out, "checkpoint.npz"))
     assert int(state["step"]) == 7 and len(state["rank_rngs"]) == 2

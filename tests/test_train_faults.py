@@ -226,6 +226,34 @@ def test_a_save_interrupted_at_every_call_then_resume_is_bitwise_exact(straight,
     assert _check_saves_interrupted_at(list(range(1, n + 1)), straight, monkeypatch, tmp_path) == 2 * n
 
 
+class _InterruptedWhileNamed:
+    """A class attribute whose __set_name__ gets the Ctrl-C, as in a lazy import: Python 3.11 raises it as
+    RuntimeError from the KeyboardInterrupt (tests/test_parity_cli.py meets the same in a command)."""
+
+    def __set_name__(self, owner, name):
+        raise KeyboardInterrupt
+
+
+def test_a_ctrl_c_python_raised_as_another_error_still_saves_the_last_step_and_resumes_exactly(straight, tmp_path):
+    """A Ctrl-C that lands in a lazy import during the callback (outside any atomic block) is handled as the
+    interrupt it is: KeyboardInterrupt, a checkpoint of the step just completed, a bitwise-exact resume."""
+    ref, _ = straight
+    m, t = _configs()
+    out = str(tmp_path / "run")
+
+    def callback(step, record):
+        if step == 3:  # between checkpoints (every 2 steps): only the interrupt's own save keeps step 3
+
+            class Imported:
+                field = _InterruptedWhileNamed()
+
+    with pytest.raises(KeyboardInterrupt):
+        train(m, t, out, progress=False, callback=callback)
+    assert train_module.mt.load(os.path.join(out, CHECKPOINT_NAME))["step"] == 3
+    assert load_history(out)["step"][-1] == 3
+    _assert_same_run(train(m, t, out, resume=True, progress=False), ref)
+
+
 def test_ctrl_c_three_times_on_the_command_line_keeps_a_run_that_resumes_exactly(tmp_path):
     """The real thing: `python -m transformer_np train` in its own process, Ctrl-C pressed three times in a row."""
     import subprocess

@@ -35,6 +35,7 @@ import minitensor as mt
 from minitensor.nn.parallel import DistributedDataParallel
 from minitensor.random import get_rng_state
 
+from ..cliutil import interrupts_as_such
 from ..config import ModelConfig, TrainConfig
 from ..data import PAD_ID, Task, check_lengths, iterate_forever
 from ..parallel import shard_rows
@@ -264,9 +265,12 @@ def _show_eval(bar, step: int, m: dict) -> None:
 
 @contextlib.contextmanager
 def _checkpoint_on_interrupt(run: Run, guard: InterruptGuard, bar, resume_hint: str):
-    """A KeyboardInterrupt in the block saves a checkpoint (of the last completed step) and goes on up."""
+    """A KeyboardInterrupt in the block saves a checkpoint (of the last completed step) and goes on up; so does a
+    Ctrl-C that Python raised as another error (cliutil.interrupts_as_such: one in a lazy import's __set_name__
+    during evaluation or the callback would otherwise pass this by, and the run would end without its save)."""
     try:
-        yield
+        with interrupts_as_such():
+            yield
     except KeyboardInterrupt:
         guard.stopping = True  # from here on every Ctrl-C is dropped: the save below runs in full
         path = run.save("interrupted")
@@ -355,7 +359,8 @@ def train(
                     run.save()
             if callback is not None and collective_stop:
                 try:
-                    callback(run.step, record)
+                    with interrupts_as_such():  # a Ctrl-C raised as another error too: no rank leaves the rest waiting
+                        callback(run.step, record)
                 except KeyboardInterrupt:  # this rank alone: it stops with the others, by the agreement below
                     guard.pending = True
             elif callback is not None:
