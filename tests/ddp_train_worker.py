@@ -6,6 +6,8 @@ float64, data-parallel over MPI. Rank 0 writes the run folder (checkpoint.npz ho
 --stop-rank-1-at-step K: rank 1's callback raises KeyboardInterrupt after step K (train()'s way to stop a run);
 every rank must stop after that same step, with a complete checkpoint; the ranks exit with status 130. With
 --as-another-error the interrupt comes as Python raises one in a class's __set_name__: a RuntimeError from it.
+--fail-rank-1-at-step K: rank 1's callback raises ValueError after step K: every rank must raise (that one its own
+error, the others OtherRankFailed) instead of waiting for it.
 --key-bias-record PATH: rank 0 writes, as JSON, each step's lr and the largest |gradient| of the key biases (their
 gradient is identically 0, so what is computed is round-off: the test judges them by Adam's step bound).
 """
@@ -96,6 +98,13 @@ def main() -> None:
                         field = InterruptedWhileNamed()
 
                 raise KeyboardInterrupt
+
+    if "--fail-rank-1-at-step" in sys.argv:  # an error on one rank alone (a callback's; a checkpoint write's)
+        k = int(sys.argv[sys.argv.index("--fail-rank-1-at-step") + 1])
+
+        def callback(step, record):
+            if step == k and comm.Get_rank() == 1:
+                raise ValueError(f"rank 1's callback failed at step {step}")
 
     model_cfg, train_cfg = configs(steps, dropout)
     record_path = sys.argv[sys.argv.index("--key-bias-record") + 1] if "--key-bias-record" in sys.argv else None

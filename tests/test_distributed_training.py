@@ -166,6 +166,18 @@ def test_a_callback_stopping_one_rank_stops_all_after_the_same_step(tmp_path, ho
     assert int(state["step"]) == 7 and len(state["rank_rngs"]) == 2
 
 
+def test_an_error_on_one_rank_stops_every_rank_instead_of_leaving_them_waiting(tmp_path):
+    out = str(tmp_path / "run")
+    done = ranks(out, 20, 0.1, "--fail-rank-1-at-step", "7")  # before: rank 0 waited for rank 1 until the timeout
+    assert done.returncode != 0
+    assert "ValueError: rank 1's callback failed at step 7" in done.stderr, done.stderr[-2000:]
+    assert (
+        "OtherRankFailed: data parallelism: rank 1 failed after step 7, so every rank stops: ValueError: rank 1's "
+        "callback failed at step 7" in done.stderr
+    ), done.stderr[-2000:]
+    assert int(mt.load(os.path.join(out, "checkpoint.npz"))["step"]) == 5  # the last save (every 5 steps) stays
+
+
 # ---- the command line's refusals: one line, exit 2, nothing written ---------------------------------------------
 
 TINY = (

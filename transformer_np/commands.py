@@ -28,7 +28,7 @@ from minitensor.nn.parallel import mpiexec_command, require_mpi
 from .cliutil import check_out_is_a_directory
 from .config import ModelConfig, TrainConfig
 from .decode import beam_search, greedy_decode
-from .parallel import DataParallel, launched_world_size, shard_rows
+from .parallel import DataParallel, OtherRankFailed, launched_world_size, shard_rows
 from .training import CHECKPOINT_NAME, check_run, default_configs, load_checkpoint, resume_configs, train
 
 
@@ -110,10 +110,10 @@ def cmd_train(args) -> int:
         return _train_and_report(args, model_cfg, train_cfg, None)
     try:
         return _train_and_report(args, model_cfg, train_cfg, parallel)
-    except (ValueError, TypeError, OSError):
+    except (ValueError, TypeError, OSError, OtherRankFailed):
         if parallel.writes:
             raise
-        return 2  # every rank raised the same error: rank 0 alone says it
+        return 2  # every rank raised the same error, or the one rank 0 failed with: rank 0 alone says it
 
 
 def _train_and_report(args, model_cfg: ModelConfig, train_cfg: TrainConfig, parallel) -> int:

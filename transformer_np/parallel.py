@@ -25,7 +25,6 @@ import os
 import numpy as np
 
 import minitensor as mt
-from minitensor.nn.parallel import require_mpi
 from minitensor.random import get_rng_state, set_rng_state
 
 from .data import PAD_ID, shift_targets
@@ -87,6 +86,11 @@ def launched_world_size() -> int:
     return 1
 
 
+class OtherRankFailed(RuntimeError):
+    """Raised on every other rank when one rank of a data-parallel run fails on its own (DataParallel.stop_together):
+    that rank reports its error, the others stop with this one."""
+
+
 class DataParallel:
     """This process's share of data-parallel training over `world_size` ranks.
 
@@ -137,9 +141,24 @@ class DataParallel:
             raise (error if error is not None else ValueError(failed))
         return result
 
-    def any_rank(self, flag: bool) -> bool:
-        """True on every rank if `flag` is True on one (a Ctrl-C seen by one rank stops all at the same step)."""
-        return bool(flag) if self.comm is None else bool(self.comm.allreduce(int(bool(flag)), op=require_mpi().MAX))
+    def stop_together(self, pending: bool, failure: Exception | None, step: int) -> bool:
+        """The agreement at each step's end: True on every rank if `pending` (a Ctrl-C seen) is on one, so that all
+        stop after this same step. If one rank failed on its own (`failure`: its checkpoint write, its callback),
+        every rank raises: that rank its error, the others OtherRankFailed naming it. Without this a rank that
+        raised alone left the others waiting in the next step's all-reduce for ever."""
+        if self.comm is None:
+            if failure is not None:
+                raise failure
+            return bool(pending)
+        said = None if failure is None else f"{type(failure).__name__}: {failure}"
+        everyone = self.comm.allgather((bool(pending), said))
+        if failure is not None:
+            raise failure
+        failed = [(r, m) for r, (_, m) in enumerate(everyone) if m is not None]
+        if failed:
+            r, m = failed[0]
+            raise OtherRankFailed(f"data parallelism: rank {r} failed after step {step}, so every rank stops: {m}")
+        return any(p for p, _ in everyone)
 
     def bcast(self, obj):
         return obj if self.comm is None else self.comm.bcast(obj, root=0)

@@ -351,21 +351,28 @@ def train(
         while run.step < train_cfg.steps:
             with guard.atomic():
                 record = run.train_one_step(batches)
-            _show_step(bar, record)
-            if _due(train_cfg.eval_every, run.step) and run.step < train_cfg.steps and run.writes:
-                _show_eval(bar, run.step, run.evaluate(eval_pairs))
-            if _due(train_cfg.checkpoint_every, run.step):
-                with guard.atomic():
-                    run.save()
-            if callback is not None and collective_stop:
-                try:
-                    with interrupts_as_such():  # a Ctrl-C raised as another error too: no rank leaves the rest waiting
-                        callback(run.step, record)
-                except KeyboardInterrupt:  # this rank alone: it stops with the others, by the agreement below
-                    guard.pending = True
-            elif callback is not None:
-                callback(run.step, record)
-            if collective_stop and parallel.any_rank(guard.pending):  # all ranks stop after this same step
+            failure = None  # data parallelism: an error on this rank alone (its save, its callback), agreed below
+            try:
+                _show_step(bar, record)
+                if _due(train_cfg.eval_every, run.step) and run.step < train_cfg.steps and run.writes:
+                    _show_eval(bar, run.step, run.evaluate(eval_pairs))
+                if _due(train_cfg.checkpoint_every, run.step):
+                    with guard.atomic():
+                        run.save()
+                if callback is not None and collective_stop:
+                    try:
+                        with interrupts_as_such():  # a Ctrl-C raised as another error is one too
+                            callback(run.step, record)
+                    except KeyboardInterrupt:  # this rank alone: it stops with the others, by the agreement below
+                        guard.pending = True
+                elif callback is not None:
+                    callback(run.step, record)
+            except Exception as error:
+                if not collective_stop:
+                    raise
+                failure = error
+            # all ranks stop after this same step, or all raise (no rank waits in a collective for one that is gone)
+            if collective_stop and parallel.stop_together(guard.pending, failure, run.step):
                 guard.stopping = True
                 raise KeyboardInterrupt
         metrics = evaluate(run.model, eval_pairs, label_smoothing=train_cfg.label_smoothing) if run.writes else None
