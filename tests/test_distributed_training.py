@@ -230,3 +230,24 @@ def test_nproc_without_mpi_is_one_line_before_any_work(tmp_path):
     cmd = [sys.executable, "-c", code, "train", *TINY, "--out", out, "--nproc", "2"]
     done = run_process_group(cmd, timeout=120, env=ENV)
     assert_refused(done, "mpi4py is not installed: install the distributed extra", out)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_command_line_reports_another_ranks_failure_on_rank_0_in_one_line(rank, tmp_path, monkeypatch, capsys):
+    """What `train --nproc N` does on a rank that gets OtherRankFailed: rank 0 says it in one line (exit 1; the
+    failing rank's own error is on its stderr), any other rank exits 2 without a word, as for a shared error."""
+    from transformer_np import cli, commands
+    from transformer_np.parallel import OtherRankFailed
+
+    class Rank:
+        writes, world_size = rank == 0, 2
+
+    def failed(*args):
+        raise OtherRankFailed("data parallelism: rank 1 failed after step 7, so every rank stops: ValueError: x")
+
+    monkeypatch.setattr(commands, "_data_parallel", lambda args: Rank())
+    monkeypatch.setattr(commands, "_train_and_report", failed)
+    assert cli.main(["train", "--task", "copy-reverse", "--out", str(tmp_path / "run")]) == (1 if rank == 0 else 2)
+    err = capsys.readouterr().err
+    expected = "python -m transformer_np train: error: data parallelism: rank 1 failed after step 7, so every rank "
+    assert err == (expected + "stops: ValueError: x\n" if rank == 0 else "")

@@ -18,6 +18,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -110,7 +111,10 @@ def cmd_train(args) -> int:
         return _train_and_report(args, model_cfg, train_cfg, None)
     try:
         return _train_and_report(args, model_cfg, train_cfg, parallel)
-    except (ValueError, TypeError, OSError, OtherRankFailed):
+    except (ValueError, TypeError, OSError, OtherRankFailed) as e:
+        if parallel.writes and isinstance(e, OtherRankFailed):  # another rank failed alone (its stderr has why)
+            print(f"python -m transformer_np train: error: {e}", file=sys.stderr)
+            return 1
         if parallel.writes:
             raise
         return 2  # every rank raised the same error, or the one rank 0 failed with: rank 0 alone says it
