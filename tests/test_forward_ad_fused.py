@@ -228,6 +228,50 @@ def test_layer_norm_statistics_by_formula_equal_the_recomputed_ones_in_forward_o
         assert_close(_np(a), _np(b), OP_RTOL[dtype_name], f"tangent of the gradient of input {i}")
 
 
+@pytest.mark.parametrize("dtype_name", ["float64", "float32"])
+@pytest.mark.parametrize("biased", [False, True], ids=["no_bias", "bias"])
+def test_linear_backward_jvp_equals_its_backward_on_tensors_in_forward_over_reverse(
+    rng, monkeypatch, dtype_name, biased
+):
+    """Where nothing records the backward (tangent_grad), Linear's gradients and their tangents come from
+    Linear.backward_jvp on arrays in one call (a speed device); otherwise the backward runs on Tensors, each primitive
+    with its own tangent. For every subset of inputs with a tangent the two agree to the dtype's tolerance."""
+    dtype = np.dtype(dtype_name)
+    arrays = [some(rng, (2, 3, 4)), some(rng, (5, 4))] + ([some(rng, (5,))] if biased else [])
+    arrays = [a.astype(dtype) for a in arrays]
+    c = mt.tensor(some(rng, (2, 3, 5)).astype(dtype))
+    calls = []
+    rule = fused.Linear.backward_jvp
+    monkeypatch.setattr(fused.Linear, "backward_jvp", staticmethod(lambda *a: calls.append(1) or rule(*a)))
+
+    def grads_and_tangents(flags):
+        with fw.dual_level():
+            leaves = [mt.tensor(a, requires_grad=True) for a in arrays]
+            duals = [
+                fw.make_dual(t, mt.tensor(some(rng, t.shape).astype(dtype))) if f else t for t, f in zip(leaves, flags)
+            ]
+            loss = (mt.nn.functional.linear(*duals).tanh() * c).sum()
+            grads = mt.autograd.tangent_grad(loss, duals)
+            return [g.numpy() for g in grads], [fw.unpack_dual(g).tangent for g in grads]
+
+    for flags in tangent_subsets(len(arrays)):
+        seed = rng.bit_generator.state
+        fused_path = grads_and_tangents(flags)
+        assert calls, "the backward did not take Linear.backward_jvp"
+        calls.clear()
+        rng.bit_generator.state = seed  # the same tangents for the plain path
+        with monkeypatch.context() as plain:
+            plain.setattr(fused.Linear, "backward_jvp", None)
+            on_tensors = grads_and_tangents(flags)
+        assert not calls
+        for i, (a, b) in enumerate(zip(fused_path[0], on_tensors[0])):
+            assert_close(a, b, OP_RTOL[dtype_name], f"gradient of input {i}, tangents on {flags}")
+        for i, (a, b) in enumerate(zip(fused_path[1], on_tensors[1])):
+            assert (a is None) == (b is None), f"tangent of the gradient of input {i}, tangents on {flags}"
+            if a is not None:
+                assert_close(_np(a), _np(b), OP_RTOL[dtype_name], f"tangent of the gradient of input {i} ({flags})")
+
+
 @pytest.mark.parametrize("biased", [False, True], ids=["no_bias", "bias"])
 def test_linear_is_bilinear_plus_bias(rng, biased):
     arrays = [some(rng, (2, 3, 4)), some(rng, (5, 4))] + ([some(rng, (5,))] if biased else [])

@@ -48,7 +48,7 @@ from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.ena
 from .quiet import ieee_quiet, run_quietly
 from .saved import HOOK_STACKS, pack_node, unpack_node
 from .tangents import dual_state as _dual  # and `_dual.level`: whether forward mode is on (tangents.py)
-from .tangents import propagate, set_tangent
+from .tangents import propagate, set_tangent, tangent_of
 
 
 class VersionCounter:
@@ -215,9 +215,28 @@ class Node:
         if _anomaly.enabled:  # anomaly mode (anomaly_mode.py): a NaN or an error names the forward's call
             return self._backward_checked(g, ctx, saved, create_graph)
         if create_graph:
+            if self.fn.backward_jvp is not None and _dual.level is not None and not _dual.in_rule:
+                if not (_grad_mode.enabled or _installed_calls):  # forward over reverse, nothing recorded
+                    return self._backward_with_tangents(g, ctx)
             ctx = self._tensor_context(ctx, saved)
         grads = _op_calls_here().backward(self.fn, ctx, g) if _installed_calls else self.fn.backward(ctx, g)
         return self._per_input(grads if isinstance(grads, (tuple, list)) else (grads,), create_graph)
+
+    def _backward_with_tangents(self, g, ctx: Context) -> list:
+        """Speed device of the backward in forward over reverse, where nothing records it (tangent_grad): the op's
+        backward_jvp gives the gradients and their tangents on arrays in one call. The plain path runs backward on
+        Tensors, and each of its primitives carries a tangent by its own rule; both are the product rule applied
+        to the backward's formula (tests/test_forward_ad_fused.py checks the two equal)."""
+        saved_tangents = getattr(ctx, "saved_tangents", None) or (None,) * len(ctx.saved_arrays)
+        arrays = [None if t is None else t.data for t in (tangent_of(g), *saved_tangents)]
+        grads, tangents = self.fn.backward_jvp(ctx, g.data, *arrays)
+        out = []
+        for gi, ti in zip(grads, tangents):
+            t = None if gi is None else g.wrap(gi)
+            if t is not None and ti is not None:
+                set_tangent(t, g.wrap(ti))
+            out.append(t)
+        return self._per_input(out, True)
 
     def _backward_checked(self, g, ctx, saved, create_graph: bool) -> list:
         """backward under anomaly mode: the same gradients, checked for NaN, and any error raised on the way
@@ -347,6 +366,9 @@ class Function:
     # formula applied to the tangent) or "linear" (the op applied to the tangents).
     jvp = None
     jvp_kind = None
+    # Optional speed device of forward over reverse: backward_jvp(ctx, g, ġ, *saved tangents) -> (gradients, their
+    # tangents), all arrays (None for no tangent): the backward and its JVP in one call (Node._backward_with_tangents)
+    backward_jvp = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

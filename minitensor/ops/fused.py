@@ -85,6 +85,25 @@ class Linear(Function):
             tb,  # (out,): the engine broadcasts it to the output's shape
         )
 
+    @staticmethod
+    def backward_jvp(ctx, g, tg, tx, tw):
+        """The backward with the tangents of its gradients, on arrays (forward over reverse's speed device): the
+        product rule on each formula, ġx = ġ W + g Ẇ, ġW = ġ^T x + g^T ẋ, ġb = sum ġ (ġ, ẋ, Ẇ: None for none)."""
+        x, weight = ctx.saved_arrays
+        need_x, need_w, need_b = ctx.needs_input_grad
+        g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
+        tg2 = None if tg is None else tg.reshape(g2.shape)
+        tx2 = None if tx is None else tx.reshape(x2.shape)
+        tgx = tgw = tgb = None
+        if need_x:
+            tgx = tangent_sum(tg2 @ weight if tg2 is not None else None, g2 @ tw if tw is not None else None)
+            tgx = None if tgx is None else tgx.reshape(x.shape)
+        if need_w:
+            tgw = tangent_sum(tg2.T @ x2 if tg2 is not None else None, g2.T @ tx2 if tx2 is not None else None)
+        if need_b and tg2 is not None:
+            tgb = ctx.xp.sum(tg2, axis=0)
+        return Linear.backward(ctx, g), (tgx, tgw, tgb)
+
 
 # ----------------------------------------------------------------------------- softmax family
 
