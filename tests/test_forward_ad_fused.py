@@ -1,4 +1,4 @@
-"""Forward mode through the fused ops (ops/fused.py, ops/losses.py, ops/indexing.py), beyond the op table.
+"""Forward mode through the fused ops (ops/fused.py, ops/layer_norm.py, ops/losses.py, ops/indexing.py), beyond the op table.
 
 tests/test_forward_ad.py runs every op-table case in forward mode; here the fused ops' options that the table does
 not reach (every reduction, label smoothing, ignore_index, class weights, tangents on targets and weights, masks
@@ -20,7 +20,7 @@ import torch.autograd.forward_ad as tfw
 
 import minitensor as mt
 from minitensor.autograd import forward_ad as fw
-from minitensor.ops import fused
+from minitensor.ops import fused, layer_norm
 from minitensor.testing import OP_RTOL, assert_close
 from transformer_np.loss import compute_loss
 from transformer_np.model import Transformer
@@ -190,7 +190,7 @@ def test_layer_norm_statistics_by_formula_equal_the_recomputed_ones_in_forward_o
     rng, monkeypatch, dtype_name, normalized
 ):
     """A LayerNorm backward that nothing records (tangent_grad) takes xhat and rstd from the forward's statistics
-    with the normalization's JVP as their tangents (fused._xhat_rstd_unrecorded, a speed device); under
+    with the normalization's JVP as their tangents (layer_norm._xhat_rstd_unrecorded, a speed device); under
     create_graph it recomputes the normalization op by op. The gradients, and their tangents (H v), agree to the
     dtype's tolerance (to round-off, not bitwise)."""
     dtype = np.dtype(dtype_name)
@@ -202,8 +202,8 @@ def test_layer_norm_statistics_by_formula_equal_the_recomputed_ones_in_forward_o
     tangents = [some(rng, a.shape).astype(dtype) for a in arrays]
     c = mt.tensor(some(rng, (2, 3, 6)).astype(dtype))
     calls = []
-    device = fused._xhat_rstd_unrecorded
-    monkeypatch.setattr(fused, "_xhat_rstd_unrecorded", lambda ctx, x: calls.append(1) or device(ctx, x))
+    device = layer_norm._xhat_rstd_unrecorded
+    monkeypatch.setattr(layer_norm, "_xhat_rstd_unrecorded", lambda ctx, x: calls.append(1) or device(ctx, x))
 
     def grads_and_tangents(walk):
         with fw.dual_level():

@@ -489,7 +489,8 @@ def test_loss_modules_keep_weight_as_a_buffer_as_in_torch(module):
     assert list(getattr(mt.nn, module)().state_dict()) == list(getattr(torch.nn, module)().state_dict()) == []
 
 
-# docs/backprop.md quotes these backward lines of minitensor/ops/fused.py: they must still be the code's.
+# docs/backprop.md quotes these backward lines of minitensor/ops/ (fused.py, layer_norm.py, losses.py): they must
+# still be the code's.
 BACKPROP_QUOTES = [
     "return gy - y * xp.sum(gy, axis=dim, keepdims=True)",
     "gx = rstd * (dxhat - _mean(xp, dxhat, axes) - xhat * _mean(xp, dxhat * xhat, axes))",
@@ -504,5 +505,5 @@ def test_backprop_doc_quotes_the_code(line):
 
     root = Path(__file__).resolve().parent.parent
     assert line in (root / "docs" / "backprop.md").read_text(), f"docs/backprop.md no longer quotes {line!r}"
-    code = "".join((root / "minitensor" / "ops" / name).read_text() for name in ("fused.py", "losses.py"))
-    assert line in code, f"ops/fused.py and ops/losses.py no longer have {line!r}"
+    code = "".join((root / "minitensor" / "ops" / name).read_text() for name in ("fused.py", "layer_norm.py", "losses.py"))
+    assert line in code, f"ops/fused.py, layer_norm.py and losses.py no longer have {line!r}"

@@ -16,7 +16,8 @@ writes into `g` or into a saved array.
                      SVDVals with SingularVectors for the nuclear norm)
     shape.py         reshape, transpose, permute, expand, repeat, cat, stack, tril/triu
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
-    fused.py         the fused ones: Linear, Softmax, LogSoftmax, LayerNorm, Dropout, AttentionWeights
+    fused.py         the fused ones: Linear, Softmax, LogSoftmax, Dropout, AttentionWeights
+    layer_norm.py    LayerNorm, fused too, with its in-place speed devices
     losses.py        the fused losses: CrossEntropy, CrossEntropyProbs, NLLLoss, BCEWithLogits
     attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
     device.py        ToDevice: a copy to another device (Tensor.to, .cuda(), .cpu())
@@ -28,7 +29,7 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 """
 
 from ..autograd import Function, register_namespaces
-from . import attention, device, elementwise, fused, indexing, losses, matmul, reductions, selection, shape
+from . import attention, device, elementwise, fused, indexing, layer_norm, losses, matmul, reductions, selection, shape
 from .namespace import ARRAYS, TENSORS
 
 
@@ -46,7 +47,7 @@ def defined_primitives(*modules) -> dict:
 
 
 PRIMITIVES = defined_primitives(
-    elementwise, selection, matmul, reductions, shape, indexing, fused, losses, attention, device
+    elementwise, selection, matmul, reductions, shape, indexing, fused, layer_norm, losses, attention, device
 )
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)

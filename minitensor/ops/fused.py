@@ -12,14 +12,12 @@ that formula over operators and ctx.xp, so reverse mode can differentiate it.
 linear       y = x W^T + b                                   dx = g W, dW = g^T x, db = sum over rows of g
 softmax      y_i = e^{x_i - m} / sum_j e^{x_j - m}            dx = y * (g - sum_j g_j y_j)
 log_softmax  y_i = x_i - m - log sum_j e^{x_j - m}           dx = g - e^y * sum_j g_j
-layer_norm   xhat = (x - mu) * rstd, rstd = (var + eps)^-1/2, y = xhat * w + b
-             dxhat = g * w;  dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
-             dw = sum over rows of g * xhat;  db = sum over rows of g
+layer_norm   in layer_norm.py
 losses       cross_entropy, nll_loss, bce_with_logits: in losses.py
 attention    w = softmax(q k^T * scale) over the keys that a mask keeps; a row that keeps none is 0
              dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
 
-float16: softmax, log_softmax and layer_norm compute in float32 and round their results (outputs and
+float16: softmax and log_softmax (and layer_norm) compute in float32 and round their results (outputs and
 gradients) to float16 once, as PyTorch's CPU kernels do (reductions.opmath_dtype); float32 and float64 compute
 in their own dtype.
 
@@ -33,8 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Function, is_grad_enabled, tangent_sum
-from ..autograd.tangents import dual_state, outside_rules, set_tangent, tangent_of
+from ..autograd import Function, tangent_sum
 from ..devices import is_host
 from ..pool import in_row_blocks, update_pool
 from .reductions import in_opmath, opmath_dtype, to_dtype
@@ -259,177 +256,6 @@ def log_softmax_in_blocks(z):
 
     in_row_blocks(block, *z2.shape)
     return out
-
-
-# ----------------------------------------------------------------------------- layer norm
-
-
-class LayerNorm(Function):
-    """y = (x - mean) / sqrt(var + eps) * w + b over the last k dims (biased variance);
-    dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
-    ẏ = ẋhat * w + xhat * ẇ + ḃ,  ẋhat = rstd * (ẋ - mean(ẋ) - xhat * mean(ẋ * xhat))
-    (from ẋc = ẋ - mean(ẋ), var̊ = 2 mean(xc ẋc), rstḋ = -rstd^3 mean(xc ẋc); xhat's Jacobian is symmetric,
-    so ẋhat is dx's formula with ẋ for dxhat: docs/backprop.md, "Forward mode")
-    Deviation from PyTorch: where dxhat holds an inf (an infinite weight or g), dx is +-inf or NaN by this
-    order of sums; PyTorch's kernel (another order) gives NaN for the whole row. Non-finite either way."""
-
-    max_inputs = 3  # x, weight, bias; the affine ones optional
-
-    @staticmethod
-    def forward(ctx, x, weight=None, bias=None, k=1, eps=1e-5):
-        axes, dtype = tuple(range(x.ndim - k, x.ndim)), x.dtype
-        ctx.save_for_backward(x, *(() if weight is None else (weight,)))
-        # float16: statistics, output and gradients in float32, each rounded to float16 once (PyTorch's kernel);
-        # in float16 itself the squares of activations of a few hundred overflow and the row becomes NaN
-        x, weight, bias = (to_dtype(ctx.xp, t, opmath_dtype(dtype)) for t in (x, weight, bias))
-        ctx.axes, ctx.eps = axes, eps
-        if in_place_ok(x, weight, bias):  # the formula below, in two arrays instead of five
-            out, mean, rstd = layer_norm_in_place(ctx.xp, x, weight, bias, axes, eps)
-            ctx.save(mean=mean, rstd=rstd)
-            return to_dtype(ctx.xp, out, dtype)
-        xhat, mean, rstd = _normalized(ctx.xp, x, axes, eps)
-        # The row statistics are kept, not xhat: xhat is rebuilt in the backward, so a layer norm holds one
-        # activation-sized array (its input) until then instead of two (as PyTorch keeps mean and rstd).
-        ctx.save(mean=mean, rstd=rstd)
-        if weight is None:
-            return to_dtype(ctx.xp, xhat, dtype)
-        out = xhat * weight if bias is None else xhat * weight + bias
-        return to_dtype(ctx.xp, out, dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        xp = ctx.xp
-        x, w = (ctx.saved_arrays + (None,))[:2]
-        dtype = x.dtype
-        x, w, g = (None if t is None else in_opmath(xp, t) for t in (x, w, g))
-        return tuple(to_dtype(xp, t, dtype) for t in LayerNorm._grads(ctx, x, w, g))
-
-    @staticmethod
-    def _grads(ctx, x, w, g):
-        """(dx, dw, db) in x's dtype (float32 for a float16 layer norm), None where not needed."""
-        xp, axes = ctx.xp, ctx.axes
-        need_x, need_w, need_b = ctx.needs_input_grad
-        if need_x and not ctx.create_graph and in_place_ok(x, w, g):  # the formula below, in three arrays
-            return layer_norm_grads_in_place(xp, x, w, g, ctx.mean, ctx.rstd, axes, need_w, need_b)
-        xhat, rstd = _xhat_rstd(ctx, x)
-        rows = tuple(range(g.ndim - len(axes)))
-        gw = xp.sum(g * xhat, axis=rows) if need_w else None
-        gb = xp.sum(g, axis=rows) if need_b else None
-        gx = None
-        if need_x:
-            dxhat = g * w if w is not None else g
-            gx = rstd * (dxhat - _mean(xp, dxhat, axes) - xhat * _mean(xp, dxhat * xhat, axes))
-        return gx, gw, gb
-
-    @staticmethod
-    def jvp(ctx, tx, tw=None, tb=None):
-        xp, axes = ctx.xp, ctx.axes
-        x, w = (ctx.saved_arrays + (None,))[:2]
-        dtype = x.dtype
-        x, w, tx, tw, tb = (None if t is None else in_opmath(xp, t) for t in (x, w, tx, tw, tb))
-        xhat, rstd = _xhat_rstd(ctx, x)
-        dxhat = None
-        if tx is not None:
-            dxhat = rstd * (tx - _mean(xp, tx, axes) - xhat * _mean(xp, tx * xhat, axes))
-            dxhat = dxhat * w if w is not None else dxhat
-        return to_dtype(xp, tangent_sum(dxhat, xhat * tw if tw is not None else None, tb), dtype)
-
-
-def _normalized(xp, x, axes: tuple, eps: float):
-    """(xhat, mean, rstd): xhat = (x - mean) * rstd, rstd = (var + eps)^-1/2 over axes (biased variance)."""
-    mean = xp.mean(x, axis=axes, keepdims=True)
-    xc = x - mean
-    var = xp.mean(xc * xc, axis=axes, keepdims=True)
-    rstd = _rstd(xp, var, eps)
-    return xc * rstd, mean, rstd
-
-
-def _rstd(xp, var, eps: float):
-    """(var + eps)^-1/2, NaN where var overflowed (finite |x| beyond ~1e154 would make rstd 0 and the output the
-    bias: NaN instead, as PyTorch gives)."""
-    return xp.where(var == np.inf, np.nan, 1.0 / xp.sqrt(var + var.dtype.type(eps)))
-
-
-def in_place_ok(x, *others) -> bool:
-    """Whether LayerNorm may take its in-place speed devices: host arrays, float32 or float64, all of x's dtype
-    (so that writing a result into a buffer of x's dtype casts nothing the formula would promote)."""
-    return all(is_host(t) and t.dtype == x.dtype for t in (x, *others)) and x.dtype in (np.float32, np.float64)
-
-
-def layer_norm_in_place(xp, x, weight, bias, axes: tuple, eps: float):
-    """(xhat * weight + bias, mean, rstd): _normalized and the affine map, the same ufuncs on the same operands in
-    the same order, bitwise (tests/test_speed_devices.py), in two activation-sized arrays instead of five: x - mean
-    becomes xhat in place, and the squares of x - mean are taken in the output's buffer, which then takes
-    xhat * weight and the bias. Speed device of LayerNorm.forward (host arrays: in_place_ok)."""
-    mean = xp.mean(x, axis=axes, keepdims=True)
-    xc = x - mean
-    out = np.multiply(xc, xc)
-    rstd = _rstd(xp, xp.mean(out, axis=axes, keepdims=True), eps)
-    xhat = np.multiply(xc, rstd, out=xc)
-    np.multiply(xhat, weight, out=out)
-    out += bias
-    return out, mean, rstd
-
-
-def layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes: tuple, need_w: bool, need_b: bool):
-    """(dx, dw, db) of LayerNorm._grads for a weight, dx needed: the same arithmetic in the same order, bitwise
-    (tests/test_speed_devices.py; rstd * y is y * rstd exactly), in three activation-sized arrays instead of
-    eight: xhat rebuilt in place, dxhat = g * w turned into dx in place, dw and db summed by einsum. Speed device
-    of LayerNorm's backward (host arrays: in_place_ok)."""
-    rows = tuple(range(g.ndim - len(axes)))
-    xhat = np.subtract(x, mean)
-    xhat *= rstd  # the forward's xhat, bit for bit
-    if w.size > 1:  # the sums over rows by einsum, without g * xhat in memory: row after row, as np.sum adds along
-        # a slow axis (bitwise); rows of one number would be its fast axis, which np.sum adds pairwise
-        g2, xhat2 = g.reshape(-1, w.size), xhat.reshape(-1, w.size)
-        gw = np.einsum("rn,rn->n", g2, xhat2).reshape(w.shape) if need_w else None
-        gb = np.einsum("rn->n", g2).reshape(w.shape) if need_b else None
-    else:
-        gw = xp.sum(g * xhat, axis=rows) if need_w else None
-        gb = xp.sum(g, axis=rows) if need_b else None
-    dxhat = np.multiply(g, w)
-    mean_dxhat_xhat = _mean(xp, dxhat * xhat, axes)
-    gx = np.subtract(dxhat, _mean(xp, dxhat, axes), out=dxhat)  # dxhat - mean(dxhat)
-    gx -= np.multiply(xhat, mean_dxhat_xhat, out=xhat)  # - xhat * mean(dxhat * xhat)
-    gx *= rstd
-    return gx, gw, gb
-
-
-def _mean(xp, a, axes: tuple):
-    """The mean of a over the normalized axes, kept as size-1 dims (broadcasts against a)."""
-    return xp.mean(a, axis=axes, keepdims=True)
-
-
-def _xhat_rstd(ctx, x):
-    """(xhat, rstd) for LayerNorm's backward and JVP: xhat = (x - mean) * rstd rebuilt from the row statistics the
-    forward kept, bit for bit the forward's; on Tensors that reverse mode records (create_graph, a recorded rule;
-    ctx.intermediate's rule) the whole normalization recomputed from the saved x, so that both are differentiable,
-    its xhat taken as it comes (not rebuilt again); on Tensors that nothing records, _xhat_rstd_unrecorded."""
-    if not ctx.create_graph:
-        return (x - ctx.mean) * ctx.rstd, ctx.rstd
-    if is_grad_enabled():
-        xhat, _, rstd = _normalized(ctx.xp, x, ctx.axes, ctx.eps)
-        return xhat, rstd
-    return _xhat_rstd_unrecorded(ctx, x)
-
-
-def _xhat_rstd_unrecorded(ctx, x):
-    """(xhat, rstd) as Tensors that no reverse pass will differentiate: forward over reverse's backward, which needs
-    only their tangents, and a forward-mode rule run unrecorded, which needs none. Speed device of _xhat_rstd: both
-    rebuilt from the forward's statistics, and given the normalization's JVP as their tangents when x has one,
-        ẋhat = rstd * (ẋ - mean(ẋ) - xhat * mean(xhat * ẋ)),   ṙstd = -rstd * rstd * mean(xhat * ẋ)
-    (ṙstd = -(var + eps)^-3/2 * mean((x - mu) * ẋ)), in five primitives where the recomputed normalization takes
-    nine, each with its own tangent (tests/test_forward_ad_fused.py checks the two equal)."""
-    xp = ctx.xp
-    tx = None if dual_state.in_rule else tangent_of(x)  # a rule's primitives carry no tangent
-    with outside_rules():  # no tangent for these primitives: the formula below gives it
-        rstd = x.wrap(ctx.rstd)
-        xhat = (x - beside(x, ctx.mean)) * rstd
-        if tx is not None:
-            m = _mean(xp, xhat * tx, ctx.axes)
-            set_tangent(xhat, rstd * (tx - _mean(xp, tx, ctx.axes) - xhat * m))
-            set_tangent(rstd, -(rstd * rstd) * m)
-    return xhat, rstd
 
 
 # ----------------------------------------------------------------------------- dropout
