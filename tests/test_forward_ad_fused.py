@@ -1,4 +1,4 @@
-"""Forward mode through the fused ops (ops/fused.py, ops/layer_norm.py, ops/losses.py, ops/indexing.py), beyond the op table.
+"""Forward mode through the fused ops (ops/fused.py, layer_norm.py, losses.py, indexing.py), beyond the op table.
 
 tests/test_forward_ad.py runs every op-table case in forward mode; here the fused ops' options that the table does
 not reach (every reduction, label smoothing, ignore_index, class weights, tangents on targets and weights, masks

@@ -505,5 +505,6 @@ def test_backprop_doc_quotes_the_code(line):
 
     root = Path(__file__).resolve().parent.parent
     assert line in (root / "docs" / "backprop.md").read_text(), f"docs/backprop.md no longer quotes {line!r}"
-    code = "".join((root / "minitensor" / "ops" / name).read_text() for name in ("fused.py", "layer_norm.py", "losses.py"))
+    homes = ("fused.py", "layer_norm.py", "losses.py")
+    code = "".join((root / "minitensor" / "ops" / name).read_text() for name in homes)
     assert line in code, f"ops/fused.py, layer_norm.py and losses.py no longer have {line!r}"
