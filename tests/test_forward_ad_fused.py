@@ -202,6 +202,9 @@ def test_layer_norm_statistics_by_formula_equal_the_recomputed_ones_in_forward_o
     tangents = [some(rng, a.shape).astype(dtype) for a in arrays]
     c = mt.tensor(some(rng, (2, 3, 6)).astype(dtype))
     calls = []
+    # the backward on Tensors, where _xhat_rstd is used (where nothing records it, LayerNorm.backward_jvp takes its
+    # place: the test below)
+    monkeypatch.setattr(layer_norm.LayerNorm, "backward_jvp", None)
     device = layer_norm._xhat_rstd_unrecorded
     monkeypatch.setattr(layer_norm, "_xhat_rstd_unrecorded", lambda ctx, x: calls.append(1) or device(ctx, x))
 
@@ -228,21 +231,36 @@ def test_layer_norm_statistics_by_formula_equal_the_recomputed_ones_in_forward_o
         assert_close(_np(a), _np(b), OP_RTOL[dtype_name], f"tangent of the gradient of input {i}")
 
 
-@pytest.mark.parametrize("dtype_name", ["float64", "float32"])
-@pytest.mark.parametrize("biased", [False, True], ids=["no_bias", "bias"])
-def test_linear_backward_jvp_equals_its_backward_on_tensors_in_forward_over_reverse(
-    rng, monkeypatch, dtype_name, biased
-):
-    """Where nothing records the backward (tangent_grad), Linear's gradients and their tangents come from
-    Linear.backward_jvp on arrays in one call (a speed device); otherwise the backward runs on Tensors, each primitive
-    with its own tangent. For every subset of inputs with a tangent the two agree to the dtype's tolerance."""
+BACKWARD_JVP_CASES = {  # name -> (the op's class, input shapes, the loss's function of the op's inputs)
+    "linear": (fused.Linear, [(2, 3, 4), (5, 4)], lambda x, w: mt.nn.functional.linear(x, w)),
+    "linear_bias": (fused.Linear, [(2, 3, 4), (5, 4), (5,)], lambda x, w, b: mt.nn.functional.linear(x, w, b)),
+    "layer_norm": (layer_norm.LayerNorm, [(2, 3, 6)], lambda x: mt.nn.functional.layer_norm(x, (6,))),
+    "layer_norm_affine": (
+        layer_norm.LayerNorm,
+        [(2, 3, 6), (6,), (6,)],
+        lambda x, w, b: mt.nn.functional.layer_norm(x, (6,), w, b),
+    ),
+    "layer_norm_last2": (
+        layer_norm.LayerNorm,
+        [(2, 3, 6), (3, 6), (3, 6)],
+        lambda x, w, b: mt.nn.functional.layer_norm(x, (3, 6), w, b),
+    ),
+}
+
+
+@pytest.mark.parametrize("dtype_name", ["float64", "float32", "float16"])
+@pytest.mark.parametrize("name", sorted(BACKWARD_JVP_CASES))
+def test_backward_jvp_equals_the_backward_on_tensors_in_forward_over_reverse(rng, monkeypatch, dtype_name, name):
+    """Where nothing records the backward (tangent_grad), an op with backward_jvp gives its gradients and their
+    tangents on arrays in one call (a speed device); otherwise its backward runs on Tensors, each primitive with its
+    own tangent. For every subset of inputs with a tangent the two agree to the dtype's tolerance."""
+    op, shapes, fn = BACKWARD_JVP_CASES[name]
     dtype = np.dtype(dtype_name)
-    arrays = [some(rng, (2, 3, 4)), some(rng, (5, 4))] + ([some(rng, (5,))] if biased else [])
-    arrays = [a.astype(dtype) for a in arrays]
-    c = mt.tensor(some(rng, (2, 3, 5)).astype(dtype))
+    arrays = [(some(rng, shape) + (1.0 if i else 0.0)).astype(dtype) for i, shape in enumerate(shapes)]
+    c = mt.tensor(some(rng, fn(*(mt.tensor(a) for a in arrays)).shape).astype(dtype))
     calls = []
-    rule = fused.Linear.backward_jvp
-    monkeypatch.setattr(fused.Linear, "backward_jvp", staticmethod(lambda *a: calls.append(1) or rule(*a)))
+    rule = op.backward_jvp
+    monkeypatch.setattr(op, "backward_jvp", staticmethod(lambda *a: calls.append(1) or rule(*a)))
 
     def grads_and_tangents(flags):
         with fw.dual_level():
@@ -250,25 +268,27 @@ def test_linear_backward_jvp_equals_its_backward_on_tensors_in_forward_over_reve
             duals = [
                 fw.make_dual(t, mt.tensor(some(rng, t.shape).astype(dtype))) if f else t for t, f in zip(leaves, flags)
             ]
-            loss = (mt.nn.functional.linear(*duals).tanh() * c).sum()
+            loss = (fn(*duals).tanh() * c).sum()
             grads = mt.autograd.tangent_grad(loss, duals)
             return [g.numpy() for g in grads], [fw.unpack_dual(g).tangent for g in grads]
 
     for flags in tangent_subsets(len(arrays)):
         seed = rng.bit_generator.state
-        fused_path = grads_and_tangents(flags)
-        assert calls, "the backward did not take Linear.backward_jvp"
+        by_rule = grads_and_tangents(flags)
+        assert calls, f"the backward did not take {op.__name__}.backward_jvp"
         calls.clear()
         rng.bit_generator.state = seed  # the same tangents for the plain path
         with monkeypatch.context() as plain:
-            plain.setattr(fused.Linear, "backward_jvp", None)
+            plain.setattr(op, "backward_jvp", None)
             on_tensors = grads_and_tangents(flags)
         assert not calls
-        for i, (a, b) in enumerate(zip(fused_path[0], on_tensors[0])):
+        for i, (a, b) in enumerate(zip(by_rule[0], on_tensors[0])):
+            assert a.dtype == b.dtype == dtype
             assert_close(a, b, OP_RTOL[dtype_name], f"gradient of input {i}, tangents on {flags}")
-        for i, (a, b) in enumerate(zip(fused_path[1], on_tensors[1])):
+        for i, (a, b) in enumerate(zip(by_rule[1], on_tensors[1])):
             assert (a is None) == (b is None), f"tangent of the gradient of input {i}, tangents on {flags}"
             if a is not None:
+                assert _np(a).dtype == dtype
                 assert_close(_np(a), _np(b), OP_RTOL[dtype_name], f"tangent of the gradient of input {i} ({flags})")
 
 

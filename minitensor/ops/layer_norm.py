@@ -93,6 +93,55 @@ class LayerNorm(Function):
             dxhat = dxhat * w if w is not None else dxhat
         return to_dtype(xp, tangent_sum(dxhat, xhat * tw if tw is not None else None, tb), dtype)
 
+    @staticmethod
+    def backward_jvp(ctx, g, tg, tx, tw=None):
+        """The backward with the tangents of its gradients, on arrays (forward over reverse's speed device): the
+        product rule on each formula, with ẋhat and ṙstd the normalization's JVP (as _xhat_rstd_unrecorded gives
+        them) and m = mean(dxhat * xhat):
+            ġw = sum over rows of (ġ xhat + g ẋhat),   ġb = sum over rows of ġ,   ḋxhat = ġ w + g ẇ,
+            ġx = ṙstd (dxhat - mean(dxhat) - xhat m) + rstd (ḋxhat - mean(ḋxhat) - ẋhat m - xhat ṁ),
+            ṁ = mean(ḋxhat xhat + dxhat ẋhat)    (ġ, ẋ, ẇ: None for none; a missing term is 0)"""
+        xp, axes = ctx.xp, ctx.axes
+        x, w = (ctx.saved_arrays + (None,))[:2]
+        dtype = x.dtype
+        grads = LayerNorm.backward(ctx, g)
+        x, w, g, tg, tx, tw = (None if t is None else in_opmath(xp, t) for t in (x, w, g, tg, tx, tw))
+        need_x, need_w, need_b = ctx.needs_input_grad
+        xhat, rstd = (x - ctx.mean) * ctx.rstd, ctx.rstd  # the forward's, as in _xhat_rstd
+        txhat = trstd = None
+        if tx is not None:
+            m_tx = _mean(xp, xhat * tx, axes)
+            txhat, trstd = rstd * (tx - _mean(xp, tx, axes) - xhat * m_tx), -(rstd * rstd) * m_tx
+        rows = tuple(range(g.ndim - len(axes)))
+        tgx = tgw = tgb = None
+        if need_w:
+            tgw = tangent_sum(
+                xp.sum(tg * xhat, axis=rows) if tg is not None else None,
+                xp.sum(g * txhat, axis=rows) if txhat is not None else None,
+            )
+        if need_b and tg is not None:
+            tgb = xp.sum(tg, axis=rows)
+        if need_x:
+            dxhat = g * w if w is not None else g
+            tdxhat = (
+                tg if w is None else tangent_sum(tg * w if tg is not None else None, g * tw if tw is not None else None)
+            )
+            m = _mean(xp, dxhat * xhat, axes)
+            tm = tangent_sum(
+                _mean(xp, tdxhat * xhat, axes) if tdxhat is not None else None,
+                _mean(xp, dxhat * txhat, axes) if txhat is not None else None,
+            )
+            inner = tangent_sum(  # the tangent of dxhat - mean(dxhat) - xhat m
+                tdxhat - _mean(xp, tdxhat, axes) if tdxhat is not None else None,
+                -(txhat * m) if txhat is not None else None,
+                -(xhat * tm) if tm is not None else None,
+            )
+            tgx = tangent_sum(
+                trstd * (dxhat - _mean(xp, dxhat, axes) - xhat * m) if trstd is not None else None,
+                rstd * inner if inner is not None else None,
+            )
+        return grads, tuple(None if t is None else to_dtype(xp, t, dtype) for t in (tgx, tgw, tgb))
+
 
 def _normalized(xp, x, axes: tuple, eps: float):
     """(xhat, mean, rstd): xhat = (x - mean) * rstd, rstd = (var + eps)^-1/2 over axes (biased variance)."""
