@@ -4,7 +4,8 @@ flag is refused in one line.
 `undocumented_flags(parser)` walks a parser and its subcommands and returns one line per flag that has no help
 text, or whose rendered help does not show its default (flags without a meaningful default are exempt:
 switches such as `--resume` and flags whose default is None). `one_line_refusal(main, argv, capsys)` runs a
-main that must refuse argv: exit 2 and one line on stderr.
+main that must refuse argv: exit 2 and one line on stderr. `lazy_import_interrupted()` gets a Ctrl-C as Python
+raises one inside a class's __set_name__ (a lazy import's dataclass): a RuntimeError from the KeyboardInterrupt.
 """
 
 from __future__ import annotations
@@ -59,3 +60,16 @@ def one_line_refusal(main, argv: list, capsys) -> str:
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1, err
     return err
+
+
+class _InterruptedWhileNamed:
+    """A class attribute whose __set_name__ gets the Ctrl-C, as a dataclass Field of a module torch imports lazily
+    did in CI: Python 3.11 raises it as RuntimeError from the KeyboardInterrupt."""
+
+    def __set_name__(self, owner, name):
+        raise KeyboardInterrupt
+
+
+def lazy_import_interrupted(*args):
+    class Imported:  # its body runs __set_name__
+        field = _InterruptedWhileNamed()

@@ -68,7 +68,8 @@ def key_bias_record(record: dict):
 
 
 class InterruptedWhileNamed:
-    """A class attribute whose __set_name__ gets the Ctrl-C: Python 3.11 raises it as RuntimeError from it."""
+    """A class attribute whose __set_name__ gets the Ctrl-C: Python 3.11 raises it as RuntimeError from it (as
+    tests/cli_help.py's lazy_import_interrupted does; this file runs as a script under mpiexec, outside the package)."""
 
     def __set_name__(self, owner, name):
         raise KeyboardInterrupt

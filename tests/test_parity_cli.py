@@ -14,6 +14,7 @@ import torch
 
 import minitensor as mt
 from parity.__main__ import main
+from tests.cli_help import lazy_import_interrupted
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -236,27 +237,14 @@ def test_report_files_are_written_whole_when_ctrl_c_comes_while_writing(tmp_path
     assert json.load(open(tmp_path / "parity_copy_float64_cpu.json")) == {"rows": []}
 
 
-class _InterruptedWhileNamed:
-    """A class attribute whose __set_name__ gets the Ctrl-C, as a dataclass Field of a module torch imports lazily
-    did in CI: Python 3.11 raises it as RuntimeError from the KeyboardInterrupt."""
-
-    def __set_name__(self, owner, name):
-        raise KeyboardInterrupt
-
-
-def _lazy_import_interrupted(*args):
-    class Imported:  # its body runs __set_name__
-        field = _InterruptedWhileNamed()
-
-
 def test_an_interrupt_python_raised_as_another_error_is_still_one_line_exit_130(monkeypatch, capsys):
     from transformer_np.cliutil import interrupts_as_such
 
     with pytest.raises(KeyboardInterrupt), interrupts_as_such():
-        _lazy_import_interrupted()
+        lazy_import_interrupted()
     with pytest.raises(ValueError), interrupts_as_such():  # any other error passes as it is
         raise ValueError("not an interrupt")
-    monkeypatch.setattr("parity.__main__.cmd_summary", _lazy_import_interrupted)
+    monkeypatch.setattr("parity.__main__.cmd_summary", lazy_import_interrupted)
     # interrupted() would ignore SIGINT in this process from then on, and the later tests' child processes would
     # inherit that: it is kept from doing so here
     monkeypatch.setattr(signal, "signal", lambda *a: None)

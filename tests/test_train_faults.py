@@ -23,6 +23,7 @@ import tempfile
 import numpy as np
 import pytest
 
+from tests.cli_help import lazy_import_interrupted
 from transformer_np.training import CHECKPOINT_NAME, default_configs, load_checkpoint, load_history, train
 
 train_module = importlib.import_module("transformer_np.training.loop")  # where train() looks up save_checkpoint
@@ -226,14 +227,6 @@ def test_a_save_interrupted_at_every_call_then_resume_is_bitwise_exact(straight,
     assert _check_saves_interrupted_at(list(range(1, n + 1)), straight, monkeypatch, tmp_path) == 2 * n
 
 
-class _InterruptedWhileNamed:
-    """A class attribute whose __set_name__ gets the Ctrl-C, as in a lazy import: Python 3.11 raises it as
-    RuntimeError from the KeyboardInterrupt (tests/test_parity_cli.py meets the same in a command)."""
-
-    def __set_name__(self, owner, name):
-        raise KeyboardInterrupt
-
-
 def test_a_ctrl_c_python_raised_as_another_error_still_saves_the_last_step_and_resumes_exactly(straight, tmp_path):
     """A Ctrl-C that lands in a lazy import during the callback (outside any atomic block) is handled as the
     interrupt it is: KeyboardInterrupt, a checkpoint of the step just completed, a bitwise-exact resume."""
@@ -243,9 +236,7 @@ def test_a_ctrl_c_python_raised_as_another_error_still_saves_the_last_step_and_r
 
     def callback(step, record):
         if step == 3:  # between checkpoints (every 2 steps): only the interrupt's own save keeps step 3
-
-            class Imported:
-                field = _InterruptedWhileNamed()
+            lazy_import_interrupted()
 
     with pytest.raises(KeyboardInterrupt):
         train(m, t, out, progress=False, callback=callback)

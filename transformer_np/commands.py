@@ -111,10 +111,12 @@ def cmd_train(args) -> int:
         return _train_and_report(args, model_cfg, train_cfg, None)
     try:
         return _train_and_report(args, model_cfg, train_cfg, parallel)
-    except (ValueError, TypeError, OSError, OtherRankFailed) as e:
-        if parallel.writes and isinstance(e, OtherRankFailed):  # another rank failed alone (its stderr has why)
-            print(f"python -m transformer_np train: error: {e}", file=sys.stderr)
-            return 1
+    except OtherRankFailed as e:  # another rank failed alone (its stderr has why): rank 0 alone says so
+        if not parallel.writes:
+            return 2
+        print(f"python -m transformer_np train: error: {e}", file=sys.stderr)
+        return 1
+    except (ValueError, TypeError, OSError):
         if parallel.writes:
             raise
         return 2  # every rank raised the same error, or the one rank 0 failed with: rank 0 alone says it

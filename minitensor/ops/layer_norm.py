@@ -100,18 +100,19 @@ class LayerNorm(Function):
         them) and m = mean(dxhat * xhat):
             ġw = sum over rows of (ġ xhat + g ẋhat),   ġb = sum over rows of ġ,   ḋxhat = ġ w + g ẇ,
             ġx = ṙstd (dxhat - mean(dxhat) - xhat m) + rstd (ḋxhat - mean(ḋxhat) - ẋhat m - xhat ṁ),
-            ṁ = mean(ḋxhat xhat + dxhat ẋhat)    (ġ, ẋ, ẇ: None for none; a missing term is 0)"""
+            ṁ = mean(ḋxhat xhat + dxhat ẋhat)    (ġ, ẋ, ẇ: None for none; a missing term is 0)
+        ġx's first term is ṙstd / rstd times dx, and ṙstd / rstd = -rstd mean(xhat ẋ): dx is taken as computed."""
         xp, axes = ctx.xp, ctx.axes
         x, w = (ctx.saved_arrays + (None,))[:2]
         dtype = x.dtype
-        grads = LayerNorm.backward(ctx, g)
         x, w, g, tg, tx, tw = (None if t is None else in_opmath(xp, t) for t in (x, w, g, tg, tx, tw))
+        gx, gw, gb = LayerNorm._grads(ctx, x, w, g)  # the backward's, in the opmath dtype
         need_x, need_w, need_b = ctx.needs_input_grad
         xhat, rstd = (x - ctx.mean) * ctx.rstd, ctx.rstd  # the forward's, as in _xhat_rstd
-        txhat = trstd = None
+        txhat = m_tx = None
         if tx is not None:
             m_tx = _mean(xp, xhat * tx, axes)
-            txhat, trstd = rstd * (tx - _mean(xp, tx, axes) - xhat * m_tx), -(rstd * rstd) * m_tx
+            txhat = rstd * (tx - _mean(xp, tx, axes) - xhat * m_tx)
         rows = tuple(range(g.ndim - len(axes)))
         tgx = tgw = tgb = None
         if need_w:
@@ -137,10 +138,10 @@ class LayerNorm(Function):
                 -(xhat * tm) if tm is not None else None,
             )
             tgx = tangent_sum(
-                trstd * (dxhat - _mean(xp, dxhat, axes) - xhat * m) if trstd is not None else None,
+                -(rstd * m_tx) * gx if m_tx is not None else None,  # ṙstd (dxhat - mean(dxhat) - xhat m)
                 rstd * inner if inner is not None else None,
             )
-        return grads, tuple(None if t is None else to_dtype(xp, t, dtype) for t in (tgx, tgw, tgb))
+        return tuple(tuple(to_dtype(xp, t, dtype) for t in ts) for ts in ((gx, gw, gb), (tgx, tgw, tgb)))
 
 
 def _normalized(xp, x, axes: tuple, eps: float):
