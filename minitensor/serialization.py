@@ -35,8 +35,9 @@ copied to the host and written as any array; its structure entry is {"c": [membe
 device it came from, and a file holding one is format version 2 (a host-only file stays version 1, readable
 by older readers). `load(path, map_location=None)` puts each array back where it was saved (a missing device
 is torch's error, suggesting map_location="cpu"), or where `map_location` says, as torch: "cpu", "cuda", a
-device, or a dict {saved device: target device} ("cpu" a key too). So a checkpoint written on the GPU loads
-on the CPU and back, bit for bit. Deviation from PyTorch, flagged: a callable map_location is refused.
+device, a dict {saved device: target device} ("cpu" a key too), or a callable `f(array, saved device name)` that
+returns the array placed (or None: where it was saved). So a checkpoint written on the GPU loads on the CPU and
+back, bit for bit.
 
 Deviation from PyTorch, flagged: `torch.save` pickles arbitrary objects; here only dicts,
 lists, tuples, arrays (an `mt.Tensor` is saved as its array and loads back as an array) and
@@ -301,8 +302,11 @@ def load(path, map_location=None):
     """Read a file written by `save` (or any `.npz` of plain arrays) back into dicts of arrays.
 
     map_location, as torch's: None puts each array on the device it was saved from; "cpu", "cuda" or a device
-    puts every array there; a dict {saved device: target} moves the arrays of the devices it names ("cpu" too).
-    A saved device that is not here is a RuntimeError naming it and suggesting map_location="cpu".
+    puts every array there; a dict {saved device: target} moves the arrays of the devices it names ("cpu" too);
+    a callable is called as `map_location(host_array, "cuda:0")` (the array as read, the name of the device it
+    was saved from) and returns the array to keep, or None for the saved device (torch's
+    `lambda storage, loc: storage` keeps everything on the CPU). A saved device that is not here is a
+    RuntimeError naming it and suggesting map_location="cpu".
 
     Raises FileNotFoundError when `path` does not exist and one ValueError naming the path and
     what is wrong for any file that is not such an archive (see the module docstring for the
@@ -342,25 +346,38 @@ _READ_ERRORS = (
 
 
 def _placement(map_location):
-    """From load's map_location, the function (saved device -> target device) that places each array."""
+    """From load's map_location, the function (host array, saved device, where) -> the array placed."""
     if map_location is None:
-        return lambda saved: saved
+        return lambda array, saved, where: _placed(array, saved, saved, where)
     if isinstance(map_location, (str, int)) and not isinstance(map_location, bool):
         target = devices.device(map_location)
-        return lambda saved: target
+        return lambda array, saved, where: _placed(array, saved, target, where)
     if isinstance(map_location, Mapping):
         table = {devices.device(k): devices.device(v) for k, v in map_location.items()}
-        return lambda saved: table.get(saved, saved)
+        return lambda array, saved, where: _placed(array, saved, table.get(saved, saved), where)
+    if callable(map_location):
+        return lambda array, saved, where: _called(map_location, array, saved, where)
     raise TypeError(
-        f"load: map_location must be None, a device ('cpu', 'cuda', mt.device(...)) or a dict of devices, got "
-        f"{type(map_location).__name__}; a callable map_location is not supported here"
+        f"load: map_location must be None, a device ('cpu', 'cuda', mt.device(...)), a dict of devices or a "
+        f"callable (array, saved device) -> array, got {type(map_location).__name__}"
     )
 
 
-def _placed(array: np.ndarray, saved_on, place, where: str):
-    """A host array read from the file, on the device `place` gives for where it was saved (torch's error when
-    that device is not here)."""
-    target = place(saved_on)
+def _called(map_location, array: np.ndarray, saved_on, where: str):
+    """A callable map_location's placement of one array: its result, or the saved device's when it gives None."""
+    result = map_location(array, str(saved_on))
+    if result is None:
+        return _placed(array, saved_on, saved_on, where)
+    if not devices.is_array(result):
+        raise TypeError(
+            f"load: map_location returned {type(result).__name__} for the array at {where}; expected an array "
+            "(NumPy's or a device's) or None"
+        )
+    return result
+
+
+def _placed(array: np.ndarray, saved_on, target, where: str):
+    """A host array read from the file, on `target` (torch's error when that device is not here)."""
     if target == devices.CPU:
         return array
     try:
@@ -373,7 +390,7 @@ def _placed(array: np.ndarray, saved_on, place, where: str):
         ) from None
 
 
-def _load_archive(path: str, place=lambda saved: saved):
+def _load_archive(path: str, place):
     with open(path, "rb") as f:
         if f.read(6) == b"\x93NUMPY":
             raise _Malformed("holds a single .npy array, expected an .npz archive written by mt.save")
@@ -390,7 +407,7 @@ def _load_archive(path: str, place=lambda saved: saved):
                 raise _Malformed(f"holds the member {name!r}, which is not a .npy array")
         if _META + ".npy" not in names:
             return OrderedDict(
-                (name[:-4], _placed(_read_member(zf, name, repr(name[:-4])), devices.CPU, place, repr(name[:-4])))
+                (name[:-4], place(_read_member(zf, name, repr(name[:-4])), devices.CPU, repr(name[:-4])))
                 for name in names
             )
         return _load_with_structure(zf, names, place)
@@ -430,7 +447,7 @@ def _load_with_structure(zf: zipfile.ZipFile, names: list[str], place):
         if name not in listed:
             raise _Malformed(f"is corrupt: the member {member!r} of {where} is missing")
         used.add(name)
-        return _placed(_read_member(zf, name, where), saved_on, place, where)
+        return place(_read_member(zf, name, where), saved_on, where)
 
     obj = _unflatten(tree, read, "<root>")
     unlisted = sorted(listed - used)

@@ -221,8 +221,7 @@ def check_device(name: str) -> str:
 def cmd_decode(args) -> int:
     _check_decode_flags(args)
     device = check_device(args.device)
-    ckpt = load_checkpoint(args.checkpoint)
-    ckpt.model.to(device)  # the checkpoint is host .npz; the weights go to the device once
+    ckpt = load_checkpoint(args.checkpoint, device)
     if args.max_len is not None and args.max_len > ckpt.model_cfg.max_len:
         raise ValueError(f"--max-len {args.max_len} exceeds the model's max_len {ckpt.model_cfg.max_len}")
     results = decode_text(

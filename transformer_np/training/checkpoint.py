@@ -8,6 +8,11 @@
 - `read_checkpoint` (checked: one ValueError naming the file), `restore_state` (resume into a freshly
   built model, optimizer and scheduler), `load_checkpoint` (a trained model back, with its task and
   configs: decode, plots).
+
+A run trained on a device saves which device each array came from (mt.save); the readers here load every array
+onto the CPU (map_location="cpu") and let the model and the optimizer copy it to where their parameters live,
+as torch's load_state_dict does. So a run trained with --device cuda decodes, plots and resumes on the CPU, and
+a CPU run resumes on the device.
 """
 
 from __future__ import annotations
@@ -74,14 +79,15 @@ def _shorten(e: Exception, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
-def read_checkpoint(path: str, keys=MODEL_KEYS) -> tuple[dict, ModelConfig, TrainConfig]:
-    """(state, model config, train config) of a checkpoint (run dir or file) that holds `keys`.
+def read_checkpoint(path: str, keys=MODEL_KEYS, map_location="cpu") -> tuple[dict, ModelConfig, TrainConfig]:
+    """(state, model config, train config) of a checkpoint (run dir or file) that holds `keys`, its arrays
+    placed by `map_location` (mt.load's, as torch's; the CPU unless told otherwise, whatever device saved them).
 
     A missing file is a FileNotFoundError; anything else that is not a transformer_np checkpoint
     (another .npz, a damaged file, configs that do not validate) is one ValueError naming the file.
     """
     file = checkpoint_path(path)
-    state = mt.load(file)
+    state = mt.load(file, map_location=map_location)
     missing = [k for k in keys if k not in state]
     if missing:
         raise ValueError(f"{file!r} is not a transformer_np checkpoint: missing {', '.join(map(repr, missing))}")
@@ -93,11 +99,12 @@ def read_checkpoint(path: str, keys=MODEL_KEYS) -> tuple[dict, ModelConfig, Trai
     return state, model_cfg, train_cfg
 
 
-def load_checkpoint(path: str) -> Checkpoint:
-    """Rebuild the model of a checkpoint (run dir or file), in eval mode, with its task and configs."""
+def load_checkpoint(path: str, device="cpu") -> Checkpoint:
+    """Rebuild the model of a checkpoint (run dir or file) on `device`, in eval mode, with its task and configs.
+    The state is read onto the CPU whatever device trained it (`Checkpoint.state` holds NumPy arrays)."""
     state, model_cfg, train_cfg = read_checkpoint(path)
     file = checkpoint_path(path)
-    model = Transformer.from_config(model_cfg)
+    model = Transformer.from_config(model_cfg).to(device=device)  # the weights are copied over by load_state_dict
     try:
         model.load_state_dict(state["model"])
         task = _task_from_state(state)
@@ -109,7 +116,8 @@ def load_checkpoint(path: str) -> Checkpoint:
 
 def restore_state(out_dir: str, model, optimizer, scheduler) -> tuple[int, int, int]:
     """Load the checkpoint in `out_dir` into a freshly built model, optimizer and scheduler, and the
-    generator's state; return its (step, epoch, batch index). ValueError if they do not fit."""
+    generator's state; return its (step, epoch, batch index). ValueError if they do not fit. The model may be on
+    any device: the state is read onto the CPU and copied to its parameters' device by the two load_state_dicts."""
     state, _, _ = read_checkpoint(out_dir, RESUME_KEYS)
     try:
         model.load_state_dict(state["model"])
