@@ -519,17 +519,27 @@ class _HookHandle:
         self._holder, self._attr, self.hook = holder, attr, hook
 
     def on_array(self, g):
-        """The hook on gradient g: an array (returns an array) or, under create_graph, a Tensor (returns one)."""
+        """The hook on gradient g: an array (returns an array) or, under create_graph, a Tensor (returns one).
+        What the hook returns must have g's shape, dtype and device, as torch checks; a number or a list is made
+        as g's."""
         r = self.hook(g if isinstance(g, Tensor) else Tensor.wrap(g))
         if r is None:
             return g
+        arr = g.data if isinstance(g, Tensor) else g
+        r_arr = r.data if isinstance(r, Tensor) else r
+        if not devices.is_array(r_arr):  # a number or a list: made as g's
+            r_arr = devices.array_module(arr).asarray(r_arr, dtype=arr.dtype)
+        if r_arr.shape != arr.shape:
+            raise ValueError(f"hook {self.hook!r} returned a gradient of shape {r_arr.shape}, expected {arr.shape}")
+        where, came = devices.device_of(arr), devices.device_of(r_arr)
+        if r_arr.dtype != arr.dtype or came != where:  # torch: "hook ... has changed the type of value"
+            raise RuntimeError(
+                f"hook {self.hook!r} has changed the type of value: it returned a {r_arr.dtype} gradient on {came} "
+                f"for a {arr.dtype} gradient on {where}"
+            )
         if isinstance(g, Tensor):
-            r = r if isinstance(r, Tensor) else Tensor.wrap(r if devices.is_array(r) else np.asarray(r, dtype=g.dtype))
-        else:
-            r = r.data if isinstance(r, Tensor) else r if devices.is_array(r) else np.asarray(r)
-        if r.shape != g.shape:
-            raise ValueError(f"hook {self.hook!r} returned a gradient of shape {r.shape}, expected {g.shape}")
-        return r
+            return r if isinstance(r, Tensor) else Tensor.wrap(r_arr)
+        return r_arr
 
     def remove(self) -> None:
         hooks = getattr(self._holder, self._attr) or []

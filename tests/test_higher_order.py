@@ -338,7 +338,7 @@ def test_non_scalar_output_without_grad_outputs_names_the_shape():
 
 def test_grad_outputs_of_the_wrong_shape_or_number_are_refused():
     x = mt.tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match=r"gradient has shape \(3,\), expected the output's shape \(2,\)"):
+    with pytest.raises(RuntimeError, match=r"grad_output\[0\] has a shape of \(3,\) and output\[0\] has a shape"):
         mt.autograd.grad(x * 2, x, mt.ones(3))
     with pytest.raises(ValueError, match="2 gradients given for 1 outputs"):
         mt.autograd.grad(x * 2, x, [mt.ones(2), mt.ones(2)])

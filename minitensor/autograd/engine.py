@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..devices import array_module
+from ..devices import array_module, device_of, is_array, to_device
 from .function import ieee_quiet, is_tensor_like
 from .grad_mode import set_grad_enabled
 
@@ -233,9 +233,15 @@ def _as_tuple(x, what: str) -> tuple:
     return xs
 
 
-def root_gradient(output, gradient, create_graph: bool, who: str):
-    """The gradient a backward starts from for `output`: ones for a one-element output, else `gradient`
-    checked against the output's shape and dtype. An array, or a Tensor under create_graph."""
+def root_gradient(output, gradient, create_graph: bool, who: str, index: int = 0):
+    """The gradient a backward starts from for `output` (output `index` of the call): ones for a one-element output,
+    else `gradient` checked against the output's shape, dtype and device before any work, in torch's words. An
+    array, or a Tensor under create_graph. A number or a list is made on the output's device; a 0-d gradient
+    on another device is moved to it, as torch's engine moves one (validate_outputs); any other gradient on
+    another device is refused.
+
+    Deviation from PyTorch, flagged: torch casts a gradient of another floating dtype to the output's silently;
+    here that is refused (no implicit cast), naming both dtypes."""
     if gradient is None:
         if output.data.size != 1:
             raise RuntimeError(
@@ -243,14 +249,32 @@ def root_gradient(output, gradient, create_graph: bool, who: str):
                 f"shape {output.shape}: pass a gradient of that shape (grad_outputs= / gradient=)"
             )
         g = np.ones_like(output.data)  # the seed, on the output's device (ones_like keeps the array's module)
-    else:
-        g = gradient.data if is_tensor_like(gradient) else array_module(output.data).asarray(gradient)
-        if g.shape != output.shape:
-            raise RuntimeError(f"{who}: the gradient has shape {g.shape}, expected the output's shape {output.shape}")
-        if g.dtype != output.dtype:
-            raise TypeError(f"{who}: the gradient has dtype {g.dtype}, expected the output's dtype {output.dtype}")
+        return output.wrap(g) if create_graph else g
+    if is_tensor_like(gradient) or is_array(gradient):
+        g = gradient.data if is_tensor_like(gradient) else gradient
+    else:  # a number or a list: it has no device of its own
+        g = array_module(output.data).asarray(gradient)
+    if g.shape != output.shape:
+        raise RuntimeError(
+            f"{who}: Mismatch in shape: grad_output[{index}] has a shape of {g.shape} and output[{index}] has a "
+            f"shape of {output.shape}"
+        )
+    if g.dtype != output.dtype:
+        raise TypeError(
+            f"{who}: Mismatch in dtype: grad_output[{index}] has dtype {g.dtype} and output[{index}] has dtype "
+            f"{output.dtype} (no implicit cast here: convert it with .to(mt.{output.dtype.name}))"
+        )
+    if type(g) is not type(output.data) and device_of(g) != output.device:
+        if g.ndim != 0:
+            raise RuntimeError(
+                f"{who}: invalid gradient at index {index} - expected device {output.device} but got "
+                f"{device_of(g)} (move it with .to({str(output.device)!r}))"
+            )
         if create_graph and is_tensor_like(gradient):
-            return gradient  # keeps its graph: the result depends on it
+            return gradient.to(output.device)  # a differentiable move: the result depends on the gradient
+        g = to_device(g, output.device)
+    if create_graph and is_tensor_like(gradient):
+        return gradient  # keeps its graph: the result depends on it
     return output.wrap(g) if create_graph else g
 
 
@@ -265,7 +289,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
                 "backward(): this tensor does not require grad and has no grad_fn "
                 "(was it computed under no_grad, or from tensors without requires_grad=True?)"
             )
-    gs = [root_gradient(t, g, create_graph, "backward()") for t, g in zip(tensors, grad_tensors)]
+    gs = [root_gradient(t, g, create_graph, "backward()", i) for i, (t, g) in enumerate(zip(tensors, grad_tensors))]
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(create_graph), ieee_quiet():  # IEEE values at the edges, no NumPy warnings
         run_backward(tensors, gs, retain_graph=retain, create_graph=create_graph)
@@ -312,7 +336,7 @@ def _grad_walk(outputs, inputs, grad_outputs, retain_graph, create_graph: bool, 
     for i, t in enumerate(inputs):
         if not t.requires_grad:
             raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad, so it has no gradient")
-    gs = [root_gradient(o, g, create_graph, f"grad: output {i}") for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
+    gs = [root_gradient(o, g, create_graph, "grad()", i) for i, (o, g) in enumerate(zip(outputs, grad_outputs))]
     retain = create_graph if retain_graph is None else retain_graph
     with set_grad_enabled(record), ieee_quiet():
         found = run_backward(outputs, gs, retain_graph=retain, create_graph=create_graph, inputs=inputs)

@@ -76,6 +76,11 @@ def make_dual(tensor, tangent, *, level: int | None = None):
         raise RuntimeError(
             f"make_dual: expected the tangent to have the primal's dtype {tensor.dtype}, got dtype {tangent.dtype}"
         )
+    if tangent.device != tensor.device:
+        raise RuntimeError(
+            f"make_dual: expected the tangent on the primal's device {tensor.device}, got device {tangent.device} "
+            f"(move it with .to({str(tensor.device)!r}))"
+        )
     with outside_rules():  # the view must not inherit a tangent the primal may already carry
         dual = Reshape.apply(tensor, shape=tensor.shape)
     set_tangent(dual, tangent)

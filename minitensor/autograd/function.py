@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..devices import is_array, same_device
+from ..devices import CPU, device_of, is_array, same_device, to_device
 from .anomaly_mode import anomaly as _anomaly  # and `_anomaly.enabled`: whether anomaly mode is on
 from .anomaly_mode import check_gradients, forward_trace, note_forward_call
 from .grad_mode import state as _grad_mode  # the hot path reads `_grad_mode.enabled`: one attribute, per op
@@ -319,7 +319,20 @@ class Node:
                 raise RuntimeError(
                     f"function {self.name()} returned a {gi.dtype} gradient for input {i}, a {t.dtype} tensor"
                 )
+            arr = gi.data if create_graph else gi
+            if (type(arr) is not np.ndarray or t.device is not CPU) and device_of(arr) != t.device:
+                out[i] = self._moved_0d(gi, arr, t.device, i)
         return out
+
+    def _moved_0d(self, gi, arr, device, i: int):
+        """A backward's gradient on another device than its input: a 0-d one is moved there, as torch's engine
+        moves it (validate_outputs); any other is refused, naming both devices."""
+        if arr.ndim != 0:
+            raise RuntimeError(
+                f"function {self.name()} returned an invalid gradient at index {i} - expected device {device} but "
+                f"got {device_of(arr)}"
+            )
+        return gi.to(device) if is_tensor_like(gi) else to_device(arr, device)
 
     def free(self) -> None:
         """Drop the saved arrays, so their memory returns now. The inputs stay (leaves and Edges, no
@@ -331,7 +344,7 @@ class Node:
 
 
 class Edge:
-    """What a node keeps of a non-leaf input: the node that produced it, its shape and dtype (and the
+    """What a node keeps of a non-leaf input: the node that produced it, its shape, dtype and device (and the
     tensor class's `wrap`, for a backward on Tensors), not its array.
 
     Keeping the input Tensor would keep every activation alive until the backward reaches its consumer,
@@ -339,10 +352,11 @@ class Edge:
     reads, its forward saves (save_for_backward), as in PyTorch. A leaf input is kept as itself: the walk
     hands it its gradient."""
 
-    __slots__ = ("grad_fn", "shape", "dtype", "wrap")
+    __slots__ = ("grad_fn", "shape", "dtype", "device", "wrap")
 
     def __init__(self, t):
         self.grad_fn, self.shape, self.dtype, self.wrap = t.grad_fn, t.data.shape, t.data.dtype, t.wrap
+        self.device = t.device
 
     def __repr__(self):
         return f"<Edge from {self.grad_fn.name()} {self.shape} {self.dtype}>"

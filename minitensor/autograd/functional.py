@@ -110,6 +110,11 @@ def _validate_v(v: tuple, other: tuple, is_other_tuple: bool) -> None:
             raise RuntimeError(
                 f"{prepend}v has invalid size: should be {tuple(el_other.shape)} but got {tuple(el_v.shape)}."
             )
+        if el_v.device != el_other.device:  # torch's engine words it so; checked here before any work
+            raise RuntimeError(
+                f"invalid gradient at index {idx} - expected device {el_other.device} but got {el_v.device} "
+                f"(v {idx}; move it with .to({str(el_other.device)!r}))"
+            )
 
 
 _STRICT_MESSAGES = {

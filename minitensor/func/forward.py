@@ -72,6 +72,11 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
                 f"{who}: expected tangent {k} to have its primal's shape {tuple(p.shape)} and dtype {p.dtype}, "
                 f"got shape {tuple(t.shape)} and dtype {t.dtype}"
             )
+        if t.device != p.device:
+            raise RuntimeError(
+                f"{who}: expected tangent {k} on its primal's device {p.device}, got device {t.device} "
+                f"(move it with .to({str(p.device)!r}))"
+            )
     nums = tuple(range(len(primals)))
     given = {}
     for i in nums:

@@ -176,6 +176,11 @@ def vjp(func, *primals, has_aux: bool = False):
                     f"vjp_fn(cotangents): expected cotangent {k} of shape {tuple(o.shape)} and dtype {o.dtype} "
                     f"(the output's), got shape {tuple(c.shape)} and dtype {c.dtype}"
                 )
+            if c.device != o.device:
+                raise RuntimeError(
+                    f"vjp_fn(cotangents): invalid gradient at index {k} - expected device {o.device} (the output's) "
+                    f"but got {c.device}; move it with .to({str(o.device)!r})"
+                )
         grads = call.pullback(out_leaves, cots, retain_graph=retain_graph, create_graph=create_graph)
         return tuple(tree_unflatten([call.finish(g) for g in gs], spec) for gs, spec in zip(grads, call.specs))
 
