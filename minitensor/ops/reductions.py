@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from ..autograd import Function
+from ..autograd import Function, is_tensor_like
 from ..devices import array_module, is_host
 
 
@@ -156,12 +156,14 @@ def _centered_sum_of_squares(ctx, a, dim, correction, keepdim):
     # PyTorch's divisor max(0, n - correction) (std::max(0.0, .): a NaN correction gives 0 too): no degrees of
     # freedom left gives 0/0 = NaN (or x/0 = inf). Its backward divides by n - correction unclamped (so a
     # correction beyond n gives a finite gradient of the inf forward): ctx.denom is that one, kept in float64 (n
-    # may be beyond float16's 65504), and the backward takes 2 / denom there, as PyTorch's scalar.
+    # may be beyond float16's 65504), and the backward takes 2 / denom there, as PyTorch's scalar. An empty slice
+    # (n = 0) is NaN whatever the correction, as PyTorch's (0 / max(0, 0 - (-1)) would be 0): its divisor is NaN.
     n = _reduced_count(a.shape, dim)
     ctx.save_for_backward(a)
     ctx.save(centered=centered)
     ctx.denom, ctx.dim, ctx.keepdim = np.float64(n - correction), dim, keepdim
-    return (wide_centered * wide_centered).sum(axis=dim, keepdims=keepdim), np.float64(max(0.0, n - correction))
+    divisor = np.float64(max(0.0, n - correction)) if n else np.float64(np.nan)
+    return (wide_centered * wide_centered).sum(axis=dim, keepdims=keepdim), divisor
 
 
 def _in_float64(a: np.ndarray) -> np.ndarray:
@@ -169,9 +171,23 @@ def _in_float64(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float64, copy=False)
 
 
+def _var_grad(ctx, g, a):
+    """var's gradient for g in a's shape, in the opmath dtype (PyTorch's var_backward): g * 2 (a - mean) / (n -
+    correction); over every element (dim None) with n - correction <= 0, g * (NaN where a equals the mean, else
+    +inf), PyTorch's special case. The JVPs sum it with the tangent for g (var_jvp: an empty slice gives 0)."""
+    if ctx.dim is None and ctx.denom <= 0:
+        arr = a.data if is_tensor_like(a) else a  # (a Tensor under create_graph: the factor is a constant)
+        xp = array_module(arr)
+        mean = xp.mean(arr) if arr.size else 0.0  # (NumPy warns on the mean of nothing; the factor is empty then)
+        factor = xp.where(arr == mean, np.nan, np.inf).astype(opmath_dtype(arr.dtype))
+        return in_opmath(ctx.xp, g) * factor
+    centered = in_opmath(ctx.xp, ctx.intermediate(ctx.centered, _centered, a, ctx.dim))
+    return in_opmath(ctx.xp, g) * centered * float(2 / ctx.denom)
+
+
 class Var(Function):
     """out = sum((a - mean)^2) / (n - correction);  da = g * 2 (a - mean) / (n - correction);
-    ẏ = 2 sum((a - mean) ȧ) / (n - correction)"""
+    ẏ = sum(ȧ * 2 (a - mean) / (n - correction)) (PyTorch's special cases where n - correction <= 0: _var_grad)"""
 
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
@@ -182,22 +198,18 @@ class Var(Function):
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
         g = expand_reduced(g, a.ndim, ctx.dim, ctx.keepdim)
-        centered = ctx.intermediate(ctx.centered, _centered, a, ctx.dim)
-        g, centered = in_opmath(ctx.xp, g), in_opmath(ctx.xp, centered)  # float16 in float32 (see in_opmath)
-        return (to_dtype(ctx.xp, g * centered * float(2 / ctx.denom), a.dtype),)
+        return (to_dtype(ctx.xp, _var_grad(ctx, g, a), a.dtype),)
 
     @staticmethod
     def jvp(ctx, ta):
         (a,) = ctx.saved_arrays
-        centered = in_opmath(ctx.xp, ctx.intermediate(ctx.centered, _centered, a, ctx.dim))
-        dots = ctx.xp.sum(centered * in_opmath(ctx.xp, ta), axis=ctx.dim, keepdims=ctx.keepdim)
-        return to_dtype(ctx.xp, dots * float(2 / ctx.denom), a.dtype)
+        return to_dtype(ctx.xp, ctx.xp.sum(_var_grad(ctx, ta, a), axis=ctx.dim, keepdims=ctx.keepdim), a.dtype)
 
 
 class Std(Function):
-    """out = sqrt(var);  da = g * (a - mean) / ((n - correction) out), and 0 where out == 0
-    (PyTorch's value on a constant line, where the formula would be 0/0);
-    ẏ = sum((a - mean) ȧ) / ((n - correction) out), and 0 where out == 0 (PyTorch's too)"""
+    """out = sqrt(var);  da = var's gradient for g / (2 out), and 0 where out == 0 (PyTorch's value on a
+    constant line, where the formula would be 0/0);
+    ẏ = var's tangent / (2 out), and 0 where out == 0 (PyTorch's std_backward and std_jvp)"""
 
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
@@ -209,19 +221,15 @@ class Std(Function):
     @staticmethod
     def backward(ctx, g):
         a, out = ctx.saved_arrays
-        g_over_out = ctx.xp.where(out == 0, 0, g / out)
-        g_over_out = expand_reduced(g_over_out, a.ndim, ctx.dim, ctx.keepdim)
-        centered = ctx.intermediate(ctx.centered, _centered, a, ctx.dim)
-        g_over_out, centered = in_opmath(ctx.xp, g_over_out), in_opmath(ctx.xp, centered)  # float16 in float32
-        return (to_dtype(ctx.xp, g_over_out * centered * float(1 / ctx.denom), a.dtype),)
+        g_var = ctx.xp.where(out == 0, 0, g / (out * 2))  # in a's dtype, as PyTorch's grad / (result * 2)
+        g_var = expand_reduced(g_var, a.ndim, ctx.dim, ctx.keepdim)
+        return (to_dtype(ctx.xp, _var_grad(ctx, g_var, a), a.dtype),)
 
     @staticmethod
     def jvp(ctx, ta):
         a, out = ctx.saved_arrays
-        centered = in_opmath(ctx.xp, ctx.intermediate(ctx.centered, _centered, a, ctx.dim))
-        dots = ctx.xp.sum(centered * in_opmath(ctx.xp, ta), axis=ctx.dim, keepdims=ctx.keepdim)
-        dots = to_dtype(ctx.xp, dots * float(1 / ctx.denom), a.dtype)
-        return ctx.xp.where(out == 0, 0, dots / out)
+        dots = to_dtype(ctx.xp, ctx.xp.sum(_var_grad(ctx, ta, a), axis=ctx.dim, keepdims=ctx.keepdim), a.dtype)
+        return ctx.xp.where(out == 0, 0, dots / (2 * out))  # in a's dtype, as PyTorch's var_jvp / (2 * result)
 
 
 class MaxMin(Function):
