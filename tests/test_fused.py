@@ -493,7 +493,8 @@ def test_loss_modules_keep_weight_as_a_buffer_as_in_torch(module):
 # still be the code's.
 BACKPROP_QUOTES = [
     "return gy - y * xp.sum(gy, axis=dim, keepdims=True)",
-    "gx = rstd * (dxhat - _mean(xp, dxhat, axes) - xhat * _mean(xp, dxhat * xhat, axes))",
+    "return rstd * (v - _mean(xp, v, axes) - xhat * m)",
+    "return (eps * rstd * rstd * rstd) * (v - _mean(xp, v, axes))",
     "(xp.exp(logp) - q) * g_rows",
     "(s * xp.exp(logp) - w * q) * g_rows",
 ]

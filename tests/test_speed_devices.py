@@ -268,11 +268,14 @@ def test_row_runs_are_bitwise_np_add_at(dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("shape, k", [((32, 22, 128), 1), ((16, 25, 512), 1), ((3, 5, 4, 6), 2), ((7, 1), 1)])
+@pytest.mark.parametrize(
+    "shape, k", [((32, 22, 128), 1), ((16, 25, 512), 1), ((3, 5, 4, 6), 2), ((7, 1), 1), ((9, 2), 1)]
+)
 def test_layer_norm_in_place_is_bitwise_the_formula(monkeypatch, dtype, shape, k):
     """LayerNorm's in-place devices (layer_norm_in_place, layer_norm_grads_in_place) against its plain formulas
     (in_place_ok made False): output, dx, dw, db bit for bit, with a random upstream gradient, a constant row
-    (variance 0) and every subset of the gradients asked for; rows of one number (7, 1) take np.sum for dw, db."""
+    (variance 0) and every subset of the gradients asked for; rows of one number (7, 1) take np.sum for dw, db; rows
+    of two (9, 2) take the short form of dx (_normalization_vjp)."""
     from minitensor.ops import layer_norm
 
     rng = np.random.default_rng(3)

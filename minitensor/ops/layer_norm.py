@@ -69,15 +69,14 @@ class LayerNorm(Function):
         xp, axes = ctx.xp, ctx.axes
         need_x, need_w, need_b = ctx.needs_input_grad
         if need_x and not ctx.create_graph and in_place_ok(x, w, g):  # the formula below, in three arrays
-            return layer_norm_grads_in_place(xp, x, w, g, ctx.mean, ctx.rstd, axes, need_w, need_b)
+            return layer_norm_grads_in_place(xp, x, w, g, ctx.mean, ctx.rstd, axes, ctx.eps, need_w, need_b)
         xhat, rstd = _xhat_rstd(ctx, x)
         rows = tuple(range(g.ndim - len(axes)))
         gw = xp.sum(g * xhat, axis=rows) if need_w else None
         gb = xp.sum(g, axis=rows) if need_b else None
         gx = None
         if need_x:
-            dxhat = g * w if w is not None else g
-            gx = rstd * (dxhat - _mean(xp, dxhat, axes) - xhat * _mean(xp, dxhat * xhat, axes))
+            gx = _normalization_vjp(xp, g * w if w is not None else g, xhat, rstd, axes, ctx.eps)
         return gx, gw, gb
 
     @staticmethod
@@ -89,7 +88,7 @@ class LayerNorm(Function):
         xhat, rstd = _xhat_rstd(ctx, x)
         dxhat = None
         if tx is not None:
-            dxhat = rstd * (tx - _mean(xp, tx, axes) - xhat * _mean(xp, tx * xhat, axes))
+            dxhat = _normalization_vjp(xp, tx, xhat, rstd, axes, ctx.eps)
             dxhat = dxhat * w if w is not None else dxhat
         return to_dtype(xp, tangent_sum(dxhat, xhat * tw if tw is not None else None, tb), dtype)
 
@@ -112,7 +111,7 @@ class LayerNorm(Function):
         txhat = m_tx = None
         if tx is not None:
             m_tx = _mean(xp, xhat * tx, axes)
-            txhat = rstd * (tx - _mean(xp, tx, axes) - xhat * m_tx)
+            txhat = _normalization_vjp(xp, tx, xhat, rstd, axes, ctx.eps, m_tx)
         rows = tuple(range(g.ndim - len(axes)))
         tgx = tgw = tgb = None
         if need_w:
@@ -127,6 +126,12 @@ class LayerNorm(Function):
             tdxhat = (
                 tg if w is None else tangent_sum(tg * w if tg is not None else None, g * tw if tw is not None else None)
             )
+            if _normalized_size(xhat, axes) == 2:  # gx = eps rstd^3 (dxhat - mean(dxhat)): _normalization_vjp
+                tgx = tangent_sum(
+                    -(3 * rstd * m_tx) * gx if m_tx is not None else None,  # 3 ṙstd / rstd gx
+                    _normalization_vjp(xp, tdxhat, xhat, rstd, axes, ctx.eps) if tdxhat is not None else None,
+                )
+                return tuple(tuple(to_dtype(xp, t, dtype) for t in ts) for ts in ((gx, gw, gb), (tgx, tgw, tgb)))
             m = _mean(xp, dxhat * xhat, axes)
             tm = tangent_sum(
                 _mean(xp, tdxhat * xhat, axes) if tdxhat is not None else None,
@@ -142,6 +147,27 @@ class LayerNorm(Function):
                 rstd * inner if inner is not None else None,
             )
         return tuple(tuple(to_dtype(xp, t, dtype) for t in ts) for ts in ((gx, gw, gb), (tgx, tgw, tgb)))
+
+
+def _normalization_vjp(xp, v, xhat, rstd, axes: tuple, eps: float, m=None):
+    """rstd * (v - mean(v) - xhat * mean(v * xhat)): xhat's Jacobian (symmetric) times v, which is dx for v = dxhat
+    and ẋhat for v = ẋ (m: mean(v * xhat), when the caller has it).
+
+    Over two elements the same value is eps * rstd^3 * (v - mean(v)), and that form is taken: there xhat = +-h with
+    h^2 = var rstd^2, so xhat * mean(v * xhat) = h^2 (v - mean(v)), and 1 - h^2 = eps rstd^2. The general form gets
+    that eps part as the difference of two nearly equal terms and loses about -log10(eps rstd^2) digits (dx of a
+    (1, 2) row of variance 1 with eps 1e-5: 4e-11 from the exact value; PyTorch's kernel, 7e-11); this one is exact
+    to round-off. With three or more elements the terms cancel only where v nearly lies in the span of 1 and xhat,
+    and there a round-off change of v moves dx as much: the problem's own condition, no formula's."""
+    if _normalized_size(xhat, axes) == 2:
+        return (eps * rstd * rstd * rstd) * (v - _mean(xp, v, axes))
+    m = _mean(xp, v * xhat, axes) if m is None else m
+    return rstd * (v - _mean(xp, v, axes) - xhat * m)
+
+
+def _normalized_size(a, axes: tuple) -> int:
+    """How many elements each normalized row of `a` holds (the product of the normalized dims)."""
+    return int(np.prod([a.shape[d] for d in axes]))
 
 
 def _normalized(xp, x, axes: tuple, eps: float):
@@ -180,7 +206,7 @@ def layer_norm_in_place(xp, x, weight, bias, axes: tuple, eps: float):
     return out, mean, rstd
 
 
-def layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes: tuple, need_w: bool, need_b: bool):
+def layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes: tuple, eps: float, need_w: bool, need_b: bool):
     """(dx, dw, db) of LayerNorm._grads for a weight, dx needed: the same arithmetic in the same order, bitwise
     (tests/test_speed_devices.py; rstd * y is y * rstd exactly), in three activation-sized arrays instead of
     eight: xhat rebuilt in place, dxhat = g * w turned into dx in place, dw and db summed by einsum. Speed device
@@ -197,6 +223,10 @@ def layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes: tuple, need_w: bool
         gw = xp.sum(g * xhat, axis=rows) if need_w else None
         gb = xp.sum(g, axis=rows) if need_b else None
     dxhat = np.multiply(g, w)
+    if _normalized_size(xhat, axes) == 2:  # _normalization_vjp's form for rows of two: eps rstd^3 (dxhat - mean)
+        gx = np.subtract(dxhat, _mean(xp, dxhat, axes), out=dxhat)
+        gx *= eps * rstd * rstd * rstd
+        return gx, gw, gb
     mean_dxhat_xhat = _mean(xp, dxhat * xhat, axes)
     gx = np.subtract(dxhat, _mean(xp, dxhat, axes), out=dxhat)  # dxhat - mean(dxhat)
     gx -= np.multiply(xhat, mean_dxhat_xhat, out=xhat)  # - xhat * mean(dxhat * xhat)
@@ -236,6 +266,6 @@ def _xhat_rstd_unrecorded(ctx, x):
         xhat = (x - beside(x, ctx.mean)) * rstd
         if tx is not None:
             m = _mean(xp, xhat * tx, ctx.axes)
-            set_tangent(xhat, rstd * (tx - _mean(xp, tx, ctx.axes) - xhat * m))
+            set_tangent(xhat, _normalization_vjp(xp, tx, xhat, rstd, ctx.axes, ctx.eps, m))
             set_tangent(rstd, -(rstd * rstd) * m)
     return xhat, rstd
