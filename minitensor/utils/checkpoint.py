@@ -63,32 +63,22 @@ def checkpoint(
     **kwargs,
 ):
     """function(*args, **kwargs), keeping none of the arrays its nodes save: the backward recomputes them by
-    running function once more. Non-tensor arguments pass through; the result must hold a Tensor."""
+    running function once more. Non-tensor arguments pass through, and the result is returned as it comes (a
+    Tensor, or any structure of them, dicts, lists and tuples, non-tensor leaves included), as torch's: the
+    backward reaches the segment's graph through whatever tensors of it are used, wherever they came out."""
     _refuse_reentrant("checkpoint", use_reentrant)
     if not callable(function):
         raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}")
     if determinism_check not in ("default", "none"):
         raise ValueError(f"checkpoint: determinism_check must be 'default' or 'none', got {determinism_check!r}")
     if not is_grad_enabled():  # nothing is recorded, so nothing is saved: a plain call
-        return _checked_output(function(*args, **kwargs), function)
+        return function(*args, **kwargs)
     if not callable(context_fn):
         raise TypeError(f"checkpoint: context_fn must be callable, got {type(context_fn).__name__}")
     first_run, recompute_context = context_fn()
     frame = _Frame(function, args, kwargs, preserve_rng_state, determinism_check == "default", recompute_context)
     with saved_tensors_hooks(frame.pack, frame.unpack), first_run:
-        out = function(*args, **kwargs)
-    return _checked_output(out, function)
-
-
-def _checked_output(out, function):
-    items = out if isinstance(out, (tuple, list)) else (out,)
-    if not any(is_tensor_like(o) for o in items):
-        name = getattr(function, "__name__", type(function).__name__)
-        raise TypeError(
-            f"checkpoint: {name} returned {type(out).__name__}, no Tensor: a checkpointed function must return a "
-            f"Tensor (or a tuple or list holding one), through which the backward reaches its graph"
-        )
-    return out
+        return function(*args, **kwargs)
 
 
 class _Frame:
