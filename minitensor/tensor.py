@@ -450,11 +450,14 @@ class Tensor(TensorMath, DeviceMethods):
             return self._write("clamp_", Ellipsis, clamp(self, min, max))
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
-        # drawn on the host from the one stream (random.py), then copied: the same numbers on every device
-        return self._write("uniform_", Ellipsis, generator().uniform(a, b, self.shape))
+        # drawn on the host from the one stream (random.py), then copied: the same numbers on every device. Checked
+        # first, so that a refused change draws nothing
+        self._check_inplace("uniform_")
+        return self._write("uniform_", Ellipsis, generator("uniform_").uniform(a, b, self.shape))
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
-        return self._write("normal_", Ellipsis, generator().normal(mean, std, self.shape))
+        self._check_inplace("normal_")
+        return self._write("normal_", Ellipsis, generator("normal_").normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
         try:  # an index out of range, on any device: NumPy's IndexError, naming the op and the shape

@@ -26,23 +26,25 @@ vectorize batches the rows of a Jacobian with vmap, which minitensor does not ha
 computed one by one here, with the same values (so strategy="forward-mode" needs no vectorize=True
 here, where PyTorch requires it: flagged).
 
-`functional_call(module, parameters, *args)` (PyTorch's torch.func.functional_call) runs a module
-with tensors of your choosing in place of its parameters, so that a model's loss becomes a function
+`functional_call(module, parameters, *args)` (PyTorch's torch.func.functional_call, from stateless.py) runs a
+module with tensors of your choosing in place of its parameters, so that a model's loss becomes a function
 of its parameters: `hvp(lambda *ps: loss(functional_call(model, dict(zip(names, ps)), x)), params, v)`.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 import numpy as np
 
 from ..creation import ones_like, zeros_like
 from ..functions.shape import stack
+from ..random import randomness_refused
 from . import forward_ad
 from .engine import grad, tangent_grad
 from .function import is_tensor_like
 from .grad_mode import enable_grad, no_grad
+from .stateless import functional_call
 from .tangents import rules_unrecorded
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "functional_call"]
@@ -369,13 +371,22 @@ def _columns_to_jacobian(columns: list, refs: tuple, inputs: tuple) -> tuple:
     return tuple(out)
 
 
+FORWARD_MODE_DRAW = (
+    "in the function, which the forward-mode strategy runs once per input element, each run drawing its own "
+    "numbers (torch refuses it too: its forward-mode strategy runs under vmap); use the reverse-mode strategy (one "
+    "run, one draw), or mt.func.jacfwd(f, randomness='same')"
+)
+
+
 def _jacobian_forward(func, inputs, strict: bool):
     """jacobian(strategy="forward-mode"): column e of d out / d x_j is J e, one forward pass per input element."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
     inputs = _preprocess(inputs, False, need_graph=False)
     columns = [[] for _ in inputs]
     outputs, is_outputs_tuple = None, False
-    with no_grad():  # tangents flow under no_grad; nothing here is differentiated again
+    # tangents flow under no_grad; nothing here is differentiated again. func runs once per column: a random draw
+    # would differ from column to column, so it is refused (as torch's vmapped forward-mode strategy refuses it)
+    with no_grad(), randomness_refused("jacobian (strategy='forward-mode')", FORWARD_MODE_DRAW):
         for j, tangents in _unit_tangents(inputs):
             with forward_ad.dual_level():
                 outs = func(*_duals(inputs, tangents))
@@ -419,7 +430,7 @@ def hessian(
             )
         inputs = _preprocess(inputs, False, need_graph=True)
         columns = [[] for _ in inputs]
-        with enable_grad():
+        with enable_grad(), randomness_refused("hessian (outer_jacobian_strategy='forward-mode')", FORWARD_MODE_DRAW):
             for j, tangents in _unit_tangents(inputs):
                 columns[j].append(_gradient_tangents(func, inputs, tangents, False, strict, "hessian")[1])
         return _unpack(_columns_to_jacobian(columns, inputs, inputs), (is_inputs_tuple, is_inputs_tuple))
@@ -524,75 +535,3 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
         is_inputs_tuple, inputs, v = _prepare_scalar_call(func, inputs, v, create_graph, strict, "hvp")
         output, result = _gradient_tangents(func, inputs, _ones_if_none(v, inputs), create_graph, strict, "hvp")
     return _postprocess(output, create_graph), _unpack(_postprocess(result, create_graph), is_inputs_tuple)
-
-
-# --------------------------------------------------------------------------------------------
-# A module as a function of its parameters
-# --------------------------------------------------------------------------------------------
-
-
-def named_tensors(module) -> dict:
-    """Every parameter and buffer under every name it has, a tied or shared one under each (state_dict's names)."""
-    return {
-        **dict(module.named_parameters(remove_duplicate=False)),
-        **dict(module.named_buffers(remove_duplicate=False)),
-    }
-
-
-def untie_named_tensors(module, parameters: dict) -> dict:
-    """parameters with each tensor given for a tied one (registered under several names: a shared module, a tied
-    embedding and output projection) given under all of its names, as torch's tie_weights=True does. Two different
-    tensors given for one tied tensor are refused with torch's error (it compares them by identity, as here)."""
-    names_of = {}  # id(tensor) -> all its names
-    for name, t in named_tensors(module).items():
-        names_of.setdefault(id(t), []).append(name)
-    everything = named_tensors(module)
-    untied = dict(parameters)
-    for name in parameters:
-        if name not in everything or len(names_of[id(everything[name])]) < 2:
-            continue
-        tied = names_of[id(everything[name])]
-        if len({id(parameters[n]) for n in tied if n in parameters}) > 1:
-            raise ValueError(
-                f"functional_call got multiple values for keys {sorted(tied)}, which are tied. Consider using "
-                f"tie_weights=False"
-            )
-        untied.update((n, parameters[name]) for n in tied)
-    return untied
-
-
-@contextmanager
-def _parameters_replaced(module, parameters: dict):
-    """Inside the block, module's parameters (and buffers) named in `parameters` are those tensors; restored after.
-    Each name is replaced where it points; a module reached under two names (Sequential(a, a)) is one module, so
-    its tensor changes under both (untie_named_tensors gives the rest of a tied tensor's names their value)."""
-    owners = dict(module.named_modules(remove_duplicate=False))
-    saved = []
-    try:
-        for name, tensor in parameters.items():
-            owner_name, _, leaf = name.rpartition(".")
-            owner = owners.get(owner_name)
-            store = None if owner is None else owner._parameters if leaf in owner._parameters else owner._buffers
-            if store is None or leaf not in store:
-                raise KeyError(f"functional_call: {type(module).__name__} has no parameter or buffer {name!r}")
-            saved.append((store, leaf, store[leaf]))
-            store[leaf] = tensor
-        yield
-    finally:
-        for store, leaf, original in reversed(saved):  # last first: a slot set twice gets its original back
-            store[leaf] = original
-
-
-def functional_call(module, parameters: dict, args=(), kwargs=None, *, tie_weights: bool = True):
-    """module(*args, **kwargs) with the tensors of `parameters` (name -> Tensor) in place of its own.
-
-    PyTorch's torch.func.functional_call: the module's output becomes a function of those tensors,
-    which is what hvp, jacobian and the rest need of a model. The module's own parameters are back
-    in place when the call returns. tie_weights=True: a tensor registered under several names is replaced
-    under all of them, whichever is given (untie_named_tensors); False: only under the names given.
-    """
-    args = args if isinstance(args, tuple) else (args,)
-    if tie_weights:
-        parameters = untie_named_tensors(module, parameters)
-    with _parameters_replaced(module, parameters):
-        return module(*args, **(kwargs or {}))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..autograd import functional
+from ..autograd import stateless
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
@@ -32,9 +32,9 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     if not isinstance(tie_weights, bool):
         raise TypeError(f"functional_call: expected tie_weights to be a bool, got {tie_weights!r}")
     if tie_weights:
-        merged = functional.untie_named_tensors(module, merged)
+        merged = stateless.untie_named_tensors(module, merged)
     if strict:
-        expected = set(functional.named_tensors(module))
+        expected = set(stateless.named_tensors(module))
         missing, unexpected = sorted(expected - set(merged)), sorted(set(merged) - expected)
         if missing or unexpected:
             raise RuntimeError(
@@ -44,4 +44,4 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     if args is None:
         args = ()
     args = args if isinstance(args, tuple) else (args,)
-    return functional.functional_call(module, merged, args, kwargs, tie_weights=False)  # tied above
+    return stateless.functional_call(module, merged, args, kwargs, tie_weights=False)  # tied above

@@ -29,7 +29,7 @@ import contextlib
 
 from ..autograd import enable_grad, is_grad_enabled, is_tensor_like
 from ..autograd.graph import saved_tensors_hooks
-from ..random import get_rng_state, set_rng_state
+from ..random import get_rng_state, randomness_refused, set_rng_state
 
 __all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "noop_context_fn"]
 
@@ -125,8 +125,10 @@ class _Frame:
         state_now = get_rng_state()
         if self.rng_state is not None:  # replay the first run's draws (dropout masks), then give back the stream
             set_rng_state(self.rng_state)
+        # a replay draws nothing new, so it is allowed where a transform refuses new draws (jacrev's backward rows)
+        replay = randomness_refused(None) if self.rng_state is not None else contextlib.nullcontext()
         try:
-            with enable_grad(), saved_tensors_hooks(keep, _never_unpacked), self.context:
+            with enable_grad(), saved_tensors_hooks(keep, _never_unpacked), self.context, replay:
                 self.function(*self.args, **self.kwargs)
         finally:
             if self.rng_state is not None:
