@@ -189,6 +189,14 @@ def test_an_argument_changed_in_place_before_the_backward_is_refused():
         y.sum().backward()
 
 
+def test_a_tensor_inside_a_list_argument_changed_in_place_is_refused_too():
+    x, w = mt.randn(3), mt.randn(3, requires_grad=True)
+    y = checkpoint(lambda xs: (xs["x"][0] + 1) * w, {"x": [x]}, use_reentrant=False)
+    x.add_(1.0)
+    with pytest.raises(RuntimeError, match=r"argument 0 of <lambda> was changed in place .* \(version 0, now 1\)"):
+        y.sum().backward()
+
+
 def test_bad_input_is_refused_clearly():
     x = mt.randn(3, requires_grad=True)
     with pytest.raises(ValueError, match="use_reentrant=True is not supported"):

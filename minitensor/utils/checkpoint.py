@@ -91,7 +91,8 @@ class _Frame:
         self.args = tuple(a.detach().requires_grad_(a.requires_grad) if is_tensor_like(a) else a for a in args)
         # each tensor argument's version now: an in-place change before the backward would make the recompute
         # compute other values, silently where no node saved that argument itself. Refused (torch does not check)
-        self.versions = [(i, a.version_counter.value) for i, a in enumerate(self.args) if is_tensor_like(a)]
+        # (a tensor inside a list, tuple or dict argument too: the recompute reads it all the same)
+        self.versions = [(i, t, t.version_counter.value) for i, a in enumerate(self.args) for t in _tensors_in(a)]
         self.rng_state = get_rng_state() if preserve_rng_state else None
         self.packed = []  # per pack of the first run: (shape, dtype)
         self.recomputed = {}  # pack number -> the recomputed Tensor, until its unpack takes it
@@ -108,8 +109,8 @@ class _Frame:
 
     def recompute(self) -> None:
         name = getattr(self.function, "__name__", type(self.function).__name__)
-        for i, version in self.versions:
-            now = self.args[i].version_counter.value
+        for i, t, version in self.versions:
+            now = t.version_counter.value
             if now != version:
                 raise RuntimeError(
                     f"checkpoint: argument {i} of {name} was changed in place after the checkpointed call (version "
@@ -154,6 +155,17 @@ class _Frame:
                     f"recompute; the function must run the same way each time (pass determinism_check='none' "
                     f"to skip this check)"
                 )
+
+
+def _tensors_in(value) -> list:
+    """The tensors of an argument: itself, or those inside a (nested) list, tuple or dict."""
+    if is_tensor_like(value):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    return []
 
 
 def _never_unpacked(t):  # pragma: no cover - the recomputed graph is dropped, never backpropagated
