@@ -365,3 +365,22 @@ def test_a_dual_tensor_changed_in_place_is_refused_and_the_out_of_place_form_wor
         with mt.no_grad(), pytest.raises(RuntimeError, match="in-place change of a dual tensor"):
             d.mul_(2)  # no_grad does not stop forward mode, in torch either
         np.testing.assert_array_equal(fw.unpack_dual(d.mul(2)).tangent.numpy(), [2.0, 0.0])
+
+
+INPLACE_FLAG = {  # the ops that take torch's inplace flag (refused before any work, so eval mode is fine)
+    "F.relu": lambda T, x, **kw: T.nn.functional.relu(x, **kw),
+    "F.dropout": lambda T, x, **kw: T.nn.functional.dropout(x, 0.5, training=False, **kw),
+    "nn.ReLU": lambda T, x, **kw: T.nn.ReLU(**kw)(x),
+    "nn.Dropout": lambda T, x, **kw: T.nn.Dropout(0.5, **kw).eval()(x),
+}
+
+
+@pytest.mark.parametrize("name", list(INPLACE_FLAG))
+def test_inplace_true_is_refused_and_inplace_false_gives_torchs_values(name):
+    """Deviation, flagged: torch takes inplace=True; minitensor's ops never write into their input, so it is refused
+    rather than ignored, and the advised inplace=False gives what torch's inplace=True gives."""
+    fn, a = INPLACE_FLAG[name], np.array([-1.0, 0.5, 2.0])
+    with pytest.raises(ValueError, match="inplace=True is not supported .* use inplace=False"):
+        fn(mt, mt.tensor(a), inplace=True)
+    ours = fn(mt, mt.tensor(a), inplace=False)
+    np.testing.assert_array_equal(ours.numpy(), fn(torch, torch.tensor(a), inplace=True).numpy())
