@@ -116,7 +116,7 @@ def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
 def _draw(op: str, method: str, size: tuple, dtype) -> np.ndarray:
     """A standard_normal or random draw in dtype (NumPy draws float16 as float32, then casts), on the host."""
     dt = float_dtype(dtype)
-    arr = getattr(generator(), method)(_shape(size, op), dtype=float32 if dt == float16 else dt)
+    arr = getattr(generator(op), method)(_shape(size, op), dtype=float32 if dt == float16 else dt)
     return arr.astype(dt, copy=False)
 
 
@@ -134,13 +134,13 @@ def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=N
     if size is None:
         raise TypeError("randint: size is required, e.g. randint(0, 10, (3, 4))")
     shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "randint")
-    arr = generator().integers(low, high, size=shape).astype(np.dtype(dtype or int64))
+    arr = generator("randint").integers(low, high, size=shape).astype(np.dtype(dtype or int64))
     return _new(arr, requires_grad, device)
 
 
 def randperm(n, dtype=None, requires_grad=False, device=None) -> Tensor:
     (n,) = _shape((n,), "randperm")
-    return _new(generator().permutation(n).astype(np.dtype(dtype or int64)), requires_grad, device)
+    return _new(generator("randperm").permutation(n).astype(np.dtype(dtype or int64)), requires_grad, device)
 
 
 def normal(mean, std, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
@@ -155,7 +155,7 @@ def normal(mean, std, size=None, dtype=None, requires_grad=False, device=None) -
         raise ValueError(f"normal: std must be non-negative, got {std}")
     dt = float_dtype(dtype)
     shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "normal")
-    arr = generator().normal(mean, std, shape).astype(dt, copy=False)
+    arr = generator("normal").normal(mean, std, shape).astype(dt, copy=False)
     return _new(arr, requires_grad, device)
 
 
@@ -181,8 +181,9 @@ def empty_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
 
 
 def randn_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return randn(*t.shape, dtype=dtype or t.dtype, device=_like_device(t, device), requires_grad=requires_grad)
+    arr = _draw("randn_like", "standard_normal", tuple(t.shape), dtype or t.dtype)
+    return _new(arr, requires_grad, _like_device(t, device))
 
 
 def rand_like(t, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return rand(*t.shape, dtype=dtype or t.dtype, device=_like_device(t, device), requires_grad=requires_grad)
+    return _new(_draw("rand_like", "random", tuple(t.shape), dtype or t.dtype), requires_grad, _like_device(t, device))

@@ -1,6 +1,7 @@
 """The one seeded random generator behind every random number minitensor draws.
 
-`mt.randn`, `mt.rand`, `mt.randint`, `nn.init`, and dropout all draw from `generator()`.
+`mt.randn`, `mt.rand`, `mt.randint`, `nn.init`, and dropout all draw from `generator(op)`, which refuses a draw
+inside an mt.func transform in torch.func's randomness error mode (`randomness_refused`, used by func/forward.py).
 `manual_seed` reseeds that same object in place, so a reference taken earlier stays valid.
 The default seed is fixed (PyTorch's default CPU seed), so an unseeded run is reproducible too.
 The streams are NumPy's PCG64, not PyTorch's Philox/MT: the same seed gives different numbers
@@ -9,6 +10,8 @@ than torch, which is why the parity checks copy weights and dropout masks instea
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 
 DEFAULT_SEED = 67280421310721  # torch.initial_seed() of a fresh process
@@ -16,8 +19,35 @@ DEFAULT_SEED = 67280421310721  # torch.initial_seed() of a fresh process
 _generator = np.random.Generator(np.random.PCG64(DEFAULT_SEED))
 
 
-def generator() -> np.random.Generator:
-    """The process-wide generator (the same object across manual_seed calls)."""
+class RandomnessError:
+    """Set while a transform runs its function (or a backward) once per batch element in torch.func's randomness
+    error mode (mt.func's jacfwd, hessian, jacrev's rows): a draw then raises, naming the op, as torch's vmap does.
+    `advice` completes the sentence "who: called random operation op ...": why it is refused, and what to do."""
+
+    who: str | None = None
+    advice: str = ""
+
+
+_refusing = RandomnessError()
+
+
+@contextmanager
+def randomness_refused(who: str | None, advice: str = ""):
+    """Inside the block every draw raises, as the transform `who` asks (who=None: draws allowed again, as where a
+    checkpoint's recompute replays the forward's draws)."""
+    before = (_refusing.who, _refusing.advice)
+    _refusing.who, _refusing.advice = who, advice
+    try:
+        yield
+    finally:
+        _refusing.who, _refusing.advice = before
+
+
+def generator(op: str = "a random operation") -> np.random.Generator:
+    """The process-wide generator (the same object across manual_seed calls), for the random op `op` to draw from.
+    Refused inside a transform in randomness error mode (randomness_refused)."""
+    if _refusing.who is not None:
+        raise RuntimeError(f"{_refusing.who}: called random operation {op} {_refusing.advice}")
     return _generator
 
 

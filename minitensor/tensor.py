@@ -7,9 +7,12 @@ devices.py. Deviation from PyTorch, flagged: `.data` is the raw `np.ndarray` (in
 so optimizers and initialisers write NumPy directly; such writers call `bump_version()`, and `.data`
 itself stays the unchecked escape hatch.
 
-In-place methods (fill_, add_, __setitem__, ...) refuse a tensor that requires grad outside no_grad
-and bump the tensor's version counter (shared with its views): a graph that saved the old values
-then raises at backward instead of returning a wrong gradient (autograd/function.py).
+In-place methods (fill_, add_, __setitem__, ...) are not recorded in the graph. With grad mode on they
+refuse a leaf that requires grad (as PyTorch does), a tensor in the graph (PyTorch records that change;
+here it would go undifferentiated) and a view made under no_grad of a tensor that requires grad (as
+PyTorch does); under no_grad they change any of them, as PyTorch does. Every one bumps the tensor's
+version counter (shared with its views): a graph that saved the old values then raises at backward
+instead of returning a wrong gradient (autograd/function.py).
 
 Dtypes and promotion live in dtypes.py, the factories (tensor, zeros, randn, ...) in creation.py.
 Mixed-dtype operands are promoted as PyTorch does (dtypes.result_type); a float operand that must
@@ -56,6 +59,7 @@ class Tensor(TensorMath, DeviceMethods):
         "_hooks",
         "_post_hooks",
         "dual_tangent",
+        "no_grad_view",
         "__weakref__",
     )
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
@@ -71,6 +75,9 @@ class Tensor(TensorMath, DeviceMethods):
         self._hooks = None  # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
         self.dual_tangent = None  # forward mode: (level, tangent) while a dual level is open (autograd/tangents.py)
         self._post_hooks = None  # a leaf's post-accumulate-grad hooks: hook(tensor) once .grad is updated
+        # a view made under no_grad of a tensor that requires grad (torch's CreationMeta NO_GRAD_MODE): with grad mode
+        # on, an in-place change of it is refused, as torch refuses it (autograd/function.py sets it)
+        self.no_grad_view = False
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -87,6 +94,7 @@ class Tensor(TensorMath, DeviceMethods):
         t._hooks = None
         t.dual_tangent = None
         t._post_hooks = None
+        t.no_grad_view = False
         return t
 
     @property
@@ -293,19 +301,11 @@ class Tensor(TensorMath, DeviceMethods):
         return handle
 
     # ------------------------------------------------------------------ in place, outside autograd
-    # Each in-place method refuses a tensor that requires grad (outside no_grad) or a graph output,
-    # and bumps the version counter, so that a graph which saved the old values raises at backward.
+    # Each in-place method checks here first (with grad mode on: not a leaf that requires grad, not a tensor in the
+    # graph, ...), then bumps the version counter, so that a graph which saved the old values raises at backward.
     def _check_inplace(self, op: str, *operands) -> None:
-        if self.grad_fn is not None or (self.requires_grad and is_grad_enabled()):
-            raise RuntimeError(f"{op}: in-place change of a tensor that requires grad; wrap it in mt.no_grad()")
-        # Deviation from PyTorch, flagged: PyTorch differentiates an in-place op with respect to a tensor
-        # operand (x[i] = v, x.copy_(v), x.add_(v) send v a gradient); these writes go to .data outside the
-        # graph, so an operand that requires grad is refused rather than silently taken as a constant.
-        if is_grad_enabled() and builtins.any(isinstance(o, Tensor) and o.requires_grad for o in operands):
-            raise RuntimeError(
-                f"{op}: an operand requires grad, and minitensor's in-place ops do not differentiate it; use the "
-                f"out-of-place form (mt.where, masked_fill, +, ...), or pass operand.detach() to use it as a constant"
-            )
+        if is_grad_enabled():
+            self._check_inplace_in_grad_mode(op, operands)
         # Deviation from PyTorch, flagged: PyTorch's forward mode follows in-place ops; here they write .data
         # outside every rule, so a dual tensor (or operand) would keep a stale tangent: refused instead.
         if dual_state.level is not None and builtins.any(
@@ -314,6 +314,36 @@ class Tensor(TensorMath, DeviceMethods):
             raise RuntimeError(
                 f"{op}: in-place change of a dual tensor (one with a forward-mode tangent); forward mode does not "
                 f"follow in-place writes here: use the out-of-place form"
+            )
+
+    def _check_inplace_in_grad_mode(self, op: str, operands: tuple) -> None:
+        """The in-place changes refused with grad mode on; under no_grad each of them is allowed, as in PyTorch."""
+        if self.grad_fn is not None:
+            # Deviation from PyTorch, flagged: PyTorch records an in-place op on a non-leaf in the graph (and refuses
+            # one on a view of a leaf); here in-place ops write .data outside the graph, so it is refused
+            raise RuntimeError(
+                f"{op}: in-place change of a tensor in the graph (a non-leaf, made by {self.grad_fn.name()}) with "
+                f"grad mode on: minitensor does not record in-place ops, so the change would not be differentiated. "
+                f"Use the out-of-place form (y = h.mul(2), mt.where, masked_fill, ...) to differentiate it; a "
+                f"change the gradient must not see goes inside mt.no_grad()"
+            )
+        if self.requires_grad:
+            raise RuntimeError(
+                f"{op}: in-place change of a leaf tensor that requires grad (PyTorch refuses it too); wrap it in "
+                f"mt.no_grad() to change its values outside the graph, as an optimizer step does"
+            )
+        if self.no_grad_view:
+            raise RuntimeError(
+                f"{op}: in-place change, with grad mode on, of a view made under no_grad of a tensor that requires "
+                f"grad (PyTorch forbids it too: it is ambiguous); make the change inside mt.no_grad() as well"
+            )
+        # Deviation from PyTorch, flagged: PyTorch differentiates an in-place op with respect to a tensor
+        # operand (x[i] = v, x.copy_(v), x.add_(v) send v a gradient); these writes go to .data outside the
+        # graph, so an operand that requires grad is refused rather than silently taken as a constant.
+        if builtins.any(isinstance(o, Tensor) and o.requires_grad for o in operands):
+            raise RuntimeError(
+                f"{op}: an operand requires grad, and minitensor's in-place ops do not differentiate it; use the "
+                f"out-of-place form (mt.where, masked_fill, +, ...), or pass operand.detach() to use it as a constant"
             )
 
     def _write(self, op: str, index, value) -> Tensor:
@@ -420,11 +450,14 @@ class Tensor(TensorMath, DeviceMethods):
             return self._write("clamp_", Ellipsis, clamp(self, min, max))
 
     def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
-        # drawn on the host from the one stream (random.py), then copied: the same numbers on every device
-        return self._write("uniform_", Ellipsis, generator().uniform(a, b, self.shape))
+        # drawn on the host from the one stream (random.py), then copied: the same numbers on every device. Checked
+        # first, so that a refused change draws nothing
+        self._check_inplace("uniform_")
+        return self._write("uniform_", Ellipsis, generator("uniform_").uniform(a, b, self.shape))
 
     def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
-        return self._write("normal_", Ellipsis, generator().normal(mean, std, self.shape))
+        self._check_inplace("normal_")
+        return self._write("normal_", Ellipsis, generator("normal_").normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
         try:  # an index out of range, on any device: NumPy's IndexError, naming the op and the shape

@@ -232,6 +232,89 @@ def test_functional_call_as_torch_func(rng):
         mt.func.functional_call(ours, (split[1], split[1]), mt.tensor(x))
 
 
+def _linear(T, weight, bias):
+    lin = T.nn.Linear(2, 2).double()
+    with T.no_grad():
+        lin.weight.copy_(T.tensor(weight, dtype=T.float64))
+        lin.bias.copy_(T.tensor(bias, dtype=T.float64))
+    return lin
+
+
+def _shared(T):
+    """Sequential(a, a): one Linear under the names 0 and 1."""
+    a = _linear(T, [[0.1, -0.2], [0.3, 0.4]], [0.05, 0.1])
+    return T.nn.Sequential(a, a)
+
+
+def _tied(T):
+    """Two Linears whose weights are one Parameter (a tied embedding and projection, in small)."""
+    e, d = _linear(T, [[0.1, -0.2], [0.3, 0.4]], [0.05, 0.1]), _linear(T, [[9.0, 9.0], [9.0, 9.0]], [-0.3, 0.2])
+    d.weight = e.weight
+    return T.nn.Sequential(e, d)
+
+
+W, W2, B = [[1.0, 2.0], [3.0, -4.0]], [[0.5, 0.0], [-1.0, 2.0]], [0.25, -0.5]
+TIED_CALLS = {  # name: (model, {name: values}, keyword arguments); "W*" names one tensor given twice
+    "second name": (_shared, {"1.weight": W}, {}),
+    "first name": (_shared, {"0.weight": W}, {}),
+    "both names, one tensor": (_shared, {"0.weight": W, "1.weight": "W*"}, {}),
+    "both names, two tensors": (_shared, {"0.weight": W, "1.weight": W}, {}),
+    "untied, second name": (_shared, {"1.weight": W}, {"tie_weights": False}),
+    "untied, both names": (_shared, {"0.weight": W, "1.weight": W2}, {"tie_weights": False}),
+    "strict, second names": (_shared, {"1.weight": W, "1.bias": B}, {"strict": True}),
+    "strict untied, first names": (_shared, {"0.weight": W, "0.bias": B}, {"strict": True, "tie_weights": False}),
+    "tied, second name": (_tied, {"1.weight": W}, {}),
+    "tied untied, second name": (_tied, {"1.weight": W}, {"tie_weights": False}),
+    "tied, two tensors": (_tied, {"0.weight": W, "1.weight": W2}, {}),
+    "tied untied, two tensors": (_tied, {"0.weight": W, "1.weight": W2}, {"tie_weights": False}),
+    "tied strict": (_tied, {"1.weight": W, "0.bias": B, "1.bias": B}, {"strict": True}),
+}
+
+# torch 2.13 swaps tensors' contents in and out of the module (torch.utils.swap_tensors): a slot given twice leaves the
+# module holding the first tensor's values and the gradient on the wrong object. Its reference is then the same call
+# with the name that takes effect given once.
+TORCH_REFERENCE = {"untied, both names": {"1.weight": W2}}
+
+
+@pytest.mark.parametrize("name", list(TIED_CALLS))
+def test_functional_call_with_tied_and_shared_parameters_as_torch(name):
+    """Any of a tied tensor's names (state_dict's) replaces it (tie_weights=True), or only that name's slot
+    (tie_weights=False); two tensors for one tied tensor, and strict's missing names, are refused as torch."""
+    make, given, kwargs = TIED_CALLS[name]
+    outcome = {}
+    for T, fc in ((mt, mt.func.functional_call), (torch, torch.func.functional_call)):
+        model, params, first = make(T), {}, None
+        for k, v in (TORCH_REFERENCE.get(name, given) if T is torch else given).items():
+            params[k] = first if v == "W*" else T.tensor(v, dtype=T.float64, requires_grad=True)
+            first = first if first is not None else params[k]
+        x = T.tensor([[0.3, -0.7], [1.1, 0.2]], dtype=T.float64)
+        try:
+            out = fc(model, params, (x,), **kwargs)
+        except (ValueError, RuntimeError) as e:
+            outcome[T.__name__] = type(e).__name__, str(e)
+            continue
+        (out * out).sum().backward()
+        # one tensor given twice is read once (torch 2.13 swaps it in and out twice and loses its .grad and the
+        # module's own Parameter on the way; minitensor gives both back)
+        grads = [p.grad for k, p in params.items() if given.get(k) != "W*" and p.grad is not None]
+        outcome[T.__name__] = _np(out), [_np(g) for g in grads]
+        assert dict(model.named_parameters()).keys() == {"0.weight", "0.bias", "1.bias"} - (
+            {"1.bias"} if make is _shared else set()
+        )  # the model's own parameters are back
+    ours, ref = outcome["minitensor"], outcome["torch"]
+    if isinstance(ref[0], str):
+        assert ours[0] == ref[0], (ours, ref)
+        if ref[0] == "ValueError":
+            assert ours[1] == ref[1]  # torch's words
+        else:
+            assert "missing keys ['1.bias', '1.weight']" in ours[1] and "Missing key(s): '1.bias', '1.weight'" in ref[1]
+        return
+    assert_close(ours[0], ref[0], RTOL, "output")
+    assert len(ours[1]) == len(ref[1])
+    for a, b in zip(ours[1], ref[1]):
+        assert_close(a, b, RTOL, "gradient")
+
+
 # ------------------------------------------------------------------ autograd.functional's forward-mode routes
 def test_functional_jvp_hvp_and_forward_mode_jacobians_equal_torch(inputs, rng):
     ours, ref = inputs

@@ -184,7 +184,7 @@ def test_random_fills_bump_the_version(name):
 @pytest.mark.parametrize("name", ["add_", "mul_", "fill_", "setitem"])
 def test_inplace_refused_on_a_tensor_requiring_grad(name):
     t = _t(2, 3, grad=True)
-    with pytest.raises(RuntimeError, match="in-place change of a tensor that requires grad"):
+    with pytest.raises(RuntimeError, match="in-place change of a leaf tensor that requires grad"):
         INPLACE[name](t, mt)
     assert t._version == 0
 
@@ -222,3 +222,165 @@ def test_updates_through_data_that_bump():
     assert w._version == v1 + 1
     lin.load_state_dict(lin.state_dict())
     assert w._version == v1 + 2
+
+
+# ----------------------------------------------------------------------------- which changes are refused, as torch
+# Each case runs the same code on minitensor and torch (`T` is the library): None where both allow it, else the
+# start of minitensor's refusal. TORCH_ALLOWS lists where torch allows what minitensor refuses (it records in-place
+# ops in the graph; minitensor does not, so it refuses rather than leave the change undifferentiated).
+def _leaf(T):
+    return T.tensor([0.5, -1.0, 2.0], requires_grad=True)
+
+
+def _nonleaf(T):
+    return _leaf(T) * 1.5
+
+
+def _no_grad_view(T, base):
+    with T.no_grad():
+        return base[:2]
+
+
+def _inside_no_grad(T, change):
+    with T.no_grad():
+        change()
+
+
+REFUSALS = {
+    "leaf": (lambda T: _leaf(T).mul_(2), "mul_: in-place change of a leaf tensor that requires grad"),
+    "leaf setitem": (lambda T: _leaf(T).__setitem__(0, 1.0), "__setitem__: in-place change of a leaf tensor"),
+    "leaf under no_grad": (lambda T: (x := _leaf(T), _inside_no_grad(T, lambda: x.mul_(2))), None),
+    "view of a leaf": (lambda T: _leaf(T)[:2].mul_(2), "mul_: in-place change of a tensor in the graph"),
+    "view of a leaf under no_grad": (lambda T: (v := _leaf(T)[:2], _inside_no_grad(T, lambda: v.mul_(2))), None),
+    "no_grad view of a leaf": (lambda T: _no_grad_view(T, _leaf(T)).mul_(2), "mul_: in-place change, with grad mode"),
+    "no_grad view of a non-leaf": (lambda T: _no_grad_view(T, _nonleaf(T)).fill_(0), "fill_: in-place change, with"),
+    "view of a no_grad view": (lambda T: _no_grad_view(T, _leaf(T))[:1].zero_(), "zero_: in-place change, with grad"),
+    "no_grad view changed under no_grad": (
+        lambda T: (v := _no_grad_view(T, _leaf(T)), _inside_no_grad(T, lambda: v.mul_(2))),
+        None,
+    ),
+    "non-leaf": (lambda T: _nonleaf(T).mul_(2), "mul_: in-place change of a tensor in the graph (a non-leaf, made by"),
+    "non-leaf under no_grad": (lambda T: (h := _nonleaf(T), _inside_no_grad(T, lambda: h.mul_(2))), None),
+    "view of a non-leaf": (lambda T: _nonleaf(T)[1:].add_(1.0), "add_: in-place change of a tensor in the graph"),
+    "view of a non-leaf under no_grad": (
+        lambda T: (v := _nonleaf(T)[1:], _inside_no_grad(T, lambda: v.add_(1.0))),
+        None,
+    ),
+    "detached leaf": (lambda T: _leaf(T).detach().mul_(2), None),
+    "operand requires grad": (lambda T: T.zeros(3).copy_(_leaf(T)), "copy_: an operand requires grad"),
+    "operand under no_grad": (lambda T: (z := T.zeros(3), _inside_no_grad(T, lambda: z.copy_(_leaf(T)))), None),
+    "constant": (lambda T: T.zeros(3).add_(1.0), None),
+}
+TORCH_ALLOWS = {"non-leaf", "view of a non-leaf", "operand requires grad"}
+
+
+@pytest.mark.parametrize("name", list(REFUSALS))
+def test_inplace_refusals_match_torch(name):
+    change, refusal = REFUSALS[name]
+    torch_refused = None
+    try:
+        change(torch)
+    except RuntimeError as e:
+        torch_refused = str(e)
+    if refusal is None:
+        change(mt)
+        assert torch_refused is None, torch_refused
+        return
+    with pytest.raises(RuntimeError) as info:
+        change(mt)
+    assert str(info.value).startswith(refusal), str(info.value)
+    assert (torch_refused is None) == (name in TORCH_ALLOWS), torch_refused
+
+
+def test_a_nonleaf_changed_under_no_grad_bumps_its_version_as_torch():
+    """h.mul_(2) under no_grad is allowed, and a node that saved h before the change then raises at backward (in
+    torch too); a graph that did not save h backpropagates, with torch's gradient."""
+    for T in (mt, torch):
+        x = _leaf(T)
+        h = x * 1.5
+        y = h * h  # saves h
+        before = h._version
+        with T.no_grad():
+            h.mul_(2)
+        assert h._version == before + 1
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+    grads = []
+    for T in (mt, torch):
+        x = _leaf(T)
+        h = x * 1.5
+        z = h + 1.0  # saves nothing of h
+        with T.no_grad():
+            h.mul_(2)
+        (z * 3.0 + h * h).sum().backward()  # h * h after the change: the new values
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)
+
+
+def test_each_refusals_advice_works():
+    """What each refusal advises, done, is allowed and gives torch's values."""
+    # a leaf: wrap it in mt.no_grad()
+    x = _leaf(mt)
+    with mt.no_grad():
+        x.mul_(2)
+    assert x.requires_grad and x.grad_fn is None
+    np.testing.assert_array_equal(x.numpy(), [1.0, -2.0, 4.0])
+    # a tensor in the graph: the out-of-place form is differentiated as torch's in-place op is ...
+    grads = []
+    for T, out_of_place in ((mt, True), (torch, False)):
+        x = _leaf(T)
+        h = x * 1.5
+        h = h.mul(2) if out_of_place else h.mul_(2)
+        (h * h).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)
+    # ... and a change the gradient must not see goes inside mt.no_grad()
+    h = _nonleaf(mt)
+    with mt.no_grad():
+        h.mul_(2)
+    np.testing.assert_allclose(h.numpy(), [1.5, -3.0, 6.0])
+    # a view made under no_grad: the change inside mt.no_grad() as well
+    x = _leaf(mt)
+    v = _no_grad_view(mt, x)
+    with mt.no_grad():
+        v.mul_(2)
+    np.testing.assert_array_equal(x.numpy(), [1.0, -2.0, 2.0])
+    # an operand that requires grad: the out-of-place form, or operand.detach() as a constant
+    w = _leaf(mt)
+    z = mt.zeros(3).copy_(w.detach())
+    np.testing.assert_array_equal(z.numpy(), w.numpy())
+    z = mt.where(mt.tensor([True, False, True]), w, mt.zeros(3))
+    z.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 0.0, 1.0])
+
+
+def test_a_dual_tensor_changed_in_place_is_refused_and_the_out_of_place_form_works():
+    from minitensor.autograd import forward_ad as fw
+
+    x = mt.tensor([1.0, 2.0])
+    with fw.dual_level():
+        d = fw.make_dual(x, mt.tensor([1.0, 0.0]))
+        with pytest.raises(RuntimeError, match="mul_: in-place change of a dual tensor .* use the out-of-place form"):
+            d.mul_(2)
+        with mt.no_grad(), pytest.raises(RuntimeError, match="in-place change of a dual tensor"):
+            d.mul_(2)  # no_grad does not stop forward mode, in torch either
+        np.testing.assert_array_equal(fw.unpack_dual(d.mul(2)).tangent.numpy(), [2.0, 0.0])
+
+
+INPLACE_FLAG = {  # the ops that take torch's inplace flag (refused before any work, so eval mode is fine)
+    "F.relu": lambda T, x, **kw: T.nn.functional.relu(x, **kw),
+    "F.dropout": lambda T, x, **kw: T.nn.functional.dropout(x, 0.5, training=False, **kw),
+    "nn.ReLU": lambda T, x, **kw: T.nn.ReLU(**kw)(x),
+    "nn.Dropout": lambda T, x, **kw: T.nn.Dropout(0.5, **kw).eval()(x),
+}
+
+
+@pytest.mark.parametrize("name", list(INPLACE_FLAG))
+def test_inplace_true_is_refused_and_inplace_false_gives_torchs_values(name):
+    """Deviation, flagged: torch takes inplace=True; minitensor's ops never write into their input, so it is refused
+    rather than ignored, and the advised inplace=False gives what torch's inplace=True gives."""
+    fn, a = INPLACE_FLAG[name], np.array([-1.0, 0.5, 2.0])
+    with pytest.raises(ValueError, match="inplace=True is not supported .* use inplace=False"):
+        fn(mt, mt.tensor(a), inplace=True)
+    ours = fn(mt, mt.tensor(a), inplace=False)
+    np.testing.assert_array_equal(ours.numpy(), fn(torch, torch.tensor(a), inplace=True).numpy())

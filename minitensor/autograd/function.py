@@ -29,7 +29,8 @@ Floating-point edges (log 0, x/0, overflow) give IEEE values silently, as in PyT
 NumPy's RuntimeWarnings are turned off.
 
 This module knows a tensor only by what the walk uses: `data`, `requires_grad`, `grad_fn`, `shape`,
-`dtype`, `version_counter`, `accumulate_grad(g)`, `apply_hooks(g)` and `wrap(array)` (a new Tensor around an array).
+`dtype`, `version_counter`, `no_grad_view`, `accumulate_grad(g)`, `apply_hooks(g)` and `wrap(array)` (a new Tensor
+around an array).
 tensor.py's Tensor provides them, so the import order is one way: tensor.py -> ops/ -> autograd/.
 `is_tensor_like(x)` is that test, the one every module asks.
 """
@@ -407,7 +408,7 @@ class Function:
         out = run_quietly(calls.forward, cls, ctx, arrays, kwargs)
         result = tensors[0].wrap(out)
         if cls.returns_view and np.may_share_memory(out, arrays[0]):
-            result.version_counter = tensors[0].version_counter
+            share_base(result, tensors[0], _grad_mode.enabled)
         if _grad_mode.enabled:
             needs = tuple([t.requires_grad for t in tensors])  # (a list comprehension: faster than a generator)
             if True in needs:
@@ -456,8 +457,17 @@ def _apply_untracked(fn, tensors: tuple, kwargs: dict):
     out = run_quietly(_forward_untracked, fn, arrays, kwargs)
     result = tensors[0].wrap(out)
     if fn.returns_view and np.may_share_memory(out, arrays[0]):
-        result.version_counter = tensors[0].version_counter
+        share_base(result, tensors[0], False)
     return result
+
+
+def share_base(view, base, grad_enabled: bool) -> None:
+    """A view shares its base's version counter (a change through either is a change of both). Made under no_grad
+    from a tensor that requires grad, or from such a view, it is marked: an in-place change of it with grad mode on
+    is then refused, as PyTorch refuses it (tensor.py)."""
+    view.version_counter = base.version_counter
+    if base.no_grad_view or (base.requires_grad and not grad_enabled):
+        view.no_grad_view = True
 
 
 def _forward_untracked(fn, arrays, kwargs):

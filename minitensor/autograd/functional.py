@@ -26,23 +26,25 @@ vectorize batches the rows of a Jacobian with vmap, which minitensor does not ha
 computed one by one here, with the same values (so strategy="forward-mode" needs no vectorize=True
 here, where PyTorch requires it: flagged).
 
-`functional_call(module, parameters, *args)` (PyTorch's torch.func.functional_call) runs a module
-with tensors of your choosing in place of its parameters, so that a model's loss becomes a function
+`functional_call(module, parameters, *args)` (PyTorch's torch.func.functional_call, from stateless.py) runs a
+module with tensors of your choosing in place of its parameters, so that a model's loss becomes a function
 of its parameters: `hvp(lambda *ps: loss(functional_call(model, dict(zip(names, ps)), x)), params, v)`.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 
 import numpy as np
 
 from ..creation import ones_like, zeros_like
 from ..functions.shape import stack
+from ..random import randomness_refused
 from . import forward_ad
 from .engine import grad, tangent_grad
 from .function import is_tensor_like
 from .grad_mode import enable_grad, no_grad
+from .stateless import functional_call
 from .tangents import rules_unrecorded
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "functional_call"]
@@ -374,13 +376,22 @@ def _columns_to_jacobian(columns: list, refs: tuple, inputs: tuple) -> tuple:
     return tuple(out)
 
 
+FORWARD_MODE_DRAW = (
+    "in the function, which the forward-mode strategy runs once per input element, each run drawing its own "
+    "numbers (torch refuses it too: its forward-mode strategy runs under vmap); use the reverse-mode strategy (one "
+    "run, one draw), or mt.func.jacfwd(f, randomness='same')"
+)
+
+
 def _jacobian_forward(func, inputs, strict: bool):
     """jacobian(strategy="forward-mode"): column e of d out / d x_j is J e, one forward pass per input element."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
     inputs = _preprocess(inputs, False, need_graph=False)
     columns = [[] for _ in inputs]
     outputs, is_outputs_tuple = None, False
-    with no_grad():  # tangents flow under no_grad; nothing here is differentiated again
+    # tangents flow under no_grad; nothing here is differentiated again. func runs once per column: a random draw
+    # would differ from column to column, so it is refused (as torch's vmapped forward-mode strategy refuses it)
+    with no_grad(), randomness_refused("jacobian (strategy='forward-mode')", FORWARD_MODE_DRAW):
         for j, tangents in _unit_tangents(inputs):
             with forward_ad.dual_level():
                 outs = func(*_duals(inputs, tangents))
@@ -424,7 +435,7 @@ def hessian(
             )
         inputs = _preprocess(inputs, False, need_graph=True)
         columns = [[] for _ in inputs]
-        with enable_grad():
+        with enable_grad(), randomness_refused("hessian (outer_jacobian_strategy='forward-mode')", FORWARD_MODE_DRAW):
             for j, tangents in _unit_tangents(inputs):
                 columns[j].append(_gradient_tangents(func, inputs, tangents, False, strict, "hessian")[1])
         return _unpack(_columns_to_jacobian(columns, inputs, inputs), (is_inputs_tuple, is_inputs_tuple))
@@ -529,49 +540,3 @@ def hvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
         is_inputs_tuple, inputs, v = _prepare_scalar_call(func, inputs, v, create_graph, strict, "hvp")
         output, result = _gradient_tangents(func, inputs, _ones_if_none(v, inputs), create_graph, strict, "hvp")
     return _postprocess(output, create_graph), _unpack(_postprocess(result, create_graph), is_inputs_tuple)
-
-
-# --------------------------------------------------------------------------------------------
-# A module as a function of its parameters
-# --------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def _parameters_replaced(module, parameters: dict):
-    """Inside the block, module's parameters (and buffers) named in `parameters` are those tensors; restored after."""
-    owners = dict(module.named_modules())
-    # As torch's tie_weights=True: a tensor registered in two places (a tied embedding and output projection)
-    # is listed once by named_parameters and replaced in every place that holds it.
-    places = {}  # id(tensor) -> [(store, leaf)], every parameter and buffer slot of every submodule
-    for m in owners.values():
-        for store in (m._parameters, m._buffers):
-            for leaf, t in store.items():
-                if t is not None:
-                    places.setdefault(id(t), []).append((store, leaf))
-    saved = []
-    try:
-        for name, tensor in parameters.items():
-            owner_name, _, leaf = name.rpartition(".")
-            owner = owners.get(owner_name)
-            store = None if owner is None else owner._parameters if leaf in owner._parameters else owner._buffers
-            if store is None or leaf not in store:
-                raise KeyError(f"functional_call: {type(module).__name__} has no parameter or buffer {name!r}")
-            for place, key in places.get(id(store[leaf]), [(store, leaf)]):
-                saved.append((place, key, place[key]))
-                place[key] = tensor
-        yield
-    finally:
-        for store, leaf, original in reversed(saved):
-            store[leaf] = original
-
-
-def functional_call(module, parameters: dict, args=(), kwargs=None):
-    """module(*args, **kwargs) with the tensors of `parameters` (name -> Tensor) in place of its own.
-
-    PyTorch's torch.func.functional_call: the module's output becomes a function of those tensors,
-    which is what hvp, jacobian and the rest need of a model. The module's own parameters are back
-    in place when the call returns.
-    """
-    args = args if isinstance(args, tuple) else (args,)
-    with _parameters_replaced(module, parameters):
-        return module(*args, **(kwargs or {}))

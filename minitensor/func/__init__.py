@@ -13,7 +13,9 @@ hessian, functional_call), with argnums and has_aux, returning what torch.func r
     trees.py     tuples/lists/dicts of tensors, argnums, has_aux, and the checks on them
 
 Deviation, flagged: there is no vmap. Jacobian rows (jacrev) and columns (jacfwd) are computed one pass at
-a time, with the values torch's batched ones have; chunk_size and randomness are accepted and change nothing.
+a time, with the values torch's batched ones have; chunk_size is accepted and changes nothing. jacfwd's
+randomness is torch's: "error" (the default) refuses a random op inside the function, "same" gives every
+column one draw, "different" a draw each (forward.py); hessian refuses one, and so do jacrev's backward rows.
 """
 
 from __future__ import annotations

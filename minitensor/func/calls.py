@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from ..autograd import functional
+from ..autograd import stateless
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *, tie_weights=True, strict=False):
     """module(*args, **kwargs) with the named tensors in place of its own parameters and buffers, as
     torch.func.functional_call: the output becomes a function of those tensors (grad, jacrev, hessian of a
     model's loss). parameter_and_buffer_dicts: a dict name -> Tensor, or a tuple of dicts (no name in two).
-    strict=True: every parameter and buffer must be given, and no other name. tie_weights is accepted: a
-    parameter shared by two submodules is one entry here (named_parameters lists it once), so it is replaced
-    everywhere it is used, as torch's tie_weights=True does."""
+
+    tie_weights=True (torch's default): a tensor registered under several names (a shared module, as in
+    Sequential(a, a); a tied embedding and output projection) is replaced under all of them, given under any
+    one (state_dict's names, not only named_parameters'); two different tensors for it are refused, with
+    torch's error. tie_weights=False: only the names given are replaced (a module reached under two names is
+    still one module). strict=True: every name of every parameter and buffer must be given (after tying), and
+    no other name. Deviation from PyTorch, flagged: a name the module does not have is refused (KeyError) where
+    torch, without strict, ignores it silently."""
     dicts = parameter_and_buffer_dicts
     dicts = tuple(dicts) if isinstance(dicts, (tuple, list)) else (dicts,)
     merged = {}
@@ -24,8 +29,12 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
             if name in merged:
                 raise ValueError(f"functional_call: {name!r} appeared in more than one of the dicts given")
             merged[name] = t
+    if not isinstance(tie_weights, bool):
+        raise TypeError(f"functional_call: expected tie_weights to be a bool, got {tie_weights!r}")
+    if tie_weights:
+        merged = stateless.untie_named_tensors(module, merged)
     if strict:
-        expected = {n for n, _ in module.named_parameters()} | {n for n, _ in module.named_buffers()}
+        expected = set(stateless.named_tensors(module))
         missing, unexpected = sorted(expected - set(merged)), sorted(set(merged) - expected)
         if missing or unexpected:
             raise RuntimeError(
@@ -34,4 +43,5 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
             )
     if args is None:
         args = ()
-    return functional.functional_call(module, merged, args if isinstance(args, tuple) else (args,), kwargs)
+    args = args if isinstance(args, tuple) else (args,)
+    return stateless.functional_call(module, merged, args, kwargs, tie_weights=False)  # tied above

@@ -5,8 +5,14 @@ x + ẋε, runs the function once and reads the output's tangent J ẋ (`forward
 once per input element with ẋ a unit vector, so it costs one pass per input where jacrev costs one per
 output: the cheaper one is jacfwd for a tall Jacobian (few inputs, many outputs), jacrev for a wide one
 (docs/forward_mode.md). Deviation, flagged: torch.func.jacfwd batches its columns with vmap; here they are
-computed one by one, with the same values (`randomness` is accepted and changes nothing: a function that
-draws random numbers would draw them afresh for every column).
+computed one by one, with the same values.
+
+Randomness, as torch.func's jacfwd(randomness=...): a random op inside the function (dropout, randn, rand_like,
+init.normal_, ...) runs once per column, so the flag decides what each column sees. "error" (the default) refuses
+the draw, naming the op; "same" puts the generator back where it stood before the first column at the start of
+every column, so that every column sees the draw the function makes when called once (one dropout mask for the
+whole Jacobian, and the stream ends where one call leaves it); "different" lets each column draw afresh. hessian,
+jacfwd over jacrev, takes no flag (as torch.func.hessian): a draw inside it is refused.
 
 The dual level is one at a time (forward_ad.py), so a forward transform inside another (jacfwd of
 jacfwd) is refused; forward over reverse (hessian) and reverse over forward (jacrev of jacfwd) work.
@@ -18,6 +24,7 @@ import numpy as np
 
 from ..autograd import forward_ad
 from ..autograd.tangents import dual_state
+from ..random import get_rng_state, randomness_refused, set_rng_state
 from .reverse import jacrev, stack_jacobian
 from .trees import float_leaves, normalize_argnums, split_aux, tensor_leaves, tree_flatten, tree_unflatten
 
@@ -87,16 +94,26 @@ def jvp(func, primals, tangents, *, strict: bool = False, has_aux: bool = False)
     return (*result, aux) if has_aux else result
 
 
-def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error"):
+def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error", _who: str = "jacfwd"):
     """A function returning the Jacobian of func with respect to argnums by forward mode, one pass per input
-    element: entry for output o and input x has shape o.shape + x.shape (with has_aux: (jacobian, aux))."""
+    element: entry for output o and input x has shape o.shape + x.shape (with has_aux: (jacobian, aux)).
+    randomness: what a random op inside func draws in each column, "error", "same" or "different" (the module's
+    docstring). (_who: the name errors give, hessian's own when hessian calls it.)"""
     if randomness not in ("error", "different", "same"):
         raise RuntimeError(f"jacfwd: expected randomness to be 'error', 'different' or 'same', got {randomness!r}")
+    advice = "while in randomness error mode (the default), where each column would draw its own numbers. " + (
+        "Please either use randomness='same' (one draw for every column) or 'different' (a draw per column) on "
+        "jacfwd, or perform the random operation outside the transform"
+        if _who == "jacfwd"
+        else f"{_who} takes no randomness flag (as torch.func's): perform the random operation outside it, or "
+        f"call jacfwd(jacrev(f), randomness='same' or 'different') instead"
+    )
 
     def wrapper(*args, **kwargs):
-        who = "jacfwd(f)(*args)"
+        who = f"{_who}(f)(*args)"
         nums, is_tuple = normalize_argnums(argnums, len(args), who)
         trees = [float_leaves(args[a], who, f"argument {a} (argnums)") for a in nums]
+        start = get_rng_state()  # where every column starts with randomness="same"
         columns = {}  # (argnum index, leaf index) -> per output leaf, its columns d out / d x[j]
         first = None
         for i, (leaves, _) in enumerate(trees):
@@ -105,13 +122,17 @@ def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error")
                 for e in range(x.numel()):
                     unit = np.zeros_like(x.data, shape=(x.numel(),))  # on x's device (zeros_like keeps the module)
                     unit[e] = 1
-                    run = forward_call(func, args, kwargs, nums, {(i, j): x.wrap(unit.reshape(x.shape))}, has_aux, who)
+                    if randomness == "same":
+                        set_rng_state(start)
+                    with randomness_refused(_who if randomness == "error" else None, advice):
+                        tangent = {(i, j): x.wrap(unit.reshape(x.shape))}
+                        run = forward_call(func, args, kwargs, nums, tangent, has_aux, who)
                     first = first or run
                     cols = cols or [[] for _ in run[1]]
                     for c, t in zip(cols, run[1]):
                         c.append(t)
                 columns[i, j] = cols
-        if first is None:  # no input element at all: one plain call gives the output's shapes
+        if first is None:  # no input element, no column (torch draws freely then): one call gives the output's shapes
             first = forward_call(func, args, kwargs, nums, {}, has_aux, who)
         outs, _, out_spec, aux = first
         per_output = []
@@ -145,4 +166,4 @@ def hessian(func, argnums=0):
             raise RuntimeError(f"hessian: expected the function to return a scalar Tensor (one element), got {got}")
         return out
 
-    return jacfwd(jacrev(scalar_func, argnums), argnums)
+    return jacfwd(jacrev(scalar_func, argnums), argnums, _who="hessian")

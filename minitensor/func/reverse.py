@@ -3,7 +3,9 @@
 Each runs the function once on its differentiated arguments made fresh leaves (`reverse_call`), then
 pulls cotangents back through the recorded graph (`pullback`): one backward for vjp and grad, one per
 output element for jacrev (deviation, flagged: torch.func.jacrev batches those rows with vmap; here
-they are computed one by one, with the same values; `chunk_size` is accepted and changes nothing).
+they are computed one by one, with the same values; `chunk_size` is accepted and changes nothing). The
+function runs once, so its random draws are one draw, as in torch; a draw inside jacrev's backward rows is
+refused, as torch's vmap refuses it.
 
 Composition. An inner transform must hand its outer one something it can differentiate:
   - inside a reverse transform (grad of grad), or on inputs that require grad, the backward is recorded
@@ -24,6 +26,7 @@ from ..autograd import enable_grad, forward_ad, is_grad_enabled, tangent_grad
 from ..autograd import grad as autograd_grad  # this module defines its own grad, the transform
 from ..autograd.tangents import dual_state, rules_unrecorded
 from ..functions.shape import stack
+from ..random import randomness_refused
 from .trees import check_scalar, float_leaves, normalize_argnums, split_aux, tensor_leaves, tree_flatten, tree_unflatten
 
 __all__ = ["grad_and_value", "grad", "jacrev", "stack_jacobian", "vjp"]
@@ -204,7 +207,11 @@ def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
                 onehot = np.zeros_like(o.data, shape=(o.numel(),))  # on o's device
                 onehot[k] = 1
                 cot = o.wrap(onehot.reshape(o.shape))
-                for a, gs in enumerate(call.pullback([o], [cot], retain_graph=True)):
+                # the function ran once, but the backward runs once per row: a draw there (a custom Function's
+                # backward) would differ from row to row, so it is refused, as torch's vmap over the rows refuses it
+                with randomness_refused("jacrev", JACREV_DRAW):
+                    grads = call.pullback([o], [cot], retain_graph=True)
+                for a, gs in enumerate(grads):
                     for j, g in enumerate(gs):
                         rows[a][j].append(g)
             jac = [
@@ -215,6 +222,13 @@ def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
         return (result, call.aux_out()) if has_aux else result
 
     return wrapper
+
+
+JACREV_DRAW = (
+    "in its backward, which jacrev runs once per output element, each run drawing its own numbers; jacrev takes no "
+    "randomness flag (torch.func.jacrev refuses it too, in vmap's randomness error mode): draw the random numbers "
+    "in the forward instead"
+)
 
 
 def stack_jacobian(parts: list, out, x, dim: int):

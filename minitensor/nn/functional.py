@@ -294,20 +294,23 @@ def _keep_mask(shape: tuple, p: float) -> np.ndarray:
     Speed device: u is drawn a byte at a time. Its top byte decides alone unless it equals t's top byte (one entry in
     256); only those entries draw their 24 lower bits. The mask is exactly that of whole 32-bit integers, for an
     eighth of the generator's 64-bit draws (measured against float32 uniforms: benchmarks/README.md)."""
+    if p == 1.0:  # nothing kept: no draw (as torch, whose p = 1 draws nothing, even under jacfwd's error mode)
+        return np.zeros(shape, dtype=bool)
     n = math.prod(shape)
-    t = round(p * 2**32)  # p = 1: 2^32, whose top "byte" 256 no byte reaches: nothing kept
+    t = round(p * 2**32)
     top, low = t >> 24, t & 0xFFFFFF
-    hi = _random_bytes(n)
+    gen = generator("dropout")
+    hi = _random_bytes(gen, n)
     keep = hi > top
     tied = np.flatnonzero(hi == top)
     if tied.size:
-        keep[tied] = (_random_bytes(4 * tied.size).view(np.uint32) & 0xFFFFFF) >= low
+        keep[tied] = (_random_bytes(gen, 4 * tied.size).view(np.uint32) & 0xFFFFFF) >= low
     return keep.reshape(shape)
 
 
-def _random_bytes(n: int) -> np.ndarray:
+def _random_bytes(gen: np.random.Generator, n: int) -> np.ndarray:
     """n uniform random bytes (uint8) from ceil(n / 8) 64-bit draws of the generator."""
-    return generator().bit_generator.random_raw((n + 7) // 8).view(np.uint8)[:n]
+    return gen.bit_generator.random_raw((n + 7) // 8).view(np.uint8)[:n]
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False, mask=None) -> Tensor:
@@ -425,7 +428,7 @@ def scaled_dot_product_attention(
         if not _broadcasts_to(mask.shape, scores):
             raise ValueError(f"{op}: attn_mask of shape {mask.shape} does not broadcast to the scores' shape {scores}")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
-    seed = int(generator().bit_generator.random_raw()) if dropout_p > 0 else 0  # one draw: the dropout counters' key
+    seed = int(generator(op).bit_generator.random_raw()) if dropout_p > 0 else 0  # one draw: the dropout counters' key
     return ops.ScaledDotProductAttention.apply(
         query, key, value, mask=mask, is_causal=bool(is_causal), scale=scale, dropout_p=float(dropout_p), seed=seed
     )

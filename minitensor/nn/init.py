@@ -1,7 +1,7 @@
 """Parameter initialisation, in place, PyTorch's names and formulas (`torch.nn.init`).
 
 Every function writes into `tensor.data` with numbers drawn from the one seeded generator
-`mt.random.generator()`, records no graph, and returns the tensor. The numbers are always drawn on the
+`mt.random.generator(op)`, records no graph, and returns the tensor. The numbers are always drawn on the
 host and then copied to the tensor's device (issue 24), so one seed gives the same weights on every device.
 The streams differ from PyTorch's (see minitensor/random.py): equal seeds give equal
 *distributions*, not equal numbers; parity checks copy weights instead.
@@ -116,7 +116,7 @@ def uniform_(tensor, a: float = 0.0, b: float = 1.0):
     a, b = _number("uniform_", "a", a), _number("uniform_", "b", b)
     if a > b:
         raise ValueError(f"init.uniform_: expected a <= b, got a={a}, b={b}")
-    return _set(tensor, generator().uniform(a, b, size=arr.shape))
+    return _set(tensor, generator("init.uniform_").uniform(a, b, size=arr.shape))
 
 
 def normal_(tensor, mean: float = 0.0, std: float = 1.0):
@@ -125,7 +125,7 @@ def normal_(tensor, mean: float = 0.0, std: float = 1.0):
     mean, std = _number("normal_", "mean", mean), _number("normal_", "std", std)
     if std < 0:
         raise ValueError(f"init.normal_: std must be >= 0, got {std}")
-    return _set(tensor, generator().normal(mean, std, size=arr.shape))
+    return _set(tensor, generator("init.normal_").normal(mean, std, size=arr.shape))
 
 
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0):
@@ -133,7 +133,7 @@ def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, 
     arr = _float_array("trunc_normal_", tensor)
     if not a < b:
         raise ValueError(f"init.trunc_normal_: expected a < b, got a={a}, b={b}")
-    gen = generator()
+    gen = generator("init.trunc_normal_")
     out = gen.normal(mean, std, size=arr.shape)
     bad = (out < a) | (out > b)
     while bad.any():

@@ -29,7 +29,7 @@ import contextlib
 
 from ..autograd import enable_grad, is_grad_enabled, is_tensor_like
 from ..autograd.graph import saved_tensors_hooks
-from ..random import get_rng_state, set_rng_state
+from ..random import get_rng_state, randomness_refused, set_rng_state
 
 __all__ = ["CheckpointError", "checkpoint", "checkpoint_sequential", "noop_context_fn"]
 
@@ -63,32 +63,22 @@ def checkpoint(
     **kwargs,
 ):
     """function(*args, **kwargs), keeping none of the arrays its nodes save: the backward recomputes them by
-    running function once more. Non-tensor arguments pass through; the result must hold a Tensor."""
+    running function once more. Non-tensor arguments pass through, and the result is returned as it comes (a
+    Tensor, or any structure of them, dicts, lists and tuples, non-tensor leaves included), as torch's: the
+    backward reaches the segment's graph through whatever tensors of it are used, wherever they came out."""
     _refuse_reentrant("checkpoint", use_reentrant)
     if not callable(function):
         raise TypeError(f"checkpoint: function must be callable, got {type(function).__name__}")
     if determinism_check not in ("default", "none"):
         raise ValueError(f"checkpoint: determinism_check must be 'default' or 'none', got {determinism_check!r}")
     if not is_grad_enabled():  # nothing is recorded, so nothing is saved: a plain call
-        return _checked_output(function(*args, **kwargs), function)
+        return function(*args, **kwargs)
     if not callable(context_fn):
         raise TypeError(f"checkpoint: context_fn must be callable, got {type(context_fn).__name__}")
     first_run, recompute_context = context_fn()
     frame = _Frame(function, args, kwargs, preserve_rng_state, determinism_check == "default", recompute_context)
     with saved_tensors_hooks(frame.pack, frame.unpack), first_run:
-        out = function(*args, **kwargs)
-    return _checked_output(out, function)
-
-
-def _checked_output(out, function):
-    items = out if isinstance(out, (tuple, list)) else (out,)
-    if not any(is_tensor_like(o) for o in items):
-        name = getattr(function, "__name__", type(function).__name__)
-        raise TypeError(
-            f"checkpoint: {name} returned {type(out).__name__}, no Tensor: a checkpointed function must return a "
-            f"Tensor (or a tuple or list holding one), through which the backward reaches its graph"
-        )
-    return out
+        return function(*args, **kwargs)
 
 
 class _Frame:
@@ -101,7 +91,8 @@ class _Frame:
         self.args = tuple(a.detach().requires_grad_(a.requires_grad) if is_tensor_like(a) else a for a in args)
         # each tensor argument's version now: an in-place change before the backward would make the recompute
         # compute other values, silently where no node saved that argument itself. Refused (torch does not check)
-        self.versions = [(i, a.version_counter.value) for i, a in enumerate(self.args) if is_tensor_like(a)]
+        # (a tensor inside a list, tuple or dict argument too: the recompute reads it all the same)
+        self.versions = [(i, t, t.version_counter.value) for i, a in enumerate(self.args) for t in _tensors_in(a)]
         self.rng_state = get_rng_state() if preserve_rng_state else None
         self.packed = []  # per pack of the first run: (shape, dtype)
         self.recomputed = {}  # pack number -> the recomputed Tensor, until its unpack takes it
@@ -118,8 +109,8 @@ class _Frame:
 
     def recompute(self) -> None:
         name = getattr(self.function, "__name__", type(self.function).__name__)
-        for i, version in self.versions:
-            now = self.args[i].version_counter.value
+        for i, t, version in self.versions:
+            now = t.version_counter.value
             if now != version:
                 raise RuntimeError(
                     f"checkpoint: argument {i} of {name} was changed in place after the checkpointed call (version "
@@ -135,8 +126,10 @@ class _Frame:
         state_now = get_rng_state()
         if self.rng_state is not None:  # replay the first run's draws (dropout masks), then give back the stream
             set_rng_state(self.rng_state)
+        # a replay draws nothing new, so it is allowed where a transform refuses new draws (jacrev's backward rows)
+        replay = randomness_refused(None) if self.rng_state is not None else contextlib.nullcontext()
         try:
-            with enable_grad(), saved_tensors_hooks(keep, _never_unpacked), self.context:
+            with enable_grad(), saved_tensors_hooks(keep, _never_unpacked), self.context, replay:
                 self.function(*self.args, **self.kwargs)
         finally:
             if self.rng_state is not None:
@@ -162,6 +155,17 @@ class _Frame:
                     f"recompute; the function must run the same way each time (pass determinism_check='none' "
                     f"to skip this check)"
                 )
+
+
+def _tensors_in(value) -> list:
+    """The tensors of an argument: itself, or those inside a (nested) list, tuple or dict."""
+    if is_tensor_like(value):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    return []
 
 
 def _never_unpacked(t):  # pragma: no cover - the recomputed graph is dropped, never backpropagated
