@@ -6,6 +6,7 @@ Tolerances are the project's (minitensor/testing.py), never the course's own.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 
 import numpy as np
@@ -16,7 +17,17 @@ from minitensor.testing import GRADCHECK, OP_RTOL, error_stats
 
 from ..runner import CheckFailed
 
-__all__ = ["CheckFailed", "OP_RTOL", "as_array", "case", "compare", "expect_array", "finite_differences", "rng"]
+__all__ = [
+    "CheckFailed",
+    "OP_RTOL",
+    "as_array",
+    "case",
+    "compare",
+    "expect_array",
+    "finite_differences",
+    "rng",
+    "scalar_differs",
+]
 
 
 @contextmanager
@@ -59,6 +70,19 @@ def expect_array(where: str, got, shape: tuple, dtype) -> np.ndarray:
     return arr
 
 
+def scalar_differs(got, want: float, tol: float) -> bool:
+    """Whether `got` is not the number `want` within tol * max(1, |want|). Written so that NaN differs: a NaN or
+    inf where `want` is finite differs from it, a non-finite `want` is matched only by the same value, and
+    anything that is not a real number differs."""
+    try:
+        got = float(got)
+    except (TypeError, ValueError):
+        return True
+    if not math.isfinite(want):
+        return not (got == want or (math.isnan(got) and math.isnan(want)))
+    return not (math.isfinite(got) and abs(got - want) <= tol * max(1.0, abs(want)))
+
+
 def compare(where: str, got, expected, rtol: float | None = None, reference: str = "torch") -> None:
     """`got` equals `expected` within rtol (default: OP_RTOL of expected's dtype) in minitensor.testing's measure.
 
@@ -71,6 +95,14 @@ def compare(where: str, got, expected, rtol: float | None = None, reference: str
     if max_rel <= rtol:
         return
     a, b = got_a.astype(np.float64), exp_a.astype(np.float64)
+    stray = ~np.isfinite(a) & np.isfinite(b)
+    if stray.any():
+        idx = tuple(int(i) for i in np.argwhere(stray)[0])
+        raise CheckFailed(
+            f"{where}: a non-finite value: at element {idx} expected {float(b[idx])!r} ({reference}), got "
+            f"{float(a[idx])!r} ({int(stray.sum())} of {a.size} elements non-finite): where did the first NaN or inf "
+            "appear?"
+        )
     with np.errstate(invalid="ignore"):
         diff = np.abs(a - b)
     diff = np.where(np.isnan(diff), np.inf, diff)

@@ -13,7 +13,7 @@ import math
 import torch
 
 from ..runner import Exercise
-from .common import CheckFailed, rng
+from .common import CheckFailed, rng, scalar_differs
 
 EPS = 1e-6  # central differences on float64 scalars: error about EPS^2 * f''' + 1e-16 / EPS
 FD_TOL = 1e-6
@@ -45,7 +45,7 @@ def _op_check(ex: str, name: str, build, torch_fn, points, needs_twice=False):
                     else [torch.tensor(float(x), dtype=torch.float64, requires_grad=True) for x in xs]
                 )
                 t_out = torch_fn(*(ts * len(xs) if twice else ts))
-                if abs(out.data - t_out.item()) > TORCH_TOL * max(1.0, abs(t_out.item())):
+                if scalar_differs(out.data, t_out.item(), TORCH_TOL):
                     raise CheckFailed(f"{name} forward at {xs}: expected {t_out.item()!r}, got {out.data!r}")
                 out.grad = g
                 out._backward()
@@ -58,7 +58,7 @@ def _op_check(ex: str, name: str, build, torch_fn, points, needs_twice=False):
                             f"{name}: after your closure, input {i}'s .grad is {now!r}; expected a number"
                         )
                     got, want = now - before, t_grad.item()
-                    if abs(got - want) > TORCH_TOL * max(1.0, abs(want)):
+                    if scalar_differs(got, want, TORCH_TOL):
                         what = f"{name}(v, v), the same Value v in both places" if twice else f"{name} at {xs}"
                         hint = ""
                         if twice and abs(got - want / 2) < 1e-9 * max(1.0, abs(want)):
@@ -75,7 +75,7 @@ def _op_check(ex: str, name: str, build, torch_fn, points, needs_twice=False):
                         lo = [x - (EPS if j == i else 0.0) for j, x in enumerate(xs)]
                         num = g * (build(*map(V, hi)).data - build(*map(V, lo)).data) / (2 * EPS)
                         got = vals[i].grad - start[i]
-                        if abs(got - num) > FD_TOL * max(1.0, abs(num)):
+                        if scalar_differs(got, num, FD_TOL):
                             raise CheckFailed(
                                 f"{name} at {xs}, out.grad = {g:.4f}: finite differences of your forward give "
                                 f"{num!r} for input {i}; your closure added {got!r}"
@@ -111,13 +111,13 @@ def _check_backward(mod):
         a, b = V(xa), V(xb)
         L = _graph(V, a, b)
         L.backward()
-        if L.grad != 1.0:
+        if scalar_differs(L.grad, 1.0, 0.0):
             raise CheckFailed(f"the root's grad must start at dL/dL = 1, got {L.grad!r}")
         ta, tb = (torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in (xa, xb))
         c = ta * tb
         (torch.tanh(c + ta) * c + tb).backward()
         for name, v, t in (("a", a, ta), ("b", b, tb)):
-            if abs(v.grad - t.grad.item()) > TORCH_TOL:
+            if scalar_differs(v.grad, t.grad.item(), TORCH_TOL):
                 raise CheckFailed(
                     f"on L = tanh(a*b + a) * (a*b) + b at a={xa}, b={xb}: expected "
                     f"dL/d{name} = {t.grad.item()!r} (torch), got {v.grad!r}: every node's _backward must run once, "
@@ -141,7 +141,7 @@ def _check_backward(mod):
             "on a chain 5,000 nodes deep: RecursionError. A recursive graph walk stops at "
             "Python's recursion limit; walk with an explicit stack (a list you push to and pop from)"
         ) from None
-    if x.grad != 1.0:
+    if scalar_differs(x.grad, 1.0, 0.0):
         raise CheckFailed(f"on a chain of identities 5,000 deep: expected x.grad = 1.0, got {x.grad!r}")
 
 

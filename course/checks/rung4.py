@@ -47,7 +47,7 @@ def _check_attention(mod):
                     raise CheckFailed(f"{where}: weights: a masked key must get exactly zero weight")
                 sums = w.sum(axis=-1)
                 worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(np.abs(sums - 1))), sums.shape))
-                if abs(sums[worst] - 1) > 1e-12:
+                if not abs(sums[worst] - 1) <= 1e-12:  # written so that a NaN row fails too
                     raise CheckFailed(
                         f"{where}: weights: the row at {worst} sums to {float(sums[worst])!r}, not 1; the softmax must "
                         f"come after the mask (masked scores set to -inf, then softmax), not before"
