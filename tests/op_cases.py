@@ -643,6 +643,20 @@ CASES: list[Case] = [
         gradcheck=False,
         why="padding_idx zeroes the pad row's gradient by definition (torch too) although the output reads it",
     ),
+    C(
+        "F.embedding_freq",
+        lambda t, i, w: t.F.embedding(i, w, scale_grad_by_freq=True),
+        [Const(TOKENS), (6, 4)],
+        gradcheck=False,
+        why="scale_grad_by_freq divides each row's gradient by its id's count: torch's convention, not a derivative",
+    ),
+    C(
+        "F.embedding_max_norm",
+        lambda t, i, w: t.F.embedding(i, w * 1.0, max_norm=0.8, norm_type=1.5),
+        [Const(TOKENS), (6, 4)],
+        gradcheck=False,
+        why="max_norm rescales the looked-up rows in place outside the graph, so finite differences see the rescale",
+    ),
     C("F.cross_entropy", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET)]),
     C("F.cross_entropy_ignore", lambda t, x, y, **k: t.F.cross_entropy(x, y, **k), [(5, 4), Const(TARGET_IGN)]),
     C(
@@ -1274,7 +1288,11 @@ assert len(_names) == len(set(_names)), "duplicate case names in the op table"
 # Differentiable once only, by design: the tiled attention kernel's backward (and its forward-mode tangent) are
 # NumPy tile loops that record nothing, so create_graph and reverse over forward raise instead (ops/attention.py).
 # The second-order tables leave these cases out and check the refusal instead.
-FIRST_ORDER_ONLY_CASES = {"F.scaled_dot_product_attention", "F.scaled_dot_product_attention_mask_empty_row"}
+FIRST_ORDER_ONLY_CASES = {
+    "F.scaled_dot_product_attention",
+    "F.scaled_dot_product_attention_mask_empty_row",
+    "F.embedding_freq",
+}
 FIRST_ORDER_ONLY_PRIMITIVES = {"ScaledDotProductAttention", "_TiledTangent"}
 # Functions that are guards, not math: the tiled kernel's tangent as a node whose backward refuses (reverse over
 # forward through it), checked by tests/test_sdpa.py rather than by a case of the table.

@@ -458,6 +458,8 @@ HOST_READS = {
             "F.embedding",
             "F.embedding_pad",
             "F.embedding_1d_int32",
+            "F.embedding_freq",
+            "F.embedding_max_norm",  # the range check, the rows' unique ids and whether any row is over max_norm
             "tied_embedding_generator",
             "tied_embedding_generator_nopad",
         ],

@@ -25,17 +25,24 @@ with the reason): ops torch has no float64 for (`__rand__`, `__ror__`, one_hot),
 refuses in-place changes of tensors that require grad), factories (zeros_like, linspace, new_full, ...:
 nothing to differentiate) and ops whose values are random (dropout, randn_like, ...).
 
+Forward mode runs the same way over the entries torch marks supports_forward_ad: every floating tensor argument
+that requires grad becomes a dual tensor with a random tangent (torch.autograd.forward_ad and minitensor's, the
+same tangent), and each output's tangent is compared (a missing tangent counts as zeros on either side; a sample
+torch itself has no formula for is skipped). Reverse mode also runs, forward only, the samples torch gives only
+without grad (embedding's max_norm, which rescales the weight in place), marked "(no grad)".
+
 The test fails on any 'wrong'. Refusals are listed, each with its reason, in tests/opinfo_refusals.py and
 checked exactly: a new refusal fails, and so does a listed one that now agrees (remove it from the list),
 so the list can only shrink. The whole sweep takes a few seconds, so every sample runs by default.
 
-    python -m tests.test_opinfo              # prints the counts (agree / refused / wrong), all samples
-    python -m tests.test_opinfo --refusals   # prints the current refusals in the list's format
+    python -m tests.test_opinfo              # prints the counts (agree / refused / wrong), both modes
+    python -m tests.test_opinfo --refusals   # prints the current refusals of both modes in the list's format
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import inspect
 import re
 import sys
@@ -56,7 +63,7 @@ try:
 except ImportError as e:  # expecttest missing: the dev extra installs it
     pytest.skip(f"torch's OpInfo database needs expecttest: {e}", allow_module_level=True)
 
-from tests.opinfo_refusals import REFUSALS
+from tests.opinfo_refusals import FORWARD_REFUSALS, REFUSALS
 
 F = torch.nn.functional
 RTOL = OP_RTOL["float64"]
@@ -187,61 +194,124 @@ def _outputs(out) -> list:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
-def run_sample(torch_fn, mt_fn, sample, seed: int) -> tuple[str, str]:
-    """('agree' | 'refused' | 'wrong', detail) for one sample."""
-    # fresh leaves on both sides from the same values: every tensor argument that requires grad is a leaf
+def run_sample(torch_fn, mt_fn, sample, seed: int, mode: str = "reverse") -> tuple[str, str]:
+    """('agree' | 'refused' | 'wrong', detail) for one sample, in reverse mode (a random upstream gradient) or in
+    forward mode (a random tangent on every floating tensor argument that requires grad)."""
+    fwd_t = torch.autograd.forward_ad
+    fwd_m = mt.autograd.forward_ad
+    rng = np.random.default_rng(seed)
+    tangents: dict = {}  # id(torch tensor) -> its tangent (forward mode)
+
+    def differentiable(t) -> bool:
+        return t.requires_grad and t.is_floating_point()
+
+    def tangent_of(t) -> np.ndarray:
+        if id(t) not in tangents:
+            tangents[id(t)] = rng.standard_normal(tuple(t.shape)) + 0.5
+        return tangents[id(t)]
+
+    # fresh leaves on both sides from the same values: every tensor argument that requires grad is a leaf (a dual
+    # tensor in forward mode)
     memo_t: dict = {}
 
     def leaf_t(t):
         if id(t) not in memo_t:
-            memo_t[id(t)] = t.detach().clone().requires_grad_(t.requires_grad and t.is_floating_point())
-        return memo_t[id(t)]
+            x = t.detach().clone()
+            if mode == "forward" and differentiable(t):
+                x = fwd_t.make_dual(x, torch.tensor(tangent_of(t), dtype=t.dtype))
+            else:
+                x.requires_grad_(differentiable(t))
+            memo_t[id(t)] = (t, x)
+        return memo_t[id(t)][1]
 
     memo_m: dict = {}
 
     def leaf_m(t):
         if id(t) not in memo_m:
-            memo_m[id(t)] = mt.tensor(
-                t.detach().numpy().copy(), requires_grad=t.requires_grad and t.is_floating_point()
-            )
+            x = mt.tensor(t.detach().numpy().copy())
+            if mode == "forward" and differentiable(t):
+                x = fwd_m.make_dual(x, mt.tensor(tangent_of(t).astype(x.dtype)))
+            else:
+                x.requires_grad_(differentiable(t))
+            memo_m[id(t)] = x
         return memo_m[id(t)]
 
-    args_t = (_map(sample.input, leaf_t), *_map(tuple(sample.args), leaf_t))
-    kwargs_t = _map(dict(sample.kwargs), leaf_t)
-    args_m = _to_mt_value((_map(sample.input, leaf_m), *_map(tuple(sample.args), leaf_m)))
-    kwargs_m = _to_mt_value(_map(dict(sample.kwargs), leaf_m))
-    pairs = [(memo_t[k], memo_m[k]) for k in memo_t if memo_t[k].requires_grad]
+    with contextlib.ExitStack() as levels:
+        if mode == "forward":
+            levels.enter_context(fwd_t.dual_level())
+            levels.enter_context(fwd_m.dual_level())
+        args_t = (_map(sample.input, leaf_t), *_map(tuple(sample.args), leaf_t))
+        kwargs_t = _map(dict(sample.kwargs), leaf_t)
+        args_m = _to_mt_value((_map(sample.input, leaf_m), *_map(tuple(sample.args), leaf_m)))
+        kwargs_m = _to_mt_value(_map(dict(sample.kwargs), leaf_m))
+        pairs = [(memo_t[k][1], memo_m[k]) for k in memo_t if differentiable(memo_t[k][0])]
 
-    outs_t = _outputs(torch_fn(*args_t, **kwargs_t))
-    try:
-        outs_m = _outputs(mt_fn(*args_m, **kwargs_m))
-    except CLEAR_ERRORS as e:
-        return "refused", _reason(e)
-    except Exception as e:  # a crash, not a clear error
-        return "wrong", f"forward crashed: {_reason(e)}"
+        try:
+            outs_t = _outputs(torch_fn(*args_t, **kwargs_t))
+        except (NotImplementedError, RuntimeError) as e:
+            if mode == "forward":  # torch itself has no forward-mode formula for this sample: nothing to compare
+                return "skipped", _reason(e)
+            raise
+        try:
+            outs_m = _outputs(mt_fn(*args_m, **kwargs_m))
+        except CLEAR_ERRORS as e:
+            return "refused", _reason(e)
+        except Exception as e:  # a crash, not a clear error
+            return "wrong", f"forward crashed: {_reason(e)}"
+        problem = _compare_values(outs_m, outs_t)
+        if problem:
+            return "wrong", problem
+        if mode == "forward":
+            return _compare_tangents(outs_m, outs_t, fwd_m, fwd_t)
+    return _compare_gradients(outs_m, outs_t, pairs, rng)
 
-    # forward: values, shapes, dtypes
+
+def _compare_values(outs_m, outs_t) -> str:
+    """'' when the outputs agree in values, shapes and dtypes, else what differs."""
     if len(outs_m) != len(outs_t):
-        return "wrong", f"{len(outs_m)} outputs, torch has {len(outs_t)}"
+        return f"{len(outs_m)} outputs, torch has {len(outs_t)}"
     for i, (o, r) in enumerate(zip(outs_m, outs_t)):
         if not isinstance(r, torch.Tensor):
             if isinstance(o, mt.Tensor) or o != r:
-                return "wrong", f"output {i}: {o!r} vs torch {r!r}"
+                return f"output {i}: {o!r} vs torch {r!r}"
             continue
         if not isinstance(o, mt.Tensor):
-            return "wrong", f"output {i} is {type(o).__name__}, torch gives a tensor"
+            return f"output {i} is {type(o).__name__}, torch gives a tensor"
         if o.shape != tuple(r.shape) or o.dtype.name != str(r.dtype).removeprefix("torch."):
-            return "wrong", f"output {i}: {o.dtype.name} {o.shape} vs torch {r.dtype} {tuple(r.shape)}"
+            return f"output {i}: {o.dtype.name} {o.shape} vs torch {r.dtype} {tuple(r.shape)}"
         ref = r.detach().numpy()
         if ref.dtype.kind == "f":
-            _, rel = error_stats(o.numpy(), ref)
+            _, rel = error_stats(o.detach().numpy(), ref)
             if not rel <= RTOL:
-                return "wrong", f"output {i}: max relative error {rel:.2e}"
-        elif not np.array_equal(o.numpy(), ref):
-            return "wrong", f"output {i}: values differ"
+                return f"output {i}: max relative error {rel:.2e}"
+        elif not np.array_equal(o.detach().numpy(), ref):
+            return f"output {i}: values differ"
+    return ""
 
-    # backward: the same random upstream gradient into both graphs
-    rng = np.random.default_rng(seed)
+
+def _compare_tangents(outs_m, outs_t, fwd_m, fwd_t) -> tuple[str, str]:
+    """Each floating output's tangent against torch's (a missing tangent counts as zeros on either side)."""
+    for i, (o, r) in enumerate(zip(outs_m, outs_t)):
+        if not isinstance(r, torch.Tensor) or not r.is_floating_point():
+            continue
+        tt = fwd_t.unpack_dual(r).tangent
+        try:
+            tm = fwd_m.unpack_dual(o).tangent
+        except CLEAR_ERRORS as e:
+            return "refused", "tangent: " + _reason(e)
+        want = np.zeros(tuple(r.shape)) if tt is None else tt.detach().numpy()
+        got = np.zeros(o.shape) if tm is None else tm.detach().numpy()
+        if got.shape != want.shape:
+            return "wrong", f"tangent of output {i}: shape {got.shape} vs torch {want.shape}"
+        _, rel = error_stats(got, want)
+        if not rel <= RTOL:
+            what = "missing" if tm is None else f"max relative error {rel:.2e}"
+            return "wrong", f"tangent of output {i} {got.shape}: {what}"
+    return "agree", ""
+
+
+def _compare_gradients(outs_m, outs_t, pairs, rng) -> tuple[str, str]:
+    """The same random upstream gradient into both graphs; every tensor argument's gradient compared."""
     diff = [(o, r) for o, r in zip(outs_m, outs_t) if isinstance(r, torch.Tensor) and r.requires_grad]
     if not diff or not pairs:
         return "agree", ""
@@ -278,31 +348,45 @@ def _entries():
     return [op for op in op_db if variants(op)]
 
 
-def samples_of(op) -> list:
+def samples_of(op, requires_grad: bool = True) -> list:
     """The op's float64 sample inputs with a tensor input, drawn from a seed of its own (stable descriptions)."""
     torch.manual_seed(zlib.crc32(_entry_id(op).encode()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        samples = [s for s in op.sample_inputs("cpu", torch.float64, requires_grad=True) if _has_tensor_input(s)]
+        samples = [
+            s for s in op.sample_inputs("cpu", torch.float64, requires_grad=requires_grad) if _has_tensor_input(s)
+        ]
     return samples
 
 
-def sweep_entry(op) -> list[tuple[tuple, str, str]]:
-    """[((entry, variant, description), verdict, detail)] for each of the op's samples and spellings."""
+def _describe_sample(s) -> str:
+    return f"{describe(s.input)}, args={describe(tuple(s.args))}, kwargs={describe(dict(s.kwargs))}"
+
+
+def sweep_entry(op, mode: str = "reverse") -> list[tuple[tuple, str, str]]:
+    """[((entry, variant, description), verdict, detail)] for each of the op's samples and spellings.
+
+    Reverse mode also runs, forward only, the samples torch gives only without grad (embedding's max_norm, which
+    changes the weight in place). Forward mode runs the entries torch marks supports_forward_ad."""
     eid = _entry_id(op)
-    samples = samples_of(op)
+    if mode == "forward" and not op.supports_forward_ad:
+        return []
+    samples = [(s, "") for s in samples_of(op)]
+    if mode == "reverse":
+        with_grad = {_describe_sample(s) for s, _ in samples}
+        samples += [(s, " (no grad)") for s in samples_of(op, False) if _describe_sample(s) not in with_grad]
     out = []
     for variant, torch_fn, mt_fn in variants(op):
         seen: collections.Counter = collections.Counter()
-        for s in samples:
-            desc = f"{describe(s.input)}, args={describe(tuple(s.args))}, kwargs={describe(dict(s.kwargs))}"
+        for s, note in samples:
+            desc = _describe_sample(s) + note
             seen[desc] += 1
             if seen[desc] > 1:  # the same shapes twice: numbered, so each key names one sample
                 desc += f" #{seen[desc]}"
             key = (eid, variant, desc)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                verdict, detail = run_sample(torch_fn, mt_fn, s, zlib.crc32(repr(key).encode()))
+                verdict, detail = run_sample(torch_fn, mt_fn, s, zlib.crc32(repr(key).encode()), mode)
             out.append((key, verdict, detail))
     return out
 
@@ -310,18 +394,22 @@ def sweep_entry(op) -> list[tuple[tuple, str, str]]:
 ENTRIES = _entries()
 
 
-def _check(results) -> None:
+def _check(results, mode: str = "reverse") -> None:
+    listed = REFUSALS if mode == "reverse" else FORWARD_REFUSALS
+    name = "REFUSALS" if mode == "reverse" else "FORWARD_REFUSALS"
     wrong = [f"{k}: {d}" for k, v, d in results if v == "wrong"]
-    assert not wrong, "silently wrong (or crashed):\n" + "\n".join(wrong)
+    assert not wrong, f"silently wrong (or crashed), {mode} mode:\n" + "\n".join(wrong)
     for key, verdict, detail in results:
         if verdict == "refused":
-            assert key in REFUSALS, (
-                f"a new refusal, not in tests/opinfo_refusals.py: {key!r}: {detail!r}. Support it, "
+            assert key in listed, (
+                f"a new refusal, not in tests/opinfo_refusals.py's {name}: {key!r}: {detail!r}. Support it, "
                 "or, where the refusal is right, add it to the list with its reason"
             )
-            assert REFUSALS[key] == detail, f"{key}: refused for another reason: {detail!r}, listed {REFUSALS[key]!r}"
+            assert listed[key] == detail, f"{key}: refused for another reason: {detail!r}, listed {listed[key]!r}"
         else:
-            assert key not in REFUSALS, f"{key} now agrees: remove it from tests/opinfo_refusals.py"
+            assert key not in listed, (
+                f"{key} now agrees ({mode} mode): remove it from tests/opinfo_refusals.py's {name}"
+            )
 
 
 @pytest.mark.parametrize("op", ENTRIES, ids=_entry_id)
@@ -329,10 +417,21 @@ def test_opinfo_samples(op):
     _check(sweep_entry(op))
 
 
+FORWARD_ENTRIES = [op for op in ENTRIES if op.supports_forward_ad]
+
+
+@pytest.mark.parametrize("op", FORWARD_ENTRIES, ids=_entry_id)
+def test_opinfo_samples_forward_mode(op):
+    _check(sweep_entry(op, "forward"), "forward")
+
+
 def test_refusal_list_names_only_swept_entries():
     swept = {(_entry_id(op), v) for op in ENTRIES for v, _, _ in variants(op)}
     stale = sorted({(e, v) for e, v, _ in REFUSALS} - swept)
     assert not stale, f"tests/opinfo_refusals.py lists entries the sweep does not run: {stale}"
+    swept_forward = {(_entry_id(op), v) for op in FORWARD_ENTRIES for v, _, _ in variants(op)}
+    stale = sorted({(e, v) for e, v, _ in FORWARD_REFUSALS} - swept_forward)
+    assert not stale, f"tests/opinfo_refusals.py's FORWARD_REFUSALS lists entries forward mode does not run: {stale}"
 
 
 def test_a_wrong_gradient_is_caught(monkeypatch):
@@ -348,6 +447,20 @@ def test_a_wrong_gradient_is_caught(monkeypatch):
     assert "wrong" in verdicts
 
 
+def test_a_wrong_tangent_is_caught(monkeypatch):
+    """The forward sweep can fail: with Mul's gradient for b doubled (its JVP is that formula applied to the tangents:
+    jvp_kind 'elementwise'), a mul sample is classified wrong in forward mode."""
+    from minitensor import ops
+
+    backward = ops.Mul.backward
+    monkeypatch.setattr(
+        ops.Mul, "backward", staticmethod(lambda ctx, g: tuple(None if x is None else 2 * x for x in backward(ctx, g)))
+    )
+    (op,) = [op for op in ENTRIES if _entry_id(op) == "mul"]
+    verdicts = {v for _, v, _ in sweep_entry(op, "forward")}
+    assert "wrong" in verdicts
+
+
 def test_the_refusal_list_only_shrinks(monkeypatch):
     """A refusal not listed fails, a listed one for another reason fails, and a listed one that agrees fails."""
     key = ("add", "fn", "a sample")
@@ -358,42 +471,48 @@ def test_the_refusal_list_only_shrinks(monkeypatch):
     _check([(key, "refused", "TypeError: no")])
     with pytest.raises(AssertionError, match="for another reason"):
         _check([(key, "refused", "ValueError: other")])
-    with pytest.raises(AssertionError, match="now agrees: remove it"):
+    with pytest.raises(AssertionError, match="now agrees .reverse mode.: remove it"):
         _check([(key, "agree", "")])
     with pytest.raises(AssertionError, match="silently wrong"):
         _check([(key, "wrong", "gradient of tensor argument 1: missing")])
+    monkeypatch.setattr(sys.modules[__name__], "FORWARD_REFUSALS", {})  # forward mode has its own list
+    with pytest.raises(AssertionError, match="a new refusal, not in tests/opinfo_refusals.py's FORWARD_REFUSALS"):
+        _check([(key, "refused", "TypeError: no")], "forward")
 
 
 def main(argv) -> int:
-    results = [r for op in ENTRIES for r in sweep_entry(op)]
-    if "--refusals" in argv:
-        print("REFUSALS = {")
-        for key, verdict, detail in sorted(results):
-            if verdict == "refused":
-                print(f"    {key!r}: {detail!r},")
-        print("}")
-        return 0
-    counts = collections.Counter(v for _, v, _ in results)
-    entries = {k[0] for k, _, _ in results}
-    variants_run = {k[:2] for k, _, _ in results}
-    print(
-        f"OpInfo sweep: {len(results)} samples over {len(entries)} op_db entries ({len(variants_run)} spellings): "
-        f"{counts['agree']} agree, {counts['refused']} refused, {counts['wrong']} wrong"
-    )
-    first = {}  # one spelling per entry (the function where there is one), as the issue counted
-    for key, _, _ in results:
-        first.setdefault(key[0], key[1])
-    one = collections.Counter(v for k, v, _ in results if first[k[0]] == k[1])
-    print(
-        f"  one spelling per entry: {sum(one.values())} samples: "
-        f"{one['agree']} agree, {one['refused']} refused, {one['wrong']} wrong"
-    )
-    by_reason = collections.Counter(f"{k[0]:<28} {d[:100]}" for k, v, d in results if v == "refused")
-    for reason, n in by_reason.most_common():
-        print(f"  refused {n:4d}  {reason}")
-    for key, verdict, detail in results:
-        if verdict == "wrong":
-            print(f"  WRONG  {key}: {detail}")
+    for mode, name in (("reverse", "REFUSALS"), ("forward", "FORWARD_REFUSALS")):
+        entries = ENTRIES if mode == "reverse" else FORWARD_ENTRIES
+        results = [r for op in entries for r in sweep_entry(op, mode)]
+        if "--refusals" in argv:
+            print(f"{name} = {{")
+            for key, verdict, detail in sorted(results):
+                if verdict == "refused":
+                    print(f"    {key!r}: {detail!r},")
+            print("}")
+            continue
+        counts = collections.Counter(v for _, v, _ in results)
+        names = {k[0] for k, _, _ in results}
+        variants_run = {k[:2] for k, _, _ in results}
+        print(
+            f"OpInfo sweep, {mode} mode: {len(results)} samples over {len(names)} op_db entries "
+            f"({len(variants_run)} spellings): {counts['agree']} agree, {counts['refused']} refused, "
+            f"{counts['wrong']} wrong, {counts['skipped']} skipped (torch has no formula)"
+        )
+        first = {}  # one spelling per entry (the function where there is one), as the issue counted
+        for key, _, _ in results:
+            first.setdefault(key[0], key[1])
+        one = collections.Counter(v for k, v, _ in results if first[k[0]] == k[1])
+        print(
+            f"  one spelling per entry: {sum(one.values())} samples: "
+            f"{one['agree']} agree, {one['refused']} refused, {one['wrong']} wrong"
+        )
+        by_reason = collections.Counter(f"{k[0]:<28} {d[:100]}" for k, v, d in results if v == "refused")
+        for reason, n in by_reason.most_common():
+            print(f"  refused {n:4d}  {reason}")
+        for key, verdict, detail in results:
+            if verdict == "wrong":
+                print(f"  WRONG  {key}: {detail}")
     return 0
 
 

@@ -270,13 +270,30 @@ def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
 # ----------------------------------------------------------------------------- embedding and dropout
 
 
-def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
-    """Rows of `weight` looked up by integer ids; no gradient reaches row padding_idx."""
+def embedding(
+    input,
+    weight: Tensor,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
+    """Rows of `weight` looked up by integer ids; no gradient reaches row padding_idx.
+
+    max_norm: each row looked up whose norm_type-norm exceeds max_norm is first rescaled to that norm, IN PLACE
+    in `weight` (as torch: under no_grad, the weight's version bumped). scale_grad_by_freq: each row's gradient is
+    divided by how often its id occurs in `input`. sparse=True is refused: minitensor has no sparse gradients."""
     ids = _array_of(input)
     if ids.dtype.kind not in "iu":
         raise TypeError(f"embedding: ids must be an integer tensor, got dtype {ids.dtype}")
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape {weight.shape}")
+    if sparse:
+        raise NotImplementedError(
+            "embedding: sparse=True asks for a sparse gradient, and minitensor has no sparse tensors; use sparse=False "
+            "(the same values, the gradient as a dense array)"
+        )
     n = weight.shape[0]
     out_of_range = (ids < 0) | (ids >= n)
     if ids.size and out_of_range.any():  # one host read (a sync on a device), as torch's device-side assert
@@ -284,7 +301,33 @@ def embedding(input, weight: Tensor, padding_idx: int | None = None) -> Tensor:
         raise IndexError(f"embedding: id {bad} is out of range for an embedding of {n} rows (ids shape {ids.shape})")
     if padding_idx is not None and padding_idx < 0:
         padding_idx += n
-    return ops.Embedding.apply(weight, Tensor.wrap(ids), padding_idx=padding_idx)
+    if max_norm is not None:
+        _renorm_rows(weight, ids, float(max_norm), float(norm_type))
+    return ops.Embedding.apply(weight, Tensor.wrap(ids), padding_idx=padding_idx, scale_grad_by_freq=scale_grad_by_freq)
+
+
+def _renorm_rows(weight: Tensor, ids, max_norm: float, norm_type: float) -> None:
+    """torch.embedding_renorm_: every row of `weight` named in ids whose norm exceeds max_norm is scaled by
+    max_norm / (norm + 1e-7), in place and outside the graph (the lookup then reads the rescaled rows)."""
+    if not (math.isfinite(max_norm) and max_norm >= 0):
+        raise ValueError(f"embedding: max_norm must be a finite number >= 0, got {max_norm}")
+    xp = array_module(ids)
+    rows = xp.unique(ids.reshape(-1))
+    if rows.size == 0:
+        return
+    w = weight.data
+    sub = w[rows]
+    if norm_type == math.inf:
+        norms = xp.abs(sub).max(axis=-1)
+    elif norm_type == 0:
+        norms = (sub != 0).sum(axis=-1).astype(sub.dtype)
+    else:
+        norms = (xp.abs(sub) ** norm_type).sum(axis=-1) ** (1.0 / norm_type)
+    over = norms > max_norm
+    if bool(over.any()):
+        scale = (max_norm / (norms[over] + 1e-7)).astype(w.dtype)
+        w[rows[over]] = sub[over] * scale[:, None]
+        weight.bump_version()
 
 
 def _keep_mask(shape: tuple, p: float) -> np.ndarray:

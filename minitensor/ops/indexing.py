@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function
+from ..autograd.function import is_tensor_like
 from ..devices import array_module, is_host
 
 
@@ -183,13 +184,20 @@ class IndexPut(Function):
 
 
 class Embedding(Function):
-    """out = W[ids];  dW = scatter-add of g into the rows ids (repeated ids accumulate), padding row 0;  ẏ = Ẇ[ids]"""
+    """out = W[ids];  dW = scatter-add of g into the rows ids (repeated ids accumulate), padding row 0;  ẏ = Ẇ[ids]
+
+    scale_grad_by_freq divides each row's gradient by the count of its id in ids (torch's convention, not a
+    derivative: the tangent stays Ẇ[ids], as torch's)."""
 
     @staticmethod
-    def forward(ctx, weight, ids, padding_idx=None):
+    def forward(ctx, weight, ids, padding_idx=None, scale_grad_by_freq=False):
         ids = index_on(ids, weight)
-        ctx.save(ids=ids)
         ctx.num, ctx.padding_idx = weight.shape[0], padding_idx
+        if scale_grad_by_freq:  # each position's id count
+            ctx.save(ids=ids, freq=array_module(ids).bincount(ids.reshape(-1), minlength=ctx.num)[ids])
+        else:
+            ctx.save(ids=ids)
+            ctx.freq = None
         return weight[ids]
 
     @staticmethod
@@ -197,6 +205,15 @@ class Embedding(Function):
         D = g.shape[-1]
         if ctx.padding_idx is not None:  # the padding row gets no gradient
             g = ctx.xp.where((ctx.ids == ctx.padding_idx)[..., None], 0, g)
+        if ctx.freq is not None:  # each occurrence's share divided by its id's count
+            if is_tensor_like(g):
+                # Differentiated again, this division would be seen twice (here and in the outer lookup's backward):
+                # torch's double backward leaves it out here; rather than a second rule, no second order.
+                raise RuntimeError(
+                    "embedding: scale_grad_by_freq=True is differentiable once only; create_graph=True needs "
+                    "scale_grad_by_freq=False"
+                )
+            g = g / ctx.freq[..., None].astype(g.dtype)
         # rows counted, not inferred (-1): an embedding of size D = 0 has no size to infer them from
         return ctx.xp.index_put((ctx.num, D), ctx.ids.reshape(-1), g.reshape(ctx.ids.size, D), True), None
 

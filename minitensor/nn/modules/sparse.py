@@ -18,10 +18,23 @@ __all__ = ["Embedding"]
 class Embedding(Module):
     """out[..., :] = weight[input[...]], weight (num_embeddings, embedding_dim) ~ N(0, 1).
 
-    With padding_idx, that row starts at zero and never receives a gradient (torch's semantics).
+    With padding_idx, that row starts at zero and never receives a gradient (torch's semantics). max_norm,
+    norm_type and scale_grad_by_freq as F.embedding (max_norm rescales the looked-up rows of weight in place);
+    sparse=True is refused (no sparse gradients here).
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx=None, dtype=None, device=None):
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx=None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        dtype=None,
+        device=None,
+    ):
         super().__init__()
         self.num_embeddings = check_positive_int("Embedding", "num_embeddings", num_embeddings)
         self.embedding_dim = check_positive_int("Embedding", "embedding_dim", embedding_dim)
@@ -34,6 +47,13 @@ class Embedding(Module):
                 )
             padding_idx = int(padding_idx) % num_embeddings
         self.padding_idx = padding_idx
+        if sparse:
+            raise NotImplementedError(
+                "Embedding: sparse=True asks for sparse gradients, and minitensor has no sparse tensors; use "
+                "sparse=False"
+            )
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         dt = default_float_dtype(dtype, "Embedding")
         self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype=dt))  # (V, D)
         self.reset_parameters()
@@ -47,8 +67,13 @@ class Embedding(Module):
             self.weight.bump_version()
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(
+            input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse
+        )
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
-        return s + (f", padding_idx={self.padding_idx}" if self.padding_idx is not None else "")
+        s += f", padding_idx={self.padding_idx}" if self.padding_idx is not None else ""
+        s += f", max_norm={self.max_norm}" if self.max_norm is not None else ""
+        s += f", norm_type={self.norm_type}" if self.norm_type != 2.0 else ""
+        return s + (", scale_grad_by_freq=True" if self.scale_grad_by_freq else "")
