@@ -29,9 +29,9 @@ Forward mode runs the same way over the entries torch marks supports_forward_ad:
 (also a class weight or a target torch made without grad) becomes a dual tensor with a random tangent
 (torch.autograd.forward_ad and minitensor's, the same tangent), and each output's tangent is compared (a missing
 tangent counts as zeros on either side). Where torch cannot take that many tangents, only the arguments that
-require grad get one; a sample torch itself has no formula for is skipped. Reverse mode also runs, forward only,
-the samples torch gives only without grad (embedding's max_norm, which rescales the weight in place), marked
-"(no grad)".
+require grad get one; a sample torch itself has no formula for is skipped. Both modes also run the samples torch
+gives only without grad (embedding's max_norm, which rescales the weight in place), marked "(no grad)": reverse
+mode their forward only.
 
 The test fails on any 'wrong'. Refusals are listed, each with its reason, in tests/opinfo_refusals.py and
 checked exactly: a new refusal fails, and so does a listed one that now agrees (remove it from the list),
@@ -372,15 +372,14 @@ def _describe_sample(s) -> str:
 def sweep_entry(op, mode: str = "reverse") -> list[tuple[tuple, str, str]]:
     """[((entry, variant, description), verdict, detail)] for each of the op's samples and spellings.
 
-    Reverse mode also runs, forward only, the samples torch gives only without grad (embedding's max_norm, which
-    changes the weight in place). Forward mode runs the entries torch marks supports_forward_ad."""
+    Both modes also run the samples torch gives only without grad (embedding's max_norm, which changes the weight
+    in place): reverse mode their forward only. Forward mode runs the entries torch marks supports_forward_ad."""
     eid = _entry_id(op)
     if mode == "forward" and not op.supports_forward_ad:
         return []
     samples = [(s, "") for s in samples_of(op)]
-    if mode == "reverse":
-        with_grad = {_describe_sample(s) for s, _ in samples}
-        samples += [(s, " (no grad)") for s in samples_of(op, False) if _describe_sample(s) not in with_grad]
+    with_grad = {_describe_sample(s) for s, _ in samples}
+    samples += [(s, " (no grad)") for s in samples_of(op, False) if _describe_sample(s) not in with_grad]
     out = []
     for variant, torch_fn, mt_fn in variants(op):
         seen: collections.Counter = collections.Counter()
