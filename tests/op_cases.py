@@ -840,6 +840,21 @@ CASES: list[Case] = [
         lambda t, q, k, v, m: t.F.scaled_dot_product_attention(q, k, v, m, scale=0.3),
         [(2, 1, 3, 4), (2, 2, 4, 4), (1, 2, 4, 4), Const(MASK_EMPTY_ROW[:, None])],
     ),
+    C(  # a learned additive bias (relative positions, ALiBi): differentiated, broadcast over the batch and heads
+        "F.scaled_dot_product_attention_bias",
+        lambda t, q, k, v, b: t.F.scaled_dot_product_attention(q, k, v, b),
+        [(2, 3, 4, 4), (2, 3, 5, 4), (2, 3, 5, 3), (4, 5)],
+    ),
+    C(
+        "F.scaled_dot_product_attention_bias_heads",
+        lambda t, q, k, v, b: t.F.scaled_dot_product_attention(q, k, v, b, scale=0.4),
+        [(2, 3, 4, 4), (2, 3, 5, 4), (2, 3, 5, 3), (1, 3, 4, 5)],
+    ),
+    C(
+        "F.scaled_dot_product_attention_bias_batch",
+        lambda t, q, k, v, b: t.F.scaled_dot_product_attention(q, k, v, b),
+        [(2, 3, 4, 4), (2, 3, 5, 4), (2, 3, 5, 3), (2, 1, 4, 5)],
+    ),
     C(
         "attention_like",
         lambda t, q, k, v: t.F.softmax(q @ k.transpose(-2, -1) / 2.0, dim=-1) @ v,
@@ -1291,6 +1306,9 @@ assert len(_names) == len(set(_names)), "duplicate case names in the op table"
 FIRST_ORDER_ONLY_CASES = {
     "F.scaled_dot_product_attention",
     "F.scaled_dot_product_attention_mask_empty_row",
+    "F.scaled_dot_product_attention_bias",
+    "F.scaled_dot_product_attention_bias_heads",
+    "F.scaled_dot_product_attention_bias_batch",
     "F.embedding_freq",
 }
 FIRST_ORDER_ONLY_PRIMITIVES = {"ScaledDotProductAttention", "_TiledTangent"}

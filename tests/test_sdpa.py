@@ -325,3 +325,73 @@ def test_forward_mode_tangent_refuses_reverse_mode():
         tangent = fw.unpack_dual(F.scaled_dot_product_attention(qd, qd, qd)).tangent
         with pytest.raises(RuntimeError, match="differentiable no further"):
             tangent.sum().backward()
+
+
+BIAS_SHAPES = [(37, 45), (1, 2, 37, 45), (2, 1, 37, 45), (2, 2, 37, 45)]  # broadcast over batch and heads, or not
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("bias_shape", BIAS_SHAPES)
+def test_a_learned_bias_gets_torchs_gradient(small_tiles, dtype, bias_shape):
+    """A float attn_mask that requires grad (relative positions, ALiBi) is differentiated across tiles, summed back
+    over the axes it was broadcast along; some of its entries -inf (those keys get no weight and no gradient)."""
+    rng = np.random.default_rng(7)
+    (q, tq), (k, tk), (v, tv) = (_pair(s, rng, dtype) for s in ((2, 2, 37, 8), (2, 2, 45, 8), (2, 2, 45, 6)))
+    b0 = rng.standard_normal(bias_shape).astype(dtype)
+    b0[..., 3, 5:9] = -np.inf
+    b, tb = mt.tensor(b0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=b)
+    ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=tb)
+    assert out.requires_grad
+    g = rng.standard_normal(out.shape).astype(dtype)
+    out.backward(mt.tensor(g))
+    ref.backward(torch.tensor(g))
+    assert b.grad is not None and b.grad.shape == b.shape
+    for name, ours, theirs in (("query", q, tq), ("key", k, tk), ("value", v, tv), ("bias", b, tb)):
+        assert_close(ours.grad.numpy(), theirs.grad.numpy(), OP_RTOL[dtype], what=f"grad of {name}")
+
+
+def test_a_bias_alone_requiring_grad_gets_its_gradient(small_tiles):
+    """Only the bias requires grad (frozen q, k, v): the output still requires grad, and only the bias's
+    gradient is made."""
+    rng = np.random.default_rng(8)
+    q, k, v = (mt.tensor(rng.standard_normal(s)) for s in ((1, 2, 20, 4), (1, 2, 20, 4), (1, 2, 20, 4)))
+    b = mt.tensor(rng.standard_normal((20, 20)), requires_grad=True)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=b)
+    assert out.requires_grad
+    out.sum().backward()
+    tb = torch.tensor(b.numpy(), requires_grad=True)
+    torch.nn.functional.scaled_dot_product_attention(
+        *(torch.tensor(x.numpy()) for x in (q, k, v)), attn_mask=tb
+    ).sum().backward()
+    assert_close(b.grad.numpy(), tb.grad.numpy(), OP_RTOL["float64"], what="grad of bias")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_a_bias_tangent_in_forward_mode_against_torch(small_tiles, dtype):
+    rng = np.random.default_rng(9)
+    arrays = [
+        rng.standard_normal(s).astype(dtype) for s in ((2, 2, 37, 8), (2, 2, 45, 8), (2, 2, 45, 6), (2, 1, 37, 45))
+    ]
+    arrays[3][..., 2, :4] = -np.inf
+    tangents = [rng.standard_normal(a.shape).astype(dtype) for a in arrays]
+    with fw.dual_level():
+        duals = [fw.make_dual(mt.tensor(a), mt.tensor(t)) for a, t in zip(arrays, tangents)]
+        tangent = fw.unpack_dual(F.scaled_dot_product_attention(*duals[:3], attn_mask=duals[3])).tangent
+    with torch.autograd.forward_ad.dual_level():
+        duals = [
+            torch.autograd.forward_ad.make_dual(torch.tensor(a), torch.tensor(t)) for a, t in zip(arrays, tangents)
+        ]
+        ref = torch.autograd.forward_ad.unpack_dual(
+            torch.nn.functional.scaled_dot_product_attention(*duals[:3], attn_mask=duals[3])
+        ).tangent
+    assert_close(tangent.numpy(), ref.numpy(), OP_RTOL[dtype], what="tangent")
+
+
+def test_a_bias_second_derivative_is_refused_as_the_kernels():
+    b = mt.randn(5, 5, dtype=mt.float64, requires_grad=True)
+    q = mt.randn(1, 5, 4, dtype=mt.float64)
+    (g,) = mt.autograd.grad(F.scaled_dot_product_attention(q, q, q, attn_mask=b).sum(), [b], create_graph=False)
+    assert g.shape == b.shape
+    with pytest.raises(RuntimeError, match="differentiable once only"):
+        mt.autograd.grad(F.scaled_dot_product_attention(q, q, q, attn_mask=b).sum(), [b], create_graph=True)

@@ -433,8 +433,10 @@ def scaled_dot_product_attention(
     j <= i. A query row with no key gets a zero output and zero gradients (torch 2.13 on CPU gives the same).
     Dropout (applied whenever dropout_p > 0, as torch's) uses a counter-based mask seeded by one draw of the
     engine's generator, so torch's numbers are matched only at dropout_p = 0.
-    Deviations, flagged: dropout_p = 1 is refused (torch returns zeros); a float mask gets no gradient; the kernel
-    is differentiable once only (create_graph raises); no enable_gqa."""
+    A float attn_mask (a learned additive bias: relative positions, ALiBi slopes) is differentiated as in torch,
+    in reverse and forward mode; its gradient costs one (..., T_q, T_k) array.
+    Deviations, flagged: dropout_p = 1 is refused (torch returns zeros); the kernel is differentiable once only
+    (create_graph raises); no enable_gqa."""
     op = "scaled_dot_product_attention"
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, Tensor):
@@ -460,7 +462,7 @@ def scaled_dot_product_attention(
         ) from None
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)) or not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p!r}")  # torch also takes 1: flagged
-    mask = None
+    mask = bias = None
     if attn_mask is not None:
         if is_causal:
             raise ValueError(f"{op}: give attn_mask or is_causal=True, not both (as torch)")
@@ -470,10 +472,13 @@ def scaled_dot_product_attention(
         scores = batch + (query.shape[-2], key.shape[-2])
         if not _broadcasts_to(mask.shape, scores):
             raise ValueError(f"{op}: attn_mask of shape {mask.shape} does not broadcast to the scores' shape {scores}")
+        if mask.dtype != np.bool_:  # an additive bias: an input of the kernel, differentiated when it requires grad
+            bias, mask = (attn_mask if isinstance(attn_mask, Tensor) else query.wrap(mask)), None
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
     seed = int(generator(op).bit_generator.random_raw()) if dropout_p > 0 else 0  # one draw: the dropout counters' key
+    inputs = (query, key, value) if bias is None else (query, key, value, bias)
     return ops.ScaledDotProductAttention.apply(
-        query, key, value, mask=mask, is_causal=bool(is_causal), scale=scale, dropout_p=float(dropout_p), seed=seed
+        *inputs, mask=mask, is_causal=bool(is_causal), scale=scale, dropout_p=float(dropout_p), seed=seed
     )
 
 

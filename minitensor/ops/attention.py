@@ -113,20 +113,25 @@ class ScaledDotProductAttention(Function):
     dv = P^T dO.
 
     q (..., T_q, E), k (..., T_k, E), v (..., T_k, Ev); batch dimensions broadcast. mask: None, bool (True = takes
-    part) or float (added), broadcastable to (..., T_q, T_k); it gets no gradient (deviation from torch's math
-    backend, which differentiates a float mask that requires grad). A query row with no key that takes part gives
-    a zero output and zero gradients, as torch 2.13's SDPA does on CPU (math, flash and the default backend alike).
+    part, the keyword `mask`) or float (added to the scores), broadcastable to (..., T_q, T_k). A float mask is the
+    fourth input, `bias`, differentiated as torch's math backend does: dbias = dS (the engine sums it back over
+    the axes it was broadcast along), its tangent added to Ṡ; its gradient is the one (T_q, T_k) array the kernel
+    makes, and only when the bias requires one. A query row with no key that takes part gives a zero output and
+    zero gradients, as torch 2.13's SDPA does on CPU (math, flash and the default backend alike).
 
     First-order only: under create_graph the backward raises (its tiles are NumPy loops, not recorded ops).
 
     Forward mode, per tile from the saved log-sum-exp as the backward does (docs/backprop.md, "Forward mode"):
-    Ṡ = (q̇ kᵀ + q k̇ᵀ) * scale,  c = rowsum(P * Ṡ),  ȯ = (P * Ṡ * Z) v + (P * Z) v̇ - c * out.
+    Ṡ = (q̇ kᵀ + q k̇ᵀ) * scale + ḃias,  c = rowsum(P * Ṡ),  ȯ = (P * Ṡ * Z) v + (P * Z) v̇ - c * out.
     The tangent is first-order too: a gradient through it (reverse over forward) raises (_TiledTangent).
     """
 
+    max_inputs = 4  # q, k, v, bias; bias optional
+
     @staticmethod
-    def forward(ctx, q, k, v, mask=None, is_causal=False, scale=1.0, dropout_p=0.0, seed=0, block_size=None):
+    def forward(ctx, q, k, v, bias=None, mask=None, is_causal=False, scale=1.0, dropout_p=0.0, seed=0, block_size=None):
         block_size = block_size or BLOCK  # read at call time, so a test can set a small BLOCK
+        mask = bias if bias is not None else mask  # the kernel reads either the same way
         tiles = ScoreTiles(q, k, v.shape[:-2], mask, is_causal, scale, dropout_p, seed)
         batch, t_q, t_k = tiles.batch, tiles.t_q, tiles.t_k
         ct, xp = tiles.q.dtype, tiles.xp  # xp: q's array library, so the buffers live on q's device
@@ -168,6 +173,7 @@ class ScaledDotProductAttention(Function):
             )
         q, k, v, out = ctx.saved_arrays
         lse = ctx.lse
+        need_q, need_k, need_v, need_bias = ctx.needs_input_grad
         tiles = ScoreTiles(q, k, v.shape[:-2], ctx.mask, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed)
         batch, ct, sc = tiles.batch, tiles.q.dtype, tiles.q.dtype.type(ctx.scale)
         v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
@@ -176,6 +182,7 @@ class ScaledDotProductAttention(Function):
         dq = tiles.xp.zeros(batch + q.shape[-2:], ct)  # on q's device
         dk = tiles.xp.zeros(batch + k.shape[-2:], ct)
         dv = tiles.xp.zeros(batch + v.shape[-2:], ct)
+        dbias = tiles.xp.zeros(batch + (tiles.t_q, tiles.t_k), ct) if need_bias else None  # dS itself
         for i0, i1 in blocks(tiles.t_q, ctx.block_size):
             g_i, d_i, lse_i = g[..., i0:i1, :], d[..., i0:i1, :], lse[..., i0:i1, :]
             for j0, j1 in blocks(tiles.t_k, ctx.block_size):
@@ -186,15 +193,17 @@ class ScaledDotProductAttention(Function):
                 dv[..., j0:j1, :] += np.swapaxes(p * z, -1, -2) @ g_i  # dV = (P Z)^T dO
                 dp = (g_i @ np.swapaxes(v_[..., j0:j1, :], -1, -2)) * z  # dP = (dO V^T) Z
                 ds = p * (dp - d_i)  # dS = P * (dP - D)
+                if dbias is not None:
+                    dbias[..., i0:i1, j0:j1] = ds
                 dq[..., i0:i1, :] += (ds @ tiles.k[..., j0:j1, :]) * sc
                 dk[..., j0:j1, :] += (np.swapaxes(ds, -1, -2) @ tiles.q[..., i0:i1, :]) * sc
-        need_q, need_k, need_v = ctx.needs_input_grad[:3]
         return tuple(
-            x.astype(q.dtype, copy=False) if need else None for x, need in ((dq, need_q), (dk, need_k), (dv, need_v))
+            x.astype(q.dtype, copy=False) if need else None
+            for x, need in ((dq, need_q), (dk, need_k), (dv, need_v), (dbias, need_bias))
         )
 
     @staticmethod
-    def jvp(ctx, tq, tk, tv):
+    def jvp(ctx, tq, tk, tv, tbias=None):
         q_t, k_t, v_t, out_t = ctx.saved_arrays  # Tensors (the rule runs on Tensors): their arrays below
         q, k, v, out = q_t.data, k_t.data, v_t.data, out_t.data
         tiles = ScoreTiles(q, k, v.shape[:-2], ctx.mask, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed)
@@ -204,6 +213,11 @@ class ScaledDotProductAttention(Function):
             return None if t is None else np.broadcast_to(t.data.astype(ct, copy=False), batch + like.shape[-2:])
 
         dq_, dk_, dv_ = spread(tq, q), spread(tk, k), spread(tv, v)
+        db_ = (
+            None
+            if tbias is None
+            else np.broadcast_to(tbias.data.astype(ct, copy=False), batch + (tiles.t_q, tiles.t_k))
+        )
         v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
         acc = tiles.xp.zeros(batch + (tiles.t_q, v.shape[-1]), ct)  # sum over tiles of (P Ṡ Z) v + (P Z) v̇
         c = tiles.xp.zeros(batch + (tiles.t_q, 1), ct)  # rowsum(P * Ṡ)
@@ -214,19 +228,22 @@ class ScaledDotProductAttention(Function):
                     continue
                 p = np.exp(tiles.scores(i0, i1, j0, j1) - lse_i)
                 z = tiles.dropout_factor(i0, i1, j0, j1)  # the forward's dropout mask, drawn again
-                if dq_ is not None or dk_ is not None:
+                if dq_ is not None or dk_ is not None or db_ is not None:
                     s_dot = 0
                     if dq_ is not None:
                         s_dot = s_dot + dq_[..., i0:i1, :] @ np.swapaxes(tiles.k[..., j0:j1, :], -1, -2)
                     if dk_ is not None:
                         s_dot = s_dot + tiles.q[..., i0:i1, :] @ np.swapaxes(dk_[..., j0:j1, :], -1, -2)
-                    ps = p * (s_dot * sc)  # P * Ṡ (0 where a key is excluded: P is 0 there)
+                    s_dot = s_dot * sc
+                    if db_ is not None:  # the bias's tangent; 0 where a key is excluded, whatever it holds there
+                        s_dot = s_dot + np.where(p > 0, db_[..., i0:i1, j0:j1], 0)
+                    ps = p * s_dot  # P * Ṡ (0 where a key is excluded: P is 0 there)
                     c[..., i0:i1, :] += ps.sum(axis=-1, keepdims=True)
                     acc[..., i0:i1, :] += (ps * z) @ v_[..., j0:j1, :]
                 if dv_ is not None:
                     acc[..., i0:i1, :] += (p * z) @ dv_[..., j0:j1, :]
         tangent = (acc - c * out.astype(ct, copy=False)).astype(q.dtype, copy=False)
-        given = [t for t in (q_t, k_t, v_t, tq, tk, tv) if t is not None]
+        given = [t for t in (q_t, k_t, v_t, tq, tk, tv, tbias) if t is not None]
         if is_grad_enabled() and any(t.requires_grad for t in given):
             return _TiledTangent.apply(out_t.wrap(tangent), *given)  # a node whose backward refuses
         return out_t.wrap(tangent)
