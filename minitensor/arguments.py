@@ -30,17 +30,40 @@ def operand(x, dtype: np.dtype, like):
 def number_like(x, dtype, arr):
     """A Python number as a 0-d array of `dtype` beside `arr`, on its device (a transfer, not a sync). Other
     data stays a host array: beside a device tensor, Function.apply then refuses it, as torch refuses a CPU
-    tensor operand, or moves it if it is 0-d."""
-    if type(arr) is np.ndarray or not isinstance(x, (builtins.int, builtins.float, builtins.bool, np.generic)):
-        if devices.is_array(x) and not devices.is_host(x):  # a device array (a backward's 0-d scale): stays there
-            return x.astype(dtype, copy=False)
-        return np.asarray(x, dtype=dtype)
-    return devices.array_module(arr).asarray(x, dtype=dtype)
+    tensor operand, or moves it if it is 0-d. A number beyond a float dtype's range becomes inf there, quietly,
+    as torch converts it (70000.0 beside a float16 tensor)."""
+    with np.errstate(over="ignore"):
+        if type(arr) is np.ndarray or not isinstance(x, (builtins.int, builtins.float, builtins.bool, np.generic)):
+            if devices.is_array(x) and not devices.is_host(x):  # a device array (a backward's 0-d scale): stays there
+                return x.astype(dtype, copy=False)
+            return np.asarray(x, dtype=dtype)
+        return devices.array_module(arr).asarray(x, dtype=dtype)
+
+
+# The binary ops whose Python number PyTorch keeps at the op's computation precision beside a float16 tensor
+# (its CPU mul and div take the number as a float32 scalar): x / 100000.0 is 1e-05, not x / inf = 0. Every
+# other op converts the number to float16 first, as torch does (x + 70000.0 is inf there too).
+_OPMATH_NUMBER_OPS = ("Mul", "Div")
+
+
+def _half_beside_number(fn, a, b, dtype):
+    """The float16 tensor among a and b when the other is a Python number and fn keeps that number at float32."""
+    if fn.__name__ not in _OPMATH_NUMBER_OPS or (dtype is not None and dtype != np.float16):
+        return None
+    for t, other in ((a, b), (b, a)):
+        if is_tensor_like(t) and t.data.dtype == np.float16 and isinstance(other, (builtins.int, builtins.float)):
+            return t
+    return None
 
 
 def binary(fn, a, b, dtype=None, **kwargs):
     """fn.apply on a and b (tensors or Python numbers) promoted as PyTorch does, or to `dtype`;
     operands that do not broadcast give an error naming the op and both shapes."""
+    half = _half_beside_number(fn, a, b, dtype)
+    if half is not None:  # computed at float32 beside the number, rounded to float16 once (torch's opmath)
+        wide = half.to(np.float32)
+        x, y = (wide, b) if a is half else (a, wide)
+        return binary(fn, x, y, None if dtype is None else np.dtype(np.float32), **kwargs).to(np.float16)
     x, y = operands(a, b, dtype)
     try:
         return fn.apply(x, y, **kwargs)

@@ -55,7 +55,8 @@ def compare(fn, a, b):
     x = a.data if is_tensor_like(a) else a
     y = b.data if is_tensor_like(b) else b
     try:
-        return (a if is_tensor_like(a) else b).wrap(result_array(fn(x, y)))
+        with np.errstate(over="ignore"):  # a number beyond float16's range compares as inf there, as in torch
+            return (a if is_tensor_like(a) else b).wrap(result_array(fn(x, y)))
     except ValueError as e:
         raise ValueError(f"comparison {fn.__name__}: shapes {np.shape(x)} and {np.shape(y)} do not broadcast") from e
 
@@ -185,6 +186,9 @@ def clamp(a, min=None, max=None):
     like = next((v for v in (a, *bounds) if is_tensor_like(v)), None)
     if like is None:
         raise TypeError(f"clamp: input must be a Tensor, got {type(a).__name__}")
+    for b in bounds:  # a number bound beyond the dtype's range is refused, as torch refuses it
+        if not is_tensor_like(b):
+            check_fill_value(b, dt, "clamp")
     x, *bs = (operand(v, dt, like) for v in (a, *bounds))
     shapes = [t.shape for t in (x, *bs)]
     try:

@@ -145,7 +145,7 @@ class CrossEntropy(Function):
         C = x.shape[0 if x.ndim == 1 else 1]
         tv, valid = _valid_targets(target, C, ignore_index, "cross_entropy")
         logp = _row_log_softmax(ctx.xp, x)  # (R, C)
-        e = x.dtype.type(label_smoothing)
+        e = float(label_smoothing)  # a Python number: e / C is formed in double (C beyond float16's range)
         nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]  # -log p_{n, t_n}
         w_t, denominator = _row_weights(weight, tv, valid)
         if weight is None:
@@ -251,7 +251,7 @@ class CrossEntropyProbs(Function):
     @staticmethod
     def forward(ctx, x, target, weight=None, reduction="mean", label_smoothing=0.0):
         C = x.shape[0 if x.ndim == 1 else 1]
-        e = x.dtype.type(label_smoothing)
+        e = float(label_smoothing)  # a Python number: e / C is formed in double (C beyond float16's range)
         logp = _row_log_softmax(ctx.xp, x)  # (R, C)
         q, wq = _soft_q(ctx.xp, target, weight, e, C)
         losses = -_times_log(ctx.xp, wq, logp).sum(axis=1)  # (R,)

@@ -136,7 +136,9 @@ class Mean(Function):
     @staticmethod
     def backward(ctx, g):
         g = expand_reduced(g, len(ctx.shape), ctx.dim, ctx.keepdim)
-        return (ctx.xp.broadcast_to(g / g.dtype.type(ctx.n), ctx.shape),)
+        # 1 / n in the opmath dtype: in float16, n beyond 65504 is inf and 1 / n below its normal range
+        wide = in_opmath(ctx.xp, g)
+        return (ctx.xp.broadcast_to(to_dtype(ctx.xp, wide / wide.dtype.type(ctx.n), g.dtype), ctx.shape),)
 
 
 def _centered(xp, a, dim):
