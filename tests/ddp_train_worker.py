@@ -8,6 +8,10 @@ every rank must stop after that same step, with a complete checkpoint; the ranks
 --as-another-error the interrupt comes as Python raises one in a class's __set_name__: a RuntimeError from it.
 --fail-rank-1-at-step K: rank 1's callback raises ValueError after step K: every rank must raise (that one its own
 error, the others OtherRankFailed) instead of waiting for it.
+--memory-error-rank-1-at-step K: rank 1's optimizer step raises MemoryError in step K (an error inside a step):
+every rank must stop within seconds, rank 0 with OtherRankFailed naming it. --unused-rank-1-from-step K: from step K
+rank 1's forward leaves the generator's bias out (a parameter it does not use): every rank stops the same way.
+Each rank prints `EXIT <rank> <time.time()>` as it leaves, and the failing rank `FAULT <time.time()>`.
 --key-bias-record PATH: rank 0 writes, as JSON, each step's lr and the largest |gradient| of the key biases (their
 gradient is identically 0, so what is computed is round-off: the test judges them by Adam's step bound).
 """
@@ -19,6 +23,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 import numpy as np
 
@@ -67,6 +72,49 @@ def key_bias_record(record: dict):
         loop.train_step = step
 
 
+@contextlib.contextmanager
+def failing_optimizer_step(k: int):
+    """train()'s step K: its optimizer step raises MemoryError (after the backward and its all-reduce)."""
+    step, calls = loop.train_step, [0]
+
+    def failing(model, optimizer, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == k:
+
+            def no_memory(*a, **kw):
+                print(f"FAULT {time.time()}", flush=True)
+                raise MemoryError("rank 1's optimizer step ran out of memory")
+
+            optimizer.step = no_memory
+        return step(model, optimizer, *args, **kwargs)
+
+    loop.train_step = failing
+    try:
+        yield
+    finally:
+        loop.train_step = step
+
+
+@contextlib.contextmanager
+def unused_generator_bias(k: int):
+    """From train()'s step K, the model's output layer runs without its bias on this rank: a parameter unused."""
+    step, calls = loop.train_step, [0]
+
+    def skipping(model, optimizer, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == k:
+            gen = model.module.generator if hasattr(model, "module") else model.generator
+            gen.forward = lambda x: x @ gen.weight.transpose(-2, -1)
+            print(f"FAULT {time.time()}", flush=True)
+        return step(model, optimizer, *args, **kwargs)
+
+    loop.train_step = skipping
+    try:
+        yield
+    finally:
+        loop.train_step = step
+
+
 class InterruptedWhileNamed:
     """A class attribute whose __set_name__ gets the Ctrl-C: Python 3.11 raises it as RuntimeError from it (as
     tests/cli_help.py's lazy_import_interrupted does; this file runs as a script under mpiexec, outside the package)."""
@@ -107,6 +155,11 @@ def main() -> None:
             if step == k and comm.Get_rank() == 1:
                 raise ValueError(f"rank 1's callback failed at step {step}")
 
+    faults = contextlib.ExitStack()
+    if "--memory-error-rank-1-at-step" in sys.argv and comm.Get_rank() == 1:
+        faults.enter_context(failing_optimizer_step(int(sys.argv[sys.argv.index("--memory-error-rank-1-at-step") + 1])))
+    if "--unused-rank-1-from-step" in sys.argv and comm.Get_rank() == 1:
+        faults.enter_context(unused_generator_bias(int(sys.argv[sys.argv.index("--unused-rank-1-from-step") + 1])))
     model_cfg, train_cfg = configs(steps, dropout)
     record_path = sys.argv[sys.argv.index("--key-bias-record") + 1] if "--key-bias-record" in sys.argv else None
     record = {}
@@ -118,6 +171,11 @@ def main() -> None:
             )  # fmt: skip
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as e:
+        if not any(f in sys.argv for f in ("--memory-error-rank-1-at-step", "--unused-rank-1-from-step")):
+            raise
+        print(f"EXIT {comm.Get_rank()} {time.time()} {type(e).__name__}: {e}", flush=True)  # the abandoned
+        os._exit(1)  # collectives would hold MPI_Finalize: the command line ends the same way
     if record_path and comm.Get_rank() == 0:
         with open(record_path, "w") as f:
             json.dump({"lrs": record["lrs"], "grad_maxes": record["grad_maxes"]}, f)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -87,7 +88,7 @@ def test_bad_input_is_refused(results):
     e = results["refusals"]
     assert "does not divide into 2 equal shards" in e["indivisible"]
     assert "fewer than the 2 ranks" in e["too_few_rows"]
-    assert "rank 0's parameters differ from rank 1's" in e["different_models"]
+    assert "rank 1's parameters differ from rank 0's" in e["different_models"]
 
 
 @needs_mpi
@@ -200,3 +201,40 @@ def test_an_early_leaf_gradient_never_shares_an_array_still_flowing():
     c = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64)
     (((v * 2) + w) * c).sum().backward()  # the add's gradient, c, is one owned array sent to both inputs
     np.testing.assert_array_equal(v.grad.data, 2 * c.data)
+
+
+# ---- ranks that disagree: refused at wrap time, or stopped together ----------------------------------------------
+
+
+def _exits(scenario: str) -> dict:
+    """{rank: what it raised} from tests/ddp_fault_worker.py (a hang fails by run_ranks' timeout)."""
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    done = run_ranks(2, [os.path.join(ROOT, "tests", "ddp_fault_worker.py"), scenario], timeout=120, env=env)
+    # the two ranks' lines may reach mpiexec's output in one piece: split at each "EXIT <rank> <time> "
+    lines = re.findall(r"EXIT (\d+) [\d.]+ (.*?)(?=EXIT \d+ [\d.]+ |\n|$)", done.stdout)
+    assert len(lines) == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    return {int(r): what.strip() for r, what in lines}
+
+
+@pytest.mark.parametrize(
+    "scenario, words",
+    [
+        ("extra-buffer", "rank 1's buffers differ from rank 0's ('running_mean' is there only)"),
+        ("buffer-shape", "rank 1's buffers differ from rank 0's ('scale': shape (4,) float32 there, (3,) float32 on"),
+    ],
+)
+@needs_mpi
+def test_models_that_differ_in_a_buffer_are_refused_at_wrap_time_on_every_rank(scenario, words):
+    said = _exits(scenario)
+    assert all(
+        what.startswith("RuntimeError: DistributedDataParallel: ") and words in what for what in said.values()
+    ), said
+
+
+@needs_mpi
+def test_a_parameter_one_rank_leaves_unused_stops_every_rank():
+    """Before: rank 1 raised at its next forward, as documented, and rank 0 waited in the all-reduce for ever."""
+    said = _exits("unused-parameter")
+    assert "parameter(s) b.weight, b.bias got no gradient" in said[1], said
+    assert said[0].startswith("OtherRankFailed: data parallelism: rank 1 failed, so every rank stops"), said
+    assert "b.weight, b.bias" in said[0], said

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -240,7 +241,7 @@ def test_the_command_line_reports_another_ranks_failure_on_rank_0_in_one_line(ra
     from transformer_np.parallel import OtherRankFailed
 
     class Rank:
-        writes, world_size = rank == 0, 2
+        writes, world_size, failed = rank == 0, 2, False
 
     def failed(*args):
         raise OtherRankFailed("data parallelism: rank 1 failed after step 7, so every rank stops: ValueError: x")
@@ -251,3 +252,68 @@ def test_the_command_line_reports_another_ranks_failure_on_rank_0_in_one_line(ra
     err = capsys.readouterr().err
     expected = "python -m transformer_np train: error: data parallelism: rank 1 failed after step 7, so every rank "
     assert err == (expected + "stops: ValueError: x\n" if rank == 0 else "")
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_the_command_line_ends_a_rank_that_failed_alone_in_one_line_without_finalizing(
+    rank, tmp_path, monkeypatch, capsys
+):
+    """A rank whose step raised (a MemoryError) and told the others: rank 0 says its error in one line (exit 1),
+    another rank's error is on rank 0's line (it exits 2 quietly); either ends at once (os._exit: MPI_Finalize would
+    wait on the collectives the failure abandoned), never with a traceback."""
+    from transformer_np import cli, commands
+
+    class Rank:
+        writes, world_size, failed = rank == 0, 2, True
+
+    def failed(*args):
+        raise MemoryError("the optimizer step ran out of memory")
+
+    def exit_now(code):
+        raise SystemExit(code)
+
+    monkeypatch.setattr(commands, "_data_parallel", lambda args: Rank())
+    monkeypatch.setattr(commands, "_train_and_report", failed)
+    monkeypatch.setattr(commands.os, "_exit", exit_now)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["train", "--task", "copy-reverse", "--out", str(tmp_path / "run")])
+    assert e.value.code == (1 if rank == 0 else 2)
+    err = capsys.readouterr().err
+    expected = "python -m transformer_np train: error: MemoryError: the optimizer step ran out of memory\n"
+    assert err == (expected if rank == 0 else "")
+
+
+# ---- no rank waits for ever on one that failed ---------------------------------------------------------------
+
+
+def _stop_times(done) -> tuple[float, float]:
+    """(the fault's time, the last rank's exit) from the worker's FAULT and EXIT lines."""
+    fault = [float(t) for t in re.findall(r"FAULT ([\d.]+)", done.stdout)]
+    exits = [float(t) for t in re.findall(r"EXIT \d+ ([\d.]+) ", done.stdout)]
+    assert len(fault) == 1 and len(exits) == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    return fault[0], max(exits)
+
+
+@pytest.mark.parametrize(
+    "fault, words",
+    [
+        (("--memory-error-rank-1-at-step", "4"), "MemoryError: rank 1's optimizer step ran out of memory"),
+        (("--unused-rank-1-from-step", "4"), "generator.bias"),
+    ],
+    ids=["memory-error-in-the-optimizer-step", "a-parameter-unused-on-one-rank"],
+)
+def test_a_fault_inside_one_ranks_step_stops_every_rank_within_seconds(tmp_path, fault, words):
+    """Before: the other rank waited in the gradients' all-reduce (or the loss's) for ever."""
+    out = str(tmp_path / "run")
+    done = ranks(out, 20, 0.0, *fault)
+    fault_at, last_exit = _stop_times(done)
+    assert last_exit - fault_at < 10, f"every rank stopped {last_exit - fault_at:.1f} s after the fault"
+    rank0 = re.search(r"EXIT 0 [\d.]+ (.*?)(?=EXIT \d+ |FAULT |\n|$)", done.stdout).group(1)
+    assert "OtherRankFailed: data parallelism: rank 1 failed in step 4, so every rank stops" in rank0, rank0
+    assert words in rank0, rank0
+
+
+def test_a_world_size_that_disagrees_with_nproc_is_one_line_and_2(tmp_path):
+    out = str(tmp_path / "run")
+    done = cli("--out", out, "--nproc", "4", prefix=mpiexec_command(2, [])[:3])
+    assert_refused(done, "--nproc 4 under mpiexec with 2 ranks", out)

@@ -109,17 +109,37 @@ def cmd_train(args) -> int:
         raise OSError(str(e)) from None
     if parallel is None:
         return _train_and_report(args, model_cfg, train_cfg, None)
-    try:
-        return _train_and_report(args, model_cfg, train_cfg, parallel)
-    except OtherRankFailed as e:  # another rank failed alone (its stderr has why): rank 0 alone says so
+    if args.nproc > 1 and args.nproc != parallel.world_size:  # mpiexec -n 2 ... train --nproc 4: before any work
         if not parallel.writes:
             return 2
-        print(f"python -m transformer_np train: error: {e}", file=sys.stderr)
-        return 1
-    except (ValueError, TypeError, OSError):
+        raise ValueError(
+            f"--nproc {args.nproc} under mpiexec with {parallel.world_size} ranks: give one of them (--nproc alone "
+            f"launches mpiexec itself; under mpiexec -n N, --nproc must be N or left out)"
+        )
+    try:
+        return _train_and_report(args, model_cfg, train_cfg, parallel)
+    except OtherRankFailed as e:  # another rank failed alone: rank 0 says so in one line, with that rank's error
         if parallel.writes:
+            print(f"python -m transformer_np train: error: {e}", file=sys.stderr)
+        return _end_abandoned(parallel, 1 if parallel.writes else 2)
+    except Exception as e:
+        if parallel.failed:  # this rank failed alone during training (a MemoryError in its step...) and told the
+            if parallel.writes:  # others: rank 0's own error is the line; another rank's is on rank 0's line
+                print(f"python -m transformer_np train: error: {type(e).__name__}: {e}", file=sys.stderr)
+            return _end_abandoned(parallel, 1 if parallel.writes else 2)
+        if not isinstance(e, (ValueError, TypeError, OSError)) or parallel.writes:
             raise
         return 2  # every rank raised the same error, or the one rank 0 failed with: rank 0 alone says it
+
+
+def _end_abandoned(parallel, code: int) -> int:
+    """End a rank whose collectives were abandoned by a failure: MPI_Finalize would wait on them (or report them), so
+    the process ends here, its output flushed, with `code`."""
+    if not parallel.failed:
+        return code
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _train_and_report(args, model_cfg: ModelConfig, train_cfg: TrainConfig, parallel) -> int:

@@ -25,11 +25,23 @@ import os
 import numpy as np
 
 import minitensor as mt
+from minitensor.nn.parallel import OtherRankFailed, failure_channel, require_mpi
 from minitensor.random import get_rng_state, set_rng_state
 
 from .data import PAD_ID, shift_targets
 from .loss import shard_loss
 from .masks import padding_mask, target_mask
+
+__all__ = [
+    "DataParallel",
+    "OtherRankFailed",
+    "compute_shard_loss",
+    "count_targets",
+    "jumped_state",
+    "launched_world_size",
+    "shard_rows",
+    "split_rows",
+]
 
 
 def shard_rows(global_batch: int, world_size: int, rank: int) -> slice:
@@ -86,11 +98,6 @@ def launched_world_size() -> int:
     return 1
 
 
-class OtherRankFailed(RuntimeError):
-    """Raised on every other rank when one rank of a data-parallel run fails on its own (DataParallel.stop_together):
-    that rank reports its error, the others stop with this one."""
-
-
 class DataParallel:
     """This process's share of data-parallel training over `world_size` ranks.
 
@@ -105,6 +112,28 @@ class DataParallel:
         self.rank = 0 if comm is None else comm.Get_rank()
         self.local_ranks = list(range(self.world_size)) if comm is None else [self.rank]
         self.streams = {}  # local rank -> its dropout generator's state between steps
+        # where a rank that fails alone tells the others (every wait of a step watches it): made here, on every rank
+        self.channel = None if comm is None else failure_channel(comm)
+
+    @property
+    def failed(self) -> bool:
+        """A failure was announced or heard: the collectives in flight are abandoned (end the process)."""
+        return self.channel is not None and self.channel.failed
+
+    def announce(self, error: BaseException, where: str) -> None:
+        """This rank failed alone (`where`: " in step 3"): tell every other rank, so that none waits for it in a
+        collective (they raise OtherRankFailed with this error)."""
+        if self.channel is not None:
+            self.channel.announce(f"{type(error).__name__}: {error}", where)
+
+    def _allreduce(self, array: np.ndarray) -> np.ndarray:
+        """Sum over the ranks, waiting while watching for another rank's failure."""
+        self.channel.wait([self.comm.Iallreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)])
+        return array
+
+    @property
+    def MPI(self):
+        return require_mpi()  # mpi4py's MPI, imported when first needed (under mpiexec only)
 
     @property
     def writes(self) -> bool:
@@ -150,15 +179,10 @@ class DataParallel:
             if failure is not None:
                 raise failure
             return bool(pending)
-        said = None if failure is None else f"{type(failure).__name__}: {failure}"
-        everyone = self.comm.allgather((bool(pending), said))
-        if failure is not None:
+        if failure is not None:  # told on the failure channel: the others, waiting below, raise OtherRankFailed
+            self.announce(failure, f" after step {step}")
             raise failure
-        failed = [(r, m) for r, (_, m) in enumerate(everyone) if m is not None]
-        if failed:
-            r, m = failed[0]
-            raise OtherRankFailed(f"data parallelism: rank {r} failed after step {step}, so every rank stops: {m}")
-        return any(p for p, _ in everyone)
+        return bool(self._allreduce(np.array([int(bool(pending))], dtype=np.int64))[0])
 
     def bcast(self, obj):
         return obj if self.comm is None else self.comm.bcast(obj, root=0)
@@ -205,7 +229,12 @@ class DataParallel:
                 loss.backward()
             value += loss.item() / factor
         if self.comm is not None:
-            value = self.comm.allreduce(value)
+            if getattr(model, "expect_hooks", False):  # DistributedDataParallel: a bucket never started here
+                raise RuntimeError(
+                    f"data parallelism: on rank {self.rank} {model.missing_gradients()} got no gradient in this "
+                    "step's backward (a parameter the forward did not use); every parameter must take part"
+                )
+            value = float(self._allreduce(np.array([value], dtype=np.float64))[0])
         return value, shift_targets(tgt)[1]
 
 

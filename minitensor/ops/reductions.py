@@ -128,10 +128,8 @@ class Mean(Function):
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
-        ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
-        out = result_array(mean(a, axis=dim, keepdims=keepdim))
-        ctx.n = _reduced_count(a.shape, dim)
-        return out
+        ctx.shape, ctx.dim, ctx.keepdim, ctx.n = a.shape, dim, keepdim, _reduced_count(a.shape, dim)
+        return result_array(mean(a, axis=dim, keepdims=keepdim))
 
     @staticmethod
     def backward(ctx, g):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import minitensor as mt
-from minitensor.nn.parallel import DistributedDataParallel
+from minitensor.nn.parallel import DistributedDataParallel, OtherRankFailed
 from minitensor.random import get_rng_state
 
 from ..cliutil import interrupts_as_such
@@ -350,7 +350,14 @@ def train(
     ):
         while run.step < train_cfg.steps:
             with guard.atomic():
-                record = run.train_one_step(batches)
+                try:
+                    record = run.train_one_step(batches)
+                except OtherRankFailed:
+                    raise
+                except Exception as error:  # this rank alone (its forward, backward or optimizer step): tell the
+                    if collective_stop:  # others, waiting for it in a collective, before raising
+                        parallel.announce(error, f" in step {run.step + 1}")
+                    raise
             failure = None  # data parallelism: an error on this rank alone (its save, its callback), agreed below
             try:
                 _show_step(bar, record)

@@ -6,11 +6,14 @@ error when the optional `distributed` extra is missing). mpi4py is imported only
 so `import minitensor` works without it.
 """
 
-from .distributed import DistributedDataParallel
+from .distributed import DistributedDataParallel, FailureChannel, OtherRankFailed, failure_channel
 from .launch import find_mpiexec, mpiexec_command, require_mpi, run_process_group, run_ranks
 
 __all__ = [
     "DistributedDataParallel",
+    "FailureChannel",
+    "OtherRankFailed",
+    "failure_channel",
     "find_mpiexec",
     "mpiexec_command",
     "require_mpi",

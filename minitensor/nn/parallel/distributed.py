@@ -23,7 +23,7 @@ How the averaging overlaps the backward (PyTorch's Reducer, torch/csrc/distribut
 With MPICH an Iallreduce progresses only while some MPI call runs, so each hook also tests the pending requests
 (a cheap MPI_Testall) to push them on; how much the overlap hides is measured in benchmarks (section "ranks").
 
-On a device (issue 24; the module moved there before it is wrapped, as with torch) MPI still works on host memory:
+On a device (the module moved there before it is wrapped, as with torch) MPI still works on host memory:
 each bucket also has a flat buffer on the device. The gradients are packed into it there (times 1/N), copied to the
 host buffer in one transfer, all-reduced, and copied back in one transfer: two copies per bucket and step, never one
 per parameter. (A CUDA-aware MPI could reduce the device buffer directly; mpi4py's pip MPICH is not one.)
@@ -37,6 +37,9 @@ Deviations from PyTorch, flagged:
     this project's buffers, the sinusoidal table, never change);
   * no find_unused_parameters: a parameter that gets no gradient leaves its bucket unreduced, and the next
     forward raises (as torch does without find_unused_parameters) instead of silently using unreduced gradients;
+  * no rank waits for ever on one that failed: a rank whose step raises tells the others on a communicator of their
+    own (`FailureChannel`), and every wait of the reduction watches it, raising OtherRankFailed with that rank's
+    error (torch leaves the other ranks in the collective until a timeout).
 """
 
 from __future__ import annotations
@@ -50,6 +53,61 @@ from ...autograd import is_grad_enabled
 from ...devices import array_module, is_host
 from ..modules.module import Module
 from .launch import require_mpi
+
+
+class OtherRankFailed(RuntimeError):
+    """Raised on every other rank when one rank of a data-parallel run fails on its own: that rank reports its
+    error, the others stop with this one, which names it. The collectives in flight are abandoned: end the
+    process (MPI cannot be finalized cleanly with them)."""
+
+
+class FailureChannel:
+    """A communicator of its own (a Dup of the ranks'), on which a failing rank tells every other rank its error,
+    and `wait`, which waits for requests while watching it. One per communicator (`failure_channel`): Dup is a
+    collective, so every rank makes it at the same point (wrap time)."""
+
+    TAG = 7071
+
+    def __init__(self, comm):
+        MPI = require_mpi()
+        self.MPI, self.comm = MPI, comm.Dup()
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.sent = []  # this rank's announcements in flight (small: sent eagerly, never waited for)
+        self.failed = False  # this rank announced, or heard, a failure: its collectives are abandoned
+
+    def announce(self, message: str, where: str = "") -> None:
+        """Tell every other rank that this one failed (`where`: " in step 3", say), with `message`; once."""
+        if self.failed:
+            return
+        self.failed = True
+        said = (where, message)
+        self.sent = [self.comm.isend(said, dest=r, tag=self.TAG) for r in range(self.size) if r != self.rank]
+
+    def check(self) -> None:
+        """Raise OtherRankFailed if another rank has announced a failure."""
+        status = self.MPI.Status()
+        if self.comm.Iprobe(source=self.MPI.ANY_SOURCE, tag=self.TAG, status=status):
+            source = status.Get_source()
+            where, message = self.comm.recv(source=source, tag=self.TAG)
+            self.failed = True
+            raise OtherRankFailed(f"data parallelism: rank {source} failed{where}, so every rank stops: {message}")
+
+    def wait(self, requests: list) -> None:
+        """MPI_Waitall, watching for another rank's failure (which would leave these requests waiting for ever)."""
+        while not self.MPI.Request.Testall(requests):
+            self.check()
+            time.sleep(0)  # yield: a rank waits here only when another is behind
+
+
+_CHANNELS: dict = {}
+
+
+def failure_channel(comm) -> FailureChannel:
+    """The FailureChannel of `comm`, made on first use (a collective: every rank asks at the same point)."""
+    key = comm.py2f()
+    if key not in _CHANNELS:
+        _CHANNELS[key] = FailureChannel(comm)
+    return _CHANNELS[key]
 
 
 class _Bucket:
@@ -91,6 +149,7 @@ class DistributedDataParallel(Module):
         self.require_backward_grad_sync = True  # False inside no_sync()
         self.params = [p for p in module.parameters() if p.requires_grad]
         self._check_same_model_on_every_rank()
+        self.channel = failure_channel(self.comm)
         self._broadcast_from_rank0()
         self.cap_bytes = int(bucket_cap_mb * 2**20)
         self._set_buckets(self.params[::-1])
@@ -99,19 +158,26 @@ class DistributedDataParallel(Module):
         self.rebuilt = False
         self.hooks = [p.register_post_accumulate_grad_hook(self._grad_ready) for p in self.params]
         self.expect_hooks = False  # True between a synchronised forward and the end of its reduction
+        self.delivered = set()
         self.next_bucket = 0  # the next bucket to start, in index order
         self.timeline = []  # this step's events as (name, time.perf_counter()): the notebook draws them
 
     # ---- wrap time ----------------------------------------------------------------------------
     def _check_same_model_on_every_rank(self) -> None:
-        mine = [(n, p.shape, str(p.dtype)) for n, p in self.module.named_parameters() if p.requires_grad]
-        for r, theirs in enumerate(self.comm.allgather(mine)):
-            if theirs != mine:
-                diff = next((f"{a} vs {b}" for a, b in zip(mine, theirs) if a != b), f"{len(mine)} vs {len(theirs)}")
-                raise RuntimeError(
-                    f"DistributedDataParallel: rank {self.rank}'s parameters differ from rank {r}'s "
-                    f"(first difference: {diff}): every rank must build the same model"
-                )
+        """Every rank the same parameters and buffers (names, shapes, dtypes), refused on every rank together:
+        the wrap-time broadcast and every step's reduction read them in one order on all ranks."""
+        params = [(n, p.shape, str(p.dtype)) for n, p in self.module.named_parameters() if p.requires_grad]
+        buffers = [(n, b.shape, str(b.dtype)) for n, b in self.module.named_buffers()]
+        everyone = self.comm.allgather((params, buffers))
+        for kind, k in (("parameters", 0), ("buffers", 1)):
+            for r, theirs in enumerate(e[k] for e in everyone):
+                first = everyone[0][k]
+                if theirs != first:
+                    diff = _first_difference(first, theirs)
+                    raise RuntimeError(
+                        f"DistributedDataParallel: rank {r}'s {kind} differ from rank 0's ({diff}): every rank must "
+                        "build the same model"
+                    )
 
     def _broadcast_from_rank0(self) -> None:
         for t in [*self.module.parameters(), *self.module.buffers()]:
@@ -138,14 +204,18 @@ class DistributedDataParallel(Module):
     # ---- the step -----------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
         if self.expect_hooks:
-            raise RuntimeError(
-                "DistributedDataParallel: the previous backward did not finish reducing gradients: some parameter "
-                "got no gradient (unused in the forward, or backward not called); every parameter must take part"
+            error = RuntimeError(
+                f"DistributedDataParallel: the previous backward did not finish reducing gradients on rank "
+                f"{self.rank}: {self.missing_gradients()} got no gradient (unused in the forward, or backward not "
+                "called); every parameter must take part"
             )
+            self.channel.announce(f"RuntimeError: {error}")  # the other ranks wait in that reduction: let them out
+            raise error
         if self.require_backward_grad_sync and self.world_size > 1 and is_grad_enabled():  # no_grad: no backward
             self.expect_hooks, self.next_bucket, self.timeline = True, 0, []
             for b in self.buckets:
                 b.pending, b.request = len(b.params), None
+            self.delivered = set()  # ids of the parameters whose gradient this backward delivered
         return self.module(*args, **kwargs)
 
     def _grad_ready(self, p) -> None:
@@ -156,6 +226,7 @@ class DistributedDataParallel(Module):
             self.timeline.append(("first gradient", time.perf_counter()))
         if not self.rebuilt:
             self.arrival.append(self.index_of[id(p)])
+        self.delivered.add(id(p))
         self.bucket_of[id(p)].pending -= 1
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             self._start(self.buckets[self.next_bucket])
@@ -174,9 +245,15 @@ class DistributedDataParallel(Module):
         b.request = self.comm.Iallreduce(self.MPI.IN_PLACE, b.buffer, op=self.MPI.SUM)
         self.timeline.append((f"bucket {self.buckets.index(b)} started", time.perf_counter()))
 
+    def missing_gradients(self) -> str:
+        """The parameters whose gradient this backward has not delivered, named (for the unused-parameter error)."""
+        waiting = [n for n, p in self.module.named_parameters() if p.requires_grad and id(p) not in self.delivered]
+        shown = ", ".join(waiting[:4]) + (f" and {len(waiting) - 4} more" if len(waiting) > 4 else "")
+        return f"parameter(s) {shown}" if waiting else "some parameter"
+
     def _finish(self) -> None:
         self.timeline.append(("wait", time.perf_counter()))
-        self.MPI.Request.Waitall([b.request for b in self.buckets])
+        self.channel.wait([b.request for b in self.buckets])
         self.timeline.append(("all reduced", time.perf_counter()))
         for b in self.buckets:
             if b.packed is not b.buffer:
@@ -201,6 +278,20 @@ class DistributedDataParallel(Module):
     def communication_bytes(self) -> int:
         """Bytes of gradient each rank hands to the all-reduce per synchronised step."""
         return sum(b.nbytes for b in self.buckets)
+
+
+def _first_difference(a: list, b: list) -> str:
+    """The first (name, shape, dtype) entry where two ranks' lists differ, or the names one of them lacks."""
+    mine, theirs = dict((n, rest) for n, *rest in a), dict((n, rest) for n, *rest in b)
+    for n in sorted(set(mine) | set(theirs)):
+        if n not in theirs:
+            return f"{n!r} is missing there"
+        if n not in mine:
+            return f"{n!r} is there only"
+        if mine[n] != theirs[n]:
+            (s0, d0), (s1, d1) = mine[n], theirs[n]
+            return f"{n!r}: shape {s1} {d1} there, {s0} {d0} on rank 0"
+    return "the same names in another order"
 
 
 def _make_buckets(params: list, cap_bytes: int) -> list:
