@@ -840,6 +840,12 @@ CASES: list[Case] = [
         lambda t, q, k, v, m: t.F.scaled_dot_product_attention(q, k, v, m, scale=0.3),
         [(2, 1, 3, 4), (2, 2, 4, 4), (1, 2, 4, 4), Const(MASK_EMPTY_ROW[:, None])],
     ),
+    C(  # the dense path with a learned additive bias: softmax(q k^T * scale + bias), the bias differentiated
+        "F.attention_weights_bias",
+        lambda t, q, k, b: t.F.attention_weights(q, k, b, scale=0.5),
+        [(2, 2, 3, 4), (2, 2, 5, 4), (1, 2, 3, 5)],
+        ref=lambda t, q, k, b: t.F.softmax(q @ k.transpose(-2, -1) * 0.5 + b, dim=-1),
+    ),
     C(  # a learned additive bias (relative positions, ALiBi): differentiated, broadcast over the batch and heads
         "F.scaled_dot_product_attention_bias",
         lambda t, q, k, v, b: t.F.scaled_dot_product_attention(q, k, v, b),

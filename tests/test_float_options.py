@@ -96,3 +96,38 @@ def test_bce_with_logits_weights_are_differentiated_exactly_where_torch_refuses(
 
     assert mt.autograd.gradcheck(f, [x, w, pw])
     assert mt.autograd.gradgradcheck(f, [x, w, pw])
+
+
+@pytest.mark.parametrize("bias_shape", [(4, 5), (1, 2, 4, 5), (2, 1, 4, 5)])
+def test_attention_weights_with_a_learned_bias_as_torchs_composite(bias_shape):
+    """The dense path: F.attention_weights with a float mask is softmax(q k^T * scale + bias), the bias
+    differentiated (first and second order) as torch differentiates the same composite."""
+    rng = np.random.default_rng(3)
+    q0, k0, b0 = rng.standard_normal((2, 2, 4, 3)), rng.standard_normal((2, 2, 5, 3)), rng.standard_normal(bias_shape)
+    q, k, b = (mt.tensor(a, requires_grad=True) for a in (q0, k0, b0))
+    tq, tk, tb = (torch.tensor(a, requires_grad=True) for a in (q0, k0, b0))
+    w = mt.nn.functional.attention_weights(q, k, b, scale=0.5)
+    ref = torch.softmax(tq @ tk.transpose(-2, -1) * 0.5 + tb, dim=-1)
+    assert_close(w.detach().numpy(), ref.detach().numpy(), OP_RTOL["float64"], what="weights")
+    g = rng.standard_normal(ref.shape)
+    (gb,) = mt.autograd.grad((w * mt.tensor(g)).sum(), [b], create_graph=True)
+    (tgb,) = torch.autograd.grad((ref * torch.tensor(g)).sum(), [tb], create_graph=True)
+    assert_close(gb.detach().numpy(), tgb.detach().numpy(), OP_RTOL["float64"], what="gradient of the bias")
+    v = rng.standard_normal(bias_shape)
+    (hq,) = mt.autograd.grad((gb * mt.tensor(v)).sum(), [q])
+    (thq,) = torch.autograd.grad((tgb * torch.tensor(v)).sum(), [tq])
+    assert_close(hq.numpy(), thq.numpy(), OP_RTOL["float64"], what="second order")
+
+
+def test_attention_weights_with_a_bias_row_all_minus_inf_is_zero_not_nan():
+    b0 = np.zeros((4, 5))
+    b0[2] = -np.inf
+    q, k, b = (
+        mt.randn(1, 4, 3, dtype=mt.float64),
+        mt.randn(1, 5, 3, dtype=mt.float64),
+        mt.tensor(b0, requires_grad=True),
+    )
+    w = mt.nn.functional.attention_weights(q, k, b)
+    assert np.all(w.detach().numpy()[0, 2] == 0) and np.isfinite(w.detach().numpy()).all()
+    w.sum().backward()
+    assert np.isfinite(b.grad.numpy()).all()

@@ -15,6 +15,7 @@ from .. import ops
 from ..autograd import is_grad_enabled
 from ..devices import array_module, is_array
 from ..dtypes import result_type
+from ..functions.elementwise import where
 from ..functions.reductions import log_softmax, softmax
 from ..random import generator
 from ..tensor import Tensor
@@ -384,12 +385,13 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
 
 
 def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = None) -> Tensor:
-    """softmax(q k^T * scale) over the keys where the bool `mask` is True (one fused node).
+    """softmax(q k^T * scale) over the keys where the bool `mask` is True (one fused node), or
+    softmax(q k^T * scale + mask) for a float `mask` (an additive bias, differentiated when it requires grad).
 
     Extension, flagged (torch has no such function; its scaled_dot_product_attention returns the
     product with v): q (..., T_q, Dh), k (..., T_k, Dh); mask broadcastable to (..., T_q, T_k);
-    scale defaults to 1 / sqrt(Dh). A query row whose mask is all False gets zero weights and
-    zero gradients, where masked_fill(-inf) -> softmax gives NaN."""
+    scale defaults to 1 / sqrt(Dh). A query row whose mask is all False (or all -inf) gets zero weights
+    and zero gradients, where masked_fill(-inf) -> softmax gives NaN."""
     if q.ndim < 2 or k.ndim < 2 or q.shape[-1] != k.shape[-1]:
         raise ValueError(
             f"attention_weights: expected q (..., T_q, Dh) and k (..., T_k, Dh), got shapes {q.shape} and {k.shape}"
@@ -402,8 +404,10 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
     if mask is not None:
         keep = _array_of(mask)
         scores = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
-        if keep.dtype != np.bool_:
-            raise TypeError(f"attention_weights: mask must be bool (True = may attend), got {keep.dtype}")
+        if keep.dtype != np.bool_ and keep.dtype != q.dtype:
+            raise TypeError(
+                f"attention_weights: mask must be bool (True = may attend) or of q's dtype, got {keep.dtype}"
+            )
         try:
             ok = np.broadcast_shapes(keep.shape, scores) == scores
         except ValueError:
@@ -413,7 +417,19 @@ def attention_weights(q: Tensor, k: Tensor, mask=None, scale: float | None = Non
                 f"attention_weights: mask of shape {keep.shape} does not broadcast to the scores' shape {scores}"
             )
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if keep is not None and keep.dtype != np.bool_:
+        return _biased_attention_weights(q, k, mask if isinstance(mask, Tensor) else q.wrap(keep), scale)
     return ops.AttentionWeights.apply(q, k, keep=keep, scale=scale)
+
+
+def _biased_attention_weights(q: Tensor, k: Tensor, bias: Tensor, scale: float) -> Tensor:
+    """softmax(q k^T * scale + bias) as a composite of the engine's primitives, so that the bias is differentiated
+    (every order, both modes); a row whose bias is all -inf gets zero weights (its scores set to 0 first, so that
+    neither its softmax nor its gradient is NaN)."""
+    has_key = q.wrap((_array_of(bias) > -np.inf).any(axis=-1, keepdims=True))  # (..., T_q, 1), a constant
+    scores = (q * scale) @ k.transpose(-2, -1) + bias
+    weights = softmax(where(has_key, scores, 0.0), dim=-1)
+    return where(has_key, weights, 0.0)
 
 
 def scaled_dot_product_attention(
