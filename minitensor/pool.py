@@ -106,6 +106,15 @@ def _balanced_shares(params: list, n: int, size=_numel) -> list:
 
 update_pool = UpdatePool()
 
+
+def _forget_threads_after_fork() -> None:
+    """In a forked child the pool's threads do not exist (fork copies only the calling thread): a run there would
+    wait for ever on work that no thread takes. The child starts a pool of its own when it needs one."""
+    update_pool.executor, update_pool.threads, update_pool.threaded = None, 0, False
+
+
+os.register_at_fork(after_in_child=_forget_threads_after_fork)
+
 ROW_BLOCK_NUMEL = 1 << 17  # 512 KiB of float32: a block and a temporary of its passes stay in L2 (1 MiB a core)
 ROWS_PARALLEL_MIN_NUMEL = PARALLEL_MIN_NUMEL  # a layer norm of 2^18 entries lost 3x on two threads (hand-offs)
 

@@ -625,3 +625,37 @@ def test_ieee_quiet_is_per_thread():
         thread.join()
         assert np.geterr()["divide"] == "ignore"
     assert np.isinf(seen["result"]) and seen["after"] == "raise" and np.geterr() == before
+
+
+def test_a_forked_child_runs_the_pool_with_threads_of_its_own(monkeypatch):
+    """fork copies only the calling thread: a child that reused the parent's executor would wait for ever on work
+    no thread takes (the course runner forks one child per exercise). The child starts its own pool."""
+    import os
+    import signal
+    import time
+
+    monkeypatch.setattr(pool, "num_threads", lambda: 2)
+    params = [mt.tensor(np.zeros(pool.PARALLEL_MIN_NUMEL, np.float32)) for _ in range(4)]
+
+    def add_one(p):
+        np.add(p.data, 1, out=p.data)
+
+    pool.update_pool.run(add_one, params)  # the parent's pool now has its threads
+    assert pool.update_pool.executor is not None
+    pid = os.fork()
+    if pid == 0:  # the child: the same run, then out at once
+        try:
+            pool.update_pool.run(add_one, params)
+            os._exit(0 if all((p.data == 2).all() for p in params) else 1)
+        finally:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked child waited on the parent's pool threads for 30 s")
