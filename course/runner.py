@@ -183,6 +183,7 @@ def run_in_child(rung: int, ex: Exercise, source: str) -> Outcome:
 
 def _child(conn, rung: int, ex: Exercise, source: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to report; it ends this child
+    _one_thread_after_fork()
     faulthandler.disable()  # a crash is reported by the parent in one line, not as a dump of every thread
     _cap_memory()
     try:
@@ -194,6 +195,13 @@ def _child(conn, rung: int, ex: Exercise, source: str) -> None:
         conn.close()
         sys.stdout.flush()
         os._exit(0)  # no atexit handlers, no finalizers of the learner's objects: the verdict is sent
+
+
+def _one_thread_after_fork() -> None:
+    """fork copies only the calling thread: the OpenMP threads torch started in the parent are gone, and an OpenMP
+    region that waited for them would hang. The child computes on one thread (a check's arrays are small)."""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
 
 
 def _cap_memory() -> None:

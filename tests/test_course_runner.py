@@ -225,3 +225,19 @@ def test_the_command_reports_every_exercise_after_a_hostile_one(tmp_path, capsys
     assert course_main(["check", "2", "--from", folder]) == 1
     out = capsys.readouterr().out
     assert "FAIL  2.2" in out and "4/5 passed" in out and "os._exit(0)" in out, out
+
+
+def test_children_do_not_hang_on_the_threads_the_parent_started(tmp_path):
+    """fork copies only the calling thread: the OpenMP threads torch started in the parent (and the engine's pool)
+    are gone in a child, and a check that waited for them hung. The runner's children compute on one thread."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.randn(1000, 1000)
+        torch.softmax(x @ x, -1).sum()  # torch's OpenMP threads now exist in this process
+        outcomes = run_rung(3, exercises_of(3), "solutions", timeout=20)
+    finally:
+        torch.set_num_threads(before)
+    assert all(o.ok for o in outcomes), [(o.exercise.id, o.message) for o in outcomes if not o.ok]
