@@ -5,7 +5,6 @@ fail that exercise (or stop the run) in one clear line, and the run goes on to r
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,22 +17,10 @@ from course.__main__ import exercises_of
 from course.__main__ import main as course_main
 from course.runner import run_rung
 
+from .test_course import _copy_solutions as _folder
+from .test_course import _plant
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOLUTIONS = os.path.join(ROOT, "course", "solutions")
-
-
-def _folder(tmp_path, name: str) -> str:
-    folder = tmp_path / name
-    shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    return str(folder)
-
-
-def _plant(folder: str, file: str, right: str, wrong: str) -> None:
-    path = os.path.join(folder, file)
-    text = open(path).read()
-    assert text.count(right) == 1, f"the anchor is not once in {file}: {right!r}"
-    with open(path, "w") as f:
-        f.write(text.replace(right, wrong))
 
 
 def _outcomes(rung: int, folder: str, timeout: float = 60.0) -> dict:
