@@ -8,9 +8,11 @@ every rank must stop after that same step, with a complete checkpoint; the ranks
 --as-another-error the interrupt comes as Python raises one in a class's __set_name__: a RuntimeError from it.
 --fail-rank-1-at-step K: rank 1's callback raises ValueError after step K: every rank must raise (that one its own
 error, the others OtherRankFailed) instead of waiting for it.
---memory-error-rank-1-at-step K: rank 1's optimizer step raises MemoryError in step K (an error inside a step):
-every rank must stop within seconds, rank 0 with OtherRankFailed naming it. --unused-rank-1-from-step K: from step K
-rank 1's forward leaves the generator's bias out (a parameter it does not use): every rank stops the same way.
+--memory-error-rank-1-in-{forward,backward,optimizer-step}-at-step K: rank 1 raises MemoryError there in step K
+(an error inside a step): every rank must stop within seconds, rank 0 with OtherRankFailed naming it.
+--unused-rank-1-from-step K: from step K rank 1's forward leaves the generator's bias out (a parameter it does not
+use): every rank stops the same way. --rank-0-behind-at-step K S: rank 0 starts step K S seconds late (still
+computing when rank 1 fails).
 Each rank prints `EXIT <rank> <time.time()>` as it leaves, and the failing rank `FAULT <time.time()>`.
 --key-bias-record PATH: rank 0 writes, as JSON, each step's lr and the largest |gradient| of the key biases (their
 gradient is identically 0, so what is computed is round-off: the test judges them by Adam's step bound).
@@ -73,22 +75,46 @@ def key_bias_record(record: dict):
 
 
 @contextlib.contextmanager
-def failing_optimizer_step(k: int):
-    """train()'s step K: its optimizer step raises MemoryError (after the backward and its all-reduce)."""
+def failing_step(k: int, where: str):
+    """train()'s step K raises MemoryError on this rank `where`: in its forward (before any collective of the step),
+    in its backward (a gradient hook, while the buckets' all-reduce runs) or in its optimizer step (after it)."""
     step, calls = loop.train_step, [0]
+
+    def no_memory(*args, **kwargs):
+        print(f"FAULT {time.time()}", flush=True)
+        raise MemoryError(f"rank 1's {where} ran out of memory")
 
     def failing(model, optimizer, *args, **kwargs):
         calls[0] += 1
         if calls[0] == k:
-
-            def no_memory(*a, **kw):
-                print(f"FAULT {time.time()}", flush=True)
-                raise MemoryError("rank 1's optimizer step ran out of memory")
-
-            optimizer.step = no_memory
+            inner = model.module if hasattr(model, "module") else model
+            if where == "forward":
+                inner.forward = no_memory
+            elif where == "backward":
+                inner.generator.weight.register_hook(no_memory)
+            else:
+                optimizer.step = no_memory
         return step(model, optimizer, *args, **kwargs)
 
     loop.train_step = failing
+    try:
+        yield
+    finally:
+        loop.train_step = step
+
+
+@contextlib.contextmanager
+def behind_at_step(k: int, seconds: float):
+    """train()'s step K starts `seconds` late on this rank: still computing when another rank fails."""
+    step, calls = loop.train_step, [0]
+
+    def late(model, optimizer, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == k:
+            time.sleep(seconds)
+        return step(model, optimizer, *args, **kwargs)
+
+    loop.train_step = late
     try:
         yield
     finally:
@@ -156,26 +182,33 @@ def main() -> None:
                 raise ValueError(f"rank 1's callback failed at step {step}")
 
     faults = contextlib.ExitStack()
-    if "--memory-error-rank-1-at-step" in sys.argv and comm.Get_rank() == 1:
-        faults.enter_context(failing_optimizer_step(int(sys.argv[sys.argv.index("--memory-error-rank-1-at-step") + 1])))
+    for where in ("forward", "backward", "optimizer step"):
+        flag = f"--memory-error-rank-1-in-{where.replace(' ', '-')}-at-step"
+        if flag in sys.argv and comm.Get_rank() == 1:
+            faults.enter_context(failing_step(int(sys.argv[sys.argv.index(flag) + 1]), where))
+    if "--rank-0-behind-at-step" in sys.argv and comm.Get_rank() == 0:
+        i = sys.argv.index("--rank-0-behind-at-step")
+        faults.enter_context(behind_at_step(int(sys.argv[i + 1]), float(sys.argv[i + 2])))
     if "--unused-rank-1-from-step" in sys.argv and comm.Get_rank() == 1:
         faults.enter_context(unused_generator_bias(int(sys.argv[sys.argv.index("--unused-rank-1-from-step") + 1])))
     model_cfg, train_cfg = configs(steps, dropout)
     record_path = sys.argv[sys.argv.index("--key-bias-record") + 1] if "--key-bias-record" in sys.argv else None
     record = {}
+    parallel = DataParallel(comm=comm)
     try:
         with key_bias_record(record) if record_path else contextlib.nullcontext():
             train(
                 model_cfg, train_cfg, out, resume="--resume" in sys.argv, progress=False, callback=callback,
-                parallel=DataParallel(comm=comm), dtype="float64",
+                parallel=parallel, dtype="float64",
             )  # fmt: skip
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as e:
-        if not any(f in sys.argv for f in ("--memory-error-rank-1-at-step", "--unused-rank-1-from-step")):
+        if not any(f.startswith(("--memory-error-rank-1-", "--unused-rank-1-")) for f in sys.argv):
             raise
-        print(f"EXIT {comm.Get_rank()} {time.time()} {type(e).__name__}: {e}", flush=True)  # the abandoned
-        os._exit(1)  # collectives would hold MPI_Finalize: the command line ends the same way
+        print(f"EXIT {comm.Get_rank()} {time.time()} {type(e).__name__}: {e}", flush=True)
+        parallel.finish()  # as the command line ends: every rank's line out before any exits, then at once (the
+        os._exit(1)  # abandoned collectives would hold MPI_Finalize)
     if record_path and comm.Get_rank() == 0:
         with open(record_path, "w") as f:
             json.dump({"lrs": record["lrs"], "grad_maxes": record["grad_maxes"]}, f)

@@ -260,16 +260,23 @@ def test_the_command_line_ends_a_rank_that_failed_alone_in_one_line_without_fina
 ):
     """A rank whose step raised (a MemoryError) and told the others: rank 0 says its error in one line (exit 1),
     another rank's error is on rank 0's line (it exits 2 quietly); either ends at once (os._exit: MPI_Finalize would
-    wait on the collectives the failure abandoned), never with a traceback."""
+    wait on the collectives the failure abandoned), never with a traceback, but only once every rank's report is out
+    (finish: mpiexec kills the other ranks when one exits with an error)."""
     from transformer_np import cli, commands
+
+    events = []
 
     class Rank:
         writes, world_size, failed = rank == 0, 2, True
+
+        def finish(self):
+            events.append(("finish", capsys.readouterr().err))
 
     def failed(*args):
         raise MemoryError("the optimizer step ran out of memory")
 
     def exit_now(code):
+        events.append(("exit", code))
         raise SystemExit(code)
 
     monkeypatch.setattr(commands, "_data_parallel", lambda args: Rank())
@@ -277,10 +284,9 @@ def test_the_command_line_ends_a_rank_that_failed_alone_in_one_line_without_fina
     monkeypatch.setattr(commands.os, "_exit", exit_now)
     with pytest.raises(SystemExit) as e:
         cli.main(["train", "--task", "copy-reverse", "--out", str(tmp_path / "run")])
-    assert e.value.code == (1 if rank == 0 else 2)
-    err = capsys.readouterr().err
     expected = "python -m transformer_np train: error: MemoryError: the optimizer step ran out of memory\n"
-    assert err == (expected if rank == 0 else "")
+    assert events == [("finish", expected if rank == 0 else ""), ("exit", 1 if rank == 0 else 2)]
+    assert e.value.code == (1 if rank == 0 else 2) and capsys.readouterr().err == ""
 
 
 # ---- no rank waits for ever on one that failed ---------------------------------------------------------------
@@ -297,13 +303,17 @@ def _stop_times(done) -> tuple[float, float]:
 @pytest.mark.parametrize(
     "fault, words",
     [
-        (("--memory-error-rank-1-at-step", "4"), "MemoryError: rank 1's optimizer step ran out of memory"),
+        (("--memory-error-rank-1-in-forward-at-step", "4"), "MemoryError: rank 1's forward ran out of memory"),
+        (("--memory-error-rank-1-in-backward-at-step", "4"), "MemoryError: rank 1's backward ran out of memory"),
+        (("--memory-error-rank-1-in-optimizer-step-at-step", "4"), "MemoryError: rank 1's optimizer step ran out"),
         (("--unused-rank-1-from-step", "4"), "generator.bias"),
+        (("--memory-error-rank-1-in-forward-at-step", "4", "--rank-0-behind-at-step", "4", "1.0"), "forward ran out"),
     ],
-    ids=["memory-error-in-the-optimizer-step", "a-parameter-unused-on-one-rank"],
+    ids=["in-the-forward", "in-the-backward", "in-the-optimizer-step", "a-parameter-unused", "while-rank-0-computes"],
 )
 def test_a_fault_inside_one_ranks_step_stops_every_rank_within_seconds(tmp_path, fault, words):
-    """Before: the other rank waited in the gradients' all-reduce (or the loss's) for ever."""
+    """Before: the other rank waited in the gradients' all-reduce (or the loss's) for ever. And rank 0, still
+    computing when the failing rank ended, was killed by mpiexec before it heard of the failure: no line said it."""
     out = str(tmp_path / "run")
     done = ranks(out, 20, 0.0, *fault)
     fault_at, last_exit = _stop_times(done)

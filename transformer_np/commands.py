@@ -139,6 +139,7 @@ def _end_abandoned(parallel, code: int) -> int:
         return code
     sys.stdout.flush()
     sys.stderr.flush()
+    parallel.finish()  # rank 0's line is out before any rank ends (mpiexec then kills the others)
     os._exit(code)
 
 

@@ -126,6 +126,12 @@ class DataParallel:
         if self.channel is not None:
             self.channel.announce(f"{type(error).__name__}: {error}", where)
 
+    def finish(self) -> None:
+        """After a failure, once this rank's report is out: wait (seconds at most) until every rank's is, so that
+        no rank's exit lets mpiexec kill rank 0 before it printed the failing rank's error."""
+        if self.channel is not None:
+            self.channel.finish()
+
     def _allreduce(self, array: np.ndarray) -> np.ndarray:
         """Sum over the ranks, waiting while watching for another rank's failure."""
         self.channel.wait([self.comm.Iallreduce(self.MPI.IN_PLACE, array, op=self.MPI.SUM)])

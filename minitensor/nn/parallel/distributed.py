@@ -67,6 +67,7 @@ class FailureChannel:
     collective, so every rank makes it at the same point (wrap time)."""
 
     TAG = 7071
+    DONE_TAG = 7072
 
     def __init__(self, comm):
         MPI = require_mpi()
@@ -97,6 +98,24 @@ class FailureChannel:
         while not self.MPI.Request.Testall(requests):
             self.check()
             time.sleep(0)  # yield: a rank waits here only when another is behind
+
+    def finish(self, timeout: float = 10.0) -> None:
+        """After a failure, before this rank ends: say "done" to every other rank and wait until each has said it
+        too, or `timeout` seconds. mpiexec kills every rank as soon as one ends without finalizing (as a failed
+        rank must), so a failing rank that ended at once could kill rank 0 while it was still computing, before it
+        heard of the failure and printed it. Call it once this rank's report is out; the timeout bounds a rank that
+        never hears."""
+        others = [r for r in range(self.size) if r != self.rank]
+        sent = [self.comm.isend(None, dest=r, tag=self.DONE_TAG) for r in others]
+        heard, deadline = set(), time.monotonic() + timeout
+        while len(heard) < len(others) and time.monotonic() < deadline:
+            status = self.MPI.Status()
+            if self.comm.Iprobe(source=self.MPI.ANY_SOURCE, tag=self.DONE_TAG, status=status):
+                self.comm.recv(source=status.Get_source(), tag=self.DONE_TAG)
+                heard.add(status.Get_source())
+            else:
+                time.sleep(0.001)  # the others are still computing: do not take a core from them
+        self.sent += sent
 
 
 _CHANNELS: dict = {}
