@@ -220,11 +220,16 @@ def _exits(scenario: str) -> dict:
     "scenario, words",
     [
         ("extra-buffer", "rank 1's buffers differ from rank 0's ('running_mean' is there only)"),
+        ("missing-buffer", "rank 1's buffers differ from rank 0's ('scale' is missing there)"),
         ("buffer-shape", "rank 1's buffers differ from rank 0's ('scale': shape (4,) float32 there, (3,) float32 on"),
+        ("buffer-dtype", "rank 1's buffers differ from rank 0's ('scale': shape (3,) float64 there, (3,) float32 on"),
+        ("extra-parameter", "rank 1's parameters differ from rank 0's ('c.bias' is there only)"),
+        ("parameter-shape", "rank 1's parameters differ from rank 0's ('b.bias': shape (4,) float32 there, (3,) "),
+        ("parameter-dtype", "rank 1's parameters differ from rank 0's ('b.bias': shape (3,) float64 there, (3,) "),
     ],
 )
 @needs_mpi
-def test_models_that_differ_in_a_buffer_are_refused_at_wrap_time_on_every_rank(scenario, words):
+def test_models_that_differ_are_refused_at_wrap_time_on_every_rank_naming_the_tensor(scenario, words):
     said = _exits(scenario)
     assert all(
         what.startswith("RuntimeError: DistributedDataParallel: ") and words in what for what in said.values()
