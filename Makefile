@@ -1,4 +1,5 @@
-# Two commands do everything on a fresh machine: `make demo` (the main job) and `make test` (the whole suite).
+# Two commands do everything on a fresh machine: `make demo` (the main job) and `make test` (the everyday tests);
+# `make test-full` runs the rest of the suite (the exhaustive tier).
 # Both create .venv on first use. PyTorch is pinned to the CPU wheel of 2.13.0 (see pyproject.toml).
 PY ?= python3
 VENV := .venv
@@ -9,7 +10,7 @@ STAMP := $(VENV)/.installed
 # `make demo DEMO_FLAGS=--resume` continues an interrupted demo instead (a finished one is only reported).
 DEMO_FLAGS ?= --overwrite
 
-.PHONY: demo test test-fast lint bench bench-quick notebooks lab gpu clean distclean
+.PHONY: demo test test-full coverage lint bench bench-quick notebooks lab gpu clean distclean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,15 +22,26 @@ demo: $(STAMP)
 	$(BIN)/python -m transformer_np demo --out runs/demo $(DEMO_FLAGS)
 	$(BIN)/python -m parity summary --checkpoint runs/demo
 
+# The suite in two tiers (tests/README.md): `make test` runs every test not marked `full`, `make test-full` the
+# tests marked `full`; together they are the whole suite (plain `pytest` runs both). Both run on every core
+# (pytest-xdist, one thread per worker: tests/conftest.py), the MPI tests on one worker (--dist loadgroup), and print
+# their 25 slowest tests.
+PYTEST := $(BIN)/python -m pytest -n auto --dist loadgroup --durations=25
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(PYTEST) -m "not full"
+
+test-full: $(STAMP)
+	$(PYTEST) -m full
+
+# Line coverage of minitensor/ and transformer_np/ by each tier and by both (coverage.py; the processes the tests
+# start are measured too): the fast tier's figure beside the whole suite's. Outside the everyday commands: it runs
+# the whole suite once, slower under coverage.
+coverage: $(STAMP)
+	$(BIN)/python -m tests.support.coverage_report
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-
-test-fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks run
@@ -38,7 +50,7 @@ bench-quick: $(STAMP)
 	$(BIN)/python -m benchmarks run --quick
 
 # The committed, executed copies of every notebooks/NN_*.py (figures included, tiny size) in notebooks/rendered/,
-# each stamped with the hash of its source (tests/test_notebooks.py fails when one is stale). NB=03_attention
+# each stamped with the hash of its source (tests/notebooks/test_notebooks.py fails when one is stale). NB=03_attention
 # renders only that one. The sources also run as scripts: python notebooks/01_engine_from_zero.py
 notebooks: $(STAMP)
 	$(BIN)/python notebooks/render.py $(NB)
@@ -66,7 +78,7 @@ gpu: $(STAMP)
 
 # clean: what runs and tests wrote (runs, results, caches); the environment stays. distclean: .venv too.
 clean:
-	rm -rf runs benchmarks/results .pytest_cache notebooks/build
+	rm -rf runs benchmarks/results .pytest_cache notebooks/build .coverage-tiers
 
 distclean: clean
 	rm -rf $(VENV)

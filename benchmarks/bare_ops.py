@@ -7,7 +7,7 @@ and NumPy (no Tensor, no graph, no checks), every intermediate written in place 
 np.einsum (one read, no temporary), the forward's intermediates kept for the backward instead of recomputed. Their
 time is a floor for any NumPy formula of as many passes: benchmarks/fused_floor.py times it beside PyTorch and the
 engine. The passes are counted in each docstring (w: a pass that writes an array of the input's size; r: one that
-only reads, a row sum). The values equal PyTorch's to float32 precision (tests/test_bench_fused_floor.py).
+only reads, a row sum). The values equal PyTorch's to float32 precision (tests/benchmarks/test_fused_floor.py).
 
 NumPy has no erf: the exact GELU takes the engine's float32 fit (minitensor.ops.elementwise.erf, 1 exp and about
 30 passes), the one NumPy formula of it this project has; a fit of fewer passes would lower that floor.

@@ -12,7 +12,7 @@ rounds of four, no NumPy formula of as many passes meets it.
 Each round, in separate processes (benchmarks/worker.py): the engine's and the bare formula's forward and
 forward+backward in the numpy worker, PyTorch's in its own, each a loop of calls calibrated to about --target-ms
 (benchmarks/ops.py's method). Ratios are per round; the table gives medians [IQR]. The bare forward is checked
-against the engine's first (float32 OP_RTOL); its gradients against PyTorch's in tests/test_bench_fused_floor.py.
+against the engine's first (float32 OP_RTOL); its gradients against PyTorch's in tests/benchmarks/test_fused_floor.py.
 """
 
 from __future__ import annotations

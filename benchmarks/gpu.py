@@ -16,7 +16,7 @@ extremes. Every figure names the device, the torch and CuPy versions and CUDA ru
 carry their own torch, not the pinned CPU wheel.
 
 `--fake` runs the same harness with minitensor on the fake device (MINITENSOR_FAKE_CUDA=1) and torch on the CPU:
-a smoke test of this code on a machine without a GPU (tests/test_benchmarks.py), never a GPU figure.
+a smoke test of this code on a machine without a GPU (tests/benchmarks/test_harness.py), never a GPU figure.
 
 Child protocol (one JSON request per line on stdin, one JSON answer per line on stdout):
     python -m benchmarks.gpu --child minitensor|torch --config NAME [--fake]

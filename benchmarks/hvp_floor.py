@@ -7,8 +7,8 @@ over reverse (torch.func.jvp of torch.func.grad, mt.func likewise, and mt.autogr
 backward, compute the gradient itself on the way (the primal forward and backward) and, for every matrix product
 of the gradient, two more of the same size: a product's tangent is A' B + A B' (v is dense, so every operand has a
 tangent), three products of the gradient's become nine. torch.utils.flop_counter counts exactly 3x the gradient's
-product FLOPs for both forms (tests/test_bench_hvp_floor.py). So with P the time of the gradient's products and G the
-gradient's,
+product FLOPs for both forms (tests/benchmarks/test_hvp_floor.py). So with P the time of the gradient's products and G
+the gradient's,
 
     H v  >=  G + 2 P,   in gradients:  1 + 2 P / G,
 

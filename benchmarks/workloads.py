@@ -115,7 +115,7 @@ CONFIGS["tiny"] = BenchConfig(
     src_len=8,
     tgt_len=8,
     decode_tokens=6,
-    description="benchmark smoke test (tests/test_benchmarks.py)",
+    description="benchmark smoke test (tests/benchmarks/test_harness.py)",
 )
 
 

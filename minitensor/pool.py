@@ -130,6 +130,6 @@ def in_row_blocks(fn, rows: int, row_numel: int, block_numel: int | None = None)
     """fn(block) for every slice of row_blocks(rows, row_numel, block_numel), on the pool when the whole holds at
     least ROWS_PARALLEL_MIN_NUMEL entries. Each block's passes read and write numbers still in the cache instead
     of making each pass over the whole array in memory; fn must make a block's numbers from its own rows only,
-    so that they are the same whichever thread runs it (tests/test_speed_devices.py)."""
+    so that they are the same whichever thread runs it (tests/minitensor/test_speed_devices.py)."""
     blocks = row_blocks(rows, row_numel, block_numel)
     update_pool.run(fn, blocks, size=lambda b: (b.stop - b.start) * row_numel, min_numel=ROWS_PARALLEL_MIN_NUMEL)

@@ -29,17 +29,17 @@ from __future__ import annotations
 
 import numpy as np
 
-# Op-by-op checks against PyTorch (tests/test_ops.py): rtol on the measure above.
-# float16 (tests/test_dtype_edges.py, tests/test_fuzz.py): about 10 eps (eps = 9.8e-4). Both libraries compute a
-# float16 reduction or fused op in float32 and round once, but PyTorch's float16 backward formulas round every
-# intermediate to float16 (up to eps/2 each); a gradient that cancels terms of the row's scale (log_softmax's
-# g - e^y sum g) then carries a few eps of that scale: 8.0e-3 measured at worst.
+# Op-by-op checks against PyTorch (tests/minitensor/ops/test_op_table.py): rtol on the measure above. float16
+# (tests/minitensor/ops/test_dtype_edges.py, tests/minitensor/ops/test_fuzz.py): about 10 eps (eps = 9.8e-4). Both
+# libraries compute a float16 reduction or fused op in float32 and round once, but PyTorch's float16 backward formulas
+# round every intermediate to float16 (up to eps/2 each); a gradient that cancels terms of the row's scale
+# (log_softmax's g - e^y sum g) then carries a few eps of that scale: 8.0e-3 measured at worst.
 OP_RTOL = {"float64": 1e-10, "float32": 1e-5, "float16": 1e-2}
 
 # Whole-model checks (parity report, torch.nn.Transformer import).
 PARITY_RTOL = {"float64": 1e-9, "float32": 1e-4}
 
-# Parameters after N optimizer steps, MLP trained by each optimizer (tests/test_optim.py).
+# Parameters after N optimizer steps, MLP trained by each optimizer (tests/minitensor/optim/test_optim.py).
 TRAINING_ATOL_FLOAT64 = 1e-10
 
 # Finite differences (minitensor.autograd.gradcheck defaults).

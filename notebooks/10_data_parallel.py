@@ -93,7 +93,7 @@ print("weighted shards, averaged: max relative error", max(error_stats(g_dp[k], 
 # The tempting version is that every rank takes its own mean and DDP averages them. That is the mean of the shard
 # means, and it equals the global mean only when every shard has as many tokens as the others. With padding they
 # rarely do. The same equality check that passed above now fails, which is the point of keeping it in the tests
-# (tests/test_distributed.py plants exactly this bug).
+# (tests/minitensor/nn/test_distributed.py plants exactly this bug).
 
 # %%
 planted = []

@@ -6,7 +6,7 @@
 
 `make notebooks` runs the first. Each source (jupytext percent format) is executed top to bottom by a Jupyter
 kernel at the tiny size (MT_NOTEBOOK_TINY=1, as the tests run them), its figures kept as PNG in the outputs. The
-rendering's metadata holds the SHA-256 of the source it was made from: `--check` (and tests/test_notebooks.py)
+rendering's metadata holds the SHA-256 of the source it was made from: `--check` (and tests/notebooks/test_notebooks.py)
 compares that hash with the source's, not the outputs, which hold timings and differ from run to run.
 """
 

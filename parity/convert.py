@@ -11,7 +11,7 @@
   `in_proj_bias` (3D,) of nn.MultiheadAttention split, in order, into W_q, W_k, W_v; `out_proj`
   becomes W_o; `multihead_attn` (the decoder's cross-attention) becomes `cross_attn`; `linear1`,
   `linear2` move under `feed_forward`.
-  What is compared (tests/test_torch_import.py, float64, PARITY_RTOL): both sides get the same
+  What is compared (tests/transformer_np/test_torch_import.py, float64, PARITY_RTOL): both sides get the same
   embedded inputs x_src (B, S, D) and x_tgt (B, T, D); the encoder stack's output (memory, after
   its final norm) and the decoder stack's output (after its final norm) must agree, and so must
   the gradients of both inputs and of every imported weight under a random upstream gradient.

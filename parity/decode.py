@@ -5,7 +5,7 @@ results; transformer_np uses mt.no_grad()) with the model in eval mode (its trai
 encode the source once, and feed the decoder one position per step. With use_cache=True the
 decoder gets only the newest token and reuses the keys/values of earlier positions (model.KVCache);
 with use_cache=False it recomputes the whole prefix under a causal mask. Both give the same
-tokens (tests/test_decode.py); the cache turns each step's cost from O(t^2) into O(t).
+tokens (tests/transformer_np/test_decode.py); the cache turns each step's cost from O(t^2) into O(t).
 
 Conventions: max_len counts generated tokens (BOS excluded, EOS included), so the decoder is fed
 at most max_len positions (BOS + max_len - 1 tokens) and max_len must not exceed the model's.
@@ -16,7 +16,7 @@ model is on. The per-token arithmetic stays in torch, on the model's device: gre
 prefix, output and finished flags as tensors, and beam search takes its float64 log_softmax, candidate
 scores and their ranking in torch; only the 2K ranked candidates per sentence go to NumPy for the
 bookkeeping loop, as in transformer_np. The benchmarks time both sides' greedy and beam decoding, and
-the tokens equal transformer_np's for the same weights (tests/test_parity.py).
+the tokens equal transformer_np's for the same weights (tests/parity/test_report.py).
 """
 
 from __future__ import annotations

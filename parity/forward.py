@@ -9,7 +9,7 @@ Both sides take the training loss as a function of all parameters, L(θ), and on
              so the backward's own ops carry the tangents) has H v as its tangent; the whole vector and v · H v
 
 The two sides are written line for line alike (np_forward_mode, torch_forward_mode). torch.func.jvp gives the
-same values (tests/test_parity_forward.py checks it) but cannot run under the report's ReLU aligner. Both
+same values (tests/parity/test_forward.py checks it) but cannot run under the report's ReLU aligner. Both
 models run in eval mode for these rows (no dropout), and back in their mode after. The torch side runs on the
 report's device (CUDA too); transformer_np on its own (--np-device), and with --against np-cpu the reference is
 transformer_np on the CPU, by the same np_forward_mode.

@@ -1,4 +1,4 @@
-"""Shared fixtures for the whole suite: seeding, the `cuda` marker, dtype parametrization.
+"""Shared fixtures for the whole suite: threads per worker, seeding, the `cuda` marker, dtype parametrization.
 
 Every test starts from the same seeds (NumPy's global generator, minitensor's generator,
 torch's), so a failure reproduces by rerunning the one test. Tolerances are NOT here: they
@@ -6,6 +6,16 @@ live only in minitensor/testing.py.
 """
 
 from __future__ import annotations
+
+import os
+
+# A pytest-xdist worker (`make test` runs one per core) computes on one thread: each library's thread pool is sized
+# from these variables when it is first imported, so they are set before NumPy and torch are, and the processes a
+# test starts inherit them. Without it every worker's BLAS and torch would each start a thread per core.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in THREAD_VARIABLES:
+        os.environ[_name] = "1"
 
 import numpy as np
 import pytest
@@ -19,6 +29,9 @@ try:
     import torch
 except Exception:  # pragma: no cover - torch is a dev dependency
     torch = None
+
+if torch is not None and os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 SEED = 0
 

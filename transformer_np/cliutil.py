@@ -6,7 +6,7 @@ must not; and not in transformer_np/cli.py, which imports the commands and train
 - `integer(low, high)` and `number(low, high)`: argparse types that refuse, in argparse's one line
   (exit status 2, before any work), anything but a finite number in range: 'nan', 'inf', '-inf',
   '1e400' (which float() reads as inf) and values past either bound. Every numeric flag of these
-  command lines uses one of them (tests/test_cli_bad_input.py walks the parsers to check).
+  command lines uses one of them (tests/transformer_np/test_cli_bad_input.py walks the parsers to check).
 - `interrupted(prog)`: what Ctrl-C prints, as `python -m transformer_np train` does: one line on
   stderr, exit status 130, no traceback. `sigint_deferred()` holds a Ctrl-C back while a set of
   output files is written, so the set is never half new, half old (each file is also written

@@ -285,7 +285,7 @@ def cmd_experiment(args) -> int:
 
 
 # The demo's recipe: the copy-reverse preset (3+3 layers, d_model 128, 8 heads, d_ff 512) trained
-# as in the acceptance test (tests/test_training_slow.py): StepLR from 1e-3 halved every 400 steps,
+# as in the acceptance test (tests/transformer_np/test_task_trainings.py): StepLR from 1e-3 halved every 400 steps,
 # fresh training data, no dropout or label smoothing. Its time: measured: benchmarks/README.md.
 DEMO_MODEL = dict(dropout=0.0)
 DEMO_TRAIN = dict(

@@ -4,7 +4,7 @@ Both run under mt.no_grad() with the model in eval mode (its training flag is re
 encode the source once, and feed the decoder one position per step. With use_cache=True the
 decoder gets only the newest token and reuses the keys/values of earlier positions (model.KVCache);
 with use_cache=False it recomputes the whole prefix under a causal mask. Both give the same
-tokens (tests/test_decode.py); the cache turns each step's cost from O(t^2) into O(t).
+tokens (tests/transformer_np/test_decode.py); the cache turns each step's cost from O(t^2) into O(t).
 
 Conventions: max_len counts generated tokens (BOS excluded, EOS included), so the decoder is fed
 at most max_len positions (BOS + max_len - 1 tokens) and max_len must not exceed the model's.

@@ -198,7 +198,8 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = x.shape
         if T == 1:
             # Speed device of a cached decoding step: with one position the transpose moves no number, so one
-            # reshape gives the same tensor in one op instead of two (tests/test_decode.py checks them equal)
+            # reshape gives the same tensor in one op instead of two (tests/transformer_np/test_decode.py checks them
+            # equal)
             return x.reshape(B, self.num_heads, 1, self.d_head)  # (B, H, 1, Dh)
         return x.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
 

@@ -227,7 +227,7 @@ class Node:
         """Speed device of the backward in forward over reverse, where nothing records it (tangent_grad): the op's
         backward_jvp gives the gradients and their tangents on arrays in one call. The plain path runs backward on
         Tensors, and each of its primitives carries a tangent by its own rule; both are the product rule applied
-        to the backward's formula (tests/test_forward_ad_fused.py checks the two equal)."""
+        to the backward's formula (tests/minitensor/autograd/test_forward_ad_fused.py checks the two equal)."""
         saved_tangents = getattr(ctx, "saved_tangents", None) or (None,) * len(ctx.saved_arrays)
         arrays = [None if t is None else t.data for t in (tangent_of(g), *saved_tangents)]
         grads, tangents = self.fn.backward_jvp(ctx, g.data, *arrays)
@@ -450,8 +450,8 @@ def _apply_untracked(fn, tensors: tuple, kwargs: dict):
     No node is recorded, so nothing else apply does applies: no needs_input_grad, no Edge, no versions to keep,
     no saved-tensor hooks (they see what a node keeps), no anomaly trace (it names a node's forward), no JVP (no
     level is open, or the op is part of a rule). What is left is the forward on the arrays and the result around
-    its array, as in apply; a view keeps its input's version counter. tests/test_inference_path.py checks every
-    primitive equal through both paths."""
+    its array, as in apply; a view keeps its input's version counter. tests/minitensor/autograd/test_inference_path.py
+    checks every primitive equal through both paths."""
     arrays = _arrays_of(fn, tensors)
     tensors = same_device(tensors, arrays, fn) if len(arrays) > 1 else tensors  # torch's mixed-device error
     out = run_quietly(_forward_untracked, fn, arrays, kwargs)

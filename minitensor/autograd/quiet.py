@@ -12,8 +12,8 @@ which is made once per current state and then kept (about 0.8 us against 1.3 for
 timeit). Inside a block that is quiet already (a backward's ops under create_graph, a decoding loop), nothing is
 set at all: Function.apply asks `is_quiet()` first (about 0.1 us). What NumPy sees is what errstate
 would give it: the same error modes, the same buffer size and error callback carried over from the state it
-started from (tests/test_speed_devices.py compares the two). NumPy releases without that variable (before 2.0)
-take the plain formula.
+started from (tests/minitensor/test_speed_devices.py compares the two). NumPy releases without that variable (before
+2.0) take the plain formula.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A forward keeps arrays for its backward in two ways, both on its Context (functi
     read back as `ctx.<name>`. A tuple value saves each array in it (Gelu's two halves, an index tuple).
 `saved_entries(ctx)` lists both, in that order: what the hooks are handed, and what
 `mt.autograd.graph.saved_tensors` lists. Nothing a backward reads is kept any other way (tested for every
-primitive: tests/test_saved_tensors.py).
+primitive: tests/minitensor/autograd/test_saved_tensors.py).
 
 While no hooks are installed (the training fast path) nothing here runs: Function.apply tests one dict,
 HOOK_STACKS. With hooks on this thread (`mt.autograd.graph.saved_tensors_hooks`, per thread as torch's),

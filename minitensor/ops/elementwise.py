@@ -4,8 +4,7 @@ maximum/minimum, where and masked_fill, which select between inputs, are in sele
 Gradients are returned in the output's broadcast shape; the graph walk sums them back to each
 input's shape (autograd.unbroadcast), so no formula here deals with broadcasting. Each backward is
 written with operators and `ctx.xp` (ops/namespace.py), so that the same lines run on arrays and,
-under create_graph, on Tensors: masks such as `out > 0` are then constant bool Tensors.
-"""
+under create_graph, on Tensors: masks such as `out > 0` are then constant bool Tensors."""
 
 from __future__ import annotations
 
@@ -310,7 +309,7 @@ class Tanh(Function):
 def stable_sigmoid(a: np.ndarray) -> np.ndarray:
     """1 / (1 + e^-a), split by sign so that e^x never overflows: 1 / (1 + e) for a >= 0, e / (1 + e) below, with
     e = e^-|a|. The numerator, 1 or e, is max(e, a >= 0) (e <= 1): the same bits as np.where, which is several
-    times slower on a random sign pattern (tests/test_speed_devices.py)."""
+    times slower on a random sign pattern (tests/minitensor/test_speed_devices.py)."""
     e = np.exp(-np.abs(a))
     numerator = np.maximum(e, a >= 0)
     e += 1
@@ -494,7 +493,8 @@ class Gelu(Function):
     """approximate='none': out = a * Phi(a), da = g * (Phi(a) + a * phi(a));
     approximate='tanh':   out = a/2 (1 + t), t = tanh(u), u = sqrt(2/pi)(a + 0.044715 a^3),
                           da = g * (1/2 (1 + t) + a/2 (1 - t^2) du/da), du/da = sqrt(2/pi)(1 + 3*0.044715 a^2),
-                          computed with s = (1 + t)/2 and 1 - s:  out = a s,  da = g * (s + 2 a s (1 - s) du/da)."""
+                          computed with s = (1 + t)/2 and 1 - s:  out = a s,  da = g * (s + 2 a s (1 - s) du/da).
+    Where a^2 overflows (a < -1.3e154 in float64) da is 0, the limit; torch's formula gives NaN there (0 * inf)."""
 
     jvp_kind = "elementwise"
 
@@ -553,7 +553,7 @@ def _in_blocks(xp, formula, *arrays, outputs: int = 1):
     """Speed device: formula(xp, *arrays), elementwise, evaluated one block of ROW_BLOCK_NUMEL entries at a time
     (pool.in_row_blocks) into whole-size outputs: each of the formula's passes reads numbers still in the cache,
     and at two threads the blocks share the pool. The same ufuncs on the same entries: bit for bit the formula's
-    numbers (tests/test_speed_devices.py)."""
+    numbers (tests/minitensor/test_speed_devices.py)."""
     flat = [a.reshape(-1) for a in arrays]
     outs = [np.empty_like(flat[0]) for _ in range(outputs)]
 

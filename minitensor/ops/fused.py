@@ -1,7 +1,7 @@
 """Fused primitives with backward passes derived by hand: one graph node each where the composite of
 primitives would record several and keep their temporaries.
 
-docs/backprop.md derives every formula below step by step; tests/test_fused.py checks each fused op
+docs/backprop.md derives every formula below step by step; tests/minitensor/ops/test_fused.py checks each fused op
 equal to the composite it replaces.
 
 Notation: x the input, y = out the forward result, g = dL/dy the incoming gradient, a dot the tangent
@@ -141,7 +141,7 @@ def softmax_formula(z, dim: int):
 
 def softmax_in_blocks(z):
     """softmax_formula(z, -1), a block of rows at a time (pool.in_row_blocks), in place in the output: the same
-    ufuncs on the same rows, so bitwise the formula's numbers (tests/test_speed_devices.py)."""
+    ufuncs on the same rows, so bitwise the formula's numbers (tests/minitensor/test_speed_devices.py)."""
     out = np.empty_like(z)
     z2, o2 = _as_rows(z, out)
 
@@ -193,7 +193,7 @@ def log_softmax_grad(xp, g, y, dim: int):
 
 def log_softmax_grad_in_blocks(g, y):
     """log_softmax_grad over the last axis, on host arrays, a block of rows at a time (pool.in_row_blocks): the
-    same ufuncs on the same rows, so bitwise the formula's numbers (tests/test_speed_devices.py)."""
+    same ufuncs on the same rows, so bitwise the formula's numbers (tests/minitensor/test_speed_devices.py)."""
     dx = np.empty_like(y)
     g2, y2, d2 = _as_rows(g, y, dx)
 
@@ -246,7 +246,7 @@ def log_softmax_formula(z, dim: int):
 
 def log_softmax_in_blocks(z):
     """log_softmax_formula(z, -1), a block of rows at a time (pool.in_row_blocks), in place in the output: the
-    same ufuncs on the same rows, so bitwise the formula's numbers (tests/test_speed_devices.py)."""
+    same ufuncs on the same rows, so bitwise the formula's numbers (tests/minitensor/test_speed_devices.py)."""
     out = np.empty_like(z)
     z2, o2 = _as_rows(z, out)
 
@@ -356,7 +356,8 @@ def _masked_softmax_(w, keep):
 
 def softmax_grad_in_blocks(xp, g, w):
     """softmax_grad(xp, g, w) over the last axis, on arrays, one block of score_blocks at a time: the speed device
-    of AttentionWeights.backward (bitwise the same numbers: a row's sum is its own, tests/test_speed_devices.py)."""
+    of AttentionWeights.backward (bitwise the same numbers: a row's sum is its own,
+    tests/minitensor/test_speed_devices.py)."""
     g, w = np.broadcast_arrays(g, w)  # views
     if not is_host(w) or len(score_blocks(w)) == 1:  # a device array: the plain formula, in one pass
         return softmax_grad(xp, g, w)
@@ -374,7 +375,7 @@ def in_score_blocks(fn, scores, *others):
     passes through as None). Blocks hold whole rows and share nothing, so they run on the shared thread pool
     (minitensor/pool.py) when there are several and they are large. Each block's numbers are the same
     whichever thread runs it. Measured: benchmarks/README.md. A CPU speed device: on a device (CuPy, the fake)
-    fn runs once on the whole arrays, the same numbers (tests/test_fake_device_autograd.py)."""
+    fn runs once on the whole arrays, the same numbers (tests/minitensor/devices/test_fake_device_autograd.py)."""
 
     if not is_host(scores):  # a device array: one pass over the whole array (the blocks serve the CPU's cache)
         return fn(scores, *others)

@@ -115,7 +115,7 @@ def add_runs_in_tree(out, sorted_rows, v, occurrence, n_rows: int, most: int) ->
     2 step: log2(most) levels, each over all rows at once, instead of a pass per repeat (965 passes for the long
     preset's embeddings). Then each run's head, now its row's whole sum, is added to out. Every addition's operands
     are fixed by the sorted order, so the sum is deterministic without atomic adds; the order is a tree's, not
-    np.add.at's left to right, so it equals the CPU's to round-off (tests/test_fake_device_ops.py).
+    np.add.at's left to right, so it equals the CPU's to round-off (tests/minitensor/devices/test_fake_device_ops.py).
     Speed device of add_rows_at's occurrence passes on a device; no host read of its own."""
     xp = array_module(v)
     n = v.shape[0]

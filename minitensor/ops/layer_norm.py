@@ -1,6 +1,6 @@
 """LayerNorm, with its backward derived by hand: one graph node where the composite (mean, var, rsqrt, ...) would record
-several and keep their temporaries. docs/backprop.md derives the formulas; tests/test_fused.py checks the op equal to
-the composite it replaces. Notation as in fused.py: x the input, g = dL/dy, a dot a tangent.
+several and keep their temporaries. docs/backprop.md derives the formulas; tests/minitensor/ops/test_fused.py checks
+the op equal to the composite it replaces. Notation as in fused.py: x the input, g = dL/dy, a dot a tangent.
 
     xhat = (x - mu) * rstd, rstd = (var + eps)^-1/2, y = xhat * w + b
     dxhat = g * w;  dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
@@ -193,8 +193,8 @@ def in_place_ok(x, *others) -> bool:
 
 def layer_norm_in_place(xp, x, weight, bias, axes: tuple, eps: float):
     """(xhat * weight + bias, mean, rstd): _normalized and the affine map, the same ufuncs on the same operands in
-    the same order, bitwise (tests/test_speed_devices.py), in two activation-sized arrays instead of five: x - mean
-    becomes xhat in place, and the squares of x - mean are taken in the output's buffer, which then takes
+    the same order, bitwise (tests/minitensor/test_speed_devices.py), in two activation-sized arrays instead of five: x
+    - mean becomes xhat in place, and the squares of x - mean are taken in the output's buffer, which then takes
     xhat * weight and the bias. Speed device of LayerNorm.forward (host arrays: in_place_ok)."""
     mean = xp.mean(x, axis=axes, keepdims=True)
     xc = x - mean
@@ -208,7 +208,7 @@ def layer_norm_in_place(xp, x, weight, bias, axes: tuple, eps: float):
 
 def layer_norm_grads_in_place(xp, x, w, g, mean, rstd, axes: tuple, eps: float, need_w: bool, need_b: bool):
     """(dx, dw, db) of LayerNorm._grads for a weight, dx needed: the same arithmetic in the same order, bitwise
-    (tests/test_speed_devices.py; rstd * y is y * rstd exactly), in three activation-sized arrays instead of
+    (tests/minitensor/test_speed_devices.py; rstd * y is y * rstd exactly), in three activation-sized arrays instead of
     eight: xhat rebuilt in place, dxhat = g * w turned into dx in place, dw and db summed by einsum. Speed device
     of LayerNorm's backward (host arrays: in_place_ok)."""
     rows = tuple(range(g.ndim - len(axes)))
@@ -258,7 +258,7 @@ def _xhat_rstd_unrecorded(ctx, x):
     rebuilt from the forward's statistics, and given the normalization's JVP as their tangents when x has one,
         ẋhat = rstd * (ẋ - mean(ẋ) - xhat * mean(xhat * ẋ)),   ṙstd = -rstd * rstd * mean(xhat * ẋ)
     (ṙstd = -(var + eps)^-3/2 * mean((x - mu) * ẋ)), in five primitives where the recomputed normalization takes
-    nine, each with its own tangent (tests/test_forward_ad_fused.py checks the two equal)."""
+    nine, each with its own tangent (tests/minitensor/autograd/test_forward_ad_fused.py checks the two equal)."""
     xp = ctx.xp
     tx = None if dual_state.in_rule else tangent_of(x)  # a rule's primitives carry no tangent
     with outside_rules():  # no tangent for these primitives: the formula below gives it

@@ -1,7 +1,7 @@
 """The fused losses: cross-entropy (class indices or class probabilities), nll_loss and binary
 cross-entropy with logits, each one graph node with its backward and its forward-mode rule derived by hand.
 
-docs/backprop.md derives every formula below; tests/test_fused.py checks each against the composite it
+docs/backprop.md derives every formula below; tests/minitensor/ops/test_fused.py checks each against the composite it
 replaces. Notation as in fused.py: x the logits, g = dL/dloss the incoming gradient, a dot the tangent.
 
 cross_entropy with label smoothing e over C classes, per-class weight w (1 if none), p = softmax(logits):
@@ -194,8 +194,8 @@ class CrossEntropy(Function):
 
 def cross_entropy_grad_in_blocks(ctx, logp, g_rows, w=None):
     """CrossEntropy.backward's dx on host arrays, a block of rows at a time (pool.in_row_blocks): the same ufuncs
-    on the same rows, so bitwise the formula's numbers (tests/test_speed_devices.py). Without a weight q is never
-    made: p - q is p - e / C, and at each row's target exp(logp) - (1 - e + e / C), the two values q takes."""
+    on the same rows, so bitwise the formula's numbers (tests/minitensor/test_speed_devices.py). Without a weight q is
+    never made: p - q is p - e / C, and at each row's target exp(logp) - (1 - e + e / C), the two values q takes."""
     tv, e, s = ctx.tv, ctx.e, (None if w is None else ctx.s)
     dx = np.empty_like(logp)
     R, C = logp.shape

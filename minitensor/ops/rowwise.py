@@ -10,7 +10,7 @@ the path of every layer.
 `last_max` transposes rows of at most SHORT_ROW numbers into one contiguous block and combines its
 rows by elementwise maxima; longer rows keep np.max. A maximum does not depend on the
 order it is taken in, so the values are np.max's exactly, for every row wherever it sits in the
-batch (tests/test_rowwise.py).
+batch (tests/minitensor/ops/test_rowwise.py).
 
 `last_sum` hands rows of at most SUM_ROW numbers to np.einsum, whose summing loop is vectorised
 across a row instead of being called once per row. A sum does depend on its order,
@@ -26,8 +26,8 @@ depends on how many rows share the call.
 `sum_` and `mean_` take np.sum's arguments and use last_sum / last_mean over the last axis (a float16 array is
 summed in float32 and rounded once, as PyTorch does): the softmax family calls them, and so does every
 first-order backward, as ArrayOps.sum and ArrayOps.mean (namespace.py). Each device stands beside its plain
-formula (reductions.total, reductions.mean, np.max), and tests/test_speed_devices.py and tests/test_rowwise.py
-run the two on the same rows.
+formula (reductions.total, reductions.mean, np.max), and tests/minitensor/test_speed_devices.py and
+tests/minitensor/ops/test_rowwise.py run the two on the same rows.
 
 Both are CPU devices (NumPy's row loop is what they work around): on a device array (CuPy, the fake device) they
 step aside for the plain formulas, np.max and reductions.total (`devices.is_host`).

@@ -19,7 +19,7 @@ BASE_MODEL = dict(
     d_model=64, num_heads=4, num_encoder_layers=2, num_decoder_layers=2, d_ff=128, dropout=0.0, max_len=64
 )
 # StepLR from 2e-3, halved every quarter of the run (no warmup: these models are 2 layers deep),
-# the recipe that converged fastest in the acceptance tuning (tests/test_training_slow.py).
+# the recipe that converged fastest in the acceptance tuning (tests/transformer_np/test_task_trainings.py).
 BASE_TRAIN = dict(
     task="copy-reverse",
     batch_size=32,

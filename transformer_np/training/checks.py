@@ -18,7 +18,8 @@ from .history import HISTORY_NAME, load_history
 from .step import nonfinite_entries
 
 # Fields that may change between a run and its resumption: they do not alter the trajectory (activation
-# checkpointing changes what a step keeps in memory, not one bit of its numbers: tests/test_checkpoint.py).
+# checkpointing changes what a step keeps in memory, not one bit of its numbers:
+# tests/minitensor/utils/test_checkpoint.py).
 RESUMABLE_FIELDS = ("steps", "eval_every", "checkpoint_every", "activation_checkpointing")
 
 
