@@ -36,7 +36,7 @@ MAX_LINES = 600
 IMPORTS = (ast.Import, ast.ImportFrom)
 LENGTH_EXEMPT = {"transformer_np/model.py", "parity/model.py"}  # kept line for line beside each other
 
-# Exceptions to the rules, as (rule, file, detail). Empty since issue 19 ended the last of them: keep it so, and
+# Exceptions to the rules, as (rule, file, detail). Empty: keep it so, and
 # fix a violation rather than listing it here.
 KNOWN: set[tuple[str, str, str]] = set()
 

@@ -88,7 +88,7 @@ def _pristine_stubs(tmp_path) -> str:
     for name in os.listdir(folder):
         if name.endswith(".py"):
             proc = subprocess.run(
-                ["git", "show", f"HEAD:course/exercises/{name}"], cwd=ROOT, capture_output=True, text=True
+                ["git", "show", f"HEAD:course/exercises/{name}"], cwd=ROOT, capture_output=True, text=True, timeout=300
             )
             if proc.returncode == 0:
                 (folder / name).write_text(proc.stdout)
@@ -173,6 +173,7 @@ def test_python_dash_m_course_runs_as_a_command():
         env=env,
         capture_output=True,
         text=True,
+        timeout=300,
     )
     assert proc.returncode == 0 and "1/1 passed" in proc.stdout, proc.stdout + proc.stderr
 

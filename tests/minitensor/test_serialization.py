@@ -554,7 +554,7 @@ def test_any_nested_state_dict_round_trips(tmp_path, obj):
     _same_exactly(obj, load(path))
 
 
-# ---- files through a symlink (issue 18, item 9) -----------------------------------------------
+# ---- files through a symlink ------------------------------------------------------------------
 
 
 def _links_and_files(root):

@@ -72,7 +72,7 @@ def _allocator_state_after(code: str, **env_extra) -> str:
 
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), **env_extra}
     code += "\nimport sys, minitensor.allocator as a; sys.__stdout__.write(f'{a._applied}\\n')"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=300)
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -405,7 +405,7 @@ def test_no_op_calls_an_in_place_namespace_device():
     assert {name: c for name, c in calls.items() if c} == {}
 
 
-# ----------------------------------------------------------------------------- row-blocked fused ops (issue 25)
+# ----------------------------------------------------------------------------- row-blocked fused ops
 
 
 def _row_device_cases(rng, dtype):

@@ -180,6 +180,9 @@ def test_a_source_edit_makes_its_rendering_stale(tmp_path):
     edited.write_bytes(open(os.path.join(NOTEBOOK_DIR, name), "rb").read() + b"# one more line\n")
     assert _source_sha256(str(edited)) != stored
     proc = subprocess.run(
-        [sys.executable, os.path.join(NOTEBOOK_DIR, "render.py"), "--check"], capture_output=True, text=True
+        [sys.executable, os.path.join(NOTEBOOK_DIR, "render.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

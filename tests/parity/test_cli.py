@@ -172,14 +172,17 @@ def test_summary_names_the_keys_of_a_mismatched_checkpoint(checkpoint_dir, tmp_p
     assert "encoder.layers.0.norm2.bias" in capsys.readouterr().err
 
 
-# ---- Ctrl-C (issue 18, item 14): one line, exit 130, no report file, as `transformer_np train` ---------
+# ---- Ctrl-C: one line, exit 130, no report file, as `transformer_np train` ---------
 def interrupt_after_ready(cmd, ready: str, out_dir, wait_s: float = 1.0):
     """Start `cmd`, wait for a line starting with `ready` on its stdout, let it work `wait_s` more, send
     SIGINT; returns (exit code, stderr). The run must still be working then (asserted: no exit yet)."""
     import signal
+    import threading
     import time
 
     p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(300, p.kill)  # a command that never says `ready` ends the loop below, killed
+    watchdog.start()
     try:
         for line in p.stdout:
             if line.startswith(ready):
@@ -189,6 +192,7 @@ def interrupt_after_ready(cmd, ready: str, out_dir, wait_s: float = 1.0):
         p.send_signal(signal.SIGINT)
         _out, err = p.communicate(timeout=120)
     finally:
+        watchdog.cancel()
         if p.poll() is None:
             p.kill()
             p.wait()

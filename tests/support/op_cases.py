@@ -1068,7 +1068,7 @@ CASES += [
     ),
 ]
 
-# -------- issue 18: tensor arguments PyTorch differentiates (clamp's bounds, masked_fill's value), and the
+# -------- tensor arguments PyTorch differentiates (clamp's bounds, masked_fill's value), and the
 # spellings users reach for: alpha=, rounding_mode=, einsum diagonals and '...', index_select, gather's 0-d rules
 SEL = np.array([2, 0, 2, 3])  # repeated: index_select's gradient accumulates
 CASES += [

@@ -191,6 +191,7 @@ def test_python_dash_m_entry_point(tmp_path):
         capture_output=True,
         text=True,
         cwd=ROOT,
+        timeout=300,
     )
     assert r.returncode == 2 and "no checkpoint" in r.stderr
 

@@ -279,13 +279,14 @@ def test_bad_input_in_a_real_process(root, argv, match):
         text=True,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": ROOT},
+        timeout=300,
     )
     assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
     assert r.stderr.count("\n") == 1 and match in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert _snapshot(root) == before
 
 
-# ---- every numeric flag of every `python -m` entry point (issue 18, item 10) --------------------------
+# ---- every numeric flag of every `python -m` entry point ---------------------------------------------
 # transformer_np's numeric flags: NaN, infinity and values past their range, each refused in one line.
 FLOAT_FLAGS = ["--dropout", "--lr", "--gamma", "--eps", "--weight-decay", "--label-smoothing", "--clip-grad-norm"]
 NONFINITE = ["nan", "inf", "-inf", "1e400"]  # 1e400: float() reads it as inf

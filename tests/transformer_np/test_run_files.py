@@ -352,6 +352,7 @@ def test_progress_redirected_to_a_file_is_a_few_lines(tmp_path):
             stdout=subprocess.PIPE,
             stderr=err,
             text=True,
+            timeout=300,
         )
     assert r.returncode == 0, (tmp_path / "stderr.txt").read_text()
     text = (tmp_path / "stderr.txt").read_text()

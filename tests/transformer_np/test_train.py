@@ -255,14 +255,19 @@ def test_the_package_root_is_the_public_api_and_imports_light():
     )
     root = ROOT
     r = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": root}
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": root},
+        timeout=300,
     )
     assert r.stdout.strip() == "ok", r.stderr
 
 
 def test_no_package_attribute_hides_a_submodule_of_the_same_name():
     """`import transformer_np.training as T` binds the attribute `training` of the package: it must be the
-    module (the module `transformer_np.train` was hidden by the function `train`, issue 19)."""
+    module (the module `transformer_np.train` was hidden by the function `train`)."""
     import importlib
     import pkgutil
     import types

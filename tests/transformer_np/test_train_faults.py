@@ -319,6 +319,7 @@ def test_ctrl_c_three_times_on_the_command_line_keeps_a_run_that_resumes_exactly
         env=env,
         capture_output=True,
         text=True,
+        timeout=300,
     )
     assert r.returncode == 0, r.stderr
     m, t = _configs()

@@ -216,7 +216,7 @@ def test_np_device_cuda_without_a_device_is_one_clear_line():
     """Without CuPy and a GPU, and without the fake: exit 2, one line naming what to do."""
     env = {k: v for k, v in os.environ.items() if k != "MINITENSOR_FAKE_CUDA"}
     code = "import minitensor as mt, sys; sys.exit(0 if mt.cuda.is_available() else 1)"
-    if subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env).returncode == 0:
+    if subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, timeout=300).returncode == 0:
         pytest.skip("this machine has a CUDA device for minitensor")
     p = subprocess.run(
         [sys.executable, "-m", "parity", "report", "--np-device", "cuda"],

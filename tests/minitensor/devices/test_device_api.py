@@ -307,7 +307,7 @@ def test_a_0d_device_tensor_beside_a_cpu_tensor_is_refused():
 
 # ----------------------------------------------------------------------------- indexing
 def test_a_device_index_array_is_an_advanced_index():
-    """The silent wrong gradient of issue 24: a device index array taken for a basic index would make the backward
+    """A silent wrong gradient, found once: a device index array taken for a basic index would make the backward
     write the repeated entries' gradients over each other instead of adding them."""
     data = devices.to_device(np.zeros((4, 3)), "cuda")
     idx = devices.to_device(np.array([0, 2, 0]), "cuda")

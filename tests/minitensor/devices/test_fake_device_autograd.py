@@ -1,4 +1,4 @@
-"""Autograd on the fake CUDA device (issue 24): every way of differentiating, run on device arrays, equal to the CPU.
+"""Autograd on the fake CUDA device: every way of differentiating, run on device arrays, equal to the CPU.
 
 The fake device (minitensor/fakecuda.py) is NumPy underneath, so the same formula gives the same bits: each test
 runs one computation twice, on host arrays and on FakeArrays built from the same host arrays, and asserts that

@@ -1,4 +1,4 @@
-"""Training on the fake CUDA device (minitensor/fakecuda.py, issue 24): init, dropout, optimizers, clipping,
+"""Training on the fake CUDA device (minitensor/fakecuda.py): init, dropout, optimizers, clipping,
 the profiler and data-parallel buckets, each equal to the same run on the CPU, and the host syncs they cost.
 
 The fake is NumPy underneath, so where the same formula runs on both sides the results are bitwise equal;

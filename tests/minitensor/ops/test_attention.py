@@ -256,7 +256,7 @@ def test_saved_tensor_hooks_and_the_listing_see_what_the_kernel_keeps():
     assert np.array_equal(plain, hooked) and (1, 2, 300, 1) in packed
 
 
-# ----------------------------------------------------------------------------- forward mode (issue 20)
+# ----------------------------------------------------------------------------- forward mode
 
 
 def _dense_torch(q, k, v, mask, is_causal):
