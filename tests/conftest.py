@@ -8,6 +8,7 @@ live only in minitensor/testing.py.
 from __future__ import annotations
 
 import os
+import signal
 
 # A pytest-xdist worker (`make test` runs one per core) computes on one thread: each library's thread pool is sized
 # from these variables when it is first imported, so they are set before NumPy and torch are, and the processes a
@@ -32,6 +33,11 @@ except Exception:  # pragma: no cover - torch is a dev dependency
 
 if torch is not None and os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
+
+# A suite started in the background by a non-interactive shell inherits SIGINT ignored, and so would every process a
+# test starts (an ignored signal stays ignored across exec): the Ctrl-C tests need it delivered as KeyboardInterrupt.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SEED = 0
 
