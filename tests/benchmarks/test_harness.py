@@ -219,6 +219,11 @@ def test_wheel_leaves_benchmarks_out(tmp_path):
 
 
 # ------------------------------------------------------------------------------------ whole report
+# The tests that read tiny_run's report share one xdist group, so that the report (over a minute) is made once, on one
+# worker, rather than once on each worker the tests land on.
+ONE_REPORT = pytest.mark.xdist_group("tiny-benchmark-report")
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
@@ -268,6 +273,7 @@ def tiny_run(tmp_path_factory):
 
 
 @pytest.mark.full
+@ONE_REPORT
 def test_json_is_well_formed(tiny_run):
     out, _ = tiny_run
     res = json.loads((out / "results.json").read_text())
@@ -351,6 +357,7 @@ def test_json_is_well_formed(tiny_run):
 
 
 @pytest.mark.full
+@ONE_REPORT
 def test_markdown_report_format(tiny_run):
     out, stdout = tiny_run
     md = (out / "results.md").read_text()
@@ -422,6 +429,7 @@ def test_markdown_report_format(tiny_run):
 
 
 @pytest.mark.full
+@ONE_REPORT
 def test_pngs_non_empty(tiny_run):
     out, _ = tiny_run
     for n in (1, 2):

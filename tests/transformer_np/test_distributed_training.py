@@ -32,7 +32,7 @@ from minitensor.nn.parallel import mpiexec_command, run_process_group, run_ranks
 from minitensor.testing import PARITY_RTOL, assert_close
 from parity.report import adam_step_bound, drift_limit
 from parity.results import structurally_zero_grad
-from tests.support import ROOT
+from tests.support import ROOT, runs_ranks
 from tests.support.ddp_train_worker import configs, key_bias_record
 from transformer_np.parallel import DataParallel
 from transformer_np.training import train
@@ -44,8 +44,6 @@ pytestmark = [
         importlib.util.find_spec("mpi4py") is None,
         reason="needs the distributed extra: pip install -e '.[distributed]'",
     ),
-    pytest.mark.full,
-    pytest.mark.xdist_group("mpi"),
 ]
 
 
@@ -71,6 +69,7 @@ def two_ranks(tmp_path_factory) -> str:
     return out
 
 
+@runs_ranks
 def test_two_ranks_equal_one_process_with_their_dropout_streams_bitwise(two_ranks, tmp_path, capsys):
     res = one_process(str(tmp_path / "one"), 20, 0.1, parallel=DataParallel(2))
     ours, ref = model_state(two_ranks), res.model.state_dict()
@@ -79,6 +78,35 @@ def test_two_ranks_equal_one_process_with_their_dropout_streams_bitwise(two_rank
         assert np.array_equal(ours[k], ref[k]), k
 
 
+def assert_trained_alike(ours: dict, ref: dict, ours_record: dict, ref_record: dict, steps: int) -> None:
+    """Two trainings without dropout, of one global batch, equal to round-off; a key projection's bias (exact gradient
+    0) moved by no more than Adam's bound on round-off gradients allows, on each side (its records: key_bias_record)."""
+    _, train_cfg = configs(steps, 0.0)
+    eps = float(np.finfo(np.float64).eps)
+    assert 0 < max(ref_record["grad_maxes"]) < 1e-12 and 0 < max(ours_record["grad_maxes"]) < 1e-12  # round-off
+    for k in ref:
+        if not structurally_zero_grad(k):
+            assert_close(ours[k], ref[k], TOL, what=k)
+            continue
+        init = ref_record["init"][k]
+        for side, params, rec in (("ours", ours, ours_record), ("one process", ref, ref_record)):
+            bound = adam_step_bound(rec["lrs"], rec["grad_maxes"], train_cfg.betas, train_cfg.eps)
+            drift = float(np.abs(params[k] - init).max())
+            limit = drift_limit(init, bound, len(rec["lrs"]), eps)
+            assert drift <= limit, f"{k} ({side}): moved {drift:.3e} from init, Adam's bound {bound:.3e}"
+
+
+def test_emulated_ranks_without_dropout_equal_one_process_on_the_full_batch(tmp_path, capsys):
+    """DataParallel(2) without a communicator (this process computes both shards in turn, each loss weighted by the
+    global token count) trains as one process on the full batch: the path `--nproc` takes, without MPI."""
+    with key_bias_record({}) as one:
+        ref = one_process(str(tmp_path / "one"), 6, 0.0).model.state_dict()
+    with key_bias_record({}) as two:
+        ours = one_process(str(tmp_path / "two"), 6, 0.0, parallel=DataParallel(2)).model.state_dict()
+    assert_trained_alike(ours, ref, two, one, 6)
+
+
+@runs_ranks
 def test_without_dropout_two_ranks_equal_one_process_on_the_full_batch(tmp_path, capsys):
     record_path = str(tmp_path / "key_biases.json")
     done = ranks(str(tmp_path / "two"), 20, 0.0, "--key-bias-record", record_path)
@@ -87,22 +115,10 @@ def test_without_dropout_two_ranks_equal_one_process_on_the_full_batch(tmp_path,
         ref = one_process(str(tmp_path / "one"), 20, 0.0).model.state_dict()
     with open(record_path) as f:
         two = json.load(f)
-    ours = model_state(str(tmp_path / "two"))
-    _, train_cfg = configs(20, 0.0)
-    eps = float(np.finfo(np.float64).eps)
-    assert 0 < max(one["grad_maxes"]) < 1e-12 and 0 < max(two["grad_maxes"]) < 1e-12  # round-off, not a gradient
-    for k in ref:
-        if not structurally_zero_grad(k):
-            assert_close(ours[k], ref[k], TOL, what=k)
-            continue
-        init = one["init"][k]
-        for side, params, rec in (("two ranks", ours, two), ("one process", ref, one)):
-            bound = adam_step_bound(rec["lrs"], rec["grad_maxes"], train_cfg.betas, train_cfg.eps)
-            drift = float(np.abs(params[k] - init).max())
-            limit = drift_limit(init, bound, len(rec["lrs"]), eps)
-            assert drift <= limit, f"{k} ({side}): moved {drift:.3e} from init, Adam's bound {bound:.3e}"
+    assert_trained_alike(model_state(str(tmp_path / "two")), ref, two, one, 20)
 
 
+@runs_ranks
 def test_dropout_streams_differ_per_rank_and_all_are_saved(two_ranks):
     state = mt.load(os.path.join(two_ranks, "checkpoint.npz"))
     assert state["data"]["world_size"] == 2 and len(state["rank_rngs"]) == 2
@@ -110,6 +126,7 @@ def test_dropout_streams_differ_per_rank_and_all_are_saved(two_ranks):
     assert sorted(os.listdir(two_ranks)) == ["checkpoint.npz", "history.json"]  # rank 0 alone wrote
 
 
+@runs_ranks
 def test_resume_with_the_same_ranks_is_exact(two_ranks, tmp_path):
     out = str(tmp_path / "resumed")
     for steps, flags in ((10, ()), (20, ("--resume",))):
@@ -119,6 +136,7 @@ def test_resume_with_the_same_ranks_is_exact(two_ranks, tmp_path):
     assert all(np.array_equal(straight[k], resumed[k]) for k in straight)
 
 
+@runs_ranks
 def test_resume_with_other_ranks_restarts_the_streams_by_the_rule(tmp_path, capsys):
     out = str(tmp_path / "run")
     assert ranks(out, 10, 0.1).returncode == 0
@@ -130,6 +148,7 @@ def test_resume_with_other_ranks_restarts_the_streams_by_the_rule(tmp_path, caps
     assert state["rank_rngs"][0] != saved[0]  # rank 0 went on from its saved stream
 
 
+@runs_ranks
 def test_a_killed_rank_stops_the_others_and_the_last_checkpoint_stays(tmp_path):
     out = str(tmp_path / "run")
     t0 = time.perf_counter()
@@ -139,6 +158,7 @@ def test_a_killed_rank_stops_the_others_and_the_last_checkpoint_stays(tmp_path):
     assert int(mt.load(os.path.join(out, "checkpoint.npz"))["step"]) == 5
 
 
+@runs_ranks
 def test_ctrl_c_stops_every_rank_after_one_step_with_a_complete_checkpoint(tmp_path):
     out = str(tmp_path / "run")
     argv = [os.path.join(ROOT, "tests", "support", "ddp_train_worker.py"), out, "100000", "0.1"]
@@ -162,6 +182,7 @@ def test_ctrl_c_stops_every_rank_after_one_step_with_a_complete_checkpoint(tmp_p
     assert mt.load(os.path.join(out, "checkpoint.npz"))["data"]["world_size"] == 2
 
 
+@runs_ranks
 @pytest.mark.parametrize("how", [(), ("--as-another-error",)], ids=["KeyboardInterrupt", "raised-as-another-error"])
 def test_a_callback_stopping_one_rank_stops_all_after_the_same_step(tmp_path, how):
     out = str(tmp_path / "run")
@@ -171,6 +192,7 @@ def test_a_callback_stopping_one_rank_stops_all_after_the_same_step(tmp_path, ho
     assert int(state["step"]) == 7 and len(state["rank_rngs"]) == 2
 
 
+@runs_ranks
 def test_an_error_on_one_rank_stops_every_rank_instead_of_leaving_them_waiting(tmp_path):
     out = str(tmp_path / "run")
     done = ranks(out, 20, 0.1, "--fail-rank-1-at-step", "7")  # before: rank 0 waited for rank 1 until the timeout
@@ -211,6 +233,7 @@ def test_nproc_that_the_global_batch_cannot_share_is_refused(tmp_path, nproc, me
     assert_refused(cli("--out", out, "--nproc", nproc), message, out)
 
 
+@runs_ranks
 def test_ranks_started_with_different_configs_are_refused(tmp_path):
     out = str(tmp_path / "run")
     cmd = [sys.executable, "-m", "transformer_np", "train", *TINY, "--out", out]
@@ -219,6 +242,7 @@ def test_ranks_started_with_different_configs_are_refused(tmp_path):
     assert_refused(done, "rank 1 was started with another configuration: lr: rank 0 1.0 vs rank 1 0.5", out)
 
 
+@runs_ranks
 def test_a_resume_with_another_global_batch_is_refused(tmp_path):
     out = str(tmp_path / "run")
     assert cli("--out", out, "--nproc", "2").returncode == 0
@@ -304,6 +328,7 @@ def _stop_times(done) -> tuple[float, float]:
     return fault[0], max(exits)
 
 
+@runs_ranks
 @pytest.mark.parametrize(
     "fault, words",
     [
@@ -327,6 +352,7 @@ def test_a_fault_inside_one_ranks_step_stops_every_rank_within_seconds(tmp_path,
     assert words in rank0, rank0
 
 
+@runs_ranks
 def test_a_world_size_that_disagrees_with_nproc_is_one_line_and_2(tmp_path):
     out = str(tmp_path / "run")
     done = cli("--out", out, "--nproc", "4", prefix=mpiexec_command(2, [])[:3])
