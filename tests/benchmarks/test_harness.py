@@ -220,11 +220,12 @@ def test_wheel_leaves_benchmarks_out(tmp_path):
 
 # ------------------------------------------------------------------------------------ whole report
 # The tests that read tiny_run's report share one xdist group, so that the report (over a minute) is made once, on one
-# worker, rather than once on each worker the tests land on.
+# worker, rather than once on each worker the tests land on; the fixture lives for the session, as a worker may run
+# another file's tests between them (a module's fixture would then be made again).
 ONE_REPORT = pytest.mark.xdist_group("tiny-benchmark-report")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
     cmd = [
