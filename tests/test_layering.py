@@ -8,7 +8,11 @@ relative imports resolved to module names), and fails on:
     function-import   a first-party import inside a function body without a reason comment on its line, on
                       the line just above it, or just above the run of import lines it belongs to
     private-import    a private name (one leading underscore) imported from another first-party module
-    file-length       a file over MAX_LINES lines (the two model.py mirrors exempt)
+    package-layer     an import against the packages' order (LAYERS): minitensor imports none of the others,
+                      transformer_np only minitensor, parity those two, benchmarks and course any of the three
+                      below them but not each other
+    no-concern        a module without a docstring: its first line names the one concern of the file (files are
+                      split by concern, not by size: there is no length limit)
     late-import       an import after the first top-level statement that is not an import, other than under
                       `if __name__ == "__main__":`, `if TYPE_CHECKING:`, or after a documented start-up block
                       (a top-level `if` or call with a comment on the line above or its first line: setting the
@@ -32,9 +36,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("minitensor", "transformer_np", "parity", "benchmarks", "course")
-MAX_LINES = 600
 IMPORTS = (ast.Import, ast.ImportFrom)
-LENGTH_EXEMPT = {"transformer_np/model.py", "parity/model.py"}  # kept line for line beside each other
+# The packages' order: a package imports only packages of a lower layer (the engine knows nothing of its users).
+LAYERS = {"minitensor": 0, "transformer_np": 1, "parity": 2, "benchmarks": 3, "course": 3}
 
 # Exceptions to the rules, as (rule, file, detail). Empty: keep it so, and
 # fix a violation rather than listing it here.
@@ -302,6 +306,23 @@ def _late_imports(mod: Module, mods: dict[str, Module], out: list[Violation]) ->
             seen_other = node.lineno
 
 
+def _package_layers(mod: Module, out: list[Violation]) -> None:
+    here = mod.name.split(".")[0]
+    for line, imported in mod.imports:
+        there = imported.split(".")[0]
+        if there != here and there in LAYERS and here in LAYERS and LAYERS[there] >= LAYERS[here]:
+            out.append(
+                Violation(
+                    "package-layer",
+                    mod.file,
+                    line,
+                    f"{here} imports {imported}",
+                    f"{here} may import only {', '.join(p for p in LAYERS if LAYERS[p] < LAYERS[here]) or 'none'}"
+                    " of the project's packages: move what both need down a layer",
+                )
+            )
+
+
 def _sys_modules_alias(mod: Module, out: list[Violation]) -> None:
     for node in _all_statements(mod.tree):
         if isinstance(node, ast.Assign):
@@ -415,14 +436,15 @@ def violations(root: str = ROOT, packages=PACKAGES) -> list[Violation]:
         _walk_imports(mod, mods, out)
         _late_imports(mod, mods, out)
         _sys_modules_alias(mod, out)
-        if len(mod.lines) > MAX_LINES and mod.file not in LENGTH_EXEMPT:
+        _package_layers(mod, out)
+        if any(line.strip() for line in mod.lines) and not ast.get_docstring(mod.tree):
             out.append(
                 Violation(
-                    "file-length",
+                    "no-concern",
                     mod.file,
-                    MAX_LINES + 1,
-                    f"over {MAX_LINES} lines",
-                    f"{len(mod.lines)} lines: split it by concern, a file per concern that its first line names",
+                    1,
+                    "no module docstring",
+                    "begin the file with a docstring whose first line names its one concern",
                 )
             )
     _cycles(mods, out)
@@ -472,11 +494,13 @@ def test_every_rule_fires_on_a_scratch_package(tmp_path):
 
                 return b, c, d, b2, _hidden, os
             """,
-        "b.py": "from . import a\n",
-        "c.py": "_hidden = 1\n",
-        "d.py": "import sys\n\nsys.modules['pkg.e'] = sys.modules[__name__]\n",
-        "long.py": "x = 1\n" * (MAX_LINES + 1),
+        "b.py": '"""b: the other half of the cycle."""\n\nfrom . import a\n',
+        "c.py": '"""c: a private name."""\n\n_hidden = 1\n',
+        "d.py": '"""d: an alias in sys.modules."""\n\nimport sys\n\nsys.modules["pkg.e"] = sys.modules[__name__]\n',
+        "bare.py": "x = 1\n",
         "start.py": """
+            \"\"\"start: documented start-up blocks, no violation.\"\"\"
+
             import sys
 
             if __name__ == "__main__":
@@ -494,18 +518,25 @@ def test_every_rule_fires_on_a_scratch_package(tmp_path):
                 import pkg.c
             """,
     }
+    # two of the project's packages, the lower one importing the higher one
+    files["../minitensor/__init__.py"] = '"""The engine."""\n\nfrom transformer_np import model\n'
+    files["../transformer_np/__init__.py"] = ""
+    files["../transformer_np/model.py"] = '"""A model."""\n'
     for name, text in files.items():
         path = tmp_path / "pkg" / name
         path.parent.mkdir(exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"))
-    found = sorted((v.rule, v.file, v.line, v.detail) for v in violations(str(tmp_path), ("pkg",)))
+    found = sorted(
+        (v.rule, v.file, v.line, v.detail) for v in violations(str(tmp_path), ("pkg", "minitensor", "transformer_np"))
+    )
     assert found == [
         ("cycle", "pkg/a.py", 1, "2 files: pkg/a.py pkg/b.py"),
-        ("file-length", "pkg/long.py", MAX_LINES + 1, f"over {MAX_LINES} lines"),
         ("function-import", "pkg/a.py", 12, "in f: pkg.c"),
         ("late-import", "pkg/a.py", 8, "import of os"),
+        ("no-concern", "pkg/bare.py", 1, "no module docstring"),
+        ("package-layer", "minitensor/__init__.py", 3, "minitensor imports transformer_np.model"),
         ("private-import", "pkg/a.py", 4, "_hidden from pkg.c"),
-        ("sys-modules-alias", "pkg/d.py", 3, "assignment into sys.modules"),
+        ("sys-modules-alias", "pkg/d.py", 5, "assignment into sys.modules"),
     ], found
 
 
