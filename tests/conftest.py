@@ -21,6 +21,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 import numpy as np
 import pytest
 
+from tests.support.xdist_groups import add_group_suffixes
+
 try:  # the suite must still collect (and report clearly) if the core fails to import
     import minitensor as mt
 except Exception:  # pragma: no cover - only while the core is broken
@@ -46,7 +48,9 @@ DTYPE_NAMES = ("float64", "float32")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip tests marked `cuda` when no CUDA device is visible to torch."""
+    """Keep each xdist group on one worker (tests/support/xdist_groups.py); skip tests marked `cuda` when no CUDA
+    device is visible to torch."""
+    add_group_suffixes(config, items)
     have_cuda = torch is not None and torch.cuda.is_available()
     if have_cuda:
         return
