@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from benchmarks import results_page
+from benchmarks.cli import build_parser
 from tests.support import ROOT
 
 pytestmark = pytest.mark.full
@@ -111,3 +114,20 @@ def test_a_missing_or_wrong_results_file_is_one_line_and_exit_2(tmp_path, conten
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
     assert str(src) in proc.stderr
     assert not out.exists()
+
+
+def test_the_readme_is_a_short_reference_that_names_every_command_and_links_the_headline_page():
+    root = Path(ROOT)
+    readme = (root / "benchmarks" / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    assert "(RESULTS.md)" in readme
+    page = (root / "benchmarks" / "RESULTS.md").read_text()
+    assert page.startswith("# Benchmark results") and "Machine: " in page
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for command in sub.choices:
+        assert f"`python -m benchmarks {command}" in readme, command
+    # each command-line module names itself in its parser's prog; the internal ones (a worker, a GPU child) say so
+    for path in sorted((root / "benchmarks").glob("*.py")):
+        prog = re.search(r'prog="python -m benchmarks\.(\w+)", description="([^"]*)', path.read_text())
+        if prog and "internal" not in prog[2] and "started by" not in prog[2]:
+            assert f"`python -m benchmarks.{prog[1]}" in readme, prog[1]
