@@ -11,8 +11,8 @@ torch's backend is forced on each side, as its CPU SDPA otherwise picks one by i
 (which materialises the (T, T) scores) beside dense, the flash kernel beside tiled (torch.nn.attention.sdpa_kernel).
 A child may use at most `--memory-gib` of address space beyond its floor (RLIMIT_AS): a point that needs more
 is reported as "does not fit", which is the point of the section at the largest lengths.
-Checkpointed columns need ModelConfig.activation_checkpointing (issue 21's checkpointing work); where the config
-has no such field the column says "n/a".
+Checkpointed columns need ModelConfig.activation_checkpointing; where the config has no such field the column says
+"n/a". What the section found: docs/decisions/016-tiled-attention-and-checkpointing.md.
 
     python -m benchmarks.attention [--quick] [--lengths 128 256 ...] [--out benchmarks/results/attention]
     python -m benchmarks run ... (the same section inside the full report; --skip attention leaves it out)
@@ -226,7 +226,7 @@ def markdown(section: dict) -> str:
         md.append(f"| {t} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | {cells[4]} | {cells[5]} |")
     md += [
         "",
-        "Targets (issue 21): tiled peak at T = 4096 at most 1/4 of dense; a checkpointed step at most 1.4x the "
+        "Targets: tiled peak at T = 4096 at most 1/4 of dense; a checkpointed step at most 1.4x the "
         "plain one. '-' where a side did not fit or the column is not available.",
         "",
     ]

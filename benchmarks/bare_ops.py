@@ -1,6 +1,6 @@
 """The op table's fused ops on bare NumPy arrays, forward and backward, in the fewest whole-array passes we found.
 
-Issue 25 asks for GELU, layer norm, softmax, log_softmax and cross-entropy at most 1.5x PyTorch's forward+backward.
+The target is GELU, layer norm, softmax, log_softmax and cross-entropy at most 1.5x PyTorch's forward+backward.
 PyTorch runs each as one or two vectorised kernels that read and write every number once; NumPy runs a formula as a
 chain of ufunc calls, each a pass over the whole array. The formulas below are each op with nothing between them
 and NumPy (no Tensor, no graph, no checks), every intermediate written in place where NumPy allows, row sums by
@@ -11,6 +11,7 @@ only reads, a row sum). The values equal PyTorch's to float32 precision (tests/b
 
 NumPy has no erf: the exact GELU takes the engine's float32 fit (minitensor.ops.elementwise.erf, 1 exp and about
 30 passes), the one NumPy formula of it this project has; a fit of fewer passes would lower that floor.
+The floors measured: docs/decisions/003-fused-ops-numpy-floor.md.
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 
     python -m benchmarks.budget [--config base] [--threads 2] [--rounds 5] [--target 0.9]
 
-Issue 25 asks for a step at most `target` x PyTorch's. Some work no engine on NumPy can make cheaper: the step's
+The target is a step at most `target` x PyTorch's. Some work no engine on NumPy can make cheaper: the step's
 matrix products, at the rate the BLAS reaches on their shapes, and Adam, a few passes over every parameter (memory
 bound). If those two alone take longer than the budget, target x PyTorch's step, the target is out of reach
 whatever else is made faster; if not, the rest of the budget is what the graph, layer norm, softmax, dropout,
-the loss and clipping may cost together. Issue 11 gave this bound for base at 1 thread (benchmarks/README.md).
+the loss and clipping may cost together (measured: docs/decisions/009-training-step-budget.md).
 
 Each round, in separate processes (benchmarks/worker.py), one after the other:
   - the NumPy side: a training step of transformer_np with the clock read between its phases (`phases`: forward

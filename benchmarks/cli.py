@@ -13,6 +13,8 @@ from benchmarks.attention import LENGTHS as ATTENTION_LENGTHS
 from benchmarks.attention import MEMORY_GIB, QUICK_LENGTHS
 from benchmarks.env import WAIT_POLICIES
 from benchmarks.gpu import add_parser as add_gpu_parser
+from benchmarks.results_page import DEFAULT_IN as DEFAULT_RESULTS_IN
+from benchmarks.results_page import DEFAULT_OUT as DEFAULT_RESULTS_OUT
 from benchmarks.workloads import CONFIGS
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer, number
@@ -46,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks",
         description="transformer_np (NumPy) vs PyTorch benchmarks, each framework timed in its own process",
     )
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,ranks,gpu}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,results,ranks,gpu}")
     r = sub.add_parser(
         "run",
         help="run the benchmarks and write results.md / results.json / PNGs",
@@ -193,9 +195,29 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"configs whose Hessian-vector product is timed beside one gradient "
         f"(default: those of {' '.join(HVP_CONFIGS)} among --configs; with --quick: not base)",
     )
+    _add_results_parser(sub)
     _add_ranks_parser(sub)
     add_gpu_parser(sub)  # `gpu`: the GPU section alone (benchmarks/gpu.py)
     return ap
+
+
+def _add_results_parser(sub) -> None:
+    """`results`: the committed headline page rendered from a run's results.json (benchmarks/results_page.py)."""
+    k = sub.add_parser(
+        "results",
+        help="render benchmarks/RESULTS.md, the committed headline, from a run's results.json",
+        description="Render the headline page (machine, training step, decoding, memory) from a results.json.",
+    )
+    k.add_argument(
+        "--in",
+        dest="input",
+        default=DEFAULT_RESULTS_IN,
+        metavar="PATH",
+        help="the results.json a run wrote (default: %(default)s)",
+    )
+    k.add_argument(
+        "--out", dest="output", default=DEFAULT_RESULTS_OUT, metavar="PATH", help="the page (default: %(default)s)"
+    )
 
 
 def _add_ranks_parser(sub) -> None:

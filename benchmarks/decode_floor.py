@@ -7,8 +7,8 @@ op (about 80 per token on copy-reverse), each on arrays of a few dozen rows. `ba
 greedy decode with nothing between the formulas and NumPy: the model's own weights read as arrays, the same
 products, softmax and layer norm, the keys and values written into preallocated arrays. It must give the same tokens
 as transformer_np.decode.greedy_decode (checked before timing), and its time is a floor for the engine's: the
-ratio bare / engine says how much of a decode is the per-op layer rather than the arithmetic (issue 25: the lever
-for the 0.7x decoding target).
+ratio bare / engine says how much of a decode is the per-op layer rather than the arithmetic, and so whether the
+0.7x decoding target is within reach (measured: docs/decisions/010-cached-decoding.md).
 
 The two run in one process, alternating call by call (A B A B), a round is one call each; the ratio is the median of
 the per-round ratios with its quartiles. The replica covers the paper's decoder: post-norm, ReLU, sinusoidal

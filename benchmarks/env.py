@@ -5,9 +5,8 @@ either is imported, because OpenBLAS, MKL and OpenMP read their thread counts on
 shared library loads. Setting the variables afterwards silently does nothing.
 
 BLAS settings move NumPy's figures a long way (OPENBLAS_CORETYPE picks the GEMM kernel; measured:
-benchmarks/README.md), so
-`machine_facts()` records the BLAS library, the kernel OpenBLAS chose at run time, and every
-BLAS/OpenMP environment variable, next to the CPU and the library versions.
+docs/decisions/007-a-process-per-side-alternating.md), so `machine_facts()` records the BLAS library, the kernel
+OpenBLAS chose at run time, and every BLAS/OpenMP environment variable, next to the CPU and the library versions.
 """
 
 from __future__ import annotations
@@ -41,8 +40,8 @@ BLAS_VARS = THREAD_VARS + (
 
 # What idle worker threads do between parallel regions. Spinning (the libraries' default) wins on
 # an idle machine; on a shared one a spinning or preempted worker stalls every op of its process
-# (measured: benchmarks/README.md). 'passive' makes them sleep at once: OpenMP (torch) by OMP_WAIT_POLICY/KMP_BLOCKTIME,
-# OpenBLAS by the shortest spin timeout it accepts.
+# (measured: docs/decisions/007-a-process-per-side-alternating.md). 'passive' makes them sleep at once: OpenMP
+# (torch) by OMP_WAIT_POLICY/KMP_BLOCKTIME, OpenBLAS by the shortest spin timeout it accepts.
 WAIT_POLICIES = {
     "default": {},
     "passive": {"OMP_WAIT_POLICY": "PASSIVE", "KMP_BLOCKTIME": "0", "OPENBLAS_THREAD_TIMEOUT": "4"},

@@ -2,12 +2,12 @@
 
     python -m benchmarks.fused_floor [--threads 1] [--rounds 5] [--ops gelu layer_norm ...]
 
-Issue 25's third target: GELU, layer norm, softmax, log_softmax and cross-entropy at most 1.5x PyTorch's
+The target: GELU, layer norm, softmax, log_softmax and cross-entropy at most 1.5x PyTorch's
 forward+backward, on the op table's large shapes (benchmarks/op_cases.py). benchmarks/bare_ops.py writes each on bare
 NumPy arrays in the fewest whole-array passes found, with nothing of the engine between the formula and NumPy. Its
 time over PyTorch's is a floor for the engine's ratio; at N threads the floor is that over N, as if every NumPy pass
 were split over the threads without cost (NumPy's own passes run on one). Where the floor exceeds the target in three
-rounds of four, no NumPy formula of as many passes meets it.
+rounds of four, no NumPy formula of as many passes meets it (measured: docs/decisions/003-fused-ops-numpy-floor.md).
 
 Each round, in separate processes (benchmarks/worker.py): the engine's and the bare formula's forward and
 forward+backward in the numpy worker, PyTorch's in its own, each a loop of calls calibrated to about --target-ms
@@ -34,7 +34,7 @@ from minitensor.testing import OP_RTOL
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import number
 
-TARGET = 1.5  # issue 25: these ops' forward+backward at most 1.5x PyTorch's
+TARGET = 1.5  # these ops' forward+backward at most 1.5x PyTorch's
 SIDES = ("numpy", "bare", "torch")  # the engine, the bare formula (both in the numpy worker), PyTorch
 
 

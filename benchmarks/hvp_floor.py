@@ -2,7 +2,7 @@
 
     python -m benchmarks.hvp_floor [--config base] [--threads 1] [--rounds 3] [--calls 2]
 
-Issue 20 measures an H v in gradients: its time over one gradient's time on the same side. Both cheap forms, forward
+An H v is measured in gradients: its time over one gradient's time on the same side. Both cheap forms, forward
 over reverse (torch.func.jvp of torch.func.grad, mt.func likewise, and mt.autograd.functional.hvp) and double
 backward, compute the gradient itself on the way (the primal forward and backward) and, for every matrix product
 of the gradient, two more of the same size: a product's tangent is A' B + A B' (v is dense, so every operand has a

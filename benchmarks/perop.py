@@ -10,7 +10,8 @@ x <- exp(c * x + d), `steps` times (three primitives a step: mul, add, exp), the
 The cost per op is (framework time - bare NumPy time of the same calls) / ops, ops = 3 * steps + 1. Each framework
 runs in its own process with the bare NumPy chain timed in that same process; rounds alternate minitensor, torch,
 minitensor, ...; a round's figure is the median of `calls` calls, and the table gives the median over rounds with
-the interquartile range. benchmarks/targets.py checks minitensor's recorded costs against issue 25's 10 us.
+the interquartile range. benchmarks/targets.py checks minitensor's recorded costs against the 10 us target
+(docs/decisions/011-cost-per-op.md).
 `python -m benchmarks run` reports the same section at each thread count.
 """
 
@@ -35,7 +36,7 @@ from transformer_np.cli import OneLineParser  # it loads numpy: after them too
 
 MODES = ["untracked", "recorded", "fwd_bwd"]  # no_grad forward, forward recording a graph, forward + backward
 LABELS = {"untracked": "forward, no_grad", "recorded": "forward, graph recorded", "fwd_bwd": "forward + backward"}
-TARGET_US = 10.0  # issue 25: at most 10 us per recorded op
+TARGET_US = 10.0  # the target: at most 10 us per recorded op
 
 
 def bare_chain(x, c, d, steps: int):
@@ -193,7 +194,7 @@ def main(argv=None) -> int:
         print(f"The engine's cost per op, {args.threads} thread{'s' if args.threads > 1 else ''}")
         print(markdown(res))
         recorded = res["frameworks"]["minitensor"]["recorded"]["median_us"]
-        print(f"target (issue 25): recorded op <= {TARGET_US:g} us: {'met' if recorded <= TARGET_US else 'missed'}")
+        print(f"target: recorded op <= {TARGET_US:g} us: {'met' if recorded <= TARGET_US else 'missed'}")
     return 0
 
 

@@ -3,7 +3,7 @@
 Every target compares the NumPy engine with PyTorch on a ratio measured with a process per side
 (benchmarks/measure.py), or sets a floor on a fraction or a speed-up; a target whose part was
 not run is listed as not measured, with why. A ratio is taken against the faster of the two PyTorch sides,
-parity's twin and torch.nn.Transformer (benchmarks/measure.py, time_workload): issue 25's targets.
+parity's twin and torch.nn.Transformer (benchmarks/measure.py, time_workload).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def evaluate_targets(section: dict) -> list[dict]:
         )
     )
     perop = section.get("perop", {}).get("frameworks", {}).get("minitensor", {})
-    for mode in ("recorded", "fwd_bwd"):  # issue 25: the engine's own cost per recorded op (benchmarks/perop.py)
+    for mode in ("recorded", "fwd_bwd"):  # the engine's own cost per recorded op (benchmarks/perop.py)
         t.append(
             target(
                 f"the engine's cost per op, {PEROP_LABELS[mode]}, us <= {PEROP_TARGET_US:g}",

@@ -86,8 +86,8 @@ def alternate(workers: dict, request: dict, rounds: int, settle_s: float = 0.0) 
     `workers` maps a side ('numpy', 'torch', ...) to its benchmarks.worker.Worker; the side's name is
     added to the request. Before a request goes to a different process than the last one, the
     parent sleeps `settle_s`: long enough for the other process's idle BLAS/OpenMP threads to stop
-    spinning (OpenBLAS spins a while after its last product;
-    measured: benchmarks/README.md), so neither side starts a round
+    spinning (OpenBLAS spins about 0.1 s after its last product: docs/decisions/007-a-process-per-side-alternating.md),
+    so neither side starts a round
     with the other's threads still holding the cores. When both sides share one worker (the
     in-process mode) there is nothing to settle.
     """

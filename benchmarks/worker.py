@@ -2,8 +2,8 @@
 
 Why a process per side: NumPy's OpenBLAS keeps its worker threads spinning for a while after its
 last matrix product, and in one process they take the cores from PyTorch's OpenMP threads, so a
-PyTorch step run right after a NumPy step takes much longer (measured: benchmarks/README.md; the
-interference check measures it on every run). The parent starts one worker per side,
+PyTorch step run right after a NumPy step takes much longer (the interference check measures it on every run;
+measured: docs/decisions/007-a-process-per-side-alternating.md). The parent starts one worker per side,
 
     python -m benchmarks.worker --side numpy|torch|torch-nn|torch-cuda|both --threads N [--wait-policy P]
 
@@ -227,7 +227,7 @@ def _hvp_check(host: _Host, spec: dict) -> dict:
 
     As in the parity report (parity/hooks.py, ReluBranchAligner), a ReLU input within round-off of 0 whose sign
     differs between the two sides takes transformer_np's side on the torch side: otherwise one such entry (measured:
-    benchmarks/README.md) makes a whole row of H v differ, although both sides are right to
+    docs/decisions/006-hvp-cost.md) makes a whole row of H v differ, although both sides are right to
     float32 precision. How many were aligned is returned with the error."""
     # torch only (a 'both' worker): the numpy worker never loads torch, which parity.hooks imports
     from parity.hooks import ReluBranchAligner
