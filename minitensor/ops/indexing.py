@@ -90,8 +90,8 @@ def add_rows_at(out, rows, values) -> None:
 
 
 # A row that occurs more than this often is added by add_row_runs (a call per row) instead of by add_rows_at's passes
-# (a call per occurrence). Measured on the benchmark batches' target ids (index_put, one thread): copy-reverse
-# (20 rows, 704 ids, the most repeated 136 times) 410 -> 119 us, copy (100 rows, 320 ids) 197 -> 74 us
+# (a call per occurrence): about 3 times faster on the benchmark batches' target ids
+# (docs/decisions/022-embedding-scatter-add.md)
 RUN_MIN = 8
 
 
