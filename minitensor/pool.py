@@ -13,8 +13,8 @@ attention weights' softmax and its backward, one block of scores per piece (ops/
 through `in_row_blocks` by the row-wise fused ops and GELU (softmax, log_softmax, cross_entropy, gelu: one
 block of whole rows per piece, small enough that its passes stay in the cache).
 
-Why NumPy's loops on this pool and not numexpr or numba: on the package mirror's wheels both run exp, tanh
-and erf as scalar calls, slower than NumPy's SIMD loops (see docs/decisions/020-no-numexpr-numba.md).
+Why NumPy's loops on this pool and not numexpr or numba: their wheels on the package mirror (no VML, no SVML) call
+a scalar exp and tanh per entry, slower than NumPy's SIMD loops (see docs/decisions/020-no-numexpr-numba.md).
 A worker runs its pieces under the caller's NumPy floating-point error settings (np.errstate), as the
 calling thread would have: inside an op they are quiet (autograd.ieee_quiet).
 """
