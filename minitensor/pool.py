@@ -13,16 +13,8 @@ attention weights' softmax and its backward, one block of scores per piece (ops/
 through `in_row_blocks` by the row-wise fused ops and GELU (softmax, log_softmax, cross_entropy, gelu: one
 block of whole rows per piece, small enough that its passes stay in the cache).
 
-Why not numexpr (issue 25 weighed it): the wheel on the package mirror (numexpr 2.14.2) has no VML, and its
-float32 exp and tanh are scalar libm loops: on 1M float32 entries at one thread exp takes 2.0 ms against NumPy's
-0.34, tanh 14.4 ms against 0.22, a whole exact-GELU expression 16.9 ms against 7.2 for the NumPy passes it would
-replace; a second thread did not shorten it (and it has no erf: the exact GELU would be the fit as a string).
-NumPy's own SIMD loops, spread over this pool's threads, are faster and add no dependency (nor threadpoolctl: the
-pool takes its thread count from the same OMP_NUM_THREADS as the BLAS).
-Why not numba either (weighed the same way, numba 0.68.0 from the mirror): a prange loop of the exact GELU on 1M
-float32 entries took 9.9 ms forward at one thread with the erf fit written inline (12.5 with math.erf) and 24.2 ms
-backward, 8.6 / 14.5 ms with fastmath, where PyTorch's whole forward and backward take 4.4 ms: without Intel's SVML
-its exp and erf are scalar calls, and each kernel costs about 2 s of compilation per process.
+Why NumPy's loops on this pool and not numexpr or numba: their wheels on the package mirror (no VML, no SVML) call
+a scalar exp and tanh per entry, slower than NumPy's SIMD loops (see docs/decisions/020-no-numexpr-numba.md).
 A worker runs its pieces under the caller's NumPy floating-point error settings (np.errstate), as the
 calling thread would have: inside an op they are quiet (autograd.ieee_quiet).
 """

@@ -30,7 +30,7 @@ member whose data is shorter or longer than its header says, a structure entry t
 of those `save` writes, nesting deeper than `MAX_DEPTH`, a member the structure lists but the
 archive lacks, and a member the archive holds but the structure does not list.
 
-Devices (issue 24): the file is host `.npz` always. A device array (CuPy's, or the fake device's) is
+Devices: the file is host `.npz` always. A device array (CuPy's, or the fake device's) is
 copied to the host and written as any array; its structure entry is {"c": [member, "cuda:0"]}, naming the
 device it came from, and a file holding one is format version 2 (a host-only file stays version 1, readable
 by older readers). `load(path, map_location=None)` puts each array back where it was saved (a missing device

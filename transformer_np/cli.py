@@ -4,8 +4,8 @@
     decode      greedy or beam decoding of one input with a trained checkpoint
     plot        every figure of plots.py for a checkpoint and a sample input (figures.py)
     experiment  heads | layers | positional | beam | residual | curvature | memory | all (experiments.py)
-    demo        train the copy-reverse preset (3+3 layers, d_model 128), report, decode, plot (its time: measured:
-                benchmarks/README.md)
+    demo        train the copy-reverse preset (3+3 layers, d_model 128), report, decode, plot (its time:
+                docs/decisions/028-demo-and-experiment-lengths.md)
 
 Every user error (a bad flag value, a missing or damaged checkpoint or history, an output that
 would overwrite a run) is one line on stderr and exit status 2, before anything is printed or written.

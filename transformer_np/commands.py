@@ -286,7 +286,7 @@ def cmd_experiment(args) -> int:
 
 # The demo's recipe: the copy-reverse preset (3+3 layers, d_model 128, 8 heads, d_ff 512) trained
 # as in the acceptance test (tests/transformer_np/test_task_trainings.py): StepLR from 1e-3 halved every 400 steps,
-# fresh training data, no dropout or label smoothing. Its time: measured: benchmarks/README.md.
+# fresh training data, no dropout or label smoothing. Its time: docs/decisions/028-demo-and-experiment-lengths.md.
 DEMO_MODEL = dict(dropout=0.0)
 DEMO_TRAIN = dict(
     steps=2000,

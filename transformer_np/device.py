@@ -1,4 +1,4 @@
-"""Where transformer_np's arrays live (issue 24): the host, or the model's device.
+"""Where transformer_np's arrays live: the host, or the model's device.
 
 The data (token batches, labels, masks built from them) is made on the host, by NumPy; the model may live on a
 device (`model.to("cuda")`). At the model's boundary a host array is copied onto the model's device, a transfer

@@ -1,19 +1,17 @@
 """NumPy's floating-point warnings off around an op: ieee_quiet(), and its speed device.
 
 Ops return IEEE values (inf, NaN) silently, as PyTorch does: every forward (Function.apply) and the backward walk
-run inside `ieee_quiet()`. The plain formula is `np.errstate(all="ignore")`. It costs about 2.5 us an op (building
-the errstate object, then NumPy's C helper that makes the new state), which is more than the arithmetic of a
-small op (a (4, 4) product: about 1 us) and a sixth of the engine's whole cost per recorded op
-(benchmarks/perop.py).
+run inside `ieee_quiet()`. The plain formula is `np.errstate(all="ignore")`. It costs more than the arithmetic of a
+small op (building the errstate object, then NumPy's C helper that makes the new state), and a sixth of the
+engine's whole cost per recorded op (docs/decisions/027-quiet-errstate.md).
 
 Speed device, `_QuietState`: the same context variable NumPy's errstate sets (numpy._core._ufunc_config's
 `_extobj_contextvar`), set to the quiet state that np.errstate(all="ignore") would make from the current one,
-which is made once per current state and then kept (about 0.8 us against 1.3 for the formula, measured with
-timeit). Inside a block that is quiet already (a backward's ops under create_graph, a decoding loop), nothing is
-set at all: Function.apply asks `is_quiet()` first (about 0.1 us). What NumPy sees is what errstate
-would give it: the same error modes, the same buffer size and error callback carried over from the state it
-started from (tests/minitensor/test_speed_devices.py compares the two). NumPy releases without that variable (before
-2.0) take the plain formula.
+which is made once per current state and then kept. Inside a block that is quiet already (a backward's ops under
+create_graph, a decoding loop), nothing is set at all: Function.apply asks `is_quiet()` first. What NumPy sees is
+what errstate would give it: the same error modes, the same buffer size and error callback carried over from the
+state it started from (tests/minitensor/test_speed_devices.py compares the two). NumPy releases without that
+variable (before 2.0) take the plain formula.
 """
 
 from __future__ import annotations
@@ -84,8 +82,8 @@ def is_quiet() -> bool:
 
 def run_quietly(fn, *args):
     """fn(*args) under ieee_quiet(), as `with ieee_quiet(): return fn(*args)` reads: what Function.apply runs each
-    forward in. The same device without the context-manager object (about 0.4 us against 0.95 for is_quiet() and
-    the block, measured with timeit): nothing is set where the state is quiet already."""
+    forward in. The same device without the context-manager object (less than half the time of is_quiet() and
+    the block: docs/decisions/027-quiet-errstate.md): nothing is set where the state is quiet already."""
     if _ERRSTATE is None:  # pragma: no cover - NumPy 1.x: the plain formula
         with errstate_formula():
             return fn(*args)

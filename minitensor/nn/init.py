@@ -2,7 +2,7 @@
 
 Every function writes into `tensor.data` with numbers drawn from the one seeded generator
 `mt.random.generator(op)`, records no graph, and returns the tensor. The numbers are always drawn on the
-host and then copied to the tensor's device (issue 24), so one seed gives the same weights on every device.
+host and then copied to the tensor's device, so one seed gives the same weights on every device.
 The streams differ from PyTorch's (see minitensor/random.py): equal seeds give equal
 *distributions*, not equal numbers; parity checks copy weights instead.
 

@@ -3,7 +3,7 @@
 NumPy reduces a contiguous last axis one row at a time, and for the short rows a Transformer
 reduces (10 to 30 attention scores, 128 to 512 features in a layer norm) the cost per row
 dominates: on copy-reverse's attention scores a row max or row sum takes several times as long as
-`np.exp` over the same numbers (measured: benchmarks/README.md). Every softmax subtracts its row maximum
+`np.exp` over the same numbers (docs/decisions/023-row-reductions.md). Every softmax subtracts its row maximum
 and divides by its row sum, and a layer norm takes two row means forward and two backward, so these are on
 the path of every layer.
 
@@ -90,15 +90,15 @@ def mean_(a, axis=None, keepdims=False):
     return last_mean(a, keepdims) if is_last(axis, np.ndim(a)) else reductions.mean(a, axis=axis, keepdims=keepdims)
 
 
-# Below 1M entries the plain formula: measured on the op table (benchmarks/ops.py), blocks bought nothing for a
-# softmax or layer norm of 2^18 entries (4 MiB with its temporaries: the L2 and L3 already hold it)
+# Below 1M entries the plain formula: blocks bought nothing for a softmax or layer norm of 2^18 entries (4 MiB
+# with its temporaries: the L2 and L3 already hold it; docs/decisions/024-cache-blocks.md)
 ROW_DEVICE_MIN_NUMEL = 1 << 20
 
 
 def in_row_blocks_ok(a, dim=-1, *others) -> bool:
     """Whether a (and each of `others`, of a's shape) may take a row-blocked speed device along `dim`: host
-    arrays (issue 24: on a GPU the plain formula), float32 or float64, C-contiguous (so that a block of rows is a
-    plain slice), at least ROW_DEVICE_MIN_NUMEL entries, `dim` the last axis."""
+    arrays (on a device, the plain formula: the blocks serve the CPU's cache), float32 or float64, C-contiguous
+    (so that a block of rows is a plain slice), at least ROW_DEVICE_MIN_NUMEL entries, `dim` the last axis."""
     return (
         is_host(a)
         and a.dtype in (np.float32, np.float64)

@@ -3,7 +3,7 @@
 Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` on the raw
 arrays, updating `p.data` in place: no Tensor is created and no graph is recorded during a step.
 `step()` runs it for every parameter with a gradient, on the shared pool (minitensor/pool.py) when the
-step is large and on the host. On a device (issue 24) the same formulas run through the arrays' own library
+step is large and on the host. On a device (a GPU, CuPy) the same formulas run through the arrays' own library
 (NumPy's functions dispatch to CuPy's), whole arrays at a time: the pool and the blocks are CPU speed devices.
 A step reads nothing back to the host.
 Hyperparameters are read from `self.param_groups[i]` at every step, so a scheduler
@@ -52,7 +52,7 @@ def check_hyperparameter(owner: str, message: str, value, *, low: float = 0.0, h
 
 BLOCK_NUMEL = 1 << 15  # 128 KiB of float32: the five arrays of an Adam block fit in L2 together
 # On the update pool, blocks 4x larger: each block's dozen ufunc calls hand the GIL back and forth between
-# the threads, and at 32K entries those hand-offs cost as much as the passes (measured: benchmarks/README.md).
+# the threads, and at 32K entries those hand-offs cost as much as the passes (docs/decisions/024-cache-blocks.md).
 THREADED_BLOCK_NUMEL = 1 << 17
 
 
@@ -62,7 +62,7 @@ def in_blocks(*arrays):
     BLOCK_NUMEL entries, THREADED_BLOCK_NUMEL while the pool runs the update on several threads.
 
     An update of a dozen passes (Adam) then runs each pass over a block that is still in the cache instead
-    of over whole arrays in memory (measured: benchmarks/README.md). Every operation is
+    of over whole arrays in memory (docs/decisions/024-cache-blocks.md). Every operation is
     elementwise, so the result is bitwise the one of a single pass. Arrays of the same shape; if one of
     them is not C-contiguous (a view cannot be flattened without a copy) they come whole, as one block.
     On a device the arrays always come whole (np.empty_like makes the scratch beside them)."""

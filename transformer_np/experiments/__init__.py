@@ -13,7 +13,8 @@ directory, so several experiments share one directory; an existing result of the
 experiment is refused unless overwrite=True. Each returns {"rows", "markdown", "files"}.
 Defaults are sized for a 2-core machine: every experiment takes a few minutes at most
 (heads/layers/positional/beam train several small models for DEFAULT_STEPS[name] steps each;
-residual trains nothing; curvature trains the copy-reverse preset twice, the longest; measured: benchmarks/README.md).
+residual trains nothing; curvature trains the copy-reverse preset twice, the longest; their times:
+docs/decisions/028-demo-and-experiment-lengths.md).
 `--steps` overrides the step count (tests use a handful of steps: the numbers are then meaningless,
 only the plumbing is checked; with --steps <= SMOKE_STEPS every held-out set also shrinks to 16
 examples so a smoke run takes seconds; curvature also has `tiny=True`, a tiny model). Except for

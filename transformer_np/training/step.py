@@ -7,7 +7,7 @@
 - `nonfinite_entries`: the arrays of a (nested) state dict holding a NaN or an infinity (the
   checks before a save and before a resume use it too).
 
-On a device (issue 24) the step reads the device once: the loss, the gradient norm (clip_grad_norm_ keeps it there)
+On a device the step reads the device once: the loss, the gradient norm (clip_grad_norm_ keeps it there)
 and the per-group squared norms are stacked into one array and copied back together, for the log and the
 non-finite guard; the optimizer and the schedule read nothing. The other syncs of a step are the range checks of
 the token ids inside the embeddings (tests/minitensor/devices/test_fake_device_training.py counts and names them all).
