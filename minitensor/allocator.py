@@ -7,7 +7,7 @@ to the kernel, so the next step faults the same pages in again. `reuse_freed_mem
 large blocks and trimming off, once per process: every block comes from the heap, and freed blocks stay
 there and are handed out again. The peak resident size (benchmarks/memory.py) is a high-water mark and
 does not grow with it. The price: memory freed by the program stays with the process (resident up to its
-own peak) until it exits. What it saves: docs/decisions/026-allocator.md.
+own peak) until it exits. What it saves: docs/decisions/008-reuse-freed-memory.md.
 
 Opt-in, process-wide: `import minitensor` leaves malloc alone. The training command line
 (`python -m transformer_np`), `transformer_np.train()` / `fit()` and the benchmark workers call it; a library

@@ -14,7 +14,7 @@ through `in_row_blocks` by the row-wise fused ops and GELU (softmax, log_softmax
 block of whole rows per piece, small enough that its passes stay in the cache).
 
 Why NumPy's loops on this pool and not numexpr or numba: their wheels on the package mirror (no VML, no SVML) call
-a scalar exp and tanh per entry, slower than NumPy's SIMD loops (see docs/decisions/020-no-numexpr-numba.md).
+a scalar exp and tanh per entry, slower than NumPy's SIMD loops (see docs/decisions/002-no-numexpr-no-numba.md).
 A worker runs its pieces under the caller's NumPy floating-point error settings (np.errstate), as the
 calling thread would have: inside an op they are quiet (autograd.ieee_quiet).
 """

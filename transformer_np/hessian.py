@@ -11,7 +11,7 @@ Why double backward here, where mt.autograd.functional.hvp uses forward over rev
 experiment runs power iteration, many directions on one batch. The gradient recorded once serves them all,
 and each further H v is one backward through that record; forward over reverse reruns the forward and the
 backward, with tangents, for every direction. For one direction the two cost about the same; for many, this
-form costs less per direction (measured: benchmarks/README.md, "Forward over reverse").
+form costs less per direction (measured: docs/decisions/006-hvp-cost.md).
 """
 
 from __future__ import annotations

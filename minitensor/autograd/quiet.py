@@ -3,7 +3,7 @@
 Ops return IEEE values (inf, NaN) silently, as PyTorch does: every forward (Function.apply) and the backward walk
 run inside `ieee_quiet()`. The plain formula is `np.errstate(all="ignore")`. It costs more than the arithmetic of a
 small op (building the errstate object, then NumPy's C helper that makes the new state), and a sixth of the
-engine's whole cost per recorded op (docs/decisions/027-quiet-errstate.md).
+engine's whole cost per recorded op (docs/decisions/011-cost-per-op.md).
 
 Speed device, `_QuietState`: the same context variable NumPy's errstate sets (numpy._core._ufunc_config's
 `_extobj_contextvar`), set to the quiet state that np.errstate(all="ignore") would make from the current one,
@@ -83,7 +83,7 @@ def is_quiet() -> bool:
 def run_quietly(fn, *args):
     """fn(*args) under ieee_quiet(), as `with ieee_quiet(): return fn(*args)` reads: what Function.apply runs each
     forward in. The same device without the context-manager object (less than half the time of is_quiet() and
-    the block: docs/decisions/027-quiet-errstate.md): nothing is set where the state is quiet already."""
+    the block: docs/decisions/011-cost-per-op.md): nothing is set where the state is quiet already."""
     if _ERRSTATE is None:  # pragma: no cover - NumPy 1.x: the plain formula
         with errstate_formula():
             return fn(*args)

@@ -337,7 +337,7 @@ def _keep_mask(shape: tuple, p: float) -> np.ndarray:
 
     Speed device: u is drawn a byte at a time. Its top byte decides alone unless it equals t's top byte (one entry in
     256); only those entries draw their 24 lower bits. The mask is exactly that of whole 32-bit integers, for an
-    eighth of the generator's 64-bit draws (against float32 uniforms: docs/decisions/025-dropout-keep-mask.md)."""
+    eighth of the generator's 64-bit draws (against float32 uniforms: docs/decisions/013-dropout-mask.md)."""
     if p == 1.0:  # nothing kept: no draw (as torch, whose p = 1 draws nothing, even under jacfwd's error mode)
         return np.zeros(shape, dtype=bool)
     n = math.prod(shape)

@@ -542,7 +542,7 @@ def _times(xp, a, b):
 
 def _gelu_in_blocks_ok(a, *others) -> bool:
     """Whether GELU takes its speed device (_in_blocks): a large float32 host array, and more than one thread.
-    At one thread the blocks buy nothing (docs/decisions/024-cache-blocks.md: the plain formula's
+    At one thread the blocks buy nothing (docs/decisions/015-optimizer-blocks.md: the plain formula's
     4 MiB temporaries already sit in the L3 cache, and the blocks add a copy into the outputs); their use is to
     share the passes among the pool's threads. (float64's erf is math.erf element by element, holding the GIL:
     threads would not help there.)"""

@@ -265,7 +265,7 @@ class Dropout(Function):
     """y = x * m, m = keep * scale (scale = 1 / (1 - p));  dx = g * m;  ẏ = ẋ * m (the same mask)
 
     The mask is kept as the boolean `keep` (a byte an entry, a quarter of a float32 mask:
-    docs/decisions/025-dropout-keep-mask.md), and both passes multiply by it and then by scale, without a float mask.
+    docs/decisions/013-dropout-mask.md), and both passes multiply by it and then by scale, without a float mask.
     x * keep * scale equals x * (keep * scale) bitwise: keep * scale is exactly scale or 0."""
 
     @staticmethod
@@ -374,7 +374,7 @@ def in_score_blocks(fn, scores, *others):
     """fn(scores[block], *(a[block] for a in others)) for every block of score_blocks(scores) (a None in others
     passes through as None). Blocks hold whole rows and share nothing, so they run on the shared thread pool
     (minitensor/pool.py) when there are several and they are large. Each block's numbers are the same
-    whichever thread runs it (docs/decisions/024-cache-blocks.md). A CPU speed device: on a device (CuPy, the fake)
+    whichever thread runs it (docs/decisions/012-row-wise-devices.md). A CPU speed device: on a device (CuPy, the fake)
     fn runs once on the whole arrays, the same numbers (tests/minitensor/devices/test_fake_device_autograd.py)."""
 
     if not is_host(scores):  # a device array: one pass over the whole array (the blocks serve the CPU's cache)

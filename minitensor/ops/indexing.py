@@ -57,7 +57,7 @@ def add_rows_at(out, rows, values) -> None:
     """np.add.at(out, rows, values) for whole rows (rows a 1-D array of non-negative row numbers, values one row
     each), bitwise the same. Each pass adds the r-th occurrence of every repeated row at once, a fancy-index +=
     over distinct rows, so every row still receives its values in the order they come, as np.add.at adds them.
-    On the CPU a speed device (np.add.at goes element by element; see docs/decisions/022-embedding-scatter-add.md);
+    On the CPU a speed device (np.add.at goes element by element; see docs/decisions/014-embedding-backward.md);
     on a device the scatter-add itself, deterministic without atomics. One host read: how many entries each pass
     takes.
     Rows that occur more than RUN_MIN times are summed by add_row_runs on the host (a call per row, bitwise the
@@ -91,7 +91,7 @@ def add_rows_at(out, rows, values) -> None:
 
 # A row that occurs more than this often is added by add_row_runs (a call per row) instead of by add_rows_at's passes
 # (a call per occurrence): about 3 times faster on the benchmark batches' target ids
-# (docs/decisions/022-embedding-scatter-add.md)
+# (docs/decisions/014-embedding-backward.md)
 RUN_MIN = 8
 
 
@@ -114,7 +114,7 @@ def add_runs_in_tree(out, sorted_rows, v, occurrence, n_rows: int, most: int) ->
 
     Level by level, the entry at place k of a run takes in the partial sum at place k + step, for k a multiple of
     2 step: log2(most) levels, each over all rows at once, instead of a pass per repeat (965 passes for the long
-    preset's embeddings: docs/decisions/022-embedding-scatter-add.md). Then each run's head, now its row's whole
+    preset's embeddings: docs/decisions/017-gpu-tree-scatter-add.md). Then each run's head, now its row's whole
     sum, is added to out. Every addition's operands are fixed by the sorted order, so the sum is deterministic
     without atomic adds; the order is a tree's, not np.add.at's left to right, so it equals the CPU's to round-off
     (tests/minitensor/devices/test_fake_device_ops.py).

@@ -3,7 +3,7 @@
 NumPy reduces a contiguous last axis one row at a time, and for the short rows a Transformer
 reduces (10 to 30 attention scores, 128 to 512 features in a layer norm) the cost per row
 dominates: on copy-reverse's attention scores a row max or row sum takes several times as long as
-`np.exp` over the same numbers (docs/decisions/023-row-reductions.md). Every softmax subtracts its row maximum
+`np.exp` over the same numbers (docs/decisions/012-row-wise-devices.md). Every softmax subtracts its row maximum
 and divides by its row sum, and a layer norm takes two row means forward and two backward, so these are on
 the path of every layer.
 
@@ -91,7 +91,7 @@ def mean_(a, axis=None, keepdims=False):
 
 
 # Below 1M entries the plain formula: blocks bought nothing for a softmax or layer norm of 2^18 entries (4 MiB
-# with its temporaries: the L2 and L3 already hold it; docs/decisions/024-cache-blocks.md)
+# with its temporaries: the L2 and L3 already hold it; docs/decisions/015-optimizer-blocks.md)
 ROW_DEVICE_MIN_NUMEL = 1 << 20
 
 

@@ -52,7 +52,7 @@ def check_hyperparameter(owner: str, message: str, value, *, low: float = 0.0, h
 
 BLOCK_NUMEL = 1 << 15  # 128 KiB of float32: the five arrays of an Adam block fit in L2 together
 # On the update pool, blocks 4x larger: each block's dozen ufunc calls hand the GIL back and forth between
-# the threads, and at 32K entries those hand-offs cost as much as the passes (docs/decisions/024-cache-blocks.md).
+# the threads, and at 32K entries those hand-offs cost as much as the passes (docs/decisions/015-optimizer-blocks.md).
 THREADED_BLOCK_NUMEL = 1 << 17
 
 
@@ -62,7 +62,7 @@ def in_blocks(*arrays):
     BLOCK_NUMEL entries, THREADED_BLOCK_NUMEL while the pool runs the update on several threads.
 
     An update of a dozen passes (Adam) then runs each pass over a block that is still in the cache instead
-    of over whole arrays in memory (docs/decisions/024-cache-blocks.md). Every operation is
+    of over whole arrays in memory (docs/decisions/015-optimizer-blocks.md). Every operation is
     elementwise, so the result is bitwise the one of a single pass. Arrays of the same shape; if one of
     them is not C-contiguous (a view cannot be flattened without a copy) they come whole, as one block.
     On a device the arrays always come whole (np.empty_like makes the scratch beside them)."""

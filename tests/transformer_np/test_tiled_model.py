@@ -74,7 +74,7 @@ def test_unknown_attention_is_refused():
 def test_training_tiled_differs_from_dense_by_round_off_only(tmp_path):
     """Without dropout the arithmetic differs only in summation order (the online softmax): the first step's loss
     agrees to float32 round-off, and six steps later it still agrees to 1e-4 (measured: 40 steps of copy-reverse
-    give 5e-4 at most, benchmarks/README.md)."""
+    give 5.3e-4 at most, docs/decisions/016-tiled-attention-and-checkpointing.md)."""
     m, t = tiny()
     m = m.replace(dropout=0.0)
     train(m, t, str(tmp_path / "dense"), progress=False)

@@ -21,7 +21,7 @@ How the averaging overlaps the backward (PyTorch's Reducer, torch/csrc/distribut
   * when the last bucket has started, the hook waits for all of them and writes the averaged gradients back
     into each parameter's .grad. After `loss.backward()` returns, .grad holds the averaged gradient.
 With MPICH an Iallreduce progresses only while some MPI call runs, so each hook also tests the pending requests
-(a cheap MPI_Testall) to push them on; how much the overlap hides: docs/decisions/030-gradient-overlap.md.
+(a cheap MPI_Testall) to push them on; how much the overlap hides: docs/decisions/018-data-parallel-buckets.md.
 
 On a device (the module moved there before it is wrapped, as with torch) MPI still works on host memory:
 each bucket also has a flat buffer on the device. The gradients are packed into it there (times 1/N), copied to the
