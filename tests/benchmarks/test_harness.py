@@ -220,8 +220,8 @@ def test_wheel_leaves_benchmarks_out(tmp_path):
 
 # ------------------------------------------------------------------------------------ whole report
 # The tests that read tiny_run's report share one xdist group, so that the report (over a minute) is made once, on one
-# worker, rather than once on each worker the tests land on; the fixture lives for the session, as a worker may run
-# another file's tests between them (a module's fixture would then be made again).
+# worker. Its scope is the whole run (pytest's "session"): the worker may run another file's tests between the readers,
+# and a module-scoped fixture would then be made again.
 ONE_REPORT = pytest.mark.xdist_group("tiny-benchmark-report")
 
 
@@ -273,7 +273,6 @@ def tiny_run(tmp_path_factory):
     return out, proc.stdout
 
 
-@pytest.mark.full
 @ONE_REPORT
 def test_json_is_well_formed(tiny_run):
     out, _ = tiny_run
@@ -357,7 +356,6 @@ def test_json_is_well_formed(tiny_run):
                 assert cost == hvp[key][side]["median_ms"] / hvp["grad"][side]["median_ms"] > 0
 
 
-@pytest.mark.full
 @ONE_REPORT
 def test_markdown_report_format(tiny_run):
     out, stdout = tiny_run
@@ -429,7 +427,6 @@ def test_markdown_report_format(tiny_run):
     assert "## 2 threads" in stdout  # the report is printed too
 
 
-@pytest.mark.full
 @ONE_REPORT
 def test_pngs_non_empty(tiny_run):
     out, _ = tiny_run
@@ -446,7 +443,6 @@ def test_pngs_non_empty(tiny_run):
 BESIDE_THE_POINT = ["memory", "scaling", "ops", "profile", "decode", "hvp", "perop", "gpu"]
 
 
-@pytest.mark.full
 def test_in_process_mode_is_labelled(tmp_path):
     cmd = [
         sys.executable,
@@ -563,7 +559,6 @@ def test_attention_table_states_ratios_and_what_does_not_fit():
     assert "| 4096 | - | 0.06 | - | 1.50 | 1.30 | 1.30 |" in md  # tiled/dense peak, then checkpointed/plain steps
 
 
-@pytest.mark.full
 def test_attention_section_in_the_report(tmp_path):
     """`run` with the attention section alone at T = 16: every point measured on both sides, table and PNG written."""
     cmd = [sys.executable, "-m", "benchmarks", "run", "--quick", "--configs", "tiny", "--threads", "1"]

@@ -40,7 +40,6 @@ def test_rank_counts_that_do_not_divide_the_batch_are_refused():
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.full
 @pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="needs the distributed extra")
 @pytest.mark.xdist_group("mpi")
 def test_quick_run_on_two_ranks(tmp_path):

@@ -80,7 +80,6 @@ def _run(task, tmp_path):
     return m
 
 
-@pytest.mark.full
 @pytest.mark.parametrize("task", ["copy", "copy-reverse", "toy-translation"])
 def test_acceptance_training(task, tmp_path):
     m = _run(task, tmp_path)
