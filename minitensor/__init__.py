@@ -14,7 +14,7 @@ wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to 
 testing.py (tolerances), layout.py (memory formats).
 """
 
-from . import autograd, func, functions, nn, ops, optim, profiler, random, utils, viz
+from . import autograd, fast, func, functions, nn, ops, optim, profiler, random, utils, viz
 from .allocator import reuse_freed_memory
 from .autograd import (
     Function,
@@ -70,6 +70,7 @@ from .dtypes import (
     uint8,
 )
 from .dtypes import bool_ as bool
+from .fast import install as _fast_install  # noqa: F401 (the speed devices: after line 17 loaded their formulas)
 from .functions import *  # noqa: F403  (the torch.* functions: functions.__all__)
 from .layout import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from .random import manual_seed
@@ -78,6 +79,7 @@ from .tensor import Tensor
 
 __all__ = [
     "autograd",
+    "fast",
     "func",
     "ops",
     "random",

@@ -1,0 +1,2 @@
+"""Loads every speed device module, so that each registers against its formula (minitensor/__init__.py imports this
+last, once the formulas' modules are loaded)."""
