@@ -11,7 +11,8 @@ module of this package and registers against the formula's name. The call site r
 A slot may belong to another object (`owner=`): the engine's core keeps its own points (core/points.py) and
 imports nothing from here, so its formulas are declared with that owner and a device is put there in its place.
 
-`MT_FAST=0` in the environment, or `set_enabled(False)`, runs the formulas alone; `registered()` lists every
+`MT_FAST=0` in the environment, or `set_enabled(False)`, runs the formulas alone (`MT_FAST_WITHOUT=name,...` turns
+off the devices named, for measuring one device against its formula); `registered()` lists every
 formula with its device, for the tests that check each device equal to its formula (tests/minitensor/fast/).
 """
 
@@ -44,7 +45,8 @@ class Entry:
     evidence: str = ""  # the decision page that measured the device's gain
 
     def install(self, speed: bool) -> None:
-        setattr(self.owner, self.attr, self.device if speed and self.device is not None else self.formula)
+        on = speed and self.device is not None and self.name not in _WITHOUT
+        setattr(self.owner, self.attr, self.device if on else self.formula)
 
 
 _entries: dict[str, Entry] = {}
@@ -58,6 +60,8 @@ def _enabled_from_environment() -> bool:
 
 
 _speed = _enabled_from_environment()
+# MT_FAST_WITHOUT=name,name: those devices off, the others on (an A/B measurement of one device in its own process)
+_WITHOUT = frozenset(n.strip() for n in os.environ.get("MT_FAST_WITHOUT", "").split(",") if n.strip())
 
 
 def formula(name: str, fn, owner=None, attr: str | None = None):

@@ -67,3 +67,16 @@ def test_mt_fast_refuses_another_value():
         [sys.executable, "-c", "import minitensor"], capture_output=True, text=True, cwd=ROOT, env={"MT_FAST": "yes"}
     )
     assert out.returncode != 0 and "MT_FAST must be 0" in out.stderr and "'yes'" in out.stderr
+
+
+def test_mt_fast_without_turns_off_the_devices_named():
+    code = (
+        "from minitensor import fast\n"
+        "fast.formula('_a', abs); fast.device('_a', round, evidence='x')\n"
+        "fast.formula('_b', abs); fast.device('_b', round, evidence='x')\n"
+        "print(fast.use._a is abs, fast.use._b is round)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={"MT_FAST_WITHOUT": " _a,"}
+    )
+    assert out.stdout.split() == ["True", "True"], out.stderr
