@@ -23,8 +23,8 @@ from .dtypes import SUPPORTED, get_default_dtype, int64, result_type
 def operand(x, dtype: np.dtype, like):
     """x (a tensor or a Python number) as a tensor of `dtype`; a number is wrapped by `like`, a tensor."""
     if is_tensor_like(x):
-        return x if x.data.dtype == dtype else x.to(dtype)
-    return like.wrap(number_like(x, dtype, like.data))
+        return x if x._data.dtype == dtype else x.to(dtype)
+    return like.wrap(number_like(x, dtype, like._data))
 
 
 def number_like(x, dtype, arr):
@@ -81,12 +81,12 @@ def operands(a, b, dtype=None) -> tuple:
         # fast paths: same-dtype tensors, and a float tensor with a Python number (which never promotes it)
         if a_tensor:
             if b_tensor:
-                if a.data.dtype == b.data.dtype:
+                if a._data.dtype == b._data.dtype:
                     return a, b
-            elif type(b) in (float, int) and a.data.dtype.kind == "f":
-                return a, a.wrap(number_like(b, a.data.dtype, a.data))
-        elif b_tensor and type(a) in (float, int) and b.data.dtype.kind == "f":
-            return b.wrap(number_like(a, b.data.dtype, b.data)), b
+            elif type(b) in (float, int) and a._data.dtype.kind == "f":
+                return a, a.wrap(number_like(b, a._data.dtype, a._data))
+        elif b_tensor and type(a) in (float, int) and b._data.dtype.kind == "f":
+            return b.wrap(number_like(a, b._data.dtype, b._data)), b
     if not (a_tensor or b_tensor):
         raise TypeError(f"expected a Tensor operand, got {type(a).__name__} and {type(b).__name__}")
     if dtype is None:

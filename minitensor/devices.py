@@ -26,6 +26,8 @@ import sys
 import numpy as np
 
 from . import fakecuda
+from .core import points
+from .features import switch
 
 _FAKE = {"on": os.environ.get("MINITENSOR_FAKE_CUDA", "") not in ("", "0")}
 
@@ -33,6 +35,8 @@ _FAKE = {"on": os.environ.get("MINITENSOR_FAKE_CUDA", "") not in ("", "0")}
 def use_fake_cuda(on: bool = True) -> bool:
     """Make "cuda" the fake device (fakecuda.py), or stop; returns the previous setting. For tests."""
     previous, _FAKE["on"] = _FAKE["on"], builtins.bool(on)
+    if on:
+        _attach()
     return previous
 
 
@@ -58,12 +62,15 @@ def _cupy():
             _CUPY.update(module=None, why=f"CuPy is installed but no GPU answers ({type(e).__name__}: {e})")
             return None
         _CUPY.update(module=cupy if count > 0 else None, why="CuPy is installed but sees no GPU")
+        _attach()
     return _CUPY["module"]
 
 
 def _cupy_ndarray():
     """cupy.ndarray if CuPy was imported by anyone, else None (then no array can be a CuPy array)."""
     cupy = sys.modules.get("cupy")
+    if cupy is not None and points.devices is None:
+        _attach()
     return None if cupy is None else cupy.ndarray
 
 
@@ -252,6 +259,60 @@ def _mixed(tensors, arrays, op):
     )
 
 
+# ---------------------------------------------------------------------------------------- the engine's device check
+class DeviceCheck:
+    """What the engine asks of devices once an array can live off the CPU (core/points.py's `devices`): until
+    then every array is a NumPy array and the core skips these checks."""
+
+    device_of = staticmethod(device_of)
+    array_module = staticmethod(array_module)
+    same_device = staticmethod(same_device)
+
+    @staticmethod
+    def root_array(output, gradient, create_graph, who: str, index: int):
+        """The array of a backward's starting gradient, on the output's device: a number or a list made there, a
+        0-d gradient from another device moved (torch's validate_outputs), any other refused. Also the Tensor
+        moved differentiably, under create_graph (else None)."""
+        if hasattr(gradient, "version_counter") or is_array(gradient):
+            g = gradient.data if hasattr(gradient, "version_counter") else gradient
+        else:  # a number or a list: it has no device of its own
+            g = array_module(output.data).asarray(gradient)
+        if type(g) is type(output.data) or device_of(g) == output.device:
+            return g, None
+        if g.ndim != 0:
+            raise RuntimeError(
+                f"{who}: invalid gradient at index {index} - expected device {output.device} but got "
+                f"{device_of(g)} (move it with .to({str(output.device)!r}))"
+            )
+        if create_graph and hasattr(gradient, "version_counter"):
+            moved = gradient.to(output.device)  # a differentiable move: the result depends on the gradient
+            return moved.data, moved
+        return to_device(g, output.device), None
+
+    @staticmethod
+    def gradient_to(gi, dev, who: str, i: int):
+        """A backward's gradient for an input on `dev`: as it is when there; a 0-d one moved, as torch's engine
+        moves it (validate_outputs); any other refused, naming both devices."""
+        arr = gi.data if hasattr(gi, "version_counter") else gi
+        if (type(arr) is np.ndarray and dev is CPU) or device_of(arr) == dev:
+            return gi
+        if arr.ndim != 0:
+            raise RuntimeError(
+                f"{who} returned an invalid gradient at index {i} - expected device {dev} but got {device_of(arr)}"
+            )
+        return gi.to(dev) if hasattr(gi, "version_counter") else to_device(arr, dev)
+
+
+def _attach() -> None:
+    """An array may live off the CPU from now on: the engine checks devices (points.devices, features.py)."""
+    points.devices = DeviceCheck
+    switch("devices", True)
+
+
+if _FAKE["on"]:  # MINITENSOR_FAKE_CUDA=1 in the environment
+    _attach()
+
+
 # ---------------------------------------------------------------------------------------- mt.cuda
 class _Cuda:
     """mt.cuda, as torch.cuda: the usual `"cuda" if torch.cuda.is_available() else "cpu"` picks the GPU
@@ -297,7 +358,7 @@ class DeviceMethods:
 
     @property
     def device(self) -> device:
-        return CPU if type(self.data) is np.ndarray else device_of(self.data)
+        return CPU if type(self._data) is np.ndarray else device_of(self._data)
 
     @property
     def is_cuda(self) -> builtins.bool:

@@ -61,7 +61,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import devices
-from .autograd.function import is_tensor_like
+from .core import is_tensor_like
 
 __all__ = ["MAX_DEPTH", "atomic_write", "load", "save"]
 

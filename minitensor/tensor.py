@@ -22,11 +22,10 @@ widen goes through a differentiable Cast, so a float32 input still gets a float3
 from __future__ import annotations
 
 import builtins
-import weakref
 
 import numpy as np
 
-from . import autograd, devices, ops
+from . import devices, ops
 from .arguments import (
     as_array,
     broadcasts_to,
@@ -37,8 +36,10 @@ from .arguments import (
     size_args,
     to_arguments,
 )
-from .autograd import VersionCounter, ieee_quiet, is_grad_enabled, is_tensor_like, no_grad
+from .autograd import ieee_quiet, leaf_delivery
 from .autograd.tangents import dual_state, tangent_of
+from .core import HookHandle, VersionCounter, is_grad_enabled, is_tensor_like, no_grad
+from .core import Tensor as CoreTensor
 from .devices import DeviceMethods
 from .dtypes import bool_, float32, float64, int32, int64
 from .functions.elementwise import clamp, div
@@ -47,76 +48,23 @@ from .random import generator
 from .tensor_math import TensorMath
 
 
-class Tensor(TensorMath, DeviceMethods):
+class Tensor(CoreTensor, TensorMath, DeviceMethods):
     """A NumPy array that can record the operations applied to it and backpropagate through them."""
 
-    __slots__ = (
-        "data",
-        "requires_grad",
-        "_grad",
-        "grad_fn",
-        "version_counter",
-        "_hooks",
-        "_post_hooks",
-        "dual_tangent",
-        "no_grad_view",
-        "__weakref__",
-    )
+    __slots__ = ()
     __array_priority__ = 1000  # so ndarray + Tensor calls Tensor.__radd__
 
     def __init__(self, data, requires_grad: bool = False, dtype=None):
-        arr = data.data if isinstance(data, Tensor) else as_array(data, dtype)
+        arr = data._data if isinstance(data, Tensor) else as_array(data, dtype)
         if dtype is not None and arr.dtype != np.dtype(dtype):
             arr = arr.astype(dtype)
-        self.data = arr
-        self._grad = None
-        self.grad_fn = None  # the autograd Node that produced this tensor; None for a leaf
-        self.version_counter = VersionCounter()  # bumped by every in-place change (shared with views)
-        self._hooks = None  # a leaf's gradient hooks (a non-leaf's live on its grad_fn)
-        self.dual_tangent = None  # forward mode: (level, tangent) while a dual level is open (autograd/tangents.py)
-        self._post_hooks = None  # a leaf's post-accumulate-grad hooks: hook(tensor) once .grad is updated
-        # a view made under no_grad of a tensor that requires grad (torch's CreationMeta NO_GRAD_MODE): with grad mode
-        # on, an in-place change of it is refused, as torch refuses it (autograd/function.py sets it)
+        self._data = arr
+        self._grad = self.grad_fn = self._hooks = self._post_hooks = self.dual_tangent = None
+        self.version_counter = VersionCounter()
         self.no_grad_view = False
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
-
-    @staticmethod
-    def wrap(arr: np.ndarray) -> Tensor:
-        """A new Tensor around `arr`, no checks, no copy: how ops build their results."""
-        t = object.__new__(Tensor)
-        t.data = arr
-        t.requires_grad = False
-        t._grad = None
-        t.grad_fn = None
-        t.version_counter = VersionCounter()
-        t._hooks = None
-        t.dual_tangent = None
-        t._post_hooks = None
-        t.no_grad_view = False
-        return t
-
-    @property
-    def grad(self):
-        """The gradient accumulated by backward(); assigning one of another shape or dtype is an error."""
-        return self._grad
-
-    @grad.setter
-    def grad(self, value) -> None:
-        if value is not None:
-            if not isinstance(value, Tensor):
-                raise TypeError(f"assigned grad must be a Tensor or None, got {type(value).__name__}")
-            if value.shape != self.shape:
-                raise RuntimeError(f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}")
-            if value.dtype != self.dtype:
-                raise RuntimeError(f"assigned grad has dtype {value.dtype}, but the tensor has dtype {self.dtype}")
-            if type(value.data) is not type(self.data) and value.device != self.device:
-                raise RuntimeError(
-                    f"assigned grad is on device {value.device}, but the tensor is on {self.device}; "
-                    f"move it first with .to({str(self.device)!r})"
-                )
-        self._grad = value
 
     @property
     def _version(self) -> int:
@@ -130,20 +78,8 @@ class Tensor(TensorMath, DeviceMethods):
 
     # ------------------------------------------------------------------ attributes
     @property
-    def shape(self) -> tuple:
-        return self.data.shape
-
-    @property
     def ndim(self) -> int:
-        return self.data.ndim
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
-
-    @property
-    def is_leaf(self) -> bool:
-        return self.grad_fn is None
+        return self._data.ndim
 
     @property
     def T(self) -> Tensor:
@@ -162,7 +98,7 @@ class Tensor(TensorMath, DeviceMethods):
         return self.ndim
 
     def numel(self) -> int:
-        return self.data.size
+        return self._data.size
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -170,9 +106,9 @@ class Tensor(TensorMath, DeviceMethods):
         return self.shape[0]
 
     def numpy(self) -> np.ndarray:
-        if not devices.is_host(self.data):
+        if not devices.is_host(self._data):
             raise TypeError(self._not_on_host())
-        return self.data
+        return self._data
 
     def _not_on_host(self) -> str:
         return (
@@ -181,25 +117,25 @@ class Tensor(TensorMath, DeviceMethods):
         )
 
     def tolist(self):
-        return self.data.tolist()
+        return self._data.tolist()
 
     def item(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise ValueError(
                 f"item(): only a tensor with one element can be converted to a Python number, "
-                f"got shape {self.shape} ({self.data.size} elements)"
+                f"got shape {self.shape} ({self._data.size} elements)"
             )
-        return self.data.reshape(()).item()
+        return self._data.reshape(()).item()
 
     def __array__(self, dtype=None, copy=None):
-        if not devices.is_host(self.data):  # np.asarray(cuda_tensor): refused as torch refuses it
+        if not devices.is_host(self._data):  # np.asarray(cuda_tensor): refused as torch refuses it
             raise TypeError(self._not_on_host())
-        return self.data if dtype is None else self.data.astype(dtype)
+        return self._data if dtype is None else self._data.astype(dtype)
 
     def __repr__(self) -> str:
-        host = devices.to_host(self.data)  # one host sync for a device tensor
+        host = devices.to_host(self._data)  # one host sync for a device tensor
         body = np.array2string(host, separator=", ", precision=4, prefix="tensor(")
-        extra = "" if devices.is_host(self.data) else f", device='{self.device}'"
+        extra = "" if devices.is_host(self._data) else f", device='{self.device}'"
         extra += "" if self.dtype in (float32, int64, bool_) else f", dtype={self.dtype}"
         if self.grad_fn is not None:
             extra += f", grad_fn=<{self.grad_fn.name()}>"
@@ -211,11 +147,11 @@ class Tensor(TensorMath, DeviceMethods):
         return id(self)
 
     def __bool__(self):
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise ValueError(
-                f"the truth value of a tensor with {self.data.size} elements is ambiguous; use .any() or .all()"
+                f"the truth value of a tensor with {self._data.size} elements is ambiguous; use .any() or .all()"
             )
-        return bool(self.data.reshape(()))
+        return bool(self._data.reshape(()))
 
     def __float__(self):
         return float(self.item())
@@ -224,7 +160,7 @@ class Tensor(TensorMath, DeviceMethods):
         return int(self.item())
 
     def __index__(self):
-        if self.dtype.kind not in "iu" or self.data.size != 1:
+        if self.dtype.kind not in "iu" or self._data.size != 1:
             raise TypeError(
                 f"only an integer tensor with one element can be used as an index, got {self.dtype} {self.shape}"
             )
@@ -241,52 +177,9 @@ class Tensor(TensorMath, DeviceMethods):
 
     def detach(self) -> Tensor:
         """A new leaf sharing this tensor's array (and its version counter), outside the graph."""
-        t = Tensor.wrap(self.data)
+        t = Tensor.wrap(self._data)
         t.version_counter = self.version_counter
         return t
-
-    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
-        """Accumulate d(self)/d(leaf) . gradient into every leaf's .grad. create_graph=True records the
-        backward too, so .grad can be differentiated again; retain_graph defaults to create_graph."""
-        autograd.backward(self, gradient, retain_graph, create_graph)
-
-    def accumulate_grad(self, g) -> None:
-        """Add gradient g (an array of this tensor's shape owned by the caller, or a Tensor under
-        create_graph) into .grad, after the hooks."""
-        g = self.apply_hooks(g)
-        if g.dtype != self.data.dtype:
-            raise RuntimeError(f"internal: gradient dtype {g.dtype} differs from the tensor's dtype {self.data.dtype}")
-        if isinstance(g, Tensor):  # create_graph: .grad keeps the gradient's graph
-            self._grad = g if self._grad is None else self._grad + g
-        elif self._grad is None:
-            self._grad = Tensor.wrap(g)
-        else:
-            self._grad.data = self._grad.data + g
-        for hook in self._post_hooks or ():
-            hook(self)
-
-    def apply_hooks(self, g):
-        """A leaf's gradient g after its hooks, each of which may replace it: what accumulate_grad adds
-        and what autograd.grad returns for this leaf (a non-leaf's hooks run on its grad_fn instead)."""
-        for hook in self._hooks or ():
-            g = hook(g)
-        return g
-
-    def retain_grad(self) -> None:
-        """Keep .grad on this non-leaf tensor after backward."""
-        if not self.requires_grad:
-            raise RuntimeError("retain_grad() on a tensor that does not require grad")
-        if self.grad_fn is not None:
-            self.grad_fn.retained = weakref.ref(self)  # weak: the node must not keep its output alive
-
-    def register_hook(self, hook):
-        """hook(grad) -> None or a replacement gradient, called when this tensor's gradient is computed."""
-        if not self.requires_grad:
-            raise RuntimeError("register_hook() on a tensor that does not require grad")
-        holder, attr = (self.grad_fn, "hooks") if self.grad_fn is not None else (self, "_hooks")
-        handle = _HookHandle(holder, attr, hook)
-        setattr(holder, attr, (getattr(holder, attr) or []) + [handle.on_array])
-        return handle
 
     def register_post_accumulate_grad_hook(self, hook):
         """hook(tensor) -> None, called on a leaf right after backward has added its gradient into .grad
@@ -296,8 +189,9 @@ class Tensor(TensorMath, DeviceMethods):
             raise RuntimeError("register_post_accumulate_grad_hook() on a tensor that does not require grad")
         if self.grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
-        handle = _HookHandle(self, "_post_hooks", hook)
+        handle = _PostHookHandle(self, "_post_hooks", hook, Tensor)
         self._post_hooks = (self._post_hooks or []) + [handle.hook]
+        leaf_delivery.hook_added()  # the walk now hands over each leaf's gradient as soon as it is complete
         return handle
 
     # ------------------------------------------------------------------ in place, outside autograd
@@ -347,13 +241,13 @@ class Tensor(TensorMath, DeviceMethods):
             )
 
     def _write(self, op: str, index, value) -> Tensor:
-        """self.data[index] = value, broadcast; errors name the op and both shapes."""
+        """self._data[index] = value, broadcast; errors name the op and both shapes."""
         self._check_inplace(op, value)
         check_fill_value(value, self.dtype, op)
         value = self._beside(value, op)
         try:
             with ieee_quiet():
-                self.data[index] = value
+                self._data[index] = value
         except (ValueError, TypeError) as e:
             raise ValueError(
                 f"{op}: cannot write a value of shape {value.shape if hasattr(value, 'shape') else np.shape(value)} "
@@ -369,7 +263,7 @@ class Tensor(TensorMath, DeviceMethods):
         o = self._beside(other, op)
         try:
             with ieee_quiet():
-                ufunc(self.data, o, out=self.data, casting="same_kind")
+                ufunc(self._data, o, out=self._data, casting="same_kind")
         except (ValueError, TypeError):
             shape, dtype = (o.shape, o.dtype) if hasattr(o, "dtype") else (np.shape(o), np.asarray(o).dtype)
             raise ValueError(
@@ -384,15 +278,15 @@ class Tensor(TensorMath, DeviceMethods):
         is): plain data (lists, NumPy arrays) is copied over, and so is a 0-d CPU tensor, as torch lets a CPU
         scalar meet CUDA tensors; a tensor on another device is torch's mixed-device error."""
         if isinstance(value, Tensor):
-            if type(value.data) is type(self.data) or value.device == self.device:
-                return value.data
+            if type(value._data) is type(self._data) or value.device == self.device:
+                return value._data
             if value.device == devices.CPU and value.ndim == 0:
-                return devices.to_device(value.data, self.device)
+                return devices.to_device(value._data, self.device)
             raise RuntimeError(
                 f"Expected all tensors to be on the same device, but found at least two devices, {self.device} "
                 f"and {value.device}! ({op}: move the operand with .to({str(self.device)!r}))"
             )
-        if type(self.data) is np.ndarray or isinstance(value, (builtins.int, builtins.float, builtins.bool)):
+        if type(self._data) is np.ndarray or isinstance(value, (builtins.int, builtins.float, builtins.bool)):
             return value
         return devices.to_device(value if devices.is_array(value) else np.asarray(value), self.device)
 
@@ -400,7 +294,7 @@ class Tensor(TensorMath, DeviceMethods):
         return self._write("zero_", Ellipsis, 0)
 
     def fill_(self, value) -> Tensor:
-        if isinstance(value, Tensor) and value.ndim == 0 and type(value.data) is not type(self.data):
+        if isinstance(value, Tensor) and value.ndim == 0 and type(value._data) is not type(self._data):
             value = value.item()  # a 0-d value from another device: read as a number (one sync), as torch's fill_
         return self._write("fill_", Ellipsis, value)
 
@@ -461,7 +355,7 @@ class Tensor(TensorMath, DeviceMethods):
 
     def __setitem__(self, index, value) -> None:
         try:  # an index out of range, on any device: NumPy's IndexError, naming the op and the shape
-            self._write("__setitem__", normalize_index(index, self.data)[0], value)
+            self._write("__setitem__", normalize_index(index, self._data)[0], value)
         except IndexError as e:
             raise IndexError(f"__setitem__ on a tensor of shape {self.shape}: {e}") from None
 
@@ -479,7 +373,7 @@ class Tensor(TensorMath, DeviceMethods):
             dtype = args[0]
         elif args:
             dtype, device, non_blocking, copy = to_arguments(args, dtype, device, non_blocking, copy)
-        if device == "cpu" and dtype is None and type(self.data) is np.ndarray and memory_format is preserve_format:
+        if device == "cpu" and dtype is None and type(self._data) is np.ndarray and memory_format is preserve_format:
             return ops.Clone.apply(self) if copy else self  # the common x.to("cpu") of a CPU tensor, first
         if device is not None:
             device = devices.resolve(device, "to")
@@ -490,7 +384,7 @@ class Tensor(TensorMath, DeviceMethods):
                 out = ops.Cast.apply(self, dtype=dtype)
             else:
                 with ieee_quiet():  # NaN or inf to an integer dtype: NumPy's value, no warning
-                    out = Tensor.wrap(self.data.astype(dtype))
+                    out = Tensor.wrap(self._data.astype(dtype))
         if device is not None and out.device != device:
             out = ops.ToDevice.apply(out, device=device)
         if memory_format is not preserve_format:
@@ -522,7 +416,7 @@ class Tensor(TensorMath, DeviceMethods):
         return ops.Clone.apply(self)
 
     def contiguous(self) -> Tensor:
-        return self if self.data.flags.c_contiguous else ops.Clone.apply(self)
+        return self if self._data.flags.c_contiguous else ops.Clone.apply(self)
 
     def new_tensor(self, data, dtype=None, requires_grad=False) -> Tensor:
         """A copy of `data` in this tensor's dtype (or `dtype`) on this tensor's device, as torch's new_tensor."""
@@ -544,39 +438,13 @@ class Tensor(TensorMath, DeviceMethods):
         return self.new_full(size_args(size, "new_empty"), 0, dtype, requires_grad)  # zeros: never garbage
 
 
-class _HookHandle:
-    """A registered tensor hook: `on_array` is what the graph walk calls (array in, array out);
-    `remove()` unregisters it."""
-
-    def __init__(self, holder, attr: str, hook):
-        self._holder, self._attr, self.hook = holder, attr, hook
-
-    def on_array(self, g):
-        """The hook on gradient g: an array (returns an array) or, under create_graph, a Tensor (returns one).
-        What the hook returns must have g's shape, dtype and device, as torch checks; a number or a list is made
-        as g's."""
-        r = self.hook(g if isinstance(g, Tensor) else Tensor.wrap(g))
-        if r is None:
-            return g
-        arr = g.data if isinstance(g, Tensor) else g
-        r_arr = r.data if isinstance(r, Tensor) else r
-        if not devices.is_array(r_arr):  # a number or a list: made as g's
-            r_arr = devices.array_module(arr).asarray(r_arr, dtype=arr.dtype)
-        if r_arr.shape != arr.shape:
-            raise ValueError(f"hook {self.hook!r} returned a gradient of shape {r_arr.shape}, expected {arr.shape}")
-        where, came = devices.device_of(arr), devices.device_of(r_arr)
-        if r_arr.dtype != arr.dtype or came != where:  # torch: "hook ... has changed the type of value"
-            raise RuntimeError(
-                f"hook {self.hook!r} has changed the type of value: it returned a {r_arr.dtype} gradient on {came} "
-                f"for a {arr.dtype} gradient on {where}"
-            )
-        if isinstance(g, Tensor):
-            return r if isinstance(r, Tensor) else Tensor.wrap(r_arr)
-        return r_arr
+class _PostHookHandle(HookHandle):
+    """A registered post-accumulate-grad hook; removing it may end the walk's early delivery of leaf gradients."""
 
     def remove(self) -> None:
-        hooks = getattr(self._holder, self._attr) or []
-        setattr(self._holder, self._attr, [h for h in hooks if h not in (self.on_array, self.hook)] or None)
+        if self.hook in (self._holder._post_hooks or ()):
+            leaf_delivery.hook_removed()
+        super().remove()
 
 
 # ---------------------------------------------------------------------- helpers behind the methods

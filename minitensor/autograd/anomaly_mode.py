@@ -25,6 +25,8 @@ import warnings
 
 import numpy as np
 
+from ..features import switch
+
 
 class AnomalyState:
     """The global switch: whether anomaly mode is on, and whether it checks gradients for NaN."""
@@ -50,7 +52,12 @@ def _set(mode, check_nan) -> None:
     for name, value in (("mode", mode), ("check_nan", check_nan)):
         if not isinstance(value, bool):
             raise TypeError(f"set_detect_anomaly: {name} must be a bool (True or False), got {type(value).__name__}")
+    _put(mode, check_nan)
+
+
+def _put(mode: bool, check_nan: bool) -> None:
     anomaly.enabled, anomaly.check_nan = mode, check_nan
+    switch("anomaly mode", mode)  # the engine's extended paths record traces and check gradients
 
 
 class _AnomalyContext:
@@ -67,7 +74,7 @@ class _AnomalyContext:
         return self
 
     def __exit__(self, *exc) -> None:
-        anomaly.enabled, anomaly.check_nan = self.previous
+        _put(*self.previous)
 
     def __call__(self, fn):
         if not callable(fn):

@@ -31,9 +31,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..core import enable_grad, grad, no_grad
 from ..devices import array_module, to_host
-from .engine import grad
-from .grad_mode import enable_grad, no_grad
 from .tangents import DualLevel, dual_state, set_tangent, tangent_of
 
 

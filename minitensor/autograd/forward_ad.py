@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from ..core import is_tensor_like
 from ..ops import Reshape
-from .function import is_tensor_like
 from .tangents import DualLevel, dual_state, outside_rules, set_tangent, tangent_of
 
 __all__ = ["UnpackedDualTensor", "dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual"]

@@ -37,15 +37,13 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from ..core import enable_grad, grad, is_tensor_like, no_grad
 from ..creation import ones_like, zeros_like
 from ..functions.shape import stack
 from ..random import randomness_refused
 from . import forward_ad
-from .engine import grad, tangent_grad
-from .function import is_tensor_like
-from .grad_mode import enable_grad, no_grad
 from .stateless import functional_call
-from .tangents import rules_unrecorded
+from .tangents import rules_unrecorded, tangent_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp", "functional_call"]
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core import topological_order
 from ..devices import is_array
-from .engine import topological_order
 from .saved import entry_label, pop_hooks, push_hooks, saved_entries
 
 __all__ = ["SavedTensor", "SavedTensors", "saved_tensors", "saved_tensors_hooks"]

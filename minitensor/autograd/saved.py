@@ -23,6 +23,7 @@ import threading
 import numpy as np
 
 from ..devices import is_array
+from ..features import switch
 
 # thread id -> [(pack_hook, unpack_hook), ...], innermost last. Only threads with hooks installed are listed,
 # so while none is, Function.apply pays for one test of an empty dict.
@@ -37,6 +38,7 @@ def is_saved_array(value) -> bool:
 
 def push_hooks(pack_hook, unpack_hook) -> None:
     HOOK_STACKS.setdefault(threading.get_ident(), []).append((pack_hook, unpack_hook))
+    switch("saved-tensor hooks", True)
 
 
 def pop_hooks() -> None:
@@ -45,6 +47,7 @@ def pop_hooks() -> None:
     stack.pop()
     if not stack:
         del HOOK_STACKS[tid]
+    switch("saved-tensor hooks", bool(HOOK_STACKS))
 
 
 def saved_entries(ctx) -> list:

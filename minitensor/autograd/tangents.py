@@ -33,8 +33,10 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from ..core.engine import as_tuple, grad_walk, grads_per_output
+from ..core.grad_mode import state as grad_mode  # `grad_mode.enabled`, this thread's switch
+from ..features import switch
 from .anomaly_mode import anomaly, check_tangent
-from .grad_mode import state as grad_mode  # `grad_mode.enabled`, this thread's switch
 
 
 class DualLevel:
@@ -44,13 +46,22 @@ class DualLevel:
 
 
 class DualState:
-    """The open level (None when forward mode is off: Function.apply's one test per op), whether a rule
-    is running (its own primitives then carry no tangent: a tangent of a tangent is not asked for), and
-    whether rules are recorded for reverse mode when grad mode is on (rules_unrecorded turns that off)."""
+    """The open level (None when forward mode is off), whether a rule is running (its own primitives then carry no
+    tangent: a tangent of a tangent is not asked for), and whether rules are recorded for reverse mode when grad
+    mode is on (rules_unrecorded turns that off). An open level turns on the engine's extended paths (features.py)."""
 
-    level = None
     in_rule = False
     record_rules = True
+    _level = None
+
+    @property
+    def level(self):
+        return self._level
+
+    @level.setter
+    def level(self, value) -> None:
+        self._level = value
+        switch("forward mode", value is not None)
 
 
 dual_state = DualState()
@@ -96,7 +107,7 @@ def propagate(fn, ctx, tensors, result, kwargs, tensor_namespace) -> None:
         return  # no direction to follow, or an integer/bool output, which has no tangent (as in PyTorch)
     # each saved array's Tensor: an input or the output (None for an array the forward made), found once for the
     # rule's context and for the tangents a forward over reverse gives the rebuilt saved tensors
-    owners = [next((t for t in (*tensors, result) if t.data is arr), None) for arr in ctx.saved_arrays]
+    owners = [next((t for t in (*tensors, result) if t._data is arr), None) for arr in ctx.saved_arrays]
     rule_ctx = rule_context(ctx, owners, result, tensor_namespace)
     # the rule runs outside rules (its primitives carry no tangent), recorded or not (record_rules), as
     # outside_rules() and set_grad_enabled() would run it: the two switches set directly, per op (the caller,
@@ -157,7 +168,7 @@ def run_rule(fn, ctx, tensors, result, tangents, kwargs):
         return fn.jvp(ctx, *tangents)
     if fn.jvp_kind == "linear":  # the op applied to the tangents, a zero tangent for an input without one
         # a missing tangent is zeros on its input's device (zeros_like keeps the array's library)
-        filled = [t if t is not None else x.wrap(np.zeros_like(x.data)) for x, t in zip(tensors, tangents)]
+        filled = [t if t is not None else x.wrap(np.zeros_like(x._data)) for x, t in zip(tensors, tangents)]
         return fn.apply(*filled, **kwargs)
     if fn.jvp_kind == "elementwise":  # a diagonal Jacobian: the VJP formula, one input at a time
         out = None
@@ -185,3 +196,15 @@ def tangent_sum(*terms):
     for t in present[1:]:
         out = out + t
     return out
+
+
+def tangent_grad(outputs, inputs, grad_outputs=None, retain_graph: bool = False, allow_unused: bool = False) -> tuple:
+    """grad() whose walk runs on Tensors, as under create_graph, but records nothing (grad mode off).
+
+    For forward over reverse: inside an open forward-mode level the backward's primitives carry tangents (tangents
+    flow under no_grad, as in PyTorch), so the tangent of the returned gradient of a scalar f is H v, where v is the
+    inputs' tangent. Where no second reverse pass reads the gradient's graph, recording it is wasted work: this walk
+    skips it. Outside a level it returns what grad() returns, as Tensors."""
+    outputs, inputs = as_tuple(outputs, "output"), as_tuple(inputs, "input")
+    grad_outputs = (None,) * len(outputs) if grad_outputs is None else grads_per_output(grad_outputs, outputs)
+    return grad_walk(outputs, inputs, grad_outputs, retain_graph, True, allow_unused, record=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function
-from ..autograd.function import is_tensor_like
+from ..core import is_tensor_like
 from ..devices import array_module, is_host
 
 

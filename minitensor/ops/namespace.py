@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd.function import is_tensor_like as _is_tensor
+from ..core import is_tensor_like as _is_tensor
 from ..devices import array_module, is_host
 from .elementwise import (
     Cast,

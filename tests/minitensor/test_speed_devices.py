@@ -12,7 +12,6 @@ import pytest
 
 import minitensor as mt
 from minitensor import pool
-from minitensor.autograd import quiet
 from minitensor.optim import Adam, AdamW
 from minitensor.optim import optimizer as optmod
 
@@ -555,76 +554,6 @@ def test_where_with_a_zero_branch_is_np_where(dtype):
                     got, want = select(*args), np.where(*args)
                 assert got.dtype == want.dtype and got.shape == want.shape
                 np.testing.assert_array_equal(got, want)  # equal values (-0.0 == 0.0), NaN where NaN
-
-
-def _errstate_seen() -> tuple:
-    """What NumPy's error state says inside a block: the modes, the buffer size, the callback."""
-    return np.geterr(), np.getbufsize(), np.geterrcall()
-
-
-@pytest.mark.parametrize(
-    "outer",
-    [
-        {},
-        dict(all="raise"),
-        dict(divide="warn", over="raise", under="ignore", invalid="call", call=print),
-    ],
-)
-def test_ieee_quiet_sets_the_state_np_errstate_sets(outer):
-    """autograd/quiet.py's speed device against its plain formula np.errstate(all="ignore"), from several states in
-    force (a user's errstate around the model, a custom buffer size), nested and not; both restore the state."""
-    quiet.errstate_formula()  # (a warm-up: the formula itself must not touch the device's table)
-    before = _errstate_seen()
-    with np.errstate(**outer):
-        old_size = np.setbufsize(16384)
-        try:
-            outside = _errstate_seen()
-            with quiet.errstate_formula():
-                plain = _errstate_seen()
-            assert not quiet.is_quiet()
-            with quiet.ieee_quiet():
-                device = _errstate_seen()
-                assert quiet.is_quiet()
-                with quiet.ieee_quiet():  # already quiet: nothing is set
-                    assert _errstate_seen() == device
-                with np.errstate(divide="raise"):  # a state set inside: not quiet, and made quiet again
-                    assert not quiet.is_quiet()
-                    with quiet.ieee_quiet():
-                        assert _errstate_seen() == device
-                assert _errstate_seen() == device
-            assert _errstate_seen() == outside
-        finally:
-            np.setbufsize(old_size)
-    assert device == plain and plain[0] == {k: "ignore" for k in plain[0]} and plain[1] == 16384
-    assert _errstate_seen() == before
-
-
-def test_ieee_quiet_restores_the_state_when_an_op_raises():
-    before = np.geterr()
-    with pytest.raises(ValueError), quiet.ieee_quiet():
-        raise ValueError("inside an op")
-    assert np.geterr() == before
-
-
-def test_ieee_quiet_is_per_thread():
-    """NumPy's error state follows the thread (a context variable): an op in a thread under np.errstate(all="raise") is
-    quiet all the same, and neither thread's state leaks into the other's."""
-    import threading
-
-    seen = {}
-
-    def worker():
-        with np.errstate(all="raise"):
-            seen["result"] = (1.0 / mt.tensor([0.0])).numpy()[0]
-            seen["after"] = np.geterr()["divide"]
-
-    before = np.geterr()
-    with quiet.ieee_quiet():
-        thread = threading.Thread(target=worker)
-        thread.start()
-        thread.join()
-        assert np.geterr()["divide"] == "ignore"
-    assert np.isinf(seen["result"]) and seen["after"] == "raise" and np.geterr() == before
 
 
 def test_a_forked_child_runs_the_pool_with_threads_of_its_own(monkeypatch):

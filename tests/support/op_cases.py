@@ -1330,7 +1330,7 @@ GUARD_FUNCTIONS = {"_TiledTangent"}
 
 # ----------------------------------------------------------------------------- the samples of each tier
 # The table is one database; each property (values and VJP against torch, JVP, second order, finite differences,
-# the inference path, saved tensors, the fake device) is a test family that takes its samples from it through
+# the core and extended paths, saved tensors, the fake device) is a test family that takes its samples from it through
 # `samples`. `make test` takes one sample per primitive and property, in float64; `make test-full` takes the rest.
 def primitives_called(case: Case) -> frozenset:
     """The engine's primitives (Function subclasses) the case's forward calls in float64, read off the profiler."""

@@ -14,7 +14,7 @@ How the averaging overlaps the backward (PyTorch's Reducer, torch/csrc/distribut
     the order in which the backward produces their gradients; after the first synchronised backward they are
     rebuilt once in the order the gradients really arrived (rank 0's, broadcast: every rank the same), as torch;
   * each parameter has a post-accumulate-grad hook; the graph walk fires it as soon as that gradient is complete
-    (minitensor/autograd/engine.py, `_LeafGrads`). When every gradient of a bucket is in, the bucket is packed
+    (minitensor/autograd/leaf_delivery.py). When every gradient of a bucket is in, the bucket is packed
     into one flat buffer, each gradient times 1/N on the way in (as torch's Reducer does), and a non-blocking
     all-reduce (MPI Iallreduce, sum) is started on it, while the walk goes on with the earlier layers.
     Buckets start in index order on every rank, so all ranks issue their collectives in the same order;

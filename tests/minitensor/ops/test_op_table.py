@@ -16,15 +16,15 @@ import torch
 import minitensor as mt
 import minitensor.nn.functional as F
 from minitensor.testing import OP_RTOL, assert_close
-from tests.minitensor.autograd.test_inference_path import assert_the_inference_path_gives
+from tests.minitensor.autograd.test_extended_path import assert_the_extended_path_gives
 from tests.support.op_cases import CASES, GUARD_FUNCTIONS, MT, make_inputs, run_case, samples
 
 
 @pytest.mark.parametrize("case, dtype_name", samples(CASES))
 def test_op(case, dtype_name):
-    """Values and VJP against torch; then the same forward's outputs are the reference of the inference path."""
+    """Values and VJP against torch; then the same forward's outputs are the reference of the extended path."""
     xs, outs = run_case(case, dtype_name)
-    assert_the_inference_path_gives(case, dtype_name, xs, outs)
+    assert_the_extended_path_gives(case, dtype_name, xs, outs)
 
 
 def test_table_overrides_state_a_reason():

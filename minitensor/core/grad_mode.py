@@ -1,15 +1,9 @@
 """Grad mode, per thread as in PyTorch: is_grad_enabled, set_grad_enabled, no_grad, enable_grad.
 
-Each thread has its own switch, and a new thread starts with grad mode on (PyTorch's rule): a thread
-inside `no_grad()` never stops another thread from recording its graph. `Function.apply` reads the
-switch on every op, so it is one attribute of a `threading.local` (`state.enabled`), nothing more.
-
-The three helpers behave as torch's (torch/autograd/grad_mode.py, torch/utils/_contextlib.py):
-- as context managers, they set the mode on entry and restore the previous one on exit;
-- `set_grad_enabled(mode)` also switches the mode when simply called (its constructor sets it);
-- as decorators, `@no_grad()` or `@no_grad` (also `@enable_grad`, `@set_grad_enabled(mode)`) run the
-  function under the mode; on a generator function, the mode holds while the generator's own code runs
-  and the caller's mode is back each time it yields.
+Each thread has its own switch and starts with grad mode on (PyTorch's rule). `Function.apply` reads it on every
+op: one attribute of a `threading.local` (`state.enabled`). The helpers behave as torch's: context managers that
+restore the previous mode on exit, `set_grad_enabled(mode)` also switching when simply called, and decorators
+(`@no_grad()` or `@no_grad`) that on a generator function hold the mode only while the generator's own code runs.
 """
 
 from __future__ import annotations

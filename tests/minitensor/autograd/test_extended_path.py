@@ -1,13 +1,12 @@
-"""Function.apply's inference path (_apply_untracked, minitensor/autograd/function.py) against its full path.
+"""The core's path against the extended one (minitensor/autograd/extensions.py), which Function.apply takes while a
+feature is on.
 
-Under no_grad, with no forward-mode level open and no profile installed, apply skips everything that only a
-recorded node needs. Every case of the op table (tests/support/op_cases.py) must give bitwise the same outputs through
-the inference path as its recorded forward, with the same version-counter sharing for views: checked in the values
-family's pass over the table (tests/minitensor/ops/test_op_table.py, assert_the_inference_path_gives below), whose
-forward is the reference, so that the forward is not computed a second time. Here:
-the path must not be taken where something is recorded or a tangent flows; anomaly mode and saved-tensor hooks
-must behave as before. Also the quiet block (autograd/quiet.py): ops in it and out of it are quiet, and it ends with
-the block.
+Every case of the op table (tests/support/op_cases.py) must give bitwise the same outputs through the extended path,
+under no_grad, as its recorded forward through the core's path, with the same version-counter sharing for views:
+checked in the values family's pass over the table (tests/minitensor/ops/test_op_table.py,
+assert_the_extended_path_gives below), whose forward is the reference. Here: the extended path is taken exactly while
+a feature is on; anomaly mode and saved-tensor hooks behave under no_grad as with grad mode on. Also the quiet block:
+ops in it and out of it are quiet, and it ends with the block.
 """
 
 from __future__ import annotations
@@ -19,18 +18,20 @@ import pytest
 
 import minitensor as mt
 import minitensor.autograd.forward_ad as fwAD
+from minitensor import features
 from minitensor.autograd import OpCalls, set_op_calls
-from minitensor.autograd import function as function_module
 from minitensor.autograd.graph import saved_tensors_hooks
+from minitensor.core import points
 from tests.support.op_cases import MT, as_list, make_inputs
 
 
 class _FullPath(OpCalls):
-    """The plain calls, installed as calls of this thread's own: apply then takes its full path."""
+    """The plain calls, installed as calls of this thread's own (a feature, as a profile is): apply then takes its
+    extended path."""
 
 
 def _outputs(case, dtype: str, full: bool):
-    """The case's outputs under no_grad, through the inference path or (full=True) the full one, and the sharing."""
+    """The case's outputs under no_grad, through the core path or (full=True) the extended one, and the sharing."""
     xs, _, _ = make_inputs(case, dtype)
     previous = set_op_calls(_FullPath()) if full else None
     try:
@@ -55,17 +56,16 @@ def _shares(xs, outs) -> list:
     ]
 
 
-def assert_the_inference_path_gives(case, dtype: str, xs: list, recorded: list) -> None:
+def assert_the_extended_path_gives(case, dtype: str, xs: list, recorded: list) -> None:
     """The property, for tests/minitensor/ops/test_op_table.py's pass over the table: the case's outputs through the
-    inference path equal, bitwise, those its recorded forward gave (`recorded`, from the inputs `xs`), and views share
-    version counters alike. The forward the values family already ran is the reference, so the full path runs again
-    only where the inference path raises (a case that differentiates inside needs grad mode): then both paths must
-    raise the same error under no_grad."""
+    extended path under no_grad equal, bitwise, those its recorded forward gave through the core's path
+    (`recorded`, from the inputs `xs`), and views share version counters alike. Where the no_grad run raises (a case
+    that differentiates inside needs grad mode), both paths must raise the same error under no_grad."""
     try:
-        fast, fast_shares = _outputs(case, dtype, full=False)
+        fast, fast_shares = _outputs(case, dtype, full=True)
     except Exception as error:
         with pytest.raises(type(error)) as full_error:
-            _outputs(case, dtype, full=True)
+            _outputs(case, dtype, full=False)
         assert str(full_error.value) == str(error)
         return
     assert len(fast) == len(recorded)
@@ -82,44 +82,45 @@ def assert_the_inference_path_gives(case, dtype: str, xs: list, recorded: list) 
 
 
 @pytest.fixture
-def untracked_calls(monkeypatch):
-    """How many ops took the inference path."""
+def extended_calls(monkeypatch):
+    """The ops that took the extended path, counted from a state with no feature on (devices attach for good once
+    a test has used one, so they are set aside here)."""
+    monkeypatch.setattr(features, "_on", set())
+    monkeypatch.setattr(points, "features", 0)
+    monkeypatch.setattr(points, "devices", None)
     calls = []
-    plain = function_module._apply_untracked
+    plain = points.apply
 
     def counted(fn, tensors, kwargs):
         calls.append(fn.__name__)
         return plain(fn, tensors, kwargs)
 
-    monkeypatch.setattr(function_module, "_apply_untracked", counted)
+    monkeypatch.setattr(points, "apply", counted)
     return calls
 
 
-def test_the_path_is_taken_only_where_nothing_is_recorded(untracked_calls):
+def test_the_extended_path_is_taken_only_while_a_feature_is_on(extended_calls):
     x = mt.randn(3, 4, requires_grad=True)
     with mt.no_grad():
         y = (x * 2).exp()
-    assert untracked_calls == ["Mul", "Exp"] and y.grad_fn is None
-    untracked_calls.clear()
-    z = (x * 2).exp()  # grad mode on: recorded, the full path
-    assert untracked_calls == [] and z.grad_fn is not None
-    with mt.no_grad(), mt.profiler.profile() as prof:  # a profile times every op: the full path
+    z = (x * 2).exp()
+    assert extended_calls == [] and y.grad_fn is None and z.grad_fn is not None
+    with mt.no_grad(), mt.profiler.profile() as prof:  # a profile times every op: the extended path
         x.exp()
-    assert untracked_calls == [] and "Exp" in prof.stats
+    assert extended_calls == ["Exp"] and "Exp" in prof.stats
+    assert points.features == 0  # the profile ended, and so did the feature
 
 
-def test_tangents_still_flow_under_no_grad(untracked_calls):
+def test_tangents_flow_under_no_grad(extended_calls):
     x, v = mt.randn(3, 4, dtype=mt.float64), mt.randn(3, 4, dtype=mt.float64)
     with mt.no_grad(), fwAD.dual_level():
         y = (fwAD.make_dual(x, v) * 3.0).sin()
         tangent = fwAD.unpack_dual(y).tangent
-    # the ops on dual tensors take the full path (it gives their outputs tangents); the primitives of their rules
-    # (sin's: cos(x) * ẋ) carry no tangent and record nothing, so they take the inference path
-    assert "Sin" not in untracked_calls and "Cos" in untracked_calls
+    assert "Sin" in extended_calls and points.features == 0
     np.testing.assert_allclose(tangent.numpy(), np.cos(3 * x.numpy()) * 3 * v.numpy(), rtol=1e-12)
 
 
-def test_anomaly_mode_and_saved_tensor_hooks_under_no_grad(untracked_calls):
+def test_anomaly_mode_and_saved_tensor_hooks_under_no_grad(extended_calls):
     x = mt.randn(3, 4, requires_grad=True)
     packed = []
     with (
@@ -129,10 +130,11 @@ def test_anomaly_mode_and_saved_tensor_hooks_under_no_grad(untracked_calls):
     ):
         with mt.no_grad():
             y = x.exp()
-        z = x.exp()  # recorded: its node is handed to the hooks, as before
-    assert untracked_calls == ["Exp"] and y.grad_fn is None and len(packed) == 1
+        z = x.exp()  # recorded: its node is handed to the hooks
+    assert extended_calls == ["Exp", "Exp"] and y.grad_fn is None and len(packed) == 1
     z.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), np.exp(x.numpy()))
+    assert points.features == 0
 
 
 def test_a_non_tensor_argument_is_named():

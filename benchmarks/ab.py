@@ -1,0 +1,150 @@
+"""A/B of two source trees of the project: is the engine slower after a change than before it?
+
+    python -m benchmarks.ab --before DIR --after DIR [--rounds 10] [--cases train:copy:1,decode:copy-reverse:1,perop:1]
+
+Each case is timed in a fresh process per side (PYTHONPATH set to that side's tree, its thread count set before
+NumPy loads), rounds alternating which side runs first; a round's figure per side is the median of its calls after
+a warm-up, and the round's ratio is after / before. The table gives the median ratio over rounds with its
+interquartile range: under 1 is faster after. Cases, `kind:config:threads` (perop takes no config):
+
+    train    one training step (benchmarks/workloads.py's `train`: zero_grad, forward, loss, backward, clipping, Adam)
+    decode   greedy decoding with the key/value cache (`greedy_cache`)
+    perop    the engine's cost per recorded op and per op with its backward (benchmarks/perop.py's chain)
+
+Both trees must have benchmarks/workloads.py and benchmarks/perop.py as they are here. The environment is the
+caller's, apart from the thread variables: to measure as users run OpenBLAS, unset OPENBLAS_CORETYPE and
+OPENBLAS_L2_SIZE for this command.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+from benchmarks.env import thread_env
+from transformer_np.cliutil import OneLineParser
+
+DEFAULT_CASES = [f"train:{c}:{t}" for c in ("copy", "copy-reverse", "base", "long") for t in (1, 2)]
+DEFAULT_CASES += ["decode:copy-reverse:1", "perop:1"]
+CALLS = {"train": 10, "decode": 5}
+
+# The child: runs in the side's tree (imports resolve there), prints one JSON line of medians in seconds.
+CHILD = r"""
+import json, statistics, sys, time
+kind, config, calls = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if kind == "perop":
+    from benchmarks.perop import child
+    print(json.dumps(child("minitensor", 66, (4, 4), calls)))
+    sys.exit(0)
+from benchmarks.workloads import build_numpy_model, get_config, make_batch, numpy_side
+cfg = get_config(config)
+side = numpy_side(cfg, build_numpy_model(cfg), make_batch(cfg))
+fn = side.train if kind == "train" else side.greedy_cache
+fn(); fn()  # warm-up: caches, the allocator, the pool
+times = []
+for _ in range(calls):
+    start = time.perf_counter(); fn(); times.append(time.perf_counter() - start)
+print(json.dumps({kind: statistics.median(times)}))
+"""
+
+
+def parse_case(text: str) -> tuple:
+    """'train:copy:1' -> ('train', 'copy', 1); 'perop:1' -> ('perop', '', 1)."""
+    parts = text.split(":")
+    kind = parts[0]
+    if kind == "perop" and len(parts) == 2 and parts[1].isdigit():
+        return kind, "", int(parts[1])
+    if kind in CALLS and len(parts) == 3 and parts[2].isdigit() and parts[1]:
+        return kind, parts[1], int(parts[2])
+    raise ValueError(f"a case is train:CONFIG:THREADS, decode:CONFIG:THREADS or perop:THREADS, got {text!r}")
+
+
+def run_side(tree: str, case: tuple, calls: int | None = None) -> dict:
+    """One process of `tree` timing `case`: its medians, seconds."""
+    kind, config, threads = case
+    env = {**os.environ, **thread_env(threads), "PYTHONPATH": tree}
+    n = calls or CALLS.get(kind, 30)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, kind, config or "-", str(n)], env=env, cwd=tree, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{tree}: {kind} {config} failed: {out.stderr.strip().splitlines()[-1:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def figures(medians: dict, kind: str) -> dict:
+    """What a case reports: seconds a step or a decode, or microseconds per op of the perop chain (3 * 66 + 1 ops,
+    the bare NumPy calls' time taken off)."""
+    if kind != "perop":
+        return {kind: medians[kind]}
+    ops = 3 * 66 + 1
+    return {
+        "recorded_us": (medians["recorded"] - medians["bare_forward"]) / ops * 1e6,
+        "fwd_bwd_us": (medians["fwd_bwd"] - medians["bare_fwd_bwd"]) / ops * 1e6,
+    }
+
+
+def quartiles(xs: list) -> tuple:
+    q = statistics.quantiles(xs, n=4) if len(xs) > 1 else [xs[0]] * 3
+    return q[0], q[1], q[2]
+
+
+def compare(before: str, after: str, cases: list, rounds: int, calls: int | None = None, say=print) -> list:
+    """Per case and figure: (case text, figure, median ratio after/before, q1, q3, median before, median after)."""
+    rows = []
+    for case in cases:
+        kind = case[0]
+        ratios, b_vals, a_vals = {}, {}, {}
+        for r in range(rounds):
+            order = [(before, "b"), (after, "a")] if r % 2 == 0 else [(after, "a"), (before, "b")]
+            got = {side: figures(run_side(tree, case, calls), kind) for tree, side in order}
+            for name in got["a"]:
+                ratios.setdefault(name, []).append(got["a"][name] / got["b"][name])
+                b_vals.setdefault(name, []).append(got["b"][name])
+                a_vals.setdefault(name, []).append(got["a"][name])
+        label = ":".join(str(p) for p in case if p != "")
+        for name, rs in ratios.items():
+            q1, med, q3 = quartiles(rs)
+            rows.append((label, name, med, q1, q3, statistics.median(b_vals[name]), statistics.median(a_vals[name])))
+            say(f"{label:24} {name:12} after/before {med:.3f} [{q1:.3f}-{q3:.3f}]")
+    return rows
+
+
+def markdown(rows: list, rounds: int) -> str:
+    lines = [
+        f"| case | figure | after / before, median [IQR] over {rounds} rounds | before | after |",
+        "|---|---|---|---|---|",
+    ]
+    for label, name, med, q1, q3, b, a in rows:
+        unit = "us" if name.endswith("_us") else "s"
+        lines.append(f"| {label} | {name} | {med:.3f} [{q1:.3f}-{q3:.3f}] | {b:.4g} {unit} | {a:.4g} {unit} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = OneLineParser(prog="python -m benchmarks.ab", description=__doc__.splitlines()[0])
+    p.add_argument("--before", required=True, help="the source tree before the change (a checkout's root)")
+    p.add_argument("--after", required=True, help="the source tree after it")
+    p.add_argument("--rounds", type=int, default=10, help="alternating rounds per case (default 10)")
+    p.add_argument("--cases", default=",".join(DEFAULT_CASES), help="comma-separated cases (default: %(default)s)")
+    p.add_argument("--calls", type=int, default=None, help="timed calls per process (default: per kind)")
+    args = p.parse_args(argv)
+    for tree in (args.before, args.after):
+        if not os.path.isfile(os.path.join(tree, "benchmarks", "workloads.py")):
+            p.error(f"--before/--after: {tree!r} is not a checkout of this project (no benchmarks/workloads.py)")
+    if args.rounds < 1:
+        p.error(f"--rounds: expected at least 1, got {args.rounds}")
+    try:
+        cases = [parse_case(c.strip()) for c in args.cases.split(",") if c.strip()]
+    except ValueError as e:
+        p.error(f"--cases: {e}")
+    rows = compare(os.path.abspath(args.before), os.path.abspath(args.after), cases, args.rounds, args.calls)
+    print(markdown(rows, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
