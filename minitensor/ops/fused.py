@@ -21,6 +21,10 @@ float16: softmax and log_softmax (and layer_norm) compute in float32 and round t
 gradients) to float16 once, as PyTorch's CPU kernels do (reductions.opmath_dtype); float32 and float64 compute
 in their own dtype.
 
+Speed: the formulas that a large array's passes dominate are slots (`fast.use.softmax`, `log_softmax`,
+`log_softmax_grad`, `attention_softmax`, `attention_softmax_grad`; Linear.backward_jvp), which minitensor/fast/
+fills with faster ways to the same numbers; `MT_FAST=0` runs the formulas alone.
+
 All -inf rows: softmax and log_softmax of a row whose entries are all -inf return NaN, exactly as
 PyTorch does (0/0). AttentionWeights never produces such a row: a fully masked query row gets
 zero weights. A row that is -inf only in some entries is fine: those entries get probability 0
@@ -206,10 +210,7 @@ fast.formula("log_softmax", log_softmax_formula)
 
 class Dropout(Function):
     """y = x * m, m = keep * scale (scale = 1 / (1 - p));  dx = g * m;  ẏ = ẋ * m (the same mask)
-
-    The mask is kept as the boolean `keep` (a byte an entry, a quarter of a float32 mask:
-    docs/decisions/013-dropout-mask.md), and both passes multiply by it and then by scale, without a float mask.
-    x * keep * scale equals x * (keep * scale) bitwise: keep * scale is exactly scale or 0."""
+    (m kept as the boolean keep, multiplied by it then by scale: bitwise x * m; docs/decisions/013-dropout-mask.md)"""
 
     @staticmethod
     def forward(ctx, x, keep, scale):
@@ -235,14 +236,9 @@ class AttentionWeights(Function):
     Ṡ = (q̇ k^T + q k̇^T) * scale;  ẇ = w * (Ṡ - sum_k w * Ṡ)  (softmax's JVP: 0 at a masked key and in an
     empty row, where w = 0, as the derivative of a constant is)
 
-    q (..., T_q, Dh), k (..., T_k, Dh), keep: bool, broadcastable to (..., T_q, T_k), or None.
-    Fusing keeps the (B, H, T_q, T_k) scores in one buffer that is masked, exponentiated and
-    normalised in place: for long sequences the composite's extra full-size temporaries
-    (masked_fill -> softmax -> multiply, as parity/model.py writes it in PyTorch) cost more than the
-    arithmetic. Excluded keys get the dtype's lowest finite value, not -inf, so an empty row stays
-    finite (uniform) until it is zeroed; its gradient is then 0 (w = 0 there), never NaN.
-    The derivation is in docs/backprop.md ("Masked attention weights").
-    """
+    q (..., T_q, Dh), k (..., T_k, Dh), keep: bool, broadcastable to (..., T_q, T_k), or None. One score-sized
+    buffer, masked with the dtype's lowest finite value (not -inf: an empty row stays finite until it is zeroed):
+    docs/backprop.md, "Masked attention weights"."""
 
     @staticmethod
     def forward(ctx, q, k, keep=None, scale=1.0):

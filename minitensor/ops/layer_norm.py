@@ -25,7 +25,7 @@ class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * w + b over the last k dims (biased variance);
     dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = g * w
     ẏ = ẋhat * w + xhat * ẇ + ḃ,  ẋhat = rstd * (ẋ - mean(ẋ) - xhat * mean(ẋ * xhat))
-    (xhat's Jacobian is symmetric, so ẋhat is dx's formula with ẋ for dxhat: docs/backprop.md, "Layer norm")
+    (xhat's Jacobian is symmetric, so ẋhat is dx's formula with ẋ for dxhat: docs/backprop.md §4 and "Forward mode")
     Deviation from PyTorch: where dxhat holds an inf (an infinite weight or g), dx is +-inf or NaN by this
     order of sums; PyTorch's kernel (another order) gives NaN for the whole row. Non-finite either way."""
 
