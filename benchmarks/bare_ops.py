@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
+from minitensor.fast.rowwise import last_max
 from minitensor.ops.elementwise import erf
-from minitensor.ops.rowwise import last_max
 
 
 def _rows(a: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ Tensor made of recorded primitives: reverse mode can differentiate it (reverse o
 backward on Tensors inside an open level carries tangents through its own primitives (forward over
 reverse, the cheap Hessian-vector product). Inputs without a tangent get None (a zero tangent). Where nothing
 records that backward, an op may instead give it with its gradients' tangents on arrays in one call
-(`backward_jvp`, a speed device: Linear, LayerNorm; Node._backward_with_tangents in function.py).
+(`backward_jvp`, a speed device: Linear, LayerNorm; backward_with_tangents in extensions.py).
 
 The level is global, as torch.autograd.forward_ad's is, and one at a time (torch's Python API does not
 nest levels either). A tangent is kept with the level it belongs to, so closing the level makes every

@@ -12,10 +12,9 @@ import math
 
 import numpy as np
 
+from .. import fast
 from ..autograd import Function
 from ..devices import is_host
-from ..pool import in_row_blocks, num_threads
-from .rowwise import in_row_blocks_ok
 
 # ----------------------------------------------------------------------------- arithmetic
 
@@ -502,24 +501,24 @@ class Gelu(Function):
     def forward(ctx, a, approximate="none"):
         ctx.save_for_backward(a)
         ctx.approximate = approximate
-        xp, blocked = ctx.xp, _gelu_in_blocks_ok(a)  # blocked: the speed device, the same numbers a block at a time
+        xp, each = ctx.xp, fast.use.elementwise  # each(xp, f, *arrays) = f(xp, *arrays)
         if approximate == "tanh":
-            s, rest = _in_blocks(xp, _gelu_tanh_halves, a, outputs=2) if blocked else _gelu_tanh_halves(xp, a)
+            s, rest = each(xp, _gelu_tanh_halves, a, outputs=2)
             ctx.save(halves=(s, rest))
-            return _in_blocks(xp, _times, a, s) if blocked else a * s
-        cdf = _in_blocks(xp, _gelu_cdf, a) if blocked else _gelu_cdf(xp, a)
+            return each(xp, _times, a, s)
+        cdf = each(xp, _gelu_cdf, a)
         ctx.save(cdf=cdf)
-        return _in_blocks(xp, _times, a, cdf) if blocked else a * cdf
+        return each(xp, _times, a, cdf)
 
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
-        xp, blocked = ctx.xp, not ctx.create_graph and _gelu_in_blocks_ok(a, g)
+        xp, each = ctx.xp, fast.use.elementwise
         if ctx.approximate == "tanh":
             halves = ctx.intermediate(ctx.halves, _gelu_tanh_halves, a)
-            return (_in_blocks(xp, _gelu_tanh_grad, g, a, *halves) if blocked else _gelu_tanh_grad(xp, g, a, *halves),)
+            return (each(xp, _gelu_tanh_grad, g, a, *halves),)
         cdf = ctx.intermediate(ctx.cdf, _gelu_cdf, a)
-        return (_in_blocks(xp, _gelu_grad, g, a, cdf) if blocked else _gelu_grad(xp, g, a, cdf),)
+        return (each(xp, _gelu_grad, g, a, cdf),)
 
 
 def _gelu_grad(xp, g, a, cdf):
@@ -540,31 +539,13 @@ def _times(xp, a, b):
     return a * b
 
 
-def _gelu_in_blocks_ok(a, *others) -> bool:
-    """Whether GELU takes its speed device (_in_blocks): a large float32 host array, and more than one thread.
-    At one thread the blocks buy nothing (docs/decisions/015-optimizer-blocks.md: the plain formula's
-    4 MiB temporaries already sit in the L3 cache, and the blocks add a copy into the outputs); their use is to
-    share the passes among the pool's threads. (float64's erf is math.erf element by element, holding the GIL:
-    threads would not help there.)"""
-    return a.dtype == np.float32 and num_threads() > 1 and in_row_blocks_ok(a, -1, *others)
+def elementwise(xp, formula, *arrays, outputs: int = 1):
+    """formula(xp, *arrays): an elementwise formula of `outputs` results, in one call over the whole arrays (its
+    speed device, fast/elementwise.py, evaluates it a block of entries at a time on the thread pool)."""
+    return formula(xp, *arrays)
 
 
-def _in_blocks(xp, formula, *arrays, outputs: int = 1):
-    """Speed device: formula(xp, *arrays), elementwise, evaluated one block of ROW_BLOCK_NUMEL entries at a time
-    (pool.in_row_blocks) into whole-size outputs: each of the formula's passes reads numbers still in the cache,
-    and at two threads the blocks share the pool. The same ufuncs on the same entries: bit for bit the formula's
-    numbers (tests/minitensor/test_speed_devices.py)."""
-    flat = [a.reshape(-1) for a in arrays]
-    outs = [np.empty_like(flat[0]) for _ in range(outputs)]
-
-    def block(r):
-        results = formula(xp, *(a[r] for a in flat))
-        for out, result in zip(outs, results if outputs > 1 else (results,)):
-            out[r] = result
-
-    in_row_blocks(block, flat[0].size, 1)
-    outs = [out.reshape(arrays[0].shape) for out in outs]
-    return tuple(outs) if outputs > 1 else outs[0]
+fast.formula("elementwise", elementwise)
 
 
 # ----------------------------------------------------------------------------- dtype and memory

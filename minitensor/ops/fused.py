@@ -21,6 +21,10 @@ float16: softmax and log_softmax (and layer_norm) compute in float32 and round t
 gradients) to float16 once, as PyTorch's CPU kernels do (reductions.opmath_dtype); float32 and float64 compute
 in their own dtype.
 
+Speed: the formulas that a large array's passes dominate are slots (`fast.use.softmax`, `log_softmax`,
+`log_softmax_grad`, `attention_softmax`, `attention_softmax_grad`; Linear.backward_jvp), which minitensor/fast/
+fills with faster ways to the same numbers; `MT_FAST=0` runs the formulas alone.
+
 All -inf rows: softmax and log_softmax of a row whose entries are all -inf return NaN, exactly as
 PyTorch does (0/0). AttentionWeights never produces such a row: a fully masked query row gets
 zero weights. A row that is -inf only in some entries is fine: those entries get probability 0
@@ -31,11 +35,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import fast
 from ..autograd import Function, tangent_sum
 from ..devices import is_host
-from ..pool import in_row_blocks, update_pool
 from .reductions import in_opmath, opmath_dtype, to_dtype
-from .rowwise import in_row_blocks_ok, is_last, last_max, last_sum, sum_
+from .rowwise import is_last, sum_
 
 
 def beside(like, arr):
@@ -53,6 +57,7 @@ class Linear(Function):
     ẏ = ẋ @ W^T + x @ Ẇ^T + ḃ (bilinear in x and W, not linear: the product rule, then the bias)"""
 
     max_inputs = 3  # x, weight, bias; bias optional
+    backward_jvp = None  # forward over reverse's speed device, when one is in force (fast/linear.py)
 
     @staticmethod
     def forward(ctx, x, weight, bias=None):
@@ -82,24 +87,8 @@ class Linear(Function):
             tb,  # (out,): the engine broadcasts it to the output's shape
         )
 
-    @staticmethod
-    def backward_jvp(ctx, g, tg, tx, tw):
-        """The backward with the tangents of its gradients, on arrays (forward over reverse's speed device): the
-        product rule on each formula, ġx = ġ W + g Ẇ, ġW = ġ^T x + g^T ẋ, ġb = sum ġ (ġ, ẋ, Ẇ: None for none)."""
-        x, weight = ctx.saved_arrays
-        need_x, need_w, need_b = ctx.needs_input_grad
-        g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
-        tg2 = None if tg is None else tg.reshape(g2.shape)
-        tx2 = None if tx is None else tx.reshape(x2.shape)
-        tgx = tgw = tgb = None
-        if need_x:
-            tgx = tangent_sum(tg2 @ weight if tg2 is not None else None, g2 @ tw if tw is not None else None)
-            tgx = None if tgx is None else tgx.reshape(x.shape)
-        if need_w:
-            tgw = tangent_sum(tg2.T @ x2 if tg2 is not None else None, g2.T @ tx2 if tx2 is not None else None)
-        if need_b and tg2 is not None:
-            tgb = ctx.xp.sum(tg2, axis=0)
-        return Linear.backward(ctx, g), (tgx, tgw, tgb)
+
+fast.formula("linear_backward_jvp", None, owner=Linear, attr="backward_jvp")
 
 
 # ----------------------------------------------------------------------------- softmax family
@@ -112,8 +101,7 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         z = x.astype(opmath_dtype(x.dtype), copy=False)  # float16 in float32 (see the module docstring)
-        e = softmax_in_blocks(z) if in_row_blocks_ok(z, dim) else softmax_formula(z, dim)
-        e = e.astype(x.dtype, copy=False)
+        e = fast.use.softmax(z, dim).astype(x.dtype, copy=False)
         ctx.save_for_backward(e)
         ctx.dim = dim
         return e
@@ -139,24 +127,7 @@ def softmax_formula(z, dim: int):
     return e
 
 
-def softmax_in_blocks(z):
-    """softmax_formula(z, -1), a block of rows at a time (pool.in_row_blocks), in place in the output: the same
-    ufuncs on the same rows, so bitwise the formula's numbers (tests/minitensor/test_speed_devices.py)."""
-    out = np.empty_like(z)
-    z2, o2 = _as_rows(z, out)
-
-    def block(r):
-        e = np.subtract(z2[r], _max(z2[r], -1), out=o2[r])
-        np.exp(e, out=e)
-        e /= sum_(e, -1, keepdims=True)
-
-    in_row_blocks(block, *z2.shape)
-    return out
-
-
-def _as_rows(*arrays):
-    """Each array (None passes) as (rows, last dim): a view of a C-contiguous array."""
-    return tuple(None if a is None else a.reshape(-1, a.shape[-1]) for a in arrays)
+fast.formula("softmax", softmax_formula)
 
 
 class LogSoftmax(Function):
@@ -173,10 +144,7 @@ class LogSoftmax(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
         dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
-        if not ctx.create_graph and in_row_blocks_ok(y, ctx.dim, g):
-            dx = log_softmax_grad_in_blocks(g, y)  # the speed device of the formula below
-        else:
-            dx = log_softmax_grad(ctx.xp, g, y, ctx.dim)
+        dx = fast.use.log_softmax_grad(ctx.xp, g, y, ctx.dim)
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
     @staticmethod
@@ -191,19 +159,7 @@ def log_softmax_grad(xp, g, y, dim: int):
     return g - xp.exp(y) * xp.sum(g, axis=dim, keepdims=True)
 
 
-def log_softmax_grad_in_blocks(g, y):
-    """log_softmax_grad over the last axis, on host arrays, a block of rows at a time (pool.in_row_blocks): the
-    same ufuncs on the same rows, so bitwise the formula's numbers (tests/minitensor/test_speed_devices.py)."""
-    dx = np.empty_like(y)
-    g2, y2, d2 = _as_rows(g, y, dx)
-
-    def block(r):
-        e = np.exp(y2[r])
-        e *= sum_(g2[r], -1, keepdims=True)
-        np.subtract(g2[r], e, out=d2[r])
-
-    in_row_blocks(block, *y2.shape)
-    return dx
+fast.formula("log_softmax_grad", log_softmax_grad)
 
 
 def softmax_grad(xp, g, y, dim: int = -1):
@@ -212,6 +168,9 @@ def softmax_grad(xp, g, y, dim: int = -1):
     call it. (Expanded, its second derivative under create_graph follows PyTorch's to round-off.)"""
     gy = g * y
     return gy - y * xp.sum(gy, axis=dim, keepdims=True)
+
+
+fast.formula("attention_softmax_grad", softmax_grad)  # AttentionWeights.backward's slot (fast/softmax.py: in blocks)
 
 
 def softmax_jvp(xp, tx, y, dim: int = -1):
@@ -223,9 +182,9 @@ def softmax_jvp(xp, tx, y, dim: int = -1):
 
 
 def _max(x: np.ndarray, dim: int) -> np.ndarray:
-    """x.max(axis=dim, keepdims=True) (0-size dims fine); over the last axis rowwise.last_max, a speed device."""
+    """x.max(axis=dim, keepdims=True) (0-size dims fine); over the last axis fast.use.row_max."""
     if is_last(dim, x.ndim):
-        return last_max(x)
+        return fast.use.row_max(x)
     # initial=: a 0-size dim gives -inf, not an error; CuPy's max has no initial= (there a 0-size dim raises)
     return x.max(axis=dim, keepdims=True, initial=-np.inf) if is_host(x) else x.max(axis=dim, keepdims=True)
 
@@ -234,8 +193,7 @@ def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward);
     float16 in float32, rounded once."""
     z = x.astype(opmath_dtype(x.dtype), copy=False)
-    out = log_softmax_in_blocks(z) if in_row_blocks_ok(z, dim) else log_softmax_formula(z, dim)
-    return out.astype(x.dtype, copy=False)
+    return fast.use.log_softmax(z, dim).astype(x.dtype, copy=False)
 
 
 def log_softmax_formula(z, dim: int):
@@ -244,18 +202,7 @@ def log_softmax_formula(z, dim: int):
     return shifted - np.log(sum_(np.exp(shifted), dim, keepdims=True))
 
 
-def log_softmax_in_blocks(z):
-    """log_softmax_formula(z, -1), a block of rows at a time (pool.in_row_blocks), in place in the output: the
-    same ufuncs on the same rows, so bitwise the formula's numbers (tests/minitensor/test_speed_devices.py)."""
-    out = np.empty_like(z)
-    z2, o2 = _as_rows(z, out)
-
-    def block(r):
-        shifted = np.subtract(z2[r], _max(z2[r], -1), out=o2[r])
-        shifted -= np.log(sum_(np.exp(shifted), -1, keepdims=True))
-
-    in_row_blocks(block, *z2.shape)
-    return out
+fast.formula("log_softmax", log_softmax_formula)
 
 
 # ----------------------------------------------------------------------------- dropout
@@ -263,10 +210,7 @@ def log_softmax_in_blocks(z):
 
 class Dropout(Function):
     """y = x * m, m = keep * scale (scale = 1 / (1 - p));  dx = g * m;  ẏ = ẋ * m (the same mask)
-
-    The mask is kept as the boolean `keep` (a byte an entry, a quarter of a float32 mask:
-    docs/decisions/013-dropout-mask.md), and both passes multiply by it and then by scale, without a float mask.
-    x * keep * scale equals x * (keep * scale) bitwise: keep * scale is exactly scale or 0."""
+    (m kept as the boolean keep, multiplied by it then by scale: bitwise x * m; docs/decisions/013-dropout-mask.md)"""
 
     @staticmethod
     def forward(ctx, x, keep, scale):
@@ -292,14 +236,9 @@ class AttentionWeights(Function):
     Ṡ = (q̇ k^T + q k̇^T) * scale;  ẇ = w * (Ṡ - sum_k w * Ṡ)  (softmax's JVP: 0 at a masked key and in an
     empty row, where w = 0, as the derivative of a constant is)
 
-    q (..., T_q, Dh), k (..., T_k, Dh), keep: bool, broadcastable to (..., T_q, T_k), or None.
-    Fusing keeps the (B, H, T_q, T_k) scores in one buffer that is masked, exponentiated and
-    normalised in place: for long sequences the composite's extra full-size temporaries
-    (masked_fill -> softmax -> multiply, as parity/model.py writes it in PyTorch) cost more than the
-    arithmetic. Excluded keys get the dtype's lowest finite value, not -inf, so an empty row stays
-    finite (uniform) until it is zeroed; its gradient is then 0 (w = 0 there), never NaN.
-    The derivation is in docs/backprop.md ("Masked attention weights").
-    """
+    q (..., T_q, Dh), k (..., T_k, Dh), keep: bool, broadcastable to (..., T_q, T_k), or None. One score-sized
+    buffer, masked with the dtype's lowest finite value (not -inf: an empty row stays finite until it is zeroed):
+    docs/backprop.md, "Masked attention weights"."""
 
     @staticmethod
     def forward(ctx, q, k, keep=None, scale=1.0):
@@ -310,7 +249,7 @@ class AttentionWeights(Function):
         # Scaling q (T_q * Dh numbers) is cheaper than scaling the scores (T_q * T_k), as torch's MHA does.
         w = np.matmul(q * sc, np.swapaxes(k, -1, -2))  # (B, H, T_q, T_k)
         keep_full = None if keep is None else np.broadcast_to(keep, w.shape)  # a view: no copy
-        in_score_blocks(_masked_softmax_, w, keep_full)
+        fast.use.attention_softmax(w, keep_full)
         if keep is not None:
             row_has_key = keep.any(axis=-1, keepdims=True)  # (.., T_q, 1)
             # empty rows: uniform -> 0. Multiplying by True is exact, so skipping it when every row has a key is
@@ -327,8 +266,8 @@ class AttentionWeights(Function):
         xp, dtype = ctx.xp, ctx.saved_arrays[0].dtype
         q, k, w, g = (in_opmath(xp, t) for t in ctx.saved_arrays + (g,))
         need_q, need_k = ctx.needs_input_grad
-        # dS = w * (g - sum_k g * w): the formula on Tensors, its blocked speed device on arrays
-        ds = softmax_grad(xp, g, w) if ctx.create_graph else softmax_grad_in_blocks(xp, g, w)
+        # dS = w * (g - sum_k g * w)
+        ds = fast.use.attention_softmax_grad(xp, g, w)
         dq = (ds @ k) * ctx.scale if need_q else None  # (B, H, T_q, Dh)
         dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None  # (B, H, T_k, Dh)
         return to_dtype(xp, dq, dtype), to_dtype(xp, dk, dtype)
@@ -344,66 +283,14 @@ class AttentionWeights(Function):
         return to_dtype(xp, softmax_jvp(xp, ds * ctx.scale, w), dtype)
 
 
-def _masked_softmax_(w, keep):
+def masked_softmax_(w, keep):
     """softmax over the last axis of the scores w, in place; keys where `keep` (w's shape) is False get the
-    dtype's lowest value first, so they end with weight 0 (AttentionWeights.forward, one block at a time)."""
+    dtype's lowest value first, so they end with weight 0 (AttentionWeights.forward)."""
     if keep is not None:
         np.copyto(w, np.finfo(w.dtype).min, where=~keep)
-    w -= last_max(w)
+    w -= fast.use.row_max(w)
     np.exp(w, out=w)
-    w /= last_sum(w)
+    w /= fast.use.row_sum(w)
 
 
-def softmax_grad_in_blocks(xp, g, w):
-    """softmax_grad(xp, g, w) over the last axis, on arrays, one block of score_blocks at a time: the speed device
-    of AttentionWeights.backward (bitwise the same numbers: a row's sum is its own,
-    tests/minitensor/test_speed_devices.py)."""
-    g, w = np.broadcast_arrays(g, w)  # views
-    if not is_host(w) or len(score_blocks(w)) == 1:  # a device array: the plain formula, in one pass
-        return softmax_grad(xp, g, w)
-
-    def block(ds, g, w):
-        ds[...] = softmax_grad(xp, g, w)
-
-    ds = np.empty(w.shape, dtype=w.dtype)
-    in_score_blocks(block, ds, g, w)
-    return ds
-
-
-def in_score_blocks(fn, scores, *others):
-    """fn(scores[block], *(a[block] for a in others)) for every block of score_blocks(scores) (a None in others
-    passes through as None). Blocks hold whole rows and share nothing, so they run on the shared thread pool
-    (minitensor/pool.py) when there are several and they are large. Each block's numbers are the same
-    whichever thread runs it (docs/decisions/012-row-wise-devices.md). A CPU speed device: on a device (CuPy, the fake)
-    fn runs once on the whole arrays, the same numbers (tests/minitensor/devices/test_fake_device_autograd.py)."""
-
-    if not is_host(scores):  # a device array: one pass over the whole array (the blocks serve the CPU's cache)
-        return fn(scores, *others)
-
-    def run(block):
-        fn(scores[block], *(None if a is None else a[block] for a in others))
-
-    update_pool.run(run, score_blocks(scores), size=lambda block: scores[block].size)
-
-
-SCORE_BLOCK_NUMEL = 1 << 18  # 1 MiB of float32 scores: a block and its temporaries stay in the L2 cache
-
-
-def score_blocks(w):
-    """Speed device of attention's softmax and its backward: index tuples that split the scores w (..., T_q, T_k)
-    along the leading axes into blocks of about SCORE_BLOCK_NUMEL entries (whole rows only).
-
-    Each of the five or six passes of a softmax (mask, max, subtract, exp, sum, divide) then reads a block that
-    is still in the cache instead of the whole (B, H, T_q, T_k) array from memory: on the long config (32 MiB
-    of scores per attention) that is most of attention's elementwise time. Row by row the arithmetic is
-    unchanged, so the result is bitwise the one of whole-array passes. Small scores come as one block."""
-    if w.size <= SCORE_BLOCK_NUMEL or w.ndim < 2:
-        return [...]
-    row = w.shape[-1]
-    rows_per_block = max(1, SCORE_BLOCK_NUMEL // row)
-    lead = w.shape[:-2]
-    blocks = []
-    for idx in np.ndindex(*lead):
-        for start in range(0, w.shape[-2], rows_per_block):
-            blocks.append(idx + (slice(start, start + rows_per_block),))
-    return blocks
+fast.formula("attention_softmax", masked_softmax_)

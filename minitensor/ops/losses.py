@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import fast
 from ..autograd import Function, tangent_sum
 from ..devices import array_module, is_array
-from ..pool import in_row_blocks
 from .elementwise import log_sigmoid
 from .fused import beside
-from .rowwise import in_row_blocks_ok
 
 
 def _rows(xp, x):
@@ -169,11 +168,7 @@ class CrossEntropy(Function):
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
         g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
-        if not ctx.create_graph and in_row_blocks_ok(logp):  # the speed device of the formula below
-            return _unrows(xp, cross_entropy_grad_in_blocks(ctx, logp, g_rows, w), x.shape), None, None
-        q, s = (beside(logp, a) for a in (_index_q(ctx.tv, C, ctx.e, x.dtype), getattr(ctx, "s", None)))  # (R, C)
-        # p = exp(logp), the softmax, written inline: NumPy then computes p - q in p's buffer, not in a third array
-        dx = (xp.exp(logp) - q) * g_rows if w is None else (s * xp.exp(logp) - w * q) * g_rows
+        dx = fast.use.cross_entropy_grad(xp, logp, g_rows, ctx.tv, ctx.e, x.dtype, w, getattr(ctx, "s", None))
         return _unrows(xp, dx, x.shape), None, None  # target, weight: no gradient
 
     @staticmethod
@@ -185,39 +180,25 @@ class CrossEntropy(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         w = None if w is None else w.detach()  # a constant: no gradient of this tangent reaches the weight
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
-        q = beside(logp, _index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype))  # (R, C)
+        q = beside(logp, index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype))  # (R, C)
         s = beside(logp, getattr(ctx, "s", None))
         d_logits = xp.exp(logp) - q if w is None else s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
         per_row = xp.where(ctx.valid, xp.sum(d_logits * _rows(xp, tx), axis=1), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
 
 
-def cross_entropy_grad_in_blocks(ctx, logp, g_rows, w=None):
-    """CrossEntropy.backward's dx on host arrays, a block of rows at a time (pool.in_row_blocks): the same ufuncs
-    on the same rows, so bitwise the formula's numbers (tests/minitensor/test_speed_devices.py). Without a weight q is
-    never made: p - q is p - e / C, and at each row's target exp(logp) - (1 - e + e / C), the two values q takes."""
-    tv, e, s = ctx.tv, ctx.e, (None if w is None else ctx.s)
-    dx = np.empty_like(logp)
-    R, C = logp.shape
-    dt = logp.dtype.type
-
-    def block(r):
-        p = np.exp(logp[r], out=dx[r])
-        if w is None:
-            if e:
-                p -= dt(e / C)
-            rows, t = np.arange(p.shape[0]), tv[r]
-            p[rows, t] = np.exp(logp[r][rows, t]) - dt(1 - e + e / C)
-        else:
-            p *= s[r]
-            p -= w * _index_q(tv[r], C, e, logp.dtype)
-        p *= g_rows[r]
-
-    in_row_blocks(block, R, C)
-    return dx
+def cross_entropy_grad(xp, logp, g_rows, tv, e, dtype, w=None, s=None):
+    """dx = (p - q) * g_rows, or (s * p - w * q) * g_rows with a weight: CrossEntropy's gradient of the logits, in
+    rows (R, C), with p = exp(logp) the softmax and q the target distribution (index_q) of the targets tv."""
+    q, s = (beside(logp, a) for a in (index_q(tv, logp.shape[1], e, dtype), s))  # (R, C)
+    # p = exp(logp) written inline: NumPy then computes p - q in p's buffer, not in a third array
+    return (xp.exp(logp) - q) * g_rows if w is None else (s * xp.exp(logp) - w * q) * g_rows
 
 
-def _index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
+fast.formula("cross_entropy_grad", cross_entropy_grad)
+
+
+def index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
     """q = (1 - e) onehot(t_n) + e / C, (R, C): the target distribution of class-index targets tv."""
     dtype = np.dtype(dtype)
     xp = array_module(tv)  # on tv's device

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import fast
 from ..autograd import Function, tangent_sum
 
 
@@ -24,7 +25,7 @@ class MatMul(Function):
             return (g * b if need_a else None), (g * a if need_b else None)
         a2, b2, g2 = _as_matrices(a, b, g)
         ga = g2 @ ctx.xp.swapaxes(b2, -1, -2) if need_a else None
-        gb = _rhs_grad(ctx.xp, a2, g2, b2.ndim) if need_b else None
+        gb = fast.use.matmul_rhs_grad(ctx.xp, a2, g2, b2.ndim) if need_b else None
         if a.ndim == 1 and ga is not None:  # drop the row dim _as_matrices added
             ga = ga[..., 0, :]
         if b.ndim == 1 and gb is not None:  # and the column dim
@@ -48,11 +49,9 @@ def _as_matrices(a, b, g):
     return a, b, g
 
 
-def _rhs_grad(xp, a, g, b_ndim: int):
-    """a^T @ g, the gradient of the right operand. Speed device: when it is one (K, N) matrix shared
-    by a batched left operand (a weight), the batch folds into the rows and the sum over the batch
-    that the graph walk would do becomes part of one GEMM."""
-    if b_ndim == 2 and a.ndim > 2:
-        rows = int(np.prod(a.shape[:-1]))  # counted, not inferred (-1): K or N may be 0
-        return a.reshape(rows, a.shape[-1]).T @ g.reshape(rows, g.shape[-1])
+def rhs_grad(xp, a, g, b_ndim: int):
+    """a^T @ g, the gradient of the right operand (batched; the graph walk sums a broadcast b's batch back)."""
     return xp.swapaxes(a, -1, -2) @ g
+
+
+fast.formula("matmul_rhs_grad", rhs_grad)

@@ -21,7 +21,7 @@ def group_names(item) -> list[str]:
 
 
 def add_group_suffixes(config, items) -> None:
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not config.getvalue("loadgroup"):
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not getattr(config.option, "loadgroup", False):
         return
     for item in items:
         names = group_names(item)

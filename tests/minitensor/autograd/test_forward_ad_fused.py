@@ -20,7 +20,6 @@ import torch.autograd.forward_ad as tfw
 
 import minitensor as mt
 from minitensor.autograd import forward_ad as fw
-from minitensor.ops import fused, layer_norm
 from minitensor.testing import OP_RTOL, assert_close
 from tests.support.op_cases import MT, TORCH
 from transformer_np.loss import compute_loss
@@ -181,114 +180,6 @@ def test_layer_norm_tangents_on_input_weight_and_bias(rng, dtype_name, normalize
         tangents = pick(flags, [some(rng, a.shape) for a in arrays])
         check_against_torch(fn, arrays, tangents, dtype_name, what=f"layer_norm, tangents on {flags}")
     check_against_torch(lambda t, x: t.F.layer_norm(x, normalized), arrays[:1], [some(rng, (2, 3, 6))], dtype_name)
-
-
-@pytest.mark.parametrize("dtype_name", ["float64", "float32"])
-@pytest.mark.parametrize("normalized", [(6,), (3, 6)], ids=["last", "last2"])
-def test_layer_norm_statistics_by_formula_equal_the_recomputed_ones_in_forward_over_reverse(
-    rng, monkeypatch, dtype_name, normalized
-):
-    """A LayerNorm backward that nothing records (tangent_grad) takes xhat and rstd from the forward's statistics
-    with the normalization's JVP as their tangents (layer_norm._xhat_rstd_unrecorded, a speed device); under
-    create_graph it recomputes the normalization op by op. The gradients, and their tangents (H v), agree to the
-    dtype's tolerance (to round-off, not bitwise)."""
-    dtype = np.dtype(dtype_name)
-    arrays = [
-        (some(rng, (2, 3, 6), 3.0) + 1.0).astype(dtype),
-        some(rng, normalized).astype(dtype) + 1,
-        some(rng, normalized).astype(dtype),
-    ]
-    tangents = [some(rng, a.shape).astype(dtype) for a in arrays]
-    c = mt.tensor(some(rng, (2, 3, 6)).astype(dtype))
-    calls = []
-    # the backward on Tensors, where _xhat_rstd is used (where nothing records it, LayerNorm.backward_jvp takes its
-    # place: the test below)
-    monkeypatch.setattr(layer_norm.LayerNorm, "backward_jvp", None)
-    device = layer_norm._xhat_rstd_unrecorded
-    monkeypatch.setattr(layer_norm, "_xhat_rstd_unrecorded", lambda ctx, x: calls.append(1) or device(ctx, x))
-
-    def grads_and_tangents(walk):
-        with fw.dual_level():
-            duals = [fw.make_dual(mt.tensor(a, requires_grad=True), mt.tensor(v)) for a, v in zip(arrays, tangents)]
-            loss = (mt.nn.functional.layer_norm(duals[0], normalized, duals[1], duals[2]).tanh() * c).sum()
-            grads = walk(loss, duals)
-            return [g.numpy() for g in grads], [fw.unpack_dual(g).tangent for g in grads]
-
-    leaves = [mt.tensor(a, requires_grad=True) for a in arrays]
-    first_order = mt.autograd.grad(
-        (mt.nn.functional.layer_norm(*leaves[:1], normalized, *leaves[1:]).tanh() * c).sum(), leaves
-    )
-    by_formula = grads_and_tangents(mt.autograd.tangent_grad)
-    assert calls, "the backward did not take the formula's tangents"
-    calls.clear()
-    recomputed = grads_and_tangents(lambda loss, xs: mt.autograd.grad(loss, xs, create_graph=True))
-    assert not calls, "create_graph must recompute the normalization, so that reverse mode can differentiate it"
-    for i, (a, first, again) in enumerate(zip(by_formula[0], first_order, recomputed[0])):
-        assert_close(a, first.numpy(), OP_RTOL[dtype_name], f"gradient of input {i} against the first-order one")
-        assert_close(a, again, OP_RTOL[dtype_name], f"gradient of input {i} against the recomputed one")
-    for i, (a, b) in enumerate(zip(by_formula[1], recomputed[1])):
-        assert_close(_np(a), _np(b), OP_RTOL[dtype_name], f"tangent of the gradient of input {i}")
-
-
-BACKWARD_JVP_CASES = {  # name -> (the op's class, input shapes, the loss's function of the op's inputs)
-    "linear": (fused.Linear, [(2, 3, 4), (5, 4)], lambda x, w: mt.nn.functional.linear(x, w)),
-    "linear_bias": (fused.Linear, [(2, 3, 4), (5, 4), (5,)], lambda x, w, b: mt.nn.functional.linear(x, w, b)),
-    "layer_norm": (layer_norm.LayerNorm, [(2, 3, 6)], lambda x: mt.nn.functional.layer_norm(x, (6,))),
-    "layer_norm_affine": (
-        layer_norm.LayerNorm,
-        [(2, 3, 6), (6,), (6,)],
-        lambda x, w, b: mt.nn.functional.layer_norm(x, (6,), w, b),
-    ),
-    "layer_norm_last2": (
-        layer_norm.LayerNorm,
-        [(2, 3, 6), (3, 6), (3, 6)],
-        lambda x, w, b: mt.nn.functional.layer_norm(x, (3, 6), w, b),
-    ),
-}
-
-
-@pytest.mark.parametrize("dtype_name", ["float64", "float32", "float16"])
-@pytest.mark.parametrize("name", sorted(BACKWARD_JVP_CASES))
-def test_backward_jvp_equals_the_backward_on_tensors_in_forward_over_reverse(rng, monkeypatch, dtype_name, name):
-    """Where nothing records the backward (tangent_grad), an op with backward_jvp gives its gradients and their
-    tangents on arrays in one call (a speed device); otherwise its backward runs on Tensors, each primitive with its
-    own tangent. For every subset of inputs with a tangent the two agree to the dtype's tolerance."""
-    op, shapes, fn = BACKWARD_JVP_CASES[name]
-    dtype = np.dtype(dtype_name)
-    arrays = [(some(rng, shape) + (1.0 if i else 0.0)).astype(dtype) for i, shape in enumerate(shapes)]
-    c = mt.tensor(some(rng, fn(*(mt.tensor(a) for a in arrays)).shape).astype(dtype))
-    calls = []
-    rule = op.backward_jvp
-    monkeypatch.setattr(op, "backward_jvp", staticmethod(lambda *a: calls.append(1) or rule(*a)))
-
-    def grads_and_tangents(flags):
-        with fw.dual_level():
-            leaves = [mt.tensor(a, requires_grad=True) for a in arrays]
-            duals = [
-                fw.make_dual(t, mt.tensor(some(rng, t.shape).astype(dtype))) if f else t for t, f in zip(leaves, flags)
-            ]
-            loss = (fn(*duals).tanh() * c).sum()
-            grads = mt.autograd.tangent_grad(loss, duals)
-            return [g.numpy() for g in grads], [fw.unpack_dual(g).tangent for g in grads]
-
-    for flags in tangent_subsets(len(arrays)):
-        seed = rng.bit_generator.state
-        by_rule = grads_and_tangents(flags)
-        assert calls, f"the backward did not take {op.__name__}.backward_jvp"
-        calls.clear()
-        rng.bit_generator.state = seed  # the same tangents for the plain path
-        with monkeypatch.context() as plain:
-            plain.setattr(op, "backward_jvp", None)
-            on_tensors = grads_and_tangents(flags)
-        assert not calls
-        for i, (a, b) in enumerate(zip(by_rule[0], on_tensors[0])):
-            assert a.dtype == b.dtype == dtype
-            assert_close(a, b, OP_RTOL[dtype_name], f"gradient of input {i}, tangents on {flags}")
-        for i, (a, b) in enumerate(zip(by_rule[1], on_tensors[1])):
-            assert (a is None) == (b is None), f"tangent of the gradient of input {i}, tangents on {flags}"
-            if a is not None:
-                assert _np(a).dtype == dtype
-                assert_close(_np(a), _np(b), OP_RTOL[dtype_name], f"tangent of the gradient of input {i} ({flags})")
 
 
 @pytest.mark.parametrize("biased", [False, True], ids=["no_bias", "bias"])

@@ -304,7 +304,7 @@ def test_a_checkpoint_written_on_cuda_loads_on_the_cpu_and_resumes_on_cuda(real_
 @on_gpu
 def test_an_embedding_gradient_of_often_repeated_ids_on_cuda_is_deterministic(real_cuda):
     """The long preset's case: one id 965 times among 4000 others over 100 rows. On CuPy the scatter-add sums each
-    row as a tree (ops/indexing.py, add_runs_in_tree): np.add.at's sums to round-off, bitwise the same twice."""
+    row as a tree (fast/indexing.py, add_runs_in_tree): np.add.at's sums to round-off, bitwise the same twice."""
     import cupy
 
     from minitensor.ops.indexing import index_put

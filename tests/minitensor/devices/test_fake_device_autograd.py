@@ -19,7 +19,8 @@ import minitensor.nn.functional as F
 from minitensor import devices, fakecuda
 from minitensor.autograd import forward_ad as fwAD
 from minitensor.autograd import functional as AF
-from minitensor.ops import attention, fused, rowwise
+from minitensor.fast import rowwise, softmax
+from minitensor.ops import attention
 from minitensor.utils.checkpoint import checkpoint, checkpoint_sequential
 
 pytestmark = pytest.mark.full
@@ -29,10 +30,9 @@ RNG = np.random.default_rng(24)
 
 @pytest.fixture(autouse=True)
 def plain_row_sums(monkeypatch):
-    """The CPU side sums rows by the plain formula too (rowwise.last_sum's einsum, a CPU speed device whose sums
+    """The CPU side sums rows by the plain formula too (fast/rowwise.py's last_sum, a CPU speed device whose sums
     differ from np.sum's by round-off, off), so both sides run the same formula and must agree bitwise.
-    tests/minitensor/ops/test_rowwise.py and tests/minitensor/test_speed_devices.py hold the speed device to the plain
-    formula."""
+    tests/minitensor/fast/test_rowwise.py holds the speed device to the plain formula."""
     monkeypatch.setattr(rowwise, "SUM_ROW", -1)
 
 
@@ -454,10 +454,10 @@ def test_second_derivatives_of_the_fused_ops(op):
 def test_score_blocks_on_the_host_equal_one_pass_on_the_device(monkeypatch):
     """AttentionWeights' speed devices (score blocks on the thread pool, the skipped empty-row product) run on the
     host only; the device takes the plain formula in one pass. The two give the same bits."""
-    monkeypatch.setattr(fused, "SCORE_BLOCK_NUMEL", 16)  # several blocks on the host side
+    monkeypatch.setattr(softmax, "SCORE_BLOCK_NUMEL", 16)  # several blocks on the host side
     q, k = randn(2, 3, 6, 4, dtype=np.float32), randn(2, 3, 5, 4, dtype=np.float32)
     keep = RNG.random((6, 5)) > 0.3
-    assert len(fused.score_blocks(np.empty((2, 3, 6, 5)))) > 1
+    assert len(softmax.score_blocks(np.empty((2, 3, 6, 5)))) > 1
     backward_both(lambda a, b, m: F.attention_weights(a, b, m), q, k, keep, requires_grad=(True, True, False))
 
 

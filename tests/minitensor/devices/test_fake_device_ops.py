@@ -7,7 +7,7 @@ and gradient must live on the device, and the forward values and the gradients o
 upstream gradient, must EQUAL the CPU's:
   - bitwise (NaN where the CPU has NaN) against the CPU running the same formulas: the fake device is NumPy
     underneath. The one CPU speed device that a device bypasses on these cases, rowwise.last_sum's np.einsum row
-    sums (ops/rowwise.py: a device sums by np.sum), is turned off for that CPU run (`plain_cpu`);
+    sums (fast/rowwise.py: a device sums by np.sum), is turned off for that CPU run (`plain_cpu`);
   - to the op table's tolerance (minitensor/testing.py) against the CPU as it runs by default, einsum row sums and
     all: they round differently (the cases are the softmax, log_softmax, layer norm, attention-weight, var/std over
     the last dim and einsum cases, whose forward or backward sums rows).
@@ -30,7 +30,7 @@ import pytest
 import minitensor as mt
 from minitensor import devices, fakecuda
 from minitensor.autograd import forward_ad as fw
-from minitensor.ops import rowwise
+from minitensor.fast import rowwise
 from minitensor.testing import assert_close
 from tests.support.op_cases import CASES, FIRST_ORDER_ONLY_CASES, MT, as_list, case_seed
 
@@ -277,7 +277,8 @@ def test_rows_that_repeat_often_are_summed_as_a_tree_on_the_device(name, dtype):
     """Past RUN_MIN repeats a device sums each row as a tree (add_runs_in_tree), not a pass per repeat: np.add.at's
     sums to round-off (minitensor/testing.py's sum_roundoff_limit for each row's terms), bitwise the same on every
     call (no atomics), in the one host read of the passes."""
-    from minitensor.ops.indexing import RUN_MIN, index_put
+    from minitensor.fast.indexing import RUN_MIN
+    from minitensor.ops.indexing import index_put
     from minitensor.testing import sum_roundoff_limit
 
     shape, make_index = HEAVY_SCATTERS[name]
@@ -306,7 +307,7 @@ def test_rows_that_repeat_often_are_summed_as_a_tree_on_the_device(name, dtype):
 
 
 def test_add_rows_at_on_the_cpu_is_np_add_at_bitwise():
-    from minitensor.ops.indexing import add_rows_at
+    from minitensor.fast.indexing import add_rows_at_fast as add_rows_at
 
     rng = np.random.default_rng(6)
     rows = rng.integers(0, 6, 200)

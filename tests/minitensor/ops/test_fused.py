@@ -494,8 +494,8 @@ def test_loss_modules_keep_weight_as_a_buffer_as_in_torch(module):
 # still be the code's.
 BACKPROP_QUOTES = [
     "return gy - y * xp.sum(gy, axis=dim, keepdims=True)",
-    "return rstd * (v - _mean(xp, v, axes) - xhat * m)",
-    "return (eps * rstd * rstd * rstd) * (v - _mean(xp, v, axes))",
+    "return rstd * (v - mean_over(xp, v, axes) - xhat * m)",
+    "return (eps * rstd * rstd * rstd) * (v - mean_over(xp, v, axes))",
     "(xp.exp(logp) - q) * g_rows",
     "(s * xp.exp(logp) - w * q) * g_rows",
 ]

@@ -18,7 +18,8 @@ import pytest
 import torch
 
 import minitensor as mt
-from minitensor import nn, pool
+from minitensor import nn
+from minitensor.fast import pool
 from minitensor.nn import functional as F
 from minitensor.optim import SGD, Adam, AdamW, lr_scheduler
 from minitensor.testing import OP_RTOL, TRAINING_ATOL_FLOAT64, assert_close

@@ -1,12 +1,16 @@
-"""The last-axis speed devices of minitensor/ops/rowwise.py. The maximum is NumPy's exactly: the same values,
-infinities, NaNs, shapes and dtypes. The sum and mean are NumPy's up to round-off. For both, a row's result does
-not depend on the rows around it, on the array's layout, or on how many rows share the call."""
+"""The last-axis speed devices of minitensor/fast/rowwise.py against ops/rowwise.py's formulas. The maximum is
+NumPy's exactly: the same values, infinities, NaNs, shapes and dtypes. The sum and mean are NumPy's up to round-off.
+For both, a row's result does not depend on the rows around it, on the array's layout, or on how many rows share
+the call."""
 
 import numpy as np
 import pytest
 
+from minitensor.fast.rowwise import SHORT_ROW, SUM_ROW, last_max, last_mean, last_sum
+from minitensor.ops import rowwise
 from minitensor.ops.namespace import ARRAYS
-from minitensor.ops.rowwise import SHORT_ROW, SUM_ROW, is_last, last_max, last_mean, last_sum
+from minitensor.ops.rowwise import is_last
+from tests.support.fast_devices import devices_on  # noqa: F401 (the devices in their slots)
 
 SHAPES = [(7,), (3, 5), (4, 3, 22), (2, 3, 4, 22), (5, SHORT_ROW), (3, SHORT_ROW + 1), (2, 3, 512), (6, 1), (1, 1)]
 
@@ -126,3 +130,23 @@ def test_the_backward_namespace_sums_the_last_axis_by_the_device_and_other_axes_
     np.testing.assert_array_equal(ARRAYS.sum(a, axis=(0, 1)), np.sum(a, axis=(0, 1)))
     np.testing.assert_array_equal(ARRAYS.mean(a, axis=1), np.mean(a, axis=1))
     assert ARRAYS.sum(a).shape == () and ARRAYS.sum(np.float32(2.0), axis=None) == 2.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 1), (3001, 7), (257, 22), (33, SHORT_ROW), (9, SUM_ROW), (5, SUM_ROW + 3)])
+def test_each_device_against_its_registered_formula(rng, dtype, shape):
+    """row_max, row_sum, row_mean: the device in the slot against the formula, on rows short enough that the device
+    engages and on rows past its limits (where it is the formula), contiguous and strided: the maximum bitwise, the
+    sum and mean to round-off."""
+    from minitensor import fast
+    from minitensor.testing import OP_RTOL, assert_close
+
+    a = (rng.standard_normal((2,) + shape) * 5).astype(dtype)
+    for arr in (a[0], a[:, ::2].reshape(-1, shape[-1])[: shape[0]], a[0].T.copy().T):
+        assert fast.use.row_max is last_max and fast.use.row_sum is last_sum and fast.use.row_mean is last_mean
+        np.testing.assert_array_equal(last_max(arr), rowwise.row_max(arr), strict=True)
+        for keepdims in (True, False):
+            assert_close(last_sum(arr, keepdims), rowwise.row_sum(arr, keepdims), OP_RTOL[np.dtype(dtype).name], "sum")
+            assert_close(
+                last_mean(arr, keepdims), rowwise.row_mean(arr, keepdims), OP_RTOL[np.dtype(dtype).name], "mean"
+            )
