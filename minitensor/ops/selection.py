@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import fast
 from ..autograd import Function
-from ..devices import is_host
 
 
 class Clamp(Function):
@@ -129,7 +129,7 @@ class Where(Function):
     @staticmethod
     def forward(ctx, a, b, cond):
         ctx.save(cond=cond)  # torch's where saves its condition too
-        return select(cond, a, b)
+        return fast.use.select(cond, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -138,20 +138,11 @@ class Where(Function):
 
 
 def select(cond, a, b):
-    """np.where(cond, a, b). A speed device for a 0-d zero branch, as a backward on Tensors writes it
-    (where(cond, g, 0), relu's zero_where): the product of the other branch by the boolean mask, several times
-    faster than np.where on a random mask; np.where when that product is not finite (0 * inf gives NaN where
-    np.where gives 0), and off the host (the finiteness test would wait on the device). A zero selected from a
-    negative value is -0.0, not 0.0 (equal values: the array path's zero_where does the same)."""
-    if getattr(cond, "dtype", None) != np.bool_ or a.dtype != b.dtype:
-        return np.where(cond, a, b)
-    if is_host(b) and a.ndim == 0 and not a:
-        out = b * ~cond  # where(cond, 0, b)
-    elif is_host(a) and b.ndim == 0 and not b:
-        out = a * cond  # where(cond, a, 0)
-    else:
-        return np.where(cond, a, b)
-    return out if np.isfinite(out).all() else np.where(cond, a, b)
+    """out = cond ? a : b, np.where: Where's formula (fast/selection.py has its device for a 0-d zero branch)."""
+    return np.where(cond, a, b)
+
+
+fast.formula("select", select)
 
 
 class MaskedFill(Function):
