@@ -14,15 +14,8 @@ from ..autograd import Function
 
 
 class Clamp(Function):
-    """out = min(max(a, lo), hi), each bound a tensor (a Python number comes as a 0-d one, an absent bound as None);
-    da  = g where lo <= a <= hi (inclusive: on a tie the input gets g, the bound 0), else 0,
-    dlo = g where a < lo (and lo < hi when both are given: lo > hi makes out = hi),
-    dhi = g where a > hi (or hi < lo),
-    PyTorch's clamp_backward and clamp_backward_min_max, selected (an inf or NaN g stays where it belongs).
-    Forward mode, as PyTorch's two overloads (number_bounds: both bounds were Python numbers):
-    numbers:  ẏ = ȧ where lo <= a <= hi, else 0 (clamp.Scalar: the backward's formula, so a NaN a gives 0);
-    tensors:  ẏ = ḣi where lo > hi, else l̇o where a < lo, ḣi where a > hi, else ȧ (clamp_jvp: a NaN a gives ȧ),
-              and a lone bound takes the ties: a == lo gives l̇o (0 for a bound without tangent)."""
+    """out = min(max(a, lo), hi);  da = g [lo <= a <= hi], dlo = g [a < lo < hi], dhi = g [a > hi or hi < lo];
+    ẏ: ȧ, l̇o or ḣi, the input selected (docs/backprop.md, "Clamp": ties, lo > hi, number bounds)"""
 
     @staticmethod
     def forward(ctx, a, *bounds, has_min, has_max, number_bounds=False):
