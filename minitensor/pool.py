@@ -45,7 +45,7 @@ def _numel(p) -> int:
 
 class UpdatePool:
     """Runs work(p) for every parameter p (or any piece of work), on a thread pool when there are several and
-    they are large. `threaded` is True while a run is spread over threads (optimizer.in_blocks then takes
+    they are large. `threaded` is True while a run is spread over threads (fast/optim.in_blocks then takes
     larger blocks)."""
 
     def __init__(self):
