@@ -23,7 +23,7 @@ fast.formula("for_each", for_each)
 
 class UpdatePool:
     """`update_pool.run(work, pieces)` runs fast.use.for_each; `threaded` is True while a run is spread over threads
-    (the thread pool sets it; optimizer.in_blocks then takes larger blocks)."""
+    (the thread pool sets it; fast/optim.in_blocks then takes larger blocks)."""
 
     threaded = False
 

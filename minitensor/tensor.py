@@ -12,7 +12,7 @@ refuse a leaf that requires grad (as PyTorch does), a tensor in the graph (PyTor
 here it would go undifferentiated) and a view made under no_grad of a tensor that requires grad (as
 PyTorch does); under no_grad they change any of them, as PyTorch does. Every one bumps the tensor's
 version counter (shared with its views): a graph that saved the old values then raises at backward
-instead of returning a wrong gradient (autograd/function.py).
+instead of returning a wrong gradient (core/function.py).
 
 Dtypes and promotion live in dtypes.py, the factories (tensor, zeros, randn, ...) in creation.py.
 Mixed-dtype operands are promoted as PyTorch does (dtypes.result_type); a float operand that must

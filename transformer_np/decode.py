@@ -30,7 +30,7 @@ from transformer_np.masks import causal_mask, padding_mask
 def _inference(model):
     """model.eval(), mt.no_grad() and mt.autograd.ieee_quiet() for the block, then the model's training flag as it
     was. (Every op is quiet anyway; inside one quiet block around the whole decode, each op finds NumPy's error
-    state quiet and leaves it as it is, autograd/quiet.py.)"""
+    state quiet and leaves it as it is, fast/quiet.py.)"""
     was_training = model.training
     model.eval()
     try:

@@ -2,13 +2,17 @@
 last, once the formulas' modules are loaded)."""
 
 from . import (  # noqa: F401 (they register)
+    allocator,
+    dropout,
     elementwise,
     indexing,
     layer_norm,
     linear,
     matmul,
+    optim,
     pool,
     quiet,
     rowwise,
+    selection,
     softmax,
 )

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .. import ops
+from .. import fast, ops
 from ..autograd import is_grad_enabled
 from ..devices import array_module, is_array
 from ..dtypes import result_type
@@ -331,28 +331,26 @@ def _renorm_rows(weight: Tensor, ids, max_norm: float, norm_type: float) -> None
         weight.bump_version()
 
 
-def _keep_mask(shape: tuple, p: float) -> np.ndarray:
-    """A bool mask of `shape`, each entry True with probability 1 - p: an entry's uniform 32-bit integer u is kept
-    when u >= t = round(p 2^32) (p resolved to 2^-32, finer than the 2^-24 of a float32 uniform).
-
-    Speed device: u is drawn a byte at a time. Its top byte decides alone unless it equals t's top byte (one entry in
-    256); only those entries draw their 24 lower bits. The mask is exactly that of whole 32-bit integers, for an
-    eighth of the generator's 64-bit draws (against float32 uniforms: docs/decisions/013-dropout-mask.md)."""
+def keep_mask(shape: tuple, p: float) -> np.ndarray:
+    """keep = u >= round(p 2^32), each entry True with probability 1 - p, for u an entry's uniform 32-bit integer
+    (p resolved to 2^-32, finer than the 2^-24 of a float32 uniform). u is drawn most significant byte first: every
+    entry's top byte, then the 24 low bits of the entries whose top byte ties the threshold's (one in 256); an
+    untied entry is decided by its top byte, whatever its low bits (0 here). The formula; fast/dropout.py has its
+    device, which compares the bytes without forming u (the same draws, the same mask)."""
     if p == 1.0:  # nothing kept: no draw (as torch, whose p = 1 draws nothing, even under jacfwd's error mode)
         return np.zeros(shape, dtype=bool)
-    n = math.prod(shape)
     t = round(p * 2**32)
-    top, low = t >> 24, t & 0xFFFFFF
     gen = generator("dropout")
-    hi = _random_bytes(gen, n)
-    keep = hi > top
-    tied = np.flatnonzero(hi == top)
-    if tied.size:
-        keep[tied] = (_random_bytes(gen, 4 * tied.size).view(np.uint32) & 0xFFFFFF) >= low
-    return keep.reshape(shape)
+    u = random_bytes(gen, math.prod(shape)).astype(np.uint32) << 24
+    tied = np.flatnonzero(u >> 24 == t >> 24)
+    u[tied] |= random_bytes(gen, 4 * tied.size).view(np.uint32) & 0xFFFFFF
+    return (u >= t).reshape(shape)  # (t may be 2^32, beyond every u: p within 2^-33 of 1 keeps nothing)
 
 
-def _random_bytes(gen: np.random.Generator, n: int) -> np.ndarray:
+fast.formula("dropout_keep_mask", keep_mask)
+
+
+def random_bytes(gen: np.random.Generator, n: int) -> np.ndarray:
     """n uniform random bytes (uint8) from ceil(n / 8) 64-bit draws of the generator."""
     return gen.bit_generator.random_raw((n + 7) // 8).view(np.uint8)[:n]
 
@@ -369,7 +367,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         return input
     xp = array_module(input.data)
     if mask is None:
-        keep = xp.asarray(_keep_mask(input.shape, p))  # drawn on the host, then copied: one mask on every device
+        # drawn on the host, then copied: one mask on every device
+        keep = xp.asarray(fast.use.dropout_keep_mask(input.shape, p))
     else:
         keep = mask.data if isinstance(mask, Tensor) else xp.asarray(mask)
         if keep.shape != input.shape or keep.dtype != np.bool_:

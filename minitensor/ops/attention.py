@@ -70,7 +70,7 @@ class ScoreTiles:
         self.k = np.broadcast_to(k.astype(ct, copy=False), self.batch + k.shape[-2:])
         self.qs = self.q * ct.type(scale)  # scaling q (T_q * E numbers) is cheaper than scaling every score
         self.mask = None if mask is None else np.broadcast_to(mask, self.batch + (self.t_q, self.t_k))  # a view
-        self.is_causal, self.dropout_p, self.seed = is_causal, dropout_p, seed
+        self.is_causal, self.scale, self.dropout_p, self.seed = is_causal, scale, dropout_p, seed
         self.xp = array_module(q)  # where the tiles' index arrays are made: q's device
         self.keep_scale = ct.type(1.0 / (1.0 - dropout_p))  # Z / (1 - p): the kept entries' scale
 
@@ -104,63 +104,118 @@ class ScoreTiles:
         return dropout_keep(self.seed, index, self.dropout_p) * self.keep_scale
 
 
+# ----------------------------------------------------------------------------- the three passes over the tiles
+
+
+def tiled_forward(tiles: ScoreTiles, v, block_size: int):
+    """out = softmax(S) (Z / (1 - p)) v and the row log-sum-exp L of S, by an online softmax over key tiles: a running
+    row maximum m, a running sum l of exp(s - m) and an accumulator, rescaled by exp(m_old - m_new) when m grows."""
+    batch, t_q, t_k = tiles.batch, tiles.t_q, tiles.t_k
+    ct, xp = tiles.q.dtype, tiles.xp  # xp: q's array library, so the buffers live on q's device
+    v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
+    out = xp.empty(batch + (t_q, v.shape[-1]), ct)
+    lse = xp.empty(batch + (t_q, 1), ct)
+    for i0, i1 in blocks(t_q, block_size):
+        m = xp.full(batch + (i1 - i0, 1), -np.inf, ct)  # running row maximum
+        l = xp.zeros(batch + (i1 - i0, 1), ct)  # running sum of exp(s - m)
+        acc = xp.zeros(batch + (i1 - i0, v.shape[-1]), ct)  # running sum of exp(s - m) (dropped) v
+        for j0, j1 in blocks(t_k, block_size):
+            if tiles.skipped(i0, i1, j0):
+                continue
+            s = tiles.scores(i0, i1, j0, j1)
+            m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
+            m_safe = np.where(m_new == -np.inf, 0, m_new)  # a row with no key yet: exp(-inf - 0) = 0, not NaN
+            p = np.exp(s - m_safe)
+            rescale = np.exp(m - m_safe)  # the old terms, relative to the new maximum
+            l = l * rescale + p.sum(axis=-1, keepdims=True)
+            acc = acc * rescale + (p * tiles.dropout_factor(i0, i1, j0, j1)) @ v_[..., j0:j1, :]
+            m = m_new
+        empty = l == 0  # no key takes part: out = 0 (torch's choice), and P = exp(S - inf) = 0 in the backward
+        out[..., i0:i1, :] = np.where(empty, 0, acc / np.where(empty, 1, l))
+        lse[..., i0:i1, :] = np.where(empty, np.inf, m + np.log(np.where(empty, 1, l)))
+    return out, lse
+
+
+def tiled_backward(tiles: ScoreTiles, v, out, lse, g, need_bias: bool, block_size: int):
+    """dq, dk, dv (and dbias = dS when need_bias) in the compute dtype, each tile's P = exp(S - L) recomputed:
+    dV += (P Z)ᵀ dO,  dP = (dO Vᵀ) Z,  dS = P (dP - D), D = rowsum(dO out),  dQ += dS K scale,  dK += dSᵀ Q scale."""
+    batch, ct = tiles.batch, tiles.q.dtype
+    sc = ct.type(tiles.scale)
+    v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
+    g = g.astype(ct, copy=False)
+    d = (g * out.astype(ct, copy=False)).sum(axis=-1, keepdims=True)  # D = rowsum(dO * O), (..., T_q, 1)
+    dq = tiles.xp.zeros(batch + tiles.q.shape[-2:], ct)  # on q's device
+    dk = tiles.xp.zeros(batch + tiles.k.shape[-2:], ct)
+    dv = tiles.xp.zeros(batch + v.shape[-2:], ct)
+    dbias = tiles.xp.zeros(batch + (tiles.t_q, tiles.t_k), ct) if need_bias else None  # dS itself
+    for i0, i1 in blocks(tiles.t_q, block_size):
+        g_i, d_i, lse_i = g[..., i0:i1, :], d[..., i0:i1, :], lse[..., i0:i1, :]
+        for j0, j1 in blocks(tiles.t_k, block_size):
+            if tiles.skipped(i0, i1, j0):
+                continue
+            p = np.exp(tiles.scores(i0, i1, j0, j1) - lse_i)  # P, recomputed from the saved log-sum-exp
+            z = tiles.dropout_factor(i0, i1, j0, j1)  # the forward's dropout mask, drawn again
+            dv[..., j0:j1, :] += np.swapaxes(p * z, -1, -2) @ g_i  # dV = (P Z)^T dO
+            dp = (g_i @ np.swapaxes(v_[..., j0:j1, :], -1, -2)) * z  # dP = (dO V^T) Z
+            ds = p * (dp - d_i)  # dS = P * (dP - D)
+            if dbias is not None:
+                dbias[..., i0:i1, j0:j1] = ds
+            dq[..., i0:i1, :] += (ds @ tiles.k[..., j0:j1, :]) * sc
+            dk[..., j0:j1, :] += (np.swapaxes(ds, -1, -2) @ tiles.q[..., i0:i1, :]) * sc
+    return dq, dk, dv, dbias
+
+
+def tiled_tangent(tiles: ScoreTiles, v, out, lse, dq_, dk_, dv_, db_, block_size: int):
+    """ȯ = (P Ṡ Z) v + (P Z) v̇ - c out, c = rowsum(P Ṡ), Ṡ = (q̇ kᵀ + q k̇ᵀ) scale + ḃias; the tangents (None where
+    absent) come in the compute dtype, broadcast to the batch. Each tile's P from the saved log-sum-exp."""
+    batch, ct = tiles.batch, tiles.q.dtype
+    sc = ct.type(tiles.scale)
+    v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
+    acc = tiles.xp.zeros(batch + (tiles.t_q, v.shape[-1]), ct)  # sum over tiles of (P Ṡ Z) v + (P Z) v̇
+    c = tiles.xp.zeros(batch + (tiles.t_q, 1), ct)  # rowsum(P * Ṡ)
+    for i0, i1 in blocks(tiles.t_q, block_size):
+        lse_i = lse[..., i0:i1, :]
+        for j0, j1 in blocks(tiles.t_k, block_size):
+            if tiles.skipped(i0, i1, j0):
+                continue
+            p = np.exp(tiles.scores(i0, i1, j0, j1) - lse_i)
+            z = tiles.dropout_factor(i0, i1, j0, j1)  # the forward's dropout mask, drawn again
+            if dq_ is not None or dk_ is not None or db_ is not None:
+                s_dot = 0
+                if dq_ is not None:
+                    s_dot = s_dot + dq_[..., i0:i1, :] @ np.swapaxes(tiles.k[..., j0:j1, :], -1, -2)
+                if dk_ is not None:
+                    s_dot = s_dot + tiles.q[..., i0:i1, :] @ np.swapaxes(dk_[..., j0:j1, :], -1, -2)
+                s_dot = s_dot * sc
+                if db_ is not None:  # the bias's tangent; 0 where a key is excluded, whatever it holds there
+                    s_dot = s_dot + np.where(p > 0, db_[..., i0:i1, j0:j1], 0)
+                ps = p * s_dot  # P * Ṡ (0 where a key is excluded: P is 0 there)
+                c[..., i0:i1, :] += ps.sum(axis=-1, keepdims=True)
+                acc[..., i0:i1, :] += (ps * z) @ v_[..., j0:j1, :]
+            if dv_ is not None:
+                acc[..., i0:i1, :] += (p * z) @ dv_[..., j0:j1, :]
+    return acc - c * out.astype(ct, copy=False)
+
+
 # ----------------------------------------------------------------------------- the primitive
 
 
 class ScaledDotProductAttention(Function):
-    """out = softmax(q k^T * scale + mask) v, tiled (FlashAttention-2); saves q, k, v, out and the row logsumexp.
-    dS = P * (dP - rowsum(dO * out)), P = exp(S - L) recomputed per tile;  dq = dS k * scale,  dk = dS^T q * scale,
-    dv = P^T dO.
-
-    q (..., T_q, E), k (..., T_k, E), v (..., T_k, Ev); batch dimensions broadcast. mask: None, bool (True = takes
-    part, the keyword `mask`) or float (added to the scores), broadcastable to (..., T_q, T_k). A float mask is the
-    fourth input, `bias`, differentiated as torch's math backend does: dbias = dS (the engine sums it back over
-    the axes it was broadcast along), its tangent added to Ṡ; its gradient is the one (T_q, T_k) array the kernel
-    makes, and only when the bias requires one. A query row with no key that takes part gives a zero output and
-    zero gradients, as torch 2.13's SDPA does on CPU (math, flash and the default backend alike).
-
-    First-order only: under create_graph the backward raises (its tiles are NumPy loops, not recorded ops).
-
-    Forward mode, per tile from the saved log-sum-exp as the backward does (docs/backprop.md, "Forward mode"):
-    Ṡ = (q̇ kᵀ + q k̇ᵀ) * scale + ḃias,  c = rowsum(P * Ṡ),  ȯ = (P * Ṡ * Z) v + (P * Z) v̇ - c * out.
-    The tangent is first-order too: a gradient through it (reverse over forward) raises (_TiledTangent).
-    """
+    """out = softmax(q kᵀ scale + mask) v, tiled;  dS = P (dP - rowsum(dO out)),  dq = dS k scale,  dk = dSᵀ q scale,
+    dv = Pᵀ dO;  ȯ = (P Ṡ) v + P v̇ - rowsum(P Ṡ) out (docs/backprop.md, "Tiled attention": masks, bias, dropout)"""
 
     max_inputs = 4  # q, k, v, bias; bias optional
 
     @staticmethod
     def forward(ctx, q, k, v, bias=None, mask=None, is_causal=False, scale=1.0, dropout_p=0.0, seed=0, block_size=None):
-        block_size = block_size or BLOCK  # read at call time, so a test can set a small BLOCK
+        ctx.block_size = block_size or BLOCK  # read at call time, so a test can set a small BLOCK
         mask = bias if bias is not None else mask  # the kernel reads either the same way
         tiles = ScoreTiles(q, k, v.shape[:-2], mask, is_causal, scale, dropout_p, seed)
-        batch, t_q, t_k = tiles.batch, tiles.t_q, tiles.t_k
-        ct, xp = tiles.q.dtype, tiles.xp  # xp: q's array library, so the buffers live on q's device
-        v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
-        out = xp.empty(batch + (t_q, v.shape[-1]), ct)
-        lse = xp.empty(batch + (t_q, 1), ct)
-        for i0, i1 in blocks(t_q, block_size):
-            m = xp.full(batch + (i1 - i0, 1), -np.inf, ct)  # running row maximum
-            l = xp.zeros(batch + (i1 - i0, 1), ct)  # running sum of exp(s - m)
-            acc = xp.zeros(batch + (i1 - i0, v.shape[-1]), ct)  # running sum of exp(s - m) (dropped) v
-            for j0, j1 in blocks(t_k, block_size):
-                if tiles.skipped(i0, i1, j0):
-                    continue
-                s = tiles.scores(i0, i1, j0, j1)
-                m_new = np.maximum(m, s.max(axis=-1, keepdims=True))
-                m_safe = np.where(m_new == -np.inf, 0, m_new)  # a row with no key yet: exp(-inf - 0) = 0, not NaN
-                p = np.exp(s - m_safe)
-                rescale = np.exp(m - m_safe)  # the old terms, relative to the new maximum
-                l = l * rescale + p.sum(axis=-1, keepdims=True)
-                acc = acc * rescale + (p * tiles.dropout_factor(i0, i1, j0, j1)) @ v_[..., j0:j1, :]
-                m = m_new
-            empty = l == 0  # no key takes part: out = 0 (torch's choice), and P = exp(S - inf) = 0 in the backward
-            out[..., i0:i1, :] = np.where(empty, 0, acc / np.where(empty, 1, l))
-            lse[..., i0:i1, :] = np.where(empty, np.inf, m + np.log(np.where(empty, 1, l)))
+        out, lse = tiled_forward(tiles, v, ctx.block_size)
         out = out.astype(q.dtype, copy=False)
         ctx.save_for_backward(q, k, v, out)
         ctx.save(lse=lse, mask=mask)  # what the forward made (lse) or was handed (mask): O(T), or the caller's own
         ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed = is_causal, scale, dropout_p, seed
-        ctx.block_size = block_size
         return out
 
     @staticmethod
@@ -172,77 +227,22 @@ class ScaledDotProductAttention(Function):
                 "attention_weights(q, k, mask) @ v, the model's attention='dense'"
             )
         q, k, v, out = ctx.saved_arrays
-        lse = ctx.lse
-        need_q, need_k, need_v, need_bias = ctx.needs_input_grad
         tiles = ScoreTiles(q, k, v.shape[:-2], ctx.mask, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed)
-        batch, ct, sc = tiles.batch, tiles.q.dtype, tiles.q.dtype.type(ctx.scale)
-        v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
-        g = g.astype(ct, copy=False)
-        d = (g * out.astype(ct, copy=False)).sum(axis=-1, keepdims=True)  # D = rowsum(dO * O), (..., T_q, 1)
-        dq = tiles.xp.zeros(batch + q.shape[-2:], ct)  # on q's device
-        dk = tiles.xp.zeros(batch + k.shape[-2:], ct)
-        dv = tiles.xp.zeros(batch + v.shape[-2:], ct)
-        dbias = tiles.xp.zeros(batch + (tiles.t_q, tiles.t_k), ct) if need_bias else None  # dS itself
-        for i0, i1 in blocks(tiles.t_q, ctx.block_size):
-            g_i, d_i, lse_i = g[..., i0:i1, :], d[..., i0:i1, :], lse[..., i0:i1, :]
-            for j0, j1 in blocks(tiles.t_k, ctx.block_size):
-                if tiles.skipped(i0, i1, j0):
-                    continue
-                p = np.exp(tiles.scores(i0, i1, j0, j1) - lse_i)  # P, recomputed from the saved log-sum-exp
-                z = tiles.dropout_factor(i0, i1, j0, j1)  # the forward's dropout mask, drawn again
-                dv[..., j0:j1, :] += np.swapaxes(p * z, -1, -2) @ g_i  # dV = (P Z)^T dO
-                dp = (g_i @ np.swapaxes(v_[..., j0:j1, :], -1, -2)) * z  # dP = (dO V^T) Z
-                ds = p * (dp - d_i)  # dS = P * (dP - D)
-                if dbias is not None:
-                    dbias[..., i0:i1, j0:j1] = ds
-                dq[..., i0:i1, :] += (ds @ tiles.k[..., j0:j1, :]) * sc
-                dk[..., j0:j1, :] += (np.swapaxes(ds, -1, -2) @ tiles.q[..., i0:i1, :]) * sc
-        return tuple(
-            x.astype(q.dtype, copy=False) if need else None
-            for x, need in ((dq, need_q), (dk, need_k), (dv, need_v), (dbias, need_bias))
-        )
+        grads = tiled_backward(tiles, v, out, ctx.lse, g, ctx.needs_input_grad[3], ctx.block_size)
+        return tuple(x.astype(q.dtype, copy=False) if need else None for x, need in zip(grads, ctx.needs_input_grad))
 
     @staticmethod
     def jvp(ctx, tq, tk, tv, tbias=None):
         q_t, k_t, v_t, out_t = ctx.saved_arrays  # Tensors (the rule runs on Tensors): their arrays below
-        q, k, v, out = q_t.data, k_t.data, v_t.data, out_t.data
+        q, k, v = q_t.data, k_t.data, v_t.data
         tiles = ScoreTiles(q, k, v.shape[:-2], ctx.mask, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed)
-        batch, ct, sc = tiles.batch, tiles.q.dtype, tiles.q.dtype.type(ctx.scale)
 
-        def spread(t, like):  # a tangent as the kernel reads its input: in the compute dtype, batch broadcast
-            return None if t is None else np.broadcast_to(t.data.astype(ct, copy=False), batch + like.shape[-2:])
+        def spread(t, shape):  # a tangent as the kernel reads its input: in the compute dtype, batch broadcast
+            return None if t is None else np.broadcast_to(t.data.astype(tiles.q.dtype, copy=False), tiles.batch + shape)
 
-        dq_, dk_, dv_ = spread(tq, q), spread(tk, k), spread(tv, v)
-        db_ = (
-            None
-            if tbias is None
-            else np.broadcast_to(tbias.data.astype(ct, copy=False), batch + (tiles.t_q, tiles.t_k))
-        )
-        v_ = np.broadcast_to(v.astype(ct, copy=False), batch + v.shape[-2:])
-        acc = tiles.xp.zeros(batch + (tiles.t_q, v.shape[-1]), ct)  # sum over tiles of (P Ṡ Z) v + (P Z) v̇
-        c = tiles.xp.zeros(batch + (tiles.t_q, 1), ct)  # rowsum(P * Ṡ)
-        for i0, i1 in blocks(tiles.t_q, ctx.block_size):
-            lse_i = ctx.lse[..., i0:i1, :]
-            for j0, j1 in blocks(tiles.t_k, ctx.block_size):
-                if tiles.skipped(i0, i1, j0):
-                    continue
-                p = np.exp(tiles.scores(i0, i1, j0, j1) - lse_i)
-                z = tiles.dropout_factor(i0, i1, j0, j1)  # the forward's dropout mask, drawn again
-                if dq_ is not None or dk_ is not None or db_ is not None:
-                    s_dot = 0
-                    if dq_ is not None:
-                        s_dot = s_dot + dq_[..., i0:i1, :] @ np.swapaxes(tiles.k[..., j0:j1, :], -1, -2)
-                    if dk_ is not None:
-                        s_dot = s_dot + tiles.q[..., i0:i1, :] @ np.swapaxes(dk_[..., j0:j1, :], -1, -2)
-                    s_dot = s_dot * sc
-                    if db_ is not None:  # the bias's tangent; 0 where a key is excluded, whatever it holds there
-                        s_dot = s_dot + np.where(p > 0, db_[..., i0:i1, j0:j1], 0)
-                    ps = p * s_dot  # P * Ṡ (0 where a key is excluded: P is 0 there)
-                    c[..., i0:i1, :] += ps.sum(axis=-1, keepdims=True)
-                    acc[..., i0:i1, :] += (ps * z) @ v_[..., j0:j1, :]
-                if dv_ is not None:
-                    acc[..., i0:i1, :] += (p * z) @ dv_[..., j0:j1, :]
-        tangent = (acc - c * out.astype(ct, copy=False)).astype(q.dtype, copy=False)
+        tangents = spread(tq, q.shape[-2:]), spread(tk, k.shape[-2:]), spread(tv, v.shape[-2:])
+        tangents += (spread(tbias, (tiles.t_q, tiles.t_k)),)
+        tangent = tiled_tangent(tiles, v, out_t.data, ctx.lse, *tangents, ctx.block_size).astype(q.dtype, copy=False)
         given = [t for t in (q_t, k_t, v_t, tq, tk, tv, tbias) if t is not None]
         if is_grad_enabled() and any(t.requires_grad for t in given):
             return _TiledTangent.apply(out_t.wrap(tangent), *given)  # a node whose backward refuses

@@ -186,8 +186,8 @@ def _var_grad(ctx, g, a):
 
 
 class Var(Function):
-    """out = sum((a - mean)^2) / (n - correction);  da = g * 2 (a - mean) / (n - correction);
-    ẏ = sum(ȧ * 2 (a - mean) / (n - correction)) (PyTorch's special cases where n - correction <= 0: _var_grad)"""
+    """out = Σ(a - ā)² / (n - c);  da = g 2 (a - ā) / (n - c);  ẏ = Σ ȧ 2 (a - ā) / (n - c), c the correction
+    (docs/backprop.md, "Var and Std": accumulated in float64, PyTorch's cases where n - c <= 0)"""
 
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
@@ -207,9 +207,8 @@ class Var(Function):
 
 
 class Std(Function):
-    """out = sqrt(var);  da = var's gradient for g / (2 out), and 0 where out == 0 (PyTorch's value on a
-    constant line, where the formula would be 0/0);
-    ẏ = var's tangent / (2 out), and 0 where out == 0 (PyTorch's std_backward and std_jvp)"""
+    """out = sqrt(var);  da = var's da for g / (2 out);  ẏ = var's ẏ / (2 out);  both 0 where out == 0
+    (docs/backprop.md, "Var and Std")"""
 
     @staticmethod
     def forward(ctx, a, dim=None, correction=1, keepdim=False):
@@ -233,11 +232,8 @@ class Std(Function):
 
 
 class MaxMin(Function):
-    """out = max (or min) of a over one dim;  da = g at the selected index (the first one), 0 elsewhere.
-    Over all elements (dim=None): g is shared evenly between tied maxima (as in PyTorch's max()), and
-    between the NaNs when the result is NaN.
-    ẏ = ȧ at the selected index; over all elements the mean of ȧ over the tied maxima (PyTorch's
-    evenly_read_jvp, which gives NaN for a NaN result: no element equals it)."""
+    """out = max (min) of a over one dim;  da = g at the first selected index;  ẏ = ȧ there; over every element
+    (dim=None) shared evenly by the ties (docs/backprop.md, "MaxMin")"""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
@@ -268,10 +264,8 @@ class MaxMin(Function):
 
 
 class AMaxMin(Function):
-    """out = amax (or amin) over dim(s);  da = g / count * [a == out], g shared evenly between tied extrema.
-    PyTorch's formula, multiplied: a NaN or inf g spreads NaN over its whole slice, and so does a NaN
-    extremum (no element equals it: count 0).
-    ẏ = sum(ȧ [a == out]) / count, the mean of ȧ over the tied extrema (PyTorch's amaxamin_jvp; NaN for a NaN one)"""
+    """out = amax (amin) over dim;  da = g / count [a == out];  ẏ = Σ ȧ [a == out] / count, count = Σ [a == out]
+    (docs/backprop.md, "AMaxMin")"""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
@@ -323,19 +317,12 @@ class LogSumExp(Function):
 
 
 class Norm(Function):
-    """out = sqrt(sum a^2) over dim (the 2-norm);  da = g * a / out, and 0 where out == 0
-    (PyTorch's subgradient at the origin, where the formula would be 0/0);
-    ẏ = sum(a ȧ) / out, and 0 where out == 0 (PyTorch's too)"""
+    """out = sqrt(Σ a²) over dim;  da = g a / out;  ẏ = Σ a ȧ / out;  0 where out == 0 (docs/backprop.md, "Norm")"""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False):
         x = a.astype(opmath_dtype(a.dtype), copy=False)  # float16 squared and summed in float32 (PyTorch's)
-        # float32 and float64 square in their own dtype: beyond sqrt of the largest number the norm is inf, and
-        # below sqrt of the smallest it is 0, as PyTorch's CPU norm gives (it does not rescale); over one element it
-        # is |a| itself, as PyTorch's (a sum of one element: |a| exactly, whose square might underflow).
-        # Deviation, kept: PyTorch's 0-d tensor with an explicit dim takes sqrt(a^2) there (inf or 0 beyond the
-        # square's range); ours |a|, as PyTorch for every other one-element norm.
-        if _reduced_count(a.shape, dim) == 1:
+        if _reduced_count(a.shape, dim) == 1:  # |a| exactly, as PyTorch's (a deviation for a 0-d a: see the docs)
             out = np.abs(x).sum(axis=dim, keepdims=keepdim)
         else:
             out = np.sqrt((x * x).sum(axis=dim, keepdims=keepdim))
@@ -348,9 +335,7 @@ class Norm(Function):
     def backward(ctx, g):
         a, out = ctx.saved_arrays
         g, out = (expand_reduced(t, a.ndim, ctx.dim, ctx.keepdim) for t in (g, out))
-        # PyTorch's formula, g * (a / out) with 0 where out == 0: differentiated again, the 0/0 of a / out
-        # makes the second derivative at the origin NaN (it does not exist: (I - u u^T) / out is unbounded)
-        return (g * ctx.xp.where(out == 0, 0, a / out),)
+        return (g * ctx.xp.where(out == 0, 0, a / out),)  # (PyTorch's order: a NaN second derivative at 0)
 
     @staticmethod
     def jvp(ctx, ta):
@@ -359,11 +344,8 @@ class Norm(Function):
 
 
 class NormInf(Function):
-    """out = max |a| (mode 'max', p = inf) or min |a| (mode 'min', p = -inf) over dim;
-    da = g * sign(a) * [|a| == out or NaN] / count, as PyTorch: g is shared evenly between tied extrema, and a NaN
-    entry counts as one (its sign, and so its gradient, is 0), so a NaN norm sends 0 to every entry, where the
-    composite amax(|a|) would spread NaN over the slice.
-    ẏ = sum(sign(a) ȧ [|a| == out or NaN]) / count, PyTorch's: the mean of the tied extrema's sign(a) ȧ"""
+    """out = max |a| (p = inf) or min |a| (p = -inf);  da = g sign(a) c / count;  ẏ = Σ sign(a) ȧ c / count,
+    c = [|a| == out or NaN], count = Σ c (docs/backprop.md, "NormInf")"""
 
     @staticmethod
     def forward(ctx, a, dim=None, keepdim=False, mode="max"):
@@ -395,14 +377,23 @@ def magnitude(xp, a):
     return xp.sign(a) * a
 
 
+def _pnorm_entry(xp, x, p):
+    """The entrywise factor of the p-norm's derivative, sgn(a) |a|^(p-1), in PyTorch's three forms (0 at a = 0 for
+    p < 1, where |a|^(p-1) is inf; a |a|^(p-2) from p = 2 on)."""
+    size = magnitude(xp, x)
+    if p < 1:
+        return xp.where(x == 0, 0, xp.sign(x) * size ** (p - 1))
+    return xp.sign(x) * size ** (p - 1) if p < 2 else x * size ** (p - 2)
+
+
+def _pnorm_scale(xp, h, out, p):
+    """h / out^(p-1): as h out^(1-p) for p < 1 (out^(p-1) is inf at out = 0), else 0 where out == 0 (PyTorch's)."""
+    return h * out ** (1 - p) if p < 1 else xp.where(out == 0, 0, h / out ** (p - 1))
+
+
 class PNorm(Function):
-    """out = (sum |a|^p)^(1/p) over dim, for a finite p other than 1 and 2 (p < 0 too: a zero entry makes it 0),
-    and the count of nonzero entries for p = 0 (no gradient, as PyTorch: None, not zeros). PyTorch's gradient
-    da = g * sgn(a) |a|^(p-1) / out^(p-1) in its three forms, which fix the value at a zero entry and at out = 0:
-      p < 1:      sgn(a) |a|^(p-1) (0 where a == 0) * g * out^(1-p)
-      1 < p < 2:  sgn(a) |a|^(p-1) * g / out^(p-1) (0 where out == 0)
-      p >= 2:     a |a|^(p-2) * g / out^(p-1) (0 where out == 0)
-    Forward mode, the same three forms: ẏ = sum(sgn(a) |a|^(p-1) ȧ) / out^(p-1), and 0 for p = 0 (a count)."""
+    """out = (Σ |a|^p)^(1/p), p finite, not 1 or 2 (p = 0: the count of nonzeros, no gradient);
+    da = g sgn(a) |a|^(p-1) / out^(p-1);  ẏ = Σ sgn(a) |a|^(p-1) ȧ / out^(p-1) (docs/backprop.md, "PNorm")"""
 
     @staticmethod
     def forward(ctx, a, p, dim=None, keepdim=False):
@@ -422,40 +413,21 @@ class PNorm(Function):
 
     @staticmethod
     def backward(ctx, g):
-        p, xp = ctx.p, ctx.xp
-        if p == 0:  # a count: piecewise constant, and PyTorch gives the input no gradient at all
+        if ctx.p == 0:  # a count: piecewise constant, and PyTorch gives the input no gradient at all
             return (None,)
         a, out = ctx.saved_arrays
         g, out = (expand_reduced(t, a.ndim, ctx.dim, ctx.keepdim) for t in (g, out))
-        g, out, x = in_opmath(xp, g), in_opmath(xp, out), in_opmath(xp, a)  # float16 in float32 (see in_opmath)
-        size = magnitude(xp, x)
-        if p < 1:
-            da = xp.where(x == 0, 0, xp.sign(x) * size ** (p - 1)) * (g * out ** (1 - p))
-        elif p < 2:
-            da = xp.sign(x) * size ** (p - 1) * xp.where(out == 0, 0, g / out ** (p - 1))
-        else:
-            da = x * size ** (p - 2) * xp.where(out == 0, 0, g / out ** (p - 1))
-        return (to_dtype(xp, da, a.dtype),)
+        g, out, x = in_opmath(ctx.xp, g), in_opmath(ctx.xp, out), in_opmath(ctx.xp, a)  # float16 in float32
+        return (to_dtype(ctx.xp, _pnorm_entry(ctx.xp, x, ctx.p) * _pnorm_scale(ctx.xp, g, out, ctx.p), a.dtype),)
 
     @staticmethod
     def jvp(ctx, ta):
-        p, xp = ctx.p, ctx.xp
         a, out = ctx.saved_arrays
-        if p == 0:  # a count: piecewise constant (PyTorch's tangent: zeros)
-            return xp.zeros_like(out)
-        out, x, ta = in_opmath(xp, out), in_opmath(xp, a), in_opmath(xp, ta)  # float16 in float32 (see in_opmath)
-        size = magnitude(xp, x)
-
-        def summed(t):
-            return xp.sum(t, axis=ctx.dim, keepdims=ctx.keepdim)
-
-        if p < 1:
-            dy = summed(xp.where(x == 0, 0, xp.sign(x) * size ** (p - 1)) * ta) * out ** (1 - p)
-        elif p < 2:
-            dy = xp.where(out == 0, 0, summed(xp.sign(x) * size ** (p - 1) * ta) / out ** (p - 1))
-        else:
-            dy = xp.where(out == 0, 0, summed(x * size ** (p - 2) * ta) / out ** (p - 1))
-        return to_dtype(xp, dy, a.dtype)
+        if ctx.p == 0:  # a count: piecewise constant (PyTorch's tangent: zeros)
+            return ctx.xp.zeros_like(out)
+        out, x, ta = in_opmath(ctx.xp, out), in_opmath(ctx.xp, a), in_opmath(ctx.xp, ta)  # float16 in float32
+        dots = ctx.xp.sum(_pnorm_entry(ctx.xp, x, ctx.p) * ta, axis=ctx.dim, keepdims=ctx.keepdim)
+        return to_dtype(ctx.xp, _pnorm_scale(ctx.xp, dots, out, ctx.p), a.dtype)
 
 
 def svd(a: np.ndarray):
@@ -541,15 +513,8 @@ def _svd_factors(ctx, a):
 
 
 class SVDVals(Function):
-    """out = the singular values s (..., k) of the matrices of a (..., m, n), descending (NumPy's SVD), as
-    torch.linalg.svdvals;  da = U diag(g) V^T. The nuclear norm (norm(p='nuc')) is their sum, so its gradient is
-    U V^T, as PyTorch's. Where the SVD is not unique (checked against PyTorch 2.13):
-      - tied singular values (a = I): U V^T is still unique while a has full rank, and equal to PyTorch's; the
-        second derivative divides by s_j^2 - s_i^2 = 0 and is NaN, as PyTorch's;
-      - a zero singular value (rank-deficient a): U V^T is a subgradient that depends on LAPACK's choice of the
-        singular vectors for it, NumPy's here and PyTorch's own there (both gesdd: equal on the cases tried); a
-        square a keeps a finite second derivative (equal to PyTorch's), a non-square one divides by s = 0.
-    ṡ = diag(U^T ȧ V) (svd_jvp)."""
+    """out = s, the singular values of a = U diag(s) Vᵀ (descending);  da = U diag(g) Vᵀ;  ṡ = diag(Uᵀ ȧ V)
+    (docs/backprop.md, "SVDVals and SingularVectors": the nuclear norm, where the SVD is not unique)"""
 
     @staticmethod
     def forward(ctx, a):
@@ -572,10 +537,8 @@ class SVDVals(Function):
 
 
 class SingularVectors(Function):
-    """out = U (which='U', (..., m, k)) or V (which='V', (..., n, k)) of a = U diag(s) V^T (NumPy's thin SVD);
-    da = svd_backward's gu or gv term. Their signs are LAPACK's choice, so only a result that does not depend on
-    them (the nuclear norm's second derivative, U V^T) is meaningful: these are that derivative's nodes.
-    U̇ and V̇: svd_jvp."""
+    """out = U (which='U') or V of a = U diag(s) Vᵀ;  da = svd_backward's gu or gv term;  U̇, V̇ = svd_jvp
+    (docs/backprop.md, "SVDVals and SingularVectors": the nodes of the nuclear norm's second derivative)"""
 
     @staticmethod
     def forward(ctx, a, which):

@@ -9,20 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import fast
 from ..autograd import Function
-from ..devices import is_host
 
 
 class Clamp(Function):
-    """out = min(max(a, lo), hi), each bound a tensor (a Python number comes as a 0-d one, an absent bound as None);
-    da  = g where lo <= a <= hi (inclusive: on a tie the input gets g, the bound 0), else 0,
-    dlo = g where a < lo (and lo < hi when both are given: lo > hi makes out = hi),
-    dhi = g where a > hi (or hi < lo),
-    PyTorch's clamp_backward and clamp_backward_min_max, selected (an inf or NaN g stays where it belongs).
-    Forward mode, as PyTorch's two overloads (number_bounds: both bounds were Python numbers):
-    numbers:  ẏ = ȧ where lo <= a <= hi, else 0 (clamp.Scalar: the backward's formula, so a NaN a gives 0);
-    tensors:  ẏ = ḣi where lo > hi, else l̇o where a < lo, ḣi where a > hi, else ȧ (clamp_jvp: a NaN a gives ȧ),
-              and a lone bound takes the ties: a == lo gives l̇o (0 for a bound without tangent)."""
+    """out = min(max(a, lo), hi);  da = g [lo <= a <= hi], dlo = g [a < lo < hi], dhi = g [a > hi or hi < lo];
+    ẏ: ȧ, l̇o or ḣi, the input selected (docs/backprop.md, "Clamp": ties, lo > hi, number bounds)"""
 
     @staticmethod
     def forward(ctx, a, *bounds, has_min, has_max, number_bounds=False):
@@ -129,7 +122,7 @@ class Where(Function):
     @staticmethod
     def forward(ctx, a, b, cond):
         ctx.save(cond=cond)  # torch's where saves its condition too
-        return select(cond, a, b)
+        return fast.use.select(cond, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -138,20 +131,11 @@ class Where(Function):
 
 
 def select(cond, a, b):
-    """np.where(cond, a, b). A speed device for a 0-d zero branch, as a backward on Tensors writes it
-    (where(cond, g, 0), relu's zero_where): the product of the other branch by the boolean mask, several times
-    faster than np.where on a random mask; np.where when that product is not finite (0 * inf gives NaN where
-    np.where gives 0), and off the host (the finiteness test would wait on the device). A zero selected from a
-    negative value is -0.0, not 0.0 (equal values: the array path's zero_where does the same)."""
-    if getattr(cond, "dtype", None) != np.bool_ or a.dtype != b.dtype:
-        return np.where(cond, a, b)
-    if is_host(b) and a.ndim == 0 and not a:
-        out = b * ~cond  # where(cond, 0, b)
-    elif is_host(a) and b.ndim == 0 and not b:
-        out = a * cond  # where(cond, a, 0)
-    else:
-        return np.where(cond, a, b)
-    return out if np.isfinite(out).all() else np.where(cond, a, b)
+    """out = cond ? a : b, np.where: Where's formula (fast/selection.py has its device for a 0-d zero branch)."""
+    return np.where(cond, a, b)
+
+
+fast.formula("select", select)
 
 
 class MaskedFill(Function):

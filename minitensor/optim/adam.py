@@ -12,7 +12,7 @@ places them (eps is added after dividing sqrt(v) by sqrt(1 - beta2^t)).
 Everything runs in place on `p.data`, in NumPy or, on a device, in the array's own library (np.* dispatch);
 m, v (and vmax) have the parameter's dtype, and
 one scratch array per parameter per step holds the intermediate terms. A large parameter is updated
-block by block (optimizer.in_blocks: the same numbers, read from the cache rather than memory).
+block by block (optimizer.update_blocks: the same numbers, read from the cache rather than memory).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import math
 
 import numpy as np
 
-from .optimizer import Optimizer, check_hyperparameter, in_blocks
+from .. import fast
+from .optimizer import Optimizer, check_hyperparameter
 
 __all__ = ["Adam", "AdamW"]
 
@@ -70,11 +71,11 @@ class Adam(Optimizer):
         arrays = (w, p.grad.data, state["exp_avg"], state["exp_avg_sq"])
         if group["amsgrad"]:
             arrays += (state["max_exp_avg_sq"],)
-        for block, tmp in in_blocks(*arrays):
+        for block, tmp in fast.use.update_blocks(*arrays):
             self._update_block(*block, tmp=tmp, t=state["step"], group=group)
 
     def _update_block(self, w, g, m, v, vmax=None, *, tmp, t: int, group: dict) -> None:
-        """The update of one block of a parameter (in_blocks): w, m, v (and vmax) in place; tmp the scratch."""
+        """The update of one block of a parameter (update_blocks): w, m, v (and vmax) in place; tmp the scratch."""
         lr = group["lr"]
         beta1, beta2 = group["betas"]
         eps = group["eps"]

@@ -3,8 +3,9 @@
 Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` on the raw
 arrays, updating `p.data` in place: no Tensor is created and no graph is recorded during a step.
 `step()` runs it for every parameter with a gradient, on the shared pool (minitensor/pool.py) when the
-step is large and on the host. On a device (a GPU, CuPy) the same formulas run through the arrays' own library
-(NumPy's functions dispatch to CuPy's), whole arrays at a time: the pool and the blocks are CPU speed devices.
+step is large and on the host; an update walks its arrays in the blocks `update_blocks` hands out (whole, or
+cache-sized with speed on: fast/optim.py). On a device (a GPU, CuPy) the same formulas run through the arrays' own
+library (NumPy's functions dispatch to CuPy's), whole arrays at a time: the pool and the blocks are CPU speed devices.
 A step reads nothing back to the host.
 Hyperparameters are read from `self.param_groups[i]` at every step, so a scheduler
 changes the learning rate by writing `group['lr']`, exactly as in PyTorch.
@@ -25,6 +26,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from .. import fast
 from ..autograd import enable_grad
 from ..devices import device_of, is_array, is_host, to_device
 from ..nn.utils import zero_grad_
@@ -50,31 +52,13 @@ def check_hyperparameter(owner: str, message: str, value, *, low: float = 0.0, h
         raise ValueError(f"{owner}: {message}: {value} (expected a finite number {bounds})")
 
 
-BLOCK_NUMEL = 1 << 15  # 128 KiB of float32: the five arrays of an Adam block fit in L2 together
-# On the update pool, blocks 4x larger: each block's dozen ufunc calls hand the GIL back and forth between
-# the threads, and at 32K entries those hand-offs cost as much as the passes (docs/decisions/015-optimizer-blocks.md).
-THREADED_BLOCK_NUMEL = 1 << 17
+def update_blocks(*arrays):
+    """The arrays of an elementwise update as one block, with a scratch array of their shape for intermediate
+    terms: [(arrays, scratch)]. The formula; fast/optim.py has its device (cache-sized blocks, the same numbers)."""
+    return [(arrays, np.empty_like(arrays[0]))]  # np.empty_like: the scratch beside the arrays, on their device
 
 
-def in_blocks(*arrays):
-    """Speed device for elementwise updates: yields (views of `arrays` over one block, scratch) block by
-    block, scratch being a fresh array of the block's shape for intermediate terms. A block has
-    BLOCK_NUMEL entries, THREADED_BLOCK_NUMEL while the pool runs the update on several threads.
-
-    An update of a dozen passes (Adam) then runs each pass over a block that is still in the cache instead
-    of over whole arrays in memory (docs/decisions/015-optimizer-blocks.md). Every operation is
-    elementwise, so the result is bitwise the one of a single pass. Arrays of the same shape; if one of
-    them is not C-contiguous (a view cannot be flattened without a copy) they come whole, as one block.
-    On a device the arrays always come whole (np.empty_like makes the scratch beside them)."""
-    n, size = arrays[0].size, THREADED_BLOCK_NUMEL if update_pool.threaded else BLOCK_NUMEL
-    if n <= size or not is_host(arrays[0]) or not all(a.flags.c_contiguous for a in arrays):
-        yield arrays, np.empty_like(arrays[0])
-        return
-    flat = [a.reshape(-1) for a in arrays]
-    scratch = np.empty(size, dtype=arrays[0].dtype)
-    for start in range(0, n, size):
-        block = tuple(a[start : start + size] for a in flat)
-        yield block, scratch[: block[0].size]
+fast.formula("update_blocks", update_blocks)
 
 
 class _Required:

@@ -11,104 +11,6 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor.optim import Adam, AdamW
-from minitensor.optim import optimizer as optmod
-
-
-def _adam_run(monkeypatch, block: int, cls=Adam, shape=(3 * 1000 + 7,), transposed=False, **kw):
-    monkeypatch.setattr(optmod, "BLOCK_NUMEL", block)
-    rng = np.random.default_rng(0)
-    data = rng.standard_normal(shape, dtype=np.float32)
-    p = mt.tensor(data.T if transposed else data, requires_grad=True)
-    opt = cls([p], lr=1e-2, **kw)
-    for _ in range(3):
-        g = rng.standard_normal(shape, dtype=np.float32)
-        p.grad = mt.tensor(g.T if transposed else g)
-        opt.step()
-    return p.data.copy(), {k: v.copy() for k, v in opt.state[p].items() if isinstance(v, np.ndarray)}
-
-
-@pytest.mark.parametrize(
-    "cls, kw",
-    [
-        (Adam, {}),
-        (Adam, dict(amsgrad=True)),
-        (Adam, dict(weight_decay=0.1, maximize=True)),
-        (AdamW, dict(weight_decay=0.1)),
-    ],
-)
-@pytest.mark.parametrize("shape, transposed", [((3007,), False), ((70, 50), False), ((70, 50), True)])
-def test_adam_in_blocks_is_bitwise_the_single_pass(monkeypatch, cls, kw, shape, transposed):
-    """Blocks of 1,000 entries (several blocks, a short last one; a transposed, non-contiguous parameter
-    comes whole) give exactly the parameter and state of one pass over the whole arrays."""
-    whole, whole_state = _adam_run(monkeypatch, 10**9, cls, shape, transposed, **kw)
-    blocked, blocked_state = _adam_run(monkeypatch, 1000, cls, shape, transposed, **kw)
-    np.testing.assert_array_equal(blocked, whole)
-    for k in whole_state:
-        np.testing.assert_array_equal(blocked_state[k], whole_state[k])
-
-
-def test_in_blocks_covers_every_entry_once():
-    a = np.arange(10, dtype=np.float32).reshape(2, 5)
-    seen = []
-    old = optmod.BLOCK_NUMEL
-    try:
-        optmod.BLOCK_NUMEL = 4
-        for (block,), scratch in optmod.in_blocks(a):
-            assert scratch.shape == block.shape and not np.shares_memory(scratch, a)
-            seen.extend(block.tolist())
-            block += 100  # views: writes land in a
-    finally:
-        optmod.BLOCK_NUMEL = old
-    assert seen == list(range(10)) and (a >= 100).all()
-
-
-def _allocator_state_after(code: str, **env_extra) -> str:
-    """Run `code` in a fresh interpreter and print whether the allocator tuning was applied (None: never asked)."""
-    import subprocess
-    import sys
-
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path), **env_extra}
-    code += "\nimport sys, minitensor.allocator as a; sys.__stdout__.write(f'{a._applied}\\n')"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=300)
-    return out.stdout.strip().splitlines()[-1]
-
-
-def test_reuse_freed_memory_is_opt_in_applied_once_and_can_be_declined():
-    """`import minitensor` leaves malloc alone; the call applies it once (glibc here); MINITENSOR_MALLOC=default
-    declines."""
-    assert _allocator_state_after("import minitensor, transformer_np, parity") == "None"
-    assert _allocator_state_after("import minitensor as mt; mt.reuse_freed_memory(); mt.reuse_freed_memory()") == "True"
-    declined = _allocator_state_after("import minitensor as mt; mt.reuse_freed_memory()", MINITENSOR_MALLOC="default")
-    assert declined == "False"
-
-
-@pytest.mark.parametrize(
-    "entry",
-    [  # a real command that does its work (and here fails on its input) after the tuning is on
-        "from transformer_np.cli import main; main(['decode', '--checkpoint', '/nonexistent', '--input', 'a'])",
-        "from benchmarks.worker import main; import sys; sys.stdin = open('/dev/null'); main(['--side', 'numpy'])",
-    ],
-    ids=["transformer_np-cli", "benchmarks-worker"],
-)
-def test_the_training_command_line_and_the_benchmark_workers_turn_it_on(entry):
-    assert _allocator_state_after(f"try:\n    {entry}\nexcept SystemExit:\n    pass") == "True"
-
-
-def test_train_and_fit_turn_it_on(monkeypatch, tmp_path):
-    import minitensor as mt
-    from transformer_np.data import get_task
-    from transformer_np.training import default_configs, fit, train
-
-    calls = []
-    monkeypatch.setattr(mt, "reuse_freed_memory", lambda: calls.append(1) or True)
-    m, t = default_configs("copy")
-    m = m.replace(d_model=8, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=8)
-    t = t.replace(steps=1, batch_size=4, train_size=8, eval_size=4, eval_every=1, checkpoint_every=1)
-    fit(m, t, get_task("copy").splits(8, 4, 0)[0], steps=1)
-    assert calls == [1]
-    train(m, t, str(tmp_path / "run"), progress=False)
-    assert calls == [1, 1]
 
 
 def test_dropout_with_a_bool_mask_is_bitwise_x_times_the_float_mask():
@@ -199,6 +101,9 @@ def test_no_op_calls_an_in_place_namespace_device():
     assert {name: c for name, c in calls.items() if c} == {}
 
 
+# ----------------------------------------------------------------------------- row-blocked fused ops
+
+
 def _erf_fit_with_where(x):
     """erf's float32 fit as it was first written (np.full_like, then Horner, then np.where): the reference."""
     from minitensor.ops.elementwise import _ERFC_COEFFS
@@ -251,21 +156,3 @@ def test_branch_free_selections_are_bitwise_np_where():
             np.testing.assert_array_equal(g, w)
             real = ~np.isnan(w)
             np.testing.assert_array_equal(np.signbit(g[real]), np.signbit(w[real]))
-
-
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_where_with_a_zero_branch_is_np_where(dtype):
-    """selection.select (a product by the mask for a 0-d zero branch) gives np.where's values: with inf and NaN
-    in the other branch (the plain np.where then), broadcast masks, either branch zero, a non-bool condition."""
-    from minitensor.ops.selection import select
-
-    rng = np.random.default_rng(0)
-    b = rng.standard_normal((3, 4, 5)).astype(dtype)
-    zero = np.zeros((), dtype)
-    for cond in (rng.random((3, 4, 5)) < 0.5, rng.random((4, 1)) < 0.5, rng.random((2, 3, 4, 5)) < 0.5):
-        for x in (b, np.where(b > 1, np.inf, b), np.where(b > 1, np.nan, b)):
-            for args in ((cond, zero, x), (cond, x, zero), (cond.astype(np.int8), zero, x)):
-                with np.errstate(all="ignore"):  # as forwards run (Function.apply): 0 * inf quietly, then np.where
-                    got, want = select(*args), np.where(*args)
-                assert got.dtype == want.dtype and got.shape == want.shape
-                np.testing.assert_array_equal(got, want)  # equal values (-0.0 == 0.0), NaN where NaN

@@ -9,8 +9,8 @@ import pytest
 import minitensor as mt
 from minitensor import fast
 from minitensor import pool as pieces
+from minitensor.fast import optim as optmod
 from minitensor.fast import pool
-from minitensor.optim import optimizer as optmod
 from tests.support.fast_devices import devices_on  # noqa: F401 (the devices in their slots)
 
 

@@ -190,25 +190,25 @@ def test_dropout_random_mask_statistics():
 
 
 def test_dropout_keep_mask_keeps_1_minus_p_from_32_bits_per_entry():
-    from minitensor.nn.functional import _keep_mask
+    from minitensor.nn.functional import keep_mask
 
     for p in (0.1, 0.5, 0.9, 1 / 3, 0.999):
-        keep = _keep_mask((1001, 999), p)  # an odd count: the last 64-bit draw is partly used
+        keep = keep_mask((1001, 999), p)  # an odd count: the last 64-bit draw is partly used
         assert keep.shape == (1001, 999) and keep.dtype == np.bool_
         sigma = np.sqrt(p * (1 - p) / keep.size)
         assert abs(keep.mean() - (1 - p)) < 5 * sigma, (p, keep.mean())
-    assert not _keep_mask((5, 7), 1.0).any() and _keep_mask((5, 7), 0.0).all()
-    assert _keep_mask((0, 3), 0.5).shape == (0, 3)
+    assert not keep_mask((5, 7), 1.0).any() and keep_mask((5, 7), 0.0).all()
+    assert keep_mask((0, 3), 0.5).shape == (0, 3)
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5, 1 / 3])
 def test_dropout_keep_mask_is_the_32_bit_rule_drawn_a_byte_at_a_time(p):
     """Rebuilt from the seeded PCG64: an entry's top byte against t's, and the 24 low bits where they tie."""
-    from minitensor.nn.functional import _keep_mask
+    from minitensor.nn.functional import keep_mask
 
     n, t = 100_003, round(p * 2**32)
     mt.manual_seed(3)
-    keep = _keep_mask((n,), p)
+    keep = keep_mask((n,), p)
     after = mt.random.generator().bit_generator.random_raw(2)
     ref = np.random.PCG64(3)
     hi = ref.random_raw((n + 7) // 8).view(np.uint8)[:n]
