@@ -1,8 +1,9 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in NumPy on minitensor.
 
-What this file owns, bottom-up in the paper's order (section 3); the masked softmax(Q K^T / sqrt(Dh))
-is one primitive (attention_weights); with ModelConfig.attention='tiled' the whole of softmax(...) V is
-F.scaled_dot_product_attention instead (tiles, O(T) memory, no weights kept for plots):
+What this file owns, bottom-up in the paper's order (section 3); the masked softmax(Q K^T / sqrt(Dh)) is
+attention_weights (one primitive in minitensor, a torch composite in parity/layers.py); with
+ModelConfig.attention='tiled' the whole of softmax(...) V is F.scaled_dot_product_attention instead (tiles, O(T)
+memory, no weights kept for plots):
     scaled_dot_product_attention   Attention(Q, K, V) = softmax(Q K^T / sqrt(Dh)) V        (3.2.1)
     MultiHeadAttention             Concat(head_1..head_H) W_o                              (3.2.2)
     PositionwiseFeedForward        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (3.3)
@@ -17,8 +18,8 @@ attribute for attribute, so weights move between them by name (parity/convert.py
 only (tests/parity/test_model_mirror.py holds them to it). The layers follow torch.nn.TransformerEncoderLayer /
 TransformerDecoderLayer exactly (dropout placement, the feed-forward's inner dropout, LayerNorm eps 1e-5,
 norm_first, final norms), so torch.nn.Transformer's weights load into this model. Cached decoding's speed devices
-(keys and values in preallocated arrays, a one-position step's heads in one reshape) are transformer_np's, in
-transformer_np/decoding_cache.py, registered against the plain AttentionCache, split_heads and merge_heads here.
+(keys and values in preallocated arrays, a one-position step's heads in one reshape) are transformer_np's alone:
+transformer_np/decoding_cache.py registers them against its plain KVCache, split_heads and merge_heads.
 
 Masks are boolean, True = may attend, broadcastable to (B, H, T_q, T_k) (see the masks module).
 A query row with nothing to attend to gets zero weights and a zero output, with finite
@@ -179,7 +180,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
 
     Masking: keys where mask is False get exactly zero weight; a query row with nothing to attend
     to gets zero weights and a zero output, with finite (zero) gradients (attention_weights: one
-    fused primitive here, a torch composite in parity/layers.py).
+    fused primitive in minitensor, a torch composite in parity/layers.py).
     `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
     float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
