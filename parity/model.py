@@ -1,6 +1,9 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in PyTorch: the reference for transformer_np.
 
-What this file owns, bottom-up in the paper's order (section 3):
+What this file owns, bottom-up in the paper's order (section 3); the masked softmax(Q K^T / sqrt(Dh)) is
+attention_weights (one primitive in minitensor, a torch composite in parity/layers.py); with
+ModelConfig.attention='tiled' the whole of softmax(...) V is F.scaled_dot_product_attention instead (tiles, O(T)
+memory, no weights kept for plots):
     scaled_dot_product_attention   Attention(Q, K, V) = softmax(Q K^T / sqrt(Dh)) V        (3.2.1)
     MultiHeadAttention             Concat(head_1..head_H) W_o                              (3.2.2)
     PositionwiseFeedForward        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (3.3)
@@ -10,13 +13,15 @@ What this file owns, bottom-up in the paper's order (section 3):
     Transformer                    embeddings * sqrt(D), encoder, decoder, generator       (3.4)
     KVCache                        keys/values reused by incremental decoding (decode.py)
 
-This file mirrors transformer_np/model.py class for class and attribute for attribute, so weights
-move between the two by name (parity/convert.py) and a diff of the two files shows mostly spelling.
-The layers follow torch.nn.TransformerEncoderLayer / TransformerDecoderLayer exactly (dropout
-placement, the feed-forward's inner dropout, LayerNorm eps 1e-5, norm_first, final norms), so
-torch.nn.Transformer's weights load into this model.
+transformer_np/model.py (minitensor) and parity/model.py (PyTorch) say the same things class for class and
+attribute for attribute, so weights move between them by name (parity/convert.py), and they differ in spelling
+only (tests/parity/test_model_mirror.py holds them to it). The layers follow torch.nn.TransformerEncoderLayer /
+TransformerDecoderLayer exactly (dropout placement, the feed-forward's inner dropout, LayerNorm eps 1e-5,
+norm_first, final norms), so torch.nn.Transformer's weights load into this model. Cached decoding's speed devices
+(keys and values in preallocated arrays, a one-position step's heads in one reshape) are transformer_np's alone:
+transformer_np/decoding_cache.py registers them against its plain KVCache, split_heads and merge_heads.
 
-Masks are boolean, True = may attend, broadcastable to (B, H, T_q, T_k) (see parity/masks.py).
+Masks are boolean, True = may attend, broadcastable to (B, H, T_q, T_k) (see the masks module).
 A query row with nothing to attend to gets zero weights and a zero output, with finite
 gradients (PyTorch's own attention gives NaN there).
 
@@ -42,7 +47,8 @@ Parameter names and shapes of the base model (V_src = V_tgt = 10000, D 512, H 8,
     generator.weight                                   (V_tgt, D)    (10000, 512)  tgt_embed.weight when tied
     generator.bias                                     (V_tgt,)      (10000,)
 
-Token ids are integer arrays or Tensors (B, L); PAD=0 (transformer_np.data.PAD_ID).
+Token ids are integer arrays or Tensors (B, L); PAD=0 (transformer_np.data.PAD_ID). On a device
+(`model.to("cuda")`), host ids and masks are copied onto it at the model's boundary (check_inputs), nowhere else.
 """
 
 from __future__ import annotations
@@ -60,23 +66,29 @@ from parity.masks import causal_mask, padding_mask, target_mask
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
 
+INTEGER_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)  # what token ids may be
+
 
 # ----------------------------------------------------------------------------------------------
 # Input checks (the model boundary)
 # ----------------------------------------------------------------------------------------------
-def _raw(x) -> torch.Tensor:
-    """A torch.Tensor as is, a NumPy array as a tensor (sharing its memory)."""
-    return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
+def _raw(x):
+    """x as the checks read it, or None when x is neither a Tensor nor an array (minitensor: the array behind a
+    Tensor, a device's array too; PyTorch: the tensor, a NumPy array's memory shared)."""
+    if isinstance(x, torch.Tensor):
+        return x
+    return torch.from_numpy(x) if isinstance(x, np.ndarray) else None
 
 
-def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0, device=None) -> torch.Tensor:
-    """Check token ids (B, L): integer dtype, 2-D, non-empty, ids in [0, vocab_size), offset + L <= max_len."""
-    if not isinstance(tokens, (torch.Tensor, np.ndarray)):
+def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0) -> torch.Tensor:
+    """Check token ids (B, L): integer dtype, 2-D, non-empty, ids in [0, vocab_size), offset + L <= max_len.
+    Returns them as a Tensor, where they are (check_inputs moves them)."""
+    arr = _raw(tokens)
+    if arr is None:
         raise TypeError(
             f"{who}: expected token ids as a torch.Tensor or NumPy array of shape (B, L), got {type(tokens).__name__}"
         )
-    arr = _raw(tokens)
-    if arr.dtype.is_floating_point or arr.dtype.is_complex or arr.dtype == torch.bool:
+    if arr.dtype not in INTEGER_DTYPES:
         raise TypeError(f"{who}: expected integer (int64) token ids, got dtype {arr.dtype}")
     if arr.ndim != 2:
         raise ValueError(f"{who}: expected token ids of shape (B, L), got shape {tuple(arr.shape)}")
@@ -84,26 +96,26 @@ def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 
         raise ValueError(
             f"{who}: expected a non-empty batch of shape (B, L) with B, L >= 1, got shape {tuple(arr.shape)}"
         )
-    lo, hi = int(arr.min()), int(arr.max())
+    lo, hi = torch.stack([arr.min(), arr.max()]).tolist()  # one read on a device
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
-        where = tuple(int(i) for i in torch.nonzero(arr == bad)[0])
+        where = tuple(int(i) for i in torch.argwhere(arr == bad)[0])
         raise ValueError(
             f"{who}: token id {bad} at {where} is out of range for a vocabulary of size "
             f"{vocab_size} (expected 0 <= id < {vocab_size})"
         )
     if offset + arr.shape[1] > max_len:
         raise ValueError(f"{who}: sequence length {offset + arr.shape[1]} exceeds max_len {max_len}")
-    return arr if device is None else arr.to(device)
+    return tokens if isinstance(tokens, torch.Tensor) else torch.as_tensor(tokens)  # shares the array
 
 
 def check_mask(mask, shape: tuple, who: str):
     """Check that a mask is boolean and broadcastable to `shape` (B, H, T_q, T_k) without growing it."""
     if mask is None:
         return None
-    if not isinstance(mask, (torch.Tensor, np.ndarray)):
-        raise TypeError(f"{who}: expected a bool mask (torch.Tensor or NumPy array), got {type(mask).__name__}")
     arr = _raw(mask)
+    if arr is None:
+        raise TypeError(f"{who}: expected a bool mask (torch.Tensor or NumPy array), got {type(mask).__name__}")
     if arr.dtype != torch.bool:
         raise TypeError(f"{who}: expected a bool mask (True = may attend), got dtype {arr.dtype}")
     try:
@@ -118,6 +130,45 @@ def check_mask(mask, shape: tuple, who: str):
     return mask
 
 
+def check_inputs(model, who: str, src=None, tgt=None, memory=None, src_mask=None, tgt_mask=None, cache=None):
+    """The model's inputs checked before any work, the masks left None built from PAD=0, then everything moved
+    onto the model's device: the one place where either happens.
+
+    src (B, S) and tgt (B, T) token ids, tgt placed at cache.offset onward with a cache; memory (B, S, D), the
+    encoder's output, when decoding without src. src_mask None: padding_mask(src) with src, else None (memory has
+    no token ids to pad-mask). tgt_mask None: target_mask(tgt) (causal & PAD keys ignored); with a cache,
+    causal_mask(T, offset) over every position fed so far (the cache keeps no token ids), none for one position.
+    Returns (src, tgt, src_mask, tgt_mask) on the model's device, None where absent.
+    """
+    H, D = model.config.num_heads, model.d_model
+    offset = cache.offset if cache is not None else 0
+    if src is not None:
+        src = check_tokens(src, model.src_vocab_size, model.max_len, f"{who}: src")
+        B, S = src.shape
+        if src_mask is None:
+            src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
+        check_mask(src_mask, (B, H, S, S), f"{who}: src_mask")
+    if tgt is not None:
+        tgt = check_tokens(tgt, model.tgt_vocab_size, model.max_len, f"{who}: tgt", offset)
+        B, T = tgt.shape
+        if src is not None and src.shape[0] != B:
+            raise ValueError(f"{who}: expected src and tgt with the same batch size, got {src.shape[0]} and {B}")
+        if src is None and not (getattr(memory, "ndim", None) == 3 and memory.shape[0] == B and memory.shape[2] == D):
+            got = tuple(memory.shape) if hasattr(memory, "shape") else type(memory).__name__
+            raise ValueError(f"{who}: expected memory of shape ({B}, S, {D}), got {got}")
+        S = src.shape[1] if src is not None else memory.shape[1]
+        if tgt_mask is None:
+            if cache is None:
+                tgt_mask = target_mask(tgt, PAD_ID)  # (B, 1, T, T)
+            elif T > 1:
+                tgt_mask = causal_mask(T, offset)  # (1, 1, T, offset + T)
+            # one new token with a cache: it may see every cached position and itself, no mask
+        check_mask(tgt_mask, (B, H, T, offset + T), f"{who}: tgt_mask")
+        check_mask(src_mask, (B, H, T, S), f"{who}: src_mask")
+    device = model.device
+    return tuple(None if x is None else _raw(x).to(device) for x in (src, tgt, src_mask, tgt_mask))
+
+
 # ----------------------------------------------------------------------------------------------
 # Attention
 # ----------------------------------------------------------------------------------------------
@@ -126,7 +177,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
 
     Masking: keys where mask is False get exactly zero weight; a query row with nothing to attend
     to gets zero weights and a zero output, with finite (zero) gradients (attention_weights: one
-    fused primitive in transformer_np, a torch composite here, in parity/layers.py).
+    fused primitive in minitensor, a torch composite in parity/layers.py).
     `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
     float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
@@ -141,12 +192,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
             f"scaled_dot_product_attention: expected q (..., T_q, Dh), k (..., T_k, Dh), "
             f"v (..., T_k, Dv), got {q.shape}, {k.shape}, {v.shape}"
         )
-    if dropout is not None and dropout_p:
-        raise ValueError("scaled_dot_product_attention: give dropout (module or p) or dropout_p, not both")
     if q.dtype != k.dtype or q.dtype != v.dtype:
         raise TypeError(
             f"scaled_dot_product_attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
         )
+    if dropout is not None and dropout_p:
+        raise ValueError("scaled_dot_product_attention: give dropout (module or p) or dropout_p, not both")
     keep = None
     if mask is not None:
         scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (q.shape[-2], k.shape[-2])
@@ -211,7 +262,8 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.update(k, v)
         if self.attention == "tiled" and not self.store_attention:
-            # torch's own SDPA (its CPU backend picks the kernel): the twin of minitensor's tiled primitive.
+            # Attention in tiles (O(T) memory, its dropout drawn inside): no weights exist to store, so a plot that
+            # asks for them (store_attention) runs the dense path.
             keep = (
                 None
                 if mask is None
@@ -221,7 +273,7 @@ class MultiHeadAttention(nn.Module):
             return self.W_o(self.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)))
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
-            # A detached copy: the tensor itself is saved for backward and must not be edited by a plot.
+            # A detached copy on the host: the tensor itself is saved for backward and must not be edited by a plot.
             self.attn_weights = weights.detach().cpu().numpy().copy()  # (B, H, T_q, T_k)
         return self.W_o(self.merge_heads(out))  # (B, T_q, D)
 
@@ -612,7 +664,7 @@ class Transformer(nn.Module):
 
     @property
     def device(self) -> torch.device:
-        """Where the weights live: token ids given as NumPy arrays or on another device move here."""
+        """Where the weights live: token ids given as NumPy arrays move here (check_inputs)."""
         return self.src_embed.weight.device
 
     # -- attention maps ----------------------------------------------------------------------
@@ -637,16 +689,11 @@ class Transformer(nn.Module):
         """An empty KVCache for incremental decoding with this model's decoder."""
         return KVCache(len(self.decoder.layers))
 
-    # -- the three entry points ----------------------------------------------------------------
+    # -- the three entry points: check_inputs, then the work on inputs already checked and moved -----------------
     def encode(self, src, src_mask=None):
         """src (B, S) ids -> memory (B, S, D). src_mask None: padding_mask(src) (PAD=0 keys ignored)."""
-        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.encode: src", device=self.device)
-        B, S = src.shape
-        if src_mask is None:
-            src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
-        check_mask(src_mask, (B, self.config.num_heads, S, S), "Transformer.encode: src_mask")
-        x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, D)
-        return self.encoder(x, src_mask)  # (B, S, D)
+        src, _, src_mask, _ = check_inputs(self, "Transformer.encode", src=src, src_mask=src_mask)
+        return self._encode(src, src_mask)
 
     def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None):
         """tgt (B, T) ids, memory (B, S, D) -> logits (B, T, V_tgt).
@@ -657,28 +704,10 @@ class Transformer(nn.Module):
         cache: a KVCache; then tgt holds only the new positions (usually the newest token), placed
         at cache.offset onward, and cache.offset advances by T.
         """
-        offset = cache.offset if cache is not None else 0
-        tgt = check_tokens(tgt, self.tgt_vocab_size, self.max_len, "Transformer.decode: tgt", offset, self.device)
-        B, T = tgt.shape
-        if memory.ndim != 3 or memory.shape[0] != B or memory.shape[2] != self.d_model:
-            raise ValueError(
-                f"Transformer.decode: expected memory of shape ({B}, S, {self.d_model}), got {memory.shape}"
-            )
-        S = memory.shape[1]
-        if tgt_mask is None:
-            if cache is None:
-                tgt_mask = target_mask(tgt, PAD_ID)  # (B, 1, T, T)
-            elif T > 1:
-                tgt_mask = causal_mask(T, offset)  # (1, 1, T, offset + T)
-            # one new token with a cache: it may see every cached position and itself, no mask
-        H = self.config.num_heads
-        check_mask(tgt_mask, (B, H, T, offset + T), "Transformer.decode: tgt_mask")
-        check_mask(src_mask, (B, H, T, S), "Transformer.decode: src_mask")
-        x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
-        x = self.decoder(x, memory, src_mask, tgt_mask, cache)  # (B, T, D)
-        if cache is not None:
-            cache.offset += T
-        return self.generator(x)  # (B, T, V_tgt)
+        _, tgt, src_mask, tgt_mask = check_inputs(
+            self, "Transformer.decode", tgt=tgt, memory=memory, src_mask=src_mask, tgt_mask=tgt_mask, cache=cache
+        )
+        return self._decode(tgt, memory, src_mask, tgt_mask, cache)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None):
         """src (B, S), tgt (B, T) ids -> logits (B, T, V_tgt) (teacher forcing).
@@ -686,8 +715,20 @@ class Transformer(nn.Module):
         Masks left None are built from PAD=0: src_mask = padding_mask(src) (B, 1, 1, S), used by the
         encoder and the cross-attention; tgt_mask = target_mask(tgt) (B, 1, T, T), causal & padding.
         """
-        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.forward: src", device=self.device)
-        if src_mask is None:
-            src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
-        memory = self.encode(src, src_mask)  # (B, S, D)
-        return self.decode(tgt, memory, src_mask, tgt_mask)  # (B, T, V_tgt)
+        src, tgt, src_mask, tgt_mask = check_inputs(
+            self, "Transformer.forward", src=src, tgt=tgt, src_mask=src_mask, tgt_mask=tgt_mask
+        )
+        memory = self._encode(src, src_mask)  # (B, S, D)
+        return self._decode(tgt, memory, src_mask, tgt_mask)  # (B, T, V_tgt)
+
+    def _encode(self, src, src_mask):
+        x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, D)
+        return self.encoder(x, src_mask)  # (B, S, D)
+
+    def _decode(self, tgt, memory, src_mask, tgt_mask, cache=None):
+        offset = cache.offset if cache is not None else 0
+        x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
+        x = self.decoder(x, memory, src_mask, tgt_mask, cache)  # (B, T, D)
+        if cache is not None:
+            cache.offset += tgt.shape[1]
+        return self.generator(x)  # (B, T, V_tgt)

@@ -2,9 +2,9 @@
 
 Both run under mt.no_grad() with the model in eval mode (its training flag is restored after),
 encode the source once, and feed the decoder one position per step. With use_cache=True the
-decoder gets only the newest token and reuses the keys/values of earlier positions (model.KVCache);
-with use_cache=False it recomputes the whole prefix under a causal mask. Both give the same
-tokens (tests/transformer_np/test_decode.py); the cache turns each step's cost from O(t^2) into O(t).
+decoder gets only the newest token and reuses the keys/values of earlier positions (model.KVCache, or
+decoding_cache.py's speed device); with use_cache=False it recomputes the whole prefix under a causal mask. Both
+give the same tokens (tests/transformer_np/test_decode.py); the cache turns each step's cost from O(t^2) into O(t).
 
 Conventions: max_len counts generated tokens (BOS excluded, EOS included), so the decoder is fed
 at most max_len positions (BOS + max_len - 1 tokens) and max_len must not exceed the model's.
@@ -21,6 +21,8 @@ import contextlib
 import numpy as np
 
 import minitensor as mt
+from minitensor import fast
+from transformer_np import decoding_cache  # noqa: F401 (registers the cache's and the one-position step's devices)
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
 from transformer_np.device import on_device, to_host
 from transformer_np.masks import causal_mask, padding_mask
@@ -76,7 +78,7 @@ def greedy_decode(
         memory = model.encode(src, src_mask)  # (B, S, D)
         src_mask = on_device(src_mask, memory.data)  # copied to the model's device once, not every step
         B = memory.shape[0]
-        cache = model.init_cache(max_len) if use_cache else None  # max_len positions at most
+        cache = fast.use.kv_cache(model, max_len) if use_cache else None  # max_len positions at most
         ys = np.full((B, 1), bos_id, dtype=np.int64)  # decoder input so far
         out = np.full((B, max_len), pad_id, dtype=np.int64)
         finished = np.zeros(B, dtype=bool)
@@ -155,7 +157,7 @@ def beam_search(
         scores = np.full((B, K), -np.inf)  # cumulative log P, float64
         scores[:, 0] = 0.0  # one live beam at the start
         finished: list[list[tuple[np.ndarray, float]]] = [[] for _ in range(B)]
-        cache = model.init_cache(max_len) if use_cache else None  # max_len positions at most
+        cache = fast.use.kv_cache(model, max_len) if use_cache else None  # max_len positions at most
 
         for t in range(max_len):
             n = len(alive)

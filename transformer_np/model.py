@@ -1,9 +1,9 @@
 """The encoder-decoder Transformer of "Attention Is All You Need", in NumPy on minitensor.
 
-What this file owns, bottom-up in the paper's order (section 3); the masked softmax(Q K^T / sqrt(Dh))
-is one engine primitive (minitensor.ops.AttentionWeights, called as attention_weights); with
-ModelConfig.attention='tiled' the whole of softmax(...) V is F.scaled_dot_product_attention instead
-(FlashAttention-2 tiles, O(T) memory, no weights kept for plots):
+What this file owns, bottom-up in the paper's order (section 3); the masked softmax(Q K^T / sqrt(Dh)) is
+attention_weights (one primitive in minitensor, a torch composite in parity/layers.py); with
+ModelConfig.attention='tiled' the whole of softmax(...) V is F.scaled_dot_product_attention instead (tiles, O(T)
+memory, no weights kept for plots):
     scaled_dot_product_attention   Attention(Q, K, V) = softmax(Q K^T / sqrt(Dh)) V        (3.2.1)
     MultiHeadAttention             Concat(head_1..head_H) W_o                              (3.2.2)
     PositionwiseFeedForward        FFN(x) = act(x W_1 + b_1) W_2 + b_2                     (3.3)
@@ -13,12 +13,15 @@ ModelConfig.attention='tiled' the whole of softmax(...) V is F.scaled_dot_produc
     Transformer                    embeddings * sqrt(D), encoder, decoder, generator       (3.4)
     KVCache                        keys/values reused by incremental decoding (decode.py)
 
-parity/model.py mirrors this file class for class and attribute for attribute in PyTorch.
-The layers follow torch.nn.TransformerEncoderLayer / TransformerDecoderLayer exactly (dropout
-placement, the feed-forward's inner dropout, LayerNorm eps 1e-5, norm_first, final norms), so
-torch.nn.Transformer's weights load into this model.
+transformer_np/model.py (minitensor) and parity/model.py (PyTorch) say the same things class for class and
+attribute for attribute, so weights move between them by name (parity/convert.py), and they differ in spelling
+only (tests/parity/test_model_mirror.py holds them to it). The layers follow torch.nn.TransformerEncoderLayer /
+TransformerDecoderLayer exactly (dropout placement, the feed-forward's inner dropout, LayerNorm eps 1e-5,
+norm_first, final norms), so torch.nn.Transformer's weights load into this model. Cached decoding's speed devices
+(keys and values in preallocated arrays, a one-position step's heads in one reshape) are transformer_np's alone:
+transformer_np/decoding_cache.py registers them against its plain KVCache, split_heads and merge_heads.
 
-Masks are boolean, True = may attend, broadcastable to (B, H, T_q, T_k) (see masks.py).
+Masks are boolean, True = may attend, broadcastable to (B, H, T_q, T_k) (see the masks module).
 A query row with nothing to attend to gets zero weights and a zero output, with finite
 gradients (PyTorch's own attention gives NaN there).
 
@@ -45,7 +48,7 @@ Parameter names and shapes of the base model (V_src = V_tgt = 10000, D 512, H 8,
     generator.bias                                     (V_tgt,)      (10000,)
 
 Token ids are integer arrays or Tensors (B, L); PAD=0 (transformer_np.data.PAD_ID). On a device
-(`model.to("cuda")`), host ids and masks are copied onto it at the model's boundary (transformer_np/device.py).
+(`model.to("cuda")`), host ids and masks are copied onto it at the model's boundary (check_inputs), nowhere else.
 """
 
 from __future__ import annotations
@@ -63,27 +66,32 @@ from minitensor.nn.functional import attention_weights
 from minitensor.utils.checkpoint import checkpoint, noop_context_fn
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
-from transformer_np.device import device_of, on_device, to_host
+from transformer_np.device import device_of, on_device
 from transformer_np.masks import causal_mask, padding_mask, target_mask
+
+INTEGER_DTYPES = (mt.int64, mt.int32, mt.int16, mt.int8, mt.uint8)  # what token ids may be
 
 
 # ----------------------------------------------------------------------------------------------
 # Input checks (the model boundary)
 # ----------------------------------------------------------------------------------------------
 def _raw(x):
-    """The NumPy array behind an mt.Tensor, or the array itself."""
-    return x.data if isinstance(x, mt.Tensor) else x
+    """x as the checks read it, or None when x is neither a Tensor nor an array (minitensor: the array behind a
+    Tensor, a device's array too; PyTorch: the tensor, a NumPy array's memory shared)."""
+    if isinstance(x, mt.Tensor):
+        return x.data
+    return x if is_array(x) else None
 
 
-def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0, like=None) -> mt.Tensor:
+def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 0) -> mt.Tensor:
     """Check token ids (B, L): integer dtype, 2-D, non-empty, ids in [0, vocab_size), offset + L <= max_len.
-    `like`: an array of the model; the ids are returned on its device (host ids are checked there, then copied)."""
-    if not (isinstance(tokens, mt.Tensor) or is_array(tokens)):  # (an array of the model's device too)
+    Returns them as a Tensor, where they are (check_inputs moves them)."""
+    arr = _raw(tokens)
+    if arr is None:
         raise TypeError(
             f"{who}: expected token ids as an mt.Tensor or NumPy array of shape (B, L), got {type(tokens).__name__}"
         )
-    arr = _raw(tokens)
-    if not np.issubdtype(arr.dtype, np.integer):
+    if arr.dtype not in INTEGER_DTYPES:
         raise TypeError(f"{who}: expected integer (int64) token ids, got dtype {arr.dtype}")
     if arr.ndim != 2:
         raise ValueError(f"{who}: expected token ids of shape (B, L), got shape {tuple(arr.shape)}")
@@ -91,18 +99,16 @@ def check_tokens(tokens, vocab_size: int, max_len: int, who: str, offset: int = 
         raise ValueError(
             f"{who}: expected a non-empty batch of shape (B, L) with B, L >= 1, got shape {tuple(arr.shape)}"
         )
-    lo, hi = (int(v) for v in to_host(array_module(arr).stack([arr.min(), arr.max()])))  # one read on a device
+    lo, hi = array_module(arr).stack([arr.min(), arr.max()]).tolist()  # one read on a device
     if lo < 0 or hi >= vocab_size:
         bad = lo if lo < 0 else hi
-        where = tuple(int(i) for i in np.argwhere(arr == bad)[0])
+        where = tuple(int(i) for i in array_module(arr).argwhere(arr == bad)[0])
         raise ValueError(
             f"{who}: token id {bad} at {where} is out of range for a vocabulary of size "
             f"{vocab_size} (expected 0 <= id < {vocab_size})"
         )
     if offset + arr.shape[1] > max_len:
         raise ValueError(f"{who}: sequence length {offset + arr.shape[1]} exceeds max_len {max_len}")
-    if like is not None:
-        return on_device(tokens, like, who)
     return tokens if isinstance(tokens, mt.Tensor) else mt.as_tensor(tokens)  # shares the array
 
 
@@ -110,13 +116,13 @@ def check_mask(mask, shape: tuple, who: str):
     """Check that a mask is boolean and broadcastable to `shape` (B, H, T_q, T_k) without growing it."""
     if mask is None:
         return None
-    if not (isinstance(mask, mt.Tensor) or is_array(mask)):  # (an array of the model's device too)
-        raise TypeError(f"{who}: expected a bool mask (mt.Tensor or NumPy array), got {type(mask).__name__}")
     arr = _raw(mask)
-    if arr.dtype != np.bool_:
+    if arr is None:
+        raise TypeError(f"{who}: expected a bool mask (mt.Tensor or NumPy array), got {type(mask).__name__}")
+    if arr.dtype != mt.bool:
         raise TypeError(f"{who}: expected a bool mask (True = may attend), got dtype {arr.dtype}")
     try:
-        ok = arr.ndim <= len(shape) and np.broadcast_shapes(arr.shape, shape) == tuple(shape)
+        ok = arr.ndim <= len(shape) and np.broadcast_shapes(tuple(arr.shape), tuple(shape)) == tuple(shape)
     except ValueError:
         ok = False
     if not ok:
@@ -127,6 +133,45 @@ def check_mask(mask, shape: tuple, who: str):
     return mask
 
 
+def check_inputs(model, who: str, src=None, tgt=None, memory=None, src_mask=None, tgt_mask=None, cache=None):
+    """The model's inputs checked before any work, the masks left None built from PAD=0, then everything moved
+    onto the model's device: the one place where either happens.
+
+    src (B, S) and tgt (B, T) token ids, tgt placed at cache.offset onward with a cache; memory (B, S, D), the
+    encoder's output, when decoding without src. src_mask None: padding_mask(src) with src, else None (memory has
+    no token ids to pad-mask). tgt_mask None: target_mask(tgt) (causal & PAD keys ignored); with a cache,
+    causal_mask(T, offset) over every position fed so far (the cache keeps no token ids), none for one position.
+    Returns (src, tgt, src_mask, tgt_mask) on the model's device, None where absent.
+    """
+    H, D = model.config.num_heads, model.d_model
+    offset = cache.offset if cache is not None else 0
+    if src is not None:
+        src = check_tokens(src, model.src_vocab_size, model.max_len, f"{who}: src")
+        B, S = src.shape
+        if src_mask is None:
+            src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
+        check_mask(src_mask, (B, H, S, S), f"{who}: src_mask")
+    if tgt is not None:
+        tgt = check_tokens(tgt, model.tgt_vocab_size, model.max_len, f"{who}: tgt", offset)
+        B, T = tgt.shape
+        if src is not None and src.shape[0] != B:
+            raise ValueError(f"{who}: expected src and tgt with the same batch size, got {src.shape[0]} and {B}")
+        if src is None and not (getattr(memory, "ndim", None) == 3 and memory.shape[0] == B and memory.shape[2] == D):
+            got = tuple(memory.shape) if hasattr(memory, "shape") else type(memory).__name__
+            raise ValueError(f"{who}: expected memory of shape ({B}, S, {D}), got {got}")
+        S = src.shape[1] if src is not None else memory.shape[1]
+        if tgt_mask is None:
+            if cache is None:
+                tgt_mask = target_mask(tgt, PAD_ID)  # (B, 1, T, T)
+            elif T > 1:
+                tgt_mask = causal_mask(T, offset)  # (1, 1, T, offset + T)
+            # one new token with a cache: it may see every cached position and itself, no mask
+        check_mask(tgt_mask, (B, H, T, offset + T), f"{who}: tgt_mask")
+        check_mask(src_mask, (B, H, T, S), f"{who}: src_mask")
+    like = device_of(model)
+    return tuple(None if x is None else on_device(x, like, who) for x in (src, tgt, src_mask, tgt_mask))
+
+
 # ----------------------------------------------------------------------------------------------
 # Attention
 # ----------------------------------------------------------------------------------------------
@@ -135,7 +180,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, dropout=None, dropout_p: fl
 
     Masking: keys where mask is False get exactly zero weight; a query row with nothing to attend
     to gets zero weights and a zero output, with finite (zero) gradients (attention_weights: one
-    fused primitive here, a torch composite in parity/layers.py).
+    fused primitive in minitensor, a torch composite in parity/layers.py).
     `dropout`: a Dropout module applied to the weights (it follows its own training flag), or a
     float p; `dropout_p` (torch.nn.functional's spelling) is a float p applied always, as torch's.
     The weights returned are those multiplied with v (after dropout), as torch.nn.MultiheadAttention.
@@ -196,17 +241,10 @@ class MultiHeadAttention(nn.Module):
 
     def split_heads(self, x):
         B, T, _ = x.shape
-        if T == 1:
-            # Speed device of a cached decoding step: with one position the transpose moves no number, so one
-            # reshape gives the same tensor in one op instead of two (tests/transformer_np/test_decode.py checks them
-            # equal)
-            return x.reshape(B, self.num_heads, 1, self.d_head)  # (B, H, 1, Dh)
         return x.reshape(B, T, self.num_heads, self.d_head).transpose(1, 2)  # (B, H, T, Dh)
 
     def merge_heads(self, x):
         B, _, T, _ = x.shape
-        if T == 1:  # one position: a reshape, as in split_heads
-            return x.reshape(B, 1, self.d_model)  # (B, 1, D)
         return x.transpose(1, 2).reshape(B, T, self.d_model)  # (B, T, D)
 
     def forward(self, query, key, value, mask=None, cache=None):
@@ -227,8 +265,8 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.update(k, v)
         if self.attention == "tiled" and not self.store_attention:
-            # FlashAttention-2 tiles (one primitive, O(T) memory): no weights exist to store, so a plot that asks
-            # for them (store_attention) runs the dense path. Its dropout is drawn inside the kernel.
+            # Attention in tiles (O(T) memory, its dropout drawn inside): no weights exist to store, so a plot that
+            # asks for them (store_attention) runs the dense path.
             keep = (
                 None
                 if mask is None
@@ -238,8 +276,8 @@ class MultiHeadAttention(nn.Module):
             return self.W_o(self.merge_heads(F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)))
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         if self.store_attention:
-            # A detached copy: the array itself is saved for backward and must not be edited by a plot.
-            self.attn_weights = to_host(weights.data).copy()  # (B, H, T_q, T_k), on the host for the plots
+            # A detached copy on the host: the tensor itself is saved for backward and must not be edited by a plot.
+            self.attn_weights = weights.detach().cpu().numpy().copy()  # (B, H, T_q, T_k)
         return self.W_o(self.merge_heads(out))  # (B, T_q, D)
 
 
@@ -283,8 +321,8 @@ class PositionalEncoding(nn.Module):
         self.max_len = max_len
         self.dropout = Dropout(dropout)
         # Computed in float64, stored in the default dtype; persistent=False: rebuilt, never saved.
-        pe = sinusoidal_table(max_len, d_model).astype(mt.get_default_dtype())
-        self.register_buffer("pe", mt.from_numpy(pe), persistent=False)  # (max_len, D)
+        pe = mt.from_numpy(sinusoidal_table(max_len, d_model)).to(mt.get_default_dtype())
+        self.register_buffer("pe", pe, persistent=False)  # (max_len, D)
 
     def forward(self, x, offset: int = 0):
         """x (B, T, D) holds positions offset .. offset+T-1 (offset > 0 in incremental decoding)."""
@@ -475,69 +513,27 @@ class AttentionCache:
 
     static=False (self-attention): each call appends the new positions' keys/values.
     static=True (cross-attention): the memory's keys/values, set on the first call, reused after.
-
-    Storage, not algorithm: under no_grad (decoding) the self-attention keys/values are written into arrays
-    preallocated to `capacity` positions (grown by doubling when a longer prefix comes), and `k`, `v` are Tensors
-    around views of their first t positions: the very numbers a concatenation would hold. One write per step
-    replaces a concatenation that copies the whole prefix each step (O(t) per step, O(L^2) per sentence). The
-    buffers are plain arrays, written outside the graph as an optimizer writes .data: nothing records under
-    no_grad, and with grad mode on the append is the differentiable `mt.cat` (the buffers then dropped). So the
-    k, v of an earlier step are views too, which a later reorder rewrites: read them in their own step.
     """
 
-    def __init__(self, static: bool, capacity: int = 0):
+    def __init__(self, static: bool):
         self.static = static
-        self.capacity = capacity  # positions to preallocate (0: just what the first update needs)
         self.k = None
         self.v = None
-        self.length = 0  # positions held
-        self.k_buffer = None  # (B, H, capacity, Dh) array under no_grad; when set, k wraps k_buffer[:, :, :length]
-        self.v_buffer = None
 
     def update(self, k, v):
         """Store (append, unless static) k, v (B, H, t_new, Dh); return all keys/values so far."""
-        if self.static or mt.is_grad_enabled() or (self.k is None and self.capacity <= k.shape[2]):
-            if self.k is not None and not self.static:
-                k = mt.cat([self.k, k], dim=2)  # (B, H, t + t_new, Dh)
-                v = mt.cat([self.v, v], dim=2)
-            self.k_buffer = self.v_buffer = None  # k, v are no views of them now
-        else:
-            k, v = self._write(k, v)  # under no_grad, into the buffers (the first positions too)
-        self.k, self.v, self.length = k, v, k.shape[2]
+        if self.k is not None and not self.static:
+            k = mt.cat([self.k, k], dim=2)  # (B, H, t + t_new, Dh)
+            v = mt.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
         return k, v
-
-    def _write(self, k, v):
-        """Append k, v (B, H, t_new, Dh) in the preallocated buffers: the keys/values so far, around views."""
-        start, stop = self.length, self.length + k.shape[2]
-        if self.k_buffer is None or self.k_buffer.shape[0] != k.shape[0] or stop > self.k_buffer.shape[2]:
-            size = max(stop, self.capacity, 2 * start)
-            shape = (k.shape[0], k.shape[1], size, k.shape[3])
-            # zeros_like: the array's own module (a device array stays one), shape (B, H, size, Dh)
-            k_buffer, v_buffer = np.zeros_like(k.data, shape=shape), np.zeros_like(v.data, shape=shape)
-            if start:
-                k_buffer[:, :, :start] = self.k.data
-                v_buffer[:, :, :start] = self.v.data
-            self.k_buffer, self.v_buffer = k_buffer, v_buffer
-        self.k_buffer[:, :, start:stop] = k.data
-        self.v_buffer[:, :, start:stop] = v.data
-        return k.wrap(self.k_buffer[:, :, :stop]), v.wrap(self.v_buffer[:, :, :stop])  # (B, H, t + t_new, Dh)
 
     def index_select(self, index: np.ndarray) -> None:
         """Keep rows `index` of the batch dimension (beam search reorders hypotheses this way)."""
-        if self.k is None:
-            return
-        index = on_device(index, self.k.data, "AttentionCache.index_select")
-        if self.k_buffer is not None and not mt.is_grad_enabled() and len(index) <= self.k_buffer.shape[0]:
-            # the selected rows (gathered first: a copy) into the buffers' first len(index) rows
-            n, t, rows = len(index), self.length, index.data
-            self.k_buffer[:n, :, :t] = self.k_buffer[rows, :, :t]
-            self.v_buffer[:n, :, :t] = self.v_buffer[rows, :, :t]
-            self.k_buffer, self.v_buffer = self.k_buffer[:n], self.v_buffer[:n]
-            self.k, self.v = self.k.wrap(self.k_buffer[:, :, :t]), self.v.wrap(self.v_buffer[:, :, :t])
-            return
-        self.k = self.k.detach().index_select(0, index)
-        self.v = self.v.detach().index_select(0, index)
-        self.k_buffer = self.v_buffer = None  # k, v are no views of them now
+        if self.k is not None:
+            index = mt.as_tensor(index, device=self.k.device)
+            self.k = self.k.detach().index_select(0, index)
+            self.v = self.v.detach().index_select(0, index)
 
 
 class KVCache:
@@ -545,15 +541,14 @@ class KVCache:
     of the target positions fed so far and the cross-attention keys/values of the memory, plus
     `offset`, the number of target positions fed so far (the positional encoding's offset).
 
-    Use (decode.py): cache = model.init_cache(max_len); then model.decode(newest_tokens, memory, src_mask,
-    cache=cache) per step. The result equals full recomputation up to round-off. capacity: the positions
-    to preallocate for the self-attention keys/values under no_grad (AttentionCache); more still fit.
+    Use (decode.py): cache = model.init_cache(); then model.decode(newest_tokens, memory, src_mask,
+    cache=cache) per step. The result equals full recomputation up to round-off.
     """
 
-    def __init__(self, num_layers: int, capacity: int = 0):
+    def __init__(self, num_layers: int):
         self.offset = 0
         self.layers = [
-            {"self_attn": AttentionCache(static=False, capacity=capacity), "cross_attn": AttentionCache(static=True)}
+            {"self_attn": AttentionCache(static=False), "cross_attn": AttentionCache(static=True)}
             for _ in range(num_layers)
         ]
 
@@ -670,6 +665,11 @@ class Transformer(nn.Module):
             if p.ndim > 1:
                 nn.init.xavier_uniform_(p)
 
+    @property
+    def device(self) -> mt.device:
+        """Where the weights live: token ids given as NumPy arrays move here (check_inputs)."""
+        return self.src_embed.weight.device
+
     # -- attention maps ----------------------------------------------------------------------
     def store_attention(self, flag: bool = True) -> None:
         """Switch every MultiHeadAttention's `store_attention` (off also drops the stored maps)."""
@@ -688,26 +688,15 @@ class Transformer(nn.Module):
             "decoder_cross": [layer.cross_attn.attn_weights for layer in self.decoder.layers],
         }
 
-    def init_cache(self, capacity: int = 0) -> KVCache:
-        """An empty KVCache for incremental decoding with this model's decoder; capacity: the target positions
-        to preallocate (decode.py passes the most it will feed), 0 to size it by the first step."""
-        return KVCache(len(self.decoder.layers), capacity)
+    def init_cache(self) -> KVCache:
+        """An empty KVCache for incremental decoding with this model's decoder."""
+        return KVCache(len(self.decoder.layers))
 
-    # -- the three entry points ----------------------------------------------------------------
+    # -- the three entry points: check_inputs, then the work on inputs already checked and moved -----------------
     def encode(self, src, src_mask=None):
         """src (B, S) ids -> memory (B, S, D). src_mask None: padding_mask(src) (PAD=0 keys ignored)."""
-        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.encode: src", like=device_of(self))
+        src, _, src_mask, _ = check_inputs(self, "Transformer.encode", src=src, src_mask=src_mask)
         return self._encode(src, src_mask)
-
-    def _encode(self, src, src_mask=None):
-        """encode() of ids already checked and on the model's device."""
-        B, S = src.shape
-        if src_mask is None:
-            src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
-        check_mask(src_mask, (B, self.config.num_heads, S, S), "Transformer.encode: src_mask")
-        src_mask = on_device(src_mask, src.data, "Transformer.encode: src_mask")
-        x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, D)
-        return self.encoder(x, src_mask)  # (B, S, D)
 
     def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None):
         """tgt (B, T) ids, memory (B, S, D) -> logits (B, T, V_tgt).
@@ -718,31 +707,10 @@ class Transformer(nn.Module):
         cache: a KVCache; then tgt holds only the new positions (usually the newest token), placed
         at cache.offset onward, and cache.offset advances by T.
         """
-        offset = cache.offset if cache is not None else 0
-        like = device_of(self)
-        tgt = check_tokens(tgt, self.tgt_vocab_size, self.max_len, "Transformer.decode: tgt", offset, like)
-        B, T = tgt.shape
-        if memory.ndim != 3 or memory.shape[0] != B or memory.shape[2] != self.d_model:
-            raise ValueError(
-                f"Transformer.decode: expected memory of shape ({B}, S, {self.d_model}), got {memory.shape}"
-            )
-        S = memory.shape[1]
-        if tgt_mask is None:
-            if cache is None:
-                tgt_mask = target_mask(tgt, PAD_ID)  # (B, 1, T, T)
-            elif T > 1:
-                tgt_mask = causal_mask(T, offset)  # (1, 1, T, offset + T)
-            # one new token with a cache: it may see every cached position and itself, no mask
-        H = self.config.num_heads
-        check_mask(tgt_mask, (B, H, T, offset + T), "Transformer.decode: tgt_mask")
-        check_mask(src_mask, (B, H, T, S), "Transformer.decode: src_mask")
-        tgt_mask = None if tgt_mask is None else on_device(tgt_mask, like, "Transformer.decode: tgt_mask")
-        src_mask = None if src_mask is None else on_device(src_mask, like, "Transformer.decode: src_mask")
-        x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
-        x = self.decoder(x, memory, src_mask, tgt_mask, cache)  # (B, T, D)
-        if cache is not None:
-            cache.offset += T
-        return self.generator(x)  # (B, T, V_tgt)
+        _, tgt, src_mask, tgt_mask = check_inputs(
+            self, "Transformer.decode", tgt=tgt, memory=memory, src_mask=src_mask, tgt_mask=tgt_mask, cache=cache
+        )
+        return self._decode(tgt, memory, src_mask, tgt_mask, cache)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None):
         """src (B, S), tgt (B, T) ids -> logits (B, T, V_tgt) (teacher forcing).
@@ -750,8 +718,20 @@ class Transformer(nn.Module):
         Masks left None are built from PAD=0: src_mask = padding_mask(src) (B, 1, 1, S), used by the
         encoder and the cross-attention; tgt_mask = target_mask(tgt) (B, 1, T, T), causal & padding.
         """
-        src = check_tokens(src, self.src_vocab_size, self.max_len, "Transformer.forward: src", like=device_of(self))
-        if src_mask is None:
-            src_mask = padding_mask(src, PAD_ID)  # (B, 1, 1, S)
-        memory = self._encode(src, src_mask)  # (B, S, D) (src checked once, here)
-        return self.decode(tgt, memory, src_mask, tgt_mask)  # (B, T, V_tgt)
+        src, tgt, src_mask, tgt_mask = check_inputs(
+            self, "Transformer.forward", src=src, tgt=tgt, src_mask=src_mask, tgt_mask=tgt_mask
+        )
+        memory = self._encode(src, src_mask)  # (B, S, D)
+        return self._decode(tgt, memory, src_mask, tgt_mask)  # (B, T, V_tgt)
+
+    def _encode(self, src, src_mask):
+        x = self.pos_encoding(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, D)
+        return self.encoder(x, src_mask)  # (B, S, D)
+
+    def _decode(self, tgt, memory, src_mask, tgt_mask, cache=None):
+        offset = cache.offset if cache is not None else 0
+        x = self.pos_encoding(self.tgt_embed(tgt) * math.sqrt(self.d_model), offset)  # (B, T, D)
+        x = self.decoder(x, memory, src_mask, tgt_mask, cache)  # (B, T, D)
+        if cache is not None:
+            cache.offset += tgt.shape[1]
+        return self.generator(x)  # (B, T, V_tgt)

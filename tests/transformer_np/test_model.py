@@ -547,5 +547,9 @@ def test_bad_inputs_raise_clear_errors(rng):
         model(src, tgt, src_mask=mt.tensor(np.ones((2, 1, 1, 5), dtype=bool)))
     with pytest.raises(ValueError, match=r"tgt_mask.*\(1, 1, 3, 3\)"):
         model(src, tgt, tgt_mask=causal_mask(3))
+    with pytest.raises(ValueError, match=r"forward: expected src and tgt with the same batch size, got 2 and 1"):
+        model(src, tgt[:1])
+    with pytest.raises(ValueError, match=r"decode: expected memory of shape \(2, S, 16\), got NoneType"):
+        model.decode(tgt, None)
     with pytest.raises(ValueError, match="positional"):
         _tiny(positional="rotary")
