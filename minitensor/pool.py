@@ -8,7 +8,7 @@ same thread count on both sides stays fair, and with one thread everything runs 
 Each piece is computed alone and the same way whichever thread runs it: results are bitwise those of
 a serial loop.
 
-Used by the optimizers' step (minitensor/optim), by clip_grad_norm_ (minitensor/nn/utils.py), by the
+Used by the optimizers' step (minitensor/optim), by clip_grad_norm_ (minitensor/nn/utils/__init__.py), by the
 attention weights' softmax and its backward, one block of scores per piece (ops/fused.py, in_score_blocks), and
 through `in_row_blocks` by the row-wise fused ops and GELU (softmax, log_softmax, cross_entropy, gelu: one
 block of whole rows per piece, small enough that its passes stay in the cache).
