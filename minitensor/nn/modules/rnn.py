@@ -190,7 +190,10 @@ class RNNBase(Module):
         unbatched = input.ndim == 2
         x = input.unsqueeze(1) if unbatched else input.transpose(0, 1) if self.batch_first else input  # (T, N, in)
         if unbatched and hx is not None:  # (L D, H) -> (L D, 1, H)
-            hx = tuple(h.unsqueeze(1) for h in hx) if self.mode == "LSTM" else hx.unsqueeze(1)
+            if self.mode != "LSTM":
+                hx = hx.unsqueeze(1) if isinstance(hx, Tensor) else hx
+            elif isinstance(hx, (tuple, list)):
+                hx = tuple(h.unsqueeze(1) if isinstance(h, Tensor) else h for h in hx)
         D = 2 if self.bidirectional else 1
         initial = self._initial_state(hx, x, D)
         finals = [[] for _ in initial]

@@ -21,9 +21,6 @@ def rng_of(generator, who: str) -> np.random.Generator:
         return _global_generator(who)
     if isinstance(generator, np.random.Generator):
         return generator
-    inner = getattr(generator, "numpy_generator", None)  # a generator object that wraps a NumPy one
-    if isinstance(inner, np.random.Generator):
-        return inner
     raise TypeError(f"{who}: generator must be None or a numpy.random.Generator, got {type(generator).__name__}")
 
 

@@ -157,3 +157,73 @@ def test_dropout_between_layers_only_while_training():
 def test_refusals(make, match):
     with pytest.raises((ValueError, TypeError), match=match):
         make()
+
+
+def sigmoid(a):
+    return 1 / (1 + np.exp(-a))
+
+
+def test_the_hand_written_step_backwards_of_docs_backprop_equal_the_engine():
+    """docs/backprop.md §14 writes the LSTM and GRU steps' backward out by hand: those formulas, in NumPy, give the
+    gradients the engine's chain of primitives gives (and torch's cells)."""
+    rng = np.random.default_rng(6)
+    N, I, H = 3, 2, 4
+    x, h, c = rng.standard_normal((N, I)), rng.standard_normal((N, H)), rng.standard_normal((N, H))
+    hbar, cbar = rng.standard_normal((N, H)), rng.standard_normal((N, H))  # arriving at h' and c'
+
+    lstm = nn.LSTMCell(I, H, dtype=np.float64)
+    W_ih, W_hh = lstm.weight_ih.numpy(), lstm.weight_hh.numpy()
+    a = x @ W_ih.T + lstm.bias_ih.numpy() + h @ W_hh.T + lstm.bias_hh.numpy()
+    i, f, u, o = sigmoid(a[:, :H]), sigmoid(a[:, H : 2 * H]), np.tanh(a[:, 2 * H : 3 * H]), sigmoid(a[:, 3 * H :])
+    c1 = f * c + i * u
+    obar = hbar * np.tanh(c1)
+    cb = cbar + hbar * o * (1 - np.tanh(c1) ** 2)
+    ibar, fbar, ubar, c_prev = cb * u, cb * c, cb * i, cb * f
+    abar = np.concatenate([ibar * i * (1 - i), fbar * f * (1 - f), ubar * (1 - u**2), obar * o * (1 - o)], axis=1)
+    hand = {"x": abar @ W_ih, "h": abar @ W_hh, "c": c_prev, "weight_ih": abar.T @ x, "weight_hh": abar.T @ h}
+    xs = {k: mt.tensor(v, requires_grad=True) for k, v in (("x", x), ("h", h), ("c", c))}
+    h1, c1m = lstm(xs["x"], (xs["h"], xs["c"]))
+    ((h1 * mt.tensor(hbar)).sum() + (c1m * mt.tensor(cbar)).sum()).backward()
+    engine = {**{k: t.grad.numpy() for k, t in xs.items()}, "weight_ih": lstm.weight_ih.grad.numpy()}
+    engine["weight_hh"] = lstm.weight_hh.grad.numpy()
+    for k in hand:
+        assert_close(engine[k], hand[k], OP_RTOL["float64"], f"LSTM {k}")
+
+    gru = nn.GRUCell(I, H, dtype=np.float64)
+    W_ih, W_hh, b_ih, b_hh = (p.numpy() for p in (gru.weight_ih, gru.weight_hh, gru.bias_ih, gru.bias_hh))
+    ax, ah = x @ W_ih.T + b_ih, h @ W_hh.T + b_hh
+    r, z = sigmoid(ax[:, :H] + ah[:, :H]), sigmoid(ax[:, H : 2 * H] + ah[:, H : 2 * H])
+    h_n = ah[:, 2 * H :]
+    n = np.tanh(ax[:, 2 * H :] + r * h_n)
+    nbar, zbar, h_direct = hbar * (1 - z), hbar * (h - n), hbar * z
+    an = nbar * (1 - n**2)
+    rbar = an * h_n
+    ar, az = rbar * r * (1 - r), zbar * z * (1 - z)
+    ax_bar = np.concatenate([ar, az, an], axis=1)  # to the input projection
+    ah_bar = np.concatenate([ar, az, an * r], axis=1)  # to the hidden projection
+    hand = {"x": ax_bar @ W_ih, "h": ah_bar @ W_hh + h_direct, "weight_ih": ax_bar.T @ x, "weight_hh": ah_bar.T @ h}
+    xs = {k: mt.tensor(v, requires_grad=True) for k, v in (("x", x), ("h", h))}
+    (gru(xs["x"], xs["h"]) * mt.tensor(hbar)).sum().backward()
+    engine = {k: t.grad.numpy() for k, t in xs.items()}
+    engine.update(weight_ih=gru.weight_ih.grad.numpy(), weight_hh=gru.weight_hh.grad.numpy())
+    for k in hand:
+        assert_close(engine[k], hand[k], OP_RTOL["float64"], f"GRU {k}")
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_second_derivatives_equal_torch(kind):
+    """The layers are composites of primitives that are differentiable again: a gradient's gradient (create_graph)
+    equals torch's, for a random upstream gradient and a random direction."""
+    ours, theirs = built(kind, "float64", input_size=2, hidden_size=3, num_layers=2, bidirectional=True)
+    rng = np.random.default_rng(7)
+    x, g = rng.standard_normal((4, 2, 2)), rng.standard_normal((4, 2, 6))
+    v = rng.standard_normal((4, 2, 2))
+    results = []
+    for lib, layer in ((mt, ours), (torch, theirs)):
+        xt = lib.tensor(x, requires_grad=True)
+        out = layer(xt)[0]
+        (gx,) = lib.autograd.grad((out * lib.tensor(g)).sum(), [xt], create_graph=True)
+        (ggx,) = lib.autograd.grad((gx * lib.tensor(v)).sum(), [xt])
+        results.append([gx.detach().numpy() if lib is torch else gx.numpy(), ggx.numpy() if lib is mt else ggx.numpy()])
+    for a, b, what in zip(results[0], results[1], ("gradient", "second derivative")):
+        assert_close(a, b, OP_RTOL["float64"], what)
