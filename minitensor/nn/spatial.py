@@ -13,6 +13,7 @@ import numpy as np
 from .. import ops
 from ..tensor import Tensor
 
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 __all__ = ["avg_pool1d", "avg_pool2d", "conv1d", "conv2d", "fold", "max_pool1d", "max_pool2d", "unfold"]
 
 
@@ -46,6 +47,35 @@ def _batched(op: str, input, n: int):
 def _check_grid(op: str, input, out: tuple) -> None:
     if any(o <= 0 for o in out) or 0 in input.shape[1:]:
         raise ValueError(f"{op}: input of size {tuple(input.shape)} gives an output of spatial size {out}: too small")
+
+
+def pad_by_mode(op: str, x, pads: tuple, mode: str):
+    """x (N, C, *S) padded by `pads` ((before, after) per spatial dim) as torch's padding modes pad: 'reflect'
+    (mirrored, the edge not repeated), 'replicate' (the edge repeated), 'circular' (wrapped around). A gather along
+    each spatial dim (an integer-array index), so the gradient is its scatter-add: repeated sources add up."""
+    for dim, (n, (lo, hi)) in enumerate(zip(x.shape[2:], pads)):
+        if not (lo or hi):
+            continue
+        if mode == "reflect" and max(lo, hi) >= n:
+            raise ValueError(
+                f"{op}: padding_mode='reflect' needs padding smaller than the input: padding ({lo}, "
+                f"{hi}) at dimension {dim + 2} of input {tuple(x.shape)}"
+            )
+        if mode == "circular" and max(lo, hi) > n:
+            raise ValueError(
+                f"{op}: padding_mode='circular' with padding ({lo}, {hi}) wraps around more than once "
+                f"at dimension {dim + 2} of input {tuple(x.shape)}"
+            )
+        j = np.arange(-lo, n + hi)  # the padded positions, in the input's coordinates
+        if mode == "reflect":
+            source = np.abs(j)
+            source = np.where(source >= n, 2 * (n - 1) - source, source)
+        elif mode == "replicate":
+            source = j.clip(0, n - 1)
+        else:
+            source = j % n
+        x = x[(slice(None),) * (dim + 2) + (source,)]
+    return x
 
 
 # ----------------------------------------------------------------------------- convolution

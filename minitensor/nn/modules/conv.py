@@ -1,7 +1,8 @@
 """Conv1d and Conv2d, as torch.nn.modules.conv: weight (out_channels, in_channels / groups, *kernel_size), bias
 (out_channels,), torch's names, shapes and initialisation, so that state_dicts move between the two unchanged.
 
-padding_mode: only 'zeros' (torch's default); 'reflect', 'replicate' and 'circular' are refused by name.
+padding_mode: 'zeros' (torch's default) pads inside the convolution's primitive; 'reflect', 'replicate' and
+'circular' pad the input first (nn/spatial.py's pad_by_mode, a gather) and convolve it unpadded, as torch does.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
-from ..spatial import per_dim
+from ..spatial import PADDING_MODES, pad_by_mode, per_dim
 from .module import Module
 from .utils import check_positive_int, default_float_dtype
 
@@ -47,10 +48,9 @@ class _ConvNd(Module):
         self.groups = check_positive_int(name, "groups", groups)
         if in_channels % groups or out_channels % groups:
             raise ValueError(f"{name}: in_channels and out_channels must be divisible by groups={groups}")
-        if padding_mode != "zeros":
+        if padding_mode not in PADDING_MODES:
             raise ValueError(
-                f"{name}: padding_mode={padding_mode!r} is not supported: minitensor's convolution pads with "
-                f"zeros only (padding_mode='zeros')"
+                f"{name}: padding_mode must be one of {PADDING_MODES}, but got padding_mode={padding_mode!r}"
             )
         self.padding_mode = padding_mode
         self.kernel_size = per_dim(name, "kernel_size", kernel_size, self.n, 1)
@@ -84,7 +84,17 @@ class _ConvNd(Module):
 
     def forward(self, input):
         conv = getattr(F, self.op)
-        return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        if self.padding_mode == "zeros" or self.padding == "valid":
+            return conv(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        if self.padding == "same":  # an odd total puts the extra entry after, as torch
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            pads = tuple((t // 2, t - t // 2) for t in totals)
+        else:
+            pads = tuple((p, p) for p in self.padding)
+        unbatched = input.ndim == self.n + 1
+        x = pad_by_mode(type(self).__name__, input.unsqueeze(0) if unbatched else input, pads, self.padding_mode)
+        out = conv(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        return out.squeeze(0) if unbatched else out
 
     def extra_repr(self):
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"

@@ -1,6 +1,6 @@
 """nn.Conv1d, nn.Conv2d, the pooling modules and nn.Flatten against torch.nn: torch's parameter names and shapes (a
 state_dict moves both ways), its initialisation bounds, forward and every gradient for a random upstream gradient in
-float64 and float32, a small convnet end to end, max pooling's indices, and the refusals."""
+float64 and float32 (every padding_mode), a small convnet end to end, max pooling's indices, and the refusals."""
 
 from __future__ import annotations
 
@@ -41,6 +41,10 @@ LAYERS = [
     ("Conv2d", (4, 6, (3, 2)), dict(dilation=(2, 1), groups=2, padding="same", bias=False), (2, 4, 7, 6)),
     ("Conv2d", (4, 4, 3), dict(groups=4, padding="valid"), (4, 6, 5)),  # depthwise, unbatched
     ("Conv1d", (3, 5, 4), dict(stride=2, padding=3, dilation=2), (2, 3, 12)),
+    ("Conv2d", (2, 3, 3), dict(padding=2, padding_mode="reflect"), (2, 2, 6, 7)),
+    ("Conv2d", (2, 3, 4), dict(padding="same", dilation=(1, 2), padding_mode="replicate"), (2, 2, 6, 7)),
+    ("Conv2d", (2, 4, (3, 2)), dict(padding=(1, 3), stride=2, groups=2, padding_mode="circular"), (2, 6, 7)),
+    ("Conv1d", (2, 3, 3), dict(padding=3, padding_mode="circular"), (2, 2, 5)),
     ("MaxPool2d", (3,), dict(stride=2, padding=1, ceil_mode=True), (2, 3, 8, 7)),
     ("MaxPool1d", (2,), dict(), (2, 3, 9)),
     ("AvgPool2d", ((2, 3),), dict(stride=1, padding=1, count_include_pad=False), (2, 3, 6, 5)),
@@ -113,7 +117,9 @@ def test_max_pool_indices_and_ties_as_torch():
 @pytest.mark.parametrize(
     "make, match",
     [
-        (lambda: nn.Conv2d(3, 4, 3, padding_mode="reflect"), "padding_mode='reflect' is not supported"),
+        (lambda: nn.Conv2d(3, 4, 3, padding_mode="mirror"), "padding_mode must be one of"),
+        (lambda: nn.Conv2d(1, 1, 3, padding=3, padding_mode="reflect")(mt.randn(1, 1, 3, 3)), "smaller than the input"),
+        (lambda: nn.Conv1d(1, 1, 3, padding=4, padding_mode="circular")(mt.randn(1, 1, 3)), "more than once"),
         (lambda: nn.Conv2d(3, 4, 3, groups=2), "divisible by groups=2"),
         (lambda: nn.Conv2d(3, 4, 3, stride=2, padding="same"), "padding='same' is not supported for strided"),
         (lambda: nn.Conv2d(3, 4, 3)(mt.randn(1, 2, 5, 5)), "to have 3 channels"),
