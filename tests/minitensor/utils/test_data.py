@@ -2,6 +2,9 @@
 arrays, numbers, tuples, dicts), the same lengths and splits, reproducible shuffles, the DistributedSampler's shards,
 pad_sequence, and the same refusals (plus the arguments only a worker process could honour)."""
 
+import importlib.util
+import json
+import os
 from collections import namedtuple
 
 import numpy as np
@@ -11,7 +14,9 @@ import torch.utils.data as tud
 
 import minitensor as mt
 import minitensor.utils.data as mud
+from minitensor.nn.parallel import run_ranks
 from minitensor.nn.utils.rnn import pad_sequence
+from tests.support import ROOT, runs_ranks
 
 Pair = namedtuple("Pair", "x y")
 
@@ -175,6 +180,27 @@ def test_distributed_sampler_shards_as_torch(n, replicas, drop_last):
         assert {i for s in shards for i in s} == set(data)
     with pytest.raises(ValueError, match="Invalid rank"):
         mud.DistributedSampler(data, replicas, replicas)
+
+
+# each rank prints its world and its shard of an 11-sample dataset, taken from MPI's world (no num_replicas, no rank)
+SHARD_OF_THIS_RANK = """
+import json
+from minitensor.utils.data import DistributedSampler
+s = DistributedSampler(list(range(11)), seed=3)
+print("SHARD " + json.dumps([s.rank, s.num_replicas, list(s)]), flush=True)
+"""
+
+
+@runs_ranks
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="needs the distributed extra (mpi4py)")
+def test_distributed_sampler_takes_the_mpi_world():
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    done = run_ranks(2, ["-c", SHARD_OF_THIS_RANK], timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shards = sorted(json.loads(line[6:]) for line in done.stdout.splitlines() if line.startswith("SHARD "))
+    assert [(r, n) for r, n, _ in shards] == [(0, 2), (1, 2)]
+    for rank, n, shard in shards:
+        assert shard == list(mud.DistributedSampler(list(range(11)), n, rank, seed=3))
 
 
 def test_distributed_sampler_set_epoch_changes_the_order():
