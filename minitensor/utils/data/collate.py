@@ -36,6 +36,8 @@ def default_collate(batch):
     if isinstance(elem, np.ndarray):
         _refuse_strings(elem, "collate")
         return stack([as_tensor(b) for b in batch], 0)
+    if isinstance(elem, (str, bytes)):  # np.str_ and np.bytes_ too, as in torch
+        return batch
     if isinstance(elem, np.generic):  # a NumPy scalar: one Tensor of its dtype
         _refuse_strings(np.asarray(elem), "collate")
         return as_tensor(np.asarray(batch))
@@ -43,8 +45,6 @@ def default_collate(batch):
         return tensor(batch, dtype=float64)
     if isinstance(elem, int):  # bool too: torch.tensor([True, ...]) is a bool Tensor
         return tensor(batch)
-    if isinstance(elem, (str, bytes)):
-        return batch
     if isinstance(elem, collections.abc.Mapping):
         fields = {key: default_collate([d[key] for d in batch]) for key in elem}
         try:

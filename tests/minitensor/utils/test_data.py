@@ -56,6 +56,7 @@ SAMPLES = {
     "bool": lambda i: i % 2 == 0,
     "numpy_scalar": lambda i: np.float32(i) / 2,
     "str": lambda i: f"s{i}",
+    "numpy_str": lambda i: np.str_(f"s{i}"),
     "tuple": lambda i: (np.arange(2) + i, i, f"w{i}"),
     "list": lambda i: [i, float(i)],
     "dict": lambda i: {"x": np.ones(2) * i, "label": i, "meta": {"id": i}},
@@ -182,12 +183,16 @@ def test_distributed_sampler_shards_as_torch(n, replicas, drop_last):
         mud.DistributedSampler(data, replicas, replicas)
 
 
-# each rank prints its world and its shard of an 11-sample dataset, taken from MPI's world (no num_replicas, no rank)
+# each rank's world and shard of an 11-sample dataset, taken from MPI's world (no num_replicas, no rank), gathered
+# on rank 0, which prints them on one line (two ranks printing at once can interleave their lines)
 SHARD_OF_THIS_RANK = """
 import json
+from mpi4py import MPI
 from minitensor.utils.data import DistributedSampler
 s = DistributedSampler(list(range(11)), seed=3)
-print("SHARD " + json.dumps([s.rank, s.num_replicas, list(s)]), flush=True)
+shards = MPI.COMM_WORLD.gather([s.rank, s.num_replicas, list(s)], root=0)
+if shards is not None:
+    print("SHARDS " + json.dumps(shards), flush=True)
 """
 
 
@@ -197,7 +202,7 @@ def test_distributed_sampler_takes_the_mpi_world():
     env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
     done = run_ranks(2, ["-c", SHARD_OF_THIS_RANK], timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
-    shards = sorted(json.loads(line[6:]) for line in done.stdout.splitlines() if line.startswith("SHARD "))
+    (shards,) = [json.loads(line[7:]) for line in done.stdout.splitlines() if line.startswith("SHARDS ")]
     assert [(r, n) for r, n, _ in shards] == [(0, 2), (1, 2)]
     for rank, n, shard in shards:
         assert shard == list(mud.DistributedSampler(list(range(11)), n, rank, seed=3))
