@@ -1,7 +1,8 @@
 """The functional API of the spatial layers, as torch.nn.functional spells it: conv1d, conv2d, max_pool1d/2d,
 avg_pool1d/2d, unfold, fold (mt.nn.functional re-exports each). Each validates its arguments as torch does (clear
 errors naming the op, before any work), turns torch's int-or-tuple arguments into one value per spatial dim, and
-calls a primitive of ops/convolution.py or ops/pooling.py.
+calls a primitive of ops/convolution.py or ops/pooling.py. pad_by_mode pads an input as the convolution modules'
+padding_mode asks ('reflect', 'replicate', 'circular'), by a gather of recorded primitives.
 
 Unbatched inputs ((C, L) for the 1-d ops, (C, H, W) for the 2-d ones) are taken as torch takes them: a batch of one.
 """
