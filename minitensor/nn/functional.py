@@ -2,7 +2,8 @@
 naming the op, before any work) and calls a primitive of minitensor.ops; the fused primitives
 (linear, softmax, log_softmax, layer_norm, cross_entropy, nll_loss, binary_cross_entropy_with_logits,
 embedding, dropout, the attention weights) and their derivations live in ops/fused.py and ops/indexing.py;
-scaled_dot_product_attention's tiled kernel lives in ops/attention.py.
+scaled_dot_product_attention's tiled kernel lives in ops/attention.py. The convolution and pooling functions
+(conv1d, conv2d, max_pool1d/2d, avg_pool1d/2d, unfold, fold) are nn/spatial.py's, re-exported here.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from ..functions.elementwise import where
 from ..functions.reductions import log_softmax, softmax
 from ..random import generator
 from ..tensor import Tensor
+from .spatial import __all__ as _spatial_names
+from .spatial import avg_pool1d, avg_pool2d, conv1d, conv2d, fold, max_pool1d, max_pool2d, unfold  # noqa: F401
 
 __all__ = [
     "linear",
@@ -41,6 +44,7 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "one_hot",
 ]
+__all__ += _spatial_names  # conv, pooling, unfold/fold: nn/spatial.py
 
 
 def _array_of(x):

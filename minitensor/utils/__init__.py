@@ -1,5 +1,5 @@
-"""mt.utils, as torch.utils: checkpoint.py (activation checkpointing)."""
+"""mt.utils, as torch.utils: checkpoint.py (activation checkpointing), data/ (datasets, samplers, DataLoader)."""
 
-from . import checkpoint
+from . import checkpoint, data
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "data"]

@@ -1308,6 +1308,46 @@ CASES += [
     C("to_fake_cuda_and_back", lambda t, x: fake_cuda_round_trip(x) * x, [(3, 4)], ref=lambda t, x: x * x),
 ]
 
+# -------- convolution and pooling (ops/convolution.py, ops/pooling.py): conv as im2col and a product, its linear pair
+# unfold/fold, max pooling's argmax routing, average pooling's divisors; torch's argument spellings
+CASES += [
+    C(
+        "F.conv2d",
+        lambda t, x, w, b: t.F.conv2d(x, w, b, stride=(2, 1), padding=(1, 2), dilation=(1, 2), groups=2),
+        [(2, 4, 7, 6), (6, 2, 3, 2), (6,)],
+    ),
+    C("F.conv2d_same_nobias", lambda t, x, w: t.F.conv2d(x, w, padding="same"), [(2, 3, 5, 6), (4, 3, 2, 3)]),
+    C("F.conv2d_unbatched", lambda t, x, w, b: t.F.conv2d(x, w, b, stride=2), [(3, 6, 5), (2, 3, 3, 3), (2,)]),
+    C(
+        "F.conv1d",
+        lambda t, x, w, b: t.F.conv1d(x, w, b, padding=2, dilation=2, groups=3),
+        [(2, 3, 9), (6, 1, 3), (6,)],
+    ),
+    C("F.conv1d_valid_stride", lambda t, x, w: t.F.conv1d(x, w, stride=3, padding="valid"), [(2, 4, 11), (5, 4, 2)]),
+    C("F.max_pool2d", lambda t, x: t.F.max_pool2d(x, 3, stride=2, padding=1), [(2, 3, 7, 6)]),
+    C("F.max_pool2d_ceil_dilation", lambda t, x: t.F.max_pool2d(x, (2, 3), (2, 1), (1, 1), 2, True), [(2, 2, 8, 7)]),
+    C("F.max_pool2d_unbatched", lambda t, x: t.F.max_pool2d(x, 2), [(3, 5, 4)]),
+    C(
+        "F.max_pool2d_ties",
+        lambda t, x: t.F.max_pool2d(x, 2, stride=1),
+        [Ties(2, 2, 4, 5)],
+        gradcheck=False,
+        why="tied maxima: the gradient goes to the first maximum of each window (torch's choice), a subgradient",
+    ),
+    C("F.max_pool1d", lambda t, x: t.F.max_pool1d(x, 3, stride=2, padding=1, ceil_mode=True), [(2, 3, 8)]),
+    C("F.avg_pool2d", lambda t, x: t.F.avg_pool2d(x, 3, stride=2, padding=1), [(2, 3, 7, 6)]),
+    C(
+        "F.avg_pool2d_ceil_exclude_pad",
+        lambda t, x: t.F.avg_pool2d(x, (3, 2), 2, (1, 1), ceil_mode=True, count_include_pad=False),
+        [(2, 2, 8, 7)],
+    ),
+    C("F.avg_pool2d_ceil_include_pad", lambda t, x: t.F.avg_pool2d(x, 3, 2, 1, ceil_mode=True), [(2, 2, 8, 7)]),
+    C("F.avg_pool2d_divisor", lambda t, x: t.F.avg_pool2d(x, 2, 1, divisor_override=3), [(2, 3, 5, 4)]),
+    C("F.avg_pool1d", lambda t, x: t.F.avg_pool1d(x, 4, 3, 2, count_include_pad=False), [(2, 3, 10)]),
+    C("F.unfold", lambda t, x: t.F.unfold(x, (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)), [(2, 3, 6, 7)]),
+    C("F.fold", lambda t, x: t.F.fold(x, (5, 6), 2, padding=1, stride=(2, 1)), [(2, 8, 21)]),
+]
+
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names in the op table"
 

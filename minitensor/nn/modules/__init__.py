@@ -1,18 +1,23 @@
 """minitensor.nn.modules: the layers, one family per file as torch.nn.modules lays them out; this file only re-exports.
 
 module.py (Module), linear.py (Linear, Identity), sparse.py (Embedding), normalization.py (LayerNorm),
-dropout.py (Dropout), activation.py, container.py (Sequential, ModuleList, ModuleDict), loss.py; the
+dropout.py (Dropout), activation.py, container.py (Sequential, ModuleList, ModuleDict), loss.py, conv.py
+(Conv1d, Conv2d), pooling.py (MaxPool, AvgPool), flatten.py (Flatten, Unflatten), rnn.py (RNN, LSTM, GRU, cells); the
 constructors' argument checks in utils.py. Parameter lives in minitensor/nn/parameter.py, as in torch.
 """
 
 from ..parameter import Parameter
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
 from .container import ModuleDict, ModuleList, Sequential
+from .conv import Conv1d, Conv2d
 from .dropout import Dropout
+from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import LayerNorm
+from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
+from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from .sparse import Embedding
 
 __all__ = [
@@ -37,4 +42,19 @@ __all__ = [
     "MSELoss",
     "L1Loss",
     "BCEWithLogitsLoss",
+    "Conv1d",
+    "Conv2d",
+    "Flatten",
+    "Unflatten",
+    "AvgPool1d",
+    "AvgPool2d",
+    "MaxPool1d",
+    "MaxPool2d",
+    "RNNBase",
+    "RNN",
+    "LSTM",
+    "GRU",
+    "RNNCell",
+    "LSTMCell",
+    "GRUCell",
 ]

@@ -370,6 +370,11 @@ HOST_READS = {
             "getitem_bool_rows",
             "getitem_compare_mask",
             "index_put_repeated",
+            "F.max_pool2d",  # its backward's scatter-add (index_put_repeated's read)
+            "F.max_pool2d_ceil_dilation",
+            "F.max_pool2d_unbatched",
+            "F.max_pool2d_ties",
+            "F.max_pool1d",
             "F.cross_entropy",
             "F.cross_entropy_ignore",
             "F.cross_entropy_ignore1",

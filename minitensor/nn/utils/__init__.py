@@ -1,4 +1,5 @@
-"""Gradient utilities: clip_grad_norm_, clip_grad_value_, parameters_to_vector, vector_to_parameters.
+"""Gradient utilities: clip_grad_norm_, clip_grad_value_, parameters_to_vector, vector_to_parameters;
+and rnn.py (pad_sequence), as torch.nn.utils.rnn.
 
 All work on the raw arrays (`p.grad.data`, `p.data`) in place and record no graph.
 
@@ -13,13 +14,21 @@ import numbers
 
 import numpy as np
 
-from ..autograd import ieee_quiet
-from ..devices import array_module, is_array, is_host
-from ..ops.reductions import opmath_dtype
-from ..pool import update_pool
-from ..tensor import Tensor
+from ...autograd import ieee_quiet
+from ...devices import array_module, is_array, is_host
+from ...ops.reductions import opmath_dtype
+from ...pool import update_pool
+from ...tensor import Tensor
+from . import rnn
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters", "zero_grad_"]
+__all__ = [
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "parameters_to_vector",
+    "rnn",
+    "vector_to_parameters",
+    "zero_grad_",
+]
 
 
 def _param_list(where: str, parameters) -> list:
