@@ -1,6 +1,7 @@
 """A/B of two source trees of the project: is the engine slower after a change than before it?
 
     python -m benchmarks.ab --before DIR --after DIR [--rounds 10] [--cases train:copy:1,decode:copy-reverse:1,perop:1]
+    python -m benchmarks.ab --before . --after . --env-before MT_FAST_WITHOUT=layer_norm   # one speed device's gain
 
 Each case is timed in a fresh process per side (PYTHONPATH set to that side's tree, its thread count set before
 NumPy loads), rounds alternating which side runs first; a round's figure per side is the median of its calls after
@@ -9,11 +10,13 @@ interquartile range: under 1 is faster after. Cases, `kind:config:threads` (pero
 
     train    one training step (benchmarks/workloads.py's `train`: zero_grad, forward, loss, backward, clipping, Adam)
     decode   greedy decoding with the key/value cache (`greedy_cache`)
+    hvp      one Hessian-vector product by forward over reverse (`hvp_fwd_rev`)
     perop    the engine's cost per recorded op and per op with its backward (benchmarks/perop.py's chain)
 
-Both trees must have benchmarks/workloads.py and benchmarks/perop.py as they are here. The environment is the
-caller's, apart from the thread variables: to measure as users run OpenBLAS, unset OPENBLAS_CORETYPE and
-OPENBLAS_L2_SIZE for this command.
+`--env-before` and `--env-after` add environment variables to one side (a speed device turned off by
+MT_FAST_WITHOUT, say), so that one tree can be measured against itself. Both trees must have benchmarks/workloads.py
+and benchmarks/perop.py as they are here. The environment is the caller's, apart from the thread variables: to
+measure as users run OpenBLAS, unset OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE for this command.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from transformer_np.cliutil import OneLineParser
 
 DEFAULT_CASES = [f"train:{c}:{t}" for c in ("copy", "copy-reverse", "base", "long") for t in (1, 2)]
 DEFAULT_CASES += ["decode:copy-reverse:1", "perop:1"]
-CALLS = {"train": 10, "decode": 5}
+CALLS = {"train": 10, "decode": 5, "hvp": 5}
 
 # The child: runs in the side's tree (imports resolve there), prints one JSON line of medians in seconds.
 CHILD = r"""
@@ -42,7 +45,7 @@ if kind == "perop":
 from benchmarks.workloads import build_numpy_model, get_config, make_batch, numpy_side
 cfg = get_config(config)
 side = numpy_side(cfg, build_numpy_model(cfg), make_batch(cfg))
-fn = side.train if kind == "train" else side.greedy_cache
+fn = {"train": side.train, "decode": side.greedy_cache, "hvp": side.hvp_fwd_rev}[kind]
 fn(); fn()  # warm-up: caches, the allocator, the pool
 times = []
 for _ in range(calls):
@@ -59,13 +62,15 @@ def parse_case(text: str) -> tuple:
         return kind, "", int(parts[1])
     if kind in CALLS and len(parts) == 3 and parts[2].isdigit() and parts[1]:
         return kind, parts[1], int(parts[2])
-    raise ValueError(f"a case is train:CONFIG:THREADS, decode:CONFIG:THREADS or perop:THREADS, got {text!r}")
+    raise ValueError(
+        f"a case is train:CONFIG:THREADS, decode:CONFIG:THREADS, hvp:CONFIG:THREADS or perop:THREADS, got {text!r}"
+    )
 
 
-def run_side(tree: str, case: tuple, calls: int | None = None) -> dict:
+def run_side(tree: str, case: tuple, calls: int | None = None, extra_env: dict | None = None) -> dict:
     """One process of `tree` timing `case`: its medians, seconds."""
     kind, config, threads = case
-    env = {**os.environ, **thread_env(threads), "PYTHONPATH": tree}
+    env = {**os.environ, **thread_env(threads), "PYTHONPATH": tree, **(extra_env or {})}
     n = calls or CALLS.get(kind, 30)
     out = subprocess.run(
         [sys.executable, "-c", CHILD, kind, config or "-", str(n)], env=env, cwd=tree, capture_output=True, text=True
@@ -92,15 +97,17 @@ def quartiles(xs: list) -> tuple:
     return q[0], q[1], q[2]
 
 
-def compare(before: str, after: str, cases: list, rounds: int, calls: int | None = None, say=print) -> list:
-    """Per case and figure: (case text, figure, median ratio after/before, q1, q3, median before, median after)."""
+def compare(before: str, after: str, cases: list, rounds: int, calls: int | None = None, say=print, envs=({}, {})):
+    """Per case and figure: (case text, figure, median ratio after/before, q1, q3, median before, median after).
+    envs: extra environment variables of the before side and of the after side."""
     rows = []
     for case in cases:
         kind = case[0]
         ratios, b_vals, a_vals = {}, {}, {}
         for r in range(rounds):
-            order = [(before, "b"), (after, "a")] if r % 2 == 0 else [(after, "a"), (before, "b")]
-            got = {side: figures(run_side(tree, case, calls), kind) for tree, side in order}
+            order = [(before, "b", envs[0]), (after, "a", envs[1])]
+            order = order if r % 2 == 0 else order[::-1]
+            got = {side: figures(run_side(tree, case, calls, env), kind) for tree, side, env in order}
             for name in got["a"]:
                 ratios.setdefault(name, []).append(got["a"][name] / got["b"][name])
                 b_vals.setdefault(name, []).append(got["b"][name])
@@ -131,6 +138,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=10, help="alternating rounds per case (default 10)")
     p.add_argument("--cases", default=",".join(DEFAULT_CASES), help="comma-separated cases (default: %(default)s)")
     p.add_argument("--calls", type=int, default=None, help="timed calls per process (default: per kind)")
+    p.add_argument("--env-before", action="append", default=[], metavar="KEY=VALUE", help="set in the before side")
+    p.add_argument("--env-after", action="append", default=[], metavar="KEY=VALUE", help="set in the after side")
     args = p.parse_args(argv)
     for tree in (args.before, args.after):
         if not os.path.isfile(os.path.join(tree, "benchmarks", "workloads.py")):
@@ -141,7 +150,13 @@ def main(argv=None) -> int:
         cases = [parse_case(c.strip()) for c in args.cases.split(",") if c.strip()]
     except ValueError as e:
         p.error(f"--cases: {e}")
-    rows = compare(os.path.abspath(args.before), os.path.abspath(args.after), cases, args.rounds, args.calls)
+    envs = []
+    for flag, pairs in (("--env-before", args.env_before), ("--env-after", args.env_after)):
+        bad = [p_ for p_ in pairs if "=" not in p_ or not p_.split("=", 1)[0]]
+        if bad:
+            p.error(f"{flag}: expected KEY=VALUE, got {bad[0]!r}")
+        envs.append(dict(p_.split("=", 1) for p_ in pairs))
+    rows = compare(os.path.abspath(args.before), os.path.abspath(args.after), cases, args.rounds, args.calls, envs=envs)
     print(markdown(rows, args.rounds))
     return 0
 

@@ -130,3 +130,19 @@ if __name__ == "__main__":
     left = fix_references()
     print("\n".join(left) if left else "every code reference in docs/*.md points at its definition")
     sys.exit(1 if left else 0)
+
+
+def test_the_reading_guide_gives_the_cores_true_line_counts_and_every_speed_device():
+    """docs/READING.md: each core file's line count as it is, and every registered speed device named."""
+    import re
+
+    import transformer_np.decoding_cache  # noqa: F401 (registers the decoder's devices)
+    from minitensor import fast
+
+    text = (ROOT / "docs" / "READING.md").read_text()
+    counts = re.findall(r"\| `(minitensor/core/\w+\.py)` \| (\d+) \|", text)
+    assert len(counts) == len(list((ROOT / "minitensor" / "core").glob("*.py")))
+    for path, lines in counts:
+        assert int(lines) == len((ROOT / path).read_text().splitlines()), f"docs/READING.md: {path}'s line count"
+    named = set(re.findall(r"`(\w+)`", text))
+    assert sorted(n for n in fast.registered() if not n.startswith("_") and n not in named) == []

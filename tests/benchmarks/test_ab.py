@@ -12,7 +12,8 @@ from tests.support import ROOT
 def test_cases_are_parsed_and_bad_ones_refused():
     assert ab.parse_case("train:copy:2") == ("train", "copy", 2)
     assert ab.parse_case("perop:1") == ("perop", "", 1)
-    for bad in ("train:copy", "perop", "decode::1", "hvp:copy:1", "train:copy:x"):
+    assert ab.parse_case("hvp:copy-reverse:1") == ("hvp", "copy-reverse", 1)
+    for bad in ("train:copy", "perop", "decode::1", "grad:copy:1", "train:copy:x"):
         with pytest.raises(ValueError, match="a case is train:CONFIG:THREADS"):
             ab.parse_case(bad)
 
@@ -49,3 +50,13 @@ def test_one_round_of_the_same_tree_against_itself():
         check=True,
     )
     assert "| train:tiny:1 | train |" in out.stdout and "| perop:1 | recorded_us |" in out.stdout
+
+
+def test_an_environment_pair_must_be_key_equals_value():
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ab", "--before", ROOT, "--after", ROOT, "--env-before", "MT_FAST_WITHOUT"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 2 and "--env-before: expected KEY=VALUE, got 'MT_FAST_WITHOUT'" in out.stderr
