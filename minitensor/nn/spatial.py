@@ -19,12 +19,15 @@ __all__ = ["avg_pool1d", "avg_pool2d", "conv1d", "conv2d", "fold", "max_pool1d",
 
 
 def per_dim(op: str, name: str, value, n: int, minimum: int) -> tuple:
-    """torch's int-or-tuple argument as n ints, each >= minimum, or a ValueError naming it."""
+    """torch's int-or-tuple argument as n ints, each >= minimum, or a ValueError naming it (a 1-tuple stands for all n,
+    as torch reads it)."""
     values = (value,) * n if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else value
     try:
         values = tuple(values)
     except TypeError:
         values = None
+    if values is not None and len(values) == 1:
+        values = values * n
     if (
         values is None
         or len(values) != n

@@ -82,7 +82,8 @@ def unfold(xp, x, **geometry):
     N, C = x.shape[:2]
     if xp is not TENSORS:
         return im2col(x, **geometry)
-    return Unfold.apply(x, **geometry).reshape(N, C, -1, math.prod(_out(x.shape[2:], geometry)))
+    K = math.prod(geometry["kernel_size"])  # (sizes counted, not -1: N or C may be 0)
+    return Unfold.apply(x, **geometry).reshape(N, C, K, math.prod(_out(x.shape[2:], geometry)))
 
 
 def fold(xp, cols, size, **geometry):
@@ -149,7 +150,7 @@ class Conv(Function):
         ctx.geometry, ctx.groups = geometry, groups
         N, C = x.shape[:2]
         cols = im2col(x, **geometry)  # (N, C, K, L)
-        cols = cols.reshape(N, groups, -1, cols.shape[-1])  # (N, G, Cg*K, L): a group's channels are adjacent
+        cols = cols.reshape(N, groups, C // groups * cols.shape[2], cols.shape[-1])  # (N, G, Cg*K, L): grouped
         out = _weight_rows(weight, groups) @ cols  # (N, G, Og, L)
         ctx.save_for_backward(x, weight)
         ctx.save(cols=cols)
@@ -164,11 +165,12 @@ class Conv(Function):
         need_x, need_w, need_b = ctx.needs_input_grad
         xp, groups = ctx.xp, ctx.groups
         N, C = x.shape[:2]
-        g4 = g.reshape(N, groups, -1, math.prod(g.shape[2:]))  # (N, G, Og, L)
+        g4 = g.reshape(N, groups, weight.shape[0] // groups, math.prod(g.shape[2:]))  # (N, G, Og, L)
         gx = gw = gb = None
         if need_x:
             gcols = xp.swapaxes(_weight_rows(weight, groups), -1, -2) @ g4  # (N, G, Cg*K, L)
-            gx = fold(xp, gcols.reshape(N, C, -1, g4.shape[-1]), x.shape[2:], **ctx.geometry)
+            K = math.prod(ctx.geometry["kernel_size"])
+            gx = fold(xp, gcols.reshape(N, C, K, g4.shape[-1]), x.shape[2:], **ctx.geometry)
         if need_w:
             cols = ctx.intermediate(ctx.cols, _grouped_cols, x, ctx.geometry, groups)
             gw = xp.sum(g4 @ xp.swapaxes(cols, -1, -2), axis=0).reshape(weight.shape)  # (G, Og, Cg*K) summed over n
@@ -189,10 +191,10 @@ class Conv(Function):
 
 def _weight_rows(weight, groups: int):
     """weight (O, Cg, *k) as (G, Og, Cg * K): group g's output channels by its (channel, kernel position) pairs."""
-    return weight.reshape(groups, weight.shape[0] // groups, -1)
+    return weight.reshape(groups, weight.shape[0] // groups, math.prod(weight.shape[1:]))
 
 
 def _grouped_cols(xp, x, geometry, groups: int):
     """im2col(x) as (N, G, Cg * K, L): what the forward kept, recomputed (on Tensors, under create_graph)."""
     cols = unfold(xp, x, **geometry)
-    return cols.reshape(x.shape[0], groups, -1, cols.shape[-1])
+    return cols.reshape(x.shape[0], groups, x.shape[1] // groups * cols.shape[2], cols.shape[-1])

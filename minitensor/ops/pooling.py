@@ -111,6 +111,7 @@ class AvgPool(Function):
     def backward(ctx, g):
         N, C = g.shape[:2]
         K = math.prod(ctx.geometry["kernel_size"])
-        per_entry = (g / ctx.xp.constant(ctx.divisor.astype(g.dtype, copy=False), g)).reshape(N, C, 1, -1)
+        L = math.prod(g.shape[2:])  # (counted, not -1: N or C may be 0)
+        per_entry = (g / ctx.xp.constant(ctx.divisor.astype(g.dtype, copy=False), g)).reshape(N, C, 1, L)
         spread = ctx.xp.broadcast_to(per_entry, (N, C, K, per_entry.shape[-1]))  # (N, C, K, L)
         return (fold(ctx.xp, spread, ctx.size, **ctx.geometry),)

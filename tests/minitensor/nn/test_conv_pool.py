@@ -134,3 +134,32 @@ def test_max_pool_indices_and_ties_as_torch():
 def test_refusals(make, match):
     with pytest.raises((ValueError, TypeError), match=match):
         make()
+
+
+@pytest.mark.parametrize(
+    "f, x_shape, w_shape, groups",
+    [
+        ("conv2d", (0, 3, 6, 6), (4, 3, 3, 3), 1),
+        ("conv1d", (0, 4, 6), (6, 2, 3), 2),
+        ("conv2d", (2, 4, 6, 6), (6, 2, 3, 3), 2),
+    ],
+)
+def test_an_empty_batch_and_groups_give_torchs_values_and_gradients(f, x_shape, w_shape, groups):
+    rng = np.random.default_rng(0)
+    xa, wa = rng.standard_normal(x_shape), rng.standard_normal(w_shape)
+    x, w = mt.tensor(xa, requires_grad=True), mt.tensor(wa, requires_grad=True)
+    tx, tw = torch.tensor(xa, requires_grad=True), torch.tensor(wa, requires_grad=True)
+    y, ty = getattr(mt.nn.functional, f)(x, w, groups=groups), getattr(torch.nn.functional, f)(tx, tw, groups=groups)
+    g = rng.standard_normal(tuple(ty.shape))
+    y.backward(mt.tensor(g))
+    ty.backward(torch.tensor(g))
+    for a, b in ((y, ty), (x.grad, tx.grad), (w.grad, tw.grad)):
+        assert a.shape == tuple(b.shape)
+        assert_close(a.numpy(), b.detach().numpy(), OP_RTOL["float64"])
+
+
+def test_a_one_tuple_stands_for_every_spatial_dim_as_in_torch():
+    x = np.random.default_rng(1).standard_normal((2, 3, 9, 9))
+    got = mt.nn.functional.avg_pool2d(mt.tensor(x), (3, 3), (1, 1), (1,), True, False, 2)
+    want = torch.nn.functional.avg_pool2d(torch.tensor(x), (3, 3), (1, 1), (1,), True, False, 2)
+    assert_close(got.numpy(), want.numpy(), OP_RTOL["float64"])
