@@ -63,6 +63,7 @@ class Exercise:
     id: str  # "2.4"
     title: str  # "Tanh.backward"
     check: Callable  # check(module) -> None; raises CheckFailed (or the learner's own exception)
+    needs: tuple = ()  # ids of the exercises this one runs ("4.1"): when this fails, a failing one is named first
 
 
 @dataclass
@@ -178,7 +179,40 @@ def run_in_child(rung: int, ex: Exercise, source: str) -> Outcome:
         return Outcome(ex, False, safe_str(e), 0.0)
     except SystemExit as e:  # at import
         return Outcome(ex, False, f"importing your file: {exit_message(e)}", time.perf_counter() - t0)
-    return run_exercise(ex, module, folder)
+    outcome = run_exercise(ex, module, folder)
+    if not outcome.ok and not outcome.message.startswith("needs exercise"):
+        first = failing_prerequisite(ex, source)
+        if first is not None:
+            outcome.message = (
+                f"fix exercise {first.exercise.id} ({first.exercise.title}) first: this one runs it, and it fails "
+                f"({_first_line(first.message)}). What this exercise saw: {outcome.message}"
+            )
+    return outcome
+
+
+def failing_prerequisite(ex: Exercise, source: str) -> Outcome | None:
+    """The first exercise in ex.needs (and in theirs, earliest first) that fails on `source`, or None."""
+    import course.checks  # noqa: F401  (the checks package: imported here, as the runner is imported by it)
+
+    for needed in ex.needs:
+        rung = int(needed.split(".")[0])
+        (pre,) = [e for e in importlib.import_module(f"course.checks.rung{rung}").EXERCISES if e.id == needed]
+        deeper = failing_prerequisite(pre, source)
+        if deeper is not None:
+            return deeper
+        try:
+            module = load(rung, source)
+        except (SourceError, SystemExit) as e:
+            return Outcome(pre, False, safe_str(e), 0.0)
+        outcome = run_exercise(pre, module, resolve(source)[1])
+        if not outcome.ok:
+            return outcome
+    return None
+
+
+def _first_line(message: str, limit: int = 200) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else message
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _child(conn, rung: int, ex: Exercise, source: str) -> None:

@@ -91,6 +91,6 @@ def _check_ffn(mod):
 
 EXERCISES = [
     Exercise("4.1", "scaled_dot_product_attention", _check_attention),
-    Exercise("4.2", "MultiHeadAttention.forward", _check_mha),
+    Exercise("4.2", "MultiHeadAttention.forward", _check_mha, needs=("4.1",)),
     Exercise("4.3", "PositionwiseFeedForward.forward", _check_ffn),
 ]

@@ -11,7 +11,7 @@ import torch
 
 import minitensor as mt
 import parity.model as pm
-from parity.hooks import Capture, to_numpy
+from parity.hooks import Capture, Hooks, is_tensor, to_numpy
 from parity.report import synthetic_batch
 from parity.results import Report, group_of
 from transformer_np.masks import padding_mask, target_mask
@@ -71,6 +71,60 @@ def _check_decoder_layer(mod):
     )
 
 
+# What the twin's modules that have no counterpart in the learner's model compute: the learner writes these
+# steps inline, in Transformer.forward.
+CHECK = "the embedding's scaling or the positions"
+INLINE = {
+    "pos_encoding": f"the embedded source, src_embed(src) * sqrt(D) + PE[:S]: {CHECK}",
+    "pos_encoding#2": f"the embedded target, tgt_embed(tgt) * sqrt(D) + PE[:T]: {CHECK}",
+}
+
+
+class FirstInputs(Hooks):
+    """Every named submodule's first positional input at its first call, by path."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inputs = {}
+        self.register(model, self._hook)
+
+    def _hook(self, name):
+        def hook(module, inputs, output):
+            if name not in self.inputs and inputs and is_tensor(inputs[0]):
+                self.inputs[name] = to_numpy(inputs[0])
+
+        return hook
+
+
+def _input_already_differs(where, key, agreed, ours_in, twin_in, twin_cap) -> None:
+    """When the first module whose output differs got a different input already, the difference was made between
+    modules, in the learner's forward: name the twin's module that made that input (or the code that did)."""
+    name = key.split("#")[0].split("[")[0]
+    mine, theirs = ours_in.inputs.get(name), twin_in.inputs.get(name)
+    if mine is None or theirs is None or mine.shape != theirs.shape:
+        return
+    if np.all(np.abs(mine - theirs) <= RTOL * max(1.0, float(np.abs(theirs).max()))):
+        return
+    # The outermost module that received this input, and the outermost twin module that made it.
+    takers = [k for k, v in twin_in.inputs.items() if v.shape == theirs.shape and np.array_equal(v, theirs)]
+    name = min(takers, key=lambda k: k.count("."), default=name)
+    mine = ours_in.inputs.get(name, mine)
+    makers = [
+        k for k, v in twin_cap.outputs.items() if tuple(v.shape) == theirs.shape and np.array_equal(to_numpy(v), theirs)
+    ]
+    maker = min(makers, key=lambda k: k.count("."), default=None)
+    what = INLINE.get(maker, f"the output of the twin's {maker}" if maker else "computed between modules")
+    after = f", after {agreed[-1]} (which agrees)" if agreed else ""
+    compare(
+        f"{where}: the first value that differs is the input of {name}, {what}. Your model computes it in its "
+        f"forward{after}; {name}'s input",
+        mine,
+        theirs,
+        RTOL,
+        "parity/'s torch twin",
+    )
+
+
 def _check_model(mod):
     with float64():
         mt.manual_seed(0)
@@ -80,12 +134,13 @@ def _check_model(mod):
     copy_into_twin(where, ours, twin)
     src, tgt = _tokens()
     ours_cap, twin_cap = Capture(ours), Capture(twin)
+    ours_in, twin_in = FirstInputs(ours), FirstInputs(twin)
     try:
         logits = ours(src, tgt)
         t_logits = twin(torch.from_numpy(src), torch.from_numpy(tgt))
     finally:
-        ours_cap.remove()
-        twin_cap.remove()
+        for hooks in (ours_cap, twin_cap, ours_in, twin_in):
+            hooks.remove()
     if not isinstance(logits, mt.Tensor):
         raise CheckFailed(f"{where}: forward returned {type(logits).__name__}, expected a Tensor of logits")
     expect_array(f"{where}: logits", logits.data, tuple(t_logits.shape), np.float64)
@@ -105,6 +160,7 @@ def _check_model(mod):
     if bad:
         key = bad[0].name
         before = [r.name for r in report.rows[: report.rows.index(bad[0])] if r.ok]
+        _input_already_differs(where, key, before, ours_in, twin_in, twin_cap)
         agreed = f" (the last output that agreed, just before it: {before[-1]})" if before else ""
         compare(
             f"{where}: the first layer that differs is {key}{agreed}; its output",
@@ -126,7 +182,7 @@ def _check_model(mod):
 
 EXERCISES = [
     Exercise("5.1", "sinusoidal_table", _check_table),
-    Exercise("5.2", "EncoderLayer.forward", _check_encoder_layer),
-    Exercise("5.3", "DecoderLayer.forward", _check_decoder_layer),
-    Exercise("5.4", "Transformer.forward, layer by layer", _check_model),
+    Exercise("5.2", "EncoderLayer.forward", _check_encoder_layer, needs=("4.2", "4.3")),
+    Exercise("5.3", "DecoderLayer.forward", _check_decoder_layer, needs=("4.2", "4.3")),
+    Exercise("5.4", "Transformer.forward, layer by layer", _check_model, needs=("5.1", "5.2", "5.3")),
 ]

@@ -109,4 +109,7 @@ def _check_curve(mod):
         )
 
 
-EXERCISES = [Exercise("7.1", "train_step", _check_step), Exercise("7.2", "train: a short curve", _check_curve)]
+EXERCISES = [
+    Exercise("7.1", "train_step", _check_step),
+    Exercise("7.2", "train: a short curve", _check_curve, needs=("7.1",)),
+]

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from course.__main__ import exercises_of
@@ -53,7 +54,7 @@ PLANTED = {
         "x = self.src_embed(mt.tensor(src)) * math.sqrt(self.d_model)",
         "x = self.src_embed(mt.tensor(src))",
         "5.4",
-        "the first layer that differs is encoder.layers.0",
+        "the first value that differs is the input of encoder",
     ),
     6: ("rung6.py", "m_hat = self.m[i] / (1 - b1**t)", "m_hat = self.m[i]", "6.2", "after step 1"),
     7: ("rung7.py", "    optimizer.zero_grad()\n", "", "7.1", "zero_grad"),
@@ -183,3 +184,115 @@ def test_a_name_missing_from_the_learners_file_is_named(tmp_path):
     _plant(folder, "rung6.py", "class Adam:", "class MyAdam:")
     (o,) = run_rung(6, exercises_of(6), folder, only="6.2")
     assert not o.ok and "defines no `Adam`" in o.message and "rung6.py" in o.message, o.message
+
+
+# Each planted mistake with the diagnosis its message must give: (file, the right text, the wrong text, the
+# exercise that must fail, words of its message).
+DIAGNOSES = {
+    "a sign, on scalars": (
+        "rung1.py",
+        "self.grad += (1 - t**2) * out.grad",
+        "self.grad -= (1 - t**2) * out.grad",
+        "1.4",
+        "check the sign",
+    ),
+    "a sign, on arrays": ("rung2.py", "return (g * out,)", "return (-g * out,)", "2.2", "check the sign"),
+    "a missing 1/N": (
+        "rung3.py",
+        "return (g * (ctx.p - ctx.q) / ctx.n,)",
+        "return (g * (ctx.p - ctx.q),)",
+        "3.4",
+        "Yours is 4 x the expected everywhere",
+    ),
+    "a transposed gradient": (
+        "rung2.py",
+        "np.swapaxes(a, -1, -2) @ g",
+        "np.swapaxes(np.swapaxes(a, -1, -2) @ g, -1, -2)",
+        "2.5",
+        "last two axes swapped",
+    ),
+    "a parameter's gradient in neither the output's nor the input's shape": (
+        "rung3.py",
+        "return dx, g * xhat, g",
+        "return dx, (g * xhat).sum(axis=-1, keepdims=True), g",
+        "3.2",
+        "expected the output's shape (4, 6) or the input's (6,)",
+    ),
+    "softmax's backward without the off-diagonal terms": (
+        "rung3.py",
+        "return (y * (g - (g * y).sum(axis=ctx.dim, keepdims=True)),)",
+        "return (g * y * (1 - y),)",
+        "3.1",
+        "diagonal-only product",
+    ),
+    "layer norm's backward with the mean and variance held constant": (
+        "rung3.py",
+        "dx = rstd * (gx - gx.mean(axis=-1, keepdims=True) - xhat * (gx * xhat).mean(axis=-1, keepdims=True))",
+        "dx = rstd * gx",
+        "3.2",
+        "as if the mean and the variance were constants",
+    ),
+    "layer norm's backward with only the Jacobian's diagonal": (
+        "rung3.py",
+        "dx = rstd * (gx - gx.mean(axis=-1, keepdims=True) - xhat * (gx * xhat).mean(axis=-1, keepdims=True))",
+        "n = xhat.shape[-1]\n        dx = rstd * gx * (1 - 1 / n - xhat * xhat / n)",
+        "3.2",
+        "keeps only the Jacobian's diagonal",
+    ),
+    "a NaN": (
+        "rung2.py",
+        "return (g * (1 - out * out),)",
+        "r = g * (1 - out * out)\n        r.flat[3] = np.nan\n        return (r,)",
+        "2.4",
+        "the first, in index order, is at element (0, 3)",
+    ),
+    "a wrong forward, seen by the backward's exercise": (
+        "rung3.py",
+        "np.full_like(logits, label_smoothing / C)",
+        "np.full_like(logits, label_smoothing / (C - 1))",
+        "3.4",
+        "fix exercise 3.3 (CrossEntropy.forward) first",
+    ),
+    "a wrong attention, seen by multi-head attention": (
+        "rung4.py",
+        "weights = F.softmax(scores, dim=-1)",
+        "weights = F.softmax(scores, dim=-1) * 1.5",
+        "4.2",
+        "fix exercise 4.1 (scaled_dot_product_attention) first",
+    ),
+    "a wrong step, seen by the loop": (
+        "rung7.py",
+        "    optimizer.zero_grad()\n",
+        "",
+        "7.2",
+        "fix exercise 7.1 (train_step) first",
+    ),
+    "an embedding not scaled by sqrt(D)": (
+        "rung5.py",
+        "x = self.src_embed(mt.tensor(src)) * math.sqrt(self.d_model)",
+        "x = self.src_embed(mt.tensor(src))",
+        "5.4",
+        "the input of encoder, the embedded source, src_embed(src) * sqrt(D) + PE[:S]: the embedding's scaling",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIAGNOSES))
+def test_a_planted_mistake_gets_its_diagnosis(name, tmp_path):
+    file, right, wrong, exercise, words = DIAGNOSES[name]
+    folder = _copy_solutions(tmp_path, "diagnosed")
+    _plant(folder, file, right, wrong)
+    rung = int(exercise.split(".")[0])
+    (o,) = run_rung(rung, exercises_of(rung), folder, only=exercise)
+    assert not o.ok, f"{name}: not caught by exercise {exercise}"
+    assert words in o.message, o.message
+
+
+def test_the_diagnosis_names_nothing_for_an_unrelated_difference():
+    from course.checks.common import diagnose, diagnose_scalar
+
+    r = np.random.default_rng(0)
+    a, b = r.standard_normal((3, 4)), r.standard_normal((3, 4))
+    assert diagnose(a, b) == "" and diagnose_scalar(1.3, 1.7) == ""
+    assert "transposed" in diagnose(a.T.copy(), a) and "transposed" in diagnose(b[:3, :3].T.copy(), b[:3, :3])
+    assert "1/4 x" in diagnose(a / 4, a) and "input 1's shape" in diagnose(a[0], a, input_shapes=[(3, 4), (4,)])
