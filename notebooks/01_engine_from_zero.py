@@ -184,4 +184,5 @@ for name, ours, theirs in (("x", x, xt), ("W", W, Wt), ("b", b, bt)):
 # `ctx.saved_arrays`, not as a plain attribute such as `ctx.out`. That way the engine knows which arrays a node
 # saved: it refuses to run a backward whose saved input was changed in place since (a version counter), and under
 # `create_graph=True` it hands the backward those inputs as Tensors, so the gradient can be differentiated again
-# (notebook 07). Your turn: `python -m course check 1` (course/README.md) has you write such an engine yourself.
+# (notebook 07). Your turn: `python -m course check 1` (course/README.md) has you write such an engine on scalars,
+# then `check 2` on arrays: the walk with its accumulation, and `sum_to`, the unbroadcasting.

@@ -188,5 +188,5 @@ print(
 # **Recap.** Each fused op's backward is one short formula in terms of its output (`y`, `xhat`, `p`). Four
 # independent computations of each gradient agree to float64 round-off (about 1e-16 relative). The test suite
 # runs the same comparisons for every op, in float32 and float64, with random upstream gradients
-# (`tests/minitensor/ops/test_fused.py`). Your turn: `python -m course check 3` has you write softmax's, layer norm's
+# (`tests/minitensor/ops/test_fused.py`). Your turn: `python -m course check 4` has you write softmax's, layer norm's
 # and cross-entropy's backward yourself, checked the same way (course/README.md).

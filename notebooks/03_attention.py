@@ -337,5 +337,5 @@ show(
 # is attention plus a small MLP, each in a residual block with a LayerNorm; positions are added because attention
 # itself ignores order. The full model (`transformer_np/model.py`) stacks these: an encoder of N such layers, and a
 # decoder whose layers add a cross-attention (queries from the target, keys and values from the encoder's output).
-# Your turn: `python -m course check 4` (attention, heads, the feed-forward block), then `check 5` (the whole
-# model from your layers, compared layer by layer with the PyTorch twin).
+# Your turn: `python -m course check 5` (attention, heads, the feed-forward block), then `check 6` (the whole
+# Transformer, its EncoderLayer and DecoderLayer from your layers, compared layer by layer with the PyTorch twin).

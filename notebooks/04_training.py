@@ -141,7 +141,7 @@ show(
 # Without `zero_grad` the norm of `.grad` grows step after step (it is a running sum), and the updates follow the
 # sum of old gradients instead of the current batch's: after a good first step (the sum holds one gradient) the
 # loss stalls, then climbs (60 steps: about 2.35 with `zero_grad`, 3.2 without). No error is raised; only the
-# curve tells. The course's exercise 7.1 (`python -m course check 7`) catches it with a check.
+# curve tells. The course's exercise 8.1, `train_step` (`python -m course check 8`), catches it with a check.
 #
 # ## A short run
 # `train` does the same loop, plus gradient clipping, the learning-rate schedule, evaluation and logging.
@@ -209,5 +209,5 @@ show(plots.plot_grad_norms(hist["step"], hist["layer_grad_norms"], figure_path("
 # %% [markdown]
 # **Recap.** A step is forward, loss, backward, clip, update, schedule; the profiler shows that matrix
 # products dominate. The full recipe that reaches 99.8-100% exact match (2000 steps, a step schedule) is
-# `make demo`; `python -m transformer_np train --help` lists every knob. Your turn: `python -m course check 6`
-# (SGD and Adam by hand, against torch.optim) and `check 7` (the training step and a short curve).
+# `make demo`; `python -m transformer_np train --help` lists every knob. Your turn: `python -m course check 7`
+# (SGD and Adam by hand, against torch.optim) and `check 8` (the training step and a short curve).

@@ -4,10 +4,14 @@
    None, each of its input's shape (or, for an input that broadcasts, the output's) and dtype;
 2. through the engine (`Fn.apply`, a random upstream gradient) against PyTorch, in float64 and float32, within
    minitensor.testing.OP_RTOL: the forward and every input's gradient;
+   2b. through the learner's own engine (rung 2: Node, the walk, sum_to) in float64, against the same PyTorch
+   gradients: the op's broadcast gradients summed back by the learner's sum_to;
 3. minitensor's gradcheck in float64: the backward against finite differences of the learner's own forward.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import torch
@@ -108,11 +112,24 @@ def op_exercise(
                             input_shapes=[a.shape for a in arrays],
                             known=wrong,
                         )
+                    if dtype == np.float64:
+                        G64, want64 = G, [t.grad for t in ts]
+                # 2b. through the learner's own engine (rung 2's Node, walk and sum_to), float64
+                if not check_forward_only:
+                    engine = importlib.import_module(mod.__name__.rsplit(".", 1)[0] + ".rung2")
+                    nodes = [engine.Node(a.copy()) for a in arrays]
+                    engine.apply(Fn, *nodes, **kw).backward(G64.copy())
+                    for i, (x, t) in enumerate(zip(nodes, want64)):
+                        if x.grad is None:
+                            raise CheckFailed(f"{where}: through your rung 2 engine, no gradient reached input {i}")
+                        compare(f"{where}: through your rung 2 engine, gradient of input {i}", x.grad, t)
                 # 3. finite differences (float64)
                 if not check_forward_only:
                     xs = [mt.tensor(a, requires_grad=True) for a in arrays]
                     finite_differences(where, lambda *t, kw=kw: Fn.apply(*t, **kw), xs)
 
+    if not check_forward_only:
+        needs = ("2.3", *needs)  # step 2b runs the learner's walk
     return Exercise(ex, title, check, needs=tuple(needs))
 
 
