@@ -4,10 +4,11 @@ YOUR FILE: fill every `raise NotImplementedError("exercise N.M")`; the checks im
 
 Each op is a `minitensor.Function`: `forward(ctx, *arrays)` computes on NumPy arrays and saves on `ctx` what
 the backward needs (`ctx.save_for_backward(...)`, read back as `ctx.saved_arrays`, or plain attributes);
-`backward(ctx, g)` gets g = dL/d(output), an array of the output's shape, and returns one gradient per input.
+`backward(ctx, g)` gets g = dL/d(output), an array of the output's shape, and returns a tuple of one gradient
+per input: `(g * b, g * a)` for two inputs, `(g * out,)` for one (a 1-tuple: mind the comma).
 
 Broadcasting: return each gradient in the OUTPUT's shape; the engine sums it back to the input's shape in one
-place (autograd.unbroadcast), as PyTorch's engine does. Use ops with `Mul.apply(x, y)`.
+place (your rung 2 `sum_to`, minitensor's own unbroadcast), as PyTorch's engine does. Use ops with `Mul.apply(x, y)`.
 Check with `python -m course check 3` (gradcheck in float64, PyTorch in float32 and float64).
 """
 

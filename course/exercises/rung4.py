@@ -1,7 +1,7 @@
 """Rung 4, fused ops: Softmax, LayerNorm and cross-entropy with label smoothing, each one primitive whose
+backward is derived for the whole op at once (docs/backprop.md derives the engine's own).
 
 YOUR FILE: fill every `raise NotImplementedError("exercise N.M")`; the checks import it as it is on disk.
-backward is derived for the whole op at once (docs/backprop.md derives the engine's own).
 
 As in rung 3: `forward(ctx, *arrays, **kwargs)` on NumPy arrays, `backward(ctx, g)` returns one gradient per
 tensor input. Check with `python -m course check 4`.

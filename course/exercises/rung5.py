@@ -1,7 +1,7 @@
 """Rung 5, layers: scaled dot-product attention with masks, multi-head attention and the feed-forward block,
+built from the engine's own ops (minitensor's matmul, masked_fill, softmax, Linear...).
 
 YOUR FILE: fill every `raise NotImplementedError("exercise N.M")`; the checks import it as it is on disk.
-built from the engine's own ops (minitensor's matmul, masked_fill, softmax, Linear...).
 
 Shapes: B batch, H heads, T_q queries, T_k keys, D model width, Dh = D / H head width.
 The attribute names (W_q, W_k, W_v, W_o, linear1, linear2) are the project's, so the check can copy your
