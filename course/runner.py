@@ -139,7 +139,8 @@ def run_exercise(ex: Exercise, module, folder: str) -> Outcome:
         return Outcome(ex, False, safe_str(e), time.perf_counter() - t0)
     except AttributeError as e:
         if getattr(e, "obj", None) is module:  # a name the check needs is not in the learner's file
-            message = f"{module.__file__} defines no `{e.name}`, which this exercise checks (renamed or deleted?)"
+            where = getattr(module, "__file__", "your code")
+            message = f"{where} defines no `{e.name}`, which this exercise checks (renamed or deleted?)"
             return Outcome(ex, False, message, time.perf_counter() - t0)
         return Outcome(
             ex, False, "your code raised an error:\n" + learner_traceback(e, folder), time.perf_counter() - t0
