@@ -186,9 +186,14 @@ def run_in_child(rung: int, ex: Exercise, source: str) -> Outcome:
     if not outcome.ok and outcome.message != "not written yet" and not outcome.message.startswith("needs exercise"):
         first = failing_prerequisite(ex, source)
         if first is not None:
+            saw = (
+                ""
+                if _first_line(first.message) == _first_line(outcome.message)
+                else f" What this one saw: {outcome.message}"
+            )
             outcome.message = (
                 f"fix exercise {first.exercise.id} ({first.exercise.title}) first: this one runs it, and it fails "
-                f"({_first_line(first.message)}). What this exercise saw: {outcome.message}"
+                f"({_first_line(first.message)}).{saw}"
             )
     return outcome
 

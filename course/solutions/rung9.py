@@ -24,7 +24,7 @@ from .rung6 import Transformer
 from .rung7 import Adam
 from .rung8 import train_step
 
-# Given: the size of the model (small enough that a step takes milliseconds) and the learning rate.
+# Given: the size of the model (a step takes tens of milliseconds on a laptop CPU) and the learning rate.
 CONFIG = {"d_model": 64, "num_heads": 4, "num_layers": 2, "d_ff": 128, "max_len": 64}
 LR = 2e-3
 
