@@ -207,6 +207,20 @@ PROSE_NUMBERS = {
         "0.5",  # the schedule's exponents
         "1.5",
     },
+    "05_decoding.py": {"64", "0.6"},  # the stored model's width; the length penalty's common setting
+    "06_parity.py": {
+        "1e-16",  # float64's epsilon, the scale of round-off
+        "1.2e-7",  # float32's epsilon
+        "1e-10",  # the tolerances of minitensor/testing.py, settings
+        "1e-5",
+        "1e-9",
+        "1e-4",
+        "100",  # the order of the number of ops in the model, a count that sets the tolerance
+    },
+    "07_higher_order.py": {"128", "200", "1000"},  # the preset's width; this run's and the full study's step counts
+    "08_forward_mode.py": set(),
+    "09_memory.py": {"2048", "32"},  # the sequence length, a setting, and its score matrix's size, 2048^2 * 8 B
+    "10_data_parallel.py": {"25"},  # a setting the reader is asked to try
 }
 NUMBER = re.compile(r"(?<![\w.^])\d+(?:\.\d+)?(?:e-?\d+)?%?")
 
@@ -217,7 +231,7 @@ def _markdown_numbers(name: str) -> set:
     numbers = set()
     for cell in cells:
         if cell.startswith(" [markdown]"):
-            cell = re.sub(r"(exercises?|check)\s+(#\s*)?\d+(\.\d+)?", "", cell)  # the course's numbers name, not state
+            cell = re.sub(r"(exercises?|check|section)\s+(#\s*)?\d+(\.\d+)?", "", cell)  # numbers that name, not state
             for s in NUMBER.findall(cell):
                 if "." in s or "e" in s or "%" in s or int(s) > 10:  # small counts (2 heads, 3 ways) are words
                     numbers.add(s)
