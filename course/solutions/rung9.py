@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     from transformer_np.data import get_task, make_batches
 
     p = argparse.ArgumentParser(prog="python -m course.exercises.rung9", description="train YOUR model")
-    p.add_argument("--steps", type=int, default=1200, help="training steps, batches of 16 (default: 1200)")
+    p.add_argument("--steps", type=int, default=3000, help="training steps, batches of 16 (default: 3000)")
     p.add_argument("--plot", metavar="FILE", help="also draw the loss curve into FILE (a .png; needs matplotlib)")
     args = p.parse_args(argv)
     if args.steps < 1:
