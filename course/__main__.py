@@ -28,8 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="the rungs and their exercises")
     c = sub.add_parser("check", help="run one rung's checks on your files")
-    c.add_argument("rung", type=int, choices=sorted(RUNGS), help="which rung (1-7)")
-    c.add_argument("--exercise", metavar="N.M", help="only this exercise (e.g. 2.4)")
+    c.add_argument("rung", type=int, choices=sorted(RUNGS), help=f"which rung (1-{max(RUNGS)})")
+    c.add_argument("--exercise", metavar="N.M", help="only this exercise (e.g. 3.4)")
     c.add_argument(
         "--from",
         dest="source",

@@ -3,7 +3,7 @@
 `source` names the package whose rungN.py files are checked:
     "exercises"  course/exercises/, the learner's files (the default)
     "solutions"  course/solutions/, the answers (what the CI test substitutes)
-    a directory  any folder holding rung1.py ... rung7.py (the CI test's planted wrong solutions); it is
+    a directory  any folder holding rung1.py ... rung9.py (the CI test's planted wrong solutions); it is
                  imported as a package named after the folder, its parent put on sys.path
 The files are imported as they are on disk at the moment of the check, so a syntax error or an unsaved stub
 is what gets checked, never a reference copy (TinyTorch's trap: cs249r_book #2117).
@@ -38,12 +38,14 @@ from dataclasses import dataclass
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNGS = {
     1: "the chain rule on scalars",
-    2: "tensor ops",
-    3: "fused ops",
-    4: "layers",
-    5: "the model",
-    6: "the optimizer",
-    7: "training",
+    2: "the engine on tensors",
+    3: "tensor ops",
+    4: "fused ops",
+    5: "layers",
+    6: "the model",
+    7: "the optimizer",
+    8: "training",
+    9: "the capstone",
 }
 NAMED_SOURCES = {"exercises": "course.exercises", "solutions": "course.solutions"}
 TIMEOUT_S = 60.0  # an exercise's time limit (`--timeout`): a correct solution takes a few seconds at most
@@ -60,9 +62,10 @@ class SourceError(Exception):
 
 @dataclass
 class Exercise:
-    id: str  # "2.4"
+    id: str  # "3.4"
     title: str  # "Tanh.backward"
     check: Callable  # check(module) -> None; raises CheckFailed (or the learner's own exception)
+    needs: tuple = ()  # ids of the exercises this one runs ("5.1"): when this fails, a failing one is named first
 
 
 @dataclass
@@ -136,7 +139,8 @@ def run_exercise(ex: Exercise, module, folder: str) -> Outcome:
         return Outcome(ex, False, safe_str(e), time.perf_counter() - t0)
     except AttributeError as e:
         if getattr(e, "obj", None) is module:  # a name the check needs is not in the learner's file
-            message = f"{module.__file__} defines no `{e.name}`, which this exercise checks (renamed or deleted?)"
+            where = getattr(module, "__file__", "your code")
+            message = f"{where} defines no `{e.name}`, which this exercise checks (renamed or deleted?)"
             return Outcome(ex, False, message, time.perf_counter() - t0)
         return Outcome(
             ex, False, "your code raised an error:\n" + learner_traceback(e, folder), time.perf_counter() - t0
@@ -178,7 +182,45 @@ def run_in_child(rung: int, ex: Exercise, source: str) -> Outcome:
         return Outcome(ex, False, safe_str(e), 0.0)
     except SystemExit as e:  # at import
         return Outcome(ex, False, f"importing your file: {exit_message(e)}", time.perf_counter() - t0)
-    return run_exercise(ex, module, folder)
+    outcome = run_exercise(ex, module, folder)
+    if not outcome.ok and outcome.message != "not written yet" and not outcome.message.startswith("needs exercise"):
+        first = failing_prerequisite(ex, source)
+        if first is not None:
+            saw = (
+                ""
+                if _first_line(first.message) == _first_line(outcome.message)
+                else f" What this one saw: {outcome.message}"
+            )
+            outcome.message = (
+                f"fix exercise {first.exercise.id} ({first.exercise.title}) first: this one runs it, and it fails "
+                f"({_first_line(first.message)}).{saw}"
+            )
+    return outcome
+
+
+def failing_prerequisite(ex: Exercise, source: str) -> Outcome | None:
+    """The first exercise in ex.needs (and in theirs, earliest first) that fails on `source`, or None."""
+    import course.checks  # noqa: F401  (the checks package: imported here, as the runner is imported by it)
+
+    for needed in ex.needs:
+        rung = int(needed.split(".")[0])
+        (pre,) = [e for e in importlib.import_module(f"course.checks.rung{rung}").EXERCISES if e.id == needed]
+        deeper = failing_prerequisite(pre, source)
+        if deeper is not None:
+            return deeper
+        try:
+            module = load(rung, source)
+        except (SourceError, SystemExit) as e:
+            return Outcome(pre, False, safe_str(e), 0.0)
+        outcome = run_exercise(pre, module, resolve(source)[1])
+        if not outcome.ok:
+            return outcome
+    return None
+
+
+def _first_line(message: str, limit: int = 200) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else message
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _child(conn, rung: int, ex: Exercise, source: str) -> None:

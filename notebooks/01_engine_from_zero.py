@@ -30,7 +30,7 @@ from nbutil import figure_path, show
 
 import minitensor as mt
 
-mt.manual_seed(0)
+_ = mt.manual_seed(0)  # (it returns the generator, not needed here)
 
 # %% [markdown]
 # ## A tensor
@@ -176,12 +176,34 @@ for name, ours, theirs in (("x", x, xt), ("W", W, Wt), ("b", b, bt)):
     assert err < 1e-5  # our tensors are float32: agreement to float32 precision
 
 # %% [markdown]
+# ## Your turn: `sum_to`, the unbroadcasting
+# `b` has shape (2,) but `h = x W + b` has shape (1, 2): NumPy broadcast `b` over the rows, so dL/db is dL/dh
+# summed over the rows it was copied to (the `.sum(axis=0)` above). An engine does this in one place for every
+# op: `sum_to(g, shape)` sums a gradient `g` back to the shape of the input that broadcast to it, over the leading
+# axes that broadcasting added and over every axis where the input had size 1 (kept, as size 1). Write it in the
+# next cell (it is the course's exercise 2.1); the cell after runs the course's check on it and prints its verdict.
+
+
+# %%
+def sum_to(g, shape):
+    """g (an array) summed back to `shape`, a shape that broadcasts to g.shape"""
+    raise NotImplementedError("exercise 2.1")  # your turn: replace this line
+
+
+# %%
+from course.notebook import check_here
+
+check_here("2.1", sum_to=sum_to)
+
+# %% [markdown]
 # **Recap.** A tensor records the op that made it; `backward` applies each op's hand-written gradient rule in
 # reverse order; three independent checks (hand derivation, finite differences, PyTorch) agree. Every primitive of
 # the engine sits in the package `minitensor/ops/` (`elementwise.py` holds `Tanh`; `matmul.py`, `reductions.py`,
 # `fused.py`, ... the others) with its forward and backward side by side, written like `BrokenTanh` above, minus the
 # bug, and with one difference: what backward reads is kept with `ctx.save_for_backward(out)` and read back as
 # `ctx.saved_arrays`, not as a plain attribute such as `ctx.out`. That way the engine knows which arrays a node
-# saved: it refuses to run a backward whose saved input was changed in place since (a version counter), and under
+# saved: it refuses to run a backward whose saved input was changed in place since (a version counter: every
+# tensor counts its in-place changes, and a node remembers the count it saved), and under
 # `create_graph=True` it hands the backward those inputs as Tensors, so the gradient can be differentiated again
-# (notebook 07). Your turn: `python -m course check 1` (course/README.md) has you write such an engine yourself.
+# (notebook 07). Your turn: `python -m course check 1` (course/README.md) has you write such an engine on scalars,
+# then `check 2` on arrays: the walk with its accumulation, and `sum_to`, the unbroadcasting.

@@ -185,8 +185,41 @@ print(
 )
 
 # %% [markdown]
+# ## Your turn: softmax's backward
+# Softmax's Jacobian is dy_i/dx_j = y_i (delta_ij - y_j): a diagonal term and off-diagonal terms -y_i y_j, because
+# every output shares the denominator. Multiplied by the upstream gradient g, it folds into one line in terms of
+# the output: dx = y * (g - sum_j g_j y_j) over `dim`. Write `backward` in the next cell (the course's exercise
+# 4.1); the cell after runs the course's check (your backward alone, then PyTorch in float64 and float32, then
+# finite differences) and prints its verdict. Keeping only the diagonal, g * y * (1 - y), is the classic slip: the
+# check says so.
+
+
+# %%
+class Softmax(mt.Function):
+    """y = softmax(x) over `dim`"""
+
+    @staticmethod
+    def forward(ctx, x, dim=-1):
+        e = np.exp(x - x.max(axis=dim, keepdims=True))
+        y = e / e.sum(axis=dim, keepdims=True)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_arrays
+        raise NotImplementedError("exercise 4.1")  # your turn: return (dx,), a 1-tuple
+
+
+# %%
+from course.notebook import check_here
+
+check_here("4.1", Softmax=Softmax)
+
+# %% [markdown]
 # **Recap.** Each fused op's backward is one short formula in terms of its output (`y`, `xhat`, `p`). Four
-# independent computations of each gradient agree to float64 round-off (about 1e-16 relative). The test suite
+# independent computations of each gradient agree to float64 round-off (the differences printed above). The test suite
 # runs the same comparisons for every op, in float32 and float64, with random upstream gradients
-# (`tests/minitensor/ops/test_fused.py`). Your turn: `python -m course check 3` has you write softmax's, layer norm's
+# (`tests/minitensor/ops/test_fused.py`). Your turn: `python -m course check 4` has you write softmax's, layer norm's
 # and cross-entropy's backward yourself, checked the same way (course/README.md).

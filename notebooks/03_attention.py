@@ -215,9 +215,10 @@ for norm_first in (False, True):
     )
 
 # %% [markdown]
-# The post-norm output of every token has mean 0 and std 1 (it ends with a LayerNorm); the pre-norm output does
-# not (its last operation is the residual sum). A pre-norm stack therefore adds a final LayerNorm
-# (`final_norm=True` in `ModelConfig`).
+# The post-norm output of every token has mean 0 and std 1 here because it ends with a LayerNorm at its initial
+# weights (weight 1, bias 0): LayerNorm's output is xhat * weight + bias, so once training moves weight and bias,
+# the mean and std follow them. The pre-norm output has neither (its last operation is the residual sum). A
+# pre-norm stack therefore adds a final LayerNorm (`final_norm=True` in `ModelConfig`).
 #
 # ## Positions: attention alone does not see order
 # Nothing above used a token's position: shuffle the tokens and attention's output is shuffled the same way,
@@ -333,9 +334,29 @@ show(
 )
 
 # %% [markdown]
+# ## Your turn: attention with a mask
+# Write `scaled_dot_product_attention` in the next cell (the course's exercise 5.1): the scores q k^T / sqrt(Dh),
+# the mask applied to the scores (a masked score set to -inf, so that its weight e^-inf is exactly 0), the softmax
+# over the keys, then the weighted sum of the values. Return the output and the weights. The cell after runs the
+# course's check (against parity/'s PyTorch twin, no mask, a padding mask, a causal mask) and prints its verdict.
+
+
+# %%
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """q (..., T_q, Dh), k (..., T_k, Dh), v (..., T_k, Dv), mask True where a query may see a key
+    -> (output (..., T_q, Dv), weights (..., T_q, T_k))"""
+    raise NotImplementedError("exercise 5.1")  # your turn: replace this line
+
+
+# %%
+from course.notebook import check_here
+
+check_here("5.1", scaled_dot_product_attention=scaled_dot_product_attention)
+
+# %% [markdown]
 # **Recap.** Attention is three matrix products and a softmax; heads are a reshape; masks zero out keys; a layer
 # is attention plus a small MLP, each in a residual block with a LayerNorm; positions are added because attention
 # itself ignores order. The full model (`transformer_np/model.py`) stacks these: an encoder of N such layers, and a
 # decoder whose layers add a cross-attention (queries from the target, keys and values from the encoder's output).
-# Your turn: `python -m course check 4` (attention, heads, the feed-forward block), then `check 5` (the whole
-# model from your layers, compared layer by layer with the PyTorch twin).
+# Your turn: `python -m course check 5` (attention, heads, the feed-forward block), then `check 6` (the whole
+# Transformer, its EncoderLayer and DecoderLayer from your layers, compared layer by layer with the PyTorch twin).

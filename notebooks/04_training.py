@@ -27,7 +27,7 @@
 import tempfile
 
 import numpy as np
-from nbutil import TINY, figure_path, show, sized
+from nbutil import TINY, figure_path, say, show, sized
 
 import minitensor as mt
 from transformer_np import plots
@@ -122,6 +122,17 @@ for forget in (False, True):
 for forget, (losses_, norms_) in curves.items():
     label = "zero_grad forgotten" if forget else "zero_grad each step"
     print(f"{label:<20} loss {losses_[0]:.2f} -> {losses_[-1]:.2f}; norm of .grad at the last step {norms_[-1]:.1f}")
+with_, without = curves[False][0], curves[True][0]
+say(
+    "{n} steps: the loss went from {start:.2f} to {a:.2f} with `zero_grad`, to {b:.2f} without; without it, the "
+    "loss was at its lowest at step {low} and ended {how} its start.",
+    n=len(with_),
+    start=with_[0],
+    a=with_[-1],
+    b=without[-1],
+    low=int(np.argmin(without)) + 1,
+    how="above" if without[-1] > without[0] else "below",
+)
 steps_ = list(range(1, len(loop_batches) + 1))
 show(
     plots.plot_lines(
@@ -139,9 +150,9 @@ show(
 
 # %% [markdown]
 # Without `zero_grad` the norm of `.grad` grows step after step (it is a running sum), and the updates follow the
-# sum of old gradients instead of the current batch's: after a good first step (the sum holds one gradient) the
-# loss stalls, then climbs (60 steps: about 2.35 with `zero_grad`, 3.2 without). No error is raised; only the
-# curve tells. The course's exercise 7.1 (`python -m course check 7`) catches it with a check.
+# sum of old gradients instead of the current batch's, so the loss does not fall as it does with `zero_grad` (the
+# sentence under the loop says by how much, in this run). No error is raised; only the curve tells. The
+# course's exercise 8.1, `train_step` (`python -m course check 8`), catches it with a check.
 #
 # ## A short run
 # `train` does the same loop, plus gradient clipping, the learning-rate schedule, evaluation and logging.
@@ -166,16 +177,23 @@ result = train(model_cfg.replace(dropout=0.0), run_cfg, out_dir, progress=False)
 hist, m = result.history, result.metrics
 print(f"{steps} steps in {result.wall_time:.1f} s, median {np.median(hist['tokens_per_s']):.0f} tok/s")
 print(f"held-out: loss {m['loss']:.3f}, token accuracy {m['token_acc']:.1%}, exact match {m['exact_acc']:.1%}")
+say(
+    "After {steps} steps the model is far from done: token accuracy {tok:.0%}, exact match {exact:.0%}.",
+    steps=steps,
+    tok=m["token_acc"],
+    exact=m["exact_acc"],
+)
 
 # %% [markdown]
 # Token accuracy counts correct next-token predictions under teacher forcing; exact match asks the model to
 # generate the whole target by itself (greedy decoding) and counts only perfect sequences, so it is much
-# stricter and rises later. After 400 steps the model is far from done (token accuracy around one half, exact
-# match near zero): `make demo` trains the same model for 2000 steps to 99.8-100% exact match.
+# stricter and rises later. A short run like this one leaves the model far from done (the sentence above gives
+# its numbers); `make demo` trains the same model for 2000 steps (README.md gives its exact match).
 #
 # ## The loss
-# The faint line is the loss of each batch; the solid line its running mean; dots are the held-out loss. With
-# label smoothing 0.1 the loss cannot reach 0: its floor is the entropy of the smoothed target.
+# The line is the loss of each batch; in a run of 100 steps or more a running mean is drawn over it (the batch
+# losses then faint); dots are the held-out loss. With label smoothing 0.1 the loss cannot reach 0: its floor
+# is the entropy of the smoothed target.
 
 # %%
 show(
@@ -207,7 +225,31 @@ show(plots.plot_lr(hist["step"], hist["lr"], figure_path("04_lr.png"), "warmup, 
 show(plots.plot_grad_norms(hist["step"], hist["layer_grad_norms"], figure_path("04_grad_norms.png")))
 
 # %% [markdown]
+# ## Your turn: the training step
+# Write `train_step`, one step of teacher forcing, in the next cell (the course's exercise 8.1): clear the old
+# gradients, run the model on the source and the target without its last token, take the cross-entropy against
+# the target without its first token (ignoring PAD_ID), backward, step, and return the loss as a float. The cell
+# after runs the course's check (three steps against the project's own, every parameter compared) and prints its
+# verdict; forgetting `zero_grad` is caught at step 2.
+
+
+# %%
+import minitensor.nn.functional as F  # noqa: F401  (for your step: F.cross_entropy)
+from transformer_np.data import PAD_ID  # noqa: F401  (for your step: the padding to ignore)
+
+
+def train_step(model, optimizer, src, tgt, label_smoothing=0.0):
+    """src (B, S), tgt (B, T) token ids, tgt = <bos> ... <eos> <pad>...; returns the loss (a float)"""
+    raise NotImplementedError("exercise 8.1")  # your turn: replace this line
+
+
+# %%
+from course.notebook import check_here
+
+check_here("8.1", train_step=train_step)
+
+# %% [markdown]
 # **Recap.** A step is forward, loss, backward, clip, update, schedule; the profiler shows that matrix
-# products dominate. The full recipe that reaches 99.8-100% exact match (2000 steps, a step schedule) is
-# `make demo`; `python -m transformer_np train --help` lists every knob. Your turn: `python -m course check 6`
-# (SGD and Adam by hand, against torch.optim) and `check 7` (the training step and a short curve).
+# products dominate. The full recipe (2000 steps, a step schedule; README.md gives its exact match) is
+# `make demo`; `python -m transformer_np train --help` lists every knob. Your turn: `python -m course check 7`
+# (SGD and Adam by hand, against torch.optim) and `check 8` (the training step and a short curve).

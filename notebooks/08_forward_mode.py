@@ -14,14 +14,17 @@
 # # 8. Forward mode: dual numbers, Jacobian-vector products, and finding a NaN
 #
 # **What you will learn**
-# - what forward-mode automatic differentiation is: carry, beside each value x, its tangent ẋ (a dual number
-#   x + ẋε with ε² = 0), and every op maps its inputs' tangents to its output's by its Jacobian: ẏ = J ẋ;
+# - what forward-mode automatic differentiation is: carry, beside each value x (the *primal*), its *tangent* ẋ, the
+#   direction in which x moves (together a *dual number* x + ẋε with ε² = 0), and every op maps its inputs'
+#   tangents to its output's by its Jacobian: ẏ = J ẋ;
 # - how to derive a JVP by hand, and check it with `mt.autograd.forward_ad.make_dual` and against PyTorch's
 #   `torch.func.jvp`;
-# - why forward mode costs one pass per *input* direction and reverse mode one pass per *output*: `jacfwd`
-#   against `jacrev` on a tall and a wide function;
+# - why forward mode costs one pass per *input* direction and reverse mode one pass per *output*: `jacfwd` (the
+#   whole Jacobian by forward passes, one column each) against `jacrev` (by backward passes, one row each) on a
+#   tall and a wide function;
 # - the Hessian-vector product by forward over reverse;
-# - how anomaly mode (`mt.autograd.detect_anomaly()`) finds the op, and the line, that made a NaN gradient.
+# - how anomaly mode (`mt.autograd.detect_anomaly()`, a debugging switch under which every op records where its
+#   forward was called) finds the op, and the line, that made a NaN gradient.
 #
 # The chapter beside this notebook is docs/forward_mode.md.
 
@@ -32,7 +35,7 @@ import warnings
 
 import numpy as np
 import torch
-from nbutil import sized
+from nbutil import sized, trim_traceback
 
 import minitensor as mt
 from minitensor.autograd import forward_ad as fwAD
@@ -106,7 +109,7 @@ print(inspect.getsource(MatMul.jvp))
 # ## Deriving a JVP by hand, then checking it
 # Take y = exp(x W) for a row batch x (B, n) and weights W (n, m), and move both along tangents ẋ, Ẇ.
 # The chain rule, one op at a time: u = x W gives u̇ = ẋ W + x Ẇ (MatMul's rule), then y = exp(u) gives
-# ẏ = exp(u) ⊙ u̇ (Exp's). So, by hand:
+# ẏ = exp(u) ⊙ u̇ (Exp's; ⊙ is the element-by-element product). So, by hand:
 #
 #     ẏ = exp(x W) ⊙ (ẋ W + x Ẇ)
 #
@@ -178,7 +181,8 @@ for label, (n_in, n_out) in (("tall", (n_small, n_big)), ("wide", (n_big, n_smal
 # ## The Hessian-vector product by forward over reverse
 # Compute the gradient inside an open dual level: the backward's own ops carry the tangents too, so the
 # gradient comes out with a tangent, and that tangent is H v. One forward pass and one backward, both carrying
-# tangents: cheaper than differentiating the gradient again by a second backward (notebook 7).
+# tangents: about the same cost as differentiating the gradient again by a second backward (notebook 7), not
+# less: docs/forward_mode.md counts nine matrix products for each way, and the benchmarks measure them level.
 
 # %%
 Wa = rng.standard_normal((n, m))
@@ -227,7 +231,7 @@ with warnings.catch_warnings():
         try:
             loss.backward()
         except RuntimeError as e:
-            print(e)
+            print(trim_traceback(str(e)))  # only this notebook's frames: a kernel adds about 30 of its own
 
 # %% [markdown]
 # The culprit is the line `((d * d).sum(-1)).sqrt()`, where the square root meets a zero. The usual fix is

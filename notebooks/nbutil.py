@@ -43,3 +43,42 @@ def show(fig_or_png, name: str | None = None) -> None:
         display(Image(filename=path))
     else:
         print(f"[figure] {path}")
+
+
+def say(template: str, **values) -> str:
+    """Prose with numbers from the run: `template`'s {markers} filled from `values` (computed variables), shown
+    as Markdown in Jupyter, printed by a script. The notebooks state the results of their own runs only this way,
+    so the words cannot drift from what the run computed (tests/notebooks/test_notebooks.py checks it)."""
+    text = template.format(**values)
+    if "{" in text or "}" in text:
+        raise ValueError(f"say: a marker left unfilled in {text!r}")
+    if in_jupyter():
+        from IPython.display import Markdown, display
+
+        display(Markdown(text))
+    else:
+        print(text)
+    return text
+
+
+def trim_traceback(message: str) -> str:
+    """An error message whose "File ..." frames are cut to the reader's own: the frames of Python, Jupyter and the
+    installed packages (a kernel adds about 30) are dropped, and their number said."""
+    lines, kept, dropped, skip_code = message.splitlines(), [], 0, False
+    for line in lines:
+        stripped = line.strip()
+        if stripped.startswith('File "'):
+            path = stripped.split('"')[1]
+            own = not (path.startswith("<frozen") or "site-packages" in path or "/lib/python3" in path)
+            dropped += not own
+            skip_code = not own
+            if own:
+                kept.append(line)
+        elif skip_code and line.startswith("    "):
+            skip_code = False  # the source line under a dropped frame
+        else:
+            skip_code = False
+            kept.append(line)
+    if dropped:
+        kept.append(f"  ({dropped} frames of Python, Jupyter and the packages trimmed)")
+    return "\n".join(kept)

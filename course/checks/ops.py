@@ -4,10 +4,14 @@
    None, each of its input's shape (or, for an input that broadcasts, the output's) and dtype;
 2. through the engine (`Fn.apply`, a random upstream gradient) against PyTorch, in float64 and float32, within
    minitensor.testing.OP_RTOL: the forward and every input's gradient;
+   2b. through the learner's own engine (rung 2: Node, the walk, sum_to) in float64, against the same PyTorch
+   gradients: the op's broadcast gradients summed back by the learner's sum_to;
 3. minitensor's gradcheck in float64: the backward against finite differences of the learner's own forward.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import torch
@@ -33,10 +37,22 @@ def _sums_back(gr, shape: tuple) -> bool:
         return False
 
 
-def op_exercise(ex: str, title: str, fn_name: str, cases: list, torch_fn, positive=False, check_forward_only=False):
+def op_exercise(
+    ex: str,
+    title: str,
+    fn_name: str,
+    cases: list,
+    torch_fn,
+    positive=False,
+    check_forward_only=False,
+    needs=(),
+    known=None,
+):
     """`cases`: a list of (input shapes, keyword arguments), the keyword arguments (non-tensor inputs: a dim, a
     target) a dict or a function of (rng, shapes) giving one; `torch_fn(tensors, kwargs)` the PyTorch reference.
-    check_forward_only: the exercise is the forward (the backward is judged by the next exercise)."""
+    check_forward_only: the exercise is the forward (the backward is judged by the next exercise). needs: the
+    exercises this one builds on (runner.Exercise.needs). known(arrays, G, kw, i): the known wrong gradients of
+    input i, as (array, sentence) pairs that the diagnosis names when the learner's gradient equals one."""
 
     def check(mod):
         Fn = getattr(mod, fn_name, None)
@@ -67,6 +83,8 @@ def op_exercise(ex: str, title: str, fn_name: str, cases: list, torch_fn, positi
                         shape = a.shape
                         if _sums_back(gr, a.shape):
                             shape = np.shape(gr)  # a broadcast shape the engine sums back to the input's
+                        elif isinstance(gr, np.ndarray) and gr.shape != a.shape:
+                            _wrong_shape(f"{where}: backward's gradient for input {i}", gr, a.shape, np.shape(out))
                         expect_array(f"{where}: backward's gradient for input {i}", gr, shape, a.dtype)
                 # 2. against PyTorch, through the engine
                 for dtype in (np.float64, np.float32):
@@ -86,10 +104,44 @@ def op_exercise(ex: str, title: str, fn_name: str, cases: list, torch_fn, positi
                     for i, (x, t) in enumerate(zip(xs, ts)):
                         if x.grad is None:
                             raise CheckFailed(f"{where}: no gradient reached input {i} ({name})")
-                        compare(f"{where}: gradient of input {i} in {name}", x.grad, t.grad)
+                        wrong = known([a.astype(np.float64) for a in arrays], G, kw, i) if known else ()
+                        compare(
+                            f"{where}: gradient of input {i} in {name}",
+                            x.grad,
+                            t.grad,
+                            input_shapes=[a.shape for a in arrays],
+                            known=wrong,
+                        )
+                    if dtype == np.float64:
+                        G64, want64 = G, [t.grad for t in ts]
+                # 2b. through the learner's own engine (rung 2's Node, walk and sum_to), float64; not for names
+                # checked from a notebook (course/notebook.py), which come without a rung 2 file beside them
+                if not check_forward_only and getattr(mod, "__name__", None):
+                    engine = importlib.import_module(mod.__name__.rsplit(".", 1)[0] + ".rung2")
+                    nodes = [engine.Node(a.copy()) for a in arrays]
+                    engine.apply(Fn, *nodes, **kw).backward(G64.copy())
+                    for i, (x, t) in enumerate(zip(nodes, want64)):
+                        if x.grad is None:
+                            raise CheckFailed(f"{where}: through your rung 2 engine, no gradient reached input {i}")
+                        compare(f"{where}: through your rung 2 engine, gradient of input {i}", x.grad, t)
                 # 3. finite differences (float64)
                 if not check_forward_only:
                     xs = [mt.tensor(a, requires_grad=True) for a in arrays]
                     finite_differences(where, lambda *t, kw=kw: Fn.apply(*t, **kw), xs)
 
-    return Exercise(ex, title, check)
+    if not check_forward_only:
+        needs = ("2.3", *needs)  # step 2b runs the learner's walk
+    return Exercise(ex, title, check, needs=tuple(needs))
+
+
+def _wrong_shape(where: str, gr: np.ndarray, shape: tuple, out_shape: tuple) -> None:
+    """A gradient whose shape neither is its input's nor broadcasts to it: say which shapes would do, and what the
+    one that came looks like (transposed, another input's)."""
+    wanted, why = f"shape {tuple(shape)} (the input's)", ""
+    if tuple(out_shape) != tuple(shape) and _sums_back(np.empty(out_shape), tuple(shape)):
+        wanted = f"the output's shape {tuple(out_shape)} or the input's {tuple(shape)}"
+        why = " (a gradient in the output's shape is summed back to the input's by the engine)"
+    hint = ""
+    if gr.ndim >= 2 and gr.shape == tuple(shape[:-2]) + tuple(shape[-1:-3:-1]):
+        hint = ": that is the input's shape with its last two axes swapped; check which factor you transpose"
+    raise CheckFailed(f"{where}: expected {wanted}{why}, got {gr.shape}{hint}")

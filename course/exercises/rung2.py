@@ -1,94 +1,94 @@
-"""Rung 2, tensor ops: the backward of Mul, Exp, Sum, Tanh and MatMul, written as the engine's own primitives are.
+"""Rung 2, the engine on tensors: a Node that holds an array, the walk that sends gradients back through a graph
+of them, and the unbroadcasting that gives every input a gradient of its own shape.
+
+A `Node` holds a NumPy array (`data`), its gradient (`grad`: None until a gradient reaches it, then an array of
+data's shape), the Nodes it came from (`parents`) and `backward_fn`: given g = dL/d(this node), an array of this
+node's shape, it returns one gradient per parent. A broadcasting op (add, mul) returns them in ITS OWN shape,
+as NumPy broadcast them; the walk sums each back to its parent's shape with `sum_to`, in this one place, so that
+no op has to. The ops at the bottom are given: they only build Nodes.
 
 YOUR FILE: fill every `raise NotImplementedError("exercise N.M")`; the checks import it as it is on disk.
 
-Each op is a `minitensor.Function`: `forward(ctx, *arrays)` computes on NumPy arrays and saves on `ctx` what
-the backward needs (`ctx.save_for_backward(...)`, read back as `ctx.saved_arrays`, or plain attributes);
-`backward(ctx, g)` gets g = dL/d(output), an array of the output's shape, and returns one gradient per input.
-
-Broadcasting: return each gradient in the OUTPUT's shape; the engine sums it back to the input's shape in one
-place (autograd.unbroadcast), as PyTorch's engine does. Use ops with `Mul.apply(x, y)`.
-Check with `python -m course check 2` (gradcheck in float64, PyTorch in float32 and float64).
+Exercises: 2.1 sum_to, 2.2 Node.accumulate, 2.3 Node.backward (the walk). Check them with
+`python -m course check 2`. Rungs 3 and 4 run your ops through this engine as well as through minitensor's.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-import minitensor as mt
+
+def sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """g summed back to `shape`, a shape that broadcasts to g.shape: over the leading axes that broadcasting
+    added, and over every axis where `shape` has size 1 and g does not (kept, as size 1)."""
+    # exercise 2.1: first sum away the extra leading axes, then sum (keepdims) over the stretched size-1 axes
+    raise NotImplementedError("exercise 2.1")
 
 
-class Mul(mt.Function):
-    """out = a * b (broadcasting)"""
+class Node:
+    """An array in a graph: data, grad, parents, backward_fn (g -> one gradient per parent)."""
 
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return a * b
+    def __init__(self, data, parents=(), backward_fn=None, op: str = ""):
+        self.data = np.asarray(data, dtype=np.float64)
+        self.grad = None
+        self.parents = tuple(parents)
+        self.backward_fn = backward_fn  # None for a leaf: nothing further back
+        self.op = op
 
-    @staticmethod
-    def backward(ctx, g):
-        # exercise 2.1: da = g * b, db = g * a
-        raise NotImplementedError("exercise 2.1")
+    def __repr__(self):
+        return f"Node({self.op or 'leaf'}, shape={self.data.shape})"
 
-
-class Exp(mt.Function):
-    """out = e^a"""
-
-    @staticmethod
-    def forward(ctx, a):
-        out = np.exp(a)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        # exercise 2.2: da = g * e^a, and e^a is the output
+    def accumulate(self, g: np.ndarray) -> None:
+        """Add the share g (an array of data's shape) to self.grad: the first share starts it, later ones add."""
+        # exercise 2.2: a node used twice gets two shares, both counted. Never keep g itself: the same array may
+        # arrive again (add(a, a) sends its g to both parents), and an in-place += would change it there too.
         raise NotImplementedError("exercise 2.2")
 
-
-class Sum(mt.Function):
-    """out = a summed over `dim` (an int, a tuple of ints, or None for all), kept as size-1 axes if keepdim"""
-
-    @staticmethod
-    def forward(ctx, a, dim=None, keepdim=False):
-        ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
-        return np.sum(a, axis=dim, keepdims=keepdim)
-
-    @staticmethod
-    def backward(ctx, g):
-        # exercise 2.3: every input element contributed once to its sum, so da = g copied back over the summed
-        # axes; without keepdim, those axes must first be put back (as size 1) so that g broadcasts.
+    def backward(self, g=None) -> None:
+        """Send dL/d(self) back through the graph. self's gradient is g (ones for a single-element node when g is
+        None); each node's backward_fn runs once, after every node that uses it has sent it its share (reverse
+        topological order), and each parent accumulates its share summed back to its own shape. Iterative: a
+        chain of 10,000 nodes must not hit Python's recursion limit."""
+        # exercise 2.3: order the nodes (a depth-first search with an explicit stack, each node placed after all
+        # its parents), then walk that order backwards
         raise NotImplementedError("exercise 2.3")
 
 
-class Tanh(mt.Function):
-    """out = tanh a"""
-
-    @staticmethod
-    def forward(ctx, a):
-        out = np.tanh(a)
-        ctx.save_for_backward(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        # exercise 2.4: da = g * (1 - tanh(a)^2), and tanh(a) is the output
-        raise NotImplementedError("exercise 2.4")
+# Given: the ops, each a forward and the backward_fn beside it, returning gradients in the output's shape.
+def add(a: Node, b: Node) -> Node:
+    return Node(a.data + b.data, (a, b), lambda g: (g, g), "+")
 
 
-class MatMul(mt.Function):
-    """out = a @ b for a (..., M, K) and b (..., K, N), the leading (batch) axes broadcasting"""
+def mul(a: Node, b: Node) -> Node:
+    return Node(a.data * b.data, (a, b), lambda g: (g * b.data, g * a.data), "*")
 
-    @staticmethod
-    def forward(ctx, a, b):
-        if a.ndim < 2 or b.ndim < 2:
-            raise ValueError(f"MatMul: expected a and b with 2 or more dims, got shapes {a.shape} and {b.shape}")
-        ctx.save_for_backward(a, b)
-        return a @ b
 
-    @staticmethod
-    def backward(ctx, g):
-        # exercise 2.5: da = g b^T, db = a^T g, transposing the last two axes (the batch axes are summed back to
-        # each input's shape by the engine)
-        raise NotImplementedError("exercise 2.5")
+def matmul(a: Node, b: Node) -> Node:
+    """a (..., M, K) @ b (..., K, N); the batch axes broadcast, and sum_to sums them back"""
+    return Node(a.data @ b.data, (a, b), lambda g: (g @ np.swapaxes(b.data, -1, -2), np.swapaxes(a.data, -1, -2) @ g))
+
+
+def tanh(a: Node) -> Node:
+    t = np.tanh(a.data)
+    return Node(t, (a,), lambda g: (g * (1 - t * t),), "tanh")
+
+
+def total(a: Node) -> Node:
+    """the sum of every element (a 0-d node)"""
+    return Node(a.data.sum(), (a,), lambda g: (np.broadcast_to(g, a.data.shape),), "sum")
+
+
+class Context:
+    """What a minitensor.Function's forward saves for its backward, for `apply` below."""
+
+    def save_for_backward(self, *arrays):
+        self.saved_arrays = arrays
+
+
+def apply(Fn, *inputs: Node, **kwargs) -> Node:
+    """Run a minitensor.Function-style op (forward(ctx, *arrays, **kwargs), backward(ctx, g)) on Nodes: the rung 3
+    and 4 checks run your ops through your engine with this."""
+    ctx = Context()
+    ctx.needs_input_grad = (True,) * len(inputs)
+    out = Fn.forward(ctx, *[x.data for x in inputs], **kwargs)
+    return Node(out, inputs, lambda g: Fn.backward(ctx, g), Fn.__name__)

@@ -1,59 +1,67 @@
-"""Rung 4, layers: scaled dot-product attention with masks, multi-head attention and the feed-forward block,
+"""Rung 4, fused ops: Softmax, LayerNorm and cross-entropy with label smoothing, each one primitive whose
+backward is derived for the whole op at once (docs/backprop.md derives the engine's own).
 
 YOUR FILE: fill every `raise NotImplementedError("exercise N.M")`; the checks import it as it is on disk.
-built from the engine's own ops (minitensor's matmul, masked_fill, softmax, Linear...).
 
-Shapes: B batch, H heads, T_q queries, T_k keys, D model width, Dh = D / H head width.
-The attribute names (W_q, W_k, W_v, W_o, linear1, linear2) are the project's, so the check can copy your
-weights into parity/'s PyTorch twin name for name. Check with `python -m course check 4`.
+As in rung 3: `forward(ctx, *arrays, **kwargs)` on NumPy arrays, `backward(ctx, g)` returns one gradient per
+tensor input. Check with `python -m course check 4`.
 """
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
-import minitensor.nn as nn
-import minitensor.nn.functional as F
-
-
-def scaled_dot_product_attention(q, k, v, mask=None):
-    """softmax(q k^T / sqrt(Dh)) v over the keys a query may see -> (output (..., T_q, Dv), weights (..., T_q, T_k)).
-
-    mask: a bool Tensor broadcastable to (..., T_q, T_k), True where the query may attend to the key (every
-    query row keeps at least one key here). A masked key must get exactly zero weight.
-    """
-    # exercise 4.1: scores, the mask (BEFORE the softmax: a score of -inf has weight e^-inf = 0), softmax, @ v
-    raise NotImplementedError("exercise 4.1")
+import minitensor as mt
 
 
-class MultiHeadAttention(nn.Module):
-    """MultiHead(Q, K, V) = Concat(head_1..head_H) W_o, head_i = Attention(Q W_q^i, K W_k^i, V W_v^i)"""
+class Softmax(mt.Function):
+    """y = softmax(x) over `dim`: y_i = e^(x_i - max) / sum_j e^(x_j - max)"""
 
-    def __init__(self, d_model: int, num_heads: int):
-        super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
-        self.W_q = nn.Linear(d_model, d_model)
-        self.W_k = nn.Linear(d_model, d_model)
-        self.W_v = nn.Linear(d_model, d_model)
-        self.W_o = nn.Linear(d_model, d_model)
+    @staticmethod
+    def forward(ctx, x, dim=-1):
+        e = np.exp(x - x.max(axis=dim, keepdims=True))  # minus the max: no overflow, same result
+        y = e / e.sum(axis=dim, keepdims=True)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
 
-    def forward(self, query, key, value, mask=None):
-        """query (B, T_q, D), key and value (B, T_k, D), mask broadcastable to (B, H, T_q, T_k) -> (B, T_q, D)"""
-        # exercise 4.2: project, split into heads (B, T, D) -> (B, H, T, Dh), attend (your 4.1), merge the heads
-        # back (B, H, T_q, Dh) -> (B, T_q, D), project with W_o
+    @staticmethod
+    def backward(ctx, g):
+        # exercise 4.1: the Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so dx = y * (g - sum_j g_j y_j) over `dim`
+        raise NotImplementedError("exercise 4.1")
+
+
+class LayerNorm(mt.Function):
+    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (var: biased, as torch)"""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps=1e-5):
+        mean = x.mean(axis=-1, keepdims=True)
+        rstd = 1.0 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+        xhat = (x - mean) * rstd
+        ctx.xhat, ctx.rstd, ctx.weight = xhat, rstd, weight
+        return xhat * weight + bias
+
+    @staticmethod
+    def backward(ctx, g):
+        # exercise 4.2: with gx = g * weight (the gradient reaching xhat) and means over the last axis:
+        #     dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)),  dweight = g * xhat,  dbias = g
+        # (dweight and dbias in the output's shape: the engine sums them over the leading axes)
         raise NotImplementedError("exercise 4.2")
 
 
-class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = linear2(relu(linear1(x))): D -> d_ff -> D, at every position alike"""
+class CrossEntropy(mt.Function):
+    """loss = mean over the N rows of -sum_c q_c log softmax(logits)_c, q = (1 - s) onehot(target) + s / C
 
-    def __init__(self, d_model: int, d_ff: int):
-        super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
+    logits (N, C); target (N,) integer class ids, a keyword (not differentiated); label_smoothing s in [0, 1].
+    """
 
-    def forward(self, x):
-        # exercise 4.3: linear1, ReLU, linear2
+    @staticmethod
+    def forward(ctx, logits, target=None, label_smoothing=0.0):
+        # exercise 4.3: the loss as a 0-d array. log softmax = x - max - log sum e^(x - max); build q
         raise NotImplementedError("exercise 4.3")
+
+    @staticmethod
+    def backward(ctx, g):
+        # exercise 4.4: dlogits = g * (softmax(logits) - q) / N
+        raise NotImplementedError("exercise 4.4")

@@ -1,92 +1,59 @@
-"""Rung 5, the model: the encoder-decoder of "Attention Is All You Need", assembled from YOUR rung 4 layers.
+"""Rung 5, layers: scaled dot-product attention with masks, multi-head attention and the feed-forward block,
+built from the engine's own ops (minitensor's matmul, masked_fill, softmax, Linear...).
 
 YOUR FILE: fill every `raise NotImplementedError("exercise N.M")`; the checks import it as it is on disk.
 
-Post-norm residual blocks as in the paper, no dropout (the check compares against parity/'s PyTorch twin with
-dropout 0). The attribute names are the project's (transformer_np/model.py), so your weights copy into the twin
-name for name and the check can compare the two models layer by layer.
-Check with `python -m course check 5`; it runs rung 4's layers too, so pass rung 4 first.
+Shapes: B batch, H heads, T_q queries, T_k keys, D model width, Dh = D / H head width.
+The attribute names (W_q, W_k, W_v, W_o, linear1, linear2) are the project's, so the check can copy your
+weights into parity/'s PyTorch twin name for name. Check with `python -m course check 5`.
 """
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-
-import minitensor as mt
 import minitensor.nn as nn
-from transformer_np.masks import PAD_ID, padding_mask, target_mask
-
-from .rung4 import MultiHeadAttention, PositionwiseFeedForward
+import minitensor.nn.functional as F
 
 
-def sinusoidal_table(max_len: int, d_model: int) -> np.ndarray:
-    """PE[pos, 2i] = sin(pos / 10000^(2i / D)), PE[pos, 2i + 1] = cos(pos / 10000^(2i / D)): (max_len, D) float64"""
-    # exercise 5.1
+def scaled_dot_product_attention(q, k, v, mask=None):
+    """softmax(q k^T / sqrt(Dh)) v over the keys a query may see -> (output (..., T_q, Dv), weights (..., T_q, T_k)).
+
+    mask: a bool Tensor broadcastable to (..., T_q, T_k), True where the query may attend to the key (every
+    query row keeps at least one key here). A masked key must get exactly zero weight.
+    """
+    # exercise 5.1: scores, the mask (BEFORE the softmax: a score of -inf has weight e^-inf = 0), softmax, @ v
     raise NotImplementedError("exercise 5.1")
 
 
-class EncoderLayer(nn.Module):
-    """x = norm1(x + self_attn(x, x, x)); x = norm2(x + feed_forward(x))"""
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_H) W_o, head_i = Attention(Q W_q^i, K W_k^i, V W_v^i)"""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int):
+    def __init__(self, d_model: int, num_heads: int):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
+        if d_model % num_heads:
+            raise ValueError(f"MultiHeadAttention: d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
 
-    def forward(self, x, mask=None):
-        """x (B, S, D), mask broadcastable to (B, H, S, S) -> (B, S, D)"""
-        # exercise 5.2: two residual blocks, each followed by its LayerNorm
+    def forward(self, query, key, value, mask=None):
+        """query (B, T_q, D), key and value (B, T_k, D), mask broadcastable to (B, H, T_q, T_k) -> (B, T_q, D)"""
+        # exercise 5.2: project, split into heads (B, T, D) -> (B, H, T, Dh), attend (your 5.1), merge the heads
+        # back (B, H, T_q, Dh) -> (B, T_q, D), project with W_o
         raise NotImplementedError("exercise 5.2")
 
 
-class DecoderLayer(nn.Module):
-    """masked self-attention, cross-attention over the encoder's memory, feed-forward: three post-norm blocks"""
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = linear2(relu(linear1(x))): D -> d_ff -> D, at every position alike"""
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int):
+    def __init__(self, d_model: int, d_ff: int):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.norm3 = nn.LayerNorm(d_model)
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
 
-    def forward(self, x, memory, src_mask=None, tgt_mask=None):
-        """x (B, T, D), memory (B, S, D); tgt_mask to (B, H, T, T), src_mask to (B, H, T, S) -> (B, T, D)"""
-        # exercise 5.3: self-attention under tgt_mask, cross-attention (queries x, keys and values memory) under
-        # src_mask, feed-forward; each block x = norm(x + block(x))
+    def forward(self, x):
+        # exercise 5.3: linear1, ReLU, linear2
         raise NotImplementedError("exercise 5.3")
-
-
-class Stack(nn.Module):
-    """N layers in `self.layers` (the name the project's checkpoints use: encoder.layers.0.self_attn...)."""
-
-    def __init__(self, layers: list):
-        super().__init__()
-        self.layers = nn.ModuleList(layers)
-
-
-class Transformer(nn.Module):
-    """logits = generator(decoder(embed(tgt), encoder(embed(src)))), embed(x) = E[x] * sqrt(D) + PE[:len(x)]"""
-
-    def __init__(self, src_vocab_size, tgt_vocab_size, d_model, num_heads, num_layers, d_ff, max_len=64):
-        super().__init__()
-        self.d_model = d_model
-        self.src_embed = nn.Embedding(src_vocab_size, d_model)
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
-        self.pe = sinusoidal_table(max_len, d_model)  # a constant, not a parameter
-        self.encoder = Stack([EncoderLayer(d_model, num_heads, d_ff) for _ in range(num_layers)])
-        self.decoder = Stack([DecoderLayer(d_model, num_heads, d_ff) for _ in range(num_layers)])
-        self.generator = nn.Linear(d_model, tgt_vocab_size)
-
-    def forward(self, src, tgt):
-        """src (B, S), tgt (B, T) token ids (NumPy int arrays; PAD_ID = 0 is padding) -> logits (B, T, V_tgt)"""
-        src_mask = padding_mask(src, PAD_ID)  # noqa: F841  (B, 1, 1, S): keys that are not padding
-        tgt_mask = target_mask(tgt, PAD_ID)  # noqa: F841  (B, 1, T, T): causal and not padding
-        # exercise 5.4: embed both sides (times sqrt(D), plus the table's first S or T rows, cast to the
-        # embeddings' dtype), run the encoder layers, then the decoder layers over the memory, then the generator
-        raise NotImplementedError("exercise 5.4")

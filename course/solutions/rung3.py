@@ -1,8 +1,13 @@
-"""Rung 3, fused ops: Softmax, LayerNorm and cross-entropy with label smoothing, each one primitive whose
-backward is derived for the whole op at once (docs/backprop.md derives the engine's own).
+"""Rung 3, tensor ops: the backward of Mul, Exp, Sum, Tanh and MatMul, written as the engine's own primitives are.
 
-As in rung 2: `forward(ctx, *arrays, **kwargs)` on NumPy arrays, `backward(ctx, g)` returns one gradient per
-tensor input. Check with `python -m course check 3`.
+Each op is a `minitensor.Function`: `forward(ctx, *arrays)` computes on NumPy arrays and saves on `ctx` what
+the backward needs (`ctx.save_for_backward(...)`, read back as `ctx.saved_arrays`, or plain attributes);
+`backward(ctx, g)` gets g = dL/d(output), an array of the output's shape, and returns a tuple of one gradient
+per input: `(g * b, g * a)` for two inputs, `(g * out,)` for one (a 1-tuple: mind the comma).
+
+Broadcasting: return each gradient in the OUTPUT's shape; the engine sums it back to the input's shape in one
+place (your rung 2 `sum_to`, minitensor's own unbroadcast), as PyTorch's engine does. Use ops with `Mul.apply(x, y)`.
+Check with `python -m course check 3` (gradcheck in float64, PyTorch in float32 and float64).
 """
 
 from __future__ import annotations
@@ -12,64 +17,83 @@ import numpy as np
 import minitensor as mt
 
 
-class Softmax(mt.Function):
-    """y = softmax(x) over `dim`: y_i = e^(x_i - max) / sum_j e^(x_j - max)"""
+class Mul(mt.Function):
+    """out = a * b (broadcasting)"""
 
     @staticmethod
-    def forward(ctx, x, dim=-1):
-        e = np.exp(x - x.max(axis=dim, keepdims=True))  # minus the max: no overflow, same result
-        y = e / e.sum(axis=dim, keepdims=True)
-        ctx.save_for_backward(y)
-        ctx.dim = dim
-        return y
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
 
     @staticmethod
     def backward(ctx, g):
-        # exercise 3.1: the Jacobian is dy_i/dx_j = y_i (delta_ij - y_j), so dx = y * (g - sum_j g_j y_j) over `dim`
-        (y,) = ctx.saved_arrays
-        return (y * (g - (g * y).sum(axis=ctx.dim, keepdims=True)),)
+        # exercise 3.1: da = g * b, db = g * a
+        a, b = ctx.saved_arrays
+        return g * b, g * a
 
 
-class LayerNorm(mt.Function):
-    """y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (var: biased, as torch)"""
+class Exp(mt.Function):
+    """out = e^a"""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, eps=1e-5):
-        mean = x.mean(axis=-1, keepdims=True)
-        rstd = 1.0 / np.sqrt(x.var(axis=-1, keepdims=True) + eps)
-        xhat = (x - mean) * rstd
-        ctx.xhat, ctx.rstd, ctx.weight = xhat, rstd, weight
-        return xhat * weight + bias
+    def forward(ctx, a):
+        out = np.exp(a)
+        ctx.save_for_backward(out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        # exercise 3.2: with gx = g * weight (the gradient reaching xhat) and means over the last axis:
-        #     dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)),  dweight = g * xhat,  dbias = g
-        # (dweight and dbias in the output's shape: the engine sums them over the leading axes)
-        xhat, rstd = ctx.xhat, ctx.rstd
-        gx = g * ctx.weight
-        dx = rstd * (gx - gx.mean(axis=-1, keepdims=True) - xhat * (gx * xhat).mean(axis=-1, keepdims=True))
-        return dx, g * xhat, g
+        # exercise 3.2: da = g * e^a, and e^a is the output
+        (out,) = ctx.saved_arrays
+        return (g * out,)
 
 
-class CrossEntropy(mt.Function):
-    """loss = mean over the N rows of -sum_c q_c log softmax(logits)_c, q = (1 - s) onehot(target) + s / C
-
-    logits (N, C); target (N,) integer class ids, a keyword (not differentiated); label_smoothing s in [0, 1].
-    """
+class Sum(mt.Function):
+    """out = a summed over `dim` (an int, a tuple of ints, or None for all), kept as size-1 axes if keepdim"""
 
     @staticmethod
-    def forward(ctx, logits, target=None, label_smoothing=0.0):
-        # exercise 3.3: the loss as a 0-d array. log softmax = x - max - log sum e^(x - max); build q
-        N, C = logits.shape
-        shifted = logits - logits.max(axis=-1, keepdims=True)
-        logp = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-        q = np.full_like(logits, label_smoothing / C)
-        q[np.arange(N), target] += 1.0 - label_smoothing
-        ctx.p, ctx.q, ctx.n = np.exp(logp), q, N
-        return np.asarray(-(q * logp).sum() / N)
+    def forward(ctx, a, dim=None, keepdim=False):
+        ctx.shape, ctx.dim, ctx.keepdim = a.shape, dim, keepdim
+        return np.sum(a, axis=dim, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, g):
-        # exercise 3.4: dlogits = g * (softmax(logits) - q) / N
-        return (g * (ctx.p - ctx.q) / ctx.n,)
+        # exercise 3.3: every input element contributed once to its sum, so da = g copied back over the summed
+        # axes; without keepdim, those axes must first be put back (as size 1) so that g broadcasts.
+        if ctx.dim is not None and not ctx.keepdim:
+            g = np.expand_dims(g, ctx.dim)
+        return (np.broadcast_to(g, ctx.shape).copy(),)
+
+
+class Tanh(mt.Function):
+    """out = tanh a"""
+
+    @staticmethod
+    def forward(ctx, a):
+        out = np.tanh(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        # exercise 3.4: da = g * (1 - tanh(a)^2), and tanh(a) is the output
+        (out,) = ctx.saved_arrays
+        return (g * (1 - out * out),)
+
+
+class MatMul(mt.Function):
+    """out = a @ b for a (..., M, K) and b (..., K, N), the leading (batch) axes broadcasting"""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        if a.ndim < 2 or b.ndim < 2:
+            raise ValueError(f"MatMul: expected a and b with 2 or more dims, got shapes {a.shape} and {b.shape}")
+        ctx.save_for_backward(a, b)
+        return a @ b
+
+    @staticmethod
+    def backward(ctx, g):
+        # exercise 3.5: da = g b^T, db = a^T g, transposing the last two axes (the batch axes are summed back to
+        # each input's shape by the engine)
+        a, b = ctx.saved_arrays
+        return g @ np.swapaxes(b, -1, -2), np.swapaxes(a, -1, -2) @ g

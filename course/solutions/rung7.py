@@ -1,38 +1,69 @@
-"""Rung 7, training: one training step, then a loop of them, on the project's Transformer.
+"""Rung 7, the optimizer: SGD (with momentum and weight decay) and Adam, by hand, as torch.optim computes them.
 
-The model is transformer_np's (`model(src, tgt_in)` gives logits (B, T, V), masks built from PAD_ID = 0), so a
-slip in your rung 5 model does not show up here; the optimizer is any with zero_grad() and step() (yours from
-rung 6 works too). Check with `python -m course check 7`: the step against the project's own, then a short
-training curve on the copy-reverse task that must fall.
+A parameter `p` is a minitensor Tensor: `p.data` its NumPy array (update it in place: `p.data -= ...`), and
+`p.grad.data` the gradient the last backward left (`p.grad` is None for a parameter no gradient reached: skip
+it). Check with `python -m course check 7` (against torch.optim over several steps, float64).
 """
 
 from __future__ import annotations
 
-import minitensor as mt
-import minitensor.nn.functional as F
-from transformer_np.masks import PAD_ID
+import numpy as np
 
 
-def train_step(model, optimizer, src, tgt, label_smoothing: float = 0.0) -> float:
-    """One step of teacher forcing on a batch: src (B, S), tgt (B, T) token ids, tgt = <bos> ... <eos> <pad>...
+class SGD:
+    """torch.optim.SGD: g = grad + weight_decay * p; with momentum, buf = momentum * buf + g (buf = g at the
+    first step) and g = buf; then p -= lr * g"""
 
-    The decoder reads tgt[:, :-1] and must predict tgt[:, 1:]; the loss is the label-smoothed cross-entropy
-    averaged over the labels that are not PAD_ID. Returns the loss as a Python float.
+    def __init__(self, params, lr: float, momentum: float = 0.0, weight_decay: float = 0.0):
+        self.params = list(params)
+        self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
+        self.buffers = [None] * len(self.params)  # the momentum buffer of each parameter
+
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        # exercise 7.1
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            g = p.grad.data + self.weight_decay * p.data
+            if self.momentum:
+                self.buffers[i] = g.copy() if self.buffers[i] is None else self.momentum * self.buffers[i] + g
+                g = self.buffers[i]
+            p.data -= self.lr * g
+
+
+class Adam:
+    """torch.optim.Adam (Kingma and Ba, 2015), weight decay added to the gradient as torch's (not AdamW):
+        g = grad + weight_decay * p;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2   (m, v start at 0)
+        m_hat = m / (1 - b1^t);  v_hat = v / (1 - b2^t);  p -= lr * m_hat / (sqrt(v_hat) + eps)
+    t = 1, 2, ... counts the steps that gave THIS parameter a gradient (each parameter has its own t, m and v).
     """
-    # exercise 7.1: clear the old gradients, forward, loss, backward, step
-    optimizer.zero_grad()
-    tgt_in, labels = tgt[:, :-1], tgt[:, 1:]
-    logits = model(mt.tensor(src), mt.tensor(tgt_in))  # (B, T-1, V)
-    V = logits.shape[-1]
-    loss = F.cross_entropy(
-        logits.reshape(-1, V), mt.tensor(labels.reshape(-1)), ignore_index=PAD_ID, label_smoothing=label_smoothing
-    )
-    loss.backward()
-    optimizer.step()
-    return loss.item()
 
+    def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0):
+        self.params = list(params)
+        self.lr, self.betas, self.eps, self.weight_decay = lr, tuple(betas), eps, weight_decay
+        self.t = [0] * len(self.params)
+        self.m = [np.zeros_like(p.data) for p in self.params]
+        self.v = [np.zeros_like(p.data) for p in self.params]
 
-def train(model, optimizer, batches, label_smoothing: float = 0.0) -> list:
-    """One train_step per (src, tgt) batch, in order; returns the list of losses (floats)."""
-    # exercise 7.2
-    return [train_step(model, optimizer, src, tgt, label_smoothing) for src, tgt in batches]
+    def zero_grad(self):
+        for p in self.params:
+            p.grad = None
+
+    def step(self):
+        # exercise 7.2
+        b1, b2 = self.betas
+        for i, p in enumerate(self.params):
+            if p.grad is None:
+                continue
+            self.t[i] += 1
+            t = self.t[i]
+            g = p.grad.data + self.weight_decay * p.data
+            self.m[i] = b1 * self.m[i] + (1 - b1) * g
+            self.v[i] = b2 * self.v[i] + (1 - b2) * g * g
+            m_hat = self.m[i] / (1 - b1**t)
+            v_hat = self.v[i] / (1 - b2**t)
+            p.data -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)

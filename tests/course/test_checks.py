@@ -7,11 +7,14 @@ the learner's course/exercises/, and a test says so.
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from course.__main__ import exercises_of
@@ -31,32 +34,46 @@ PLANTED = {
         "1.1",
         "+=",
     ),
-    2: ("rung2.py", "return (g * (1 - out * out),)", "return (g * (1 - out),)", "2.4", "expected"),
-    3: (
-        "rung3.py",
-        "np.full_like(logits, label_smoothing / C)",
-        "np.full_like(logits, label_smoothing / (C - 1))",
-        "3.3",
-        "expected",
+    2: (
+        "rung2.py",
+        "parent.accumulate(sum_to(np.asarray(share, dtype=np.float64), parent.data.shape))",
+        "parent.accumulate(np.asarray(share, dtype=np.float64))",
+        "2.3",
+        "sum each share back to its parent's shape (sum_to)",
     ),
+    3: ("rung3.py", "return (g * (1 - out * out),)", "return (g * (1 - out),)", "3.4", "expected"),
     4: (
         "rung4.py",
+        "np.full_like(logits, label_smoothing / C)",
+        "np.full_like(logits, label_smoothing / (C - 1))",
+        "4.3",
+        "expected",
+    ),
+    5: (
+        "rung5.py",
         """        scores = scores.masked_fill(~mask, float("-inf"))
     weights = F.softmax(scores, dim=-1)""",
         """        scores = F.softmax(scores, dim=-1).masked_fill(~mask, 0.0)
     weights = scores if mask is not None else F.softmax(scores, dim=-1)""",
-        "4.1",
+        "5.1",
         "the softmax must come after the mask",
     ),
-    5: (
-        "rung5.py",
+    6: (
+        "rung6.py",
         "x = self.src_embed(mt.tensor(src)) * math.sqrt(self.d_model)",
         "x = self.src_embed(mt.tensor(src))",
-        "5.4",
-        "the first layer that differs is encoder.layers.0",
+        "6.4",
+        "the first value that differs is the input of encoder",
     ),
-    6: ("rung6.py", "m_hat = self.m[i] / (1 - b1**t)", "m_hat = self.m[i]", "6.2", "after step 1"),
-    7: ("rung7.py", "    optimizer.zero_grad()\n", "", "7.1", "zero_grad"),
+    7: ("rung7.py", "m_hat = self.m[i] / (1 - b1**t)", "m_hat = self.m[i]", "7.2", "after step 1"),
+    8: ("rung8.py", "    optimizer.zero_grad()\n", "", "8.1", "zero_grad"),
+    9: (
+        "rung9.py",
+        "losses.append(train_step(model, optimizer, src, tgt, 0.0))",
+        "losses.append(train_step(model, optimizer, src, tgt, 0.1))",
+        "9.1",
+        "fit, step 1 of 120 (your model, optimizer and loop against the project's): the loss",
+    ),
 }
 
 
@@ -119,30 +136,30 @@ def test_the_planted_mistakes_cover_every_rung():
 
 def test_a_learner_file_that_does_not_parse_fails_every_exercise_naming_the_line(tmp_path):
     folder = _copy_solutions(tmp_path, "broken_syntax")
-    with open(os.path.join(folder, "rung2.py"), "a") as f:
+    with open(os.path.join(folder, "rung3.py"), "a") as f:
         f.write("\ndef oops(:\n")
-    outcomes = run_rung(2, exercises_of(2), folder)
-    assert all(not o.ok and "SyntaxError" in o.message and "rung2.py:" in o.message for o in outcomes)
+    outcomes = run_rung(3, exercises_of(3), folder)
+    assert all(not o.ok and "SyntaxError" in o.message and "rung3.py:" in o.message for o in outcomes)
 
 
 def test_a_backward_returning_none_or_the_wrong_shape_or_dtype_is_named(tmp_path):
     folder = _copy_solutions(tmp_path, "bad_returns")
-    _plant(folder, "rung2.py", "return (g * out,)", "return (None,)")
-    _plant(folder, "rung2.py", "return (g * (1 - out * out),)", "return ((g * (1 - out * out)).astype(np.float32),)")
-    _plant(folder, "rung2.py", "return (np.broadcast_to(g, ctx.shape).copy(),)", "return (g,)")
-    out = {o.exercise.id: o.message for o in run_rung(2, exercises_of(2), folder)}
-    assert "gradient for input 0: returned None" in out["2.2"], out["2.2"]
-    assert "expected dtype float64, got float32" in out["2.4"], out["2.4"]
-    assert "expected shape" in out["2.3"], out["2.3"]
+    _plant(folder, "rung3.py", "return (g * out,)", "return (None,)")
+    _plant(folder, "rung3.py", "return (g * (1 - out * out),)", "return ((g * (1 - out * out)).astype(np.float32),)")
+    _plant(folder, "rung3.py", "return (np.broadcast_to(g, ctx.shape).copy(),)", "return (g,)")
+    out = {o.exercise.id: o.message for o in run_rung(3, exercises_of(3), folder)}
+    assert "gradient for input 0: returned None" in out["3.2"], out["3.2"]
+    assert "expected dtype float64, got float32" in out["3.4"], out["3.4"]
+    assert "expected shape" in out["3.3"], out["3.3"]
 
 
 def test_a_learner_error_keeps_the_learners_frames_and_trims_the_engines(tmp_path):
     folder = _copy_solutions(tmp_path, "raising")
-    _plant(folder, "rung4.py", "return self.linear2(F.relu(self.linear1(x)))", "return self.linear2(self.linear2(x))")
-    (o,) = run_rung(4, exercises_of(4), folder, only="4.3")
+    _plant(folder, "rung5.py", "return self.linear2(F.relu(self.linear1(x)))", "return self.linear2(self.linear2(x))")
+    (o,) = run_rung(5, exercises_of(5), folder, only="5.3")
     assert not o.ok and "your code raised" in o.message
     frames = [line for line in o.message.splitlines() if line.strip().startswith("File ")]
-    assert frames and all("raising/rung4.py" in line for line in frames), o.message  # the learner's frames only
+    assert frames and all("raising/rung5.py" in line for line in frames), o.message  # the learner's frames only
     assert "in forward" in o.message and "frames of the engine and the checker trimmed" in o.message
     assert "ValueError: Linear(in_features=16): expected input of shape (..., 16)" in o.message  # the engine's words
     assert "(while checking PositionwiseFeedForward(8, 16))" in o.message  # which case
@@ -157,11 +174,11 @@ def test_the_command_checks_the_learners_files_by_default_and_exits_by_outcome(m
     assert os.path.join("course", "solutions", "rung1.py") in capsys.readouterr().out
     monkeypatch.setenv("COURSE_FROM", "solutions")  # the substitution by environment variable, said in the output
     assert course_main(["check", "1"]) == 0 and "solutions" in capsys.readouterr().out
-    assert course_main(["check", "1", "--exercise", "2.1"]) == 2
+    assert course_main(["check", "1", "--exercise", "3.1"]) == 2
     with pytest.raises(SystemExit) as e:
-        course_main(["check", "9"])
+        course_main(["check", "10"])
     assert e.value.code == 2
-    assert course_main(["list"]) == 0 and "rung 7: training" in capsys.readouterr().out
+    assert course_main(["list"]) == 0 and "rung 8: training" in capsys.readouterr().out
 
 
 def test_python_dash_m_course_runs_as_a_command():
@@ -180,6 +197,278 @@ def test_python_dash_m_course_runs_as_a_command():
 
 def test_a_name_missing_from_the_learners_file_is_named(tmp_path):
     folder = _copy_solutions(tmp_path, "missing_name")
-    _plant(folder, "rung6.py", "class Adam:", "class MyAdam:")
-    (o,) = run_rung(6, exercises_of(6), folder, only="6.2")
-    assert not o.ok and "defines no `Adam`" in o.message and "rung6.py" in o.message, o.message
+    _plant(folder, "rung7.py", "class Adam:", "class MyAdam:")
+    (o,) = run_rung(7, exercises_of(7), folder, only="7.2")
+    assert not o.ok and "defines no `Adam`" in o.message and "rung7.py" in o.message, o.message
+
+
+# Each planted mistake with the diagnosis its message must give: (file, the right text, the wrong text, the
+# exercise that must fail, words of its message).
+WALK = """        if g is None:
+            if self.data.size != 1:
+                raise ValueError(f"backward: g is needed for a node of shape {self.data.shape} (not one element)")
+            g = np.ones_like(self.data)
+        order, seen, stack = [], {id(self)}, [(self, iter(self.parents))]
+        while stack:
+            node, parents = stack[-1]
+            parent = next(parents, None)
+            if parent is None:
+                order.append(node)  # all its parents are placed: the node goes after them
+                stack.pop()
+            elif id(parent) not in seen:
+                seen.add(id(parent))
+                stack.append((parent, iter(parent.parents)))
+        self.accumulate(np.asarray(g, dtype=np.float64))
+        for node in reversed(order):  # every user of a node comes before it"""
+RECURSIVE_WALK = """        order, seen = [], set()
+
+        def visit(node):
+            if id(node) not in seen:
+                seen.add(id(node))
+                for p in node.parents:
+                    visit(p)
+                order.append(node)
+
+        visit(self)
+        self.accumulate(np.ones_like(self.data) if g is None else np.asarray(g, dtype=np.float64))
+        for node in reversed(order):"""
+RAISED_LIMIT_WALK = "        import sys\n\n        sys.setrecursionlimit(50_000)\n" + RECURSIVE_WALK
+BREADTH_FIRST_WALK = """        order, seen = [self], {id(self)}
+        for node in order:
+            for p in node.parents:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    order.append(p)
+        self.accumulate(np.ones_like(self.data) if g is None else np.asarray(g, dtype=np.float64))
+        for node in order:"""
+ACCUMULATE = "self.grad = g.copy() if self.grad is None else self.grad + g"
+STRETCHED = "    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)"
+LEAD = "    g = g.sum(axis=tuple(range(lead))) if lead else g"
+
+DIAGNOSES = {
+    "sum_to without the sum over a size-1 axis": (
+        "rung2.py",
+        STRETCHED,
+        "    stretched = ()",
+        "2.1",
+        "axis 1 is not summed, where the target has size 1 and g has 3",
+    ),
+    "sum_to without the sum over the leading axes": (
+        "rung2.py",
+        LEAD,
+        "    g = g.sum(axis=tuple(range(lead)), keepdims=True) if lead else g",
+        "2.1",
+        "leading axes that broadcasting added must be summed away",
+    ),
+    "accumulate that overwrites": ("rung2.py", ACCUMULATE, "self.grad = g.copy()", "2.2", "the second share replaced"),
+    "accumulate that keeps g and adds in place": (
+        "rung2.py",
+        ACCUMULATE,
+        "if self.grad is None:\n            self.grad = g\n        else:\n            self.grad += g",
+        "2.2",
+        "accumulate changed the array it was given",
+    ),
+    "a walk that assigns a share": (
+        "rung2.py",
+        "parent.accumulate(sum_to(np.asarray(share, dtype=np.float64), parent.data.shape))",
+        "parent.grad = sum_to(np.asarray(share, dtype=np.float64), parent.data.shape)",
+        "2.3",
+        "the share from f was overwritten",
+    ),
+    "a recursive walk": ("rung2.py", WALK, RECURSIVE_WALK, "2.3", "RecursionError. A recursive graph walk"),
+    "a recursive walk under a raised recursion limit": (
+        "rung2.py",
+        WALK,
+        RAISED_LIMIT_WALK,
+        "2.3",
+        "your walk raised Python's recursion limit",
+    ),
+    "a walk in the wrong order": (
+        "rung2.py",
+        WALK,
+        BREADTH_FIRST_WALK,
+        "2.3",
+        "ran before that of d = c + a, which uses it",
+    ),
+    "a wrong sum_to, seen by the walk": (
+        "rung2.py",
+        STRETCHED,
+        "    stretched = ()",
+        "2.3",
+        "fix exercise 2.1 (sum_to) first",
+    ),
+    "a wrong sum_to, seen by an op's exercise": (
+        "rung2.py",
+        LEAD,
+        "    g = g.sum(axis=tuple(range(lead)), keepdims=True) if lead else g",
+        "3.1",
+        "fix exercise 2.1 (sum_to) first",
+    ),
+    "a sign, on scalars": (
+        "rung1.py",
+        "self.grad += (1 - t**2) * out.grad",
+        "self.grad -= (1 - t**2) * out.grad",
+        "1.4",
+        "check the sign",
+    ),
+    "a sign, on arrays": ("rung3.py", "return (g * out,)", "return (-g * out,)", "3.2", "check the sign"),
+    "a missing 1/N": (
+        "rung4.py",
+        "return (g * (ctx.p - ctx.q) / ctx.n,)",
+        "return (g * (ctx.p - ctx.q),)",
+        "4.4",
+        "Yours is 4 x the expected everywhere",
+    ),
+    "a transposed gradient": (
+        "rung3.py",
+        "np.swapaxes(a, -1, -2) @ g",
+        "np.swapaxes(np.swapaxes(a, -1, -2) @ g, -1, -2)",
+        "3.5",
+        "last two axes swapped",
+    ),
+    "a parameter's gradient in neither the output's nor the input's shape": (
+        "rung4.py",
+        "return dx, g * xhat, g",
+        "return dx, (g * xhat).sum(axis=-1, keepdims=True), g",
+        "4.2",
+        "expected the output's shape (4, 6) or the input's (6,)",
+    ),
+    "softmax's backward without the off-diagonal terms": (
+        "rung4.py",
+        "return (y * (g - (g * y).sum(axis=ctx.dim, keepdims=True)),)",
+        "return (g * y * (1 - y),)",
+        "4.1",
+        "diagonal-only product",
+    ),
+    "layer norm's backward with the mean and variance held constant": (
+        "rung4.py",
+        "dx = rstd * (gx - gx.mean(axis=-1, keepdims=True) - xhat * (gx * xhat).mean(axis=-1, keepdims=True))",
+        "dx = rstd * gx",
+        "4.2",
+        "as if the mean and the variance were constants",
+    ),
+    "layer norm's backward with only the Jacobian's diagonal": (
+        "rung4.py",
+        "dx = rstd * (gx - gx.mean(axis=-1, keepdims=True) - xhat * (gx * xhat).mean(axis=-1, keepdims=True))",
+        "n = xhat.shape[-1]\n        dx = rstd * gx * (1 - 1 / n - xhat * xhat / n)",
+        "4.2",
+        "keeps only the Jacobian's diagonal",
+    ),
+    "a NaN": (
+        "rung3.py",
+        "return (g * (1 - out * out),)",
+        "r = g * (1 - out * out)\n        r.flat[3] = np.nan\n        return (r,)",
+        "3.4",
+        "the first, in index order, is at element (0, 3)",
+    ),
+    "a wrong forward, seen by the backward's exercise": (
+        "rung4.py",
+        "np.full_like(logits, label_smoothing / C)",
+        "np.full_like(logits, label_smoothing / (C - 1))",
+        "4.4",
+        "fix exercise 4.3 (CrossEntropy.forward) first",
+    ),
+    "a wrong attention, seen by multi-head attention": (
+        "rung5.py",
+        "weights = F.softmax(scores, dim=-1)",
+        "weights = F.softmax(scores, dim=-1) * 1.5",
+        "5.2",
+        "fix exercise 5.1 (scaled_dot_product_attention) first",
+    ),
+    "a wrong step, seen by the loop": (
+        "rung8.py",
+        "    optimizer.zero_grad()\n",
+        "",
+        "8.2",
+        "fix exercise 8.1 (train_step) first",
+    ),
+    "a decoder that goes on after EOS": (
+        "rung9.py",
+        "nxt = np.where(finished, PAD_ID, logits.data[:, -1].argmax(axis=-1))",
+        "nxt = logits.data[:, -1].argmax(axis=-1)",
+        "9.2",
+        "differs first at step",
+    ),
+    "a wrong Adam, seen by the capstone": (
+        "rung7.py",
+        "m_hat = self.m[i] / (1 - b1**t)",
+        "m_hat = self.m[i]",
+        "9.1",
+        "fix exercise 7.2 (Adam.step) first",
+    ),
+    "an embedding not scaled by sqrt(D)": (
+        "rung6.py",
+        "x = self.src_embed(mt.tensor(src)) * math.sqrt(self.d_model)",
+        "x = self.src_embed(mt.tensor(src))",
+        "6.4",
+        "the input of encoder, the embedded source, src_embed(src) * sqrt(D) + PE[:S]: the embedding's scaling",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIAGNOSES))
+def test_a_planted_mistake_gets_its_diagnosis(name, tmp_path):
+    file, right, wrong, exercise, words = DIAGNOSES[name]
+    folder = _copy_solutions(tmp_path, "diagnosed")
+    _plant(folder, file, right, wrong)
+    rung = int(exercise.split(".")[0])
+    (o,) = run_rung(rung, exercises_of(rung), folder, only=exercise)
+    assert not o.ok, f"{name}: not caught by exercise {exercise}"
+    assert words in o.message, o.message
+
+
+def test_the_diagnosis_names_nothing_for_an_unrelated_difference():
+    from course.checks.common import diagnose, diagnose_scalar
+
+    r = np.random.default_rng(0)
+    a, b = r.standard_normal((3, 4)), r.standard_normal((3, 4))
+    assert diagnose(a, b) == "" and diagnose_scalar(1.3, 1.7) == ""
+    assert "transposed" in diagnose(a.T.copy(), a) and "transposed" in diagnose(b[:3, :3].T.copy(), b[:3, :3])
+    assert "1/4 x" in diagnose(a / 4, a) and "input 1's shape" in diagnose(a[0], a, input_shapes=[(3, 4), (4,)])
+
+
+# Where the notebooks and docs name the course: each `course check N` / `check N` and `exercise N.M` must exist, and
+# the text around it must name what that rung or exercise is about (a renumbering that missed one fails here).
+REFERENCE_FILES = ["README.md", "course/README.md", "docs/*.md", "notebooks/[0-9]*.py"]
+CHECK_REF = re.compile(r"course check (\d+)|`check (\d+)`")
+EXERCISE_REF = re.compile(r"(?<!-)exercises? (\d+)\.(\d+)(?: and (\d+)\.(\d+))?")
+
+
+def _topic_words(rung: int, exercise: str | None = None) -> set:
+    """Lower-case words that name a rung (its title, its exercises' titles) or one exercise (its title)."""
+    titles = [ex.title for ex in exercises_of(rung) if exercise is None or ex.id == exercise]
+    if exercise is None:
+        titles.append(RUNGS[rung])
+    words = set()
+    for title in titles:
+        words |= {w for w in re.findall(r"[a-z_]+", title.lower()) if len(w) >= 3}
+    # Words every rung uses are no evidence of which one is meant (unless they are all the title has).
+    common = {"the", "and", "your", "with", "forward", "backward", "short", "layer", "step", "model", "optimizer"}
+    return (words - common) or words
+
+
+def _references():
+    for pattern in REFERENCE_FILES:
+        for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
+            text = open(path).read()
+            for m in CHECK_REF.finditer(text):
+                yield path, text, m.start(), int(m.group(1) or m.group(2)), None
+            for m in EXERCISE_REF.finditer(text):
+                for n, k in ((m.group(1), m.group(2)), (m.group(3), m.group(4))):
+                    if n is not None:
+                        yield path, text, m.start(), int(n), f"{n}.{k}"
+
+
+def test_every_reference_to_the_course_names_an_existing_exercise_about_its_text():
+    refs = list(_references())
+    assert len(refs) >= 10, refs  # the notebooks 01-04 and the glossary name the course
+    for path, text, at, rung, exercise in refs:
+        where = f"{os.path.relpath(path, ROOT)}: {text[at : at + 40]!r}"
+        assert rung in RUNGS, f"{where}: there is no rung {rung}"
+        if exercise is not None:
+            assert exercise in {ex.id for ex in exercises_of(rung)}, f"{where}: there is no exercise {exercise}"
+        if rung == 1 and exercise is None:
+            continue  # `course check 1` is the course's front door, named without a topic
+        window = set(re.findall(r"[a-z_]+", text[max(0, at - 400) : at + 200].lower()))
+        words = _topic_words(rung, exercise)
+        assert words & window, f"{where}: the text around it names none of {sorted(words)}"

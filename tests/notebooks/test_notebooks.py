@@ -186,3 +186,93 @@ def test_a_source_edit_makes_its_rendering_stale(tmp_path):
         timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- numbers in prose ---------------------------------------------------------------------------------------------
+# The notebooks of the learner's path state the results of their own runs only through nbutil.say, whose markers
+# are filled from the variables the run computed. A number left in a markdown cell is a definition or a constant
+# the text sets, listed here with why; any other is a result written by hand, which the run may not show.
+PROSE_NUMBERS = {
+    "01_engine_from_zero.py": {"1e-6"},  # gradcheck's eps, a setting
+    "02_fused_ops.py": set(),
+    "03_attention.py": {"10000", "64", "800"},  # the paper's constant; the stored model's width and training length
+    "04_training.py": {
+        "400",  # the full size's step count, a setting
+        "20",  # the tiny size's step count, a setting
+        "128",  # the preset's width
+        "32",  # the tiny width
+        "2000",  # `make demo`'s step count, a setting
+        "100",  # the step count from which plot_loss draws a running mean, a setting of the plot
+        "0.1",  # label smoothing, a setting
+        "0.5",  # the schedule's exponents
+        "1.5",
+    },
+    "05_decoding.py": {"64", "0.6"},  # the stored model's width; the length penalty's common setting
+    "06_parity.py": {
+        "1e-16",  # float64's epsilon, the scale of round-off
+        "1.2e-7",  # float32's epsilon
+        "1e-10",  # the tolerances of minitensor/testing.py, settings
+        "1e-5",
+        "1e-9",
+        "1e-4",
+        "100",  # the order of the number of ops in the model, a count that sets the tolerance
+    },
+    "07_higher_order.py": {"128", "200", "1000"},  # the preset's width; this run's and the full study's step counts
+    "08_forward_mode.py": set(),
+    "09_memory.py": {"2048", "32"},  # the sequence length, a setting, and its score matrix's size, 2048^2 * 8 B
+    "10_data_parallel.py": {"25"},  # a setting the reader is asked to try
+}
+NUMBER = re.compile(r"(?<![\w.^])\d+(?:\.\d+)?(?:e-?\d+)?%?")
+
+
+def _markdown_numbers(name: str) -> set:
+    with open(os.path.join(NOTEBOOK_DIR, name)) as f:
+        cells = f.read().split("# %%")
+    numbers = set()
+    for cell in cells:
+        if cell.startswith(" [markdown]"):
+            cell = re.sub(r"(exercises?|check|section)\s+(#\s*)?\d+(\.\d+)?", "", cell)  # numbers that name, not state
+            for s in NUMBER.findall(cell):
+                if "." in s or "e" in s or "%" in s or int(s) > 10:  # small counts (2 heads, 3 ways) are words
+                    numbers.add(s)
+    return numbers
+
+
+@pytest.mark.parametrize("name", sorted(PROSE_NUMBERS))
+def test_prose_states_no_result_by_hand(name):
+    stray = _markdown_numbers(name) - PROSE_NUMBERS[name]
+    assert not stray, f"{name}: markdown states {sorted(stray)}; print results with nbutil.say from computed values"
+
+
+def test_say_fills_every_marker_or_refuses(capsys):
+    sys.path.insert(0, NOTEBOOK_DIR)
+    try:
+        import nbutil
+    finally:
+        sys.path.remove(NOTEBOOK_DIR)
+    assert nbutil.say("{n} steps: {x:.2f}", n=3, x=1.234) == "3 steps: 1.23"
+    assert "3 steps: 1.23" in capsys.readouterr().out
+    with pytest.raises(KeyError):
+        nbutil.say("{n} steps, loss {x:.2f}", n=3)
+    with pytest.raises(ValueError, match="unfilled"):
+        nbutil.say("{n} steps {{x}}", n=3)
+
+
+def test_a_traceback_is_trimmed_to_the_readers_frames():
+    sys.path.insert(0, NOTEBOOK_DIR)
+    try:
+        import nbutil
+    finally:
+        sys.path.remove(NOTEBOOK_DIR)
+    message = (
+        "Function 'MulBackward' returned nan values. Traceback of forward call that caused the error:\n"
+        '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+        '  File "/venv/lib/python3.11/site-packages/ipykernel/kernelapp.py", line 768, in start\n'
+        "    self.io_loop.start()\n"
+        '  File "/tmp/ipykernel_77/1234.py", line 5, in <module>\n'
+        "    loss = distances(a, b).sum()\n"
+    )
+    trimmed = nbutil.trim_traceback(message)
+    assert "ipykernel/kernelapp.py" not in trimmed and "io_loop" not in trimmed and "<frozen" not in trimmed
+    assert "/tmp/ipykernel_77/1234.py" in trimmed and "loss = distances(a, b).sum()" in trimmed
+    assert "(2 frames of Python, Jupyter and the packages trimmed)" in trimmed
