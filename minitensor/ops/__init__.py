@@ -20,6 +20,8 @@ writes into `g` or into a saved array.
     layer_norm.py    LayerNorm, fused too, with its in-place speed devices
     losses.py        the fused losses: CrossEntropy, CrossEntropyProbs, NLLLoss, BCEWithLogits
     attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
+    rms_norm.py      RMSNorm, fused, derived by hand
+    rotary.py        RotaryEmbedding: the rotary position embedding (rotate-half layout), a rotation
     device.py        ToDevice: a copy to another device (Tensor.to, .cuda(), .cpu())
     special.py       erf (array helpers for Erf and Gelu, no primitive)
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
@@ -29,7 +31,21 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 """
 
 from ..autograd import Function, register_namespaces
-from . import attention, device, elementwise, fused, indexing, layer_norm, losses, matmul, reductions, selection, shape
+from . import (
+    attention,
+    device,
+    elementwise,
+    fused,
+    indexing,
+    layer_norm,
+    losses,
+    matmul,
+    reductions,
+    rms_norm,
+    rotary,
+    selection,
+    shape,
+)
 from .namespace import ARRAYS, TENSORS
 
 
@@ -49,6 +65,7 @@ def defined_primitives(*modules) -> dict:
 PRIMITIVES = defined_primitives(
     elementwise, selection, matmul, reductions, shape, indexing, fused, layer_norm, losses, attention, device
 )
+PRIMITIVES.update(defined_primitives(rms_norm, rotary))
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

@@ -12,7 +12,7 @@ from .dropout import Dropout
 from .linear import Identity, Linear
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
-from .normalization import LayerNorm
+from .normalization import LayerNorm, RMSNorm
 from .sparse import Embedding
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "Linear",
     "Embedding",
     "LayerNorm",
+    "RMSNorm",
     "Dropout",
     "ReLU",
     "GELU",
