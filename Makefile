@@ -15,7 +15,7 @@ DEMO_FLAGS ?= --overwrite
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,notebooks,distributed]'
+	$(BIN)/pip install --quiet -e '.[dev,notebooks,distributed,hf]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -38,6 +38,7 @@ import minitensor.nn.functional as F
 from minitensor.nn import Dropout
 from minitensor.utils.checkpoint import checkpoint, noop_context_fn
 from transformer_np.gpt.config import GPTConfig
+from transformer_np.gpt.hf import CheckpointError, read_checkpoint, write_checkpoint
 from transformer_np.model import AttentionCache, check_tokens
 
 
@@ -200,6 +201,31 @@ class GPT(nn.Module):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * self.config.n_layer))
             else:
                 nn.init.normal_(p, 0.0, 0.02)
+
+    @classmethod
+    def from_pretrained(cls, path: str, dtype=None) -> GPT:
+        """The model of a Hugging Face save_pretrained folder (GPT2LMHeadModel, GPT2Model or LlamaForCausalLM; see
+        hf.py), in the checkpoint's dtype, or cast to `dtype` when given."""
+        config, arrays = read_checkpoint(path)
+        dtype = np.dtype(dtype) if dtype is not None else next(iter(arrays.values())).dtype
+        previous = mt.get_default_dtype()
+        mt.set_default_dtype(dtype)
+        try:
+            model = cls(config)
+        finally:
+            mt.set_default_dtype(previous)
+        params = dict(model.named_parameters())
+        wrong = sorted(f"{k}: {a.shape} vs {params[k].shape}" for k, a in arrays.items() if a.shape != params[k].shape)
+        if set(arrays) != set(params) or wrong:
+            raise CheckpointError(f"{path}: tensors do not fit the config: {sorted(set(params) ^ set(arrays))} {wrong}")
+        for k, a in arrays.items():
+            params[k].data[...] = a.astype(dtype, copy=False)  # an explicit cast only where `dtype` was asked
+        return model
+
+    def save_pretrained(self, path: str) -> None:
+        """config.json and model.safetensors as Hugging Face's save_pretrained writes them (hf.py), so that
+        GPT2LMHeadModel or LlamaForCausalLM.from_pretrained(path) loads this model."""
+        write_checkpoint(path, self.config, {k: p.numpy() for k, p in self.named_parameters()})
 
     def init_cache(self, capacity: int = 0) -> GPTCache:
         """An empty cache for incremental decoding; capacity: positions to preallocate (at most block_size)."""
