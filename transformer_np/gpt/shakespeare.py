@@ -30,7 +30,7 @@ SPLIT_SEED = 1337
 VAL_FRACTION = 0.1
 
 
-class DataError(RuntimeError):
+class DataError(OSError):
     """The corpus cannot be had: the index is unreachable, or the archive is not what it should be."""
 
 
