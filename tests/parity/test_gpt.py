@@ -124,3 +124,27 @@ def test_greedy_tokens_equal_the_twin_beyond_the_context(name):
     out_t = pt_generate.generate(twin, prompt, n, greedy=True)
     assert out.shape == (2, 5 + n)
     np.testing.assert_array_equal(out, out_t)
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama"])
+def test_a_hessian_vector_product_equals_the_twin(name):
+    """Second order through the whole model (dense attention, RMSNorm, rotary, SwiGLU, GELU): (d^2 L / dp^2) v with
+    L = <logits, g>, by differentiating the gradient's dot with a random direction v, in both libraries."""
+    cfg = CONFIGS[name]
+    ours, twin = build(cfg, "float64")
+    idx = tokens(cfg, B=2, T=7)
+    rng = np.random.default_rng(4)
+    g = rng.standard_normal((2, 7, V)) + 0.5
+    params, twin_params = (
+        list(ours.parameters()),
+        [dict(twin.named_parameters())[k] for k, _ in ours.named_parameters()],
+    )
+    v = [rng.standard_normal(p.shape) for p in params]
+    grads = mt.autograd.grad((ours(idx) * mt.tensor(g)).sum(), params, create_graph=True)
+    hv = mt.autograd.grad(sum((d * mt.tensor(w)).sum() for d, w in zip(grads, v)), params)
+    grads_t = torch.autograd.grad(
+        (twin(torch.as_tensor(idx)) * torch.as_tensor(g)).sum(), twin_params, create_graph=True
+    )
+    hv_t = torch.autograd.grad(sum((d * torch.as_tensor(w)).sum() for d, w in zip(grads_t, v)), twin_params)
+    for (key, _), a, b in zip(ours.named_parameters(), hv, hv_t):
+        assert_close(a.numpy(), b.numpy(), PARITY_RTOL["float64"], what=f"{name} H v for {key}")
