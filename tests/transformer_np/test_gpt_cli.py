@@ -60,7 +60,7 @@ def test_train_writes_a_run_and_sample_continues_it(tmp_path, text, capsys, shap
         ["gpt", "train", "--text", text, "--out", out, "--iters", "12", "--shape", shape, *SMALL], capsys
     )
     assert code == 0 and "12 steps" in stdout
-    assert sorted(os.listdir(out)) == ["checkpoint.npz", "history.json", "sample.txt"]
+    assert sorted(os.listdir(out)) == ["checkpoint.npz", "history.json", "loss.png", "sample.txt"]
     history = json.load(open(os.path.join(out, "history.json")))
     assert [row["step"] for row in history] == [0, 5, 10, 11]
     sample = ["gpt", "sample", "--checkpoint", out, "--prompt", "to be", "--max-new-tokens", "20"]

@@ -2,8 +2,8 @@
 hands the `gpt` command to add_gpt_command).
 
     gpt train   train a GPT-2- or Llama-shaped model on Shakespeare (shakespeare-char, `make data`) or on a text
-                file, with nanoGPT's baby recipe; checkpoints in --out, --resume, --init-from a Hugging Face
-                folder, Ctrl-C saves the steps done and exits 130
+                file, with nanoGPT's baby recipe; checkpoints in --out (with history.json, loss.png and
+                sample.txt), --resume, --init-from a Hugging Face folder, Ctrl-C saves the steps done and exits 130
     gpt sample  continue a prompt with a trained checkpoint: greedy, or temperature / top-k / top-p sampling
 
 User errors (a bad flag, a prompt outside the vocabulary, a damaged checkpoint) are one line on stderr and exit 2,
@@ -195,6 +195,18 @@ def cmd_train(args) -> int:
     sample = tokenizer.decode(generate(model, np.array([start]), 200, seed=args.seed)[0])
     with open(os.path.join(args.out, "sample.txt"), "w", encoding="utf-8") as f:
         f.write(sample)
+    # matplotlib loads on use, not when the command line is built (start-up time of every command)
+    from transformer_np.plots import plot_loss
+
+    steps = [row["step"] for row in history]
+    plot_loss(
+        steps,
+        [row["train"] for row in history],
+        os.path.join(args.out, "loss.png"),
+        steps,
+        [row["val"] for row in history],
+        title="GPT: estimated train and validation loss",
+    )
     print(f"{progress['step']} steps; checkpoint in {ckpt_file}; a sample:\n{sample}")
     return 0
 
