@@ -4,8 +4,10 @@ same vocab.json and merges.txt (skipped where `tokenizers` is not installed: it 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from transformer_np.gpt.tokenizer import (
@@ -91,3 +93,47 @@ def test_encoding_equals_hugging_face_tokenizers(tmp_path):
         ours = tok.encode(text)
         assert ours == hf.encode(text).ids, text
         assert hf.decode(ours) == tok.decode(ours)
+
+
+def test_gpt2_files_with_their_own_numbering_load_and_encode_as_hugging_face(tmp_path):
+    """GPT-2's own files number the bytes in another order and hold <|endoftext|>: ids are the file's."""
+    trained = BPETokenizer.train(CORPUS, 330)
+    perm = np.random.default_rng(0).permutation(trained.vocab_size)
+    vocab = {trained.token_string(i): int(perm[i]) for i in range(trained.vocab_size)}
+    vocab["<|endoftext|>"] = trained.vocab_size
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    merges = [f"{trained.token_string(a)} {trained.token_string(b)}" for a, b in trained.merges]
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n" + "\n".join(merges) + "\n", encoding="utf-8")
+    tok = BPETokenizer.load(tmp_path)
+    assert tok.vocab_size == 331 and tok.decode([330]) == "<|endoftext|>"
+    for text in TEXTS:
+        ids = tok.encode(text)
+        assert ids == [int(perm[i]) for i in trained.encode(text)] and tok.decode(ids) == text
+    assert tokenizer_from_state(tok.state()).encode(TEXTS[0]) == tok.encode(TEXTS[0])
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer(
+        tokenizers.models.BPE.from_file(str(tmp_path / "vocab.json"), str(tmp_path / "merges.txt"))
+    )
+    hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    for text in TEXTS + [CORPUS]:
+        assert tok.encode(text) == hf.encode(text).ids, text
+
+
+def test_gpt2_files_that_do_not_fit_are_refused(tmp_path):
+    trained = BPETokenizer.train(CORPUS, 260)
+    trained.save(tmp_path)
+    vocab = json.loads((tmp_path / "vocab.json").read_text(encoding="utf-8"))
+    del vocab["A"]
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with pytest.raises(TokenizerError, match="the ids are not 0 .. 259, each once"):
+        BPETokenizer.load(tmp_path)
+    vocab["<|endoftext|>"] = 65  # the ids whole again, byte 65 ('A') without its token
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with pytest.raises(TokenizerError, match=r"no token for byte 65 \('A'\)"):
+        BPETokenizer.load(tmp_path)
+    vocab["A"] = vocab.pop("<|endoftext|>")
+    (tmp_path / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")
+    with open(tmp_path / "merges.txt", "a", encoding="utf-8") as f:
+        f.write("q Q\n")
+    with pytest.raises(TokenizerError, match="merge 4 \\('q' 'Q'\\) names a token that is not in the vocabulary"):
+        BPETokenizer.load(tmp_path)

@@ -146,21 +146,60 @@ def _merge(word: tuple, pair: tuple, new: int) -> tuple:
 
 
 class BPETokenizer:
-    """Byte-level BPE: ids 0..255 are the bytes; id 256 + r is the r-th merge `merges[r]` = (left id, right id)."""
+    """Byte-level BPE. Trained here, ids 0..255 are the bytes and id 256 + r is the r-th merge; loaded from GPT-2's
+    files, the ids are the file's (GPT-2's own vocabulary numbers its bytes in bytes_to_unicode's order, and holds
+    <|endoftext|>, which is decoded but never produced from text: special tokens are not matched in the text).
+
+    token_bytes[i]   the bytes token i stands for
+    byte_ids[b]      the id of the one-byte token b
+    merges           [(left id, right id)] in rank order; merged[(left, right)] = (rank, id of the joined token)"""
 
     def __init__(self, merges: list[tuple[int, int]] | None = None):
-        self.merges = [tuple(m) for m in (merges or [])]
-        self.ranks = {pair: r for r, pair in enumerate(self.merges)}
-        self.token_bytes = [bytes([b]) for b in range(256)]
-        for r, (a, b) in enumerate(self.merges):
+        """The tokenizer whose ids 0..255 are the bytes and 256 + r the r-th of `merges` (as train makes it)."""
+        merges = [tuple(int(i) for i in m) for m in (merges or [])]
+        token_bytes = [bytes([b]) for b in range(256)]
+        for r, (a, b) in enumerate(merges):
             if not (0 <= a < 256 + r and 0 <= b < 256 + r):
                 raise TokenizerError(f"BPETokenizer: merge {r} joins ids {a} and {b}, not both defined before it")
-            self.token_bytes.append(self.token_bytes[a] + self.token_bytes[b])
+            token_bytes.append(token_bytes[a] + token_bytes[b])
+        self._build(token_bytes, list(range(256)), [(a, b, 256 + r) for r, (a, b) in enumerate(merges)])
+
+    def _build(self, token_bytes: list, byte_ids: list, merges: list) -> None:
+        """token_bytes by id, the one-byte tokens' ids, and the merges as (left, right, joined) ids in rank order."""
+        self.token_bytes, self.byte_ids = token_bytes, byte_ids
+        self.merges = [(a, b) for a, b, _ in merges]
+        self.merged = {(a, b): (r, new) for r, (a, b, new) in enumerate(merges)}
         self._cache: dict[str, list[int]] = {}
+
+    @classmethod
+    def from_vocab(cls, vocab: dict[str, int], merges: list[tuple[str, str]], where: str = "vocab") -> BPETokenizer:
+        """GPT-2's vocabulary ({token string in bytes_to_unicode's alphabet: id}) and merges (pairs of such strings,
+        in rank order): every byte must have its one-character token, and each merge's two tokens and their join
+        must be in the vocabulary."""
+        table = bytes_to_unicode()
+        decode = {c: b for b, c in table.items()}
+        size = max(vocab.values(), default=-1) + 1
+        if sorted(vocab.values()) != list(range(size)):
+            raise TokenizerError(f"{where}: the ids are not 0 .. {size - 1}, each once")
+        token_bytes = [b""] * size
+        for token, i in vocab.items():
+            # a token outside the byte alphabet (<|endoftext|>) is special: decoded as its own text
+            token_bytes[i] = bytes(decode[c] for c in token) if all(c in decode for c in token) else token.encode()
+        missing = [b for b in range(256) if table[b] not in vocab]
+        if missing:
+            raise TokenizerError(f"{where}: no token for byte {missing[0]} ({table[missing[0]]!r})")
+        triples = []
+        for n, (a, b) in enumerate(merges):
+            if a not in vocab or b not in vocab or a + b not in vocab:
+                raise TokenizerError(f"{where}: merge {n} ({a!r} {b!r}) names a token that is not in the vocabulary")
+            triples.append((vocab[a], vocab[b], vocab[a + b]))
+        tok = cls.__new__(cls)
+        tok._build(token_bytes, [vocab[table[b]] for b in range(256)], triples)
+        return tok
 
     @property
     def vocab_size(self) -> int:
-        return 256 + len(self.merges)
+        return len(self.token_bytes)
 
     @classmethod
     def train(cls, text: str, vocab_size: int) -> BPETokenizer:
@@ -188,12 +227,13 @@ class BPETokenizer:
     def _encode_chunk(self, chunk: str) -> list[int]:
         if chunk in self._cache:
             return self._cache[chunk]
-        word = tuple(chunk.encode("utf-8"))
+        word = tuple(self.byte_ids[b] for b in chunk.encode("utf-8"))
+        never = (float("inf"), None)
         while len(word) > 1:
-            pair = min(zip(word, word[1:]), key=lambda p: self.ranks.get(p, float("inf")))
-            if pair not in self.ranks:
+            rank, new = min((self.merged.get(pair, never) for pair in zip(word, word[1:])), key=lambda m: m[0])
+            if new is None:
                 break
-            word = _merge(word, pair, 256 + self.ranks[pair])
+            word = _merge(word, self.merges[rank], new)
         self._cache[chunk] = list(word)
         return list(word)
 
@@ -228,7 +268,7 @@ class BPETokenizer:
 
     @classmethod
     def load(cls, folder: str) -> BPETokenizer:
-        """Read vocab.json and merges.txt written by save (ids 0..255 must be the bytes, as save writes them)."""
+        """Read GPT-2's vocab.json and merges.txt (written by save, or GPT-2's own)."""
         try:
             with open(os.path.join(folder, "vocab.json"), encoding="utf-8") as f:
                 vocab = json.load(f)
@@ -236,20 +276,20 @@ class BPETokenizer:
                 lines = [line.rstrip("\n") for line in f if line.strip() and not line.startswith("#version")]
         except (OSError, json.JSONDecodeError) as e:
             raise TokenizerError(f"BPETokenizer.load: cannot read vocab.json and merges.txt in {folder}: {e}") from None
-        table = bytes_to_unicode()
-        for b in range(256):
-            if vocab.get(table[b]) != b:
-                raise TokenizerError(f"BPETokenizer.load: {folder}/vocab.json does not give byte {b} the id {b}")
         merges = []
         for n, line in enumerate(lines):
             parts = line.split(" ")
-            if len(parts) != 2 or parts[0] not in vocab or parts[1] not in vocab:
-                raise TokenizerError(f"BPETokenizer.load: merges.txt line {n + 2} is not two known tokens: {line!r}")
-            merges.append((vocab[parts[0]], vocab[parts[1]]))
-        return cls(merges)
+            if len(parts) != 2:
+                raise TokenizerError(f"BPETokenizer.load: merges.txt line {n + 2} is not two tokens: {line!r}")
+            merges.append((parts[0], parts[1]))
+        return cls.from_vocab(vocab, merges, where=folder)
 
     def state(self) -> dict:
-        return {"kind": "bpe", "merges": [list(m) for m in self.merges]}
+        return {
+            "kind": "bpe",
+            "vocab": {self.token_string(i): i for i in range(self.vocab_size)},
+            "merges": [[self.token_string(a), self.token_string(b)] for a, b in self.merges],
+        }
 
 
 def tokenizer_from_state(state: dict):
@@ -257,5 +297,5 @@ def tokenizer_from_state(state: dict):
     if state.get("kind") == "char":
         return CharTokenizer(state["chars"])
     if state.get("kind") == "bpe":
-        return BPETokenizer([tuple(m) for m in state["merges"]])
+        return BPETokenizer.from_vocab(state["vocab"], [tuple(m) for m in state["merges"]], where="checkpoint")
     raise TokenizerError(f"unknown tokenizer kind {state.get('kind')!r}: expected 'char' or 'bpe'")
