@@ -143,3 +143,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, text, capsys):
     refused(["gpt", "sample", "--checkpoint", str(damaged)], capsys, "damaged.npz")
     assert {f: open(os.path.join(out, f), "rb").read() for f in os.listdir(out)} == before
     assert not os.path.exists(tmp_path / "x") and not os.path.exists(tmp_path / "r")
+
+
+def test_init_from_a_folder_with_its_tokenizer_trains_on_its_numbering(tmp_path, text, capsys):
+    pytest.importorskip("safetensors")
+    from transformer_np.gpt.tokenizer import BPETokenizer
+
+    tok = BPETokenizer.train(TEXT, 280)
+    folder = str(tmp_path / "hf")
+    GPT(gpt2_shape(tok.vocab_size, n_layer=1, n_embd=16, n_head=2, block_size=12)).save_pretrained(folder)
+    tok.save(folder)
+    out = str(tmp_path / "run")
+    assert (
+        run(["gpt", "train", "--text", text, "--out", out, "--iters", "2", "--init-from", folder, *SMALL], capsys)[0]
+        == 0
+    )
+    _, _, loaded = load_checkpoint(out)
+    assert loaded.merges == tok.merges and loaded.encode(TEXT[:50]) == tok.encode(TEXT[:50])

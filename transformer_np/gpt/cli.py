@@ -82,8 +82,8 @@ def add_gpt_command(sub, formatter_class) -> None:
     t.add_argument(
         "--init-from",
         default=None,
-        help="start from a Hugging Face save_pretrained folder (GPT-2 or "
-        "Llama) whose vocabulary size is the tokenizer's",
+        help="start from a Hugging Face save_pretrained folder (GPT-2 or Llama); its vocab.json and merges.txt, when "
+        "there, are the tokenizer, else --tokenizer's vocabulary must have the model's size",
     )
     t.add_argument("--n-layer", type=integer(1), default=BABY_MODEL["n_layer"], help="blocks")
     t.add_argument("--n-head", type=integer(1), default=BABY_MODEL["n_head"], help="query heads")
@@ -162,7 +162,12 @@ def cmd_train(args) -> int:
         with open(os.path.join(args.out, "history.json"), encoding="utf-8") as f:
             history = json.load(f)
     else:
-        if args.tokenizer == "char":
+        has_bpe = args.init_from and all(
+            os.path.isfile(os.path.join(args.init_from, f)) for f in ("vocab.json", "merges.txt")
+        )
+        if has_bpe:  # a Hugging Face folder with its tokenizer's files: the model's own numbering of the text
+            tokenizer = BPETokenizer.load(args.init_from)
+        elif args.tokenizer == "char":
             tokenizer = CharTokenizer.from_text(train_text + val_text)
         else:
             tokenizer = BPETokenizer.train(train_text, args.bpe_vocab)
