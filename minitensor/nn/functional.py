@@ -624,7 +624,7 @@ def rotary_embedding(input: Tensor, cos, sin) -> Tensor:
             raise ValueError(
                 f"rotary_embedding: {name} of shape {arr.shape} does not broadcast to the input's shape {input.shape}"
             )
-        tables.append(arr)
+        tables.append(array_module(input.data).asarray(arr))  # constants, put on the input's device
     return ops.RotaryEmbedding.apply(input, cos=tables[0], sin=tables[1])
 
 
