@@ -138,3 +138,35 @@ def test_a_prompt_outside_the_vocabulary_is_refused():
     model = GPT(gpt2_shape(10, **SMALL))
     with pytest.raises(ValueError, match="generate: prompt: token id 12 .* out of range"):
         generate(model, np.array([[1, 12]]), 3)
+
+
+@pytest.fixture
+def fake_cuda():
+    previous = mt.devices.use_fake_cuda(True)
+    yield
+    mt.devices.use_fake_cuda(previous)
+
+
+@pytest.mark.parametrize("attention", ["dense", "tiled"])
+@pytest.mark.parametrize("shape", [gpt2_shape, llama_shape])
+def test_on_a_device_the_model_equals_the_cpu(fake_cuda, shape, attention):
+    """model.to('cuda') on the fake device (minitensor/fakecuda.py): host ids, masks and angle tables are moved at
+    the boundary, and logits, gradients and greedy tokens equal the CPU's."""
+    from minitensor.testing import PARITY_RTOL, assert_close
+
+    mt.manual_seed(0)
+    model = GPT(shape(10, **SMALL, attention=attention)).double()
+    idx = np.random.default_rng(0).integers(0, 10, (2, 6))
+    logits = model(idx)
+    logits.square().sum().backward()
+    cpu = {k: p.grad.numpy().copy() for k, p in model.named_parameters()}
+    tokens = generate(model, idx[:, :2], 10, greedy=True)
+    model.zero_grad()
+    model.to("cuda")
+    on_device = model(idx)
+    assert on_device.is_cuda
+    assert_close(on_device.cpu().numpy(), logits.numpy(), PARITY_RTOL["float64"], what="logits on the device")
+    on_device.square().sum().backward()
+    for k, p in model.named_parameters():
+        assert_close(p.grad.cpu().numpy(), cpu[k], PARITY_RTOL["float64"], what=f"d/d{k} on the device")
+    np.testing.assert_array_equal(generate(model, idx[:, :2], 10, greedy=True), tokens)

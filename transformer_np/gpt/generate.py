@@ -19,6 +19,7 @@ import numpy as np
 
 import minitensor as mt
 from minitensor.random import generator
+from transformer_np.device import to_host
 from transformer_np.model import check_tokens
 
 
@@ -85,7 +86,7 @@ def generate(
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, numbers.Integral) or max_new_tokens < 0:
         raise ValueError(f"generate: max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
     check_sampling(temperature, top_k, top_p, cfg.vocab_size)
-    idx = np.asarray(check_tokens(idx, cfg.vocab_size, math.inf, "generate: prompt").numpy(), dtype=np.int64)
+    idx = np.asarray(to_host(check_tokens(idx, cfg.vocab_size, math.inf, "generate: prompt")), dtype=np.int64)
     if seed is not None:
         mt.manual_seed(seed)
     rng = generator("generate")
@@ -102,7 +103,7 @@ def generate(
                     logits = model(idx[:, -bs:], cache=cache)
                 else:
                     logits = model(idx[:, -1:], cache=cache)
-                last = logits[:, -1].numpy()  # (B, V)
+                last = to_host(logits[:, -1])  # (B, V), from the model's device (one copy per step)
                 if greedy:
                     nxt = last.argmax(axis=-1)
                 else:

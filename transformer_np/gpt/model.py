@@ -23,7 +23,8 @@ parity/gpt/model.py is the same file in PyTorch, class for class and attribute f
     norm_f                                  (D,)
     lm_head.weight                          (V, D)                 the very tok_emb.weight when tie_weights
 
-Token ids are integer arrays or Tensors (B, T); the model returns the logits (B, T, V).
+Token ids are integer arrays or Tensors (B, T); the model returns the logits (B, T, V). On a device
+(`model.to("cuda")`), host ids are copied onto it at the model's boundary, and so are the masks and angle tables.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import minitensor.nn as nn
 import minitensor.nn.functional as F
 from minitensor.nn import Dropout
 from minitensor.utils.checkpoint import checkpoint, noop_context_fn
+from transformer_np.device import device_of, on_device
 from transformer_np.gpt.config import GPTConfig
 from transformer_np.gpt.hf import CheckpointError, read_checkpoint, write_checkpoint
 from transformer_np.model import AttentionCache, check_tokens
@@ -106,10 +108,11 @@ class CausalSelfAttention(nn.Module):
         k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, Hkv, 1, t_k, Dh): broadcast over the group
         if self.attention == "tiled":
             p = self.attn_dropout.p if self.attn_dropout.training else 0.0
-            keep = None if T == 1 else causal_keep(T, t_k)  # one new query sees every key
+            keep = None if T == 1 else on_device(causal_keep(T, t_k), q.data).data  # one new query sees every key
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
         else:
-            weights = F.attention_weights(q, k, causal_keep(T, t_k), scale=1.0 / math.sqrt(Dh))  # (B,Hkv,G,T,t_k)
+            keep = on_device(causal_keep(T, t_k), q.data).data  # the mask on the queries' device
+            weights = F.attention_weights(q, k, keep, scale=1.0 / math.sqrt(Dh))  # (B, Hkv, G, T, t_k)
             y = self.attn_dropout(weights) @ v  # (B, Hkv, H / Hkv, T, Dh)
         y = y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
         return self.resid_dropout(self.o_proj(y))  # (B, T, D)
@@ -234,7 +237,9 @@ class GPT(nn.Module):
     def forward(self, idx, cache: GPTCache | None = None):
         """idx (B, T) token ids -> logits (B, T, V). With a cache, idx are the positions after those it holds."""
         offset = cache.length if cache is not None else 0
-        idx = check_tokens(idx, self.config.vocab_size, self.config.block_size, "GPT", offset=offset)
+        idx = check_tokens(  # host ids are checked there, then copied to the model's device
+            idx, self.config.vocab_size, self.config.block_size, "GPT", offset=offset, like=device_of(self)
+        )
         T = idx.shape[1]
         x = self.tok_emb(idx)  # (B, T, D)
         if self.pos_emb is not None:
