@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import minitensor as mt
+from minitensor.testing import PARITY_RTOL, assert_close
 from tests.support import ROOT
 from transformer_np.cli import main
 from transformer_np.gpt import GPT, gpt2_shape
@@ -160,3 +161,21 @@ def test_init_from_a_folder_with_its_tokenizer_trains_on_its_numbering(tmp_path,
     )
     _, _, loaded = load_checkpoint(out)
     assert loaded.merges == tok.merges and loaded.encode(TEXT[:50]) == tok.encode(TEXT[:50])
+
+
+def test_train_resume_and_sample_on_a_device(tmp_path, text, capsys):
+    """--device cuda on the fake device: the run equals the CPU's (host checkpoints, the same batches)."""
+    previous = mt.devices.use_fake_cuda(True)
+    try:
+        cpu, dev = str(tmp_path / "cpu"), str(tmp_path / "dev")
+        assert run(["gpt", "train", "--text", text, "--out", cpu, "--iters", "8", *SMALL], capsys)[0] == 0
+        argv = ["gpt", "train", "--text", text, "--out", dev, "--device", "cuda", *SMALL]
+        assert run([*argv, "--iters", "4"], capsys)[0] == 0
+        assert run([*argv, "--iters", "8", "--resume"], capsys)[0] == 0
+        a, b = params(cpu), params(dev)
+        for k in a:
+            assert_close(b[k], a[k], PARITY_RTOL["float32"], what=f"{k} trained on the device")
+        sample = ["gpt", "sample", "--checkpoint", dev, "--prompt", "to", "--greedy", "--max-new-tokens", "8"]
+        assert run([*sample, "--device", "cuda"], capsys) == run(sample, capsys)
+    finally:
+        mt.devices.use_fake_cuda(previous)

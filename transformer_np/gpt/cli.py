@@ -21,6 +21,7 @@ import numpy as np
 
 import minitensor as mt
 from transformer_np.cliutil import check_out_is_a_directory, integer, interrupted, number
+from transformer_np.commands import check_device
 from transformer_np.gpt import shakespeare
 from transformer_np.gpt.generate import generate
 from transformer_np.gpt.model import GPT
@@ -36,6 +37,10 @@ from transformer_np.gpt.train import (
 )
 
 DATASETS = ("shakespeare-char",)
+DEVICE_HELP = (
+    "where the model runs: cuda needs CuPy and a GPU (pip install -e '.[gpu]'), or MINITENSOR_FAKE_CUDA=1 for the "
+    "fake device; the data stays on the host and checkpoints are host .npz either way"
+)
 
 
 def add_gpt_command(sub, formatter_class) -> None:
@@ -97,6 +102,7 @@ def add_gpt_command(sub, formatter_class) -> None:
     t.add_argument("--eval-interval", type=integer(1), default=None, help="steps between loss estimates")
     t.add_argument("--eval-iters", type=integer(1), default=None, help="batches per loss estimate")
     t.add_argument("--seed", type=integer(0), default=1337, help="seed of minitensor's generator")
+    t.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help=DEVICE_HELP)
     how = t.add_mutually_exclusive_group()
     how.add_argument("--resume", action="store_true", help="continue the run in --out to --iters")
     how.add_argument("--overwrite", action="store_true", help="replace the run in --out")
@@ -121,6 +127,7 @@ def add_gpt_command(sub, formatter_class) -> None:
     )
     s.add_argument("--greedy", action="store_true", help="the most likely token each step (no sampling)")
     s.add_argument("--seed", type=integer(0), default=None, help="reseed minitensor's generator first")
+    s.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help=DEVICE_HELP)
 
 
 def _texts(args) -> tuple[str, str]:
@@ -137,6 +144,7 @@ def _texts(args) -> tuple[str, str]:
 
 
 def cmd_train(args) -> int:
+    device = check_device(args.device)
     check_out_is_a_directory(args.out)
     ckpt_file = os.path.join(args.out, "checkpoint.npz")
     if os.path.exists(ckpt_file) and not (args.resume or args.overwrite):
@@ -155,6 +163,7 @@ def cmd_train(args) -> int:
     history, progress = [], {"step": 0}
     if args.resume:
         model, ckpt, tokenizer = load_checkpoint(args.out)
+        model.to(device)
         opt = make_optimizer(model, recipe)
         opt.load_state_dict(ckpt["optimizer"])
         progress["step"] = int(ckpt["meta"]["step"])
@@ -183,6 +192,7 @@ def cmd_train(args) -> int:
             model = GPT(
                 SHAPES[args.shape](tokenizer.vocab_size, dropout=args.dropout, attention=args.attention, **sizes)
             )
+        model.to(device)
         opt = make_optimizer(model, recipe)
     splits = {
         name: np.asarray(tokenizer.encode(text), dtype=np.int64)
@@ -217,7 +227,9 @@ def cmd_train(args) -> int:
 
 
 def cmd_sample(args) -> int:
+    device = check_device(args.device)
     model, _, tokenizer = load_checkpoint(args.checkpoint)
+    model.to(device)
     prompt = tokenizer.encode("\n" if args.prompt is None else args.prompt)
     if not prompt:
         raise ValueError("--prompt is empty: give at least one character to continue")

@@ -25,6 +25,7 @@ import minitensor.nn.functional as F
 from minitensor.nn.utils import clip_grad_norm_
 from minitensor.random import generator
 from transformer_np.cliutil import sigint_deferred
+from transformer_np.device import on_device
 from transformer_np.gpt.config import GPTConfig, gpt2_shape, llama_shape
 from transformer_np.gpt.model import GPT
 from transformer_np.gpt.tokenizer import tokenizer_from_state
@@ -72,7 +73,8 @@ def get_batch(data: np.ndarray, batch_size: int, block_size: int, rng: np.random
 
 def loss_of(model: GPT, x, y) -> mt.Tensor:
     logits = model(x)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+    target = on_device(y.reshape(-1), logits.data)  # the host batch's targets beside the logits
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target)
 
 
 def make_optimizer(model: GPT, r: Recipe):
