@@ -211,6 +211,16 @@ def test_llama_refusals(tmp_path):
     _edit(tmp_path, lambda c: c.update(rope_parameters={"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0}))
     with pytest.raises(CheckpointError, match="unsupported config field rope_parameters.rope_type='yarn'"):
         GPT.from_pretrained(str(tmp_path))
+    _edit(tmp_path, lambda c: c.update(rope_parameters={"rope_type": "default", "rope_theta": 1e4}))
+    _edit(tmp_path, lambda c: c.update(attention_dropout=0.1))
+    with pytest.raises(CheckpointError, match=r"unsupported config field attention_dropout=0.1; supported: \[0.0\]"):
+        GPT.from_pretrained(str(tmp_path))
+    _edit(tmp_path, lambda c: c.update(attention_dropout=0.0, hidden_act="gelu"))
+    with pytest.raises(CheckpointError, match="unsupported config field hidden_act='gelu'"):
+        GPT.from_pretrained(str(tmp_path))
+    _edit(tmp_path, lambda c: c.update(hidden_act="silu", head_dim=8))
+    with pytest.raises(CheckpointError, match="unsupported config field head_dim=8"):
+        GPT.from_pretrained(str(tmp_path))
 
 
 def test_a_damaged_or_missing_file_is_refused_and_nothing_is_overwritten(tmp_path):

@@ -14,8 +14,11 @@ The layouts, each handled by name and checked before anything is copied:
             F.rotary_embedding computes); the base is `rope_parameters.rope_theta` (current transformers) or
             `rope_theta` (older configs).
 
-A config field this family does not support is refused, naming it. Deviation, flagged: transformers computes the
-rotary angles in float32 whatever the model's dtype; these models compute them in float64 and round to the model's.
+A config field this family does not support is refused, naming it. Deviations, flagged: transformers computes the
+rotary angles and Llama's RMSNorm in float32 whatever the model's dtype (meant for half precision); these models
+compute them in the model's dtype (the angles in float64, rounded). A Llama checkpoint's attention_dropout must be
+0 (Llama drops only attention weights, this family embeddings and residual branches too), and a Llama-layout model
+is saved with attention_dropout 0 whatever its dropout (a training setting, not a weight).
 safetensors (the `hf` extra) is needed only here.
 """
 
@@ -95,6 +98,10 @@ def llama_config(cfg: dict) -> GPTConfig:
     heads, width = cfg["num_attention_heads"], cfg["hidden_size"]
     if cfg.get("head_dim") not in (None, width // heads):
         raise CheckpointError(f"unsupported config field head_dim={cfg['head_dim']}; supported: hidden_size / heads")
+    if cfg.get("attention_dropout", 0.0):  # Llama drops only attention weights; this family drops in more places
+        raise CheckpointError(
+            f"unsupported config field attention_dropout={cfg['attention_dropout']}; supported: [0.0]"
+        )
     if bool(cfg.get("attention_bias", False)) != bool(cfg.get("mlp_bias", False)):
         raise CheckpointError("unsupported config: attention_bias and mlp_bias differ (one bias switch here)")
     return GPTConfig(
@@ -105,7 +112,6 @@ def llama_config(cfg: dict) -> GPTConfig:
         n_kv_head=cfg.get("num_key_value_heads") or heads,
         n_embd=width,
         d_ff=cfg["intermediate_size"],
-        dropout=float(cfg.get("attention_dropout", 0.0)),
         bias=bool(cfg.get("attention_bias", False)),
         positions="rope",
         norm="rms",
@@ -169,7 +175,7 @@ def hf_config(config: GPTConfig, dtype: np.dtype) -> dict:
         "tie_word_embeddings": config.tie_weights,
         "attention_bias": config.bias,
         "mlp_bias": config.bias,
-        "attention_dropout": config.dropout,
+        "attention_dropout": 0.0,
         "head_dim": config.head_dim,
         "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},
         "rope_theta": config.rope_theta,
