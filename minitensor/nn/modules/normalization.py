@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -81,8 +82,8 @@ class RMSNorm(Module):
                 f"RMSNorm: normalized_shape must be an int or a non-empty tuple of ints, got {normalized_shape!r}"
             )
         self.normalized_shape = tuple(check_positive_int("RMSNorm", "normalized_shape", n) for n in normalized_shape)
-        if eps is not None and (isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not eps >= 0):
-            raise ValueError(f"RMSNorm: eps must be a number >= 0 or None, got {eps!r}")
+        if eps is not None and (isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps)):
+            raise ValueError(f"RMSNorm: eps must be a finite number or None, got {eps!r}")  # any, as torch's
         self.eps = None if eps is None else float(eps)
         self.elementwise_affine = bool(elementwise_affine)
         if self.elementwise_affine:
