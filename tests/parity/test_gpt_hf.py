@@ -247,3 +247,15 @@ def test_a_model_of_neither_layout_is_not_saved(tmp_path):
     with pytest.raises(CheckpointError, match="neither GPT-2's layout nor Llama's"):
         model.save_pretrained(str(tmp_path))
     assert os.listdir(tmp_path) == []
+
+
+def test_a_float32_checkpoint_loads_in_its_dtype_or_cast_when_asked(tmp_path):
+    hf = saved(gpt2(), tmp_path, "float32")
+    theirs = hf_to_ours(
+        {k: p.detach().numpy() for k, p in hf.named_parameters()}, GPT.from_pretrained(str(tmp_path)).config, "gpt2"
+    )
+    for dtype in (None, "float64"):
+        model = GPT.from_pretrained(str(tmp_path), dtype=dtype)
+        for k, p in model.named_parameters():
+            assert p.dtype == np.dtype(dtype or "float32")
+            np.testing.assert_array_equal(p.numpy(), theirs[k].astype(p.dtype), err_msg=k)
