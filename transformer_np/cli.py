@@ -1,4 +1,4 @@
-"""The command line: `python -m transformer_np {train, decode, plot, experiment, demo}`.
+"""The command line: `python -m transformer_np {train, decode, plot, experiment, demo, gpt}`.
 
     train       train a task's preset (every ModelConfig/TrainConfig field is a flag), --resume to continue
     decode      greedy or beam decoding of one input with a trained checkpoint
@@ -6,6 +6,7 @@
     experiment  heads | layers | positional | beam | residual | curvature | memory | all (experiments.py)
     demo        train the copy-reverse preset (3+3 layers, d_model 128), report, decode, plot (its time:
                 docs/decisions/028-demo-and-experiment-lengths.md)
+    gpt         train | sample: the decoder-only models (transformer_np/gpt/cli.py)
 
 Every user error (a bad flag value, a missing or damaged checkpoint or history, an output that
 would overwrite a run) is one line on stderr and exit status 2, before anything is printed or written.
@@ -30,6 +31,7 @@ from .cliutil import OneLineParser, integer, interrupts_as_such
 from .commands import cmd_decode, cmd_demo, cmd_experiment, cmd_plot, cmd_train
 from .config import ACTIVATIONS, ATTENTIONS, POSITIONALS, PRESETS, SCHEDULES, ModelConfig, TrainConfig
 from .data import TASKS
+from .gpt.cli import add_gpt_command
 from .training import NonFiniteError
 
 __all__ = ["EXIT_DIVERGED", "OneLineParser", "build_parser", "main"]
@@ -259,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no progress (by default a bar on a terminal, else a line every tenth of the steps or minute)",
     )
+    add_gpt_command(sub, _HelpFormatter)  # gpt train | sample: the decoder-only models (transformer_np/gpt/cli.py)
     return parser
 
 

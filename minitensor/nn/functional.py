@@ -579,3 +579,61 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         bad = ids[(ids < 0) | (ids >= num_classes)].reshape(-1)[0]
         raise ValueError(f"one_hot: class index {bad} is out of range for num_classes={num_classes}")
     return Tensor.wrap((ids[..., None] == array_module(ids).arange(num_classes)).astype(np.int64))  # ids' device
+
+
+# ============================================================================= the decoder-only models' pieces
+# rms_norm and rotary_embedding wrap the hand-derived primitives of ops/rms_norm.py and ops/rotary.py; silu is the
+# composite x * sigmoid(x) (SwiGLU's gate), exact in every order through Sigmoid's own rules.
+__all__ += ["rms_norm", "rotary_embedding", "silu"]
+
+
+def rms_norm(input: Tensor, normalized_shape, weight: Tensor | None = None, eps: float | None = None) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` dims; eps=None takes the dtype's
+    machine epsilon, as torch.nn.functional.rms_norm does."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if not isinstance(input, Tensor) or input.dtype.kind != "f":
+        raise TypeError(f"rms_norm: expected a floating Tensor, got {getattr(input, 'dtype', type(input).__name__)}")
+    if len(shape) == 0 or len(shape) > input.ndim or input.shape[input.ndim - len(shape) :] != shape:
+        raise ValueError(f"rms_norm: input of shape {input.shape} does not end with normalized_shape {shape}")
+    if weight is not None and weight.shape != shape:
+        raise ValueError(f"rms_norm: weight of shape {weight.shape}, expected {shape}")
+    if weight is not None and weight.dtype != input.dtype:
+        raise TypeError(f"rms_norm: weight dtype {weight.dtype} differs from input dtype {input.dtype}")
+    eps = float(np.finfo(input.dtype).eps) if eps is None else eps
+    # any finite eps, as torch (its own tests pass -0.5: rows with mean(x^2) < 0.5 then give NaN, as torch's do)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps):
+        raise ValueError(f"rms_norm: eps must be a finite number, got {eps!r}")
+    tensors = (input,) if weight is None else (input, weight)
+    return ops.RMSNorm.apply(*tensors, k=len(shape), eps=float(eps))
+
+
+def rotary_embedding(input: Tensor, cos, sin) -> Tensor:
+    """input * cos + rotate_half(input) * sin, rotate_half(x) = cat(-x2, x1) over the last dim's halves (Hugging
+    Face Llama's layout). cos, sin: the angle tables (constants, no gradient), broadcastable to input's shape with
+    its last dim. torch has no such function; transformers spells it apply_rotary_pos_emb."""
+    if not isinstance(input, Tensor) or input.dtype.kind != "f":
+        raise TypeError(
+            f"rotary_embedding: expected a floating Tensor, got {getattr(input, 'dtype', type(input).__name__)}"
+        )
+    if input.ndim < 1 or input.shape[-1] % 2:
+        raise ValueError(f"rotary_embedding: the last dim must be even (pairs to rotate), got shape {input.shape}")
+    tables = []
+    for name, table in (("cos", cos), ("sin", sin)):
+        if isinstance(table, Tensor) and table.requires_grad:
+            raise ValueError(f"rotary_embedding: {name} is a constant table; a gradient for it is not computed")
+        arr = _array_of(table) if isinstance(table, Tensor) else table
+        if not is_array(arr) or arr.dtype.kind != "f":
+            raise TypeError(f"rotary_embedding: {name} must be a floating array or Tensor, got {type(table).__name__}")
+        if arr.shape[-1:] != input.shape[-1:] or not _broadcasts_to(arr.shape, input.shape):
+            raise ValueError(
+                f"rotary_embedding: {name} of shape {arr.shape} does not broadcast to the input's shape {input.shape}"
+            )
+        tables.append(array_module(input.data).asarray(arr))  # constants, put on the input's device
+    return ops.RotaryEmbedding.apply(input, cos=tables[0], sin=tables[1])
+
+
+def silu(input: Tensor) -> Tensor:
+    """x * sigmoid(x) (the swish with beta 1)."""
+    if not isinstance(input, Tensor) or input.dtype.kind != "f":
+        raise TypeError(f"silu: expected a floating Tensor, got {getattr(input, 'dtype', type(input).__name__)}")
+    return input * ops.Sigmoid.apply(input)

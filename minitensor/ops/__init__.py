@@ -22,6 +22,8 @@ writes into `g` or into a saved array.
     attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
     convolution.py   Conv (conv1d, conv2d) on im2col, and its linear pair Unfold, Fold
     pooling.py       MaxPool (argmax routing), AvgPool
+    rms_norm.py      RMSNorm, fused, derived by hand
+    rotary.py        RotaryEmbedding: the rotary position embedding (rotate-half layout), a rotation
     device.py        ToDevice: a copy to another device (Tensor.to, .cuda(), .cpu())
     special.py       erf (array helpers for Erf and Gelu, no primitive)
     namespace.py     ARRAYS and TENSORS, the two namespaces (`ctx.xp`) every backward above is written against
@@ -43,6 +45,8 @@ from . import (
     matmul,
     pooling,
     reductions,
+    rms_norm,
+    rotary,
     selection,
     shape,
 )
@@ -65,7 +69,7 @@ def defined_primitives(*modules) -> dict:
 PRIMITIVES = defined_primitives(
     elementwise, selection, matmul, reductions, shape, indexing, fused, layer_norm, losses, attention, device
 )
-PRIMITIVES.update(defined_primitives(convolution, pooling))
+PRIMITIVES.update(defined_primitives(convolution, pooling, rms_norm, rotary))
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

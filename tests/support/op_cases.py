@@ -1348,6 +1348,40 @@ CASES += [
     C("F.fold", lambda t, x: t.F.fold(x, (5, 6), 2, padding=1, stride=(2, 1)), [(2, 8, 21)]),
 ]
 
+# The decoder-only models' primitives: RMSNorm (torch's F.rms_norm) and the rotary embedding in Hugging Face Llama's
+# rotate-half layout (torch has no function: `ref` writes transformers' apply_rotary_pos_emb). Angle tables for
+# positions 0..4 of a head of width 6, as the models build them (each half's angles repeated).
+_ROPE_ANGLES = np.arange(5.0)[:, None] * 10000.0 ** (-np.arange(0, 6, 2) / 6)  # (T, Dh/2)
+ROPE_COS = np.cos(np.concatenate([_ROPE_ANGLES, _ROPE_ANGLES], axis=-1))  # (T, Dh)
+ROPE_SIN = np.sin(np.concatenate([_ROPE_ANGLES, _ROPE_ANGLES], axis=-1))
+
+
+def rotary_ref(t, x):
+    """transformers' apply_rotary_pos_emb: x * cos + rotate_half(x) * sin, rotate_half(x) = cat(-x2, x1)."""
+    cos, sin = (torch.tensor(a, dtype=x.dtype) for a in (ROPE_COS, ROPE_SIN))
+    x1, x2 = x[..., :3], x[..., 3:]
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+def rotary_mt(t, x):
+    return t.F.rotary_embedding(x, ROPE_COS.astype(x.dtype), ROPE_SIN.astype(x.dtype))
+
+
+CASES += [
+    C("F.rms_norm_last", lambda t, x, w: t.F.rms_norm(x, (4,), w, eps=1e-6), [(2, 3, 4), (4,)]),
+    C("F.rms_norm_noaffine", lambda t, x: t.F.rms_norm(x, (4,)), [(2, 3, 4)]),
+    C("F.rms_norm_last2", lambda t, x, w: t.F.rms_norm(x, (3, 4), w, eps=1e-5), [(2, 3, 4), (3, 4)]),
+    C("F.rms_norm_small", lambda t, x, w: t.F.rms_norm(x * 1e-2, (5,), w, eps=1e-3), [(3, 5), (5,)]),
+    C("F.rotary_embedding", rotary_mt, [(2, 3, 5, 6)], ref=rotary_ref),
+    C(
+        "F.rotary_embedding_then_square",
+        lambda t, x: rotary_mt(t, x) ** 2,
+        [(5, 6)],
+        ref=lambda t, x: rotary_ref(t, x) ** 2,
+    ),
+    C("F.silu", lambda t, x: t.F.silu(x), [(3, 4)]),
+]
+
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names in the op table"
 

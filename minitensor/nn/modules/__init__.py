@@ -15,7 +15,7 @@ from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
 from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
-from .normalization import LayerNorm
+from .normalization import LayerNorm, RMSNorm
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from .sparse import Embedding
@@ -26,6 +26,7 @@ __all__ = [
     "Linear",
     "Embedding",
     "LayerNorm",
+    "RMSNorm",
     "Dropout",
     "ReLU",
     "GELU",

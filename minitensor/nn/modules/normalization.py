@@ -1,7 +1,8 @@
-"""`LayerNorm`: normalisation over the last dims with a learned scale and shift (torch.nn.modules.normalization)."""
+"""`LayerNorm` and `RMSNorm`: normalisation over the last dims with a learned scale (torch.nn.modules.normalization)."""
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -12,7 +13,7 @@ from ..parameter import Parameter
 from .module import Module
 from .utils import check_positive_int, default_float_dtype
 
-__all__ = ["LayerNorm"]
+__all__ = ["LayerNorm", "RMSNorm"]
 
 
 class LayerNorm(Module):
@@ -63,6 +64,39 @@ class LayerNorm(Module):
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
+
+
+class RMSNorm(Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) dims (torch.nn.RMSNorm); weight
+    starts at ones; eps=None takes the input dtype's machine epsilon, as torch's."""
+
+    def __init__(self, normalized_shape, eps: float | None = None, elementwise_affine: bool = True, dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral) and not isinstance(normalized_shape, bool):
+            normalized_shape = (normalized_shape,)
+        if not isinstance(normalized_shape, (tuple, list)) or len(normalized_shape) == 0:
+            raise TypeError(
+                f"RMSNorm: normalized_shape must be an int or a non-empty tuple of ints, got {normalized_shape!r}"
+            )
+        self.normalized_shape = tuple(check_positive_int("RMSNorm", "normalized_shape", n) for n in normalized_shape)
+        if eps is not None and (isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not math.isfinite(eps)):
+            raise ValueError(f"RMSNorm: eps must be a finite number or None, got {eps!r}")  # any, as torch's
+        self.eps = None if eps is None else float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+        if self.elementwise_affine:
+            self.weight = Parameter(np.ones(self.normalized_shape, dtype=default_float_dtype(dtype, "RMSNorm")))
+        else:
+            self.register_parameter("weight", None)
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            init.ones_(self.weight)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self):
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"

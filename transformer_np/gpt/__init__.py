@@ -1,0 +1,12 @@
+"""transformer_np.gpt: decoder-only Transformers (GPT-2 and Llama shapes) on minitensor.
+
+config.py     GPTConfig, the shape of a model (shared with the PyTorch twin, parity.gpt)
+model.py      GPT and its parts (attention with RoPE and grouped-query heads, MLP, blocks), GPTCache
+generate.py   sampling with a key/value cache: greedy, temperature, top-k, top-p
+"""
+
+from . import generate
+from .config import GPTConfig, gpt2_shape, llama_shape
+from .model import GPT, GPTCache
+
+__all__ = ["GPT", "GPTCache", "GPTConfig", "generate", "gpt2_shape", "llama_shape"]
