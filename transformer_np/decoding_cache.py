@@ -96,6 +96,15 @@ class PreallocatedAttentionCache(AttentionCache):
         self.k_buffer = self.v_buffer = None  # k, v are no views of them now
 
 
+def concatenating_attention_cache(capacity: int) -> AttentionCache:
+    """The formula of one self-attention's cache: it concatenates (capacity is a size it does not need)."""
+    return AttentionCache(static=False)
+
+
+fast.formula("self_attention_cache", concatenating_attention_cache)
+fast.device("self_attention_cache", PreallocatedAttentionCache, evidence="docs/decisions/010-cached-decoding.md")
+
+
 class PreallocatedKVCache(KVCache):
     """The model's KVCache with each layer's self-attention in PreallocatedAttentionCache (the cross-attention
     keys/values are set once: nothing to append)."""

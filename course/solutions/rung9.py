@@ -18,7 +18,7 @@ import sys
 import numpy as np
 
 import minitensor as mt
-from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
+from transformer_np.data import BOS_ID, EOS_ID, PAD_ID, get_task, make_batches
 
 from .rung6 import Transformer
 from .rung7 import Adam
@@ -70,7 +70,6 @@ def greedy_decode(model, src: np.ndarray, max_len: int) -> np.ndarray:
 
 # Given: training on copy-reverse, the curve, a few decodes.
 def main(argv=None) -> int:
-    from transformer_np.data import get_task, make_batches
 
     p = argparse.ArgumentParser(prog="python -m course.exercises.rung9", description="train YOUR model")
     p.add_argument("--steps", type=int, default=3000, help="training steps, batches of 16 (default: 3000)")

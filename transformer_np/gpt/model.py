@@ -36,8 +36,10 @@ import numpy as np
 import minitensor as mt
 import minitensor.nn as nn
 import minitensor.nn.functional as F
+from minitensor import fast
 from minitensor.nn import Dropout
 from minitensor.utils.checkpoint import checkpoint, noop_context_fn
+from transformer_np import decoding_cache  # noqa: F401 (registers the self-attention cache's speed device)
 from transformer_np.device import device_of, on_device
 from transformer_np.gpt.config import GPTConfig
 from transformer_np.gpt.hf import CheckpointError, read_checkpoint, write_checkpoint
@@ -95,7 +97,7 @@ class CausalSelfAttention(nn.Module):
         """x (B, T, D) -> (B, T, D). cache: this block's keys and values so far, extended by the T new ones."""
         B, T, _ = x.shape
         H, Hkv, Dh = self.n_head, self.n_kv_head, self.head_dim
-        offset = cache.length if cache is not None else 0
+        offset = 0 if cache is None or cache.k is None else cache.k.shape[2]
         q = self.q_proj(x).reshape(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
         k = self.k_proj(x).reshape(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
         v = self.v_proj(x).reshape(B, T, Hkv, Dh).transpose(1, 2)
@@ -164,14 +166,16 @@ class Block(nn.Module):
 
 class GPTCache:
     """Per block, the keys and values (B, Hkv, t, Dh) of the positions fed so far (transformer_np.model's
-    AttentionCache: preallocated under no_grad), and `length`, how many positions that is."""
+    AttentionCache, which concatenates; its speed device preallocates under no_grad: decoding_cache.py), and
+    `length`, how many positions that is."""
 
     def __init__(self, n_layer: int, capacity: int = 0):
-        self.layers = [AttentionCache(static=False, capacity=capacity) for _ in range(n_layer)]
+        self.layers = [fast.use.self_attention_cache(capacity) for _ in range(n_layer)]
 
     @property
     def length(self) -> int:
-        return self.layers[0].length
+        k = self.layers[0].k
+        return 0 if k is None else k.shape[2]
 
 
 class GPT(nn.Module):
@@ -237,9 +241,8 @@ class GPT(nn.Module):
     def forward(self, idx, cache: GPTCache | None = None):
         """idx (B, T) token ids -> logits (B, T, V). With a cache, idx are the positions after those it holds."""
         offset = cache.length if cache is not None else 0
-        idx = check_tokens(  # host ids are checked there, then copied to the model's device
-            idx, self.config.vocab_size, self.config.block_size, "GPT", offset=offset, like=device_of(self)
-        )
+        idx = check_tokens(idx, self.config.vocab_size, self.config.block_size, "GPT", offset=offset)
+        idx = on_device(idx, device_of(self), "GPT")  # checked where they are, then moved to the model's device
         T = idx.shape[1]
         x = self.tok_emb(idx)  # (B, T, D)
         if self.pos_emb is not None:
