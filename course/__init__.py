@@ -1,6 +1,6 @@
 """Build it yourself: a course of exercises whose checks run the project's own tools on the learner's code.
 
-Nine rungs, from one scalar to a Transformer the learner built and trained (course/README.md):
+Ten rungs, from one scalar to a Transformer the learner built and trained, then a GPT (course/README.md):
 
     1 the chain rule on scalars     a micrograd-sized Value engine       finite differences, torch
     2 the engine on tensors         sum_to, accumulation, the walk       torch, order and depth of the walk
@@ -11,6 +11,7 @@ Nine rungs, from one scalar to a Transformer the learner built and trained (cour
     7 the optimizer                 SGD and Adam                         torch.optim, several steps
     8 training                      a step, a short curve                the project's step; the curve
     9 the capstone                  rungs 6-8 together; greedy decoding  the project's model, step by step
+    10 a decoder-only model (GPT)   causal mask, RoPE, GPT, sampling     transformer_np.gpt, module by module
 
 The learner edits course/exercises/rungN.py; `python -m course check N` imports those files as they are
 on disk and runs course/checks/rungN.py on them. course/solutions/ holds the answers, apart; the checker

@@ -3,7 +3,7 @@
 `source` names the package whose rungN.py files are checked:
     "exercises"  course/exercises/, the learner's files (the default)
     "solutions"  course/solutions/, the answers (what the CI test substitutes)
-    a directory  any folder holding rung1.py ... rung9.py (the CI test's planted wrong solutions); it is
+    a directory  any folder holding rung1.py ... rung10.py (the CI test's planted wrong solutions); it is
                  imported as a package named after the folder, its parent put on sys.path
 The files are imported as they are on disk at the moment of the check, so a syntax error or an unsaved stub
 is what gets checked, never a reference copy (TinyTorch's trap: cs249r_book #2117).
@@ -46,6 +46,7 @@ RUNGS = {
     7: "the optimizer",
     8: "training",
     9: "the capstone",
+    10: "a decoder-only model (GPT)",
 }
 NAMED_SOURCES = {"exercises": "course.exercises", "solutions": "course.solutions"}
 TIMEOUT_S = 60.0  # an exercise's time limit (`--timeout`): a correct solution takes a few seconds at most

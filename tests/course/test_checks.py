@@ -74,6 +74,13 @@ PLANTED = {
         "9.1",
         "fit, step 1 of 120 (your model, optimizer and loop against the project's): the loss",
     ),
+    10: (
+        "rung10.py",
+        "return np.tril(np.ones((t, t), dtype=bool))",
+        "return np.tril(np.ones((t, t), dtype=bool), -1)",
+        "10.1",
+        "The diagonal is masked: position i must see itself",
+    ),
 }
 
 
@@ -176,9 +183,10 @@ def test_the_command_checks_the_learners_files_by_default_and_exits_by_outcome(m
     assert course_main(["check", "1"]) == 0 and "solutions" in capsys.readouterr().out
     assert course_main(["check", "1", "--exercise", "3.1"]) == 2
     with pytest.raises(SystemExit) as e:
-        course_main(["check", "10"])
+        course_main(["check", str(max(RUNGS) + 1)])
     assert e.value.code == 2
-    assert course_main(["list"]) == 0 and "rung 8: training" in capsys.readouterr().out
+    listed = capsys.readouterr().out if course_main(["list"]) == 0 else ""
+    assert "rung 8: training" in listed and "rung 10: a decoder-only model (GPT) (4 exercises)" in listed, listed
 
 
 def test_python_dash_m_course_runs_as_a_command():
@@ -244,6 +252,17 @@ BREADTH_FIRST_WALK = """        order, seen = [self], {id(self)}
 ACCUMULATE = "self.grad = g.copy() if self.grad is None else self.grad + g"
 STRETCHED = "    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and g.shape[i] != 1)"
 LEAD = "    g = g.sum(axis=tuple(range(lead))) if lead else g"
+
+TEMP = """    z = logits.astype(np.float64) / temperature  # BEFORE the softmax: T < 1 sharpens, T > 1 flattens
+    if top_k is not None:
+        kth = np.sort(z, axis=-1)[:, -top_k][:, None]  # the k-th largest of each row
+        z = np.where(z < kth, -np.inf, z)
+    p = np.exp(z - z.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)"""
+LAST = "return p / p.sum(axis=-1, keepdims=True)"
+TEMP_UNUSED = TEMP.replace(" / temperature  #", "  #")  # the logits not divided: the planted mistakes add it after
+TEMP_AFTER_SOFTMAX = TEMP_UNUSED.replace(LAST, f"{LAST} / temperature")
+TEMP_AFTER_SOFTMAX_RENORMALISED = TEMP_UNUSED.replace(LAST, f"p = p / temperature\n    {LAST}")
 
 DIAGNOSES = {
     "sum_to without the sum over a size-1 axis": (
@@ -402,6 +421,106 @@ DIAGNOSES = {
         "x = self.src_embed(mt.tensor(src))",
         "6.4",
         "the input of encoder, the embedded source, src_embed(src) * sqrt(D) + PE[:S]: the embedding's scaling",
+    ),
+    "a causal mask that masks the diagonal": (
+        "rung10.py",
+        "return np.tril(np.ones((t, t), dtype=bool))",
+        "return np.tril(np.ones((t, t), dtype=bool), -1)",
+        "10.1",
+        "The diagonal is masked: position i must see itself (keep j <= i, not j < i)",
+    ),
+    "a causal mask that shows the future": (
+        "rung10.py",
+        "return np.tril(np.ones((t, t), dtype=bool))",
+        "return np.tril(np.ones((t, t), dtype=bool), 1)",
+        "10.1",
+        "Position i sees position i + 1: the future is visible",
+    ),
+    "a wrong causal mask, seen by the GPT": (
+        "rung10.py",
+        "return np.tril(np.ones((t, t), dtype=bool))",
+        "return np.tril(np.ones((t, t), dtype=bool), 1)",
+        "10.3",
+        "fix exercise 10.1 (causal_mask) first",
+    ),
+    "a rotation with the wrong sign": (
+        "rung10.py",
+        "return mt.cat([-x[..., half:], x[..., :half]], dim=-1)",
+        "return mt.cat([x[..., half:], -x[..., :half]], dim=-1)",
+        "10.2",
+        "Yours turns each pair by minus its angle",
+    ),
+    "a rotation that rotates neighbouring pairs": (
+        "rung10.py",
+        "return mt.cat([-x[..., half:], x[..., :half]], dim=-1)",
+        "return mt.stack([-x[..., 1::2], x[..., 0::2]], dim=-1).reshape(*x.shape)",
+        "10.2",
+        "You rotate neighbouring pairs (x[2i], x[2i + 1]), the interleaved layout",
+    ),
+    "a wrong rotation, seen by the GPT": (
+        "rung10.py",
+        "return mt.cat([-x[..., half:], x[..., :half]], dim=-1)",
+        "return mt.cat([x[..., half:], -x[..., :half]], dim=-1)",
+        "10.3",
+        "fix exercise 10.2 (apply_rope (rotate-half)) first",
+    ),
+    "a wrong attention, seen by the GPT": (
+        "rung5.py",
+        "weights = F.softmax(scores, dim=-1)",
+        "weights = F.softmax(scores, dim=-1) * 1.5",
+        "10.3",
+        "fix exercise 5.1 (scaled_dot_product_attention) first",
+    ),
+    "a GPT attention without the causal mask": (
+        "rung10.py",
+        "mt.tensor(causal_mask(T))",
+        "None",
+        "10.3",
+        "change when only the last position's input does: the future is visible",
+    ),
+    "a GPT attention without the rotation": (
+        "rung10.py",
+        "q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)",
+        "pass",
+        "10.3",
+        "Yours is the project's attention without the rotation",
+    ),
+    "a post-norm GPT block": (
+        "rung10.py",
+        """        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))""",
+        """        x = self.norm1(x + self.attn(x))
+        return self.norm2(x + self.mlp(x))""",
+        "10.3",
+        "Yours is the post-norm block of rung 6",
+    ),
+    "the temperature applied after the softmax": (
+        "rung10.py",
+        TEMP,
+        TEMP_AFTER_SOFTMAX,
+        "10.4",
+        "The temperature was applied after the softmax",
+    ),
+    "the temperature applied after the softmax, renormalised": (
+        "rung10.py",
+        TEMP,
+        TEMP_AFTER_SOFTMAX_RENORMALISED,
+        "10.4",
+        "The temperature was applied after the softmax",
+    ),
+    "top-k keeping k + 1": (
+        "rung10.py",
+        "kth = np.sort(z, axis=-1)[:, -top_k][:, None]",
+        "kth = np.sort(z, axis=-1)[:, -top_k - 1][:, None]",
+        "10.4",
+        "Yours keeps k + 1 = 4 tokens per row",
+    ),
+    "a draw that takes the last token below u": (
+        "rung10.py",
+        "(cdf <= u).sum(axis=-1)",
+        "(cdf <= u).sum(axis=-1) - 1",
+        "10.4",
+        "take the first token whose cumulative probability exceeds u",
     ),
 }
 

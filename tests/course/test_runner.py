@@ -195,7 +195,7 @@ def test_ctrl_c_during_an_endless_loop_is_one_line_and_130(tmp_path):
         (["check", "3", "--from", "/no/such/folder"], "--from: expected"),
         (["check", "3", "--timeout", "0"], "--timeout"),
         (["check", "3", "--timeout", "nan"], "--timeout"),
-        (["check", "10"], "invalid choice"),
+        (["check", "11"], "invalid choice"),  # one past the last rung
     ],
 )
 def test_bad_command_lines_are_one_line_on_stderr_and_exit_2(args, words):
