@@ -154,14 +154,17 @@ class Node:
 
 
 class Edge:
-    """What a node keeps of a non-leaf input: the node that made it, its shape, dtype and device, and the tensor
-    class's `wrap` (for a backward on Tensors), not its array: what a backward reads, its forward saves."""
+    """What a node keeps of a non-leaf input: the node that made it, its shape, dtype, device and tensor class (to
+    `wrap` an array as one, for a backward on Tensors), not its array: what a backward reads, its forward saves."""
 
-    __slots__ = ("grad_fn", "shape", "dtype", "device", "wrap")
+    __slots__ = ("grad_fn", "shape", "dtype", "device", "cls")
 
     def __init__(self, t):
-        self.grad_fn, self.shape, self.dtype, self.wrap = t.grad_fn, t._data.shape, t._data.dtype, t.wrap
+        self.grad_fn, self.shape, self.dtype, self.cls = t.grad_fn, t._data.shape, t._data.dtype, type(t)
         self.device = t.device
+
+    def wrap(self, arr):
+        return self.cls.wrap(arr)
 
     def __repr__(self):
         return f"<Edge from {self.grad_fn.name()} {self.shape} {self.dtype}>"

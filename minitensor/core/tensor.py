@@ -40,13 +40,8 @@ class Tensor:
     def data(self, arr) -> None:
         self._data = arr
 
-    @property
-    def shape(self) -> tuple:
-        return self._data.shape
-
-    @property
-    def dtype(self):
-        return self._data.dtype
+    shape = property(lambda self: self._data.shape)
+    dtype = property(lambda self: self._data.dtype)
 
     is_leaf = property(lambda self: self.grad_fn is None)
 
