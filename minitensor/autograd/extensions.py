@@ -2,7 +2,7 @@
 
 The core (minitensor/core/) runs the plain forward and backward. While a feature is on (features.py counts them)
 its one-line hand-over sends each call here, where every feature takes its turn around the same core steps
-(`Function.record`, `Node.check_versions`, `Node.per_input`):
+(`record`, `Node.check_versions`, `Node.per_input`):
 
     devices        a mixed-device call refused (or a 0-d CPU tensor moved), as torch refuses it (devices.py)
     profiler       forwards and backwards run through the installed `OpCalls`, which time them (profiler.py)
@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 
 from ..core import Context, Edge, is_tensor_like, points
-from ..core.function import OUTPUT, arrays_of
+from ..core.function import OUTPUT, arrays_of, record
 from ..core.grad_mode import state as grad_mode
 from ..features import switch
 from .anomaly_mode import anomaly, check_gradients, forward_trace, note_forward_call
@@ -68,7 +68,7 @@ def apply(cls, tensors: tuple, kwargs: dict):
         tensors = points.devices.same_device(tensors, arrays, cls)
     ctx = Context()
     out = points.run_quietly(op_calls_here().forward, cls, ctx, arrays, kwargs)
-    result = cls.record(ctx, tensors, arrays, out)
+    result = record(cls, ctx, tensors, arrays, out)
     if anomaly.enabled and result.grad_fn is not None:  # where this forward was called, for an error in its backward
         ctx.forward_trace = forward_trace()
     if dual_state.level is not None and not dual_state.in_rule:  # forward mode: the output's tangent

@@ -200,24 +200,24 @@ class Function:
         arrays = arrays_of(cls, tensors)
         ctx = Context()
         out = points.run_quietly(cls.forward, ctx, *arrays, **kwargs)
-        return cls.record(ctx, tensors, arrays, out)
+        return record(cls, ctx, tensors, arrays, out)
 
-    @classmethod
-    def record(cls, ctx, tensors, arrays, out):
-        """The result around `out`, with its node when one is recorded."""
-        result = tensors[0].wrap(out)
-        if cls.returns_view and np.may_share_memory(out, arrays[0]):
-            share_base(result, tensors[0])
-        if grad_mode.enabled:
-            needs = tuple([t.requires_grad for t in tensors])  # (a list comprehension: faster than a generator)
-            if True in needs:
-                if cls.max_inputs is not None and len(needs) < cls.max_inputs:  # optional inputs left out
-                    needs += (False,) * (cls.max_inputs - len(needs))
-                ctx.needs_input_grad = needs
-                result.requires_grad = True
-                inputs = tuple([(t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs)])
-                result.grad_fn = cls._node_class(ctx, inputs, saved_versions(ctx.saved_arrays, tensors, result))
-        return result
+
+def record(cls, ctx, tensors, arrays, out):
+    """The result of `cls` around `out`, with its node when one is recorded."""
+    result = tensors[0].wrap(out)
+    if cls.returns_view and np.may_share_memory(out, arrays[0]):
+        share_base(result, tensors[0])
+    if grad_mode.enabled:
+        needs = tuple([t.requires_grad for t in tensors])  # (a list comprehension: faster than a generator)
+        if True in needs:
+            if cls.max_inputs is not None and len(needs) < cls.max_inputs:  # optional inputs left out
+                needs += (False,) * (cls.max_inputs - len(needs))
+            ctx.needs_input_grad = needs
+            result.requires_grad = True
+            inputs = tuple([(t if t.grad_fn is None else Edge(t)) if n else None for t, n in zip(tensors, needs)])
+            result.grad_fn = cls._node_class(ctx, inputs, saved_versions(ctx.saved_arrays, tensors, result))
+    return result
 
 
 def share_base(view, base) -> None:

@@ -61,34 +61,32 @@ class _NoParamDecoratorContextManager(_DecoratorContextManager):
         return cls()(orig_func)
 
 
-class no_grad(_NoParamDecoratorContextManager):
+class _Block(_NoParamDecoratorContextManager):
+    """Grad mode `mode` for a block (or a decorated function), then the mode it found."""
+
+    mode = False
+
+    def __init__(self, orig_func=None):
+        self.prev = self.mode
+
+    def __enter__(self):
+        self.prev, state.enabled = state.enabled, self.mode
+
+    def __exit__(self, *exc):
+        state.enabled = self.prev
+        return False
+
+
+class no_grad(_Block):
     """Disable graph recording in this thread: `with mt.no_grad(): ...`, `@mt.no_grad()` or `@mt.no_grad`."""
 
-    def __init__(self, orig_func=None):
-        self.prev = False
-
-    def __enter__(self):
-        self.prev = state.enabled
-        state.enabled = False
-
-    def __exit__(self, *exc):
-        state.enabled = self.prev
-        return False
+    mode = False
 
 
-class enable_grad(_NoParamDecoratorContextManager):
+class enable_grad(_Block):
     """Re-enable graph recording in this thread, inside a no_grad block."""
 
-    def __init__(self, orig_func=None):
-        self.prev = True
-
-    def __enter__(self):
-        self.prev = state.enabled
-        state.enabled = True
-
-    def __exit__(self, *exc):
-        state.enabled = self.prev
-        return False
+    mode = True
 
 
 class set_grad_enabled(_DecoratorContextManager):
@@ -119,8 +117,7 @@ class set_grad_enabled(_DecoratorContextManager):
 
 
 def _wrap_generator(factory, fn):
-    """fn, a generator function, with each step of its generator run under a fresh factory() manager:
-    the mode applies inside the generator and the caller's mode is back at each yield (torch's)."""
+    """Generator function fn, each step of its generator under a fresh factory(): the caller's mode at each yield."""
 
     @functools.wraps(fn)
     def generator_context(*args, **kwargs):

@@ -1,18 +1,15 @@
 """The engine's extension points: where features and speed devices attach to the core, and nothing of how.
 
 The core reads these names and imports nothing else from the package. Each holds the plain behaviour, or None
-while nothing is attached. Who attaches where (docs/READING.md):
+while nothing is attached (docs/READING.md says who attaches where):
 
-    features     autograd/extensions.py: how many features are on that need the extended paths below
-                 (forward mode, anomaly mode, the profiler, saved-tensor hooks, tensors on a device)
-    apply        autograd/extensions.py: Function.apply's extended path, taken while `features` is non-zero
-    backward     autograd/extensions.py: Node.backward's extended path, taken while `features` is non-zero and
-                 for a backward on Tensors (create_graph: higher order)
-    leaf_sink    autograd/leaf_delivery.py: a leaf's gradient handed over as soon as it is complete, installed
-                 while some leaf has a post-accumulate-grad hook (data parallelism's overlap)
-    devices      devices.py: the device check, attached once a tensor can live off the CPU
-    quiet, run_quietly   fast/quiet.py: a speed device for NumPy's error state
-    arrays, tensors      ops/namespace.py: the namespaces a backward formula calls (ctx.xp)
+    features     how many features are on that need the extended paths (minitensor/features.py counts them)
+    apply        Function.apply's extended path, taken while `features` is non-zero (autograd/extensions.py)
+    backward     Node.backward's, also taken for a backward on Tensors (create_graph) (autograd/extensions.py)
+    leaf_sink    early delivery of leaf gradients, while a post-accumulate-grad hook exists (autograd/leaf_delivery.py)
+    devices      the device check, once a tensor can live off the CPU (devices.py)
+    quiet, run_quietly   NumPy's quiet error state around every op; a speed device in fast/quiet.py
+    arrays, tensors      the namespaces a backward formula calls (ctx.xp), installed by ops/namespace.py
 """
 
 from __future__ import annotations

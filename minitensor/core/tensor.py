@@ -6,6 +6,7 @@ The math, the in-place writers and the devices are added by minitensor/tensor.py
 from __future__ import annotations
 
 import weakref
+from functools import partial
 
 import numpy as np
 
@@ -21,16 +22,9 @@ class Tensor:
     __slots__ = ("_data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks")
     __slots__ += ("_post_hooks", "dual_tangent", "no_grad_view", "__weakref__")
 
-    @classmethod
-    def wrap(cls, arr) -> Tensor:
-        """A new Tensor around `arr`, no checks, no copy: how ops build their results."""
-        t = object.__new__(cls)
-        t._data = arr
-        t.requires_grad = False
-        t._grad = t.grad_fn = t._hooks = t._post_hooks = t.dual_tangent = None
-        t.version_counter = VersionCounter()  # bumped by every in-place change (shared with views)
-        t.no_grad_view = False
-        return t
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.wrap = staticmethod(partial(wrap, cls))  # t.wrap(arr) makes a `cls`; a partial: no method object per op
 
     @property
     def data(self):
@@ -107,6 +101,20 @@ class Tensor:
         handle = HookHandle(holder, attr, hook, type(self))
         setattr(holder, attr, (getattr(holder, attr) or []) + [handle.on_array])
         return handle
+
+
+def wrap(cls, arr) -> Tensor:
+    """A new `cls` around `arr`, no checks, no copy: how ops build their results (as `t.wrap(arr)`)."""
+    t = object.__new__(cls)
+    t._data = arr
+    t.requires_grad = False
+    t._grad = t.grad_fn = t._hooks = t._post_hooks = t.dual_tangent = None
+    t.version_counter = VersionCounter()  # bumped by every in-place change (shared with views)
+    t.no_grad_view = False
+    return t
+
+
+Tensor.wrap = staticmethod(partial(wrap, Tensor))
 
 
 class HookHandle:
