@@ -3,7 +3,10 @@
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
               attention weights, loss, every gradient, a Hessian-vector product, forward mode (J v and
               H v by forward over reverse, against torch's forward AD), parameters after N optimizer steps.
-              Prints the table, writes JSON and Markdown to --out, exits 1 when a check fails.
+              With --model gpt2 or llama, the decoder-only GPT against its twin parity.gpt instead: every
+              submodule's output, every gradient, N AdamW steps of its training recipe, cached generation
+              (parity/gpt/report.py). Prints the table, writes JSON and Markdown to --out, exits 1 when a
+              check fails.
     summary   the same checks, one line per group (embeddings, encoder, decoder, logits, loss,
               grads, hvp, forward-mode, after-steps), for a trained checkpoint (--checkpoint runs/demo) or a preset.
     gradcheck the whole Transformer's backward and forward mode against finite differences in float64,
@@ -32,8 +35,22 @@ from transformer_np.config import PRESETS
 from transformer_np.parallel import launched_world_size, shard_rows
 
 from . import ddp, gradcheck, render
+from .gpt.report import MODELS, GptReportConfig, run_gpt_report
 from .placement import AGAINST, NP_DEVICES, DeviceError
 from .report import DEVICES, DTYPES, TRAJECTORIES, ReportConfig, run_report, run_summary
+
+# The report's options that shape the encoder-decoder only: refused beside --model (a GPT has its own shape).
+ENCODER_DECODER_ONLY = (
+    "config",
+    "norm_first",
+    "final_norm",
+    "activation",
+    "dropout",
+    "attention",
+    "positional",
+    "tie_embeddings",
+    "activation_checkpointing",
+)
 
 
 class _HelpFormatter(argparse.HelpFormatter):
@@ -105,11 +122,18 @@ def build_parser() -> argparse.ArgumentParser:
         "parameters after N optimizer steps, transformer_np against PyTorch.",
     )
     p.add_argument(
+        "--model",
+        default=None,
+        choices=MODELS,
+        help="check the decoder-only GPT in this shape at nanoGPT's baby size against its twin parity.gpt, "
+        "instead of the encoder-decoder; the encoder-decoder's shape options are then refused (default: none)",
+    )
+    p.add_argument(
         "--config",
-        default="copy-reverse",
+        default=None,
         choices=presets,
         help="the preset (model sizes, from transformer_np/config.py) whose model is checked; presets, not "
-        "train --task's tasks: reverse, sort and addition train with copy-reverse's (default: %(default)s)",
+        "train --task's tasks: reverse, sort and addition train with copy-reverse's (default: copy-reverse)",
     )
     p.add_argument("--norm-first", action="store_true", help="pre-norm layers (default: the preset's placement)")
     p.add_argument("--final-norm", action="store_true", help="a LayerNorm after each stack (default: the preset's)")
@@ -242,7 +266,7 @@ def cmd_gradcheck(args) -> int:
 
 def _report_config(args) -> ReportConfig:
     return ReportConfig(
-        args.config,
+        args.config or "copy-reverse",
         args.dtype,
         args.device,
         args.steps,
@@ -262,8 +286,21 @@ def _report_config(args) -> ReportConfig:
     )
 
 
+def _gpt_report_config(args) -> GptReportConfig:
+    given = [name for name in ENCODER_DECODER_ONLY if getattr(args, name) not in (None, False)]
+    if args.np_device != "cpu" or args.against != "torch":
+        given += ["np_device" if args.np_device != "cpu" else "against"]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ValueError(f"{flag} shapes the encoder-decoder; --model {args.model} takes none of its shape options")
+    return GptReportConfig(args.model, args.dtype, args.device, args.steps, args.trajectory, args.seed, args.batch_size)
+
+
 def cmd_report(args) -> int:
-    report = run_report(_report_config(args))
+    if args.model is not None:
+        report = run_gpt_report(_gpt_report_config(args))
+    else:
+        report = run_report(_report_config(args))
     print(render.text(report, failures_only=args.failures_only))
     if args.out:
         print("\n".join("wrote " + path for path in render.write(report, args.out)))

@@ -96,15 +96,16 @@ class Capture(Hooks):
 
 
 class KeyProjectionGrads(Hooks):
-    """The output of every key projection `*.W_k` at its latest call, gradient retained.
+    """The output of every key projection (`*.W_k`, or the modules named `*<suffix>`) at its latest call, gradient
+    retained.
 
     After backward, `rows(name)` is dK (n, D): the key bias's gradient is its sum over the n rows.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, suffix: str = ".W_k"):
         super().__init__()
         self.outputs = {}
-        self.register(model, self._hook, lambda name: name.endswith(".W_k"))
+        self.register(model, self._hook, lambda name: name.endswith(suffix))
 
     def _hook(self, name):
         def hook(module, inputs, output):

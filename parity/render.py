@@ -31,7 +31,12 @@ def _wrap(text: str, indent: str = "") -> list[str]:
 
 
 def title(meta: dict) -> str:
-    what = f"the {meta['config']} preset" if meta["config"] != "checkpoint" else f"checkpoint {meta.get('checkpoint')}"
+    if meta.get("family") == "gpt":
+        what = f"the {meta['config']}-shaped GPT"
+    elif meta["config"] == "checkpoint":
+        what = f"checkpoint {meta.get('checkpoint')}"
+    else:
+        what = f"the {meta['config']} preset"
     # (a report written before --np-device names no pairing: its reference was PyTorch on meta['device'])
     who = meta.get("pairing", f"PyTorch reference on {meta['device']}")
     return f"parity report: {what}, {meta['dtype']}, {who} (torch {meta['torch']})"
@@ -39,6 +44,14 @@ def title(meta: dict) -> str:
 
 def run_line(meta: dict) -> str:
     model = meta["model"]
+    if meta.get("family") == "gpt":
+        return (
+            f"batch {meta['batch']}; {plural(meta['steps'], 'AdamW step')}, {meta['trajectory']} trajectory; "
+            f"seed {meta['seed']}; {model['n_layer']} layers, {model['n_head']} heads "
+            f"({model['n_kv_head'] or model['n_head']} key/value), width {model['n_embd']}, vocabulary "
+            f"{model['vocab_size']}; positions {model['positions']}, norm {model['norm']}, mlp {model['mlp']}, "
+            f"{'tied' if model['tie_weights'] else 'untied'} head, dropout {model['dropout']}"
+        )
     return (
         f"batch {meta['batch']}; {plural(meta['steps'], 'optimizer step')}, {meta['trajectory']} trajectory; "
         f"seed {meta['seed']}; dropout {model['dropout']}, {'pre-norm' if model['norm_first'] else 'post-norm'}, "
@@ -77,9 +90,11 @@ legend
          jvp: the loss's derivative along a random direction v by forward mode (forward_ad), eval mode
          fwd-hvp: H v by forward over reverse (the gradient's tangent in a dual level) on both sides, eval mode
          step: a later optimizer step's loss, worst parameter gradient, key-bias gradients, gradient norm
+         cache: logits decoded with the key/value cache; tokens: greedy decoding's tokens (GPT reports)
   rules  rel: value = max rel = max|ours - torch| / max(|torch|, {floor:g} * max|torch|) <= limit
          zero: exact value 0; the largest |entry| of either side <= n*eps*sum|terms|, the round-off of its sum
          drift: exact value constant; each side's change from its start <= sum lr*min(1, max|grad|/eps) + rounding
+         equal: integers; value = how many differ, limit 0
   trajectory  free: each side steps on its own gradients; the parameters after the steps must agree
               lockstep: gradients compared, then transformer_np takes torch's; isolates the optimizer arithmetic"""
 

@@ -53,7 +53,7 @@ from .hooks import (
 )
 from .model import Transformer as TorchTransformer
 from .placement import DEVICES, check_pairing, like, np_reference, pairing, resolve_device, resolve_np_device
-from .results import Report, group_of, key_projection, structurally_zero_grad
+from .results import KEY_BIAS, Report, group_of, key_projection, structurally_zero_grad
 from .sides import CLIP_NORM_ADJUSTMENT, NpSide, TorchSide
 
 DTYPES = {"float64": (mt.float64, torch.float64), "float32": (mt.float32, torch.float32)}
@@ -223,6 +223,64 @@ def _batches(rc: ReportConfig, cfg: ModelConfig) -> list:
 KEY_BIAS_NOTE = "exact value 0 (softmax shift-invariance): |grad| <= n*eps*sum|dK| over the n = {n} key rows"
 
 
+def compare_outputs(report: Report, npcap: Capture, ptcap: Capture, rtol: float) -> None:
+    """One 'forward' row per hooked submodule output (a row that could not be made when one side lacks it)."""
+    for key, t in ptcap.outputs.items():
+        if key in npcap.outputs:
+            report.check_close(group_of(key), "forward", key, to_numpy(npcap.outputs[key]), to_numpy(t), rtol)
+        else:
+            report.missing(group_of(key), "forward", key, rtol, "no such output in transformer_np")
+    for key in npcap.outputs.keys() - ptcap.outputs.keys():
+        report.missing(group_of(key), "forward", key, rtol, "no such output in torch")
+
+
+def compare_param_grads(
+    report: Report, np_model, pt_model, keys: KeyProjectionGrads | None, dtype: str, key_bias: str | None = KEY_BIAS
+) -> None:
+    """After both backwards: every parameter's gradient ('rel'; the key biases' by rule 'zero')."""
+    rtol = PARITY_RTOL[dtype]
+    np_params = dict(np_model.named_parameters())
+    pt_params = dict(pt_model.named_parameters())
+    for name, p in pt_params.items():
+        q = np_params.get(name)
+        if q is None or q.grad is None or p.grad is None:
+            report.missing(
+                "grads",
+                "param.grad",
+                name,
+                rtol,
+                "gradient missing on " + ("transformer_np" if q is None or q.grad is None else "torch"),
+            )
+        elif structurally_zero_grad(name, key_bias):
+            rows = keys.rows(key_projection(name))
+            report.check_zero(
+                "grads",
+                "param.grad",
+                name,
+                (to_numpy(q.grad), to_numpy(p.grad)),
+                sum_roundoff_limit(rows, dtype),
+                KEY_BIAS_NOTE.format(n=rows.shape[0]),
+            )
+        else:
+            report.check_close("grads", "param.grad", name, to_numpy(q.grad), to_numpy(p.grad), rtol)
+    for name in np_params.keys() - pt_params.keys():
+        report.missing("grads", "param.grad", name, rtol, "no such parameter in torch")
+
+
+def compare_output_grads(report: Report, npcap: Capture, ptcap: Capture, rtol: float) -> None:
+    """After both backwards: the gradient of every hooked output on the loss's path."""
+    for key, t in ptcap.outputs.items():
+        ours = npcap.outputs.get(key)
+        if ours is None or not t.requires_grad:
+            continue
+        if t.grad is None and ours.grad is None:
+            continue  # off the loss's path on both sides
+        if t.grad is None or ours.grad is None:
+            report.missing("grads", "grad", key, rtol, "activation gradient on one side only")
+        else:
+            report.check_close("grads", "grad", key, to_numpy(ours.grad), to_numpy(t.grad), rtol)
+
+
 def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, masks, dtype) -> None:
     """Forward outputs, attention weights, loss, then every parameter's and activation's gradient."""
     rtol = PARITY_RTOL[dtype]
@@ -238,13 +296,7 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
     finally:
         for hooks in (npcap, ptcap, keys):
             hooks.remove()
-    for key, t in ptcap.outputs.items():
-        if key in npcap.outputs:
-            report.check_close(group_of(key), "forward", key, to_numpy(npcap.outputs[key]), to_numpy(t), rtol)
-        else:
-            report.missing(group_of(key), "forward", key, rtol, "no such output in transformer_np")
-    for key in npcap.outputs.keys() - ptcap.outputs.keys():
-        report.missing(group_of(key), "forward", key, rtol, "no such output in torch")
+    compare_outputs(report, npcap, ptcap, rtol)
     np_mods = dict(npside.model.named_modules())
     for name, m in ptside.model.named_modules():
         if hasattr(m, "attn_weights") and dense:
@@ -259,42 +311,8 @@ def compare_forward_backward(report: Report, npside: NpSide, ptside: TorchSide, 
 
     np_loss.backward()
     pt_loss.backward()
-    np_params = dict(npside.model.named_parameters())
-    pt_params = dict(ptside.model.named_parameters())
-    for name, p in pt_params.items():
-        q = np_params.get(name)
-        if q is None or q.grad is None or p.grad is None:
-            report.missing(
-                "grads",
-                "param.grad",
-                name,
-                rtol,
-                "gradient missing on " + ("transformer_np" if q is None or q.grad is None else "torch"),
-            )
-        elif structurally_zero_grad(name):
-            rows = keys.rows(key_projection(name))
-            report.check_zero(
-                "grads",
-                "param.grad",
-                name,
-                (to_numpy(q.grad), to_numpy(p.grad)),
-                sum_roundoff_limit(rows, dtype),
-                KEY_BIAS_NOTE.format(n=rows.shape[0]),
-            )
-        else:
-            report.check_close("grads", "param.grad", name, to_numpy(q.grad), to_numpy(p.grad), rtol)
-    for name in np_params.keys() - pt_params.keys():
-        report.missing("grads", "param.grad", name, rtol, "no such parameter in torch")
-    for key, t in ptcap.outputs.items():
-        ours = npcap.outputs.get(key)
-        if ours is None or not t.requires_grad:
-            continue
-        if t.grad is None and ours.grad is None:
-            continue  # off the loss's path on both sides
-        if t.grad is None or ours.grad is None:
-            report.missing("grads", "grad", key, rtol, "activation gradient on one side only")
-        else:
-            report.check_close("grads", "grad", key, to_numpy(ours.grad), to_numpy(t.grad), rtol)
+    compare_param_grads(report, npside.model, ptside.model, keys, dtype)
+    compare_output_grads(report, npcap, ptcap, rtol)
 
 
 HVP_NOTE = "the key biases' entries are exactly 0 (their gradient is identically 0) and are judged within this vector"
@@ -327,12 +345,18 @@ def compare_hvp(report: Report, npside: NpSide, ptside: TorchSide, src, tgt, mas
 
 
 def compare_step_grads(
-    report: Report, npside: NpSide, ptside: TorchSide, keys: KeyProjectionGrads, step: int, dtype: str
+    report: Report,
+    npside: NpSide,
+    ptside: TorchSide,
+    keys: KeyProjectionGrads | None,
+    step: int,
+    dtype: str,
+    key_bias: str | None = KEY_BIAS,
 ) -> None:
     """Two rows for a later step's backward: the worst parameter gradient ('rel'), the key biases' ('zero')."""
     np_grads = {name: to_numpy(p.grad) for name, p in npside.model.named_parameters()}
     pt_grads = {name: to_numpy(p.grad) for name, p in ptside.model.named_parameters()}
-    zero = [name for name in pt_grads if structurally_zero_grad(name)]
+    zero = [name for name in pt_grads if structurally_zero_grad(name, key_bias)]
     plain = [name for name in pt_grads if name not in zero]
     worst = max(plain, key=lambda name: error_stats(np_grads[name], pt_grads[name], scale_free=True)[1])
     report.check_close(
@@ -367,7 +391,7 @@ def sync_grads(npside: NpSide, ptside: TorchSide) -> None:
 DRIFT_NOTE = "gradient identically 0: exact value = init; each side within Adam's step bound of init"
 
 
-def key_bias_grad_max(npside: NpSide, ptside: TorchSide) -> float:
+def key_bias_grad_max(npside: NpSide, ptside: TorchSide, key_bias: str | None = KEY_BIAS) -> float:
     """The largest |entry| of any key bias's gradient on either side (round-off: its exact value is 0)."""
     sides = (dict(npside.model.named_parameters()), dict(ptside.model.named_parameters()))
     return max(
@@ -375,7 +399,7 @@ def key_bias_grad_max(npside: NpSide, ptside: TorchSide) -> float:
             float(np.abs(to_numpy(params[name].grad)).max(initial=0.0))
             for params in sides
             for name in params
-            if structurally_zero_grad(name)
+            if structurally_zero_grad(name, key_bias)
         ),
         default=0.0,
     )
@@ -407,7 +431,15 @@ def drift_limit(init: np.ndarray, bound: float, steps: int, eps: float) -> float
 
 
 def compare_after_steps(
-    report: Report, np_model, pt_model, init: dict, bound: float, steps: int, trajectory: str, dtype: str
+    report: Report,
+    np_model,
+    pt_model,
+    init: dict,
+    bound: float,
+    steps: int,
+    trajectory: str,
+    dtype: str,
+    key_bias: str | None = KEY_BIAS,
 ) -> None:
     """Every parameter after the steps; in the free trajectory the key biases by Adam's step bound ('drift').
 
@@ -421,7 +453,7 @@ def compare_after_steps(
     for name in ref:
         if name not in ours:
             report.missing("after-steps", "param", name, rtol, "no such parameter in transformer_np")
-        elif structurally_zero_grad(name) and trajectory == "free":
+        elif structurally_zero_grad(name, key_bias) and trajectory == "free":
             limit = drift_limit(init[name], bound, steps, eps)
             report.check_drift(name, ours[name], ref[name], init[name], limit, DRIFT_NOTE)
         else:
@@ -429,12 +461,23 @@ def compare_after_steps(
 
 
 def compare_steps(
-    report: Report, npside: NpSide, ptside: TorchSide, batches, masks, steps: int, trajectory: str, dtype: str
+    report: Report,
+    npside: NpSide,
+    ptside: TorchSide,
+    batches,
+    masks,
+    steps: int,
+    trajectory: str,
+    dtype: str,
+    key_bias: str | None = KEY_BIAS,
 ) -> float:
     """The N optimizer steps (the first on the gradients already compared), each later step's loss, gradients and
-    gradient norm compared; returns Adam's step bound for the key biases over these steps (adam_step_bound)."""
+    gradient norm compared; returns Adam's step bound for the key biases over these steps (adam_step_bound).
+
+    The sides may be the encoder-decoder's (parity/sides.py) or the GPT's (parity/gpt/sides.py): each batch is
+    the pair their `loss` takes; `key_bias` names the biases whose gradient is identically 0 (results.py)."""
     rtol = PARITY_RTOL[dtype]
-    keys = KeyProjectionGrads(ptside.model)
+    keys = None if key_bias is None else KeyProjectionGrads(ptside.model, "." + key_projection(key_bias))
     lrs, key_grads = [], []
     for i in range(steps):
         if i > 0:
@@ -447,15 +490,16 @@ def compare_steps(
             report.check_close("after-steps", "step", f"loss step {i + 1}", to_numpy(np_loss), to_numpy(pt_loss), rtol)
             np_loss.backward()
             pt_loss.backward()
-            compare_step_grads(report, npside, ptside, keys, i + 1, dtype)
+            compare_step_grads(report, npside, ptside, keys, i + 1, dtype, key_bias)
         if trajectory == "lockstep":
             sync_grads(npside, ptside)
         lrs.append(ptside.opt.param_groups[0]["lr"])
-        key_grads.append(key_bias_grad_max(npside, ptside))
+        key_grads.append(key_bias_grad_max(npside, ptside, key_bias))
         n_np, n_pt = npside.step(), ptside.step()
         if n_np is not None:
             report.check_close("after-steps", "step", f"grad norm step {i + 1}", n_np, n_pt, rtol)
-    keys.remove()
+    if keys is not None:
+        keys.remove()
     return adam_step_bound(lrs, key_grads, npside.train.betas, npside.train.eps)
 
 

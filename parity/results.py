@@ -12,6 +12,7 @@ with the floor relative to the array's own scale) and is judged by one of three 
            each side stays within Adam's step bound of its start, the sum over the steps of
            lr * min(1, max|grad| / eps) for 1 - beta1 <= sqrt(1 - beta2) as in the paper's recipe
            (parity.report.adam_step_bound).
+    equal  integers that must be identical (the tokens of greedy decoding): value = how many differ, limit 0.
 """
 
 from __future__ import annotations
@@ -25,8 +26,21 @@ from minitensor.testing import error_stats
 
 from .placement import host
 
-GROUPS = ("embeddings", "encoder", "decoder", "logits", "loss", "grads", "hvp", "forward-mode", "after-steps")
-RULES = ("rel", "zero", "drift")
+# The summary groups of each model's report, and all of them in the order the table shows them.
+ENCODER_DECODER_GROUPS = (
+    "embeddings",
+    "encoder",
+    "decoder",
+    "logits",
+    "loss",
+    "grads",
+    "hvp",
+    "forward-mode",
+    "after-steps",
+)
+GPT_GROUPS = ("embeddings", "blocks", "logits", "loss", "grads", "after-steps", "generation")
+GROUPS = (*ENCODER_DECODER_GROUPS[:3], "blocks", *ENCODER_DECODER_GROUPS[3:], "generation")
+RULES = ("rel", "zero", "drift", "equal")
 
 
 @dataclass
@@ -82,6 +96,16 @@ class Report:
         a, r = error_stats(ours, ref, scale_free=True)
         value, lim = worst_against(sides, limit)
         self.rows.append(Row(group, kind, name, tuple(ref.shape), a, r, "zero", value, lim, value <= lim, note))
+
+    def check_equal(self, group, kind, name, ours, ref, note="") -> None:
+        """Rule 'equal': the integer arrays are identical; the value is the number of entries that differ."""
+        ours, ref = host(ours), host(ref)
+        if ours.shape != ref.shape:
+            self.missing(group, kind, name, 0.0, f"shape {tuple(ours.shape)} vs reference {tuple(ref.shape)}")
+            return
+        differ = int((ours != ref).sum())
+        a = float(np.abs(ours.astype(np.float64) - ref).max(initial=0.0))
+        self.rows.append(Row(group, kind, name, tuple(ref.shape), a, a, "equal", differ, 0.0, differ == 0, note))
 
     def check_drift(self, name, ours, ref, init, bound, note) -> None:
         """Rule 'drift': both sides within `bound` of `init`."""
@@ -139,11 +163,11 @@ def worst_against(arrays, limit) -> tuple[float, float]:
 def group_of(name: str) -> str:
     """The summary group of a module path or parameter name."""
     head = name.split(".")[0].split("#")[0]
-    if head in ("src_embed", "tgt_embed", "pos_encoding"):
+    if head in ("src_embed", "tgt_embed", "pos_encoding", "tok_emb", "pos_emb", "drop"):  # the last three: the GPT's
         return "embeddings"
-    if head in ("encoder", "decoder"):
+    if head in ("encoder", "decoder", "blocks"):
         return head
-    if head == "generator":
+    if head in ("generator", "norm_f", "lm_head"):
         return "logits"
     return "loss"
 
@@ -151,7 +175,10 @@ def group_of(name: str) -> str:
 # ----------------------------------------------------------------------------------------------
 # Quantities fixed by the math, not by the arithmetic
 # ----------------------------------------------------------------------------------------------
-def structurally_zero_grad(name: str) -> bool:
+KEY_BIAS = "W_k.bias"  # the encoder-decoder's key projection bias; the GPT's is 'k_proj.bias' (parity/gpt/report.py)
+
+
+def structurally_zero_grad(name: str, key_bias: str | None = KEY_BIAS) -> bool:
     """True for parameters whose gradient is identically zero: the key projection's bias.
 
     softmax is shift-invariant along each query row, and q . (k_j + b_k) = q . k_j + q . b_k adds
@@ -159,8 +186,12 @@ def structurally_zero_grad(name: str) -> bool:
     compute round-off there, the cancelled sum over the key rows of the key projection's output
     gradient dK (`parity.hooks.KeyProjectionGrads`); torch.nn.MultiheadAttention's in_proj_bias[D:2D]
     is the same. No relative measure can compare two round-offs: the rule 'zero' judges each.
+
+    key_bias: the name's suffix of such a bias in the model at hand; None where there is none (a GPT whose keys
+    are rotated after the bias is added: the rotation depends on the key's position, so the shift is no longer
+    the same for every key).
     """
-    return name.endswith("W_k.bias")
+    return key_bias is not None and name.endswith(key_bias)
 
 
 def key_projection(name: str) -> str:

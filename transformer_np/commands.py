@@ -77,14 +77,21 @@ def _launch_ranks(args, model_cfg: ModelConfig, train_cfg: TrainConfig) -> int:
     checkpoint and stop together) and this process waits for them."""
     shard_rows(train_cfg.batch_size, args.nproc, 0)
     check_run(model_cfg, train_cfg, args.out, args.resume, args.overwrite, args.allow_nonfinite)
+    return run_on_ranks(args.nproc, args.argv)
+
+
+def run_on_ranks(nproc: int, argv: list) -> int:
+    """This command line (`argv`, without `python -m transformer_np`) on `nproc` ranks under the distributed
+    extra's mpiexec, --nproc taken out; returns mpiexec's exit status. A Ctrl-C reaches the ranks (they save a
+    checkpoint and stop together) and this process waits for them."""
     require_mpi()  # ModuleNotFoundError (the extra is missing): one line, before anything starts
-    argv, skip = [], False
-    for a in args.argv:  # the command without --nproc
+    rest, skip = [], False
+    for a in argv:  # the command without --nproc
         if skip or a == "--nproc":
             skip = not skip
         elif not a.startswith("--nproc="):
-            argv.append(a)
-    proc = subprocess.Popen(mpiexec_command(args.nproc, ["-m", "transformer_np", *argv]))
+            rest.append(a)
+    proc = subprocess.Popen(mpiexec_command(nproc, ["-m", "transformer_np", *rest]))
     while True:
         try:
             return proc.wait()

@@ -16,7 +16,7 @@ def generate(model, idx, max_new_tokens: int, greedy: bool = True) -> np.ndarray
     bs = model.config.block_size
     was_training = model.training
     model.eval()
-    idx = torch.as_tensor(np.asarray(idx, dtype=np.int64))
+    idx = torch.as_tensor(np.asarray(idx, dtype=np.int64), device=next(model.parameters()).device)
     cache = None
     try:
         for _ in range(max_new_tokens):
@@ -28,4 +28,4 @@ def generate(model, idx, max_new_tokens: int, greedy: bool = True) -> np.ndarray
             idx = torch.cat([idx, logits[:, -1].argmax(dim=-1, keepdim=True)], dim=1)
     finally:
         model.train(was_training)
-    return idx.numpy()
+    return idx.cpu().numpy()

@@ -43,9 +43,9 @@ def _have_jupyter() -> bool:
     return True
 
 
-def test_the_path_is_numbered_one_to_ten():
+def test_the_path_is_numbered_one_to_eleven():
     numbers = [n[:2] for n in NOTEBOOKS]
-    assert numbers == [f"{i:02d}" for i in range(1, 11)], NOTEBOOKS
+    assert numbers == [f"{i:02d}" for i in range(1, 12)], NOTEBOOKS
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -221,6 +221,7 @@ PROSE_NUMBERS = {
     "08_forward_mode.py": set(),
     "09_memory.py": {"2048", "32"},  # the sequence length, a setting, and its score matrix's size, 2048^2 * 8 B
     "10_data_parallel.py": {"25"},  # a setting the reader is asked to try
+    "11_gpt.py": {"11", "10000", "0.9", "0.99"},  # its number; the rotary base (Llama's); AdamW's betas
 }
 NUMBER = re.compile(r"(?<![\w.^])\d+(?:\.\d+)?(?:e-?\d+)?%?")
 

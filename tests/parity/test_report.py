@@ -78,7 +78,7 @@ def test_report_passes_and_covers_every_module(config, dtype, norm_first, activa
         get_preset(config).model.replace(norm_first=norm_first, activation=activation), dtype, "cpu", seed=1
     )
     _assert_covers_everything(report, np_model, pt_model)
-    assert {r.group for r in report.rows} == set(results.GROUPS)
+    assert {r.group for r in report.rows} == set(results.ENCODER_DECODER_GROUPS)
     assert all(r.limit == PARITY_RTOL[dtype] for r in report.rows if r.rule == "rel")
     assert {r.name for r in report.rows if r.rule == "zero"} == (
         {n for n in report.names("param.grad") if n.endswith("W_k.bias")} | {"key-bias grads step 2"}
@@ -410,7 +410,7 @@ def test_text_fits_120_columns_with_every_column_headed(small_report):
     table_rows = render.table(small_report).splitlines()[2:]
     table_rows = [line for line in table_rows if not line.startswith("[")]  # the group headings
     assert len(table_rows) == len(small_report.rows) and all(len(line) <= width for line in table_rows)
-    for g in results.GROUPS:
+    for g in results.ENCODER_DECODER_GROUPS:
         n = sum(r.group == g for r in small_report.rows)
         assert f"[{g}: {render.plural(n, 'check')}]" in out
     assert "[logits: 1 check]" in out and "[loss: 1 check]" in out

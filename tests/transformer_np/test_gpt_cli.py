@@ -1,6 +1,7 @@
 """`python -m transformer_np gpt train | sample` on a small text file: a run folder written, sampling reproducible by
 seed, a resumed run equal to an unbroken one, Ctrl-C saving whole steps and exiting 130, --init-from a Hugging Face
-folder, and bad input refused in one line with exit status 2 and nothing written."""
+folder, --nproc 2 equal to one process on the global batch, and bad input refused in one line with exit status 2 and
+nothing written."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ import numpy as np
 import pytest
 
 import minitensor as mt
+from minitensor.nn.parallel import run_process_group
 from minitensor.testing import PARITY_RTOL, assert_close
-from tests.support import ROOT
+from tests.support import ROOT, runs_ranks
 from transformer_np.cli import main
 from transformer_np.gpt import GPT, gpt2_shape
 from transformer_np.gpt.train import load_checkpoint
@@ -94,6 +96,54 @@ def test_ctrl_c_saves_whole_steps_and_exits_130(tmp_path, text):
     assert proc.returncode == 130 and err.strip() == "python -m transformer_np gpt train: interrupted"
     _, ckpt, _ = load_checkpoint(out)
     assert 0 < int(ckpt["meta"]["step"]) < 100000
+
+
+@runs_ranks
+def test_two_ranks_equal_one_process_on_the_global_batch(tmp_path, text, capsys):
+    """`--nproc 2`: each rank takes half of every global batch and DistributedDataParallel averages the gradients, so
+    the two ranks take one process's steps, up to the order of the sums (float32: PARITY_RTOL). The Llama shape has
+    no key bias, whose identically zero gradient Adam would turn from round-off into steps of up to lr."""
+    pytest.importorskip("mpi4py")
+    argv = ["gpt", "train", "--text", text, "--iters", "8", "--shape", "llama", *SMALL]
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    assert run([*argv, "--out", one], capsys)[0] == 0
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    done = run_process_group([sys.executable, "-m", "transformer_np", *argv, "--out", two, "--nproc", "2"], 240, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("step 0:") == 1  # rank 0 alone prints
+    a, b = params(one), params(two)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert_close(b[k], a[k], PARITY_RTOL["float32"], what=f"{k} after 8 steps on 2 ranks")
+    history_one = json.load(open(os.path.join(one, "history.json")))
+    history_two = json.load(open(os.path.join(two, "history.json")))
+    assert [r["step"] for r in history_one] == [r["step"] for r in history_two]
+    assert_close(
+        np.array([r["val"] for r in history_two]), np.array([r["val"] for r in history_one]), PARITY_RTOL["float32"]
+    )
+    _, ckpt, _ = load_checkpoint(two)
+    assert len(json.loads(ckpt["meta"]["rank_rngs"])) == 2  # every rank's dropout stream, for --resume
+
+
+def test_nproc_that_does_not_divide_the_batch_is_one_line_before_any_work(tmp_path, text, capsys):
+    out = str(tmp_path / "run")
+    argv = ["gpt", "train", "--text", text, "--out", out, *SMALL, "--nproc", "3"]
+    refused(argv, capsys, "the global batch of 4 rows does not divide into 3 equal shards")
+    assert not os.path.exists(out)
+
+
+def test_nproc_without_mpi_is_one_line_before_any_work(tmp_path, text):
+    out = str(tmp_path / "run")
+    code = (
+        "import sys; sys.modules['mpi4py'] = None\n"  # as if the distributed extra were not installed
+        "from transformer_np.cli import main; sys.exit(main(sys.argv[1:]))\n"
+    )
+    cmd = [sys.executable, "-c", code, "gpt", "train", "--text", text, "--out", out, *SMALL, "--nproc", "2"]
+    env = {**os.environ, "PYTHONPATH": ROOT, "OMP_NUM_THREADS": "1"}
+    done = run_process_group(cmd, 120, env)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "mpi4py is not installed" in lines[0], done.stderr
+    assert not os.path.exists(out)
 
 
 def test_init_from_a_hugging_face_folder(tmp_path, text, capsys):

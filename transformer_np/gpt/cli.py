@@ -20,8 +20,9 @@ import sys
 import numpy as np
 
 import minitensor as mt
+from minitensor.nn.parallel import require_mpi
 from transformer_np.cliutil import check_out_is_a_directory, integer, interrupted, number
-from transformer_np.commands import check_device
+from transformer_np.commands import check_device, run_on_ranks
 from transformer_np.gpt import shakespeare
 from transformer_np.gpt.generate import generate
 from transformer_np.gpt.model import GPT
@@ -33,8 +34,10 @@ from transformer_np.gpt.train import (
     load_checkpoint,
     make_optimizer,
     save_checkpoint,
+    start_rank_streams,
     train,
 )
+from transformer_np.parallel import DataParallel, launched_world_size, shard_rows
 
 DATASETS = ("shakespeare-char",)
 DEVICE_HELP = (
@@ -103,6 +106,14 @@ def add_gpt_command(sub, formatter_class) -> None:
     t.add_argument("--eval-iters", type=integer(1), default=None, help="batches per loss estimate")
     t.add_argument("--seed", type=integer(0), default=1337, help="seed of minitensor's generator")
     t.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help=DEVICE_HELP)
+    t.add_argument(
+        "--nproc",
+        type=integer(1),
+        default=1,
+        help="data-parallel training on N MPI ranks of this machine: relaunches this command under the mpiexec "
+        "of the distributed extra (same as `mpiexec -n N python -m transformer_np gpt train ...`); N must divide "
+        "the batch size (docs/distributed.md)",
+    )
     how = t.add_mutually_exclusive_group()
     how.add_argument("--resume", action="store_true", help="continue the run in --out to --iters")
     how.add_argument("--overwrite", action="store_true", help="replace the run in --out")
@@ -144,6 +155,23 @@ def _texts(args) -> tuple[str, str]:
 
 
 def cmd_train(args) -> int:
+    """One process, or (--nproc N, or started by mpiexec -n N) one rank of N: checks first, on every rank alike;
+    rank 0 alone prints and writes; a refusal is rank 0's one line (the others end with status 2 silently)."""
+    try:
+        parallel = None if launched_world_size() == 1 else DataParallel(comm=require_mpi().COMM_WORLD)
+    except ModuleNotFoundError as e:  # the distributed extra is missing
+        raise OSError(str(e)) from None
+    if parallel is None:
+        return _train(args, None)
+    try:
+        return _train(args, parallel)
+    except (ValueError, TypeError, OSError):
+        if parallel.writes:
+            raise
+        return 2
+
+
+def _train(args, parallel) -> int:
     device = check_device(args.device)
     check_out_is_a_directory(args.out)
     ckpt_file = os.path.join(args.out, "checkpoint.npz")
@@ -158,7 +186,19 @@ def cmd_train(args) -> int:
     recipe = dataclasses.replace(recipe, **{k: v for k, v in changes.items() if v is not None})
     if args.lr is not None:
         recipe = dataclasses.replace(recipe, min_lr=min(recipe.min_lr, args.lr))
-    train_text, val_text = _texts(args)
+    world = args.nproc if parallel is None else parallel.world_size
+    if parallel is not None and args.nproc not in (1, world):  # mpiexec -n 2 ... --nproc 4: before any work
+        raise ValueError(
+            f"--nproc {args.nproc} under mpiexec with {world} ranks: give one of them (--nproc alone launches "
+            "mpiexec itself; under mpiexec -n N, --nproc must be N or left out)"
+        )
+    shard_rows(recipe.batch_size, world, 0)
+    train_text, val_text = _texts(args)  # before the ranks start: a first download happens once
+    if parallel is None and args.nproc > 1:
+        try:
+            return run_on_ranks(args.nproc, args.argv)
+        except ModuleNotFoundError as e:  # the distributed extra is missing
+            raise OSError(str(e)) from None
     mt.manual_seed(args.seed)
     history, progress = [], {"step": 0}
     if args.resume:
@@ -168,9 +208,11 @@ def cmd_train(args) -> int:
         opt.load_state_dict(ckpt["optimizer"])
         progress["step"] = int(ckpt["meta"]["step"])
         mt.random.set_rng_state(json.loads(ckpt["meta"]["rng"]))
+        saved_streams = json.loads(ckpt["meta"].get("rank_rngs", "null"))
         with open(os.path.join(args.out, "history.json"), encoding="utf-8") as f:
             history = json.load(f)
     else:
+        saved_streams = None
         has_bpe = args.init_from and all(
             os.path.isfile(os.path.join(args.init_from, f)) for f in ("vocab.json", "merges.txt")
         )
@@ -198,14 +240,26 @@ def cmd_train(args) -> int:
         name: np.asarray(tokenizer.encode(text), dtype=np.int64)
         for name, text in (("train", train_text), ("val", val_text))
     }
-    os.makedirs(args.out, exist_ok=True)
+    writes = parallel is None or parallel.writes
+    if parallel is not None:
+        start_rank_streams(parallel, saved_streams)
+    if writes:
+        os.makedirs(args.out, exist_ok=True)
     log = lambda line: print(line, flush=True)
+
+    def save() -> None:
+        streams = None if parallel is None else parallel.all_streams()  # gathered: every rank takes part
+        if writes:
+            save_checkpoint(args.out, model, opt, progress["step"], tokenizer, history, streams)
+
     try:
-        train(model, opt, splits, recipe, progress, history, log)
+        train(model, opt, splits, recipe, progress, history, log, parallel)
     except KeyboardInterrupt:
-        save_checkpoint(args.out, model, opt, progress["step"], tokenizer, history)
-        return interrupted(args.parser.prog)
-    save_checkpoint(args.out, model, opt, progress["step"], tokenizer, history)
+        save()
+        return interrupted(args.parser.prog) if writes else 130
+    save()
+    if not writes:
+        return 0
     start = tokenizer.encode("\n") if "\n" in train_text else splits["train"][:1].tolist()
     sample = tokenizer.decode(generate(model, np.array([start]), 200, seed=args.seed)[0])
     with open(os.path.join(args.out, "sample.txt"), "w", encoding="utf-8") as f:

@@ -8,6 +8,13 @@ an estimate of the train and validation loss every eval_interval steps, checkpoi
     lr_at       the learning rate of step n
     Run         a run folder: checkpoint.npz (model, optimizer, step, config, tokenizer), history.json
                 (the losses), sample.txt
+
+Data parallelism (`gpt train --nproc N`, docs/distributed.md's rule): every rank draws the same global batch from
+the one seeded stream, as one process would, and takes its rows [r B/N, (r + 1) B/N); DistributedDataParallel
+averages the ranks' gradients, and since every row holds the same number of targets, the mean of the N shard means
+is the global batch's mean: N ranks take one process's steps, up to the order of the sums. Dropout draws from a
+stream of each rank's own (the start's state advanced r + 1 jumps of PCG64: never the batches' stream), so with
+dropout the N ranks' masks are not one process's.
 """
 
 from __future__ import annotations
@@ -22,13 +29,15 @@ import numpy as np
 
 import minitensor as mt
 import minitensor.nn.functional as F
+from minitensor.nn.parallel import DistributedDataParallel
 from minitensor.nn.utils import clip_grad_norm_
-from minitensor.random import generator
+from minitensor.random import generator, get_rng_state, set_rng_state
 from transformer_np.cliutil import sigint_deferred
 from transformer_np.device import on_device
 from transformer_np.gpt.config import GPTConfig, gpt2_shape, llama_shape
 from transformer_np.gpt.model import GPT
 from transformer_np.gpt.tokenizer import tokenizer_from_state
+from transformer_np.parallel import jumped_state, shard_rows
 
 
 @dataclass(frozen=True)
@@ -104,13 +113,16 @@ def estimate_loss(model: GPT, splits: dict, r: Recipe, step: int) -> dict:
     return out
 
 
-def save_checkpoint(out: str, model: GPT, opt, step: int, tokenizer, history: list) -> None:
+def save_checkpoint(out: str, model: GPT, opt, step: int, tokenizer, history: list, rank_rngs=None) -> None:
+    """rank_rngs: under data parallelism, every rank's dropout stream (ParallelRun.streams), in rank order."""
     meta = {
         "step": step,
         "config": json.dumps(dataclasses.asdict(model.config)),
         "tokenizer": json.dumps(tokenizer.state()),
         "rng": json.dumps(mt.random.get_rng_state()),  # a resumed run draws the batches an unbroken one would
     }
+    if rank_rngs is not None:
+        meta["rank_rngs"] = json.dumps(rank_rngs)
     mt.save(
         {"model": model.state_dict(), "optimizer": opt.state_dict(), "meta": meta}, os.path.join(out, "checkpoint.npz")
     )
@@ -135,25 +147,59 @@ def load_checkpoint(path: str):
     return model, ckpt, tokenizer
 
 
-def train(model: GPT, opt, splits: dict, r: Recipe, progress: dict, history: list, log) -> None:
+def start_rank_streams(parallel, saved: list | None) -> None:
+    """Each rank's dropout stream: its own from a checkpoint's `saved` streams when they are one per rank, else the
+    batches' stream advanced r + 1 jumps (module docstring). The batches' stream is left as it was."""
+    batches = get_rng_state()
+    parallel.start_streams(jumped_state(batches, 1), saved)
+    set_rng_state(batches)
+
+
+def train(model: GPT, opt, splits: dict, r: Recipe, progress: dict, history: list, log, parallel=None) -> None:
     """Steps progress['step'] .. r.iters - 1, appending the loss estimates {step, train, val, lr} to `history`.
     progress['step'] counts the steps done; a Ctrl-C lets the step in progress finish (sigint_deferred), then
-    raises KeyboardInterrupt, so the caller saves a checkpoint of whole steps."""
+    raises KeyboardInterrupt, so the caller saves a checkpoint of whole steps.
+
+    parallel: a transformer_np.parallel.DataParallel over an MPI communicator (under mpiexec), whose rank takes its
+    shard of every global batch (module docstring); its streams started (start_rank_streams). Rank 0 alone
+    estimates the losses and appends them; a Ctrl-C on any rank stops every rank after the same step."""
     rng = generator("gpt.train")
+    if parallel is not None and parallel.comm is None:
+        raise ValueError("gpt train: data parallelism runs under mpiexec (--nproc N); one process trains alone")
+    world, rank = (1, 0) if parallel is None else (parallel.world_size, parallel.rank)
+    rows = shard_rows(r.batch_size, world, rank)
+    # the model as the step runs it: wrapped, its gradients are averaged over the ranks in the backward
+    stepper = model if parallel is None else DistributedDataParallel(model, parallel.comm)
     model.train()
     for step in range(progress["step"], r.iters):
-        if step % r.eval_interval == 0 or step == r.iters - 1:
+        if (step % r.eval_interval == 0 or step == r.iters - 1) and rank == 0:
             est = estimate_loss(model, splits, r, step)
             history.append({"step": step, **est, "lr": lr_at(step, r)})
             log(f"step {step}: train loss {est['train']:.4f}, val loss {est['val']:.4f}")
-        with sigint_deferred():
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, r)
-            x, y = get_batch(splits["train"], r.batch_size, model.config.block_size, rng)
-            loss = loss_of(model, x, y)
-            opt.zero_grad()
-            loss.backward()
-            if r.grad_clip:
-                clip_grad_norm_(model.parameters(), r.grad_clip)
-            opt.step()
-            progress["step"] = step + 1
+        pending = False
+        try:
+            with sigint_deferred():
+                for group in opt.param_groups:
+                    group["lr"] = lr_at(step, r)
+                x, y = get_batch(splits["train"], r.batch_size, model.config.block_size, rng)
+                if parallel is None:
+                    loss = loss_of(stepper, x, y)
+                    opt.zero_grad()
+                    loss.backward()
+                else:
+                    batches = get_rng_state()  # dropout draws from this rank's stream, never the batches'
+                    with parallel.stream(rank):
+                        loss = loss_of(stepper, x[rows], y[rows])
+                        opt.zero_grad()
+                        loss.backward()
+                    set_rng_state(batches)
+                if r.grad_clip:
+                    clip_grad_norm_(model.parameters(), r.grad_clip)
+                opt.step()
+                progress["step"] = step + 1
+        except KeyboardInterrupt:
+            if parallel is None:
+                raise
+            pending = True
+        if parallel is not None and parallel.stop_together(pending, None, step + 1):
+            raise KeyboardInterrupt
