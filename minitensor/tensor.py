@@ -22,6 +22,7 @@ widen goes through a differentiable Cast, so a float32 input still gets a float3
 from __future__ import annotations
 
 import builtins
+from functools import partial
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from .autograd import ieee_quiet, leaf_delivery
 from .autograd.tangents import dual_state, tangent_of
 from .core import HookHandle, VersionCounter, is_grad_enabled, is_tensor_like, no_grad
 from .core import Tensor as CoreTensor
+from .core.tensor import wrap as core_wrap
 from .devices import DeviceMethods
 from .dtypes import bool_, float32, float64, int32, int64
 from .functions.elementwise import clamp, div
@@ -436,6 +438,10 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
 
     def new_empty(self, *size, dtype=None, requires_grad=False) -> Tensor:
         return self.new_full(size_args(size, "new_empty"), 0, dtype, requires_grad)  # zeros: never garbage
+
+
+# Ops build their results as this class, whatever their inputs' class (a Parameter's product is a plain Tensor)
+Tensor.wrap = staticmethod(partial(core_wrap, Tensor))
 
 
 class _PostHookHandle(HookHandle):

@@ -22,10 +22,6 @@ class Tensor:
     __slots__ = ("_data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks")
     __slots__ += ("_post_hooks", "dual_tangent", "no_grad_view", "__weakref__")
 
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        cls.wrap = staticmethod(partial(wrap, cls))  # t.wrap(arr) makes a `cls`; a partial: no method object per op
-
     @property
     def data(self):
         return self._data
@@ -114,7 +110,7 @@ def wrap(cls, arr) -> Tensor:
     return t
 
 
-Tensor.wrap = staticmethod(partial(wrap, Tensor))
+Tensor.wrap = staticmethod(partial(wrap, Tensor))  # t.wrap(arr); a partial: no method object per op
 
 
 class HookHandle:

@@ -593,3 +593,14 @@ def test_parameters_to_vector_round_trip(rng):
 
 def test_functional_is_the_leads_module():
     assert nn.functional is F and hasattr(F, "linear")
+
+
+def test_an_op_on_a_parameter_gives_a_plain_tensor_that_a_module_does_not_register():
+    """Ops build their results as mt.Tensor whatever their inputs' class, as torch's: an activation computed from a
+    Parameter (an embedding lookup, weight * 2) is no Parameter, so assigning it to a module registers nothing."""
+    emb = mt.nn.Embedding(5, 3)
+    h, w2 = emb(mt.tensor([[1, 2]])), emb.weight * 2
+    assert type(h) is mt.Tensor and type(w2) is mt.Tensor and type(emb.weight) is mt.nn.Parameter
+    m = mt.nn.Module()
+    m.h = h
+    assert list(dict(m.named_parameters())) == []
