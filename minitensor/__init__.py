@@ -19,6 +19,7 @@ from .allocator import reuse_freed_memory
 from .autograd import (
     Function,
     enable_grad,
+    inference_mode,
     is_anomaly_check_nan_enabled,  # torch.is_anomaly_check_nan_enabled, as torch's
     is_anomaly_enabled,
     is_grad_enabled,
@@ -73,7 +74,7 @@ from .dtypes import bool_ as bool
 from .fast import install as _fast_install  # noqa: F401 (the speed devices: after line 17 loaded their formulas)
 from .functions import *  # noqa: F403  (the torch.* functions: functions.__all__)
 from .layout import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
-from .random import manual_seed
+from .random import Generator, manual_seed
 from .serialization import load, save
 from .tensor import Tensor
 
@@ -86,6 +87,8 @@ __all__ = [
     "reuse_freed_memory",
     "Function",
     "enable_grad",
+    "inference_mode",
+    "Generator",
     "is_anomaly_check_nan_enabled",
     "is_anomaly_enabled",
     "is_grad_enabled",

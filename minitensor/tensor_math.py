@@ -40,6 +40,7 @@ from .functions.reductions import (
     std,
     var,
 )
+from .functions.sampling import multinomial
 from .functions.shape import (
     chunk,
     expand,
@@ -371,3 +372,6 @@ class TensorMath:
 
     def topk(self, k, dim=-1, largest=True, sorted=True):
         return topk(self, k, dim, largest, sorted)
+
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        return multinomial(self, num_samples, replacement, generator=generator)
