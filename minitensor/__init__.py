@@ -68,15 +68,29 @@ from .dtypes import (
     promote_types,
     result_type,
     set_default_dtype,
+    short,
     uint8,
 )
 from .dtypes import bool_ as bool
+from .dtypes import float32 as float  # torch.float; the builtin is not used below
+from .dtypes import int32 as int  # torch.int
 from .fast import install as _fast_install  # noqa: F401 (the speed devices: after line 17 loaded their formulas)
 from .functions import *  # noqa: F403  (the torch.* functions: functions.__all__)
 from .layout import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from .random import Generator, manual_seed
 from .serialization import load, save
 from .tensor import Tensor
+from .tensor_types import (
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 
 __all__ = [
     "autograd",
@@ -132,6 +146,18 @@ __all__ = [
     "set_default_dtype",
     "uint8",
     "bool",
+    "float",
+    "int",
+    "short",
+    "BoolTensor",
+    "ByteTensor",
+    "CharTensor",
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "IntTensor",
+    "LongTensor",
+    "ShortTensor",
     "manual_seed",
     "memory_format",
     "contiguous_format",
