@@ -1440,6 +1440,33 @@ CASES += [
     C("index_fill_tensor_value", lambda t, x, v: x.index_fill(0, t.tensor([1]), v), [(3, 4), ()]),
 ]
 
+# -------- F.pad in its modes, kl_div
+KL_TARGET_ZEROS = np.array([[0.5, 0.0, 0.3, 0.2, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0], [0.2, 0.2, 0.2, 0.2, 0.2]])
+CASES += [
+    C("F.pad_constant", lambda t, x: t.F.pad(x, (1, 2)), [(2, 3, 4)]),
+    C("F.pad_constant_cut_value", lambda t, x: t.F.pad(x, (1, -1, 2, 0), value=1.5), [(2, 3, 4)]),
+    C("F.pad_reflect", lambda t, x: t.F.pad(x, (2, 1), mode="reflect"), [(2, 3, 5)]),
+    C("F.pad_reflect_2d", lambda t, x: t.F.pad(x, (1, 2, 2, 1), mode="reflect"), [(2, 3, 4, 5)]),
+    C("F.pad_replicate", lambda t, x: t.F.pad(x, (3, 1), mode="replicate"), [(2, 3, 4)]),
+    C("F.pad_replicate_2d", lambda t, x: t.F.pad(x, (2, 0, 1, 3), mode="replicate"), [(1, 2, 3, 4)]),
+    C("F.pad_circular", lambda t, x: t.F.pad(x, (2, 1), mode="circular"), [(2, 3, 4)]),
+    C("F.pad_circular_cut", lambda t, x: t.F.pad(x, (-1, 2, 1, -2), mode="circular"), [(1, 2, 4, 5)]),
+    C("F.pad_reflect_cut", lambda t, x: t.F.pad(x, (2, -1), mode="reflect"), [(2, 3, 5)]),
+    C(
+        "F.kl_div_batchmean",
+        lambda t, x, y: t.F.kl_div(t.F.log_softmax(x, -1), t.F.softmax(y, -1), reduction="batchmean"),
+        [(3, 5), (3, 5)],
+    ),
+    C("F.kl_div_mean", lambda t, x, y: t.F.kl_div(x, t.F.softmax(y, -1)), [(3, 5), (3, 5)]),
+    C("F.kl_div_target_zeros", lambda t, x, y: t.F.kl_div(x, y, reduction="sum"), [(3, 5), Const(KL_TARGET_ZEROS)]),
+    C(
+        "F.kl_div_log_target",
+        lambda t, x, y: t.F.kl_div(x, t.F.log_softmax(y, -1), reduction="none", log_target=True),
+        [(3, 5), (3, 5)],
+    ),
+    C("nn.KLDivLoss", lambda t, x, y: t.nn.KLDivLoss(reduction="sum")(x, t.F.softmax(y, -1)), [(2, 4), (2, 4)]),
+]
+
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names in the op table"
 

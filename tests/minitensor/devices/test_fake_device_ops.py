@@ -447,6 +447,10 @@ HOST_READS = {
             "roll_flat",
             "repeat_interleave",
             "repeat_interleave_flat",
+            "F.pad_reflect",  # the backward's scatter-add, once per padded dim
+            "F.pad_replicate",
+            "F.pad_circular",
+            "F.pad_reflect_cut",
         ],
         1,
     ),
@@ -489,7 +493,7 @@ HOST_READS = {
         3,
     ),
     # the range check and the backward's scatter-add; the scatter-adds of the roll along each of two dims
-    **dict.fromkeys(["scatter_add", "roll_dims"], 2),
+    **dict.fromkeys(["scatter_add", "roll_dims", "F.pad_reflect_2d", "F.pad_replicate_2d", "F.pad_circular_cut"], 2),
 }
 
 
