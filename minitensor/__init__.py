@@ -11,10 +11,12 @@ by side, the fused ones included),
 arguments.py (argument handling), functions/ (the torch.* functions), tensor_math.py (the Tensor's
 math methods), devices.py (device shims), tensor.py (the Tensor), creation.py (factories), nn/ (functional
 wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to DOT), profiler.py,
-testing.py (tolerances), layout.py (memory formats).
+testing.py (tolerances), layout.py (memory formats), and for programs written for torch: tensor_types.py
+(torch.LongTensor, ...), amp.py (autocast and GradScaler, disabled), compiler.py (torch.compile returns the model),
+backends.py (flags).
 """
 
-from . import autograd, fast, func, functions, nn, ops, optim, profiler, random, utils, viz
+from . import amp, autograd, backends, fast, func, functions, nn, ops, optim, profiler, random, utils, viz
 from .allocator import reuse_freed_memory
 from .autograd import (
     Function,
@@ -28,6 +30,7 @@ from .autograd import (
 )
 from .autograd import forward_ad as _forward_ad  # noqa: F401 (loads mt.autograd.forward_ad, as functional below)
 from .autograd import functional as _functional  # noqa: F401 (loads mt.autograd.functional: autograd/__init__.py)
+from .compiler import compile, get_float32_matmul_precision, set_float32_matmul_precision
 from .creation import (
     arange,
     as_tensor,
@@ -93,6 +96,11 @@ from .tensor_types import (
 )
 
 __all__ = [
+    "amp",
+    "backends",
+    "compile",
+    "get_float32_matmul_precision",
+    "set_float32_matmul_precision",
     "autograd",
     "fast",
     "func",
