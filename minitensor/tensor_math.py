@@ -409,6 +409,8 @@ class TensorMath:
         return narrow(self, dim, start, length)
 
     def flip(self, *args, dims=None):
+        if dims is None and not args:
+            raise TypeError("flip: missing the dims to reverse, e.g. x.flip(0) or x.flip((0, 1))")
         if dims is None:  # x.flip(0, 1) or x.flip((0, 1)), as torch's
             dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
         return flip(self, dims)

@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from .. import ops
+from ..arguments import check_fill_value
 from ..devices import array_module
 from ..functions.shape import cat, narrow
 from ..tensor import Tensor
@@ -54,6 +55,7 @@ def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
 def _constant(t: Tensor, pairs: list, value) -> Tensor:
     if not isinstance(value, numbers.Number):
         raise TypeError(f"pad: value must be a number, got {type(value).__name__}")
+    check_fill_value(value, t.dtype, "pad")  # a value the dtype cannot hold is refused, not wrapped or made inf
     out = t
     for d, before, after in pairs:
         n = out.shape[d]

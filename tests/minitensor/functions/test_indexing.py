@@ -68,6 +68,7 @@ def test_scatter_reduce_as_torch():
         (lambda: mt.zeros(2, 3).roll((1, 2), 0), ValueError, "same length"),
         (lambda: mt.zeros(2, 3).roll((1, 2)), ValueError, "one int"),
         (lambda: mt.zeros(2, 3).flip((0, 0)), ValueError, "more than once"),
+        (lambda: mt.zeros(2, 3).flip(), TypeError, "missing the dims"),
         (lambda: mt.zeros(2, 3).repeat_interleave(mt.tensor([1, 2]), dim=1), ValueError, "repeat counts"),
         (lambda: mt.zeros(2, 3).repeat_interleave(-1), ValueError, "non-negative"),
         (lambda: mt.tensor([1, 2]) % 0, ZeroDivisionError, "division by zero"),

@@ -38,3 +38,11 @@ def test_kl_div_refuses_the_legacy_arguments_and_unknown_reductions():
     with pytest.raises(ValueError, match="'batchmean'"):
         mt.nn.functional.kl_div(x, x, reduction="max")
     assert "reduction='batchmean'" in repr(mt.nn.KLDivLoss(reduction="batchmean"))
+
+
+def test_pad_value_cast_as_torch_and_overflow_refused():
+    ours = mt.nn.functional.pad(mt.tensor([1, 2]), (1, 1), value=3)
+    ref = torch.nn.functional.pad(torch.tensor([1, 2]), (1, 1), value=3)
+    assert ours.tolist() == ref.tolist() and ours.dtype == mt.int64
+    with pytest.raises(RuntimeError, match="without overflow"):
+        mt.nn.functional.pad(mt.zeros(2, dtype=mt.float16), (1, 1), value=1e6)
