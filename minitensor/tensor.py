@@ -45,7 +45,7 @@ from .dtypes import TENSOR_TYPES, bool_, float16, float32, float64, int8, int16,
 from .functions.elementwise import clamp, div
 from .functions.indexing import index_fill, scatter, scatter_add
 from .layout import in_memory_format, preserve_format
-from .random import generator
+from .random import generator as _stream
 from .tensor_math import TensorMath
 
 
@@ -359,15 +359,15 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
         with no_grad():  # the out-of-place clamp, its NaN and tie rules, written back
             return self._write("clamp_", Ellipsis, clamp(self, min, max))
 
-    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
+    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
         # drawn on the host from the one stream (random.py), then copied: the same numbers on every device. Checked
         # first, so that a refused change draws nothing
         self._check_inplace("uniform_")
-        return self._write("uniform_", Ellipsis, generator("uniform_").uniform(a, b, self.shape))
+        return self._write("uniform_", Ellipsis, _stream("uniform_", generator).uniform(a, b, self.shape))
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
         self._check_inplace("normal_")
-        return self._write("normal_", Ellipsis, generator("normal_").normal(mean, std, self.shape))
+        return self._write("normal_", Ellipsis, _stream("normal_", generator).normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
         try:  # an index out of range, on any device: NumPy's IndexError, naming the op and the shape

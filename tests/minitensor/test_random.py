@@ -83,3 +83,28 @@ def test_randint_refuses_as_torch(args, match):
         torch.randint(*args)
     with pytest.raises(TypeError if "required" in match else ValueError, match=match):
         mt.randint(*args)
+
+
+INIT = ["uniform_", "normal_", "trunc_normal_", "xavier_uniform_", "xavier_normal_", "kaiming_uniform_"]
+INIT += ["kaiming_normal_"]
+
+
+@pytest.mark.parametrize("name", INIT)
+def test_init_takes_a_generator_as_torch(name):
+    """torch.nn.init's random initialisers take generator= (torch 2.x): the same seed, the same weights; the global
+    stream untouched."""
+    torch_init = getattr(torch.nn.init, name)
+    torch_init(torch.empty(3, 4), generator=torch.Generator().manual_seed(1))  # the spelling torch takes
+    state = mt.random.get_rng_state()
+    a = getattr(mt.nn.init, name)(mt.empty(3, 4), generator=mt.Generator().manual_seed(1))
+    b = getattr(mt.nn.init, name)(mt.empty(3, 4), generator=mt.Generator().manual_seed(1))
+    assert mt.random.get_rng_state() == state
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize("method", ["uniform_", "normal_"])
+def test_in_place_draws_take_a_generator_as_torch(method):
+    getattr(torch.empty(3), method)(generator=torch.Generator().manual_seed(1))
+    a = getattr(mt.empty(3), method)(generator=mt.Generator().manual_seed(1))
+    b = getattr(mt.empty(3), method)(generator=mt.Generator().manual_seed(1))
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
