@@ -11,14 +11,17 @@ by side, the fused ones included),
 arguments.py (argument handling), functions/ (the torch.* functions), tensor_math.py (the Tensor's
 math methods), devices.py (device shims), tensor.py (the Tensor), creation.py (factories), nn/ (functional
 wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to DOT), profiler.py,
-testing.py (tolerances), layout.py (memory formats).
+testing.py (tolerances), layout.py (memory formats), and for programs written for torch: tensor_types.py
+(torch.LongTensor, ...), amp.py (autocast and GradScaler, disabled), compiler.py (torch.compile returns the model),
+backends.py (flags).
 """
 
-from . import autograd, fast, func, functions, nn, ops, optim, profiler, random, utils, viz
+from . import amp, autograd, backends, fast, func, functions, nn, ops, optim, profiler, random, utils, viz
 from .allocator import reuse_freed_memory
 from .autograd import (
     Function,
     enable_grad,
+    inference_mode,
     is_anomaly_check_nan_enabled,  # torch.is_anomaly_check_nan_enabled, as torch's
     is_anomaly_enabled,
     is_grad_enabled,
@@ -27,6 +30,7 @@ from .autograd import (
 )
 from .autograd import forward_ad as _forward_ad  # noqa: F401 (loads mt.autograd.forward_ad, as functional below)
 from .autograd import functional as _functional  # noqa: F401 (loads mt.autograd.functional: autograd/__init__.py)
+from .compiler import compile, get_float32_matmul_precision, set_float32_matmul_precision
 from .creation import (
     arange,
     as_tensor,
@@ -67,17 +71,36 @@ from .dtypes import (
     promote_types,
     result_type,
     set_default_dtype,
+    short,
     uint8,
 )
 from .dtypes import bool_ as bool
+from .dtypes import float32 as float  # torch.float; the builtin is not used below
+from .dtypes import int32 as int  # torch.int
 from .fast import install as _fast_install  # noqa: F401 (the speed devices: after line 17 loaded their formulas)
 from .functions import *  # noqa: F403  (the torch.* functions: functions.__all__)
 from .layout import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
-from .random import manual_seed
+from .random import Generator, manual_seed
 from .serialization import load, save
 from .tensor import Tensor
+from .tensor_types import (
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+)
 
 __all__ = [
+    "amp",
+    "backends",
+    "compile",
+    "get_float32_matmul_precision",
+    "set_float32_matmul_precision",
     "autograd",
     "fast",
     "func",
@@ -86,6 +109,8 @@ __all__ = [
     "reuse_freed_memory",
     "Function",
     "enable_grad",
+    "inference_mode",
+    "Generator",
     "is_anomaly_check_nan_enabled",
     "is_anomaly_enabled",
     "is_grad_enabled",
@@ -129,6 +154,18 @@ __all__ = [
     "set_default_dtype",
     "uint8",
     "bool",
+    "float",
+    "int",
+    "short",
+    "BoolTensor",
+    "ByteTensor",
+    "CharTensor",
+    "DoubleTensor",
+    "FloatTensor",
+    "HalfTensor",
+    "IntTensor",
+    "LongTensor",
+    "ShortTensor",
     "manual_seed",
     "memory_format",
     "contiguous_format",

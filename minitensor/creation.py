@@ -19,7 +19,7 @@ import numpy as np
 from . import devices
 from .arguments import as_array, size_args
 from .dtypes import SUPPORTED, bool_, float16, float32, float_dtype, get_default_dtype, int64
-from .random import generator
+from .random import generator as _stream
 from .tensor import Tensor
 
 
@@ -113,37 +113,53 @@ def eye(n, m=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     return _new(_made(device, "eye", n, m, dtype=float_dtype(dtype)), requires_grad)
 
 
-def _draw(op: str, method: str, size: tuple, dtype) -> np.ndarray:
+def _draw(op: str, method: str, size: tuple, dtype, gen=None) -> np.ndarray:
     """A standard_normal or random draw in dtype (NumPy draws float16 as float32, then casts), on the host."""
     dt = float_dtype(dtype)
-    arr = getattr(generator(op), method)(_shape(size, op), dtype=float32 if dt == float16 else dt)
+    arr = getattr(_stream(op, gen), method)(_shape(size, op), dtype=float32 if dt == float16 else dt)
     return arr.astype(dt, copy=False)
 
 
-def randn(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return _new(_draw("randn", "standard_normal", size, dtype), requires_grad, device)
+def randn(*size, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_draw("randn", "standard_normal", size, dtype, generator), requires_grad, device)
 
 
-def rand(*size, dtype=None, requires_grad=False, device=None) -> Tensor:
-    return _new(_draw("rand", "random", size, dtype), requires_grad, device)
+def rand(*size, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    return _new(_draw("rand", "random", size, dtype, generator), requires_grad, device)
 
 
-def randint(low, high=None, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
-    if high is None:
-        low, high = 0, low
-    if size is None:
-        raise TypeError("randint: size is required, e.g. randint(0, 10, (3, 4))")
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None, requires_grad=False, device=None):
+    """Integers drawn uniformly from [low, high), in torch's forms: randint(high, size), randint(low, high, size),
+    any of them by keyword (low defaults to 0)."""
+    if len(args) > 3:
+        raise TypeError(f"randint: expected randint(high, size) or randint(low, high, size), got {len(args)} arguments")
+    if len(args) == 3 or (len(args) == 2 and high is None and size is not None):
+        low, high, *rest = args
+        size = rest[0] if rest else size
+    elif len(args) == 2:
+        high, size = args
+    elif len(args) == 1:
+        (high,) = args
+    low = 0 if low is None else low
+    if high is None or size is None:
+        raise TypeError("randint: high and size are required, e.g. randint(10, (3, 4)) or randint(0, 10, (3, 4))")
+    for name, value in (("low", low), ("high", high)):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+            raise TypeError(f"randint: {name} must be an int, got {value!r}")
+    if high <= low:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
     shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "randint")
-    arr = generator("randint").integers(low, high, size=shape).astype(np.dtype(dtype or int64))
-    return _new(arr, requires_grad, device)
+    arr = _stream("randint", generator).integers(low, high, size=shape)
+    return _new(arr.astype(np.dtype(dtype or int64)), requires_grad, device)
 
 
-def randperm(n, dtype=None, requires_grad=False, device=None) -> Tensor:
+def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     (n,) = _shape((n,), "randperm")
-    return _new(generator("randperm").permutation(n).astype(np.dtype(dtype or int64)), requires_grad, device)
+    arr = _stream("randperm", generator).permutation(n)
+    return _new(arr.astype(np.dtype(dtype or int64)), requires_grad, device)
 
 
-def normal(mean, std, size=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+def normal(mean, std, size=None, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """Numbers drawn from N(mean, std^2): torch.normal's (float, float, size) form, drawn on the host.
     Deviation from PyTorch, flagged: its tensor forms (a mean or std tensor, one draw per element) are not
     here; numbers and a size only."""
@@ -155,7 +171,7 @@ def normal(mean, std, size=None, dtype=None, requires_grad=False, device=None) -
         raise ValueError(f"normal: std must be non-negative, got {std}")
     dt = float_dtype(dtype)
     shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "normal")
-    arr = generator("normal").normal(mean, std, shape).astype(dt, copy=False)
+    arr = _stream("normal", generator).normal(mean, std, shape).astype(dt, copy=False)
     return _new(arr, requires_grad, device)
 
 

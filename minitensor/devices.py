@@ -347,6 +347,44 @@ class _Cuda:
             with on("cuda" if device is None else device):
                 backend.cuda.runtime.deviceSynchronize()
 
+    @staticmethod
+    def manual_seed(seed: builtins.int) -> None:
+        """Accepted, as torch's: every random number (also one for a device tensor) is drawn on the host from the
+        one stream that mt.manual_seed seeds (random.py), so there is no device stream to seed."""
+        _check_cuda_seed("cuda.manual_seed", seed)
+
+    @staticmethod
+    def manual_seed_all(seed: builtins.int) -> None:
+        """As manual_seed: accepted, the host stream being the only one."""
+        _check_cuda_seed("cuda.manual_seed_all", seed)
+
+    @staticmethod
+    def set_device(dev) -> None:
+        """Make `device` (an index, "cuda:i" or a device) the current GPU; without one it raises, as torch does."""
+        if not isinstance(dev, builtins.int) and device(dev).type != "cuda":
+            raise ValueError(f"cuda.set_device: expected a cuda device, got {dev!r}")
+        backend = _cuda_backend()
+        if backend is None:
+            raise RuntimeError(_no_cuda_message("cuda.set_device()"))
+        index = dev if isinstance(dev, builtins.int) else resolve(dev, "cuda.set_device").index
+        if backend is fakecuda:
+            if index != 0:
+                raise ValueError(f"cuda.set_device: the fake device has one GPU, index 0; got {index}")
+            return
+        backend.cuda.Device(index).use()
+
+    @staticmethod
+    def empty_cache() -> None:
+        """Give the memory pool's unused blocks back to the GPU (CuPy's pool); without a GPU nothing, as torch."""
+        backend = _cuda_backend()
+        if backend is not None and backend is not fakecuda:
+            backend.get_default_memory_pool().free_all_blocks()
+
+
+def _check_cuda_seed(op: str, seed) -> None:
+    if not isinstance(seed, (builtins.int, np.integer)) or isinstance(seed, builtins.bool):
+        raise TypeError(f"{op} expects an int, got {type(seed).__name__}")
+
 
 cuda = _Cuda()
 

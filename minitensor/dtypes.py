@@ -25,7 +25,7 @@ int16 = np.dtype(np.int16)
 int8 = np.dtype(np.int8)
 uint8 = np.dtype(np.uint8)
 bool_ = np.dtype(np.bool_)
-long, double, half = int64, float64, float16
+long, double, half, short = int64, float64, float16, int16  # torch's other names (float and int: minitensor/__init__)
 SUPPORTED = frozenset({float16, float32, float64, int64, int32, int16, int8, uint8, bool_})
 
 _default_dtype = float32
@@ -82,3 +82,17 @@ def result_type(*operands) -> np.dtype:
             if result is None or _category(dt) > _category(result):
                 result = dt
     return result
+
+
+# torch's legacy tensor type names (x.type(), torch.LongTensor), one per dtype
+TENSOR_TYPES = {
+    float32: "FloatTensor",
+    float64: "DoubleTensor",
+    float16: "HalfTensor",
+    int64: "LongTensor",
+    int32: "IntTensor",
+    int16: "ShortTensor",
+    int8: "CharTensor",
+    uint8: "ByteTensor",
+    bool_: "BoolTensor",
+}

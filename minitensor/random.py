@@ -43,18 +43,22 @@ def randomness_refused(who: str | None, advice: str = ""):
         _refusing.who, _refusing.advice = before
 
 
-def generator(op: str = "a random operation") -> np.random.Generator:
-    """The process-wide generator (the same object across manual_seed calls), for the random op `op` to draw from.
+def generator(op: str = "a random operation", gen: Generator | None = None) -> np.random.Generator:
+    """The stream the random op `op` draws from: the process-wide one (the same object across manual_seed calls),
+    or that of `gen`, a Generator the caller passed as `generator=`.
     Refused inside a transform in randomness error mode (randomness_refused)."""
     if _refusing.who is not None:
         raise RuntimeError(f"{_refusing.who}: called random operation {op} {_refusing.advice}")
-    return _generator
+    if gen is None:
+        return _generator
+    if not isinstance(gen, Generator):
+        raise TypeError(f"{op}: generator must be a minitensor.Generator, got {type(gen).__name__}")
+    return gen._rng
 
 
 def manual_seed(seed: int) -> np.random.Generator:
     """Reseed the generator; like torch.manual_seed, returns it."""
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
-        raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
+    _check_seed(seed)
     _generator.bit_generator.state = np.random.PCG64(int(seed) & ((1 << 128) - 1)).state
     return _generator
 
@@ -66,6 +70,52 @@ def get_rng_state() -> dict:
 
 def set_rng_state(state: dict) -> None:
     """Restore a state returned by get_rng_state (e.g. from a checkpoint)."""
-    if not isinstance(state, dict) or state.get("bit_generator") != "PCG64":
-        raise ValueError(f"set_rng_state expects a PCG64 state dict from get_rng_state(), got {state!r:.80}")
+    _check_state(state, "set_rng_state")
     _generator.bit_generator.state = state
+
+
+class Generator:
+    """torch.Generator: a random stream of its own, for the `generator=` argument of the random functions
+    (rand, randn, randint, randperm, normal, multinomial, ...). A new one starts from the default seed, as torch's.
+    The stream is NumPy's PCG64, so the same seed gives different numbers than torch's (see above); get_state
+    returns a plain dict, where torch returns a uint8 tensor."""
+
+    def __init__(self, device="cpu"):
+        if str(device) != "cpu":
+            raise ValueError(f"Generator: only device='cpu' is supported, got {device!r}")
+        self._seed = DEFAULT_SEED
+        self._rng = np.random.Generator(np.random.PCG64(DEFAULT_SEED))
+
+    def manual_seed(self, seed: int) -> Generator:
+        """Reseed in place; like torch's, returns the generator."""
+        _check_seed(seed)
+        self._seed = int(seed)
+        self._rng.bit_generator.state = np.random.PCG64(int(seed) & ((1 << 128) - 1)).state
+        return self
+
+    def initial_seed(self) -> int:
+        return self._seed
+
+    def seed(self) -> int:
+        """Reseed from fresh operating-system entropy; returns the new seed, as torch's."""
+        new = int(np.random.SeedSequence().entropy) & ((1 << 63) - 1)
+        self.manual_seed(new)
+        return new
+
+    def get_state(self) -> dict:
+        return self._rng.bit_generator.state
+
+    def set_state(self, state: dict) -> Generator:
+        _check_state(state, "Generator.set_state")
+        self._rng.bit_generator.state = state
+        return self
+
+
+def _check_seed(seed) -> None:
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+        raise TypeError(f"manual_seed expects an int, got {type(seed).__name__}")
+
+
+def _check_state(state, op: str) -> None:
+    if not isinstance(state, dict) or state.get("bit_generator") != "PCG64":
+        raise ValueError(f"{op} expects a PCG64 state dict from get_state(), got {state!r:.80}")

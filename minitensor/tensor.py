@@ -43,10 +43,11 @@ from .core import HookHandle, VersionCounter, is_grad_enabled, is_tensor_like, n
 from .core import Tensor as CoreTensor
 from .core.tensor import wrap as core_wrap
 from .devices import DeviceMethods
-from .dtypes import bool_, float32, float64, int32, int64
+from .dtypes import TENSOR_TYPES, bool_, float16, float32, float64, int8, int16, int32, int64, uint8
 from .functions.elementwise import clamp, div
+from .functions.indexing import index_fill, scatter, scatter_add
 from .layout import in_memory_format, preserve_format
-from .random import generator
+from .random import generator as _stream
 from .tensor_math import TensorMath
 
 
@@ -338,6 +339,21 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
             )
         return self._write("masked_fill_", np.broadcast_to(m, self.shape), value)
 
+    def scatter_(self, dim, index, src=None, *, value=None, reduce=None) -> Tensor:
+        self._check_inplace("scatter_", src, value)
+        with no_grad():  # the out-of-place scatter, its checks and rules, written back
+            return self._write("scatter_", Ellipsis, scatter(self, dim, index, src, value=value, reduce=reduce))
+
+    def scatter_add_(self, dim, index, src) -> Tensor:
+        self._check_inplace("scatter_add_", src)
+        with no_grad():
+            return self._write("scatter_add_", Ellipsis, scatter_add(self, dim, index, src))
+
+    def index_fill_(self, dim, index, value) -> Tensor:
+        self._check_inplace("index_fill_", value)
+        with no_grad():
+            return self._write("index_fill_", Ellipsis, index_fill(self, dim, index, value))
+
     def clamp_(self, min=None, max=None) -> Tensor:
         if min is None and max is None:
             raise ValueError("clamp_: at least one of min and max must be given")
@@ -345,15 +361,15 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
         with no_grad():  # the out-of-place clamp, its NaN and tie rules, written back
             return self._write("clamp_", Ellipsis, clamp(self, min, max))
 
-    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
+    def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator=None) -> Tensor:
         # drawn on the host from the one stream (random.py), then copied: the same numbers on every device. Checked
         # first, so that a refused change draws nothing
         self._check_inplace("uniform_")
-        return self._write("uniform_", Ellipsis, generator("uniform_").uniform(a, b, self.shape))
+        return self._write("uniform_", Ellipsis, _stream("uniform_", generator).uniform(a, b, self.shape))
 
-    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
         self._check_inplace("normal_")
-        return self._write("normal_", Ellipsis, generator("normal_").normal(mean, std, self.shape))
+        return self._write("normal_", Ellipsis, _stream("normal_", generator).normal(mean, std, self.shape))
 
     def __setitem__(self, index, value) -> None:
         try:  # an index out of range, on any device: NumPy's IndexError, naming the op and the shape
@@ -407,6 +423,31 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
 
     def bool(self, memory_format=preserve_format) -> Tensor:
         return self.to(dtype=bool_, memory_format=memory_format)
+
+    def half(self, memory_format=preserve_format) -> Tensor:
+        return self.to(dtype=float16, memory_format=memory_format)
+
+    def short(self, memory_format=preserve_format) -> Tensor:
+        return self.to(dtype=int16, memory_format=memory_format)
+
+    def char(self, memory_format=preserve_format) -> Tensor:
+        return self.to(dtype=int8, memory_format=memory_format)
+
+    def byte(self, memory_format=preserve_format) -> Tensor:
+        return self.to(dtype=uint8, memory_format=memory_format)
+
+    def type(self, dtype=None, non_blocking=False):
+        """Without dtype, the legacy type name ('torch.FloatTensor'); with one (a dtype or such a name), this
+        tensor in it, as torch's."""
+        if dtype is None:
+            prefix = "torch." if self.device == devices.CPU else "torch.cuda."
+            return prefix + TENSOR_TYPES[self.dtype]
+        if isinstance(dtype, str):
+            names = {f"torch.{name}": dt for dt, name in TENSOR_TYPES.items()}
+            if dtype not in names:
+                raise ValueError(f"type: unknown tensor type {dtype!r}; expected one of {sorted(names)}")
+            dtype = names[dtype]
+        return self.to(dtype=getattr(dtype, "dtype", dtype))
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)

@@ -16,22 +16,26 @@ from .functions.elementwise import (
     clamp,
     compare,
     div,
+    floor_divide,
     invert,
     logical,
     masked_fill,
     maximum,
     minimum,
     pow,
+    remainder,
     sub,
     true_div,
 )
-from .functions.indexing import argsort, gather, index_select, sort, topk
+from .functions.indexing import argsort, gather, index_fill, index_select, nonzero, scatter, scatter_add, sort, topk
 from .functions.linalg import bmm, matmul, mm
 from .functions.reductions import (
     all_any,
     amax,
     amin,
     arg_reduce,
+    cumprod,
+    cumsum,
     log_softmax,
     max_min,
     norm,
@@ -40,13 +44,18 @@ from .functions.reductions import (
     std,
     var,
 )
+from .functions.sampling import multinomial
 from .functions.shape import (
     chunk,
     expand,
     flatten,
+    flip,
+    narrow,
     permute,
     repeat,
+    repeat_interleave,
     reshape_to,
+    roll,
     split,
     transpose,
     tril,
@@ -84,6 +93,24 @@ class TensorMath:
 
     def __rtruediv__(self, other):
         return true_div(other, self)
+
+    def __floordiv__(self, other):
+        return floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return floor_divide(other, self)
+
+    def __mod__(self, other):
+        return remainder(self, other)
+
+    def __rmod__(self, other):
+        return remainder(other, self)
+
+    def floor_divide(self, other):
+        return floor_divide(self, other)
+
+    def remainder(self, other):
+        return remainder(self, other)
 
     def __pow__(self, other):
         return pow(self, other)
@@ -371,3 +398,40 @@ class TensorMath:
 
     def topk(self, k, dim=-1, largest=True, sorted=True):
         return topk(self, k, dim, largest, sorted)
+
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        return multinomial(self, num_samples, replacement, generator=generator)
+
+    def roll(self, shifts, dims=None):
+        return roll(self, shifts, dims)
+
+    def narrow(self, dim, start, length):
+        return narrow(self, dim, start, length)
+
+    def flip(self, *args, dims=None):
+        if dims is None and not args:
+            raise TypeError("flip: missing the dims to reverse, e.g. x.flip(0) or x.flip((0, 1))")
+        if dims is None:  # x.flip(0, 1) or x.flip((0, 1)), as torch's
+            dims = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+        return flip(self, dims)
+
+    def repeat_interleave(self, repeats, dim=None, *, output_size=None):
+        return repeat_interleave(self, repeats, dim, output_size=output_size)
+
+    def cumsum(self, dim, *, dtype=None):
+        return cumsum(self, dim, dtype=dtype)
+
+    def cumprod(self, dim, *, dtype=None):
+        return cumprod(self, dim, dtype=dtype)
+
+    def nonzero(self, *, as_tuple=False):
+        return nonzero(self, as_tuple=as_tuple)
+
+    def scatter(self, dim, index, src=None, *, value=None, reduce=None):
+        return scatter(self, dim, index, src, value=value, reduce=reduce)
+
+    def scatter_add(self, dim, index, src):
+        return scatter_add(self, dim, index, src)
+
+    def index_fill(self, dim, index, value):
+        return index_fill(self, dim, index, value)

@@ -12,6 +12,7 @@ The engine's core (Function, Node, the walk, grad mode) is minitensor/core/; thi
     tangents.py            forward mode in the engine: the open dual level, tangents, running an op's JVP rule,
                            tangent_grad (forward over reverse, unrecorded)
     forward_ad.py          mt.autograd.forward_ad: dual_level, make_dual, unpack_dual (torch's)
+    grad_mode.py           inference_mode (no_grad under torch's name)
     anomaly_mode.py        detect_anomaly, set_detect_anomaly: a NaN gradient names its op and forward call
 
 functional.py and forward_ad.py build on Tensors, so they sit above tensor.py: this file does not import them;
@@ -41,6 +42,7 @@ from . import graph
 from .anomaly_mode import detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly
 from .extensions import OpCalls, set_op_calls
 from .finite_differences import GradcheckError, gradcheck, gradgradcheck
+from .grad_mode import inference_mode
 from .quiet import ieee_quiet
 from .tangents import tangent_grad, tangent_sum
 
@@ -60,6 +62,7 @@ __all__ = [
     "gradcheck",
     "gradgradcheck",
     "ieee_quiet",
+    "inference_mode",
     "is_anomaly_check_nan_enabled",
     "is_anomaly_enabled",
     "is_grad_enabled",

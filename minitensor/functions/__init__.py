@@ -8,13 +8,22 @@ package's `__all__` (what `minitensor` exports) is their union, so adding a func
                      chunk tril triu
     indexing.py      gather index_select sort argsort topk
     linalg.py        matmul mm bmm einsum
+    sampling.py      multinomial
 """
 
-from . import elementwise, indexing, linalg, reductions, shape
+from . import elementwise, indexing, linalg, reductions, sampling, shape
 from .elementwise import *  # noqa: F403
 from .indexing import *  # noqa: F403
 from .linalg import *  # noqa: F403
 from .reductions import *  # noqa: F403
+from .sampling import *  # noqa: F403
 from .shape import *  # noqa: F403
 
-__all__ = [*elementwise.__all__, *reductions.__all__, *shape.__all__, *indexing.__all__, *linalg.__all__]
+__all__ = [
+    *elementwise.__all__,
+    *reductions.__all__,
+    *shape.__all__,
+    *indexing.__all__,
+    *linalg.__all__,
+    *sampling.__all__,
+]

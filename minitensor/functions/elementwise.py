@@ -25,6 +25,7 @@ __all__ = [
     "equal",
     "erf",
     "exp",
+    "floor_divide",
     "is_tensor",
     "log",
     "masked_fill",
@@ -35,6 +36,8 @@ __all__ = [
     "numel",
     "pow",
     "relu",
+    "remainder",
+    "rsqrt",
     "sigmoid",
     "sin",
     "sqrt",
@@ -110,6 +113,25 @@ def div(a, b, *, rounding_mode=None):
     if x.dtype.kind in "iub" and not np.all(y.data):
         raise ZeroDivisionError(f"div: integer division by zero (rounding_mode={rounding_mode!r})")
     return binary(ops.DivRounded, x, y, rounding_mode=rounding_mode)
+
+
+def floor_divide(a, b):
+    """a // b: the quotient rounded down (Python's and torch's floor rule), gradient 0; div(a, b, 'floor')."""
+    return div(a, b, rounding_mode="floor")
+
+
+def remainder(a, b):
+    """a % b = a - floor(a / b) * b, with the sign of b (Python's and torch's rule, not C's fmod);
+    da = g, db = -g * floor(a / b). Integer division by zero raises, as torch's."""
+    x, y = operands(a, b)
+    if x.dtype.kind in "iub" and not np.all(y.data):
+        raise ZeroDivisionError("remainder: integer division by zero")
+    return binary(ops.Remainder, x, y)
+
+
+def rsqrt(a):
+    """1 / sqrt(a)."""
+    return 1.0 / sqrt(a)
 
 
 def neg(a):

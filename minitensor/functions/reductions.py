@@ -1,5 +1,5 @@
 """The torch.* reductions: sum, mean, var, std, max/min (values and indices), amax/amin, argmax/argmin,
-logsumexp, all/any, norm, and the row-wise softmax and log_softmax."""
+logsumexp, all/any, norm, the row-wise softmax and log_softmax, and the scans cumsum and cumprod."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ __all__ = [
     "any",
     "argmax",
     "argmin",
+    "cumprod",
+    "cumsum",
     "log_softmax",
     "logsumexp",
     "max",
@@ -183,3 +185,24 @@ def norm(input, p="fro", dim=None, keepdim: builtins.bool = False, dtype=None):
     if isinstance(p, numbers.Real) and not isinstance(p, builtins.bool) and math.isfinite(p):
         return ops.PNorm.apply(t, p=float(p), dim=dims, keepdim=keepdim)
     raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
+
+
+def _scan(fn, op: str, input, dim: int, dtype):
+    """cumsum or cumprod along dim, of input cast to dtype first when one is given (torch's rule)."""
+    t = check_tensor(input, op, "input")
+    d = normalize_dim(dim, t.ndim, op)
+    if dtype is not None:
+        t = t.to(dtype)
+    if t.ndim == 0:
+        return fn.apply(t.reshape(1), dim=0).reshape(())
+    return fn.apply(t, dim=d)
+
+
+def cumsum(input, dim: int, *, dtype=None):
+    """out[i] = input[0] + ... + input[i] along dim; an integer or bool input gives int64, as torch's."""
+    return _scan(ops.CumSum, "cumsum", input, dim, dtype)
+
+
+def cumprod(input, dim: int, *, dtype=None):
+    """out[i] = input[0] * ... * input[i] along dim; differentiable with zeros in the line, as torch's."""
+    return _scan(ops.CumProd, "cumprod", input, dim, dtype)

@@ -1,5 +1,6 @@
 """The torch.* shape functions: reshape, flatten, permute, transpose, expand, repeat, squeeze/unsqueeze,
-cat, stack, split, chunk, tril, triu."""
+cat, stack, split, chunk, tril, triu, and the ones that move entries along a dim: roll, narrow, flip,
+repeat_interleave (a slice or an integer-array index, so GetItem's gradient)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from .. import ops
 from ..arguments import normalize_dim, normalize_dims, operand
+from ..devices import array_module, to_host
 from ..dtypes import result_type
 
 __all__ = [
@@ -17,9 +19,13 @@ __all__ = [
     "chunk",
     "expand",
     "flatten",
+    "flip",
+    "narrow",
     "permute",
     "repeat",
+    "repeat_interleave",
     "reshape",
+    "roll",
     "split",
     "squeeze",
     "stack",
@@ -176,3 +182,109 @@ def unsqueeze(t, dim):
 
 def squeeze(t, dim=None):
     return t.squeeze(dim)
+
+
+def _int_arg(x, op: str, name: str) -> int:
+    """An int argument, or a 0-d integer tensor read as one (torch accepts both for start, length, repeats)."""
+    if hasattr(x, "item") and getattr(x, "ndim", None) == 0 and np.dtype(x.dtype).kind in "iu":
+        x = x.item()
+    if not isinstance(x, (int, np.integer)) or isinstance(x, builtins.bool):
+        raise TypeError(f"{op}: {name} must be an int, got {x!r}")
+    return int(x)
+
+
+def _along(d: int, index) -> tuple:
+    """An index that applies `index` along dim d and takes everything before it."""
+    return (slice(None),) * d + (index,)
+
+
+def roll(t, shifts, dims=None):
+    """out[(i + shift) mod n] = t[i] along each dim in dims (all of t, flattened, when dims is None), as torch.roll;
+    an integer-array index, so the gradient rolls g back."""
+    shifts = (shifts,) if isinstance(shifts, (int, np.integer)) else tuple(shifts)
+    if dims is None:
+        if len(shifts) != 1:
+            raise ValueError(f"roll: without dims, shifts must be one int, got {shifts}")
+        return roll(t.reshape(-1), shifts, 0).reshape(t.shape)
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    out = t
+    for s, dim in zip(shifts, dims):
+        d = normalize_dim(dim, t.ndim, "roll")
+        n = t.shape[d] if t.ndim else 1
+        if n and _int_arg(s, "roll", "shift") % n:
+            source = (array_module(t.data).arange(n) - s) % n  # out[j] = t[(j - shift) mod n], on t's device
+            out = ops.GetItem.apply(out, index=_along(d, source), advanced=True)
+    return out if out is not t else ops.Clone.apply(t)  # a copy, as torch's
+
+
+def narrow(t, dim: int, start, length):
+    """t's entries start .. start + length - 1 along dim, a view (start may count from the end, as torch's)."""
+    if t.ndim == 0:
+        raise ValueError("narrow: cannot narrow a 0-d tensor")
+    d = normalize_dim(dim, t.ndim, "narrow")
+    n = t.shape[d]
+    start, length = _int_arg(start, "narrow", "start"), _int_arg(length, "narrow", "length")
+    if not -n <= start <= n:
+        raise IndexError(f"narrow: start {start} is out of range for dim {d} of size {n}")
+    start += n if start < 0 else 0
+    if length < 0 or start + length > n:
+        raise ValueError(f"narrow: start ({start}) + length ({length}) exceeds dim {d} of size {n}")
+    return ops.GetItem.apply(t, index=_along(d, slice(start, start + length)), advanced=False)
+
+
+def flip(t, dims):
+    """t reversed along each of dims, a copy (as torch's)."""
+    dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
+    ds = [normalize_dim(d, t.ndim, "flip") for d in dims]
+    if len(set(ds)) != len(ds):
+        raise ValueError(f"flip: dims {dims} name a dim more than once")
+    if t.ndim == 0 or not ds:
+        return ops.Clone.apply(t)
+    index = tuple(slice(None, None, -1) if k in ds else slice(None) for k in range(t.ndim))
+    return ops.Clone.apply(ops.GetItem.apply(t, index=index, advanced=False))
+
+
+def repeat_interleave(t, repeats=None, dim=None, *, output_size=None):
+    """Each entry of t repeated `repeats` times along dim (t flattened when dim is None): repeats is an int or a
+    1-D integer tensor of one count per entry; an integer-array index, so the gradient sums g over the copies.
+    repeat_interleave(counts) alone gives arange(len(counts)) repeated by counts, as torch's."""
+    if repeats is None:
+        if t.ndim > 1:
+            raise ValueError(f"repeat_interleave: repeats must be a 0-d or 1-D tensor, got shape {t.shape}")
+        counts = _repeat_counts(t, None)
+        return t.wrap(np.repeat(np.arange(counts.size), counts))
+    if dim is None:
+        t, d = t.reshape(-1), 0
+    else:
+        d = normalize_dim(dim, t.ndim, "repeat_interleave")
+    n = t.shape[d] if t.ndim else 1
+    xp = array_module(t.data)
+    if isinstance(repeats, (int, np.integer)) and not isinstance(repeats, builtins.bool) and repeats >= 0:
+        source = xp.arange(n).repeat(int(repeats))  # made on t's device: no host read
+    else:  # counts in a tensor: read on the host (the result's size depends on them, as in torch)
+        source = xp.asarray(np.repeat(np.arange(n), _repeat_counts(repeats, n)))
+    if output_size is not None and output_size != source.size:
+        raise ValueError(f"repeat_interleave: output_size {output_size} differs from the repeats' sum {source.size}")
+    if t.ndim == 0:
+        t = t.reshape(1)
+    return ops.GetItem.apply(t, index=_along(d, source), advanced=True)
+
+
+def _repeat_counts(repeats, n: int | None) -> np.ndarray:
+    """The counts, one per entry of a dim of size n (an int, or a tensor of 1 or n ints, none negative);
+    n None: the tensor's counts, however many."""
+    if hasattr(repeats, "data") and hasattr(repeats, "dtype"):
+        counts = to_host(repeats.data).reshape(-1)
+        if counts.dtype.kind not in "iu":
+            raise TypeError(f"repeat_interleave: repeats must be an integer tensor, got {counts.dtype}")
+        if n is not None and counts.size == 1:
+            counts = np.full(n, counts[0])
+        if n is not None and counts.size != n:
+            raise ValueError(f"repeat_interleave: {counts.size} repeat counts for a dim of size {n}")
+    else:
+        counts = np.full(n, _int_arg(repeats, "repeat_interleave", "repeats"))
+    if (counts < 0).any():
+        raise ValueError(f"repeat_interleave: repeats must be non-negative, got {counts.tolist()}")
+    return counts

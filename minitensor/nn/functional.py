@@ -20,6 +20,7 @@ from ..functions.elementwise import where
 from ..functions.reductions import log_softmax, softmax
 from ..random import generator
 from ..tensor import Tensor
+from .padding import pad
 from .spatial import __all__ as _spatial_names
 from .spatial import avg_pool1d, avg_pool2d, conv1d, conv2d, fold, max_pool1d, max_pool2d, unfold  # noqa: F401
 
@@ -45,6 +46,7 @@ __all__ = [
     "one_hot",
 ]
 __all__ += _spatial_names  # conv, pooling, unfold/fold: nn/spatial.py
+__all__ += ["pad", "kl_div"]  # pad: nn/padding.py
 
 
 def _array_of(x):
@@ -527,6 +529,28 @@ def l1_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     _check_reduction("l1_loss", reduction)
     _check_pair("l1_loss", input, target)
     return _reduced((input - target).abs(), reduction)
+
+
+def kl_div(
+    input: Tensor, target: Tensor, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False
+) -> Tensor:
+    """The Kullback-Leibler divergence of input (log-probabilities) from target (probabilities, or log-probabilities
+    with log_target): target * (log(target) - input) per entry, 0 where target is 0 (torch's xlogy); reduced by
+    'mean' (over every entry, as torch's), 'batchmean' (the sum over the first dim's size: the true KL), 'sum' or
+    'none'. The legacy size_average and reduce are refused: reduction says it."""
+    if size_average is not None or reduce is not None:
+        raise ValueError("kl_div: size_average and reduce are deprecated in torch; use reduction= instead")
+    if reduction not in ("mean", "batchmean", "sum", "none"):
+        raise ValueError(f"kl_div: reduction must be 'mean', 'batchmean', 'sum' or 'none', got {reduction!r}")
+    _check_pair("kl_div", input, target)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        positive = target > 0  # the safe form of xlogy: log is taken of 1 where target is 0
+        loss = where(positive, target * where(positive, target, 1.0).log(), 0.0) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    return _reduced(loss, reduction)
 
 
 def _broadcasts_to(shape: tuple, target: tuple) -> bool:

@@ -21,7 +21,7 @@ import numbers
 import numpy as np
 
 from ..devices import array_module
-from ..random import generator
+from ..random import generator as _stream
 from ..tensor import Tensor
 
 __all__ = [
@@ -110,30 +110,30 @@ def _calculate_fan_in_and_fan_out(tensor) -> tuple[int, int]:
     return shape[1] * receptive, shape[0] * receptive
 
 
-def uniform_(tensor, a: float = 0.0, b: float = 1.0):
+def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None):
     """tensor ~ U(a, b)."""
     arr = _float_array("uniform_", tensor)
     a, b = _number("uniform_", "a", a), _number("uniform_", "b", b)
     if a > b:
         raise ValueError(f"init.uniform_: expected a <= b, got a={a}, b={b}")
-    return _set(tensor, generator("init.uniform_").uniform(a, b, size=arr.shape))
+    return _set(tensor, _stream("init.uniform_", gen=generator).uniform(a, b, size=arr.shape))
 
 
-def normal_(tensor, mean: float = 0.0, std: float = 1.0):
+def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
     """tensor ~ N(mean, std^2)."""
     arr = _float_array("normal_", tensor)
     mean, std = _number("normal_", "mean", mean), _number("normal_", "std", std)
     if std < 0:
         raise ValueError(f"init.normal_: std must be >= 0, got {std}")
-    return _set(tensor, generator("init.normal_").normal(mean, std, size=arr.shape))
+    return _set(tensor, _stream("init.normal_", gen=generator).normal(mean, std, size=arr.shape))
 
 
-def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0):
+def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, generator=None):
     """tensor ~ N(mean, std^2) restricted to [a, b] (redrawing values outside, not clipping)."""
     arr = _float_array("trunc_normal_", tensor)
     if not a < b:
         raise ValueError(f"init.trunc_normal_: expected a < b, got a={a}, b={b}")
-    gen = generator("init.trunc_normal_")
+    gen = _stream("init.trunc_normal_", gen=generator)
     out = gen.normal(mean, std, size=arr.shape)
     bad = (out < a) | (out > b)
     while bad.any():
@@ -168,20 +168,20 @@ def eye_(tensor):
     return _set(tensor, np.eye(*arr.shape, dtype=arr.dtype))
 
 
-def xavier_uniform_(tensor, gain: float = 1.0):
+def xavier_uniform_(tensor, gain: float = 1.0, generator=None):
     """Glorot: U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out))."""
     _float_array("xavier_uniform_", tensor)
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     a = _number("xavier_uniform_", "gain", gain) * math.sqrt(6.0 / float(fan_in + fan_out))
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 
-def xavier_normal_(tensor, gain: float = 1.0):
+def xavier_normal_(tensor, gain: float = 1.0, generator=None):
     """Glorot: N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out))."""
     _float_array("xavier_normal_", tensor)
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = _number("xavier_normal_", "gain", gain) * math.sqrt(2.0 / float(fan_in + fan_out))
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
 
 
 def _kaiming_std(fn, tensor, a, mode, nonlinearity) -> float:
@@ -194,14 +194,14 @@ def _kaiming_std(fn, tensor, a, mode, nonlinearity) -> float:
     return calculate_gain(nonlinearity, a) / math.sqrt(fan)
 
 
-def kaiming_uniform_(tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
+def kaiming_uniform_(tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None):
     """He: U(-b, b), b = sqrt(3) * gain / sqrt(fan). With a=sqrt(5) (nn.Linear's default) b = 1/sqrt(fan_in)."""
     _float_array("kaiming_uniform_", tensor)
     bound = math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", tensor, a, mode, nonlinearity)
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu"):
+def kaiming_normal_(tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", generator=None):
     """He: N(0, std^2), std = gain / sqrt(fan)."""
     _float_array("kaiming_normal_", tensor)
-    return normal_(tensor, 0.0, _kaiming_std("kaiming_normal_", tensor, a, mode, nonlinearity))
+    return normal_(tensor, 0.0, _kaiming_std("kaiming_normal_", tensor, a, mode, nonlinearity), generator)

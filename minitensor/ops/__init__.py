@@ -14,6 +14,7 @@ writes into `g` or into a saved array.
     matmul.py        MatMul
     reductions.py    Sum, Mean, Var, Std, the max/min family, LogSumExp, the norms (Norm, NormInf, PNorm, and
                      SVDVals with SingularVectors for the nuclear norm)
+    scan.py          CumSum, CumProd
     shape.py         reshape, transpose, permute, expand, repeat, cat, stack, tril/triu
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, Dropout, AttentionWeights
@@ -47,6 +48,7 @@ from . import (
     reductions,
     rms_norm,
     rotary,
+    scan,
     selection,
     shape,
 )
@@ -69,7 +71,7 @@ def defined_primitives(*modules) -> dict:
 PRIMITIVES = defined_primitives(
     elementwise, selection, matmul, reductions, shape, indexing, fused, layer_norm, losses, attention, device
 )
-PRIMITIVES.update(defined_primitives(convolution, pooling, rms_norm, rotary))
+PRIMITIVES.update(defined_primitives(convolution, pooling, rms_norm, rotary, scan))
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

@@ -104,6 +104,30 @@ class DivRounded(Function):
         return (zero if need_a else None), (zero if need_b else None)
 
 
+class Remainder(Function):
+    """out = a - floor(a / b) * b, the sign of b (Python's %, fmod-based as PyTorch's);  da = g, db = -g * floor(a / b)
+    (the quotient is piecewise constant, so torch takes it as a constant at the steps too)"""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        if a.dtype.kind == "f":
+            ctx.save(quotient=np.floor_divide(a, b))
+        return np.remainder(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        need_a, need_b = ctx.needs_input_grad
+        return (g if need_a else None), (-g * ctx.xp.constant(ctx.quotient, g) if need_b else None)
+
+    @staticmethod
+    def jvp(ctx, ta, tb):
+        """ẏ = ȧ - ḃ floor(a / b)"""
+        if tb is None:
+            return ctx.xp.broadcast_to(ta, ctx.quotient.shape)
+        step = -tb * ctx.xp.constant(ctx.quotient, tb)
+        return step if ta is None else ta + step
+
+
 class Pow(Function):
     """out = a ** b (both tensors);  da = g * b * a^(b-1), db = g * out * log(a)
     PyTorch's conventions at the edges: da = 0 where b == 0 (selected, so even an infinite g gives 0),

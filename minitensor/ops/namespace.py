@@ -41,6 +41,7 @@ from .fused import LogSoftmax, log_softmax
 from .indexing import GetItem, IndexPut, index_put
 from .reductions import Mean, Sum
 from .rowwise import mean_, sum_
+from .scan import CumProd, CumSum, cumprod, cumsum
 from .selection import Where
 from .shape import Expand, Permute, Reshape, Transpose, Tril, Triu
 
@@ -104,6 +105,7 @@ class ArrayOps:
     tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(sum_), staticmethod(mean_)
     split, unstack = staticmethod(np.split), staticmethod(unstack)
     log_softmax, index_put = staticmethod(log_softmax), staticmethod(index_put)
+    cumsum, cumprod = staticmethod(cumsum), staticmethod(cumprod)
 
     @staticmethod
     def zero_where(drop, g):
@@ -218,6 +220,14 @@ class TensorOps:
     @staticmethod
     def index_put(shape, index, values, advanced):
         return IndexPut.apply(values, shape=tuple(shape), index=index, advanced=advanced)
+
+    @staticmethod
+    def cumsum(a, axis, reverse=False):
+        return CumSum.apply(a, dim=axis % a.ndim, reverse=reverse)
+
+    @staticmethod
+    def cumprod(a, axis):
+        return CumProd.apply(a, dim=axis % a.ndim)
 
 
 def install_elementwise(arrays: type, tensors: type) -> None:

@@ -22,13 +22,16 @@ import math
 import numpy as np
 
 from .. import fast
+from .adaptive import check_kernel_choice, refuse_unsupported
 from .optimizer import Optimizer, check_hyperparameter
 
 __all__ = ["Adam", "AdamW"]
 
 
 class Adam(Optimizer):
-    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, maximize=False)."""
+    """Adam(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, maximize=False, *,
+    foreach=None, capturable=False, differentiable=False, fused=None). foreach and fused pick torch's kernel, not the
+    result: accepted and changing nothing; capturable and differentiable are refused."""
 
     _decoupled = False
 
@@ -41,7 +44,14 @@ class Adam(Optimizer):
         weight_decay: float = 0.0,
         amsgrad: bool = False,
         maximize: bool = False,
+        *,
+        foreach=None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused=None,
     ):
+        check_kernel_choice(type(self).__name__, foreach, fused)
+        refuse_unsupported(type(self).__name__, capturable=capturable, differentiable=differentiable)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize)
         self.check_hyperparameters(defaults)  # before the parameters are looked at, as torch does
         defaults["betas"] = tuple(betas)
@@ -127,7 +137,22 @@ class AdamW(Adam):
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
         maximize: bool = False,
+        *,
+        foreach=None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused=None,
     ):
         super().__init__(
-            params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize
+            params,
+            lr=lr,
+            betas=betas,
+            eps=eps,
+            weight_decay=weight_decay,
+            amsgrad=amsgrad,
+            maximize=maximize,
+            foreach=foreach,
+            capturable=capturable,
+            differentiable=differentiable,
+            fused=fused,
         )

@@ -1382,6 +1382,91 @@ CASES += [
     C("F.silu", lambda t, x: t.F.silu(x), [(3, 4)]),
 ]
 
+
+def remainder_ref(a, b):
+    """torch.remainder's values with its derivatives da = 1, db = -floor(a / b) spelled in ops that torch's forward
+    mode and number-first forms support (its remainder has neither a forward-mode rule nor a gradient for a number
+    a)."""
+    value = torch.remainder(a.detach() if torch.is_tensor(a) else a, b.detach() if torch.is_tensor(b) else b)
+    quotient = torch.floor(torch.as_tensor(a).detach() / torch.as_tensor(b).detach())
+    da = a - a.detach() if torch.is_tensor(a) else 0
+    db = (b - b.detach()) * quotient if torch.is_tensor(b) else 0
+    return value + da - db
+
+
+# -------- moving entries along a dim, scans, scatter, remainder (cumprod of zeros: tests/minitensor/ops/test_scan.py)
+SCATTER_IDX = np.array([[0, 2, 1], [2, 0, 3]])  # (2, 3) into a (4, 3) input along dim 0: no place named twice
+SCATTER_ADD_IDX = np.array([[0, 2, 0, 1], [0, 0, 3, 3]])  # places named twice along dim 1: the values add
+CASES += [
+    C("roll", lambda t, x: t.roll(x, 2, 1), [(3, 5)]),
+    C("roll_dims", lambda t, x: x.roll((1, -4), (0, 2)), [(2, 3, 5)]),
+    C("roll_flat", lambda t, x: t.roll(x, -3), [(3, 4)]),
+    C("narrow", lambda t, x: x.narrow(1, 1, 3), [(3, 5)]),
+    C("narrow_from_end", lambda t, x: t.narrow(x, 0, -2, 2), [(4, 3)]),
+    C("flip", lambda t, x: t.flip(x, (0, 2)), [(2, 3, 4)]),
+    C("flip_method", lambda t, x: x.flip(1), [(3, 4)]),
+    C("cumsum", lambda t, x: t.cumsum(x, 1), [(3, 5)]),
+    C("cumsum_method_last", lambda t, x: x.cumsum(-1), [(2, 3, 4)]),
+    C("cumsum_int", lambda t, x: t.cumsum(x, 0), [Int((4, 3), 9)]),
+    C("cumprod", lambda t, x: t.cumprod(x, 1), [Away(3, 5)]),
+    C("cumprod_dim0", lambda t, x: x.cumprod(0), [Away(4, 3)]),
+    C("repeat_interleave", lambda t, x: x.repeat_interleave(2, dim=1), [(3, 4)]),
+    C("repeat_interleave_counts", lambda t, x: t.repeat_interleave(x, t.tensor([1, 0, 3]), dim=0), [(3, 2)]),
+    C("repeat_interleave_flat", lambda t, x: t.repeat_interleave(x, 3), [(2, 2)]),
+    C("rsqrt_fn", lambda t, x: t.rsqrt(x), [Pos(3, 4)]),
+    C("remainder", lambda t, x, y: x * 3 % y, [(3, 4), Away(3, 4)], ref=lambda t, x, y: remainder_ref(x * 3, y)),
+    C(
+        "remainder_broadcast",
+        lambda t, x, y: t.remainder(x * 3, y),
+        [(2, 3, 4), Away(4)],
+        ref=lambda t, x, y: remainder_ref(x * 3, y),
+    ),
+    C("remainder_scalar", lambda t, x: x * 3 % -1.5, [(3, 4)], ref=lambda t, x: remainder_ref(x * 3, -1.5)),
+    C("rmod_scalar", lambda t, x: 2.5 % x, [Away(3, 4)], ref=lambda t, x: remainder_ref(2.5, x)),
+    C("remainder_int", lambda t, x, y: (x - 5) % (y - 5), [Int((3, 4), 10), Const(np.array([-3, -1, 2, 4]))]),
+    C(
+        "floordiv",
+        lambda t, x, y: x * 4 // y,
+        [(3, 4), Away(3, 4)],
+        ref=lambda t, x, y: t.div(x * 4, y, rounding_mode="floor"),
+    ),
+    C("floordiv_int", lambda t, x: (x - 5) // 3, [Int((3, 4), 10)]),
+    C("rfloordiv_int", lambda t, x: -7 // (x + 1), [Int((3, 4), 4)]),
+    C("scatter", lambda t, x, s, i: t.scatter(x, 0, i, s), [(4, 3), (2, 3), Const(SCATTER_IDX)]),
+    C("scatter_method_dim1", lambda t, x, s, i: x.scatter(1, i, s), [(3, 4), (3, 2), Const(SCATTER_IDX.T.copy())]),
+    C("scatter_value", lambda t, x, i: t.scatter(x, 0, i, value=-2.0), [(4, 3), Const(SCATTER_IDX)]),
+    C("scatter_add", lambda t, x, s, i: t.scatter_add(x, 1, i, s), [(2, 5), (2, 4), Const(SCATTER_ADD_IDX)]),
+    C("index_fill", lambda t, x, i: t.index_fill(x, 1, i, -1.5), [(3, 4), Const(np.array([0, 2, 0]))]),
+    C("index_fill_tensor_value", lambda t, x, v: x.index_fill(0, t.tensor([1]), v), [(3, 4), ()]),
+]
+
+# -------- F.pad in its modes, kl_div
+KL_TARGET_ZEROS = np.array([[0.5, 0.0, 0.3, 0.2, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0], [0.2, 0.2, 0.2, 0.2, 0.2]])
+CASES += [
+    C("F.pad_constant", lambda t, x: t.F.pad(x, (1, 2)), [(2, 3, 4)]),
+    C("F.pad_constant_cut_value", lambda t, x: t.F.pad(x, (1, -1, 2, 0), value=1.5), [(2, 3, 4)]),
+    C("F.pad_reflect", lambda t, x: t.F.pad(x, (2, 1), mode="reflect"), [(2, 3, 5)]),
+    C("F.pad_reflect_2d", lambda t, x: t.F.pad(x, (1, 2, 2, 1), mode="reflect"), [(2, 3, 4, 5)]),
+    C("F.pad_replicate", lambda t, x: t.F.pad(x, (3, 1), mode="replicate"), [(2, 3, 4)]),
+    C("F.pad_replicate_2d", lambda t, x: t.F.pad(x, (2, 0, 1, 3), mode="replicate"), [(1, 2, 3, 4)]),
+    C("F.pad_circular", lambda t, x: t.F.pad(x, (2, 1), mode="circular"), [(2, 3, 4)]),
+    C("F.pad_circular_cut", lambda t, x: t.F.pad(x, (-1, 2, 1, -2), mode="circular"), [(1, 2, 4, 5)]),
+    C("F.pad_reflect_cut", lambda t, x: t.F.pad(x, (2, -1), mode="reflect"), [(2, 3, 5)]),
+    C(
+        "F.kl_div_batchmean",
+        lambda t, x, y: t.F.kl_div(t.F.log_softmax(x, -1), t.F.softmax(y, -1), reduction="batchmean"),
+        [(3, 5), (3, 5)],
+    ),
+    C("F.kl_div_mean", lambda t, x, y: t.F.kl_div(x, t.F.softmax(y, -1)), [(3, 5), (3, 5)]),
+    C("F.kl_div_target_zeros", lambda t, x, y: t.F.kl_div(x, y, reduction="sum"), [(3, 5), Const(KL_TARGET_ZEROS)]),
+    C(
+        "F.kl_div_log_target",
+        lambda t, x, y: t.F.kl_div(x, t.F.log_softmax(y, -1), reduction="none", log_target=True),
+        [(3, 5), (3, 5)],
+    ),
+    C("nn.KLDivLoss", lambda t, x, y: t.nn.KLDivLoss(reduction="sum")(x, t.F.softmax(y, -1)), [(2, 4), (2, 4)]),
+]
+
 BY_NAME = {c.name: c for c in CASES}
 assert len(BY_NAME) == len(CASES), "duplicate case names in the op table"
 

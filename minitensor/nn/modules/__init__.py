@@ -13,7 +13,7 @@ from .conv import Conv1d, Conv2d
 from .dropout import Dropout
 from .flatten import Flatten, Unflatten
 from .linear import Identity, Linear
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, KLDivLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import LayerNorm, RMSNorm
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
@@ -42,6 +42,7 @@ __all__ = [
     "NLLLoss",
     "MSELoss",
     "L1Loss",
+    "KLDivLoss",
     "BCEWithLogitsLoss",
     "Conv1d",
     "Conv2d",

@@ -1,11 +1,12 @@
-"""Losses as modules (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss) calling nn.functional."""
+"""Losses as modules (CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCEWithLogitsLoss, KLDivLoss) calling
+nn.functional."""
 
 from __future__ import annotations
 
 from .. import functional as F
 from .module import Module
 
-__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "L1Loss", "MSELoss", "NLLLoss"]
+__all__ = ["BCEWithLogitsLoss", "CrossEntropyLoss", "KLDivLoss", "L1Loss", "MSELoss", "NLLLoss"]
 
 
 class _Loss(Module):
@@ -77,3 +78,16 @@ class BCEWithLogitsLoss(_Loss):
         return F.binary_cross_entropy_with_logits(
             input, target, self.weight, reduction=self.reduction, pos_weight=self.pos_weight
         )
+
+
+class KLDivLoss(_Loss):
+    """F.kl_div(input, target): log-probabilities against probabilities (or log-probabilities with log_target)."""
+
+    def __init__(self, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
+        if size_average is not None or reduce is not None:
+            raise ValueError("KLDivLoss: size_average and reduce are deprecated in torch; use reduction= instead")
+        super().__init__(reduction)
+        self.log_target = log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)

@@ -9,6 +9,7 @@ All work on the raw arrays (`p.grad.data`, `p.data`) in place and record no grap
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from ...autograd import ieee_quiet
 from ...devices import array_module, is_array, is_host
+from ...dtypes import get_default_dtype
 from ...ops.reductions import opmath_dtype
 from ...pool import update_pool
 from ...tensor import Tensor
@@ -64,15 +66,19 @@ def _sum_of_squares(g: np.ndarray, block: int = 1024) -> float:
     return total + float(np.dot(tail, tail))
 
 
-def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False):
-    """Scale all gradients together so their joint norm is at most max_norm; return the norm before clipping.
+def clip_grad_norm_(
+    parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None
+):
+    """Scale all gradients together so their joint norm is at most max_norm; return the norm before clipping,
+    a 0-d tensor as torch's (on the CPU in the gradients' dtype, summed in float64 first).
 
-    torch's formula (clip_coef = max_norm / (total_norm + 1e-6), applied only when < 1).
-    Deviation, flagged: on the CPU it returns a Python float where torch returns a 0-d tensor. On a device
-    it returns torch's 0-d tensor, on that device, and reads nothing back unless error_if_nonfinite asks
-    (then one host sync per call, never one per parameter): see _clip_on_device.
-    Parameters whose .grad is None are skipped; with no gradients at all the norm is 0.0.
+    torch's formula (clip_coef = max_norm / (total_norm + 1e-6), applied only when < 1). On a device the norm
+    stays there, and nothing is read back unless error_if_nonfinite asks (then one host sync per call, never one
+    per parameter): see _clip_on_device. foreach (torch's choice of kernel) changes nothing here.
+    Parameters whose .grad is None are skipped; with no gradients at all the norm is 0.
     """
+    if foreach not in (None, True, False):
+        raise ValueError(f"clip_grad_norm_: foreach must be None or a bool, got {foreach!r}")
     params = _param_list("clip_grad_norm_", parameters)
     if isinstance(max_norm, bool) or not isinstance(max_norm, numbers.Real) or max_norm < 0:
         raise ValueError(f"clip_grad_norm_: max_norm must be a non-negative number, got {max_norm!r}")
@@ -82,7 +88,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
     with_grad = [p for p in params if p.grad is not None]
     grads = [p.grad.data for p in with_grad]
     if not grads:
-        return 0.0
+        return Tensor.wrap(np.zeros((), dtype=get_default_dtype()))
     if not is_host(grads[0]):
         return _clip_on_device(with_grad, float(max_norm), norm_type, error_if_nonfinite)
     if norm_type == math.inf:
@@ -114,7 +120,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0, error_i
         update_pool.run(rescale, with_grad)
         for p in with_grad:  # in this thread: two gradients may share a version counter
             p.grad.bump_version()
-    return total
+    with ieee_quiet():  # a norm beyond float16's range: inf, as torch's in that dtype
+        return Tensor.wrap(np.asarray(total, dtype=functools.reduce(np.promote_types, [g.dtype for g in grads])))
 
 
 def _refuse_nonfinite(norm_type: float, total: float):

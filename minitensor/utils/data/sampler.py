@@ -1,7 +1,7 @@
 """Samplers, as torch.utils.data.sampler: what order a DataLoader visits a dataset's indices in, and in what batches.
 
-Random orders draw from minitensor's generator (mt.manual_seed makes them reproducible) or from the NumPy Generator
-passed as `generator=`; see `rng_of`.
+Random orders draw from minitensor's generator (mt.manual_seed makes them reproducible) or from the one passed as
+`generator=`, an mt.Generator (torch's spelling) or a NumPy Generator; see `rng_of`.
 """
 
 from __future__ import annotations
@@ -10,18 +10,23 @@ from collections.abc import Iterable, Iterator, Sized
 
 import numpy as np
 
+from ...random import Generator
 from ...random import generator as _global_generator
 
 __all__ = ["BatchSampler", "RandomSampler", "Sampler", "SequentialSampler", "SubsetRandomSampler", "rng_of"]
 
 
 def rng_of(generator, who: str) -> np.random.Generator:
-    """The generator a random order draws from: minitensor's own (generator=None) or a NumPy Generator given."""
-    if generator is None:
-        return _global_generator(who)
+    """The generator a random order draws from: minitensor's own (generator=None), an mt.Generator's stream, or a
+    NumPy Generator given."""
+    if generator is None or isinstance(generator, Generator):
+        return _global_generator(who, generator)
     if isinstance(generator, np.random.Generator):
         return generator
-    raise TypeError(f"{who}: generator must be None or a numpy.random.Generator, got {type(generator).__name__}")
+    raise TypeError(
+        f"{who}: generator must be None, a minitensor.Generator or a numpy.random.Generator, "
+        f"got {type(generator).__name__}"
+    )
 
 
 def check_count(who: str, name: str, value, allow_zero: bool = False) -> int:

@@ -358,6 +358,31 @@ def test_set_grad_enabled_refuses_a_non_bool_as_torch(bad):
     assert mt.is_grad_enabled() and torch.is_grad_enabled()
 
 
-def test_no_inference_mode_here():
-    """torch.inference_mode has no counterpart: minitensor has no inference tensors (no_grad is the spelling)."""
-    assert not hasattr(mt, "inference_mode")
+@pytest.mark.parametrize("lib", [mt, torch], ids=["minitensor", "torch"])
+def test_inference_mode_is_no_grad_as_context_and_decorator(lib):
+    """Inside, no graph; the mode found is back after; inference_mode(False) turns grad mode on, as torch's does;
+    both decorator forms."""
+    x = lib.ones(2, requires_grad=True)
+    with lib.inference_mode():
+        assert not lib.is_grad_enabled() and not (x * 2).requires_grad
+    assert lib.is_grad_enabled()
+    with lib.no_grad(), lib.inference_mode(False):
+        assert lib.is_grad_enabled()
+    assert lib.is_grad_enabled()
+    with lib.inference_mode(False):
+        assert lib.is_grad_enabled()
+
+    @lib.inference_mode
+    def bare():
+        return (x * 2).requires_grad
+
+    @lib.inference_mode()
+    def called():
+        return (x * 2).requires_grad
+
+    assert bare() is False and called() is False and lib.is_grad_enabled()
+
+
+def test_inference_mode_refuses_a_non_bool():
+    with pytest.raises(TypeError, match="must be a bool"):
+        mt.inference_mode(1)

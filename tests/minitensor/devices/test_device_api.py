@@ -12,6 +12,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+import torch
 
 import minitensor as mt
 from minitensor import devices, fakecuda
@@ -458,3 +459,39 @@ def test_mixed_devices_are_refused_under_no_grad_too():
     """The inference path (Function.apply under no_grad) checks devices as the recorded path does."""
     with mt.no_grad(), pytest.raises(RuntimeError, match="cpu and cuda:0"):
         mt.randn(3) + mt.randn(3, device="cuda")
+
+
+def test_cuda_helpers_answer_as_torch_without_a_gpu():
+    """The helpers CPU programs call anyway: seeding and emptying the cache are accepted, choosing a device or
+    synchronising raises (as torch does without a GPU)."""
+    if torch.cuda.is_available():
+        pytest.skip("torch sees a GPU")
+    previous = mt.devices.use_fake_cuda(False)
+    try:
+        if mt.cuda.is_available():
+            pytest.skip("minitensor sees a GPU")
+        for lib in (mt, torch):
+            assert lib.cuda.manual_seed_all(3) is None and lib.cuda.manual_seed(3) is None
+            assert lib.cuda.empty_cache() is None
+            assert lib.cuda.is_available() is False and lib.cuda.device_count() == 0
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            mt.cuda.set_device(0)
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            mt.cuda.synchronize()
+        with pytest.raises(ValueError, match="expected a cuda device"):
+            mt.cuda.set_device("cpu")
+        with pytest.raises(TypeError, match="expects an int"):
+            mt.cuda.manual_seed_all(1.5)
+    finally:
+        mt.devices.use_fake_cuda(previous)
+
+
+def test_cuda_set_device_on_the_fake_device():
+    previous = mt.devices.use_fake_cuda(True)
+    try:
+        mt.cuda.set_device(0)
+        mt.cuda.set_device("cuda:0")
+        with pytest.raises(ValueError, match="index 0"):
+            mt.cuda.set_device(1)
+    finally:
+        mt.devices.use_fake_cuda(previous)

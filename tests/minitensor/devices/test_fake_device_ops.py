@@ -434,6 +434,23 @@ HOST_READS = {
             "F.nll_loss_weight_1d",
             "nn.CrossEntropyLoss_weight",
             "nn.NLLLoss_weight",
+            "cumprod",  # whether a line holds a zero (the backward's formula differs there)
+            "cumprod_dim0",
+            "remainder_int",  # the integer division-by-zero check
+            "floordiv_int",
+            "rfloordiv_int",
+            "repeat_interleave_counts",  # the counts: the result's size
+            "index_fill",  # the range check
+            "index_fill_tensor_value",
+            "scatter_value",  # the range check
+            "roll",  # the backward's scatter-add of an integer-array index: where indices repeat
+            "roll_flat",
+            "repeat_interleave",
+            "repeat_interleave_flat",
+            "F.pad_reflect",  # the backward's scatter-add, once per padded dim
+            "F.pad_replicate",
+            "F.pad_circular",
+            "F.pad_reflect_cut",
         ],
         1,
     ),
@@ -470,9 +487,13 @@ HOST_READS = {
             "F.embedding_max_norm",  # the range check, the rows' unique ids and whether any row is over max_norm
             "tied_embedding_generator",
             "tied_embedding_generator_nopad",
+            "scatter",  # the range check, whether a place is named twice, and the backward's scatter-add
+            "scatter_method_dim1",
         ],
         3,
     ),
+    # the range check and the backward's scatter-add; the scatter-adds of the roll along each of two dims
+    **dict.fromkeys(["scatter_add", "roll_dims", "F.pad_reflect_2d", "F.pad_replicate_2d", "F.pad_circular_cut"], 2),
 }
 
 

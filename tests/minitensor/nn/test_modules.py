@@ -563,8 +563,8 @@ def test_clip_grad_norm_matches_torch(rng, max_norm, norm_type):
     extra = nn.Parameter(rng.standard_normal(3))  # no grad: skipped
     total = nn.utils.clip_grad_norm_(ours + [extra], max_norm, norm_type=norm_type)
     ttotal = torch.nn.utils.clip_grad_norm_(theirs, max_norm, norm_type=norm_type, foreach=False)
-    assert isinstance(total, float)
-    assert_close(np.array(total), ttotal.numpy(), OP_RTOL["float64"], "total norm")
+    assert isinstance(total, mt.Tensor) and total.shape == () and total.dtype == mt.float64  # torch's 0-d tensor
+    assert_close(total.numpy(), ttotal.numpy(), OP_RTOL["float64"], "total norm")
     for p, tp in zip(ours, theirs):
         assert_close(p.grad.data, tp.grad.numpy(), OP_RTOL["float64"], "clipped grad")
     assert extra.grad is None
@@ -578,6 +578,12 @@ def test_clip_grad_norm_edge_cases():
         nn.utils.clip_grad_norm_(p, 1.0, error_if_nonfinite=True)
     with pytest.raises(ValueError, match="max_norm"):
         nn.utils.clip_grad_norm_(p, -1.0)
+    q = nn.Parameter(np.ones(4, dtype=np.float32))
+    q.grad = mt.ones(4)
+    total = nn.utils.clip_grad_norm_([q], 1.0, foreach=True)  # foreach accepted, as torch's
+    assert total.dtype == mt.float32 and total.shape == () and float(total) == 2.0  # the gradients' dtype, as torch
+    with pytest.raises(ValueError, match="foreach must be None or a bool"):
+        nn.utils.clip_grad_norm_([q], 1.0, foreach="yes")
 
 
 def test_parameters_to_vector_round_trip(rng):

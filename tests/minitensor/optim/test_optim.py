@@ -89,6 +89,29 @@ OPTIMIZERS = {
         lambda p: AdamW(p, lr=0.02, weight_decay=0.1),
         lambda p: torch.optim.AdamW(p, lr=0.02, weight_decay=0.1, foreach=False),
     ),
+    "adamw-fused-foreach": (  # torch's kernel choices, accepted: the same numbers as torch's single-tensor loop
+        lambda p: AdamW(p, lr=0.02, weight_decay=0.1, fused=True, foreach=False),
+        lambda p: torch.optim.AdamW(p, lr=0.02, weight_decay=0.1, foreach=False),
+    ),
+    "adagrad": (lambda p: mt.optim.Adagrad(p, lr=0.1), lambda p: torch.optim.Adagrad(p, lr=0.1, foreach=False)),
+    "adagrad-decay-wd": (
+        lambda p: mt.optim.Adagrad(p, lr=0.1, lr_decay=0.05, weight_decay=1e-2, initial_accumulator_value=0.1),
+        lambda p: torch.optim.Adagrad(
+            p, lr=0.1, lr_decay=0.05, weight_decay=1e-2, initial_accumulator_value=0.1, foreach=False
+        ),
+    ),
+    "rmsprop": (lambda p: mt.optim.RMSprop(p, lr=0.01), lambda p: torch.optim.RMSprop(p, lr=0.01, foreach=False)),
+    "rmsprop-centered-momentum-wd": (
+        lambda p: mt.optim.RMSprop(p, lr=0.01, alpha=0.9, momentum=0.8, centered=True, weight_decay=1e-2),
+        lambda p: torch.optim.RMSprop(
+            p, lr=0.01, alpha=0.9, momentum=0.8, centered=True, weight_decay=1e-2, foreach=False
+        ),
+    ),
+    "adadelta": (lambda p: mt.optim.Adadelta(p), lambda p: torch.optim.Adadelta(p, foreach=False)),
+    "adadelta-wd": (
+        lambda p: mt.optim.Adadelta(p, lr=2.0, rho=0.8, eps=1e-5, weight_decay=1e-2),
+        lambda p: torch.optim.Adadelta(p, lr=2.0, rho=0.8, eps=1e-5, weight_decay=1e-2, foreach=False),
+    ),
 }
 
 

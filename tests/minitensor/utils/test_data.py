@@ -284,3 +284,21 @@ def test_pad_sequence_values_and_gradients_as_torch(batch_first, side):
     assert ints.dtype == mt.int64 and ints.tolist() == [[1, 4], [2, 0], [3, 0]]
     with pytest.raises(RuntimeError, match="empty list"):
         pad_sequence([])
+
+
+def test_an_mt_generator_drives_the_random_orders_as_torchs_does():
+    """torch programs pass generator=torch.Generator().manual_seed(s): the same seed, the same order here (not
+    torch's numbers: the streams differ), and the global stream untouched."""
+    data = list(range(20))
+    state = mt.random.get_rng_state()
+    orders = []
+    for _ in range(2):
+        g = mt.Generator().manual_seed(42)
+        split = [list(s) for s in mud.random_split(data, [15, 5], generator=g)]
+        loader = [b.tolist() for b in mud.DataLoader(data, batch_size=6, shuffle=True, generator=g)]
+        sampler = list(mud.RandomSampler(data, generator=g))
+        orders.append((split, loader, sampler))
+    assert orders[0] == orders[1] and mt.random.get_rng_state() == state
+    assert sorted(sum(orders[0][1], [])) == data and sorted(orders[0][2]) == data
+    torch_split = tud.random_split(data, [15, 5], generator=torch.Generator().manual_seed(42))
+    assert [len(s) for s in torch_split] == [len(s) for s in orders[0][0]]
