@@ -21,14 +21,14 @@ class inference_mode(no_grad):
     def __init__(self, mode: bool = True):
         if not isinstance(mode, bool):
             raise TypeError(f"inference_mode: mode must be a bool, got {type(mode).__name__}")
-        self.mode = mode
+        self.inference = mode
         self.prev = is_grad_enabled()
 
     def clone(self):
-        return type(self)(self.mode)
+        return type(self)(self.inference)
 
     def __enter__(self):
-        if self.mode:
+        if self.inference:
             return super().__enter__()  # grad mode off; __exit__ restores the mode found
         self.prev = is_grad_enabled()
         set_grad_enabled(True)

@@ -243,7 +243,7 @@ def test_the_readme_names_every_notebook():
     notebooks = [f for f in os.listdir(os.path.join(root, "notebooks")) if f[:2].isdigit() and f.endswith(".py")]
     with open(os.path.join(root, "README.md")) as f:
         readme = f.read()
-    words = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten"}
+    words = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
     assert f"the {words[len(notebooks)]} notebooks" in readme, f"{len(notebooks)} notebooks, README says otherwise"
 
 
