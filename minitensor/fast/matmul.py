@@ -23,4 +23,4 @@ def rhs_grad_folded(xp, a, g, b_ndim: int):
     return a.reshape(rows, a.shape[-1]).T @ g.reshape(rows, g.shape[-1])
 
 
-fast.device("matmul_rhs_grad", rhs_grad_folded, evidence="docs/decisions/009-training-step-budget.md")
+fast.device("matmul_rhs_grad", rhs_grad_folded, evidence="docs/decisions/030-the-core-and-its-speed-devices.md")

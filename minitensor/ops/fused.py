@@ -21,9 +21,9 @@ float16: softmax and log_softmax (and layer_norm) compute in float32 and round t
 gradients) to float16 once, as PyTorch's CPU kernels do (reductions.opmath_dtype); float32 and float64 compute
 in their own dtype.
 
-Speed: the formulas that a large array's passes dominate are slots (`fast.use.softmax`, `log_softmax`,
-`log_softmax_grad`, `attention_softmax`, `attention_softmax_grad`; Linear.backward_jvp), which minitensor/fast/
-fills with faster ways to the same numbers; `MT_FAST=0` runs the formulas alone.
+Speed: the attention weights' softmax and its backward are slots (`fast.use.attention_softmax`,
+`attention_softmax_grad`; also Linear.backward_jvp), which minitensor/fast/ fills with faster ways to the same
+numbers; `MT_FAST=0` runs the formulas alone (docs/decisions/030-the-core-and-its-speed-devices.md).
 
 All -inf rows: softmax and log_softmax of a row whose entries are all -inf return NaN, exactly as
 PyTorch does (0/0). AttentionWeights never produces such a row: a fully masked query row gets
@@ -101,7 +101,7 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, dim):
         z = x.astype(opmath_dtype(x.dtype), copy=False)  # float16 in float32 (see the module docstring)
-        e = fast.use.softmax(z, dim).astype(x.dtype, copy=False)
+        e = softmax_formula(z, dim).astype(x.dtype, copy=False)
         ctx.save_for_backward(e)
         ctx.dim = dim
         return e
@@ -127,9 +127,6 @@ def softmax_formula(z, dim: int):
     return e
 
 
-fast.formula("softmax", softmax_formula)
-
-
 class LogSoftmax(Function):
     """y = x - max - log sum e^{x - max};  dx = g - e^y * sum(g);  ẏ = ẋ - sum(e^y * ẋ)  (e^y = softmax(x))"""
 
@@ -144,7 +141,7 @@ class LogSoftmax(Function):
     def backward(ctx, g):
         (y,) = ctx.saved_arrays
         dtype, y, g = y.dtype, in_opmath(ctx.xp, y), in_opmath(ctx.xp, g)  # float16 in float32 (module docstring)
-        dx = fast.use.log_softmax_grad(ctx.xp, g, y, ctx.dim)
+        dx = log_softmax_grad(ctx.xp, g, y, ctx.dim)
         return (to_dtype(ctx.xp, dx, dtype),)  # float16: rounded once
 
     @staticmethod
@@ -157,9 +154,6 @@ class LogSoftmax(Function):
 def log_softmax_grad(xp, g, y, dim: int):
     """dx = g - e^y * sum(g) along dim: the gradient of x for the gradient g of y = log_softmax(x)."""
     return g - xp.exp(y) * xp.sum(g, axis=dim, keepdims=True)
-
-
-fast.formula("log_softmax_grad", log_softmax_grad)
 
 
 def softmax_grad(xp, g, y, dim: int = -1):
@@ -193,16 +187,13 @@ def log_softmax(x: np.ndarray, dim: int) -> np.ndarray:
     """x - max - log sum e^{x - max} along dim, on arrays (LogSoftmax's and CrossEntropy's forward);
     float16 in float32, rounded once."""
     z = x.astype(opmath_dtype(x.dtype), copy=False)
-    return fast.use.log_softmax(z, dim).astype(x.dtype, copy=False)
+    return log_softmax_formula(z, dim).astype(x.dtype, copy=False)
 
 
 def log_softmax_formula(z, dim: int):
     """shifted - log sum e^shifted along dim, shifted = z - max (on arrays)."""
     shifted = z - _max(z, dim)
     return shifted - np.log(sum_(np.exp(shifted), dim, keepdims=True))
-
-
-fast.formula("log_softmax", log_softmax_formula)
 
 
 # ----------------------------------------------------------------------------- dropout

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import fast
 from ..autograd import Function, tangent_sum
 from ..devices import array_module, is_array
 from .elementwise import log_sigmoid
@@ -168,7 +167,7 @@ class CrossEntropy(Function):
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
         R, C = logp.shape
         g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
-        dx = fast.use.cross_entropy_grad(xp, logp, g_rows, ctx.tv, ctx.e, x.dtype, w, getattr(ctx, "s", None))
+        dx = cross_entropy_grad(xp, logp, g_rows, ctx.tv, ctx.e, x.dtype, w, getattr(ctx, "s", None))
         return _unrows(xp, dx, x.shape), None, None  # target, weight: no gradient
 
     @staticmethod
@@ -193,9 +192,6 @@ def cross_entropy_grad(xp, logp, g_rows, tv, e, dtype, w=None, s=None):
     q, s = (beside(logp, a) for a in (index_q(tv, logp.shape[1], e, dtype), s))  # (R, C)
     # p = exp(logp) written inline: NumPy then computes p - q in p's buffer, not in a third array
     return (xp.exp(logp) - q) * g_rows if w is None else (s * xp.exp(logp) - w * q) * g_rows
-
-
-fast.formula("cross_entropy_grad", cross_entropy_grad)
 
 
 def index_q(tv: np.ndarray, C: int, e, dtype) -> np.ndarray:
