@@ -1,12 +1,9 @@
-"""Speed devices of ops/layer_norm.py: the forward and backward in place, xhat and rstd with their tangents without
-recording, and the backward with its tangents on arrays (forward over reverse).
+"""Speed devices of ops/layer_norm.py: the forward and backward in place, and the backward with its tangents on arrays
+(forward over reverse).
 
 - layer_norm, layer_norm_grads: the formulas' ufuncs on the same operands in the same order, bitwise, in 2 and 3
   activation-sized arrays instead of 5 and 8 (host float32 and float64 arrays, with a weight:
   docs/decisions/012-row-wise-devices.md).
-- layer_norm_xhat_rstd: where create_graph runs with grad mode off (forward over reverse's backward, a forward-mode
-  rule run unrecorded), xhat and rstd rebuilt from the forward's statistics with the normalization's JVP as their
-  tangents, in five primitives where the recomputed normalization takes nine (docs/decisions/006-hvp-cost.md).
 - layer_norm_backward_jvp: LayerNorm.backward_jvp, the gradients and their tangents on arrays in one call, where the
   engine would otherwise run the backward on Tensors (docs/decisions/006-hvp-cost.md).
 tests/minitensor/fast/test_layer_norm.py checks each against its formula.
@@ -17,11 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import fast
-from ..autograd import is_grad_enabled, tangent_sum
-from ..autograd.tangents import dual_state, outside_rules, set_tangent, tangent_of
+from ..autograd import tangent_sum
 from ..devices import is_host
 from ..ops import layer_norm
-from ..ops.fused import beside
 from ..ops.layer_norm import mean_over, normalization_vjp, normalized_size
 from ..ops.reductions import in_opmath, to_dtype
 
@@ -80,32 +75,10 @@ def layer_norm_grads_in_place(ctx, x, w, g):
     return gx, gw, gb
 
 
-def xhat_rstd_unrecorded(ctx, x):
-    """layer_norm.xhat_rstd(ctx, x) as Tensors that no reverse pass will differentiate (create_graph with grad mode
-    off): forward over reverse's backward, which needs only their tangents, and a forward-mode rule run unrecorded,
-    which needs none. Both rebuilt from the forward's statistics, and given the normalization's JVP as their
-    tangents when x has one,
-        ẋhat = rstd * (ẋ - mean(ẋ) - xhat * mean(xhat * ẋ)),   ṙstd = -rstd * rstd * mean(xhat * ẋ)
-    (ṙstd = -(var + eps)^-3/2 * mean((x - mu) * ẋ)), in five primitives where the recomputed normalization takes
-    nine, each with its own tangent (tests/minitensor/autograd/test_forward_ad_fused.py checks the two equal)."""
-    if not ctx.create_graph or is_grad_enabled():
-        return layer_norm.xhat_rstd(ctx, x)
-    xp = ctx.xp
-    tx = None if dual_state.in_rule else tangent_of(x)  # a rule's primitives carry no tangent
-    with outside_rules():  # no tangent for these primitives: the formula below gives it
-        rstd = x.wrap(ctx.rstd)
-        xhat = (x - beside(x, ctx.mean)) * rstd
-        if tx is not None:
-            m = mean_over(xp, xhat * tx, ctx.axes)
-            set_tangent(xhat, normalization_vjp(xp, tx, xhat, rstd, ctx.axes, ctx.eps, m))
-            set_tangent(rstd, -(rstd * rstd) * m)
-    return xhat, rstd
-
-
 def layer_norm_backward_jvp(ctx, g, tg, tx, tw=None):
     """LayerNorm's backward with the tangents of its gradients, on arrays (forward over reverse's speed device; without
     it the engine runs the backward on Tensors): the product rule on each formula, with ẋhat and ṙstd the
-    normalization's JVP (as xhat_rstd_unrecorded gives them) and m = mean(dxhat * xhat):
+    normalization's JVP and m = mean(dxhat * xhat):
         ġw = sum over rows of (ġ xhat + g ẋhat),   ġb = sum over rows of ġ,   ḋxhat = ġ w + g ẇ,
         ġx = ṙstd (dxhat - mean(dxhat) - xhat m) + rstd (ḋxhat - mean(ḋxhat) - ẋhat m - xhat ṁ),
         ṁ = mean(ḋxhat xhat + dxhat ẋhat)    (ġ, ẋ, ẇ: None for none; a missing term is 0)
@@ -160,5 +133,4 @@ def layer_norm_backward_jvp(ctx, g, tg, tx, tw=None):
 
 fast.device("layer_norm", layer_norm_in_place, evidence="docs/decisions/012-row-wise-devices.md")
 fast.device("layer_norm_grads", layer_norm_grads_in_place, evidence="docs/decisions/012-row-wise-devices.md")
-fast.device("layer_norm_xhat_rstd", xhat_rstd_unrecorded, evidence="docs/decisions/006-hvp-cost.md")
 fast.device("layer_norm_backward_jvp", layer_norm_backward_jvp, evidence="docs/decisions/006-hvp-cost.md")

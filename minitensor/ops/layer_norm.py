@@ -8,7 +8,7 @@ the op equal to the composite it replaces. Notation as in fused.py: x the input,
 
 float16 computes in float32 and rounds its results (output and gradients) to float16 once, as PyTorch's CPU kernel
 does (reductions.opmath_dtype); float32 and float64 compute in their own dtype. The formulas below are slots
-(`fast.use.layer_norm`, `layer_norm_grads`, `layer_norm_xhat_rstd`, and LayerNorm.backward_jvp), which
+(`fast.use.layer_norm`, `layer_norm_grads`, and LayerNorm.backward_jvp), which
 minitensor/fast/layer_norm.py fills with faster ways to the same numbers.
 """
 
@@ -60,7 +60,7 @@ class LayerNorm(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         dtype = x.dtype
         x, w, tx, tw, tb = (None if t is None else in_opmath(xp, t) for t in (x, w, tx, tw, tb))
-        xhat, rstd = fast.use.layer_norm_xhat_rstd(ctx, x)
+        xhat, rstd = xhat_rstd(ctx, x)
         dxhat = None
         if tx is not None:
             dxhat = normalization_vjp(xp, tx, xhat, rstd, axes, ctx.eps)
@@ -80,7 +80,7 @@ def layer_norm_grads(ctx, x, w, g):
     """(dx, dw, db) in x's dtype (float32 for a float16 layer norm), None where not needed: LayerNorm's backward."""
     xp, axes = ctx.xp, ctx.axes
     need_x, need_w, need_b = ctx.needs_input_grad
-    xhat, rstd = fast.use.layer_norm_xhat_rstd(ctx, x)
+    xhat, rstd = xhat_rstd(ctx, x)
     rows = tuple(range(g.ndim - len(axes)))
     gw = xp.sum(g * xhat, axis=rows) if need_w else None
     gb = xp.sum(g, axis=rows) if need_b else None
@@ -100,7 +100,6 @@ def xhat_rstd(ctx, x):
 
 fast.formula("layer_norm", layer_norm)
 fast.formula("layer_norm_grads", layer_norm_grads)
-fast.formula("layer_norm_xhat_rstd", xhat_rstd)
 fast.formula("layer_norm_backward_jvp", None, owner=LayerNorm, attr="backward_jvp")
 
 

@@ -9,12 +9,9 @@ import pytest
 
 import minitensor as mt
 from minitensor import fast
-from minitensor.autograd import forward_ad as fw
-from minitensor.autograd import is_grad_enabled
 from minitensor.fast import layer_norm as fast_layer_norm
 from minitensor.ops import layer_norm
 from minitensor.ops.namespace import ARRAYS
-from minitensor.testing import OP_RTOL, assert_close
 from tests.support.fast_devices import assert_bitwise, check_backward_jvp, devices_on, some  # noqa: F401
 
 
@@ -70,58 +67,6 @@ def test_the_in_place_forward_on_a_strided_input_and_without_bias(dtype):
     for args in [(x, w, b), (x, w, None), (x, None, None), (x.astype(np.float16), w, b)]:
         got = fast_layer_norm.layer_norm_in_place(ARRAYS, *args, axes, 1e-5)
         assert_bitwise(list(got), list(layer_norm.layer_norm(ARRAYS, *args, axes, 1e-5)), str(len(args)))
-
-
-@pytest.mark.parametrize("dtype_name", ["float64", "float32"])
-@pytest.mark.parametrize("normalized", [(6,), (3, 6)], ids=["last", "last2"])
-def test_xhat_rstd_unrecorded_equals_the_recomputed_normalization_in_forward_over_reverse(
-    rng, monkeypatch, dtype_name, normalized
-):
-    """A LayerNorm backward that nothing records (tangent_grad) takes xhat and rstd from the forward's statistics
-    with the normalization's JVP as their tangents (fast/layer_norm.py's xhat_rstd_unrecorded, a speed device); under
-    create_graph it recomputes the normalization op by op. The gradients, and their tangents (H v), agree to the
-    dtype's tolerance (to round-off, not bitwise)."""
-    dtype = np.dtype(dtype_name)
-    arrays = [
-        (some(rng, (2, 3, 6), 3.0) + 1.0).astype(dtype),
-        some(rng, normalized).astype(dtype) + 1,
-        some(rng, normalized).astype(dtype),
-    ]
-    tangents = [some(rng, a.shape).astype(dtype) for a in arrays]
-    c = mt.tensor(some(rng, (2, 3, 6)).astype(dtype))
-    calls = []
-    # the backward on Tensors, where xhat and rstd are taken (where nothing records it, LayerNorm.backward_jvp takes
-    # its place: the test below); the device in the slot, counted where it engages
-    monkeypatch.setattr(layer_norm.LayerNorm, "backward_jvp", None)
-
-    def device(ctx, x):
-        if ctx.create_graph and not is_grad_enabled():
-            calls.append(1)
-        return fast_layer_norm.xhat_rstd_unrecorded(ctx, x)
-
-    monkeypatch.setattr(fast.use, "layer_norm_xhat_rstd", device)
-
-    def grads_and_tangents(walk):
-        with fw.dual_level():
-            duals = [fw.make_dual(mt.tensor(a, requires_grad=True), mt.tensor(v)) for a, v in zip(arrays, tangents)]
-            loss = (mt.nn.functional.layer_norm(duals[0], normalized, duals[1], duals[2]).tanh() * c).sum()
-            grads = walk(loss, duals)
-            return [g.numpy() for g in grads], [fw.unpack_dual(g).tangent for g in grads]
-
-    leaves = [mt.tensor(a, requires_grad=True) for a in arrays]
-    first_order = mt.autograd.grad(
-        (mt.nn.functional.layer_norm(*leaves[:1], normalized, *leaves[1:]).tanh() * c).sum(), leaves
-    )
-    by_formula = grads_and_tangents(mt.autograd.tangent_grad)
-    assert calls, "the backward did not take the formula's tangents"
-    calls.clear()
-    recomputed = grads_and_tangents(lambda loss, xs: mt.autograd.grad(loss, xs, create_graph=True))
-    assert not calls, "create_graph must recompute the normalization, so that reverse mode can differentiate it"
-    for i, (a, first, again) in enumerate(zip(by_formula[0], first_order, recomputed[0])):
-        assert_close(a, first.numpy(), OP_RTOL[dtype_name], f"gradient of input {i} against the first-order one")
-        assert_close(a, again, OP_RTOL[dtype_name], f"gradient of input {i} against the recomputed one")
-    for i, (a, b) in enumerate(zip(by_formula[1], recomputed[1])):
-        assert_close(_np(a), _np(b), OP_RTOL[dtype_name], f"tangent of the gradient of input {i}")
 
 
 LAYER_NORM_CASES = {  # name -> (input shapes, the loss's function of the op's inputs)
