@@ -245,12 +245,13 @@ def test_prose_states_no_result_by_hand(name):
     assert not stray, f"{name}: markdown states {sorted(stray)}; print results with nbutil.say from computed values"
 
 
-def test_say_fills_every_marker_or_refuses(capsys):
+def test_say_fills_every_marker_or_refuses(capsys, monkeypatch):
     sys.path.insert(0, NOTEBOOK_DIR)
     try:
         import nbutil
     finally:
         sys.path.remove(NOTEBOOK_DIR)
+    monkeypatch.setattr(nbutil, "in_jupyter", lambda: False)  # as a script (a notebook run earlier loads ipykernel)
     assert nbutil.say("{n} steps: {x:.2f}", n=3, x=1.234) == "3 steps: 1.23"
     assert "3 steps: 1.23" in capsys.readouterr().out
     with pytest.raises(KeyError):

@@ -169,7 +169,9 @@ def _clip_on_device(with_grad: list, max_norm: float, norm_type: float, error_if
         for p in with_grad:  # (quiet: inf * 0 is NaN silently, as on a GPU)
             p.grad.data *= clip_coef.astype(p.grad.dtype)  # in the gradient's dtype, as the CPU's Python float
             p.grad.bump_version()
-    return Tensor.wrap(total)
+    dtype = functools.reduce(xp.promote_types, [p.grad.dtype for p in with_grad])
+    with ieee_quiet():  # the norm in the gradients' dtype, as on the CPU (and as torch's)
+        return Tensor.wrap(total.astype(dtype))
 
 
 def zero_grad_(parameters, set_to_none: bool = True) -> None:
