@@ -105,7 +105,7 @@ DEVIATIONS = {
     "gelu_tanh_gradient_square_overflow": "gelu(approximate='tanh') backward at a large negative x whose square "
     "overflows (|x| > 1.3e154 in float64, 1.8e19 in float32): ours 0, the limit; torch's NaN (0 * inf in its formula)",
     "gelu_float32_inf": "gelu (exact form) of +inf in float32: ours inf, the limit (x Phi(x)), as torch gives in "
-    "float64; torch's float32 CPU kernel gives NaN",
+    "float64; torch's float32 CPU kernel gives NaN on its vectorized path",
     "layer_norm_float16_gradient": "layer_norm's input gradient in float16: torch's backward rounds its row terms "
     "(of size rstd * g) to float16, so an element that cancels them carries several float16 eps of the row's scale "
     "(3.9e-3 on a gradient of scale 1.8, beyond OP_RTOL's floor); ours computes the row in float32 and rounds once "
