@@ -420,6 +420,16 @@ def test_gelu_of_positive_infinity_is_its_limit_in_every_dtype():
     assert np.isnan(torch.nn.functional.gelu(torch.tensor([np.inf, 0.0], dtype=torch.float32)).numpy()[0])
 
 
+@pytest.mark.parametrize("dtype, x", [(np.float64, 1.7e154), (np.float32, 2e19)])
+def test_a_negative_power_of_a_huge_number_is_numpys_subnormal(dtype, x):
+    """Deviation DEVIATIONS['pow_negative_of_huge']: x ** -2 where x ** 2 overflows is np.power's tiny (subnormal)
+    value here, 1 / inf = 0 in torch."""
+    a = np.array([x, -x], dtype=dtype)
+    ours, theirs = (mt.tensor(a) ** -2).numpy(), (torch.tensor(a) ** -2).numpy()
+    assert (ours > 0).all() and (theirs == 0).all()
+    assert_close(ours, np.power(a.astype(np.float64), -2).astype(dtype), OP_RTOL[np.dtype(dtype).name])
+
+
 def test_norm_of_a_0d_tensor_with_a_dim_is_its_size():
     """Deviation DEVIATIONS['norm_0d_with_dim']: ours |x|; torch's sqrt(x^2), inf here (its other one-element norms
     give |x|)."""
