@@ -131,6 +131,18 @@ def markdown(rows: list, rounds: int) -> str:
     return "\n".join(lines)
 
 
+def unknown_devices(names: str) -> list:
+    """The names in an MT_FAST_WITHOUT value that no speed device of this tree registers (a typo would otherwise
+    measure nothing: the device stays on on both sides)."""
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    if not wanted:
+        return []
+    from minitensor import fast  # only here: the tool times other processes and need not load the engine itself
+    from transformer_np import decoding_cache  # noqa: F401 (registers the decoder's devices)
+
+    return [n for n in wanted if n not in fast.registered()]
+
+
 def main(argv=None) -> int:
     p = OneLineParser(prog="python -m benchmarks.ab", description=__doc__.splitlines()[0])
     p.add_argument("--before", required=True, help="the source tree before the change (a checkout's root)")
@@ -156,6 +168,9 @@ def main(argv=None) -> int:
         if bad:
             p.error(f"{flag}: expected KEY=VALUE, got {bad[0]!r}")
         envs.append(dict(p_.split("=", 1) for p_ in pairs))
+        unknown = unknown_devices(envs[-1].get("MT_FAST_WITHOUT", ""))
+        if unknown:
+            p.error(f"{flag}: MT_FAST_WITHOUT names no registered speed device: {', '.join(unknown)}")
     rows = compare(os.path.abspath(args.before), os.path.abspath(args.after), cases, args.rounds, args.calls, envs=envs)
     print(markdown(rows, args.rounds))
     return 0

@@ -60,3 +60,16 @@ def test_an_environment_pair_must_be_key_equals_value():
         cwd=ROOT,
     )
     assert out.returncode == 2 and "--env-before: expected KEY=VALUE, got 'MT_FAST_WITHOUT'" in out.stderr
+
+
+def test_a_device_name_no_tree_registers_is_refused():
+    assert ab.unknown_devices("layer_norm, kv_cache") == []
+    assert ab.unknown_devices("layer_nrom,quiet") == ["layer_nrom"]
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.ab", "--before", ROOT, "--after", ROOT]
+        + ["--env-before", "MT_FAST_WITHOUT=layer_nrom"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 2 and "names no registered speed device: layer_nrom" in out.stderr
