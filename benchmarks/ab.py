@@ -43,6 +43,8 @@ if kind == "perop":
     print(json.dumps(child("minitensor", 66, (4, 4), calls)))
     sys.exit(0)
 from benchmarks.workloads import build_numpy_model, get_config, make_batch, numpy_side
+import minitensor
+minitensor.reuse_freed_memory()  # as a training process does (docs/decisions/008-reuse-freed-memory.md)
 cfg = get_config(config)
 side = numpy_side(cfg, build_numpy_model(cfg), make_batch(cfg))
 fn = {"train": side.train, "decode": side.greedy_cache, "hvp": side.hvp_fwd_rev}[kind]
@@ -81,14 +83,15 @@ def run_side(tree: str, case: tuple, calls: int | None = None, extra_env: dict |
 
 
 def figures(medians: dict, kind: str) -> dict:
-    """What a case reports: seconds a step or a decode, or microseconds per op of the perop chain (3 * 66 + 1 ops,
-    the bare NumPy calls' time taken off)."""
+    """What a case reports: seconds a step or a decode, or of the perop chain (3 * 66 + 1 ops) microseconds per op
+    (the bare NumPy calls' time taken off) and the objects a recorded op keeps for the collector to walk."""
     if kind != "perop":
         return {kind: medians[kind]}
     ops = 3 * 66 + 1
     return {
         "recorded_us": (medians["recorded"] - medians["bare_forward"]) / ops * 1e6,
         "fwd_bwd_us": (medians["fwd_bwd"] - medians["bare_fwd_bwd"]) / ops * 1e6,
+        "kept_per_op": medians["kept_objects"] / ops,  # objects the collector walks, per recorded op
     }
 
 
@@ -126,8 +129,8 @@ def markdown(rows: list, rounds: int) -> str:
         "|---|---|---|---|---|",
     ]
     for label, name, med, q1, q3, b, a in rows:
-        unit = "us" if name.endswith("_us") else "s"
-        lines.append(f"| {label} | {name} | {med:.3f} [{q1:.3f}-{q3:.3f}] | {b:.4g} {unit} | {a:.4g} {unit} |")
+        unit = " us" if name.endswith("_us") else "" if name == "kept_per_op" else " s"  # kept: a count
+        lines.append(f"| {label} | {name} | {med:.3f} [{q1:.3f}-{q3:.3f}] | {b:.4g}{unit} | {a:.4g}{unit} |")
     return "\n".join(lines)
 
 

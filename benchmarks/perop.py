@@ -18,6 +18,7 @@ the interquartile range. benchmarks/targets.py checks minitensor's recorded cost
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import statistics
 import subprocess
@@ -105,12 +106,33 @@ def child(framework: str, steps: int, shape: tuple, calls: int, threads: int = 1
     for fn in runs.values():  # warm-up
         fn()
     times = {name: [] for name in runs}
-    for _ in range(calls):  # interleaved, so drifts of the machine reach every chain alike
-        for name, fn in runs.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+    # The collector is paused while timing, as timeit pauses it: a young-generation collection starts when a count
+    # of allocations crosses a threshold, so whether a chain pays one depends on where the count stood when it
+    # began, not on what its ops cost (docs/decisions/030-the-core-and-its-speed-devices.md). What the collector
+    # has to walk is counted instead: the objects a recorded op keeps alive.
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(calls):  # interleaved, so drifts of the machine reach every chain alike
+            for name, fn in runs.items():
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
+    finally:
+        gc.enable()
+    medians = {name: statistics.median(ts) for name, ts in times.items()}
+    medians["kept_objects"] = _kept_objects(chain, x_grad)
+    return medians
+
+
+def _kept_objects(chain, x) -> int:
+    """How many objects the collector tracks while a recorded chain's graph is alive, beyond those before it."""
+    gc.collect()
+    before = len(gc.get_objects())
+    loss = chain(x)
+    kept = len(gc.get_objects()) - before
+    del loss
+    return kept
 
 
 def per_op_us(sample: dict, mode: str, ops: int) -> float:
@@ -146,6 +168,7 @@ def measure(threads: int = 1, rounds: int = 5, steps: int = 66, shape: tuple = (
             rows[mode] = {"median_us": statistics.median(costs), "q1_us": q1, "q3_us": q3, "rounds_us": costs}
         bare = [s["bare_forward"] / ops * 1e6 for s in runs]
         rows["bare_numpy_us"] = statistics.median(bare)
+        rows["kept_objects_per_op"] = statistics.median(s["kept_objects"] for s in runs) / ops
         out["frameworks"][framework] = rows
     return out
 
@@ -167,6 +190,8 @@ def markdown(res: dict) -> str:
             r = res["frameworks"][framework][mode]
             cells.append(f"{r['median_us']:.2f} us [{r['q1_us']:.2f}-{r['q3_us']:.2f}]")
         lines.append(f"| {LABELS[mode]} | {cells[0]} | {cells[1]} |")
+    kept = res["frameworks"]["minitensor"]["kept_objects_per_op"]
+    lines += ["", f"Timed with the garbage collector paused; a recorded op keeps {kept:.1f} objects for it to walk."]
     return "\n".join(lines)
 
 

@@ -120,10 +120,15 @@ CONFIGS["tiny"] = BenchConfig(
 
 
 def get_config(name: str) -> BenchConfig:
+    """A config by name; NAME+gelu is NAME with GELU in its feed-forward nets (what engages GELU's speed device)."""
+    base, plus, variant = name.partition("+")
+    if plus and variant != "gelu":
+        raise ValueError(f"benchmarks: unknown config variant {variant!r} in {name!r}: expected NAME+gelu")
     try:
-        return CONFIGS[name]
+        cfg = CONFIGS[base]
     except KeyError:
-        raise ValueError(f"benchmarks: unknown config {name!r}: expected one of {sorted(CONFIGS)}") from None
+        raise ValueError(f"benchmarks: unknown config {base!r}: expected one of {sorted(CONFIGS)}") from None
+    return replace(cfg, name=name, model=cfg.model.replace(activation="gelu")) if plus else cfg
 
 
 def scaled_config(base: BenchConfig, *, seq_len: int | None = None, d_model: int | None = None) -> BenchConfig:

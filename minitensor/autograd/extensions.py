@@ -26,7 +26,7 @@ from ..core.grad_mode import state as grad_mode
 from ..features import switch
 from .anomaly_mode import anomaly, check_gradients, forward_trace, note_forward_call
 from .saved import HOOK_STACKS, pack_node, unpack_node
-from .tangents import dual_state, propagate, set_tangent, tangent_of
+from .tangents import copy_context, dual_state, propagate, set_tangent, tangent_of
 
 
 class OpCalls:
@@ -141,8 +141,7 @@ def tensor_context(node, plain: Context, node_saved: tuple) -> Context:
     """A copy of ctx for a backward on Tensors: the Tensor namespace, and each saved input or output as its Tensor
     (the output rebuilt around this node, a non-leaf input around its Edge's producer, so that gradients flow
     through them). plain, node_saved: ctx and node.saved, as unpacked by saved-tensor hooks."""
-    ctx = object.__new__(type(plain))  # copy.copy(plain), without its generic protocol: once per node
-    ctx.__dict__.update(plain.__dict__)
+    ctx = copy_context(plain)
     ctx.xp, ctx.create_graph = points.tensors, True
     like = next(t for t in node.inputs if t is not None)
     sources = {id(arr): (counter, src) for counter, _, arr, src in node_saved}

@@ -150,11 +150,19 @@ def broadcasts_to(shape: tuple, target: tuple) -> bool:
         return False
 
 
+def copy_context(ctx):
+    """copy.copy(ctx) without its generic protocol (made once per op of a rule, once per node of a backward on
+    Tensors): its two slots and its attribute dict."""
+    new = object.__new__(type(ctx))
+    new.needs_input_grad, new.saved_arrays = ctx.needs_input_grad, ctx.saved_arrays
+    new.__dict__.update(ctx.__dict__)
+    return new
+
+
 def rule_context(ctx, owners, result, tensor_namespace):
     """A copy of the forward's ctx for a rule on Tensors: each saved input or output array as its Tensor (owners,
     per saved array), an array the forward made as a constant Tensor (as Node._tensor_context does for a backward)."""
-    rule_ctx = object.__new__(type(ctx))  # copy.copy(ctx), without its generic protocol: once per op
-    rule_ctx.__dict__.update(ctx.__dict__)
+    rule_ctx = copy_context(ctx)
     rule_ctx.xp, rule_ctx.create_graph = tensor_namespace, True
     rule_ctx.saved_arrays = tuple(
         owner if owner is not None else result.wrap(arr) for owner, arr in zip(owners, ctx.saved_arrays)

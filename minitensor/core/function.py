@@ -38,11 +38,13 @@ class Context:
     statistics), read back as `ctx.name`. `xp` is the namespace a backward formula calls: NumPy's functions on
     arrays, or recorded primitives on Tensors under create_graph (points.py, docs/higher_order.md)."""
 
-    needs_input_grad: tuple = ()
-    saved_arrays: tuple = ()
+    __slots__ = ("needs_input_grad", "saved_arrays", "__dict__")  # most ops keep no dict for the collector
     saved_names: tuple = ()  # the names given to save(), in order
     create_graph = False
     xp = np  # ops/ installs its array namespace here (register_namespaces)
+
+    def __init__(self):
+        self.needs_input_grad = self.saved_arrays = ()
 
     def save_for_backward(self, *arrays) -> None:
         self.saved_arrays = arrays

@@ -16,6 +16,13 @@ bce_with_logits, elementwise, target t, pos_weight w (1 if none), s = sigmoid(x)
              dx = ((w t + 1 - t) s - w t) * g   (w = 1: (s - t) * g)
              dt = -(w log sigmoid(x) - log sigmoid(-x)) * g   (w = 1: -x * g);   dw = -t log sigmoid(x) * g
 
+Deviations from PyTorch, kept on purpose (tests/minitensor/ops/test_edge_values.py and test_fused.py check them):
+- cross_entropy, an infinite dL/dloss_n gives +-inf (the limit, by the sign of p - q); PyTorch's composite backward
+  (nll_loss, then log_softmax) computes inf - inf there: NaN.
+- cross_entropy with class probabilities, a class with w_c q_nc = 0 and p_nc = 0 (a logit of -inf) adds 0, its
+  limit (0 log 0 = 0, as torch.xlogy), in the loss, its gradients and its tangent; PyTorch's composite computes
+  0 * -inf there: NaN.
+
 Forward mode (a dot is a tangent): a loss row moves by the row of its gradient dotted with the tangents,
 loṡs_n = sum_c dlogits_nc ẋ_nc (with g_n = 1) + the target's and the weight's terms, then is reduced as the
 loss is (_reduced_tangent). The class-index losses take their weight as a constant, in both modes.
@@ -132,9 +139,7 @@ class CrossEntropy(Function):
            = -(1 - e) w_{t_n} log p_{n, t_n} - e / C sum_c w_c log p_nc
     dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc = (1 - e) w_{t_n} + e / C sum_c w_c
     (no weight: s_n = 1 and dx_n = (p_n - q_n) * dL/dloss_n). 'mean' divides by sum of w_{t_n} over kept rows.
-    loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc  (0 at ignored rows), reduced as the loss is.
-    Deviation from PyTorch, kept on purpose: an infinite dL/dloss_n gives +-inf (the limit, by the sign of
-    p - q); PyTorch's composite backward (nll_loss, then log_softmax) computes inf - inf there: NaN."""
+    loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc  (0 at ignored rows), reduced as the loss is."""
 
     max_inputs = 3  # x, target, weight; weight optional
 
@@ -179,9 +184,7 @@ class CrossEntropy(Function):
         x, w = (ctx.saved_arrays + (None,))[:2]
         w = None if w is None else w.detach()  # a constant: no gradient of this tangent reaches the weight
         logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
-        q = beside(logp, index_q(ctx.tv, logp.shape[1], ctx.e, x.dtype))  # (R, C)
-        s = beside(logp, getattr(ctx, "s", None))
-        d_logits = xp.exp(logp) - q if w is None else s * xp.exp(logp) - w * q  # dx's rows for g_n = 1
+        d_logits = cross_entropy_grad(xp, logp, 1, ctx.tv, ctx.e, x.dtype, w, getattr(ctx, "s", None))  # g_n = 1
         per_row = xp.where(ctx.valid, xp.sum(d_logits * _rows(xp, tx), axis=1), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
 
@@ -218,10 +221,7 @@ class CrossEntropyProbs(Function):
     dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc (not assumed 1: PyTorch takes any P)
     dP_n = -(1 - e) w * log p_n * dL/dloss_n,  dw = -sum_n q_n * log p_n * dL/dloss_n
     loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc - (1 - e) sum_c Ṗ_nc w_c log p_nc - sum_c ẇ_c q_nc log p_nc
-    (a term whose factors are 0 and log 0 = -inf is 0, as in the forward; torch's composite gives NaN there)
-    'mean' divides by the number of rows R, not by the weights (PyTorch's rule for probabilities).
-    Deviation from PyTorch, kept on purpose: a class with w_c q_nc = 0 and p_nc = 0 (a logit of -inf) adds 0,
-    its limit (0 log 0 = 0, as torch.xlogy); PyTorch's composite computes 0 * -inf there: NaN."""
+    'mean' divides by the number of rows R, not by the weights (PyTorch's rule for probabilities)."""
 
     max_inputs = 3  # x, target, weight; weight optional
 

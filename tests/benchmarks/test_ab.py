@@ -19,8 +19,9 @@ def test_cases_are_parsed_and_bad_ones_refused():
 
 
 def test_the_per_op_figures_take_off_the_bare_calls():
-    got = ab.figures({"recorded": 2e-3, "bare_forward": 1e-3, "fwd_bwd": 5e-3, "bare_fwd_bwd": 3e-3}, "perop")
-    assert got == pytest.approx({"recorded_us": 1e3 / 199, "fwd_bwd_us": 2e3 / 199})
+    medians = {"recorded": 2e-3, "bare_forward": 1e-3, "fwd_bwd": 5e-3, "bare_fwd_bwd": 3e-3, "kept_objects": 1990}
+    got = ab.figures(medians, "perop")
+    assert got == pytest.approx({"recorded_us": 1e3 / 199, "fwd_bwd_us": 2e3 / 199, "kept_per_op": 10})
 
 
 def test_the_table_gives_ratio_spread_and_both_medians():

@@ -575,3 +575,15 @@ def test_attention_section_in_the_report(tmp_path):
     assert section["rows"][1]["torch"]["backend"] == "FLASH_ATTENTION"
     assert "### Attention memory and time" in (tmp_path / "results.md").read_text()
     assert (tmp_path / "attention_t1.png").stat().st_size > 10_000
+
+
+def test_a_gelu_variant_of_a_config_changes_the_activation_only():
+    from benchmarks.workloads import get_config
+
+    plain, gelu = get_config("tiny"), get_config("tiny+gelu")
+    assert gelu.model.activation == "gelu" and gelu.model.replace(activation=plain.model.activation) == plain.model
+    assert gelu.batch_size == plain.batch_size and gelu.name == "tiny+gelu"
+    with pytest.raises(ValueError, match="unknown config variant 'relu6'"):
+        get_config("tiny+relu6")
+    with pytest.raises(ValueError, match="unknown config 'nope'"):
+        get_config("nope+gelu")

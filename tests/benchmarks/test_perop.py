@@ -53,10 +53,11 @@ def test_section_and_targets_read_a_result():
         "ops": ops,
         "shape": [4, 4],
         "rounds": 1,
-        "frameworks": {f: {**rows, "bare_numpy_us": 0.5} for f in ("minitensor", "torch")},
+        "frameworks": {f: {**rows, "bare_numpy_us": 0.5, "kept_objects_per_op": 9.0} for f in ("minitensor", "torch")},
     }
     md = perop.markdown(res)
     assert "| forward, graph recorded | 2.01 us [0.00-1.00] |" in md
+    assert "a recorded op keeps 9.0 objects" in md
     met = {t["target"]: t["met"] for t in evaluate_targets({"perop": res})}
     assert met["the engine's cost per op, forward, graph recorded, us <= 10"] is True
     assert met["the engine's cost per op, forward + backward, us <= 10"] is True
@@ -72,3 +73,12 @@ def test_bad_input_is_one_line_exit_2():
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--steps" in proc.stderr
+
+
+def test_the_timed_calls_pause_the_collector_and_count_what_a_graph_keeps():
+    import gc
+
+    sample = perop.child("minitensor", steps=4, shape=(2, 2), calls=2)
+    assert gc.isenabled()  # restored after the timed calls
+    # a recorded step keeps each op's node, context and output alive: more than nothing, far less than 100 an op
+    assert 3 * 4 < sample["kept_objects"] < 100 * (3 * 4 + 1)
