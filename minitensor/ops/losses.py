@@ -134,12 +134,9 @@ def _class_dim_removed(shape: tuple) -> tuple:
 
 
 class CrossEntropy(Function):
-    """Class-index targets t_n, label smoothing e, per-class weight w (a constant; 1 if not given):
-    loss_n = -sum_c w_c q_nc log softmax(x_n)_c with q_n = (1 - e) onehot(t_n) + e / C
-           = -(1 - e) w_{t_n} log p_{n, t_n} - e / C sum_c w_c log p_nc
-    dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc = (1 - e) w_{t_n} + e / C sum_c w_c
-    (no weight: s_n = 1 and dx_n = (p_n - q_n) * dL/dloss_n). 'mean' divides by sum of w_{t_n} over kept rows.
-    loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc  (0 at ignored rows), reduced as the loss is."""
+    """loss_n = -sum_c w_c q_nc log p_nc,  q_n = (1 - e) onehot(t_n) + e / C,  p_n = softmax(x_n), w a constant
+    dx_n = (s_n p_n - w * q_n) g_n,  s_n = sum_c w_c q_nc;  loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc
+    (rows with t_n = ignore_index: 0; 'mean' divides by the sum of w_{t_n} over the other rows)"""
 
     max_inputs = 3  # x, target, weight; weight optional
 
@@ -216,12 +213,10 @@ def _soft_q(xp, target, weight, e, C: int):
 
 
 class CrossEntropyProbs(Function):
-    """Class-probability targets P (the input's shape), label smoothing e, per-class weight w (1 if not given):
-    loss_n = -sum_c w_c q_nc log p_nc with q_n = (1 - e) P_n + e / C, p_n = softmax(x_n)
-    dx_n = (s_n p_n - w * q_n) * dL/dloss_n,  s_n = sum_c w_c q_nc (not assumed 1: PyTorch takes any P)
-    dP_n = -(1 - e) w * log p_n * dL/dloss_n,  dw = -sum_n q_n * log p_n * dL/dloss_n
+    """loss_n = -sum_c w_c q_nc log p_nc,  q_n = (1 - e) P_n + e / C (P_n any row),  p_n = softmax(x_n)
+    dx_n = (s_n p_n - w * q_n) g_n, s_n = sum_c w_c q_nc;  dP_n = -(1 - e) w log p_n g_n;  dw = -sum_n q_n log p_n g_n
     loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc - (1 - e) sum_c Ṗ_nc w_c log p_nc - sum_c ẇ_c q_nc log p_nc
-    'mean' divides by the number of rows R, not by the weights (PyTorch's rule for probabilities)."""
+    ('mean' divides by the number of rows, PyTorch's rule for probabilities)"""
 
     max_inputs = 3  # x, target, weight; weight optional
 
@@ -241,11 +236,8 @@ class CrossEntropyProbs(Function):
     @staticmethod
     def backward(ctx, g):
         xp, e = ctx.xp, ctx.e
-        x, target, weight = (ctx.saved_arrays + (None,))[:3]
+        x, target, weight, logp, q, wq = _probs_saved(ctx)
         need_x, need_t, need_w = ctx.needs_input_grad
-        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)  # (R, C)
-        R, C = logp.shape
-        q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, e, C)
         per_row = _per_row_grad(g, ctx.reduction, ctx.scale).reshape(-1, 1)  # (R, 1), or (1, 1) if reduced
         gx = gt = gw = None
         if need_x:
@@ -261,9 +253,7 @@ class CrossEntropyProbs(Function):
     @staticmethod
     def jvp(ctx, tx, tt, tw=None):
         xp, e = ctx.xp, ctx.e
-        x, target, weight = (ctx.saved_arrays + (None,))[:3]
-        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)  # (R, C)
-        q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, e, logp.shape[1])
+        x, target, weight, logp, q, wq = _probs_saved(ctx)
         dx = dt = dw = None
         if tx is not None:
             s = xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
@@ -276,6 +266,15 @@ class CrossEntropyProbs(Function):
             dw = -xp.sum(_times_log(xp, tw, _times_log(xp, q, logp)), axis=1)
         per_row = tangent_sum(dx, dt, dw)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
+
+
+def _probs_saved(ctx):
+    """CrossEntropyProbs' (x, target, weight, logp, q, wq): saved by its forward, or under create_graph recomputed
+    from the saved Tensors (logp and q are (R, C))."""
+    x, target, weight = (ctx.saved_arrays + (None,))[:3]
+    logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
+    q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, ctx.e, logp.shape[1])
+    return x, target, weight, logp, q, wq
 
 
 class NLLLoss(Function):
