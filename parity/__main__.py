@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kwargs",
         type=_argument(compare.parse_kwargs),
         default={},
-        help="the constructor's keyword arguments, a JSON object",
+        help="the constructor's keyword arguments, a JSON object (default: {})",
     )
     p.add_argument(
         "--input-shape",

@@ -72,7 +72,7 @@ class TorchModule(types.ModuleType):
         raise MissingAttribute(not_in_minitensor(child), name=name, obj=self)
 
     def __dir__(self):
-        children = {n.rsplit(".", 1)[1] for n in TORCH_MODULES if n.rsplit(".", 1)[0] == self.__name__}
+        children = {n.rpartition(".")[2] for n in TORCH_MODULES if n.rpartition(".")[0] == self.__name__}
         return sorted(set(dir(self.__dict__["__minitensor__"])) | children | set(self.__dict__))
 
     def __repr__(self):
