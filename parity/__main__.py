@@ -308,6 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="random: backward of the outputs against seeded random gradients; model: the model's own loss, "
         "forward(x, targets) (default: %(default)s)",
     )
+    p.add_argument(
+        "--trajectory",
+        default="lockstep",
+        choices=compare.TRAJECTORIES,
+        help="lockstep: minitensor takes torch's gradients after each step's are compared; free: each side steps on "
+        "its own (identically zero gradients then drift apart by up to lr; parity/compare.py) (default: %(default)s)",
+    )
     p.add_argument("--seed", type=integer(0, SEED_MAX), default=0, help="seed of weights and inputs (default: 0)")
     return parser
 
@@ -326,6 +333,7 @@ def cmd_compare(args) -> int:
         args.optimizer,
         args.loss,
         args.seed,
+        args.trajectory,
     )
     try:
         report = compare.run_compare(cc)

@@ -14,17 +14,21 @@ the two libraries' random streams differ) and compares:
     model   the model's own loss: it is called as model(x, targets), targets drawn like a long input, and the
             first 0-d floating tensor it returns is differentiated (forward(idx, targets) -> (logits, loss));
 - training: N optimizer steps (--optimizer adamw: lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01; sgd: lr
-  0.01, momentum 0.9) on the same input, each later step's loss and worst gradient compared, then every state-dict
-  entry. The trajectory is free in float64 and lockstep in float32 (minitensor takes torch's gradients after they
-  are compared), as in the parity report (parity/report.py: ReportConfig says why).
+  0.01, momentum 0.9) on the same input, each later step's objective and worst gradient compared, then every
+  state-dict entry. The trajectory (--trajectory) is lockstep by default: after each step's gradients are compared,
+  minitensor takes torch's, so the weights after the steps check the optimizer's arithmetic. In a free trajectory
+  (each side steps on its own gradients) a gradient that is exactly zero in exact arithmetic (a key projection's
+  bias, also the key third of a fused qkv bias: softmax's shift invariance) holds round-off of either sign, which
+  Adam's g / (|g| + eps) turns into steps of up to lr: two correct implementations then differ by far more than
+  round-off (the parity report, whose model names its key biases, bounds them by its 'drift' rule).
 
 Each row is judged by PARITY_RTOL[dtype] of minitensor.testing (parity/results.py); the table, summary and
 verdict are parity/render.py's, and the first row that fails, in the order the forward ran, is named.
 
-What a modelling choice cannot compare: a parameter whose gradient is identically zero (a key projection's bias, by
-softmax's shift invariance) holds round-off on both sides, which no relative measure compares (the parity report
-judges such biases by its 'zero' rule; here they fail); modules the file imports from its folder are imported once
-per side only if not already imported (minitensor's side first).
+What cannot be compared: a parameter whose gradient is identically zero as a whole array (a separate key projection's
+bias) holds round-off on both sides, which no relative measure compares: its gradient row fails (the parity report
+judges such biases by its 'zero' rule). Modules the file imports from its own folder are imported once per side only
+if not already imported (minitensor's side is loaded first).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import itertools
 import json
 import os
 import sys
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +56,7 @@ from .results import Report
 INPUT_DTYPES = ("float", "long")
 OPTIMIZERS = ("adamw", "sgd")
 LOSSES = ("random", "model")
+TRAJECTORIES = ("lockstep", "free")
 OPTIMIZER_SETTINGS = {
     "adamw": dict(lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01),
     "sgd": dict(lr=0.01, momentum=0.9),
@@ -104,6 +110,7 @@ class CompareConfig:
     optimizer: str = "adamw"
     loss: str = "random"
     seed: int = 0
+    trajectory: str = "lockstep"
 
     def __post_init__(self):
         resolve_dtype(self.dtype)
@@ -111,6 +118,7 @@ class CompareConfig:
             ("input dtype", self.input_dtype, INPUT_DTYPES),
             ("optimizer", self.optimizer, OPTIMIZERS),
             ("loss", self.loss, LOSSES),
+            ("trajectory", self.trajectory, TRAJECTORIES),
         ):
             if value not in allowed:
                 raise ValueError(f"unknown {what} {value!r}: expected one of {list(allowed)}")
@@ -393,7 +401,7 @@ def run_compare(cc: CompareConfig) -> Report:
     if not isinstance(cc, CompareConfig):
         raise TypeError(f"run_compare: expected a CompareConfig, got {type(cc).__name__}")
     rtol = PARITY_RTOL[cc.dtype]
-    trajectory = "free" if cc.dtype == "float64" else "lockstep"
+    trajectory = cc.trajectory
     np_model, pt_model = build_pair(cc)
     x, targets = make_inputs(cc, pt_model)
     report = Report(
@@ -451,6 +459,8 @@ def first_difference(report: Report) -> str:
 
 
 def text(report: Report) -> str:
+    """Everything the terminal shows: the header, the legend, render's table and summary, the first difference and
+    the verdict; every line at most render.WIDTH characters."""
     m = report.meta
     head = [
         f"parity compare: {m['target']}, {m['dtype']}, minitensor against PyTorch on cpu (torch {m['torch']})",
@@ -458,17 +468,8 @@ def text(report: Report) -> str:
         f"{render.plural(m['steps'], m['optimizer'] + ' step')}, {m['trajectory']} trajectory; seed {m['seed']}",
         "  both models in eval mode (dropout off); torch's weights copied into minitensor's by name",
     ]
+    head = [part for line in head for part in textwrap.wrap(line, render.WIDTH, subsequent_indent="    ")]
     legend = LEGEND.format(floor=FLOOR[m["dtype"]]).splitlines()
-    return "\n".join(
-        head
-        + legend
-        + [
-            "",
-            render.table(report),
-            "",
-            render.summary_table(report),
-            "",
-            first_difference(report),
-            render.verdict(report),
-        ]
-    )
+    tail = [first_difference(report), render.verdict(report)]
+    tail = [part for line in tail for part in textwrap.wrap(line, render.WIDTH, subsequent_indent="    ")]
+    return "\n".join(head + legend + ["", render.table(report), "", render.summary_table(report), ""] + tail)
