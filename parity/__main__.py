@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="random",
         choices=compare.LOSSES,
         help="random: backward of the outputs against seeded random gradients; model: the model's own loss, "
-        "forward(x, targets) (default: %(default)s)",
+        "forward(x, targets), targets of x's shape below --input-high (default: %(default)s)",
     )
     p.add_argument(
         "--trajectory",

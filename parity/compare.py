@@ -11,8 +11,9 @@ the two libraries' random streams differ) and compares:
 - backward: every parameter's gradient and every hooked output's gradient. What is differentiated (--loss):
     random  (default) the sum over the model's floating outputs of <output, g>, with g a seeded random array
             (the same on both sides): any module, whatever it returns (logits; (logits, loss); (out, (h, c)));
-    model   the model's own loss: it is called as model(x, targets), targets drawn like a long input, and the
-            first 0-d floating tensor it returns is differentiated (forward(idx, targets) -> (logits, loss));
+    model   the model's own loss: it is called as model(x, targets), targets of x's shape drawn like a long input
+            (a language model's convention), and the first 0-d floating tensor it returns is differentiated
+            (forward(idx, targets) -> (logits, loss));
 - training: N optimizer steps (--optimizer adamw: lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01; sgd: lr
   0.01, momentum 0.9) on the same input, each later step's objective and worst gradient compared, then every
   state-dict entry. The trajectory (--trajectory) is lockstep by default: after each step's gradients are compared,
@@ -227,6 +228,11 @@ def build_pair(cc: CompareConfig):
     shapes = [f"{k}: {ref[k].shape} vs {sub[k].shape}" for k in ref if ref[k].shape != sub[k].shape]
     if shapes:
         raise ValueError(f"shapes differ between the two runs of {cc.target} (torch vs minitensor): {shapes}")
+    dtypes = [f"{k}: {ref[k].dtype} vs {sub[k].dtype}" for k in ref if ref[k].dtype != sub[k].dtype]
+    if dtypes:  # the same source made different state: minitensor's side differs (nothing is cast silently)
+        raise MinitensorFailed(
+            f"state-dict dtypes differ between the two runs of {cc.target} (torch vs minitensor): {dtypes}"
+        )
     load_arrays(ours, ref, what="parity compare")
     ours.eval()
     theirs.eval()
