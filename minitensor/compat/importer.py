@@ -64,7 +64,7 @@ def as_torch():
     finder = TorchFinder()
     sys.meta_path.insert(0, finder)
     try:
-        yield torch_module("torch")
+        yield importlib.import_module("torch")  # through the finder: sys.modules["torch"] is the module yielded
     finally:
         sys.meta_path.remove(finder)
         for name in [n for n in sys.modules if n not in before and not _is_minitensor(n)]:

@@ -239,3 +239,19 @@ def test_a_training_script_prints_the_same_losses_on_torch_and_on_minitensor(cap
     on_minitensor = losses(p.stdout)
     assert on_torch.shape == (4,)
     assert_close(on_minitensor, on_torch, PARITY_RTOL["float64"], "convnet.py losses, float64")
+
+
+def test_nested_blocks_restore_each_level():
+    with as_torch() as outer:
+        with as_torch() as inner:
+            assert inner is outer and sys.modules["torch"] is inner
+        assert sys.modules["torch"] is outer
+    assert sys.modules["torch"] is torch
+
+
+def test_a_flag_set_through_the_mapping_stays_on_the_torch_module():
+    with as_torch() as t:
+        t.backends.cudnn.benchmark = True
+        assert t.backends.cudnn.benchmark is True
+    assert mt.backends.cudnn.benchmark is False  # minitensor's own flag, read by code outside the mapping
+    del t.backends.cudnn.benchmark
