@@ -276,6 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the constructor's keyword arguments, a JSON object (default: {})",
     )
     p.add_argument(
+        "--config-class",
+        default=None,
+        help="a class of the same file that the model's constructor takes as its one argument, built from --kwargs: "
+        "GPT(GPTConfig(**kwargs)) (default: the kwargs go to the model's constructor)",
+    )
+    p.add_argument(
         "--input-shape",
         type=_argument(compare.parse_shape),
         required=True,
@@ -334,6 +340,7 @@ def cmd_compare(args) -> int:
         args.loss,
         args.seed,
         args.trajectory,
+        args.config_class,
     )
     try:
         report = compare.run_compare(cc)

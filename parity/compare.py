@@ -2,9 +2,10 @@
 
 `run_compare(CompareConfig(...))` loads the user's file twice under module names of its own: once under
 minitensor.compat.as_torch() (its `import torch` is minitensor), then with real torch. It builds the class in both
-from the same keyword arguments (torch's side under torch.manual_seed(seed), each under its library's default dtype
-set to --dtype), copies every state-dict entry torch -> minitensor by name, puts both in eval mode (dropout off:
-the two libraries' random streams differ) and compares:
+from the same keyword arguments (or from a config object built from them, --config-class; torch's side under
+torch.manual_seed(seed), each under its library's default dtype set to --dtype), copies every state-dict entry
+torch -> minitensor by name, puts both in eval mode (dropout off: the two libraries' random streams differ) and
+compares:
 
 - forward: the output of every named submodule (forward hooks on both sides, one row per call, repeat calls
   suffixed `#2`; a tuple output's tensors suffixed `[i]`) and the model's own outputs (`(model)[i]`);
@@ -112,6 +113,7 @@ class CompareConfig:
     loss: str = "random"
     seed: int = 0
     trajectory: str = "lockstep"
+    config_class: str | None = None  # the constructor takes one config object: config_class(**kwargs), same file
 
     def __post_init__(self):
         resolve_dtype(self.dtype)
@@ -131,6 +133,8 @@ class CompareConfig:
             raise ValueError(f"input high must be a positive int, got {self.input_high!r}")
         if not isinstance(self.kwargs, dict):
             raise ValueError(f"kwargs must be a dict, got {type(self.kwargs).__name__}")
+        if self.config_class is not None and not self.config_class.isidentifier():
+            raise ValueError(f"config class must be a class name, got {self.config_class!r}")
 
     @property
     def target(self) -> str:
@@ -190,28 +194,38 @@ def model_class(module, name: str, path: str, base):
     return cls
 
 
+def construct(module, cc: CompareConfig, cls):
+    """cls(**kwargs), or with a config class cls(ConfigClass(**kwargs)), the config class from the same module."""
+    if cc.config_class is None:
+        return cls(**cc.kwargs)
+    return cls(getattr(module, cc.config_class)(**cc.kwargs))
+
+
 def build_pair(cc: CompareConfig):
     """(minitensor model, torch model) with torch's weights copied into minitensor's by name."""
     ours_module, theirs_module = load_twice(cc.path)
     their_class = model_class(theirs_module, cc.class_name, cc.path, torch.nn.Module)
     our_class = model_class(ours_module, cc.class_name, cc.path, mt.nn.Module)
+    if cc.config_class is not None and not isinstance(getattr(theirs_module, cc.config_class, None), type):
+        raise ValueError(f"{cc.path} has no class {cc.config_class}")
     mt_dtype, torch_dtype = resolve_dtype(cc.dtype)
     torch.manual_seed(cc.seed)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch_dtype)
     try:
-        theirs = their_class(**cc.kwargs)
+        theirs = construct(theirs_module, cc, their_class)
     except Exception as e:
-        raise ValueError(
-            f"{cc.class_name}(**{json.dumps(cc.kwargs)}) does not build with torch: {_one_line(e)}"
-        ) from None
+        arguments = f"**{json.dumps(cc.kwargs)}"
+        if cc.config_class is not None:
+            arguments = f"{cc.config_class}({arguments})"
+        raise ValueError(f"{cc.class_name}({arguments}) does not build with torch: {_one_line(e)}") from None
     finally:
         torch.set_default_dtype(previous)
     mt.manual_seed(cc.seed)
     previous = mt.get_default_dtype()
     mt.set_default_dtype(mt_dtype)
     try:
-        ours = our_class(**cc.kwargs)
+        ours = construct(ours_module, cc, our_class)
     except NotInMinitensor:
         raise
     except Exception as e:
@@ -414,6 +428,7 @@ def run_compare(cc: CompareConfig) -> Report:
         meta=dict(
             target=cc.target,
             kwargs=cc.kwargs,
+            config_class=cc.config_class,
             input=f"{cc.input_dtype} {'x'.join(map(str, cc.input_shape))}",
             dtype=cc.dtype,
             loss=cc.loss,
@@ -470,7 +485,8 @@ def text(report: Report) -> str:
     m = report.meta
     head = [
         f"parity compare: {m['target']}, {m['dtype']}, minitensor against PyTorch on cpu (torch {m['torch']})",
-        f"  kwargs {json.dumps(m['kwargs'])}; input {m['input']}; loss {m['loss']}; "
+        f"  kwargs {json.dumps(m['kwargs'])}{' through ' + m['config_class'] if m['config_class'] else ''}; "
+        f"input {m['input']}; loss {m['loss']}; "
         f"{render.plural(m['steps'], m['optimizer'] + ' step')}, {m['trajectory']} trajectory; seed {m['seed']}",
         "  both models in eval mode (dropout off); torch's weights copied into minitensor's by name",
     ]

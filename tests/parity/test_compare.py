@@ -51,6 +51,36 @@ def test_compare_prints_the_table_and_exits_0_when_everything_matches(capsys):
     assert max(len(line) for line in out.splitlines()) <= 120
 
 
+def test_compare_builds_a_model_that_takes_a_config_object(tmp_path, capsys):
+    path = _model_file(
+        tmp_path,
+        """
+        from dataclasses import dataclass
+
+        @dataclass
+        class Config:
+            width: int = 4
+            classes: int = 3
+
+        class Net(nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.fc = nn.Linear(config.width, config.classes)
+
+            def forward(self, x):
+                return torch.log_softmax(self.fc(x), dim=-1)
+        """,
+    )
+    argv = ["compare", f"{path}:Net", "--config-class", "Config", "--kwargs", '{"width": 5}', "--input-shape", "2,5"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert 'kwargs {"width": 5} through Config' in out and "param.grad  fc.weight  " in out
+    argv[3] = "NoConfig"
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "model.py has no class NoConfig" in err, err
+
+
 def test_compare_exits_1_and_names_the_first_module_that_differs(tmp_path, capsys):
     path = _model_file(tmp_path, PLANTED)
     assert main(["compare", f"{path}:Net", "--input-shape", "5,3", "--steps", "1"]) == 1
