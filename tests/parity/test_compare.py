@@ -109,6 +109,16 @@ def test_compare_exits_1_in_one_line_when_minitensor_lacks_an_api(tmp_path, caps
     assert f"{path}:11)" in err  # the forward's return line
 
 
+def test_compare_exits_1_in_one_line_when_the_file_imports_on_torch_only(tmp_path, capsys):
+    path = _model_file(tmp_path, "pool = torch.nn.functional.fractional_max_pool2d  # not in minitensor\n")
+    assert main(["compare", f"{path}:Net", "--input-shape", "2,3"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        f"python -m parity compare: FAIL: torch.nn.functional.fractional_max_pool2d is not in minitensor (used at "
+        f"{path}:4); minitensor.compat maps only what minitensor has"
+    ]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -124,6 +134,7 @@ def test_compare_exits_1_in_one_line_when_minitensor_lacks_an_api(tmp_path, caps
         (["no_such_file.py:GPT", "--input-shape", "2,3"], "no such file: no_such_file.py"),
         (["{names}:Net", "--input-shape", "2,3"], "parameter names differ between the two runs"),
         (["{planted}:Net", "--input-shape", "2,3", "--input-dtype", "long"], "long inputs and targets need"),
+        (["{broken}:Net", "--input-shape", "2,3"], "cannot import"),
     ],
 )
 def test_compare_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsys):
@@ -143,8 +154,14 @@ def test_compare_bad_input_is_one_line_and_exit_2(args, message, tmp_path, capsy
     )
     planted = tmp_path / "planted.py"
     planted.write_text("import torch\nimport torch.nn as nn\n" + PLANTED)
+    broken = tmp_path / "broken.py"
+    broken.write_text("import torch\n\nclass Net(torch.nn.Module)\n")  # a syntax error: no colon
     argv = ["compare"] + [
-        a.replace("{gpt}", GPT).replace("{names}", names).replace("{planted}", str(planted)) for a in args
+        a.replace("{gpt}", GPT)
+        .replace("{names}", names)
+        .replace("{planted}", str(planted))
+        .replace("{broken}", str(broken))
+        for a in args
     ]
     try:
         code = main(argv)
