@@ -1,4 +1,4 @@
-"""The command line: `python -m parity {report, summary, gradcheck, ddp}`.
+"""The command line: `python -m parity {report, summary, gradcheck, ddp, compare}`.
 
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
               attention weights, loss, every gradient, a Hessian-vector product, forward mode (J v and
@@ -15,10 +15,17 @@
     ddp       minitensor's DistributedDataParallel against torch's DDP (gloo) on N ranks, float64: each
               rank's logits, the loss, the averaged gradients, the parameters after each Adam step
               (`mpiexec -n 2 python -m parity ddp`, or `python -m parity ddp --nproc 2`; parity/ddp.py).
+    compare   any PyTorch model file against itself run on minitensor (minitensor.compat), module by module:
+              every submodule's output, every gradient, the weights after N optimizer steps, the first module
+              that differs named (`python -m parity compare model.py:GPT --kwargs '{...}' --input-shape 2,16
+              --input-dtype long`; parity/compare.py). Exits 1 when a row exceeds its tolerance, or when the model
+              runs on torch and not on minitensor (one line naming what failed).
 
 Bad input (unknown config, unsupported dtype, --device cuda without a GPU, a checkpoint that is
-not one, mismatched state dicts, a number out of range or not finite) prints one line naming what was
-expected and exits 2. Ctrl-C prints one line and exits 130; the report files are written whole or not at all.
+not one, mismatched state dicts, a number out of range or not finite; for compare a file without the class,
+arguments that do not build it, an input the model refuses on torch, parameter names that differ between the two
+runs, malformed --kwargs or --input-shape) prints one line naming what was expected and exits 2. Ctrl-C prints one
+line and exits 130; the report files are written whole or not at all.
 """
 
 from __future__ import annotations
@@ -28,13 +35,14 @@ import subprocess
 import sys
 import textwrap
 
+from minitensor.compat import NotInMinitensor
 from minitensor.nn.parallel import mpiexec_command, require_mpi
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import SEED_MAX, integer, interrupted, interrupts_as_such, number
 from transformer_np.config import PRESETS
 from transformer_np.parallel import launched_world_size, shard_rows
 
-from . import ddp, gradcheck, render
+from . import compare, ddp, gradcheck, render
 from .gpt.report import MODELS, GptReportConfig, run_gpt_report
 from .placement import AGAINST, NP_DEVICES, DeviceError
 from .report import DEVICES, DTYPES, TRAJECTORIES, ReportConfig, run_report, run_summary
@@ -111,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m parity", description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,gradcheck,ddp}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,gradcheck,ddp,compare}")
     presets = sorted(PRESETS)
 
     p = sub.add_parser(
@@ -249,7 +257,98 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="seed of the weights, the batch and the direction, 0 to 2**64-1 (default: %(default)s)",
     )
+
+    p = sub.add_parser(
+        "compare",
+        formatter_class=_HelpFormatter,
+        help="any PyTorch model file against itself run on minitensor, module by module",
+        description="Load FILE.py twice (with torch, and with torch mapped to minitensor), build CLASS in both from "
+        "--kwargs, copy torch's weights into minitensor's by name, and compare every submodule's output, every "
+        "gradient and the weights after N optimizer steps (parity/compare.py).",
+    )
+    p.add_argument(
+        "target", metavar="FILE.py:CLASS", type=_argument(compare.parse_target), help="the model's file and class"
+    )
+    p.add_argument(
+        "--kwargs",
+        type=_argument(compare.parse_kwargs),
+        default={},
+        help="the constructor's keyword arguments, a JSON object (default: {})",
+    )
+    p.add_argument(
+        "--config-class",
+        default=None,
+        help="a class of the same file that the model's constructor takes as its one argument, built from --kwargs: "
+        "GPT(GPTConfig(**kwargs)) (default: the kwargs go to the model's constructor)",
+    )
+    p.add_argument(
+        "--input-shape",
+        type=_argument(compare.parse_shape),
+        required=True,
+        help="the input's shape, positive integers separated by commas (e.g. 2,16)",
+    )
+    p.add_argument(
+        "--input-dtype",
+        default="float",
+        choices=compare.INPUT_DTYPES,
+        help="float: standard normal in --dtype; long: integers in [0, --input-high) (default: %(default)s)",
+    )
+    p.add_argument(
+        "--input-high",
+        type=integer(1),
+        default=None,
+        help="long inputs and targets are below this (default: the smallest nn.Embedding's num_embeddings)",
+    )
+    p.add_argument(
+        "--dtype",
+        default="float64",
+        choices=sorted(DTYPES),
+        help="floating-point type of both sides (default: %(default)s)",
+    )
+    p.add_argument("--steps", type=integer(0), default=3, help="optimizer steps after the first backward (default: 3)")
+    p.add_argument("--optimizer", default="adamw", choices=compare.OPTIMIZERS, help="(default: %(default)s)")
+    p.add_argument(
+        "--loss",
+        default="random",
+        choices=compare.LOSSES,
+        help="random: backward of the outputs against seeded random gradients; model: the model's own loss, "
+        "forward(x, targets), targets of x's shape below --input-high (default: %(default)s)",
+    )
+    p.add_argument(
+        "--trajectory",
+        default="lockstep",
+        choices=compare.TRAJECTORIES,
+        help="lockstep: minitensor takes torch's gradients after each step's are compared; free: each side steps on "
+        "its own (identically zero gradients then drift apart by up to lr; parity/compare.py) (default: %(default)s)",
+    )
+    p.add_argument("--seed", type=integer(0, SEED_MAX), default=0, help="seed of weights and inputs (default: 0)")
     return parser
+
+
+def cmd_compare(args) -> int:
+    path, class_name = args.target
+    cc = compare.CompareConfig(
+        path,
+        class_name,
+        args.kwargs,
+        args.input_shape,
+        args.input_dtype,
+        args.input_high,
+        args.dtype,
+        args.steps,
+        args.optimizer,
+        args.loss,
+        args.seed,
+        args.trajectory,
+        args.config_class,
+    )
+    try:
+        report = compare.run_compare(cc)
+    except (NotInMinitensor, compare.MinitensorFailed) as e:  # torch ran it, minitensor did not: a failed comparison
+        print(f"python -m parity compare: FAIL: {e}", file=sys.stderr)
+        return 1
+    print(compare.text(report))
+    return 0 if report.passed else 1
 
 
 def cmd_gradcheck(args) -> int:
@@ -262,6 +361,19 @@ def cmd_gradcheck(args) -> int:
         return 1
     print(gradcheck.render(result, what, args.seed))
     return 0 if result.passed else 1
+
+
+def _argument(parse):
+    """An argparse type from a parser that raises ValueError: its message becomes argparse's one-line error."""
+
+    def typed(text: str):
+        try:
+            return parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(str(e)) from None
+
+    typed.__name__ = parse.__name__
+    return typed
 
 
 def _report_config(args) -> ReportConfig:
@@ -354,7 +466,13 @@ def main(argv=None) -> int:
         with interrupts_as_such():
             if args.command == "ddp":
                 return cmd_ddp(args, argv)
-            return {"report": cmd_report, "summary": cmd_summary, "gradcheck": cmd_gradcheck}[args.command](args)
+            commands = {
+                "report": cmd_report,
+                "summary": cmd_summary,
+                "gradcheck": cmd_gradcheck,
+                "compare": cmd_compare,
+            }
+            return commands[args.command](args)
     except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130; no report was written
         return interrupted(f"python -m parity {args.command}")
     except (ValueError, TypeError, DeviceError, FileNotFoundError) as e:

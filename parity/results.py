@@ -39,7 +39,8 @@ ENCODER_DECODER_GROUPS = (
     "after-steps",
 )
 GPT_GROUPS = ("embeddings", "blocks", "logits", "loss", "grads", "after-steps", "generation")
-GROUPS = (*ENCODER_DECODER_GROUPS[:3], "blocks", *ENCODER_DECODER_GROUPS[3:], "generation")
+COMPARE_GROUPS = ("modules", "grads", "after-steps")  # python -m parity compare: any model's submodules
+GROUPS = (*ENCODER_DECODER_GROUPS[:3], "blocks", "modules", *ENCODER_DECODER_GROUPS[3:], "generation")
 RULES = ("rel", "zero", "drift", "equal")
 
 
