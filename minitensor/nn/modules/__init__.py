@@ -1,13 +1,15 @@
 """minitensor.nn.modules: the layers, one family per file as torch.nn.modules lays them out; this file only re-exports.
 
-module.py (Module), linear.py (Linear, Identity), sparse.py (Embedding), normalization.py (LayerNorm),
-dropout.py (Dropout), activation.py, container.py (Sequential, ModuleList, ModuleDict), loss.py, conv.py
-(Conv1d, Conv2d), pooling.py (MaxPool, AvgPool), flatten.py (Flatten, Unflatten), rnn.py (RNN, LSTM, GRU, cells); the
-constructors' argument checks in utils.py. Parameter lives in minitensor/nn/parameter.py, as in torch.
+module.py (Module), linear.py (Linear, Identity), sparse.py (Embedding), normalization.py (LayerNorm, RMSNorm),
+batchnorm.py (BatchNorm1d, BatchNorm2d), dropout.py (Dropout), activation.py, container.py (Sequential, ModuleList,
+ModuleDict), loss.py, conv.py (Conv1d, Conv2d), pooling.py (MaxPool, AvgPool), flatten.py (Flatten, Unflatten), rnn.py
+(RNN, LSTM, GRU, cells); the constructors' argument checks in utils.py. Parameter lives in minitensor/nn/parameter.py,
+as in torch.
 """
 
 from ..parameter import Parameter
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d
 from .dropout import Dropout
@@ -26,6 +28,8 @@ __all__ = [
     "Linear",
     "Embedding",
     "LayerNorm",
+    "BatchNorm1d",
+    "BatchNorm2d",
     "RMSNorm",
     "Dropout",
     "ReLU",

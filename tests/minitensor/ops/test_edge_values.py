@@ -430,6 +430,23 @@ def test_a_negative_power_of_a_huge_number_is_numpys_subnormal(dtype, x):
     assert_close(ours, np.power(a.astype(np.float64), -2).astype(dtype), OP_RTOL[np.dtype(dtype).name])
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_with_an_infinite_weight_is_the_limit(training):
+    """Deviation DEVIATIONS['batch_norm_infinite_weight']: ours (x - mean) * rstd * inf = +-inf; torch's kernel
+    computes x * (w * rstd) + (b - mean * w * rstd), inf - inf = NaN where x and the mean have one sign."""
+    x = np.array([[0.5, 1.0], [1.5, 3.0]])
+    w = np.array([np.inf, 1.0])
+    stats = (None, None) if training else (np.array([1.0, 0.0]), np.array([0.25, 1.0]))
+
+    def run(lib):
+        running = [None if s is None else lib.tensor(s) for s in stats]
+        return lib.nn.functional.batch_norm(lib.tensor(x), *running, lib.tensor(w), training=training).numpy()
+
+    ours, theirs = run(mt), run(torch)
+    assert (ours[:, 0] == [-inf, inf]).all() and np.isnan(theirs[:, 0]).any()
+    assert_close(ours[:, 1], theirs[:, 1], OP_RTOL["float64"])
+
+
 def test_norm_of_a_0d_tensor_with_a_dim_is_its_size():
     """Deviation DEVIATIONS['norm_0d_with_dim']: ours |x|; torch's sqrt(x^2), inf here (its other one-element norms
     give |x|)."""
