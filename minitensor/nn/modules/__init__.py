@@ -3,12 +3,14 @@
 module.py (Module), linear.py (Linear, Identity), sparse.py (Embedding), normalization.py (LayerNorm, RMSNorm),
 batchnorm.py (BatchNorm1d, BatchNorm2d), dropout.py (Dropout), activation.py, container.py (Sequential, ModuleList,
 ModuleDict), loss.py, conv.py (Conv1d, Conv2d), pooling.py (MaxPool, AvgPool), flatten.py (Flatten, Unflatten), rnn.py
-(RNN, LSTM, GRU, cells); the constructors' argument checks in utils.py. Parameter lives in minitensor/nn/parameter.py,
-as in torch.
+(RNN, LSTM, GRU, cells), attention.py (MultiheadAttention), transformer.py
+(Transformer, its encoder and decoder and their layers); the constructors' argument checks in utils.py. Parameter
+lives in minitensor/nn/parameter.py, as in torch.
 """
 
 from ..parameter import Parameter
 from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
 from .conv import Conv1d, Conv2d
@@ -21,6 +23,13 @@ from .normalization import LayerNorm, RMSNorm
 from .pooling import AvgPool1d, AvgPool2d, MaxPool1d, MaxPool2d
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from .sparse import Embedding
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "Parameter",
@@ -30,6 +39,12 @@ __all__ = [
     "LayerNorm",
     "BatchNorm1d",
     "BatchNorm2d",
+    "MultiheadAttention",
+    "Transformer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
     "RMSNorm",
     "Dropout",
     "ReLU",
