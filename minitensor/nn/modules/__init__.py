@@ -9,7 +9,7 @@ lives in minitensor/nn/parameter.py, as in torch.
 """
 
 from ..parameter import Parameter
-from .activation import GELU, LogSoftmax, ReLU, Sigmoid, Softmax, Tanh
+from .activation import GELU, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .attention import MultiheadAttention
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .container import ModuleDict, ModuleList, Sequential
@@ -49,6 +49,7 @@ __all__ = [
     "Dropout",
     "ReLU",
     "GELU",
+    "SiLU",
     "Identity",
     "Sequential",
     "ModuleList",
