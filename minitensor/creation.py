@@ -162,7 +162,8 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
 def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
     """Numbers drawn from N(mean, std^2), drawn on the host: torch.normal's forms (float, float, size), and the tensor
     ones, a mean or std tensor (or both, broadcasting) giving one draw per element, in the tensor's dtype and device.
-    Deviation, flagged: the tensor forms' result is a constant (torch's records a gradient toward mean and std)."""
+    Deviation, flagged: the tensor forms' result is a constant (torch's records a gradient toward mean and std, which
+    is zero: the same contribution, but mean.grad stays None here where torch's is zeros)."""
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if not tensors:
         if not isinstance(mean, numbers.Real) or not isinstance(std, numbers.Real) or size is None:

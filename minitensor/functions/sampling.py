@@ -62,7 +62,7 @@ def multinomial(input, num_samples: int, replacement: builtins.bool = False, *, 
 def bernoulli(input, p=None, *, generator=None):
     """1 with probability input (each entry a probability in [0, 1]), else 0, in input's dtype; with a number p, every
     entry drawn with probability p instead. Deviation, flagged: the result is a constant (torch's records a zero
-    gradient toward input)."""
+    gradient toward input: the same contribution, but input.grad stays None here where torch's is zeros)."""
     t = check_tensor(input, "bernoulli", "input")
     if t.dtype.kind != "f":
         raise TypeError(f"bernoulli: input must be a floating-point tensor (probabilities), got {t.dtype}")
