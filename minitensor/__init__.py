@@ -12,8 +12,8 @@ arguments.py (argument handling), functions/ (the torch.* functions), tensor_mat
 math methods), devices.py (device shims), tensor.py (the Tensor), creation.py (factories), nn/ (functional
 wrappers, modules), optim/, serialization.py (save/load .npz), viz.py (graph to DOT), profiler.py,
 testing.py (tolerances), layout.py (memory formats), and for programs written for torch: tensor_types.py
-(torch.LongTensor, ...), amp.py (autocast and GradScaler, disabled), compiler.py (torch.compile returns the model),
-backends.py (flags).
+(torch.LongTensor, ...), amp.py (autocast and GradScaler, disabled; torch.cuda.amp's spellings), compiler.py
+(torch.compile returns the model), backends.py (flags).
 """
 
 from . import amp, autograd, backends, fast, func, functions, nn, ops, optim, profiler, random, utils, viz
@@ -95,8 +95,13 @@ from .tensor_types import (
     ShortTensor,
 )
 
+# torch.autocast is torch.amp.autocast; torch.cuda.amp holds the deprecated spellings of autocast and GradScaler
+autocast = amp.autocast
+cuda.amp = amp.cuda
+
 __all__ = [
     "amp",
+    "autocast",
     "backends",
     "compile",
     "get_float32_matmul_precision",

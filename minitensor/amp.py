@@ -11,9 +11,11 @@ from __future__ import annotations
 import functools
 import warnings
 
+import numpy as np
+
 from . import devices
 
-__all__ = ["GradScaler", "autocast"]
+__all__ = ["CudaAutocast", "CudaGradScaler", "GradScaler", "autocast"]
 
 
 def _refuse(what: str) -> None:
@@ -104,3 +106,51 @@ class GradScaler:
     def load_state_dict(self, state_dict) -> None:
         if state_dict:
             raise ValueError("GradScaler.load_state_dict: a disabled scaler has no state; got a non-empty one")
+
+
+# ---------------------------------------------------------------------------------------- the deprecated spellings
+# torch.cuda.amp.autocast(...) and torch.cuda.amp.GradScaler(...) are torch.amp's with device 'cuda' (deprecated in
+# torch, with a FutureWarning, still in much code); torch.autocast is torch.amp.autocast. mt.cuda.amp is `cuda` below.
+
+
+class CudaAutocast(autocast):
+    """torch.cuda.amp.autocast(enabled=True, dtype=float16, cache_enabled=True): autocast('cuda', ...)."""
+
+    def __init__(self, enabled: bool = True, dtype=np.float16, cache_enabled: bool = True):
+        warnings.warn(
+            "`torch.cuda.amp.autocast(args...)` is deprecated. "
+            "Please use `torch.amp.autocast('cuda', args...)` instead.",  # torch's words
+            FutureWarning,
+            stacklevel=2,
+        )
+        super().__init__("cuda", dtype, enabled, cache_enabled)
+
+
+class CudaGradScaler(GradScaler):
+    """torch.cuda.amp.GradScaler(init_scale=2**16, ...): GradScaler('cuda', ...)."""
+
+    def __init__(
+        self,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ):
+        warnings.warn(
+            "`torch.cuda.amp.GradScaler(args...)` is deprecated. "
+            "Please use `torch.amp.GradScaler('cuda', args...)` instead.",  # torch's words
+            FutureWarning,
+            stacklevel=2,
+        )
+        super().__init__("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+
+class _CudaAmp:
+    """torch.cuda.amp's two names."""
+
+    autocast = CudaAutocast
+    GradScaler = CudaGradScaler
+
+
+cuda = _CudaAmp()

@@ -159,20 +159,40 @@ def randperm(n, *, generator=None, dtype=None, requires_grad=False, device=None)
     return _new(arr.astype(np.dtype(dtype or int64)), requires_grad, device)
 
 
-def normal(mean, std, size=None, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
-    """Numbers drawn from N(mean, std^2): torch.normal's (float, float, size) form, drawn on the host.
-    Deviation from PyTorch, flagged: its tensor forms (a mean or std tensor, one draw per element) are not
-    here; numbers and a size only."""
-    if not isinstance(mean, numbers.Real) or not isinstance(std, numbers.Real) or size is None:
-        raise TypeError(
-            f"normal: expected normal(mean: float, std: float, size), got mean={mean!r}, std={std!r}, size={size!r}"
-        )
-    if std < 0:
-        raise ValueError(f"normal: std must be non-negative, got {std}")
-    dt = float_dtype(dtype)
-    shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "normal")
-    arr = _stream("normal", generator).normal(mean, std, shape).astype(dt, copy=False)
-    return _new(arr, requires_grad, device)
+def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_grad=False, device=None) -> Tensor:
+    """Numbers drawn from N(mean, std^2), drawn on the host: torch.normal's forms (float, float, size), and the tensor
+    ones, a mean or std tensor (or both, broadcasting) giving one draw per element, in the tensor's dtype and device.
+    Deviation, flagged: the tensor forms' result is a constant (torch's records a gradient toward mean and std, which
+    is zero: the same contribution, but mean.grad stays None here where torch's is zeros)."""
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors:
+        if not isinstance(mean, numbers.Real) or not isinstance(std, numbers.Real) or size is None:
+            raise TypeError(
+                f"normal: expected normal(mean: float, std: float, size) or a mean or std tensor, got mean={mean!r}, "
+                f"std={std!r}, size={size!r}"
+            )
+        if std < 0:
+            raise ValueError(f"normal: std must be non-negative, got {std}")
+        dt = float_dtype(dtype)
+        shape = _shape(tuple(size) if isinstance(size, (tuple, list)) else (size,), "normal")
+        arr = _stream("normal", generator).normal(mean, std, shape).astype(dt, copy=False)
+        return _new(arr, requires_grad, device)
+    if size is not None:
+        raise TypeError("normal: size is given with numbers for mean and std, not with a mean or std tensor")
+    for t in tensors:
+        if t.dtype.kind != "f":
+            raise TypeError(f"normal: a mean or std tensor must be floating, got {t.dtype}")
+    m, s = (devices.to_host(t.data) if isinstance(t, Tensor) else float(t) for t in (mean, std))
+    if np.any(np.asarray(s) < 0) or np.isnan(s).any():
+        raise ValueError("normal: std must be non-negative")
+    try:
+        shape = np.broadcast_shapes(np.shape(m), np.shape(s))
+    except ValueError:
+        raise ValueError(
+            f"normal: mean of shape {np.shape(m)} and std of shape {np.shape(s)} do not broadcast"
+        ) from None
+    arr = _stream("normal", generator).normal(m, s, shape).astype(tensors[0].dtype, copy=False)
+    return _new(arr, requires_grad, tensors[0].device if device is None else device)
 
 
 def _like_device(t, device):

@@ -46,6 +46,7 @@ from .devices import DeviceMethods
 from .dtypes import TENSOR_TYPES, bool_, float16, float32, float64, int8, int16, int32, int64, uint8
 from .functions.elementwise import clamp, div
 from .functions.indexing import index_fill, scatter, scatter_add
+from .functions.sampling import bernoulli_probability, draw_bernoulli
 from .layout import in_memory_format, preserve_format
 from .random import generator as _stream
 from .tensor_math import TensorMath
@@ -370,6 +371,14 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
     def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
         self._check_inplace("normal_")
         return self._write("normal_", Ellipsis, _stream("normal_", generator).normal(mean, std, self.shape))
+
+    def bernoulli_(self, p=0.5, *, generator=None) -> Tensor:
+        """Each entry 1 with probability p (a number, or a tensor of probabilities broadcasting to self), else 0."""
+        self._check_inplace("bernoulli_")
+        probs = bernoulli_probability("bernoulli_", p)
+        return self._write(
+            "bernoulli_", Ellipsis, draw_bernoulli("bernoulli_", probs, self.shape, self.dtype, devices.CPU, generator)
+        )
 
     def __setitem__(self, index, value) -> None:
         try:  # an index out of range, on any device: NumPy's IndexError, naming the op and the shape

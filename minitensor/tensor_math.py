@@ -44,7 +44,7 @@ from .functions.reductions import (
     std,
     var,
 )
-from .functions.sampling import multinomial
+from .functions.sampling import bernoulli, multinomial
 from .functions.shape import (
     chunk,
     expand,
@@ -401,6 +401,9 @@ class TensorMath:
 
     def multinomial(self, num_samples, replacement=False, *, generator=None):
         return multinomial(self, num_samples, replacement, generator=generator)
+
+    def bernoulli(self, p=None, *, generator=None):
+        return bernoulli(self, p, generator=generator)
 
     def roll(self, shifts, dims=None):
         return roll(self, shifts, dims)

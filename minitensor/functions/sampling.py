@@ -1,4 +1,5 @@
-"""torch.multinomial: indices drawn from the categorical distributions that the rows of a tensor give.
+"""torch.multinomial and torch.bernoulli: indices drawn from the categorical distributions that the rows of a tensor
+give, and 0/1 draws with the probabilities a tensor holds.
 
 The draw is made on the host from minitensor's stream (random.py), or the `generator=` one, so one seed gives the
 same indices on every device; they are not torch's indices (its streams differ), but the same distribution.
@@ -15,7 +16,7 @@ from .. import devices
 from ..arguments import check_tensor
 from ..random import generator as stream
 
-__all__ = ["multinomial"]
+__all__ = ["bernoulli", "multinomial"]
 
 
 def multinomial(input, num_samples: int, replacement: builtins.bool = False, *, generator=None):
@@ -56,3 +57,34 @@ def multinomial(input, num_samples: int, replacement: builtins.bool = False, *, 
         out = np.argsort(-speeds, axis=1, kind="stable")[:, :num_samples]
     out = out.astype(np.int64).reshape(t.shape[:-1] + (num_samples,))
     return t.wrap(devices.to_device(out, t.device) if t.device != devices.CPU else out)
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """1 with probability input (each entry a probability in [0, 1]), else 0, in input's dtype; with a number p, every
+    entry drawn with probability p instead. Deviation, flagged: the result is a constant (torch's records a zero
+    gradient toward input: the same contribution, but input.grad stays None here where torch's is zeros)."""
+    t = check_tensor(input, "bernoulli", "input")
+    if t.dtype.kind != "f":
+        raise TypeError(f"bernoulli: input must be a floating-point tensor (probabilities), got {t.dtype}")
+    probs = devices.to_host(t.data) if p is None else bernoulli_probability("bernoulli", p)
+    return t.wrap(draw_bernoulli("bernoulli", probs, t.shape, t.dtype, t.device, generator))
+
+
+def bernoulli_probability(op: str, p):
+    """p as the probabilities to draw with: a number, or a Tensor's host array, each in [0, 1]."""
+    if isinstance(p, builtins.bool) or not isinstance(p, numbers.Real):
+        p = devices.to_host(check_tensor(p, op, "p").data)
+    return p
+
+
+def draw_bernoulli(op: str, probs, shape: tuple, dtype, device, gen):
+    """Draws of 0 or 1 of `shape` and `dtype` on `device`, 1 with probability `probs` (broadcast to shape)."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if not np.all((probs >= 0) & (probs <= 1)):  # NaN fails both
+        raise ValueError(f"{op}: probabilities must be in [0, 1], got {probs[~((probs >= 0) & (probs <= 1))][0]}")
+    try:
+        probs = np.broadcast_to(probs, shape)
+    except ValueError:
+        raise ValueError(f"{op}: probabilities of shape {probs.shape} do not broadcast to {shape}") from None
+    out = (stream(op, gen).random(shape) < probs).astype(dtype)
+    return devices.to_device(out, device) if device != devices.CPU else out

@@ -20,6 +20,7 @@ from ..functions.elementwise import where
 from ..functions.reductions import log_softmax, softmax
 from ..random import generator
 from ..tensor import Tensor
+from .batch_norm import batch_norm
 from .padding import pad
 from .spatial import __all__ as _spatial_names
 from .spatial import avg_pool1d, avg_pool2d, conv1d, conv2d, fold, max_pool1d, max_pool2d, unfold  # noqa: F401
@@ -47,6 +48,7 @@ __all__ = [
 ]
 __all__ += _spatial_names  # conv, pooling, unfold/fold: nn/spatial.py
 __all__ += ["pad", "kl_div"]  # pad: nn/padding.py
+__all__ += ["batch_norm"]  # nn/batch_norm.py
 
 
 def _array_of(x):

@@ -19,6 +19,7 @@ writes into `g` or into a saved array.
     indexing.py      GetItem and its scatter-add IndexPut, Embedding
     fused.py         the fused ones: Linear, Softmax, LogSoftmax, Dropout, AttentionWeights
     layer_norm.py    LayerNorm, fused too, with its in-place speed devices
+    batch_norm.py    BatchNorm: the normalisation by the batch's statistics, LayerNorm's formulas per channel
     losses.py        the fused losses: CrossEntropy, CrossEntropyProbs, NLLLoss, BCEWithLogits
     attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
     convolution.py   Conv (conv1d, conv2d) on im2col, and its linear pair Unfold, Fold
@@ -36,6 +37,7 @@ primitive is its class in one of them and nothing here; `ops.Add` is ops/element
 from ..autograd import Function, register_namespaces
 from . import (
     attention,
+    batch_norm,
     convolution,
     device,
     elementwise,
@@ -71,7 +73,7 @@ def defined_primitives(*modules) -> dict:
 PRIMITIVES = defined_primitives(
     elementwise, selection, matmul, reductions, shape, indexing, fused, layer_norm, losses, attention, device
 )
-PRIMITIVES.update(defined_primitives(convolution, pooling, rms_norm, rotary, scan))
+PRIMITIVES.update(defined_primitives(convolution, pooling, rms_norm, rotary, scan, batch_norm))
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

@@ -63,3 +63,35 @@ def test_an_autocast_that_would_run_is_refused():
         mt.amp.autocast(device_type="xpu", enabled=False)
     with pytest.raises(TypeError, match="enabled must be a bool"):
         mt.amp.GradScaler(enabled=0)
+
+
+@pytest.mark.parametrize("lib", [mt, torch], ids=["minitensor", "torch"])
+def test_the_deprecated_cuda_spellings_are_torch_amps(lib, no_gpu):
+    """torch.cuda.amp.autocast() and torch.cuda.amp.GradScaler() (a FutureWarning each) are torch.amp's with device
+    'cuda': without a GPU, disabled with a warning; enabled=False, a no-op; torch.autocast is torch.amp.autocast."""
+    assert lib.autocast is lib.amp.autocast
+    with pytest.warns(FutureWarning, match=r"torch.cuda.amp.autocast\(args...\)` is deprecated"):
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            with lib.cuda.amp.autocast():
+                pass
+    with pytest.warns(FutureWarning, match=r"torch.cuda.amp.GradScaler\(args...\)` is deprecated"):
+        with pytest.warns(UserWarning, match="CUDA is not available"):
+            assert not lib.cuda.amp.GradScaler().is_enabled()
+    with pytest.warns(FutureWarning):
+        scaler = lib.cuda.amp.GradScaler(init_scale=1024.0, enabled=False)
+    loss = lib.tensor(2.0, requires_grad=True)
+    assert scaler.scale(loss) is loss and not scaler.is_enabled()
+    with pytest.warns(FutureWarning):
+
+        @lib.cuda.amp.autocast(enabled=False)
+        def doubled(x):
+            return x * 2
+
+    assert doubled(loss).dtype == loss.dtype
+
+
+def test_the_deprecated_cuda_autocast_that_would_run_is_refused(monkeypatch):
+    """With a GPU answering (the fake device), an enabled torch.cuda.amp.autocast would run: one clear error."""
+    monkeypatch.setattr(mt.devices.cuda, "is_available", lambda: True)
+    with pytest.warns(FutureWarning), pytest.raises(NotImplementedError, match="no automatic mixed precision"):
+        mt.cuda.amp.autocast()

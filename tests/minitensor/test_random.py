@@ -15,6 +15,10 @@ FACTORIES = {
     "randperm": lambda g: mt.randperm(10, generator=g),
     "normal": lambda g: mt.normal(1.0, 2.0, (3, 4), generator=g),
     "multinomial": lambda g: mt.multinomial(mt.tensor([0.2, 0.3, 0.5]), 8, True, generator=g),
+    "bernoulli": lambda g: mt.bernoulli(mt.full((3, 8), 0.5), generator=g),
+    "Tensor.bernoulli": lambda g: mt.full((3, 8), 0.5).bernoulli(generator=g),
+    "bernoulli_": lambda g: mt.zeros(3, 8).bernoulli_(0.4, generator=g),
+    "normal_tensors": lambda g: mt.normal(mt.zeros(3, 4), mt.ones(4), generator=g),
 }
 
 
@@ -108,3 +112,47 @@ def test_in_place_draws_take_a_generator_as_torch(method):
     a = getattr(mt.empty(3), method)(generator=mt.Generator().manual_seed(1))
     b = getattr(mt.empty(3), method)(generator=mt.Generator().manual_seed(1))
     np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_bernoulli_draws_its_probabilities_in_torchs_forms():
+    """torch.bernoulli(p_tensor), Tensor.bernoulli(), Tensor.bernoulli_(p number or tensor): 0/1 in the tensor's dtype,
+    an entry of probability 0 or 1 always its value, the others at their rate."""
+    g = mt.Generator().manual_seed(0)
+    p = np.array([0.0, 1.0, 0.25, 0.75])
+    draws = mt.bernoulli(mt.tensor(np.tile(p, (20_000, 1))), generator=g).numpy()
+    assert draws.dtype == np.float64 and set(np.unique(draws)) <= {0.0, 1.0}
+    assert (draws[:, 0] == 0).all() and (draws[:, 1] == 1).all()
+    np.testing.assert_allclose(draws.mean(axis=0), p, atol=5 * np.sqrt(0.25 / 20_000))
+    for lib in (mt, torch):  # the same forms, dtypes and shapes as torch
+        x = lib.zeros(4, 3, dtype=lib.int64)
+        assert x.bernoulli_(0.5) is x and x.dtype == lib.int64
+        y = lib.zeros(2, 3).bernoulli_(lib.tensor([0.0, 1.0, 1.0]))
+        assert y.numpy().tolist() == [[0.0, 1.0, 1.0]] * 2
+        assert lib.bernoulli(lib.rand(2, 3, dtype=lib.float64), 0.3).dtype == lib.float64
+
+
+@pytest.mark.parametrize(
+    "draw, error, match",
+    [
+        (lambda: mt.bernoulli(mt.tensor([0.5, 1.5])), ValueError, r"probabilities must be in \[0, 1\], got 1.5"),
+        (lambda: mt.bernoulli(mt.tensor([1, 0])), TypeError, "input must be a floating-point tensor"),
+        (lambda: mt.zeros(3).bernoulli_(-0.1), ValueError, r"probabilities must be in \[0, 1\]"),
+        (lambda: mt.zeros(3).bernoulli_(mt.tensor([0.5, 0.5])), ValueError, "do not broadcast"),
+        (lambda: mt.normal(mt.zeros(3), mt.tensor([1.0, -1.0, 1.0])), ValueError, "std must be non-negative"),
+        (lambda: mt.normal(mt.zeros(3), 1.0, (3,)), TypeError, "size is given with numbers"),
+    ],
+)
+def test_bernoulli_and_normal_refuse_as_torch(draw, error, match):
+    with pytest.raises(error, match=match):
+        draw()
+
+
+def test_normal_takes_torchs_tensor_forms():
+    """torch.normal(mean_tensor, std_tensor), (mean_tensor, std number), (mean number, std_tensor): one draw per
+    element of the broadcast shape, in the tensor's dtype; the sample moments as asked."""
+    for lib in (mt, torch):
+        assert lib.normal(lib.zeros(3), lib.ones(3)).shape == (3,)
+        assert lib.normal(lib.zeros(2, 3, dtype=lib.float64), 2.0).dtype == lib.float64
+        assert lib.normal(1.0, lib.ones(4)).shape == (4,)
+    a = mt.normal(mt.full((50_000,), 3.0), mt.full((50_000,), 2.0), generator=mt.Generator().manual_seed(0)).numpy()
+    assert abs(a.mean() - 3.0) < 5 * 2.0 / np.sqrt(50_000) and abs(a.std() - 2.0) < 0.05

@@ -1382,6 +1382,35 @@ CASES += [
     C("F.silu", lambda t, x: t.F.silu(x), [(3, 4)]),
 ]
 
+# Batch normalisation (ops/batch_norm.py): the batch's statistics per channel in training (with and without the running
+# statistics to update, an input of (N, C), two values per channel: the normalisation's short form), and the running
+# statistics' affine map in evaluation.
+RUNNING_MEAN = np.array([0.3, -0.2, 0.1])
+RUNNING_VAR = np.array([0.5, 1.5, 2.0])
+CASES += [
+    C(
+        "F.batch_norm_train",
+        lambda t, x, w, b: t.F.batch_norm(x, None, None, w, b, training=True),
+        [(4, 3, 2, 2), (3,), (3,)],
+    ),
+    C(
+        "F.batch_norm_train_running",
+        lambda t, x, m, v, w, b: t.F.batch_norm(x, m.clone(), v.clone(), w, b, True, 0.3, 1e-3),  # updates copies
+        [(5, 3), Const(RUNNING_MEAN), Const(RUNNING_VAR), (3,), (3,)],
+    ),
+    C("F.batch_norm_train_noaffine", lambda t, x: t.F.batch_norm(x, None, None, training=True), [(4, 3, 5)]),
+    C(
+        "F.batch_norm_train_two_values",  # a large eps: with 1e-5 the second derivative is ill-conditioned in float32
+        lambda t, x, w: t.F.batch_norm(x, None, None, w, training=True, eps=0.5),
+        [(2, 3), (3,)],
+    ),
+    C(
+        "F.batch_norm_eval",
+        lambda t, x, m, v, w, b: t.F.batch_norm(x, m, v, w, b, eps=1e-3),
+        [(4, 3, 5), Const(RUNNING_MEAN), Const(RUNNING_VAR), (3,), (3,)],
+    ),
+]
+
 
 def remainder_ref(a, b):
     """torch.remainder's values with its derivatives da = 1, db = -floor(a / b) spelled in ops that torch's forward

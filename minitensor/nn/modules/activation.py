@@ -1,11 +1,11 @@
-"""Activations as modules (ReLU, GELU, Tanh, Sigmoid, Softmax, LogSoftmax), each calling its nn.functional op."""
+"""Activations as modules (ReLU, GELU, SiLU, Tanh, Sigmoid, Softmax, LogSoftmax), each calling its nn.functional op."""
 
 from __future__ import annotations
 
 from .. import functional as F
 from .module import Module
 
-__all__ = ["GELU", "LogSoftmax", "ReLU", "Sigmoid", "Softmax", "Tanh"]
+__all__ = ["GELU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh"]
 
 
 class ReLU(Module):
@@ -33,6 +33,17 @@ class GELU(Module):
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
+
+
+class SiLU(Module):
+    """y = x * sigmoid(x) (the swish)."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        F.refuse_inplace("SiLU", inplace)
+
+    def forward(self, input):
+        return F.silu(input)
 
 
 class Tanh(Module):

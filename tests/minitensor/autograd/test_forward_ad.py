@@ -43,9 +43,9 @@ NO_RULE_YET: set[str] = set()
 
 KINDS = ("elementwise", "linear")
 
-# Torch's reverse over forward of layer_norm is not its Hessian-vector product: it differs from its own forward over
-# reverse (torch 2.13; test_torch_reverse_over_forward_of_layer_norm_is_off keeps the list honest). Ours agrees with
-# the latter, which is the reference for these cases.
+# Torch's reverse over forward of layer_norm (and of batch_norm in training) is not its Hessian-vector product: it
+# differs from its own forward over reverse (torch 2.13; test_torch_reverse_over_forward_of_layer_norm_is_off keeps the
+# list honest). Ours agrees with the latter, which is the reference for these cases.
 TORCH_REV_OVER_FWD_OFF = {
     "F.layer_norm_last",
     "F.layer_norm_noaffine",
@@ -55,6 +55,10 @@ TORCH_REV_OVER_FWD_OFF = {
     "F.layer_norm_constant_row",
     "layer_norm_transposed",
     "model_layer_norm",
+    "F.batch_norm_train",
+    "F.batch_norm_train_running",
+    "F.batch_norm_train_noaffine",
+    "F.batch_norm_train_two_values",
 }
 
 

@@ -117,8 +117,9 @@ def test_layer_norm_without_affine(dtype_name, rng):
         lambda: (nn.GELU(), torch.nn.GELU()),
         lambda: (nn.GELU("tanh"), torch.nn.GELU("tanh")),
         lambda: (nn.Identity(3, x=1), torch.nn.Identity(3, x=1)),
+        lambda: (nn.SiLU(), torch.nn.SiLU()),
     ],
-    ids=["relu", "gelu", "gelu-tanh", "identity"],
+    ids=["relu", "gelu", "gelu-tanh", "identity", "silu"],
 )
 def test_activations(dtype_name, rng, make):
     ours, theirs = make()

@@ -430,6 +430,40 @@ def test_a_negative_power_of_a_huge_number_is_numpys_subnormal(dtype, x):
     assert_close(ours, np.power(a.astype(np.float64), -2).astype(dtype), OP_RTOL[np.dtype(dtype).name])
 
 
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_with_an_infinite_weight_is_the_limit(training):
+    """Deviation DEVIATIONS['batch_norm_infinite_weight']: ours (x - mean) * rstd * inf = +-inf; torch's kernel
+    computes x * (w * rstd) + (b - mean * w * rstd), inf - inf = NaN where x and the mean have one sign."""
+    x = np.array([[0.5, 1.0], [1.5, 3.0]])
+    w = np.array([np.inf, 1.0])
+    stats = (None, None) if training else (np.array([1.0, 0.0]), np.array([0.25, 1.0]))
+
+    def run(lib):
+        running = [None if s is None else lib.tensor(s) for s in stats]
+        return lib.nn.functional.batch_norm(lib.tensor(x), *running, lib.tensor(w), training=training).numpy()
+
+    ours, theirs = run(mt), run(torch)
+    assert (ours[:, 0] == [-inf, inf]).all() and np.isnan(theirs[:, 0]).any()
+    assert_close(ours[:, 1], theirs[:, 1], OP_RTOL["float64"])
+
+
+def test_sigmoid_gradient_in_float16_near_one_keeps_its_digits():
+    """A deviation found by the fuzzer, by the choice ops/elementwise.py's Sigmoid explains: torch's float16 backward
+    forms 1 - out from out rounded to float16; ours takes sigmoid(-x), and stays within float16's precision of the
+    float64 gradient where torch's does not."""
+    x, g = np.array([4.04], dtype=np.float16), np.array([0.9], dtype=np.float16)
+
+    def grad(lib, dtype):
+        t = lib.tensor(x.astype(dtype), requires_grad=True)
+        lib.sigmoid(t).backward(lib.tensor(g.astype(dtype)))
+        return t.grad.numpy().astype(np.float64)
+
+    exact = grad(torch, np.float64)
+    assert_close(grad(mt, np.float16), exact, OP_RTOL["float16"])
+    with pytest.raises(AssertionError):
+        assert_close(grad(torch, np.float16), exact, OP_RTOL["float16"])
+
+
 def test_norm_of_a_0d_tensor_with_a_dim_is_its_size():
     """Deviation DEVIATIONS['norm_0d_with_dim']: ours |x|; torch's sqrt(x^2), inf here (its other one-element norms
     give |x|)."""
@@ -475,6 +509,23 @@ def test_a_negative_number_into_uint8_is_refused_where_torch_wraps_it():
     assert torch.tensor([1, 2], dtype=torch.uint8).fill_(-1).tolist() == [255, 255]
     with pytest.raises(RuntimeError, match="fill_: value -1 cannot be converted to uint8 without overflow"):
         mt.tensor(np.array([1, 2], np.uint8)).fill_(-1)
+
+
+def test_batch_norm_float16_gradient_is_closer_to_the_exact_value_than_torchs():
+    """Deviation DEVIATIONS['layer_norm_float16_gradient'] for batch_norm in training (the long fuzz profile's input):
+    the same formulas per channel; ours computes the channel in float32 and rounds once, torch rounds its terms."""
+    x = np.array([[1.268], [1.926], [0.7163]], dtype=np.float16)
+    g = np.random.default_rng(3).standard_normal((3, 1)).astype(np.float16)
+
+    def grad(lib, dtype):
+        t = lib.tensor(x.astype(dtype), requires_grad=True)
+        lib.nn.functional.batch_norm(t, None, None, training=True).backward(lib.tensor(g.astype(dtype)))
+        return t.grad.numpy().astype(np.float64)
+
+    exact = grad(torch, np.float64)
+    assert_close(grad(mt, np.float64), exact, OP_RTOL["float64"], what="float64 gradient")
+    ours, theirs = np.abs(grad(mt, np.float16) - exact).max(), np.abs(grad(torch, np.float16) - exact).max()
+    assert ours <= 2e-3 < theirs / 2, (ours, theirs)
 
 
 def test_layer_norm_float16_gradient_is_closer_to_the_exact_value_than_torchs():

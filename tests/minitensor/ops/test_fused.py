@@ -44,6 +44,15 @@ def layer_norm_ref(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     return y
 
 
+def batch_norm_ref(x, weight, bias, eps=1e-5):
+    """(x - mean) / sqrt(var_biased + eps) * weight + bias per channel (dim 1), over every other dim."""
+    dims = (0, *range(2, x.ndim))
+    view = (-1,) + (1,) * (x.ndim - 2)
+    mu = x.mean(dim=dims, keepdim=True)
+    var = x.var(dim=dims, unbiased=False, keepdim=True)
+    return (x - mu) / (var + eps).sqrt() * weight.reshape(view) + bias.reshape(view)
+
+
 def cross_entropy_ref(x, target, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """Smoothed NLL of log_softmax over (N, C): (1-eps) * -logp[target] + eps * mean_c(-logp)."""
     logp = log_softmax_ref(x, dim=-1)  # (N, C)
@@ -171,6 +180,14 @@ def test_layer_norm_equals_composite(dtype_name, normalized_shape, affine, rng):
         fused = lambda x: F.layer_norm(x, normalized_shape)
         comp = lambda x: layer_norm_ref(x, normalized_shape)
     check_fused(fused, comp, xs, dtype_name, rng, f"layer_norm {normalized_shape} affine={affine}")
+
+
+@dtypes
+@pytest.mark.parametrize("shape", [(5, 3), (4, 3, 5), (2, 3, 4, 2)])
+def test_batch_norm_equals_composite(dtype_name, shape, rng):
+    xs = _inputs(rng, dtype_name, shape, (3,), (3,))
+    fused = lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True)
+    check_fused(fused, batch_norm_ref, xs, dtype_name, rng, f"batch_norm {shape}")
 
 
 @dtypes
@@ -490,14 +507,15 @@ def test_loss_modules_keep_weight_as_a_buffer_as_in_torch(module):
     assert list(getattr(mt.nn, module)().state_dict()) == list(getattr(torch.nn, module)().state_dict()) == []
 
 
-# docs/backprop.md quotes these backward lines of minitensor/ops/ (fused.py, layer_norm.py, losses.py): they must
-# still be the code's.
+# docs/backprop.md quotes these backward lines of minitensor/ops/ (fused.py, layer_norm.py, losses.py, batch_norm.py):
+# they must still be the code's.
 BACKPROP_QUOTES = [
     "return gy - y * xp.sum(gy, axis=dim, keepdims=True)",
     "return rstd * (v - mean_over(xp, v, axes) - xhat * m)",
     "return (eps * rstd * rstd * rstd) * (v - mean_over(xp, v, axes))",
     "(xp.exp(logp) - q) * g_rows",
     "(s * xp.exp(logp) - w * q) * g_rows",
+    "xp.sum(g * xhat, axis=axes, keepdims=True)[0]",
 ]
 
 
@@ -507,6 +525,6 @@ def test_backprop_doc_quotes_the_code(line):
 
     root = Path(ROOT)
     assert line in (root / "docs" / "backprop.md").read_text(), f"docs/backprop.md no longer quotes {line!r}"
-    homes = ("fused.py", "layer_norm.py", "losses.py")
+    homes = ("fused.py", "layer_norm.py", "losses.py", "batch_norm.py")
     code = "".join((root / "minitensor" / "ops" / name).read_text() for name in homes)
-    assert line in code, f"ops/fused.py, layer_norm.py and losses.py no longer have {line!r}"
+    assert line in code, f"ops/fused.py, layer_norm.py, losses.py and batch_norm.py no longer have {line!r}"
