@@ -5,8 +5,8 @@ object whose attributes answer as the torch module's do (torch.cuda is minitenso
 is minitensor.backends.cudnn). A torch module that is not in the table is not in minitensor: importing it, or reading
 it as an attribute, raises minitensor.compat's one error. Only modules whose API is torch's are listed: minitensor's
 own `testing` (the project's tolerances) and `profiler` (a per-primitive timer) share a name with torch modules that
-are something else, and are left out, as is torch.cuda.amp (its autocast takes no device_type: minitensor.amp's
-positional arguments would mean other things).
+are something else, and are left out. torch.cuda.amp is minitensor.amp.cuda, whose autocast and GradScaler take
+torch.cuda.amp's arguments (no device_type).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ TORCH_MODULES = {
     "torch.nn.parameter": "minitensor.nn.parameter",
     "torch.nn.modules": "minitensor.nn.modules",
     "torch.nn.modules.activation": "minitensor.nn.modules.activation",
+    "torch.nn.modules.batchnorm": "minitensor.nn.modules.batchnorm",
+    "torch.nn.modules.transformer": "minitensor.nn.modules.transformer",
     "torch.nn.modules.container": "minitensor.nn.modules.container",
     "torch.nn.modules.conv": "minitensor.nn.modules.conv",
     "torch.nn.modules.dropout": "minitensor.nn.modules.dropout",
@@ -56,6 +58,7 @@ TORCH_MODULES = {
     "torch.serialization": "minitensor.serialization",
     "torch.amp": "minitensor.amp",
     "torch.cuda": "minitensor.cuda",
+    "torch.cuda.amp": "minitensor.amp.cuda",
     "torch.backends": "minitensor.backends",
     "torch.backends.cpu": "minitensor.backends.cpu",
     "torch.backends.cuda": "minitensor.backends.cuda",

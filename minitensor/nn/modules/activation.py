@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import functional as F
+from .attention import MultiheadAttention  # noqa: F401 - torch.nn.modules.activation holds it too
 from .module import Module
 
 __all__ = ["GELU", "LogSoftmax", "ReLU", "SiLU", "Sigmoid", "Softmax", "Tanh"]

@@ -255,3 +255,18 @@ def test_a_flag_set_through_the_mapping_stays_on_the_torch_module():
         assert t.backends.cudnn.benchmark is True
     assert mt.backends.cudnn.benchmark is False  # minitensor's own flag, read by code outside the mapping
     del t.backends.cudnn.benchmark
+
+
+def test_torch_cuda_amp_and_the_layers_module_paths_are_torchs():
+    # programs import torch.cuda.amp's deprecated spellings and layers from their torch.nn.modules files
+    with as_torch():
+        import torch as t
+        from torch.cuda.amp import GradScaler, autocast
+        from torch.nn.modules.activation import MultiheadAttention
+        from torch.nn.modules.batchnorm import BatchNorm1d
+        from torch.nn.modules.transformer import TransformerEncoderLayer
+
+        assert t.nn.Linear is mt.nn.Linear
+    assert (autocast, GradScaler) == (mt.cuda.amp.autocast, mt.cuda.amp.GradScaler)
+    assert (MultiheadAttention, BatchNorm1d) == (mt.nn.MultiheadAttention, mt.nn.BatchNorm1d)
+    assert TransformerEncoderLayer is mt.nn.TransformerEncoderLayer
