@@ -1,4 +1,4 @@
-"""The command line: `python -m parity {report, summary, gradcheck, ddp}`.
+"""The command line: `python -m parity {report, summary, gradcheck, ddp, view}`.
 
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
               attention weights, loss, every gradient, a Hessian-vector product, forward mode (J v and
@@ -15,6 +15,9 @@
     ddp       minitensor's DistributedDataParallel against torch's DDP (gloo) on N ranks, float64: each
               rank's logits, the loss, the averaged gradients, the parameters after each Adam step
               (`mpiexec -n 2 python -m parity ddp`, or `python -m parity ddp --nproc 2`; parity/ddp.py).
+    view      one self-contained web page of a step's backward graph, each module output's and parameter's
+              gradient against the twin (or finite differences), the first module where they part
+              (parity/view/, docs/parity-view.md).
 
 Bad input (unknown config, unsupported dtype, --device cuda without a GPU, a checkpoint that is
 not one, mismatched state dicts, a number out of range or not finite) prints one line naming what was
@@ -38,6 +41,7 @@ from . import ddp, gradcheck, render
 from .gpt.report import MODELS, GptReportConfig, run_gpt_report
 from .placement import AGAINST, NP_DEVICES, DeviceError
 from .report import DEVICES, DTYPES, TRAJECTORIES, ReportConfig, run_report, run_summary
+from .view import cli as view_cli
 
 # The report's options that shape the encoder-decoder only: refused beside --model (a GPT has its own shape).
 ENCODER_DECODER_ONLY = (
@@ -111,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m parity", description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,gradcheck,ddp}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,gradcheck,ddp,view}")
     presets = sorted(PRESETS)
 
     p = sub.add_parser(
@@ -249,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="seed of the weights, the batch and the direction, 0 to 2**64-1 (default: %(default)s)",
     )
+    view_cli.add_parser(sub, presets, _HelpFormatter)
     return parser
 
 
@@ -354,7 +359,8 @@ def main(argv=None) -> int:
         with interrupts_as_such():
             if args.command == "ddp":
                 return cmd_ddp(args, argv)
-            return {"report": cmd_report, "summary": cmd_summary, "gradcheck": cmd_gradcheck}[args.command](args)
+            commands = {"report": cmd_report, "summary": cmd_summary, "gradcheck": cmd_gradcheck, "view": view_cli.run}
+            return commands[args.command](args)
     except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130; no report was written
         return interrupted(f"python -m parity {args.command}")
     except (ValueError, TypeError, DeviceError, FileNotFoundError) as e:
