@@ -179,3 +179,66 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
 def test_view_config_refuses_two_sources():
     with pytest.raises(ValueError, match="one of --config, --checkpoint or --model"):
         build(ViewConfig(config="copy", model="gpt2"))
+
+
+# ---- in a real browser (headless Chromium, `make browser`) -----------------------------------------------------------
+@pytest.mark.full
+def test_the_page_in_a_real_browser(tmp_path):
+    """The copy preset's page with a planted LayerNorm fault, in headless Chromium: no console error, the node count
+    shown is the graph's, a module folds and unfolds with a click, the search finds every LayerNorm, the planted fault's
+    module is the highlighted one, and the ready mark comes within 3 s of navigation start."""
+    from tests.support.browser import chromium, missing, open_page
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    text, data = build(ViewConfig(config="copy", plant="LayerNorm"))
+    page = tmp_path / "view.html"
+    page.write_text(text)
+    items, meta = data["items"], data["meta"]
+    driver = chromium()
+    try:
+        ready = open_page(driver, str(page))
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert not errors and driver.execute_script("return window.__errors") == [], errors
+        assert ready < 3000
+        assert driver.execute_script("return performance.getEntriesByName('ready').length") == 1
+
+        rows = lambda css="": driver.find_elements("css selector", ".row" + css)
+        assert driver.find_element("id", "node-count").text == str(meta["nodes"])
+        driver.find_element("id", "expand-all").click()
+        assert len(rows(".n")) == meta["nodes"] == sum(it["k"] == "n" for it in items)
+
+        # the planted fault: its module is the highlighted row, and the first planted node sits in it
+        culprit = rows(".culprit")
+        assert len(culprit) == 1 and int(culprit[0].get_attribute("data-i")) == meta["divergence"]
+        assert items[meta["divergence"]]["key"] in culprit[0].text
+        first = min(meta["planted_rows"], key=lambda r: items[r]["i"])
+        assert items[first]["p"] == meta["divergence"]
+        assert first in [int(r.get_attribute("data-i")) for r in rows(".planted")]
+        assert "first divergence" in driver.find_element("id", "divergence").text.lower()
+
+        # folding: a module's row folds and unfolds its contents with a click
+        driver.find_element("id", "collapse-all").click()
+        shown = len(rows())
+        encoder = next(r for r in rows(".g") if r.text.split()[1] == "encoder")
+        encoder.click()
+        unfolded = len(rows())
+        assert unfolded > shown
+        next(r for r in rows(".g") if r.text.split()[1] == "encoder").click()
+        assert len(rows()) == shown
+
+        # search: every LayerNorm (the op's nodes and the modules of that type) is shown and marked
+        driver.find_element("id", "search").send_keys("LayerNorm")
+        want = sum(
+            ("layernorm" in (it["op"] if it["k"] == "n" else it.get("key", "") + " " + it.get("type", "")).lower())
+            if it["k"] != "p"
+            else "layernorm" in it["name"].lower()
+            for it in items
+        )
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        WebDriverWait(driver, 5).until(lambda d: d.find_element("id", "search-count").text == f"{want} matches")
+        assert len(rows(".match")) == want > 0
+    finally:
+        driver.quit()

@@ -18,14 +18,11 @@ CHROMEDRIVER = "/usr/bin/chromedriver"
 
 
 def missing() -> str | None:
-    """Why no browser test can run here (a sentence), or None."""
+    """Why no browser test can run here (a sentence), or None. Selenium is not asked: it comes with the test
+    environment (the `browser` extra), and its absence beside a browser is an error, not a reason to skip."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not os.path.exists(path):
             return f"{path} is absent: run `make browser` (Debian's chromium and chromium-driver)"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is absent: run `make browser` (the `browser` extra)"
     return None
 
 
