@@ -34,7 +34,7 @@
     const chip = `<span class="chip" style="background:${colour(it.r)}"></span>`;
     if (it.k === "g") {
       const caret = it.end > i + 1 ? (folded[i] ? "▸" : "▾") : "·";
-      return `${caret} ${chip}${esc(it.key)} <span class="dim">${esc(it.type)} · ${it.nn} nodes</span>`;
+      return `${caret} ${chip}${esc(it.key)} <span class="dim">${esc(it.type)} · ${it.nn} node${it.nn === 1 ? "" : "s"}</span>`;
     }
     if (it.k === "p") return `${chip}${esc(it.name)} <span class="dim">parameter ${esc(JSON.stringify(it.shape))}</span>`;
     const g = it.g && it.g.norm !== undefined ? ` |grad| ${num(it.g.norm)}` : "";
@@ -101,7 +101,7 @@
     const it = items[i];
     let h = "";
     if (it.k === "g") {
-      h = `<h2>${esc(it.key)}</h2><p>${esc(it.type)} · ${it.nn} nodes${it.culprit ? " · <b>the first divergence along the backward</b>" : ""}</p>` + checks(it.checks);
+      h = `<h2>${esc(it.key)}</h2><p>${esc(it.type)} · ${it.nn} node${it.nn === 1 ? "" : "s"}${it.culprit ? " · <b>the first divergence along the backward</b>" : ""}</p>` + checks(it.checks);
     } else if (it.k === "p") {
       h = `<h2>${esc(it.name)}</h2><p>parameter ${esc(JSON.stringify(it.shape))} ${esc(it.dtype)}</p>` + checks(it.checks);
     } else {
@@ -188,6 +188,7 @@
       `its output gradient agrees with ${esc(meta.reference)}, what it sends back does not${bad ? " (" + bad + ")" : " (its parameters' gradients)"}. ${meta.failing} checks over the tolerance in all.`;
     $("culprit-link").addEventListener("click", () => { selected = meta.divergence; details(selected); reveal(selected); });
     openTo(meta.divergence);
+    folded[meta.divergence] = 0; // what it holds: where the error enters
   } else {
     div.className = meta.failing ? "bad" : "good";
     div.textContent = meta.failing ? `${meta.failing} checks over the tolerance, with no module where the error enters (a forward difference?)` :
