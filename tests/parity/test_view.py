@@ -14,7 +14,7 @@ from minitensor.testing import PARITY_RTOL
 from parity.__main__ import main
 from parity.view import MAX_NODES, ViewConfig, build, primitive_names
 from parity.view.capture import PLANT_FACTOR
-from parity.view.compare import against_twin, first_divergence
+from parity.view.compare import against_finite_differences, against_twin, first_divergence
 from parity.view.formulas import anchor, anchors_in
 from parity.view.layout import TooLarge, page_data, walk_positions
 from parity.view.subject import from_preset
@@ -70,6 +70,24 @@ def test_a_clean_step_agrees_everywhere_and_names_no_module():
     assert checks and all(c.ok for c in checks)
     ulps = [c.ulp for c in checks if c.ulp is not None]
     assert ulps and all(u >= 0 for u in ulps)
+
+
+@pytest.mark.parametrize("plant", [None, "LayerNorm"])
+def test_finite_differences_judge_the_part_drawn_and_find_the_planted_fault(plant):
+    """--against finite-differences on one module (--modules): its output's and parameters' gradients along a random
+    direction; clean without a fault, the LayerNorm named with one."""
+    sub = from_preset("copy", "float64", 0, 2)
+    graph, comparison = against_finite_differences(sub, 0, plant, "decoder.layers.1.norm3")
+    assert set(comparison.calls) == {"decoder.layers.1.norm3"}
+    assert set(comparison.params) == {"decoder.layers.1.norm3.weight", "decoder.layers.1.norm3.bias"}
+    checks = comparison.calls["decoder.layers.1.norm3"] + list(comparison.params.values())
+    assert all(c.rule == "fd" for c in checks) and all(c.ok for c in comparison.calls["decoder.layers.1.norm3"])
+    divergence = first_divergence(graph, comparison, walk_positions(graph)[0])
+    if plant is None:
+        assert all(c.ok for c in checks) and divergence is None
+    else:
+        assert not any(c.ok for c in comparison.params.values())
+        assert graph.calls[divergence].key == "decoder.layers.1.norm3"
 
 
 def test_the_page_data_counts_every_node_once_and_each_row_its_subtree(planted):
@@ -179,6 +197,39 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
 def test_view_config_refuses_two_sources():
     with pytest.raises(ValueError, match="one of --config, --checkpoint or --model"):
         build(ViewConfig(config="copy", model="gpt2"))
+
+
+@pytest.mark.full
+@pytest.mark.parametrize(
+    "source",
+    [
+        ["--model", "gpt2"],
+        ["--model", "llama", "--dtype", "float32"],
+        ["--config", "copy-reverse", "--dtype", "float32"],
+        ["--checkpoint", "{run}"],
+    ],
+    ids=["gpt2", "llama-float32", "copy-reverse-float32", "checkpoint"],
+)
+def test_every_source_gives_a_clean_page(tmp_path_factory, capsys, source):
+    """The GPT family, float32 and a trained run: every check within its tolerance, no module named."""
+    run = ""
+    if "{run}" in source:
+        from transformer_np.training import default_configs, train
+
+        model_cfg, train_cfg = default_configs("copy-reverse")
+        model_cfg = model_cfg.replace(d_model=32, num_heads=2, num_encoder_layers=1, num_decoder_layers=1, d_ff=64)
+        train_cfg = train_cfg.replace(steps=2, batch_size=8, train_size=64, eval_size=8, eval_every=1000)
+        run = str(tmp_path_factory.mktemp("run"))
+        previous = mt.get_default_dtype()
+        try:
+            train(model_cfg, train_cfg, run, progress=False)
+        finally:
+            mt.set_default_dtype(previous)
+    out = tmp_path_factory.mktemp("page") / "view.html"
+    args = [a.format(run=run) for a in source]
+    assert main(["view", *args, "--batch-size", "4", "--out", str(out)]) == 0, capsys.readouterr().err
+    assert "every module output and parameter gradient agrees" in capsys.readouterr().out
+    assert out.stat().st_size > 0
 
 
 # ---- in a real browser (headless Chromium, `make browser`) -----------------------------------------------------------
