@@ -77,8 +77,8 @@ def run(args) -> int:
         f"wrote {args.out}: {meta['nodes']} nodes, {len(text.encode()) / 2**20:.2f} MB, "
         f"in {time.perf_counter() - t0:.1f} s"
     )
-    if meta["divergence"] is not None:
-        print(f"first divergence along the backward: {data['items'][meta['divergence']]['key']}")
+    if meta["divergence_key"] is not None:
+        print(f"first divergence along the backward: {meta['divergence_key']}")
     elif meta["failing"]:
         print(f"{meta['failing']} checks over the tolerance")
     else:

@@ -110,6 +110,7 @@ def page_data(graph, comparison: Comparison, divergence: int | None, meta: dict,
         reference=comparison.reference,
         tolerance=comparison.tolerance,
         divergence=row_of.get(("g", divergence)) if divergence is not None else None,
+        divergence_key=graph.calls[divergence].key if divergence is not None else None,  # drawn or not
         planted_rows=planted,
         modules=pattern,
         failing=_failing(comparison),

@@ -189,6 +189,10 @@
     $("culprit-link").addEventListener("click", () => { selected = meta.divergence; details(selected); reveal(selected); });
     openTo(meta.divergence);
     folded[meta.divergence] = 0; // what it holds: where the error enters
+  } else if (meta.divergence_key) {
+    div.className = "bad";
+    div.textContent = `First divergence along the backward: ${meta.divergence_key}, outside the part drawn (--modules ${meta.modules}). ` +
+      `${meta.failing} checks over the tolerance in all.`;
   } else {
     div.className = meta.failing ? "bad" : "good";
     div.textContent = meta.failing ? `${meta.failing} checks over the tolerance, with no module where the error enters (a forward difference?)` :

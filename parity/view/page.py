@@ -22,7 +22,7 @@ window.addEventListener("error", function (e) {{ window.__errors.push(String(e.m
   <h1>{title}</h1>
   <div class="meta">{subtitle}</div>
   <div class="bar">
-    <span><b id="node-count"></b> nodes · {params} parameters · {calls} module calls</span>
+    <span><b id="node-count"></b> nodes{of_total} · {params} parameters · {calls} module calls</span>
     <input id="search" type="search" placeholder="search an op or a module (Enter: next)" autocomplete="off">
     <span id="search-count"></span>
     <button id="expand-all">unfold all</button><button id="collapse-all">fold</button>
@@ -53,6 +53,7 @@ def render(data: dict) -> str:
     return TEMPLATE.format(
         title=html.escape(meta["title"]),
         subtitle=html.escape(meta["subtitle"]),
+        of_total="" if meta["nodes"] == meta["nodes_total"] else f" (of {meta['nodes_total']})",
         params=meta["params"],
         calls=meta["calls"],
         css=_asset("page.css"),

@@ -113,6 +113,8 @@ def test_modules_draws_only_the_matching_part(planted):
     assert "decoder.layers.1.self_attn.W_q" in keys and "decoder" in keys  # the part, and its containers
     assert not any(k.startswith("encoder.") for k in keys)
     assert 0 < data["meta"]["nodes"] < len(graph.nodes)
+    # the fault (in decoder.layers.1.norm3) is outside the part drawn: named, not drawn
+    assert data["meta"]["divergence"] is None and data["meta"]["divergence_key"] == "decoder.layers.1.norm3"
     with pytest.raises(ValueError, match="matches no module call"):
         _page(graph, comparison, "no.such.module")
 
