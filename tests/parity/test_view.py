@@ -90,6 +90,55 @@ def test_finite_differences_judge_the_part_drawn_and_find_the_planted_fault(plan
         assert graph.calls[divergence].key == "decoder.layers.1.norm3"
 
 
+def test_an_output_off_the_losss_path_has_no_gradient_to_compare():
+    """A module with two outputs, the loss using the first: the second's gradient is None on both sides, and no check
+    is made of it (a missing gradient on one side only would fail)."""
+    import numpy as np
+    import torch
+
+    from parity.view.subject import Subject
+
+    class Two(mt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = mt.nn.Linear(3, 3, dtype=mt.float64)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y, y * 2
+
+    class TorchTwo(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 3, dtype=torch.float64)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y, y * 2
+
+    ours, twin = Two(), TorchTwo()
+    with torch.no_grad():
+        twin.lin.weight.copy_(torch.from_numpy(ours.lin.weight.detach().numpy()))
+        twin.lin.bias.copy_(torch.from_numpy(ours.lin.bias.detach().numpy()))
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    g = np.random.default_rng(1).standard_normal((2, 3))  # a random upstream gradient, not ones
+    sub = Subject(
+        "two outputs",
+        ours,
+        twin,
+        lambda: (ours(mt.tensor(x))[0] * mt.tensor(g)).sum(),
+        lambda: (twin(torch.from_numpy(x))[0] * torch.from_numpy(g)).sum(),
+        None,
+        False,
+        False,
+        "B=2",
+    )
+    graph, comparison = against_twin(sub, "float64", 0)
+    checks = comparison.calls["(model)"]
+    assert [c.what for c in checks] == ["output 0", "output gradient 0", "output 1"] and all(c.ok for c in checks)
+    assert all(c.ok for c in comparison.params.values()) and len(comparison.params) == 2
+
+
 def test_the_page_data_counts_every_node_once_and_each_row_its_subtree(planted):
     graph, comparison = planted
     data = _page(graph, comparison)
