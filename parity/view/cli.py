@@ -24,7 +24,12 @@ def add_parser(sub, presets: list, formatter) -> None:
     src.add_argument("--config", choices=presets, help="a preset whose fresh model is shown (default: copy-reverse)")
     src.add_argument("--checkpoint", help="a transformer_np run directory or checkpoint file (e.g. runs/demo)")
     src.add_argument("--model", choices=MODELS, help="the decoder-only GPT in this shape, at nanoGPT's baby size")
-    p.add_argument("--dtype", default="float64", choices=("float32", "float64"), help="(default: %(default)s)")
+    p.add_argument(
+        "--dtype",
+        default="float64",
+        choices=("float32", "float64"),
+        help="floating-point type of both sides (default: %(default)s)",
+    )
     p.add_argument(
         "--against",
         default="torch",
@@ -49,7 +54,8 @@ def add_parser(sub, presets: list, formatter) -> None:
         "--batch-size",
         type=integer(1),
         default=None,
-        help="sentences per batch (default: the preset's reference batch; 16 for a checkpoint)",
+        help="sentences (sequences, for a GPT) per batch (default: the preset's reference batch; 16 for a checkpoint; "
+        "12 for a GPT)",
     )
     p.add_argument("--out", default="parity-view.html", help="the HTML file written (default: %(default)s)")
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
