@@ -10,12 +10,12 @@ STAMP := $(VENV)/.installed
 # `make demo DEMO_FLAGS=--resume` continues an interrupted demo instead (a finished one is only reported).
 DEMO_FLAGS ?= --overwrite
 
-.PHONY: demo test test-full coverage lint bench bench-quick notebooks lab gpu clean distclean data
+.PHONY: demo test test-full browser coverage lint bench bench-quick notebooks lab gpu clean distclean data
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,notebooks,distributed,hf]'
+	$(BIN)/pip install --quiet -e '.[dev,notebooks,distributed,hf,browser]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -32,6 +32,13 @@ test: $(STAMP)
 
 test-full: $(STAMP)
 	$(PYTEST) -m full
+
+# Headless Chromium and its driver from Debian's packages, for the full tier's browser test of `python -m parity view`
+# (tests/parity/test_view.py; Selenium comes with the `browser` extra). apt-get needs root: sudo when not root. CI runs
+# it before `make test-full`; without it that test is skipped, saying so.
+browser: $(STAMP)
+	@if [ "$$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi; \
+	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
 
 # Line coverage of minitensor/ and transformer_np/ by each tier and by both (coverage.py; the processes the tests
 # start are measured too): the fast tier's figure beside the whole suite's. Outside the everyday commands: it runs

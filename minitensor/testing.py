@@ -45,6 +45,15 @@ TRAINING_ATOL_FLOAT64 = 1e-10
 # Finite differences (minitensor.autograd.gradcheck defaults).
 GRADCHECK = {"eps": 1e-6, "atol": 1e-5, "rtol": 1e-3}
 
+# One directional derivative g . v (v a unit vector) against its central difference (L(x + hv) - L(x - hv)) / 2h in
+# float64, h = GRADCHECK["eps"] (python -m parity view --against finite-differences): |g . v - fd| is allowed
+# DIRECTIONAL_FD_RTOL * |g| plus the difference quotient's round-off, fd_roundoff(L). The truncation error is about
+# h^2 / 6 times the third derivative along v, 1e-13 of its scale, so 1e-6 of |g| (the largest g . v can be) leaves
+# a wide margin for it: on the copy and copy-reverse presets every module output's and parameter's check stays within
+# 5% of its limit, while a gradient scaled by 1.001 fails (v random: |g . v| ~ |g| / sqrt(n) for n entries, so such an
+# error shows in tensors of up to about 10^6 entries).
+DIRECTIONAL_FD_RTOL = 1e-6
+
 # Relative floor of the measure, per dtype (see the module docstring for what it allows).
 FLOOR = {"float64": 1e-3, "float32": 1e-1, "float16": 1e-1}
 
@@ -110,3 +119,40 @@ def sum_roundoff_limit(terms, dtype) -> np.ndarray:
     """
     t = np.abs(np.asarray(terms, dtype=np.float64))
     return t.shape[0] * float(np.finfo(np.dtype(dtype)).eps) * t.sum(axis=0)
+
+
+def fd_roundoff(loss: float, h: float = GRADCHECK["eps"]) -> float:
+    """The round-off of a float64 central difference quotient of a function of size |loss| with step h: each of the
+    two evaluations errs by a few eps * |loss| (its last rounding and the sums before it), divided by 2h; taken as
+    8 eps |loss| / 2h."""
+    return 8 * float(np.finfo(np.float64).eps) * abs(loss) / (2 * h)
+
+
+def ulp_distance(ours, ref) -> float:
+    """The largest distance between `ours` and `ref`, entry by entry, counted in representable values of ref's dtype
+    (units in the last place; float64 for a non-float reference): 0 where they are identical, 1 for neighbours, inf
+    where one is finite and the other not. A companion of error_stats that needs no floor: it shows how many roundings
+    apart two results are, the same yardstick in every dtype."""
+    b = np.asarray(ref)
+    dtype = b.dtype if b.dtype in (np.float16, np.float32, np.float64) else np.dtype(np.float64)
+    a = np.asarray(ours).astype(dtype)
+    b = b.astype(dtype)
+    if a.shape != b.shape:
+        raise ValueError(f"shape mismatch: ours {a.shape} vs reference {b.shape}")
+    if a.size == 0:
+        return 0.0
+    both_nan = np.isnan(a) & np.isnan(b)
+    if ((~np.isfinite(a) | ~np.isfinite(b)) & ~both_nan & (a != b)).any():
+        return float("inf")
+    keep = ~both_nan
+    ints = {2: np.int16, 4: np.int32, 8: np.int64}[dtype.itemsize]
+    # The bit patterns of IEEE floats are sign and magnitude: mapped to a line on which neighbours differ by 1
+    # (-0.0 and +0.0 both at 0), the count of values between two floats is a difference of integers.
+    lowest = np.iinfo(ints).min
+
+    def line(x):  # shifted by 2**63 into unsigned integers, so that no difference overflows
+        i = x.view(ints).astype(np.int64)
+        return np.where(i < 0, lowest - i, i).view(np.uint64) ^ np.uint64(2**63)
+
+    la, lb = line(a[keep]), line(b[keep])
+    return float(np.where(la >= lb, la - lb, lb - la).max(initial=0))

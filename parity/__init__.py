@@ -14,6 +14,8 @@
       hooks.py     what the report records on the models, and its two adjustments of the reference
       results.py   Row, Report and the rules that judge each row ('rel', 'zero', 'drift')
       render.py    the terminal table, Markdown and JSON
+    view/        `python -m parity view`: one step's backward graph as a web page, each module output's and
+                 parameter's gradient against the twin, the first module where they part (docs/parity-view.md)
     __main__.py  `python -m parity report ...` and `python -m parity summary --checkpoint runs/demo`
 
 Tolerances come from minitensor/testing.py (PARITY_RTOL, error_stats, sum_roundoff_limit) only.

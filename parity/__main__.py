@@ -1,4 +1,4 @@
-"""The command line: `python -m parity {report, summary, gradcheck, ddp, compare}`.
+"""The command line: `python -m parity {report, summary, gradcheck, ddp, compare, view}`.
 
     report    transformer_np against the PyTorch reference, module by module: forward outputs,
               attention weights, loss, every gradient, a Hessian-vector product, forward mode (J v and
@@ -20,6 +20,9 @@
               that differs named (`python -m parity compare model.py:GPT --kwargs '{...}' --input-shape 2,16
               --input-dtype long`; parity/compare.py). Exits 1 when a row exceeds its tolerance, or when the model
               runs on torch and not on minitensor (one line naming what failed).
+    view      one self-contained web page of a step's backward graph, each module output's and parameter's
+              gradient against the twin (or finite differences), the first module where they part
+              (parity/view/, docs/parity-view.md).
 
 Bad input (unknown config, unsupported dtype, --device cuda without a GPU, a checkpoint that is
 not one, mismatched state dicts, a number out of range or not finite; for compare a file without the class,
@@ -46,6 +49,7 @@ from . import compare, ddp, gradcheck, render
 from .gpt.report import MODELS, GptReportConfig, run_gpt_report
 from .placement import AGAINST, NP_DEVICES, DeviceError
 from .report import DEVICES, DTYPES, TRAJECTORIES, ReportConfig, run_report, run_summary
+from .view import cli as view_cli
 
 # The report's options that shape the encoder-decoder only: refused beside --model (a GPT has its own shape).
 ENCODER_DECODER_ONLY = (
@@ -119,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog="python -m parity", description=__doc__.split("\n\n")[0], formatter_class=_HelpFormatter
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,gradcheck,ddp,compare}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{report,summary,gradcheck,ddp,compare,view}")
     presets = sorted(PRESETS)
 
     p = sub.add_parser(
@@ -322,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
         "its own (identically zero gradients then drift apart by up to lr; parity/compare.py) (default: %(default)s)",
     )
     p.add_argument("--seed", type=integer(0, SEED_MAX), default=0, help="seed of weights and inputs (default: 0)")
+    view_cli.add_parser(sub, presets, _HelpFormatter)
     return parser
 
 
@@ -471,6 +476,7 @@ def main(argv=None) -> int:
                 "summary": cmd_summary,
                 "gradcheck": cmd_gradcheck,
                 "compare": cmd_compare,
+                "view": view_cli.run,
             }
             return commands[args.command](args)
     except KeyboardInterrupt:  # as `python -m transformer_np train`: one line, 130; no report was written

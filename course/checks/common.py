@@ -25,6 +25,8 @@ __all__ = [
     "compare",
     "diagnose",
     "diagnose_scalar",
+    "pointing",
+    "WRONG_GRADIENT_DOC",
     "expect_array",
     "finite_differences",
     "rng",
@@ -105,6 +107,16 @@ def _factor_text(c: float) -> str:
     return f"{c:.4g}"
 
 
+# Where a diagnosis points the learner next: a planted fault found in a whole model's backward graph, on the page of
+# `python -m parity view` (a wrong formula in one op, and how the module that runs it is singled out).
+WRONG_GRADIENT_DOC = "docs/parity-view.md#a-planted-fault"
+
+
+def pointing(sentence: str) -> str:
+    """A diagnosis followed by where to see such a fault found in a whole model ('' stays '')."""
+    return f"{sentence} How a wrong formula is found in a whole model: {WRONG_GRADIENT_DOC}" if sentence else ""
+
+
 def diagnose(got, expected, *, input_shapes=(), known=()) -> str:
     """The likely mistake behind a numeric mismatch of `got` against `expected`, as a sentence; '' when none fits.
 
@@ -160,7 +172,7 @@ def compare(where: str, got, expected, rtol: float | None = None, reference: str
     (`why`: its input_shapes and known)."""
     got_a, exp_a = as_array(got), as_array(expected)
     if got_a.shape != exp_a.shape:
-        hint = diagnose(got_a, exp_a, **why)
+        hint = pointing(diagnose(got_a, exp_a, **why))
         raise CheckFailed(
             f"{where}: expected shape {exp_a.shape} (as {reference}), got {got_a.shape}" + (f". {hint}" if hint else "")
         )
@@ -182,7 +194,7 @@ def compare(where: str, got, expected, rtol: float | None = None, reference: str
         diff = np.abs(a - b)
     diff = np.where(np.isnan(diff), np.inf, diff)
     idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), a.shape)) if a.size else ()
-    hint = diagnose(a, b, **why)
+    hint = pointing(diagnose(a, b, **why))
     raise CheckFailed(
         f"{where}: at element {idx} expected {float(b[idx])!r} ({reference}), got {float(a[idx])!r}; "
         f"max relative error {max_rel:.2e} > rtol {rtol:.0e} (max abs {max_abs:.2e})" + (f". {hint}" if hint else "")

@@ -13,7 +13,7 @@ import math
 import torch
 
 from ..runner import Exercise
-from .common import CheckFailed, diagnose_scalar, rng, scalar_differs
+from .common import CheckFailed, diagnose_scalar, pointing, rng, scalar_differs
 
 EPS = 1e-6  # central differences on float64 scalars: error about EPS^2 * f''' + 1e-16 / EPS
 FD_TOL = 1e-6
@@ -66,7 +66,7 @@ def _op_check(ex: str, name: str, build, torch_fn, points, needs_twice=False):
                         elif abs(now - want) < 1e-9 * max(1.0, abs(want)):
                             hint = " .grad held a share from another use of the Value: add to it (+=), not overwrite."
                         else:
-                            hint = diagnose_scalar(got, want)
+                            hint = pointing(diagnose_scalar(got, want))
                         raise CheckFailed(
                             f"{what}, out.grad = {g:.4f}: input {i}'s .grad went from {before} to {now!r}, a change of "
                             f"{got!r}; expected a change of {want!r} (torch).{hint}"

@@ -536,6 +536,24 @@ def test_a_planted_mistake_gets_its_diagnosis(name, tmp_path):
     assert words in o.message, o.message
 
 
+@pytest.mark.parametrize("name", ["a missing 1/N", "a sign, on scalars"])
+def test_a_diagnosis_points_to_the_planted_fault_of_parity_view(name, tmp_path):
+    """A diagnosed mistake (on arrays, and on rung 1's scalars) ends with the reference that shows such a fault found
+    in a whole model's graph; that anchor exists."""
+    from course.checks.common import WRONG_GRADIENT_DOC
+    from parity.view.formulas import anchors_in
+
+    file, right, wrong, exercise, _ = DIAGNOSES[name]
+    folder = _copy_solutions(tmp_path, "pointed")
+    _plant(folder, file, right, wrong)
+    rung = int(exercise.split(".")[0])
+    (o,) = run_rung(rung, exercises_of(rung), folder, only=exercise)
+    assert o.message.rstrip().endswith(WRONG_GRADIENT_DOC), o.message
+    doc, anchor = WRONG_GRADIENT_DOC.split("#")
+    with open(os.path.join(ROOT, doc), encoding="utf-8") as f:
+        assert anchor in anchors_in(f.read())
+
+
 def test_the_diagnosis_names_nothing_for_an_unrelated_difference():
     from course.checks.common import diagnose, diagnose_scalar
 

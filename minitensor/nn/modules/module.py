@@ -3,8 +3,8 @@
 This file owns the module tree: registration of parameters, buffers and submodules by
 attribute assignment, traversal (`named_parameters`, `named_modules`, ...), train/eval,
 `state_dict`/`load_state_dict`, dtype and device conversion (`to`, `cuda`, `cpu`), forward
-hooks. The layers built on it live beside it, one family per file (linear.py, sparse.py, normalization.py, dropout.py,
-activation.py, container.py, loss.py), as in torch.nn.modules.
+hooks and pre-hooks. The layers built on it live beside it, one family per file (linear.py, sparse.py,
+normalization.py, dropout.py, activation.py, container.py, loss.py), as in torch.nn.modules.
 
 Deviations from PyTorch, flagged:
   * `state_dict()` values are NumPy arrays (copies, so later training does not change a saved
@@ -33,7 +33,7 @@ _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_
 
 
 class _RemovableHandle:
-    """Returned by register_forward_hook; `.remove()` unregisters the hook."""
+    """Returned by register_forward_hook and register_forward_pre_hook; `.remove()` unregisters the hook."""
 
     _next_id = 0
 
@@ -66,12 +66,18 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} has no forward() method")
 
     def __call__(self, *args, **kwargs):
+        if self._forward_pre_hooks:
+            for hook in list(self._forward_pre_hooks.values()):
+                r = hook(self, args)
+                if r is not None:  # as torch: a tuple replaces the positional inputs, anything else is the one input
+                    args = r if isinstance(r, tuple) else (r,)
         out = self.forward(*args, **kwargs)
         if self._forward_hooks:
             for hook in list(self._forward_hooks.values()):
@@ -186,6 +192,14 @@ class Module:
         self._modules[name] = module
 
     register_module = add_module
+
+    def register_forward_pre_hook(self, hook) -> _RemovableHandle:
+        """hook(module, inputs) runs before forward; a non-None return replaces the positional inputs."""
+        if not callable(hook):
+            raise TypeError(f"register_forward_pre_hook: hook must be callable, got {type(hook).__name__}")
+        handle = _RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[handle.id] = hook
+        return handle
 
     def register_forward_hook(self, hook) -> _RemovableHandle:
         """hook(module, inputs, output) runs after forward; a non-None return replaces the output."""

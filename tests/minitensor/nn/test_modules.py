@@ -379,6 +379,34 @@ def test_forward_hooks():
     assert np.any(m(x).data != 0)
 
 
+def test_forward_pre_hooks_as_torch():
+    """A pre-hook sees the positional inputs before forward; a tuple it returns replaces them, any other value is
+    the one input; None keeps them. The same program on torch gives the same outputs."""
+    w = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32)
+    results = []
+    for lib in (mt, torch):
+        m = (nn.Linear if lib is mt else torch.nn.Linear)(3, 2, bias=False)
+        with lib.no_grad():
+            m.weight.copy_(lib.tensor(w))
+        seen = []
+        h1 = m.register_forward_pre_hook(lambda mod, inputs, seen=seen: seen.append((mod, inputs)))
+        h2 = m.register_forward_pre_hook(lambda mod, inputs: inputs[0] * 2)  # one value: the one input
+        h3 = m.register_forward_pre_hook(lambda mod, inputs: (inputs[0] + 1,))  # a tuple: the inputs
+        t = lib.tensor(x)
+        out = m(t)
+        assert seen[0][0] is m and seen[0][1][0] is t
+        h2.remove(), h3.remove()
+        plain = m(t)
+        h1.remove()
+        m(t)
+        assert len(seen) == 2
+        results.append((out.detach().numpy(), plain.detach().numpy()))
+    for ours, ref in zip(results[0], results[1]):
+        assert_close(ours, ref, OP_RTOL["float32"])
+    assert_close(results[0][0], (2 * x + 1) @ w.T, OP_RTOL["float32"])
+
+
 def test_containers_indexing_and_iteration():
     layers = [nn.Linear(2, 2) for _ in range(4)]
     ml = nn.ModuleList(layers[:3])
