@@ -21,14 +21,15 @@
               --input-dtype long`; parity/compare.py). Exits 1 when a row exceeds its tolerance, or when the model
               runs on torch and not on minitensor (one line naming what failed).
     view      one self-contained web page of a step's backward graph, each module output's and parameter's
-              gradient against the twin (or finite differences), the first module where they part
-              (parity/view/, docs/parity-view.md).
+              gradient against the twin (or finite differences), the first module where they part, for a preset
+              (--config), a run (--checkpoint), a GPT shape (--model) or any model file compare builds (--file
+              FILE.py:CLASS with compare's --kwargs, --input-shape, ...; parity/view/, docs/parity-view.md).
 
 Bad input (unknown config, unsupported dtype, --device cuda without a GPU, a checkpoint that is
-not one, mismatched state dicts, a number out of range or not finite; for compare a file without the class,
-arguments that do not build it, an input the model refuses on torch, parameter names that differ between the two
-runs, malformed --kwargs or --input-shape) prints one line naming what was expected and exits 2. Ctrl-C prints one
-line and exits 130; the report files are written whole or not at all.
+not one, mismatched state dicts, a number out of range or not finite; for compare and view --file a file without
+the class, arguments that do not build it, an input the model refuses on torch, parameter names that differ between
+the two runs, malformed --kwargs or --input-shape) prints one line naming what was expected and exits 2. Ctrl-C
+prints one line and exits 130; the report files are written whole or not at all.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from transformer_np.cliutil import SEED_MAX, integer, interrupted, interrupts_as
 from transformer_np.config import PRESETS
 from transformer_np.parallel import launched_world_size, shard_rows
 
-from . import compare, ddp, gradcheck, render
+from . import compare, compare_options, ddp, gradcheck, render
 from .gpt.report import MODELS, GptReportConfig, run_gpt_report
 from .placement import AGAINST, NP_DEVICES, DeviceError
 from .report import DEVICES, DTYPES, TRAJECTORIES, ReportConfig, run_report, run_summary
@@ -270,39 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--kwargs, copy torch's weights into minitensor's by name, and compare every submodule's output, every "
         "gradient and the weights after N optimizer steps (parity/compare.py).",
     )
-    p.add_argument(
-        "target", metavar="FILE.py:CLASS", type=_argument(compare.parse_target), help="the model's file and class"
-    )
-    p.add_argument(
-        "--kwargs",
-        type=_argument(compare.parse_kwargs),
-        default={},
-        help="the constructor's keyword arguments, a JSON object (default: {})",
-    )
-    p.add_argument(
-        "--config-class",
-        default=None,
-        help="a class of the same file that the model's constructor takes as its one argument, built from --kwargs: "
-        "GPT(GPTConfig(**kwargs)) (default: the kwargs go to the model's constructor)",
-    )
-    p.add_argument(
-        "--input-shape",
-        type=_argument(compare.parse_shape),
-        required=True,
-        help="the input's shape, positive integers separated by commas (e.g. 2,16)",
-    )
-    p.add_argument(
-        "--input-dtype",
-        default="float",
-        choices=compare.INPUT_DTYPES,
-        help="float: standard normal in --dtype; long: integers in [0, --input-high) (default: %(default)s)",
-    )
-    p.add_argument(
-        "--input-high",
-        type=integer(1),
-        default=None,
-        help="long inputs and targets are below this (default: the smallest nn.Embedding's num_embeddings)",
-    )
+    p.add_argument("target", metavar="FILE.py:CLASS", type=compare_options.TARGET, help="the model's file and class")
+    compare_options.add_model_options(p, shape_required=True)
     p.add_argument(
         "--dtype",
         default="float64",
@@ -311,13 +281,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--steps", type=integer(0), default=3, help="optimizer steps after the first backward (default: 3)")
     p.add_argument("--optimizer", default="adamw", choices=compare.OPTIMIZERS, help="(default: %(default)s)")
-    p.add_argument(
-        "--loss",
-        default="random",
-        choices=compare.LOSSES,
-        help="random: backward of the outputs against seeded random gradients; model: the model's own loss, "
-        "forward(x, targets), targets of x's shape below --input-high (default: %(default)s)",
-    )
     p.add_argument(
         "--trajectory",
         default="lockstep",
@@ -331,21 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_compare(args) -> int:
-    path, class_name = args.target
-    cc = compare.CompareConfig(
-        path,
-        class_name,
-        args.kwargs,
-        args.input_shape,
-        args.input_dtype,
-        args.input_high,
-        args.dtype,
-        args.steps,
-        args.optimizer,
-        args.loss,
-        args.seed,
-        args.trajectory,
-        args.config_class,
+    cc = compare_options.compare_config(
+        args,
+        args.target,
+        dtype=args.dtype,
+        steps=args.steps,
+        optimizer=args.optimizer,
+        seed=args.seed,
+        trajectory=args.trajectory,
     )
     try:
         report = compare.run_compare(cc)
@@ -366,19 +322,6 @@ def cmd_gradcheck(args) -> int:
         return 1
     print(gradcheck.render(result, what, args.seed))
     return 0 if result.passed else 1
-
-
-def _argument(parse):
-    """An argparse type from a parser that raises ValueError: its message becomes argparse's one-line error."""
-
-    def typed(text: str):
-        try:
-            return parse(text)
-        except ValueError as e:
-            raise argparse.ArgumentTypeError(str(e)) from None
-
-    typed.__name__ = parse.__name__
-    return typed
 
 
 def _report_config(args) -> ReportConfig:

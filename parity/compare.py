@@ -287,15 +287,17 @@ def flat_tensors(output, prefix: str = "") -> list[tuple[str, object]]:
 
 
 class Side:
-    """One library's model, its inputs and its optimizer."""
+    """One library's model, its inputs and its optimizer (None: the side only runs forward and backward)."""
 
-    def __init__(self, lib, model, x, targets, upstream: dict, optimizer: str):
+    def __init__(self, lib, model, x, targets, upstream: dict, optimizer: str | None):
         self.lib, self.model, self.upstream = lib, model, upstream
         self.x = lib.tensor(x)
         self.targets = None if targets is None else lib.tensor(targets)
-        self.opt = getattr(lib.optim, {"adamw": "AdamW", "sgd": "SGD"}[optimizer])(
-            model.parameters(), **OPTIMIZER_SETTINGS[optimizer]
-        )
+        self.opt = None
+        if optimizer is not None:
+            self.opt = getattr(lib.optim, {"adamw": "AdamW", "sgd": "SGD"}[optimizer])(
+                model.parameters(), **OPTIMIZER_SETTINGS[optimizer]
+            )
 
     def forward(self):
         return self.model(self.x) if self.targets is None else self.model(self.x, self.targets)
@@ -331,7 +333,7 @@ def upstream_gradients(output, seed: int) -> dict[str, np.ndarray]:
 # ----------------------------------------------------------------------------------------------
 # The comparison
 # ----------------------------------------------------------------------------------------------
-def _ours(what: str, fn):
+def on_minitensor(what: str, fn):
     """Run minitensor's side: its failure (a missing API or any error) is the comparison's, not the input's."""
     try:
         return fn()
@@ -341,7 +343,7 @@ def _ours(what: str, fn):
         raise MinitensorFailed(f"{what} runs on torch but not on minitensor: {_one_line(e)}") from None
 
 
-def _theirs(what: str, fn):
+def on_torch(what: str, fn):
     """Run torch's side: its failure means the input does not fit the model (bad input)."""
     try:
         return fn()
@@ -353,8 +355,8 @@ def compare_forward(report: Report, ours: Side, theirs: Side, rtol: float):
     """Forward on both sides with every submodule hooked; returns (our output, their output, captures)."""
     ptcap, npcap = Capture(theirs.model), Capture(ours.model)
     try:
-        pt_out = _theirs("the forward", theirs.forward)
-        np_out = _ours("the forward", ours.forward)
+        pt_out = on_torch("the forward", theirs.forward)
+        np_out = on_minitensor("the forward", ours.forward)
     finally:
         ptcap.remove()
         npcap.remove()
@@ -390,12 +392,12 @@ def compare_steps(report: Report, ours: Side, theirs: Side, steps: int, trajecto
             for side in (ours, theirs):
                 side.opt.zero_grad()
             pt_loss = theirs.objective(theirs.forward())
-            np_loss = _ours(f"step {i + 1}", lambda: ours.objective(ours.forward()))
+            np_loss = on_minitensor(f"step {i + 1}", lambda: ours.objective(ours.forward()))
             report.check_close(
                 "after-steps", "step", f"objective step {i + 1}", to_numpy(np_loss), to_numpy(pt_loss), rtol
             )
             pt_loss.backward()
-            _ours(f"the backward of step {i + 1}", np_loss.backward)
+            on_minitensor(f"the backward of step {i + 1}", np_loss.backward)
             np_grads = {n: to_numpy(p.grad) for n, p in ours.model.named_parameters() if p.grad is not None}
             pt_grads = {n: to_numpy(p.grad) for n, p in theirs.model.named_parameters() if p.grad is not None}
             both = [n for n in pt_grads if n in np_grads]
@@ -412,7 +414,7 @@ def compare_steps(report: Report, ours: Side, theirs: Side, steps: int, trajecto
                 )
         if trajectory == "lockstep":
             sync_grads(ours.model, theirs.model)
-        _ours(f"optimizer step {i + 1}", ours.opt.step)
+        on_minitensor(f"optimizer step {i + 1}", ours.opt.step)
         theirs.opt.step()
 
 
@@ -445,11 +447,11 @@ def run_compare(cc: CompareConfig) -> Report:
     np_out, pt_out, npcap, ptcap = compare_forward(report, ours, theirs, rtol)
     # --loss random: the upstream gradients take the shapes of torch's outputs, the same arrays on both sides
     ours.upstream = theirs.upstream = upstream_gradients(pt_out, cc.seed)
-    pt_loss = _theirs("the objective", lambda: theirs.objective(pt_out))
-    np_loss = _ours("the objective", lambda: ours.objective(np_out))
+    pt_loss = on_torch("the objective", lambda: theirs.objective(pt_out))
+    np_loss = on_minitensor("the objective", lambda: ours.objective(np_out))
     report.check_close("modules", "loss", "(objective)", to_numpy(np_loss), to_numpy(pt_loss), rtol, cc.loss)
     pt_loss.backward()
-    _ours("the backward", np_loss.backward)
+    on_minitensor("the backward", np_loss.backward)
     compare_param_grads(report, np_model, pt_model, None, cc.dtype, key_bias=None)
     compare_output_grads(report, npcap, ptcap, rtol)
     compare_steps(report, ours, theirs, cc.steps, trajectory, cc.dtype)

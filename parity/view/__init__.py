@@ -1,7 +1,8 @@
 """`python -m parity view`: one self-contained web page of a training step's backward graph, each module boundary's
 and parameter's gradient against the PyTorch twin (or finite differences), and the first module where they part.
 
-    subject.py   what is shown: a preset's model, a checkpoint's, or a GPT shape, with its twin and a seeded batch
+    subject.py   what is shown: a preset's model, a checkpoint's, a GPT shape, or a PyTorch model file's class (built
+                 as `python -m parity compare` builds it), with its twin and a seeded batch
     capture.py   the step, recorded: every node (op, shapes, value and gradient statistics, saved arrays, times) and
                  every module call (nested, its boundary tensors); a planted fault (--plant OP)
     compare.py   each boundary and parameter against the twin or finite differences; the first divergence
@@ -15,10 +16,11 @@ docs/parity-view.md is the reference, with a planted fault found on the page.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from minitensor.core.function import Function
 
+from ..compare import CompareConfig
 from . import page, subject
 from .capture import PLANT_FACTOR
 from .compare import against_finite_differences, against_twin, first_divergence
@@ -34,9 +36,10 @@ MAX_BYTES = 20 * 2**20
 class ViewConfig:
     """What one page shows. Validated by `check`, before any model is built."""
 
-    config: str | None = None  # a preset (default copy-reverse when neither config, checkpoint nor model is given)
+    config: str | None = None  # a preset (default copy-reverse when no other source is given)
     checkpoint: str | None = None  # a transformer_np run directory or checkpoint file
     model: str | None = None  # a GPT shape: 'gpt2' or 'llama'
+    file: CompareConfig | None = None  # a PyTorch model file's class, its input and loss (its dtype and seed: these)
     dtype: str = "float64"
     against: str = "torch"  # or 'finite-differences' (float64 only)
     plant: str | None = None  # an op whose backward is scaled by PLANT_FACTOR
@@ -59,8 +62,12 @@ def primitive_names() -> set:
 
 def check(vc: ViewConfig) -> None:
     """ValueError naming the first option that cannot work together with the others."""
-    if sum(x is not None for x in (vc.config, vc.checkpoint, vc.model)) > 1:
-        raise ValueError("give one of --config, --checkpoint or --model")
+    if sum(x is not None for x in (vc.config, vc.checkpoint, vc.model, vc.file)) > 1:
+        raise ValueError("give one of --config, --checkpoint, --model or --file")
+    if vc.file is not None and not isinstance(vc.file, CompareConfig):
+        raise ValueError(f"file must be a parity.compare.CompareConfig, got {type(vc.file).__name__}")
+    if vc.file is not None and vc.batch_size is not None:
+        raise ValueError("--batch-size does not apply to --file: the batch is --input-shape's first size")
     if vc.dtype not in ("float32", "float64"):
         raise ValueError(f"unsupported dtype {vc.dtype!r}: expected one of ['float32', 'float64']")
     if vc.against not in AGAINST:
@@ -79,6 +86,8 @@ def check(vc: ViewConfig) -> None:
 def _subject(vc: ViewConfig):
     if vc.checkpoint is not None:
         return subject.from_checkpoint(vc.checkpoint, vc.dtype, vc.seed, vc.batch_size)
+    if vc.file is not None:
+        return subject.from_file(replace(vc.file, dtype=vc.dtype, seed=vc.seed))
     if vc.model is not None:
         return subject.from_gpt(vc.model, vc.dtype, vc.seed, vc.batch_size)
     return subject.from_preset(vc.config or "copy-reverse", vc.dtype, vc.seed, vc.batch_size)
@@ -101,7 +110,9 @@ def build(vc: ViewConfig, doc_href: str = DOC) -> tuple[str, dict]:
     meta = {
         "title": f"Backward graph of {sub.what}, {vc.dtype}, against {reference}",
         "subtitle": (
-            f"one training step's forward and backward, seed {vc.seed}, batch {sub.batch}; "
+            f"one training step's forward and backward, seed {vc.seed}, batch {sub.batch}"
+            + ("" if sub.train_mode else ", eval mode (dropout off, as parity compare runs)")
+            + "; "
             f"tolerance: {comparison.tolerance}"
             + (f"; planted fault: {vc.plant}'s backward x {PLANT_FACTOR}" if vc.plant else "")
             + (f"; modules drawn: {vc.modules}" if vc.modules else "")

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 import time
 
+from minitensor.compat import NotInMinitensor
 from transformer_np.cliutil import SEED_MAX, integer
 
+from .. import compare_options
+from ..compare import MinitensorFailed
 from ..gpt.report import MODELS
 from . import AGAINST, ViewConfig, build, check, doc_href, page
 
@@ -24,6 +28,16 @@ def add_parser(sub, presets: list, formatter) -> None:
     src.add_argument("--config", choices=presets, help="a preset whose fresh model is shown (default: copy-reverse)")
     src.add_argument("--checkpoint", help="a transformer_np run directory or checkpoint file (e.g. runs/demo)")
     src.add_argument("--model", choices=MODELS, help="the decoder-only GPT in this shape, at nanoGPT's baby size")
+    src.add_argument(
+        "--file",
+        metavar="FILE.py:CLASS",
+        type=compare_options.TARGET,
+        help="a PyTorch model file's class, built and fed as `python -m parity compare` builds and feeds it (in eval "
+        "mode), with the options below",
+    )
+    compare_options.add_model_options(
+        p.add_argument_group("a model file (--file; --input-shape required)"), shape_required=False
+    )
     p.add_argument(
         "--dtype",
         default="float64",
@@ -61,11 +75,25 @@ def add_parser(sub, presets: list, formatter) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
 
 
+def _file(args):
+    """The CompareConfig of --file and its options (dtype and seed: the view's), or None; refuses those options
+    without --file."""
+    flags = compare_options.given(args)
+    if args.file is None:
+        if flags:
+            raise ValueError(f"{flags[0]} describes a model file: give it with --file FILE.py:CLASS")
+        return None
+    if args.input_shape is None:
+        raise ValueError("--file needs --input-shape (e.g. --input-shape 2,16)")
+    return compare_options.compare_config(args, args.file, dtype=args.dtype, seed=args.seed)
+
+
 def run(args) -> int:
     vc = ViewConfig(
         config=args.config,
         checkpoint=args.checkpoint,
         model=args.model,
+        file=_file(args),
         dtype=args.dtype,
         against=args.against,
         plant=args.plant,
@@ -76,7 +104,11 @@ def run(args) -> int:
     check(vc)
     page.check_out(args.out, args.overwrite)  # before any work
     t0 = time.perf_counter()
-    text, data = build(vc, doc_href(args.out))
+    try:
+        text, data = build(vc, doc_href(args.out))
+    except (NotInMinitensor, MinitensorFailed) as e:  # the file runs on torch and not on minitensor, as compare says
+        print(f"python -m parity view: FAIL: {e}", file=sys.stderr)
+        return 1
     page.write(text, args.out)
     meta = data["meta"]
     print(

@@ -105,8 +105,8 @@ def against_twin(subject, dtype: str, seed: int, plant: str | None = None):
     """Record the step (the Graph) and compare it with the twin's; returns (Graph, Comparison)."""
     rtol = PARITY_RTOL[dtype]
     np_model, pt_model = subject.np_model, subject.pt_model
-    np_model.train()
-    pt_model.train()
+    np_model.train(subject.train_mode)
+    pt_model.train(subject.train_mode)
     masks = SharedDropoutMasks(seed + 1) if subject.dropout else None
     if masks is not None:
         masks.attach(np_model, pt_model)

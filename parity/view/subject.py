@@ -1,7 +1,9 @@
-"""What the viewer shows: a model, its PyTorch twin and one seeded batch, from a preset, a checkpoint or a GPT shape.
+"""What the viewer shows: a model, its PyTorch twin and one seeded batch, from a preset, a checkpoint, a GPT shape or a
+PyTorch model file.
 
 Each `Subject` offers the training loss of its batch on both sides (`np_loss()`, `pt_loss()`), built as the parity
-report builds them (parity/report.py, parity/gpt/report.py): minitensor initialises, torch copies by name.
+report builds them (parity/report.py, parity/gpt/report.py): minitensor initialises, torch copies by name. A model
+file is built as `python -m parity compare` builds it (parity/compare.py): torch initialises, minitensor copies.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
+import minitensor as mt
 from transformer_np.config import get_preset
 from transformer_np.data import collate
 from transformer_np.gpt.train import Recipe, get_batch
 from transformer_np.loss import compute_loss as np_compute_loss
 from transformer_np.training import load_checkpoint
 
+from ..compare import CompareConfig, Side, build_pair, make_inputs, on_minitensor, on_torch, upstream_gradients
 from ..gpt.report import GptReportConfig, build_gpt_models, key_bias_of
 from ..gpt.sides import GptNpSide, GptTorchSide
 from ..loss import compute_loss as pt_compute_loss
@@ -35,6 +40,7 @@ class Subject:
     dropout: bool  # whether the model draws dropout masks (shared with the twin, parity.hooks.SharedDropoutMasks)
     relu: bool  # whether its feed-forward uses ReLU (parity.hooks.ReluBranchAligner in float32)
     batch: str  # the batch's shape, in words
+    train_mode: bool = True  # the step in training mode; False: eval mode (dropout off), as parity compare runs
 
 
 def _encoder_decoder(what, cfg, train, dtype, seed, batch, np_model=None) -> Subject:
@@ -94,4 +100,34 @@ def from_gpt(model: str, dtype: str, seed: int, batch_size: int | None) -> Subje
         False,
         False,
         f"B={x.shape[0]} T={T}",
+    )
+
+
+def from_file(cc: CompareConfig) -> Subject:
+    """A PyTorch model file's class on both sides, in eval mode, on compare's seeded input (parity.compare.make_inputs).
+
+    The loss is compare's objective, the same scalar on both sides: with cc.loss 'model' the model's own loss of
+    forward(x, targets); with 'random' the sum over its floating outputs of <output, g>, g compare's seeded random
+    upstream gradients, so that the gradients at the outputs are those random arrays and never all ones."""
+    ours, theirs = build_pair(cc)
+    x, targets = make_inputs(cc, theirs)
+    np_side = Side(mt, ours, x, targets, {}, None)
+    pt_side = Side(torch, theirs, x, targets, {}, None)
+    # one step's forward on torch first: an input the model refuses, or no loss to take, is bad input, found before
+    # the page's work; and g is drawn for its outputs that require grad, as compare draws it
+    out = on_torch("the forward", pt_side.forward)
+    if cc.loss == "random":
+        np_side.upstream = pt_side.upstream = upstream_gradients(out, cc.seed)
+    on_torch("the objective", lambda: pt_side.objective(out))
+    return Subject(
+        cc.target,
+        ours,
+        theirs,
+        lambda: on_minitensor("the step", lambda: np_side.objective(np_side.forward())),
+        lambda: on_torch("the step", lambda: pt_side.objective(pt_side.forward())),
+        None,
+        False,
+        False,
+        f"input {cc.input_dtype} {'x'.join(map(str, cc.input_shape))}, loss {cc.loss}",
+        train_mode=False,
     )

@@ -246,8 +246,127 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, capsys, monkeypatch):
 
 
 def test_view_config_refuses_two_sources():
-    with pytest.raises(ValueError, match="one of --config, --checkpoint or --model"):
+    with pytest.raises(ValueError, match="one of --config, --checkpoint, --model or --file"):
         build(ViewConfig(config="copy", model="gpt2"))
+
+
+# ---- a PyTorch model file (--file), built as `python -m parity compare` builds it ------------------------------------
+GPT_FILE = os.path.join(ROOT, "tests", "support", "programs", "gpt.py")
+GPT_ARGS = ["--file", f"{GPT_FILE}:GPT", "--kwargs", '{"n_layer": 1}', "--input-shape", "2,6", "--input-dtype", "long"]
+
+
+def _file_config(loss="random"):
+    from parity.compare import CompareConfig
+
+    return CompareConfig(GPT_FILE, "GPT", {"n_layer": 1}, (2, 6), "long", loss=loss)
+
+
+@pytest.mark.parametrize("loss", ["random", "model"])
+def test_a_model_file_gives_a_clean_page_grouped_by_its_own_modules(tmp_path, capsys, loss):
+    """The test programs' GPT (nn.Dropout inside, run in eval mode): every check agrees, and the rows are its modules,
+    named as its file names them."""
+    out = tmp_path / "view.html"
+    assert main(["view", *GPT_ARGS, "--loss", loss, "--out", str(out)]) == 0, capsys.readouterr().err
+    assert "every module output and parameter gradient agrees with the PyTorch twin" in capsys.readouterr().out
+    text, data = build(ViewConfig(file=_file_config(loss)))
+    assert data["meta"]["divergence"] is None and data["meta"]["failing"] == 0
+    keys = {it["key"] for it in data["items"] if it["k"] == "g"}
+    assert {"blocks.0.attn", "blocks.0.attn.qkv", "blocks.0.mlp.0", "ln_f", "wte", "lm_head"} <= keys
+    assert "gpt.py:GPT" in data["meta"]["title"] and "eval mode" in data["meta"]["subtitle"]
+
+
+def test_the_random_loss_of_a_model_file_is_one_scalar_with_random_upstream_gradients():
+    """--loss random: sum(logits * g) on both sides, g compare's seeded random array (not ones) of the logits' shape."""
+    import numpy as np
+    import torch
+
+    from parity.compare import make_inputs, upstream_gradients
+    from parity.view.subject import from_file
+
+    cc = _file_config()
+    sub = from_file(cc)
+    x, _ = make_inputs(cc, sub.pt_model)
+    logits = sub.pt_model(torch.from_numpy(x))[0]
+    g = upstream_gradients((logits, None), cc.seed)["[0]"]
+    assert g.shape == tuple(logits.shape) and np.std(g) > 0.5
+    want = float((logits.detach().numpy() * g).sum())
+    for got in (float(sub.np_loss().detach().numpy()), float(sub.pt_loss().detach())):
+        assert abs(got - want) <= 1e-12 * abs(want)
+
+
+@pytest.mark.parametrize(
+    "op, culprit, runner",
+    [
+        ("Softmax", "blocks.0.attn", "blocks.0.attn"),
+        ("LayerNorm", "ln_f", "ln_f"),
+        # GELU has no parameters and nothing inside: its output gradient agrees, its input's is not compared (the
+        # module docstring of parity/view/compare.py), so the call that holds it is named, by mlp.0's output gradient
+        ("Gelu", "blocks.0.mlp", "blocks.0.mlp.1"),
+    ],
+)
+def test_a_planted_fault_in_a_model_file_names_the_module_that_runs_it(op, culprit, runner):
+    text, data = build(ViewConfig(file=_file_config(), plant=op))
+    items, meta = data["items"], data["meta"]
+    assert meta["divergence_key"] == culprit and meta["failing"] > 0
+    first = min((it["i"], row) for row, it in enumerate(items) if it.get("pl"))[1]
+    assert items[first]["op"] == op and items[items[first]["p"]]["key"] == runner
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--file", "no_such_file.py:GPT", "--input-shape", "2,3"], "no such file: no_such_file.py"),
+        (["--file", "{gpt}", "--input-shape", "2,3"], "expected FILE.py:CLASS"),
+        (["--file", "{gpt}:NoSuchClass", "--input-shape", "2,3"], "has no class NoSuchClass"),
+        (["--file", "{gpt}:GPT"], "--file needs --input-shape"),
+        (["--file", "{gpt}:GPT", "--input-shape", "2,3"], "the forward fails on torch"),  # float tokens
+        (["--file", "{gpt}:GPT", "--input-shape", "2,x"], "expected positive integers separated by commas"),
+        (["--file", "{gpt}:GPT", "--kwargs", "[1]", "--input-shape", "2,3"], "expected a JSON object, got list"),
+        (["--file", "{gpt}:GPT", "--input-shape", "2,3", "--batch-size", "2"], "--batch-size does not apply"),
+        (["--file", "{gpt}:GPT", "--input-shape", "2,3", "--config", "copy"], "not allowed with argument"),
+        (["--config", "copy", "--input-shape", "2,3"], "--input-shape describes a model file: give it with --file"),
+        (["--kwargs", "{}"], "--kwargs describes a model file"),
+        (["--loss", "model"], "--loss describes a model file"),
+    ],
+    ids=[
+        "missing-file",
+        "no-class-given",
+        "no-such-class",
+        "no-shape",
+        "input-refused",
+        "bad-shape",
+        "bad-kwargs",
+        "batch-size",
+        "two-sources",
+        "shape-without-file",
+        "kwargs-without-file",
+        "loss-without-file",
+    ],
+)
+def test_bad_file_input_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, args, message):
+    args = [a.replace("{gpt}", GPT_FILE) for a in args] + ["--out", str(tmp_path / "view.html")]
+    try:
+        code = main(["view", *args])
+    except SystemExit as e:  # argparse's refusals
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err and message in err, err
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_model_file_that_runs_on_torch_only_fails_in_one_line(tmp_path, capsys):
+    """torch ran it, minitensor did not: a failed comparison, exit 1, as `parity compare` says it; nothing written."""
+    path = tmp_path / "model.py"
+    path.write_text(
+        "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(3, 3)\n\n    def forward(self, x):\n"
+        "        return torch.fft.rfft(self.fc(x)).real\n"
+    )
+    out = tmp_path / "view.html"
+    assert main(["view", "--file", f"{path}:Net", "--input-shape", "2,3", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("python -m parity view: FAIL: ") and "torch.fft" in err, err
+    assert not out.exists()
 
 
 @pytest.mark.full
