@@ -33,6 +33,7 @@ SECTIONS = {
     "MaxPool": "13-pooling",
     "RMSNorm": "15-rmsnorm",
     "RotaryEmbedding": "16-rotary-position-embedding",
+    "BatchNorm": "17-batch-normalisation",
     "Var": "var-and-std",
     "Std": "var-and-std",
     "MaxMin": "maxmin",
