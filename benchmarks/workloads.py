@@ -202,7 +202,8 @@ def build_numpy_model(cfg: BenchConfig, seed: int = 0):
     model = Transformer.from_config(cfg.model)
     # Benchmark-only weight edit (both sides get it through the copy): random weights may pick EOS
     # early and end decoding; a very negative EOS bias makes every run generate exactly N tokens.
-    model.generator.bias.data[EOS] = -1e4
+    with mt.no_grad():
+        model.generator.bias[EOS] = -1e4
     return model
 
 
@@ -427,7 +428,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         return loss
 
     def eval_logits():
-        return np.array(forward().data)
+        return forward().detach().numpy().copy()
 
     def wrap(fn):
         if fn is None:

@@ -28,7 +28,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .placement import host, like
+import minitensor as mt
+
+from .placement import host
 
 
 def _is_torch(model) -> bool:
@@ -97,9 +99,9 @@ def load_arrays(model, arrays: dict[str, np.ndarray], what: str = "load_arrays",
                 t = _resolve(model, k)
                 t.copy_(torch.as_tensor(np.asarray(v), device=t.device))
     else:
-        for k, v in arrays.items():
-            data = _resolve(model, k).data
-            data[...] = like(v, data)
+        with mt.no_grad():
+            for k, v in arrays.items():
+                _resolve(model, k).copy_(v)  # (onto the model's device)
 
 
 def np_to_torch(np_model, torch_model):
