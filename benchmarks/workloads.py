@@ -574,7 +574,7 @@ def decode_agreement(a, b) -> float | None:
             x = x[0]
         if hasattr(x, "detach"):
             x = x.detach().cpu().numpy()
-        return np.asarray(getattr(x, "data", x))
+        return np.asarray(x)
 
     x, y = arr(a), arr(b)
     if x.shape != y.shape:

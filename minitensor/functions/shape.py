@@ -275,7 +275,7 @@ def repeat_interleave(t, repeats=None, dim=None, *, output_size=None):
 def _repeat_counts(repeats, n: int | None) -> np.ndarray:
     """The counts, one per entry of a dim of size n (an int, or a tensor of 1 or n ints, none negative);
     n None: the tensor's counts, however many."""
-    if hasattr(repeats, "data") and hasattr(repeats, "dtype"):
+    if hasattr(repeats, "_data"):
         counts = to_host(repeats._data).reshape(-1)
         if counts.dtype.kind not in "iu":
             raise TypeError(f"repeat_interleave: repeats must be an integer tensor, got {counts.dtype}")

@@ -198,7 +198,7 @@ def compare_forward(case: Case, outs_mt: list, outs_t: list, dtype_name: str) ->
         )
         ref = r.detach().numpy()
         if is_float_name(o.dtype.name):
-            assert_close(o.numpy(), ref, case.tol(dtype_name), what=f"{case} [{dtype_name}] forward {i}")
+            assert_close(o.detach().numpy(), ref, case.tol(dtype_name), what=f"{case} [{dtype_name}] forward {i}")
         else:
             np.testing.assert_array_equal(o.numpy(), ref, err_msg=f"{case} [{dtype_name}] forward {i}")
 

@@ -48,7 +48,7 @@ def test_grad_accumulates_across_backward_calls(rng):
         (x * lib.tensor(g1)).sum().backward()
         (x * x).sum().backward()
     assert_close(xm.grad.numpy(), xt.grad.numpy(), RTOL, "accumulated grad")
-    assert_close(xm.grad.numpy(), g1 + 2 * xm.numpy(), RTOL, "g1 + 2x")
+    assert_close(xm.grad.numpy(), g1 + 2 * xm.detach().numpy(), RTOL, "g1 + 2x")
 
 
 def test_retain_graph_allows_second_backward(rng):
@@ -58,7 +58,7 @@ def test_retain_graph_allows_second_backward(rng):
         loss.backward(retain_graph=True)
         loss.backward()
     assert_close(xm.grad.numpy(), xt.grad.numpy(), RTOL, "twice-accumulated grad")
-    assert_close(xm.grad.numpy(), 2 * np.exp(xm.numpy()) * (1 + xm.numpy()), RTOL, "2 * d/dx x e^x")
+    assert_close(xm.grad.numpy(), 2 * np.exp(xm.detach().numpy()) * (1 + xm.detach().numpy()), RTOL, "2 * d/dx x e^x")
 
 
 def test_second_backward_without_retain_graph_raises(rng):
@@ -104,7 +104,7 @@ ALIAS_GRAPHS = {
 def test_leaf_grads_never_alias(name, rng):
     """Each leaf's .grad is an array it owns: not the caller's gradient, another leaf's grad or any data.
 
-    Optimizers update p.grad.data and p.data in place; a shared array would silently corrupt another
+    Optimizers update p.grad._data and p._data in place; a shared array would silently corrupt another
     parameter."""
     x = mt.tensor(rng.standard_normal((2, 3)), requires_grad=True)
     z = mt.tensor(rng.standard_normal((2, 3)), requires_grad=True)
@@ -115,16 +115,16 @@ def test_leaf_grads_never_alias(name, rng):
         "x.grad": x.grad.numpy(),
         "z.grad": z.grad.numpy(),
         "g": g.numpy(),
-        "x": x.numpy(),
-        "z": z.numpy(),
-        "y": y.numpy(),
+        "x": x.detach().numpy(),
+        "z": z.detach().numpy(),
+        "y": y.detach().numpy(),
     }
     for a in ("x.grad", "z.grad"):
         for b, arr in arrays.items():
             if a != b:
                 assert not np.shares_memory(arrays[a], arr), f"{name}: {a} shares memory with {b}"
     before = z.grad.numpy().copy()
-    x.grad.data *= 100.0  # an optimizer-style in-place update on one leaf's grad
+    x.grad.mul_(100.0)  # an optimizer-style in-place update on one leaf's grad
     np.testing.assert_array_equal(z.grad.numpy(), before)
 
 
@@ -225,7 +225,7 @@ def test_custom_function_matches_torch(rng):
     g = rng.standard_normal((2, 3))
     out.backward(mt.tensor(g))
     ref.backward(torch.tensor(g))
-    assert_close(out.numpy(), ref.detach().numpy(), RTOL, "forward")
+    assert_close(out.detach().numpy(), ref.detach().numpy(), RTOL, "forward")
     assert_close(am.grad.numpy(), at.grad.numpy(), RTOL, "grad a")
     assert_close(cm.grad.numpy(), ct.grad.numpy(), RTOL, "grad c (broadcast, reduced by the engine)")
     assert bm.grad is None
@@ -260,7 +260,7 @@ def test_custom_backward_none_means_no_gradient(rng):
     a, b = mt.tensor(rng.standard_normal(3), requires_grad=True), mt.tensor(rng.standard_normal(3), requires_grad=True)
     fn = _function(lambda ctx, g: (g * ctx.saved_arrays[1], None))
     fn.apply(a, b).sum().backward()
-    np.testing.assert_array_equal(a.grad.numpy(), b.numpy())
+    np.testing.assert_array_equal(a.grad.numpy(), b.detach().numpy())
     assert b.grad is None
 
 
@@ -307,7 +307,7 @@ def test_inplace_on_leaf_requiring_grad_refused_outside_no_grad():
         x.zero_()
     with mt.no_grad():
         x.fill_(3.0)
-    np.testing.assert_array_equal(x.numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(x.detach().numpy(), [3.0, 3.0])
 
 
 # ----------------------------------------------------------------------------- grad modes, detach
@@ -348,7 +348,7 @@ def test_detach_shares_memory_and_cuts_graph():
     y = x * 2
     d = y.detach()
     assert not d.requires_grad and d.grad_fn is None and d.is_leaf
-    assert np.shares_memory(d.numpy(), y.numpy())  # like torch: same storage
+    assert np.shares_memory(d.detach().numpy(), y.detach().numpy())  # like torch: same storage
     loss = (y * d).sum()
     loss.backward()
     assert_close(x.grad.numpy(), 2 * d.numpy(), RTOL, "d is a constant")
@@ -471,7 +471,7 @@ def _step(w, x, saved_refs=None):
     h = (x @ w).tanh()  # intermediates referenced only by the graph
     loss = (h * h).mean()
     if saved_refs is not None:
-        saved_refs.append(weakref.ref(h.data))  # h's array: Mul saved it for its backward
+        saved_refs.append(weakref.ref(h._data))  # h's array: Mul saved it for its backward
     return loss
 
 
@@ -492,9 +492,9 @@ def test_an_activation_no_backward_reads_is_freed_during_the_forward(rng):
     w = mt.tensor(rng.standard_normal((4, 3)), requires_grad=True)
     x = mt.tensor(rng.standard_normal((5, 4)))
     pre = x @ w
-    kept = (weakref.ref(pre.data),)
+    kept = (weakref.ref(pre._data),)
     act = mt.relu(pre)  # relu keeps a boolean mask, not its input
-    kept += (weakref.ref(act.data),)
+    kept += (weakref.ref(act._data),)
     out = mt.nn.functional.dropout(act, 0.5, training=True)  # dropout keeps its boolean mask only
     del pre, act
     gc.collect()

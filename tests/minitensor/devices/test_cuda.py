@@ -240,7 +240,7 @@ def test_against_np_cpu_needs_a_device_subject():
 # tests/minitensor/devices/test_device_api.py), once more on CuPy: its own kernels (cuBLAS, CUB reductions) sum in other
 # orders than NumPy, which the fake cannot show.
 def _cupy_array(t) -> bool:
-    return type(t.data).__module__.startswith("cupy")
+    return type(t._data).__module__.startswith("cupy")
 
 
 @on_gpu

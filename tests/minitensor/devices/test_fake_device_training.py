@@ -51,11 +51,11 @@ def dev(a, requires_grad: bool = False) -> mt.Tensor:
 def host(t) -> np.ndarray:
     """The host copy of a Tensor's (or an array's) data, on any device (tests/minitensor/devices/test_cuda.py runs
     _steps on CuPy)."""
-    return devices.to_host(t.data if isinstance(t, mt.Tensor) else t)
+    return devices.to_host(t._data if isinstance(t, mt.Tensor) else t)
 
 
 def on_fake(t) -> bool:
-    return type(t.data) is fakecuda.FakeArray
+    return type(t._data) is fakecuda.FakeArray
 
 
 # ----------------------------------------------------------------------------- randomness: drawn on the host
@@ -235,9 +235,9 @@ def test_clip_grad_value_and_vectors_on_device():
     with fakecuda.count_syncs() as c:
         nn.utils.clip_grad_value_(params, 0.5)
         vec = nn.utils.parameters_to_vector(params)
-        nn.utils.vector_to_parameters(mt.Tensor.wrap(vec.data * 2), params)
+        nn.utils.vector_to_parameters(mt.Tensor.wrap(vec._data * 2), params)
     assert c.count == 0 and on_fake(vec)
-    assert float(abs(params[0].grad.data).max()) <= 0.5
+    assert float(abs(params[0].grad._data).max()) <= 0.5
     np.testing.assert_array_equal(host(params[2]), 2 * host(vec)[-12:].reshape(3, 4))
 
 
