@@ -53,7 +53,7 @@ def refused(argv, capsys, message: str) -> None:
 
 def params(path) -> dict:
     model, _, _ = load_checkpoint(path)
-    return {k: p.numpy() for k, p in model.named_parameters()}
+    return {k: p.detach().numpy() for k, p in model.named_parameters()}
 
 
 @pytest.mark.parametrize("shape", ["gpt2", "llama"])

@@ -94,7 +94,7 @@ def test_attention_matches_torch_composite_forward_and_backward(rng, dtype_name)
 
     rtol = PARITY_RTOL[dtype_name]
     assert out.dtype == np.dtype(dtype_name) and w.shape == (B, H, T, S)
-    assert_close(out.numpy(), t_out.detach().numpy(), rtol, "attention output")
+    assert_close(out.detach().numpy(), t_out.detach().numpy(), rtol, "attention output")
     assert_close(w.numpy(), t_w.detach().numpy(), rtol, "attention weights")
     for name, ours, ref in (("q", mq, tq), ("k", mk, tk), ("v", mv, tv)):
         assert np.isfinite(ours.grad.numpy()).all(), f"grad {name} not finite"
@@ -147,7 +147,7 @@ def test_fully_padded_query_rows_give_zero_and_finite_gradients(rng):
     keep = np.zeros((B, 1, T, S), dtype=bool)  # nothing to attend to at all
     out, w = scaled_dot_product_attention(q, k, v, mt.tensor(keep))
     (out * mt.tensor(rng.standard_normal(out.shape))).sum().backward()
-    assert (out.numpy() == 0).all() and (w.numpy() == 0).all()
+    assert (out.detach().numpy() == 0).all() and (w.detach().numpy() == 0).all()
     for t in (q, k, v):
         assert np.isfinite(t.grad.numpy()).all() and (t.grad.numpy() == 0).all()
 
@@ -182,7 +182,11 @@ def test_attention_dropout_float_and_module(rng):
 def _load_mha(t_mha: torch.nn.MultiheadAttention, mha: MultiHeadAttention) -> None:
     with torch.no_grad():
         t_mha.in_proj_weight.copy_(
-            torch.tensor(np.concatenate([mha.W_q.weight.numpy(), mha.W_k.weight.numpy(), mha.W_v.weight.numpy()]))
+            torch.tensor(
+                np.concatenate(
+                    [mha.W_q.weight.detach().numpy(), mha.W_k.weight.detach().numpy(), mha.W_v.weight.detach().numpy()]
+                )
+            )
         )
         t_mha.in_proj_bias.copy_(
             torch.tensor(np.concatenate([mha.W_q.bias.numpy(), mha.W_k.bias.numpy(), mha.W_v.bias.numpy()]))
@@ -247,7 +251,7 @@ def test_feed_forward_formula(rng, activation, float64_default):
     ff = PositionwiseFeedForward(6, 10, activation, dropout=0.0)
     _randomize(ff, rng)
     x = rng.standard_normal((2, 3, 6))
-    h = x @ ff.linear1.weight.numpy().T + ff.linear1.bias.numpy()
+    h = x @ ff.linear1.weight.detach().numpy().T + ff.linear1.bias.detach().numpy()
     if activation == "relu":
         h = np.maximum(h, 0)
     else:
@@ -417,7 +421,7 @@ def test_xavier_uniform_init_of_every_matrix():
         if p.ndim > 1:
             fan_out, fan_in = p.shape
             bound = math.sqrt(6.0 / (fan_in + fan_out))
-            a = p.numpy()
+            a = p.detach().numpy()
             assert np.abs(a).max() <= bound, name
             assert np.abs(a).max() > 0.8 * bound, f"{name} does not fill its Xavier range"
             assert abs(a.std() - bound / math.sqrt(3)) < 0.25 * bound / math.sqrt(3), name
@@ -457,7 +461,7 @@ def test_forward_builds_pad_masks_when_none(rng):
     tgt = rng.integers(1, 13, size=(2, 5))
     src[0, 4:] = 0
     tgt[1, 3:] = 0
-    implicit = model(src, tgt).numpy()
+    implicit = model(src, tgt).detach().numpy()
     from transformer_np.masks import target_mask
 
     explicit = model(src, tgt, padding_mask(src), target_mask(tgt)).numpy()
@@ -482,7 +486,7 @@ def test_an_all_pad_source_row_stays_finite_forward_and_backward(rng):
     tgt = rng.integers(1, 13, size=(2, 4))
     model.store_attention(True)
     logits = model(src, tgt)
-    assert np.isfinite(logits.numpy()).all()
+    assert np.isfinite(logits.detach().numpy()).all()
     assert (model.attention_maps()["decoder_cross"][0][1] == 0).all()
     (logits * mt.tensor(rng.standard_normal(logits.shape).astype(np.float32))).sum().backward()
     assert all(np.isfinite(p.grad.numpy()).all() for p in model.parameters())
@@ -494,7 +498,7 @@ def test_dropout_is_active_in_train_mode_only(rng):
     model = _tiny(dropout=0.3)
     src = rng.integers(1, 11, size=(2, 6))
     tgt = rng.integers(1, 13, size=(2, 5))
-    assert not np.array_equal(model(src, tgt).numpy(), model(src, tgt).numpy())
+    assert not np.array_equal(model(src, tgt).detach().numpy(), model(src, tgt).detach().numpy())
     model.eval()
     np.testing.assert_array_equal(model(src, tgt).numpy(), model(src, tgt).numpy())
 

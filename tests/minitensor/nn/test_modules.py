@@ -30,7 +30,7 @@ def _build(make_ours, make_torch, dtype_name):
     ours, theirs = make_ours(), make_torch().to(t_dt)
     sd = ours.state_dict()
     assert list(sd) == list(theirs.state_dict()), "state_dict keys must match torch's names and order"
-    theirs.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in sd.items()})
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in sd.items()})
     return ours, theirs
 
 
@@ -334,11 +334,11 @@ def test_load_state_dict_non_strict_and_dtype():
     res = m.load_state_dict(sd, strict=False)
     assert res.missing_keys == ["head.weight"] and res.unexpected_keys == ["extra"]
     sd = m.state_dict()
-    sd["blocks.0.proj.bias"] = sd["blocks.0.proj.bias"].astype(np.float64)
+    sd["blocks.0.proj.bias"] = sd["blocks.0.proj.bias"].double()
     with pytest.raises(TypeError, match=r"blocks\.0\.proj\.bias: expected dtype float32, got float64"):
         m.load_state_dict(sd)
     sd = m.state_dict()
-    sd["blocks.0.counts"] = sd["blocks.0.counts"].astype(np.int32)
+    sd["blocks.0.counts"] = sd["blocks.0.counts"].numpy().astype(np.int32)  # an array: accepted too
     with pytest.raises(TypeError, match="int64"):
         m.load_state_dict(sd)
     with pytest.raises(TypeError, match="list"):

@@ -53,7 +53,7 @@ def make_pair(seed=0):
     for p in ours.parameters():  # LayerNorm off its ones/zeros so its gradients matter
         p.data[...] = rng.standard_normal(p.shape) * 0.5
     theirs = mlp_torch()
-    theirs.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in ours.state_dict().items()})
     return ours, theirs
 
 
@@ -283,7 +283,7 @@ def test_load_state_dict_validates():
     other = Adam(list(ours.parameters())[:2])
     with pytest.raises(ValueError, match="parameters"):
         other.load_state_dict(sd)
-    sd["state"][0]["exp_avg"] = sd["state"][0]["exp_avg"].astype(np.float32)
+    sd["state"][0]["exp_avg"] = sd["state"][0]["exp_avg"].float()
     with pytest.raises(TypeError, match="dtype float32"):
         Adam(ours.parameters()).load_state_dict(sd)
     sd["state"][0]["exp_avg"] = np.zeros((2, 2))
