@@ -46,8 +46,8 @@ def _to_numpy(value) -> np.ndarray:
 
 
 def state_arrays(model) -> dict[str, np.ndarray]:
-    """The model's state dict (torch or minitensor) as NumPy arrays, by name."""
-    return {k: _to_numpy(v) for k, v in model.state_dict().items()}
+    """A copy of the model's state dict (torch or minitensor) as NumPy arrays, by name."""
+    return {k: _to_numpy(v).copy() for k, v in model.state_dict().items()}  # copies: state_dict() values share
 
 
 def _resolve(model, key: str):

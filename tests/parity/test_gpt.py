@@ -108,8 +108,8 @@ def test_the_cache_equals_recomputation_on_both_sides(name):
     cache, cache_t, steps, steps_t = ours.init_cache(), twin.init_cache(), [], []
     with mt.no_grad(), torch.no_grad():
         for a, b in ((0, 4), (4, 5), (5, 6), (6, 9)):  # a prefill, single steps, then a chunk
-            steps.append(ours(idx[:, a:b], cache=cache).numpy())
-            steps_t.append(twin(torch.as_tensor(idx[:, a:b]), cache=cache_t).numpy())
+            steps.append(ours(idx[:, a:b], cache=cache).detach().numpy())
+            steps_t.append(twin(torch.as_tensor(idx[:, a:b]), cache=cache_t).detach().numpy())
     assert_close(np.concatenate(steps, axis=1), full, PARITY_RTOL["float64"], what=f"{name} cached logits")
     assert_close(np.concatenate(steps_t, axis=1), full, PARITY_RTOL["float64"], what=f"{name} twin's cached logits")
 
@@ -147,4 +147,4 @@ def test_a_hessian_vector_product_equals_the_twin(name):
     )
     hv_t = torch.autograd.grad(sum((d * torch.as_tensor(w)).sum() for d, w in zip(grads_t, v)), twin_params)
     for (key, _), a, b in zip(ours.named_parameters(), hv, hv_t):
-        assert_close(a.numpy(), b.numpy(), PARITY_RTOL["float64"], what=f"{name} H v for {key}")
+        assert_close(a.detach().numpy(), b.detach().numpy(), PARITY_RTOL["float64"], what=f"{name} H v for {key}")

@@ -49,7 +49,7 @@ def test_store_attention_gives_weights_on_a_tiled_model():
     src = np.random.default_rng(1).integers(3, cfg.src_vocab_size, (2, 7))
     plain = model(src, src).detach().numpy()
     model.store_attention(True)
-    stored = model(src, src).numpy()
+    stored = model(src, src).detach().numpy()
     maps = model.attention_maps()
     assert maps["encoder"][0].shape == (2, cfg.num_heads, 7, 7)
     assert_close(stored, plain, PARITY_RTOL["float64"])
