@@ -158,6 +158,8 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
         return self._data.reshape(()).item()
 
     def __array__(self, dtype=None, copy=None):
+        # Deviation from PyTorch, flagged: np.asarray(t) reads a tensor that requires grad too (torch refuses it as
+        # numpy() does), so that NumPy's functions and np.testing take parameters and outputs as they are
         if not devices.is_host(self._data):  # np.asarray(cuda_tensor): refused as torch refuses it
             raise TypeError(self._not_on_host())
         return self._data if dtype is None else self._data.astype(dtype)
