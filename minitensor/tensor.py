@@ -94,7 +94,9 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
         """`t.data = other`: t now shares other's array, whatever its shape or dtype, as torch allows (t keeps its
         grad, hooks and version; a graph that saved t keeps the array it saved, so its gradient stays right)."""
         if not isinstance(value, Tensor):
-            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+            kind = type(value).__qualname__
+            kind = kind if type(value).__module__ == "builtins" else f"{type(value).__module__}.{kind}"
+            raise TypeError(f"Variable data has to be a tensor, but got {kind}")
         if self.requires_grad and value.dtype.kind not in "fc":
             raise RuntimeError(
                 f"data set to a tensor that requires gradients must be floating point or complex dtype, "

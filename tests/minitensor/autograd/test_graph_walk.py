@@ -354,6 +354,84 @@ def test_detach_shares_memory_and_cuts_graph():
     assert_close(x.grad.numpy(), 2 * d.numpy(), RTOL, "d is a constant")
 
 
+@pytest.mark.parametrize("make", ["leaf", "non-leaf"])
+def test_data_is_torchs_a_tensor_sharing_the_array_outside_the_graph(make):
+    """t.data, as torch's: a Tensor on the same memory, not requiring grad, a leaf, and each call a new object."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 3))
+    sides = {}
+    for lib in (mt, torch):
+        x = lib.tensor(a.copy(), requires_grad=True)
+        sides[lib] = x if make == "leaf" else x * 2
+    for lib, t in sides.items():
+        d = t.data
+        assert isinstance(d, type(t)) or lib is mt and isinstance(d, mt.Tensor)
+        assert (d.requires_grad, d.grad_fn, d.is_leaf, tuple(d.shape), d.dtype == t.dtype) == (
+            False,
+            None,
+            True,
+            (2, 3),
+            True,
+        ), lib.__name__
+        assert t.data is not t.data and t.data is not t
+    ours, theirs = sides[mt], sides[torch]
+    assert np.shares_memory(ours.data.numpy(), ours.detach().numpy())  # torch's .data shares the storage too
+    with mt.no_grad(), torch.no_grad():
+        ours.data[0, 1] = 5.0
+        theirs.data[0, 1] = 5.0
+    assert_close(ours.detach().numpy(), theirs.detach().numpy(), RTOL, "a write through .data reaches the tensor")
+    e, te = ours.data[0, 1], theirs.data[0, 1]  # one element of .data: a 0-d Tensor
+    assert isinstance(e, mt.Tensor) and e.shape == () and tuple(te.shape) == () and e.item() == te.item() == 5.0
+    assert isinstance(ours.data[0], mt.Tensor) and ours.data[0].shape == tuple(theirs.data[0].shape) == (3,)
+
+
+def test_data_assignment_follows_torchs_rules():
+    """t.data = other: any shape or dtype (float for a tensor that requires grad), only a Tensor; t keeps its
+    identity, requires_grad and version, and shares other's array."""
+    for lib in (mt, torch):
+        x = lib.ones(3, requires_grad=True)
+        new = lib.zeros(5, dtype=lib.float64)
+        x.data = new
+        assert tuple(x.shape) == (5,) and x.dtype == lib.float64 and x.requires_grad and x.is_leaf
+        assert x._version == 0
+        with pytest.raises(RuntimeError, match="must be floating point"):
+            x.data = lib.zeros(3, dtype=lib.int64)
+        with pytest.raises(TypeError, match="has to be a tensor, but got numpy.ndarray"):
+            x.data = np.zeros(3)
+        with pytest.raises(TypeError, match="has to be a tensor, but got float"):
+            x.data = 3.0
+        y = lib.ones(3)
+        y.data = lib.zeros(2, dtype=lib.int64)  # a tensor that does not require grad takes any dtype
+        assert y.tolist() == [0, 0]
+    x, new = mt.ones(3, requires_grad=True), mt.arange(3.0)
+    x.data = new
+    assert np.shares_memory(x.detach().numpy(), new.numpy())
+
+
+def test_data_assignment_keeps_a_recorded_gradient_right():
+    """A graph that saved t keeps the array it saved: t.data = other after the forward leaves the gradient that of
+    the recorded forward (torch's backward reads the new values instead)."""
+    w0, x0 = np.array([1.0, -2.0, 3.0]), np.array([0.5, 0.25, -1.0])
+    w, x = mt.tensor(w0, requires_grad=True), mt.tensor(x0, requires_grad=True)
+    y = (w * x).sum()
+    x.data = mt.zeros(3, dtype=mt.float64)
+    y.backward()
+    assert_close(w.grad.numpy(), x0, RTOL, "dy/dw = x as the forward saw it")
+    assert_close(x.grad.numpy(), w0, RTOL, "dy/dx = w")
+
+
+def test_numpy_refuses_a_tensor_that_requires_grad_as_torch_does():
+    for lib in (mt, torch):
+        x = lib.ones(2, requires_grad=True)
+        with pytest.raises(RuntimeError, match=r"Can't call numpy\(\) on Tensor that requires grad"):
+            x.numpy()
+        with pytest.raises(RuntimeError, match=r"Can't call numpy\(\) on Tensor that requires grad"):
+            (x * 2).numpy()
+        assert x.detach().numpy().tolist() == x.data.numpy().tolist() == [1.0, 1.0]
+    with mt.no_grad():
+        assert (mt.ones(2, requires_grad=True) * 2).numpy().tolist() == [2.0, 2.0]  # no graph: no grad required
+
+
 def test_requires_grad_on_int_tensor_refused():
     with pytest.raises((RuntimeError, TypeError, ValueError), match="int64"):
         mt.tensor([1, 2, 3], requires_grad=True)

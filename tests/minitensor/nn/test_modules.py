@@ -612,3 +612,81 @@ def test_an_op_on_a_parameter_gives_a_plain_tensor_that_a_module_does_not_regist
     m = mt.nn.Module()
     m.h = h
     assert list(dict(m.named_parameters())) == []
+
+
+# ----------------------------------------------------------------------------- state_dict values write through
+def test_a_write_into_a_state_dict_value_loads_the_weight_as_torchs():
+    """sd[k].copy_(w) under no_grad changes the parameter, and the model's output, on both sides alike; the write
+    bumps the parameter's version, so a graph recorded before it refuses to backpropagate on both sides."""
+    rng = np.random.default_rng(11)
+    w, b, x = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal((4, 3))
+    outs = {}
+    for lib in (mt, torch):
+        m = lib.nn.Linear(3, 2).double()
+        before = m(lib.tensor(x, requires_grad=True)).sum()  # recorded with the old weight (saved for d/dx)
+        sd, version = m.state_dict(), m.weight._version
+        assert not sd["weight"].requires_grad and sd["weight"].grad_fn is None
+        with lib.no_grad():
+            sd["weight"].copy_(lib.tensor(w))
+            sd["bias"].copy_(lib.tensor(b))
+        assert m.weight.requires_grad and m.weight._version == version + 1
+        assert np.array_equal(m.weight.detach().numpy(), w) and np.array_equal(m.bias.detach().numpy(), b)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            before.backward()
+        outs[lib] = m(lib.tensor(x)).detach().numpy()
+    assert_close(outs[mt], x @ w.T + b, OP_RTOL["float64"], "the loaded weight's output")
+    assert_close(outs[mt], outs[torch], OP_RTOL["float64"], "against torch")
+
+
+def _tiny_gpt(lib, V=11, D=8, T=5):
+    """A GPT-shaped model (token and position embeddings, one MLP, a final norm, a head) with a causal-mask buffer,
+    in torch's or minitensor's nn: the same source for both."""
+
+    class TinyGPT(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = lib.nn.Embedding(V, D), lib.nn.Embedding(T, D)
+            self.c_fc, self.c_proj = lib.nn.Linear(D, 4 * D), lib.nn.Linear(4 * D, D)
+            self.ln_f = lib.nn.LayerNorm(D)
+            self.lm_head = lib.nn.Linear(D, V, bias=False)
+            self.register_buffer("bias", lib.tril(lib.ones(T, T)))  # a mask, not a weight: no checkpoint has it
+
+        def forward(self, idx):  # (B, T) -> (B, T, V)
+            h = self.wte(idx) + self.wpe(lib.arange(idx.shape[1]))
+            h = h + self.c_proj(lib.nn.functional.gelu(self.c_fc(h)))
+            return self.lm_head(self.ln_f(h))
+
+    return TinyGPT().double()
+
+
+def _from_pretrained(lib, model, checkpoint: dict):
+    """Load a checkpoint whose projection matrices are stored transposed (GPT-2's Conv1D layout) by writing into
+    the model's state_dict() values, checking key sets and shapes first."""
+    sd = model.state_dict()
+    keys = [k for k in sd if k != "bias"]
+    assert sorted(keys) == sorted(checkpoint), f"keys differ: {sorted(set(keys) ^ set(checkpoint))}"
+    transposed = ("c_fc.weight", "c_proj.weight")
+    for k in keys:
+        w = checkpoint[k].t() if k in transposed else checkpoint[k]
+        assert tuple(w.shape) == tuple(sd[k].shape), f"{k}: {tuple(w.shape)} vs {tuple(sd[k].shape)}"
+        with lib.no_grad():
+            sd[k].copy_(w)
+    return model
+
+
+def test_a_from_pretrained_written_for_torch_loads_the_same_weights_on_minitensor():
+    rng = np.random.default_rng(12)
+    shapes = _tiny_gpt(torch).state_dict()
+    arrays = {k: rng.standard_normal(tuple(v.shape)[::-1] if k in ("c_fc.weight", "c_proj.weight") else v.shape)
+              for k, v in shapes.items() if k != "bias"}  # fmt: skip
+    idx = rng.integers(0, 11, size=(2, 5))
+    g = rng.standard_normal((2, 5, 11))
+    results = {}
+    for lib in (mt, torch):
+        model = _from_pretrained(lib, _tiny_gpt(lib), {k: lib.tensor(a) for k, a in arrays.items()})
+        out = model(lib.tensor(idx))
+        out.backward(lib.tensor(g))
+        results[lib] = out.detach().numpy(), model.c_fc.weight.grad.numpy(), model.c_fc.weight.detach().numpy()
+    assert np.array_equal(results[mt][2], arrays["c_fc.weight"].T)  # loaded, transposed
+    for what, ours, theirs in zip(("logits", "d c_fc.weight", "c_fc.weight"), results[mt], results[torch]):
+        assert_close(ours, theirs, OP_RTOL["float64"], what)

@@ -270,9 +270,11 @@ def test_state_dict_layout_follows_torch():
     assert list(sd["state"]) == list(tsd["state"])
     assert set(sd["state"][0]) == set(tsd["state"][0])
     assert sd["param_groups"][0]["params"] == tsd["param_groups"][0]["params"]
+    assert isinstance(sd["state"][0]["exp_avg"], mt.Tensor) and isinstance(tsd["state"][0]["exp_avg"], torch.Tensor)
     exp_avg = opt.state[ours[0].weight]["exp_avg"]
-    assert exp_avg is not sd["state"][0]["exp_avg"]  # a copy
-    np.testing.assert_array_equal(exp_avg, sd["state"][0]["exp_avg"])
+    assert not np.shares_memory(exp_avg, sd["state"][0]["exp_avg"].numpy())  # a copy (torch's: the live state)
+    np.testing.assert_array_equal(exp_avg, sd["state"][0]["exp_avg"].numpy())
+    Adam(ours.parameters()).load_state_dict(sd)  # Tensors load, as arrays do
 
 
 def test_load_state_dict_validates():
