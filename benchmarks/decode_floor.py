@@ -73,13 +73,13 @@ def _attend(q, k, v, keep):
 
 def bare_greedy(model, src, src_mask, n_tokens: int) -> np.ndarray:
     """Cached greedy decoding of n_tokens tokens (no early stop) on bare arrays: (B, n_tokens) int64."""
-    P = {name: p.data for name, p in model.named_parameters()}
+    P = {name: p.detach().numpy() for name, p in model.named_parameters()}
     cfg, D = model.config, model.d_model
     H = cfg.num_heads
     Dh, eps = D // H, model.decoder.layers[0].norm1.eps
-    keep = np.asarray(src_mask.data if isinstance(src_mask, mt.Tensor) else src_mask)  # (B, 1, 1, S)
+    keep = np.asarray(src_mask)  # (B, 1, 1, S)
     with mt.no_grad():
-        memory = model.encode(src, src_mask).data  # (B, S, D): the encoder is not what this measures
+        memory = model.encode(src, src_mask).numpy()  # (B, S, D): the encoder is not what this measures
     B, L = memory.shape[0], len(model.decoder.layers)
 
     def linear(x, name):
@@ -95,7 +95,7 @@ def bare_greedy(model, src, src_mask, n_tokens: int) -> np.ndarray:
     ]
     k_buf = [np.zeros((B, H, n_tokens, Dh), memory.dtype) for _ in range(L)]
     v_buf = [np.zeros((B, H, n_tokens, Dh), memory.dtype) for _ in range(L)]
-    pe, scale = model.pos_encoding.pe.data, memory.dtype.type(math.sqrt(D))  # pe (max_len, D)
+    pe, scale = model.pos_encoding.pe.numpy(), memory.dtype.type(math.sqrt(D))  # pe (max_len, D)
     tok, out = np.full(B, BOS, dtype=np.int64), np.empty((B, n_tokens), dtype=np.int64)
     for t in range(n_tokens):
         x = (P["tgt_embed.weight"][tok] * scale + pe[t])[:, None, :]  # (B, 1, D)

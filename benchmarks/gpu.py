@@ -42,6 +42,7 @@ from benchmarks.timing import alternate, ratio_stats, round_medians, summarize
 from minitensor import devices
 from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import integer
+from transformer_np.device import array_of
 
 SIDES = ("minitensor", "torch")
 GPU_CONFIGS = ("base", "long")
@@ -56,7 +57,7 @@ def _minitensor_side(name: str):
     cfg = W.get_config(name)
     batch = W.make_batch(cfg)
     model = W.build_numpy_model(cfg).to("cuda")  # built on the host from the seed, then moved
-    xp = devices.array_module(next(iter(model.parameters())).data)
+    xp = devices.array_module(array_of(next(iter(model.parameters()))))
     # The host batch, as training feeds it: the model copies the tokens and masks over (a few kB a step) and
     # sequence_loss the labels, as parity's loss does on torch's side.
     side = W.numpy_side(cfg, model, batch)

@@ -236,7 +236,7 @@ def _hvp_check(host: _Host, spec: dict) -> dict:
     relu = host.cfg.model.activation == "relu"
     aligner = ReluBranchAligner(sides["numpy"].model, sides["torch"].model, "float32") if relu else None
     try:  # one forward per side, numpy first: the aligner replays what it recorded
-        ours = np.concatenate([np.asarray(h.data).ravel() for h in sides["numpy"].hvp()])
+        ours = np.concatenate([h.detach().numpy().ravel() for h in sides["numpy"].hvp()])
         ref = np.concatenate([h.detach().cpu().numpy().ravel() for h in sides["torch"].hvp()])
     finally:
         if aligner is not None:

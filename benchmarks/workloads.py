@@ -207,7 +207,8 @@ def build_numpy_model(cfg: BenchConfig, seed: int = 0):
     model = Transformer.from_config(cfg.model)
     # Benchmark-only weight edit (both sides get it through the copy): random weights may pick EOS
     # early and end decoding; a very negative EOS bias makes every run generate exactly N tokens.
-    model.generator.bias.data[EOS] = -1e4
+    with mt.no_grad():
+        model.generator.bias[EOS] = -1e4
     return model
 
 
@@ -432,7 +433,7 @@ def numpy_side(cfg: BenchConfig, model, batch: Batch, lr: float = 1e-4) -> Side:
         return loss
 
     def eval_logits():
-        return np.array(forward().data)
+        return forward().detach().numpy().copy()
 
     def wrap(fn):
         if fn is None:
@@ -578,7 +579,7 @@ def decode_agreement(a, b) -> float | None:
             x = x[0]
         if hasattr(x, "detach"):
             x = x.detach().cpu().numpy()
-        return np.asarray(getattr(x, "data", x))
+        return np.asarray(x)
 
     x, y = arr(a), arr(b)
     if x.shape != y.shape:

@@ -51,7 +51,7 @@ def _half_beside_number(fn, a, b, dtype):
     if fn.__name__ not in _OPMATH_NUMBER_OPS or (dtype is not None and dtype != np.float16):
         return None
     for t, other in ((a, b), (b, a)):
-        if is_tensor_like(t) and t.data.dtype == np.float16 and isinstance(other, (builtins.int, builtins.float)):
+        if is_tensor_like(t) and t._data.dtype == np.float16 and isinstance(other, (builtins.int, builtins.float)):
             return t
     return None
 
@@ -224,7 +224,7 @@ def flatten_list(x):
 
 def tensors_to_lists(x):
     if is_tensor_like(x):
-        return x.data
+        return x._data
     if isinstance(x, (list, tuple)):
         return [tensors_to_lists(i) for i in x]
     return x
@@ -291,7 +291,7 @@ def normalize_index(index, data=None):
     out, advanced = [], False
     for it in items:
         if is_tensor_like(it):
-            it = it.data
+            it = it._data
         elif isinstance(it, list):
             it = np.asarray(it)
             if it.dtype.kind == "f":
@@ -401,7 +401,7 @@ def check_tensor(x, op: str, name: str):
 
 
 def index_array(index, op: str) -> np.ndarray:
-    idx = index.data if is_tensor_like(index) else None
+    idx = index._data if is_tensor_like(index) else None
     if idx is None or idx.dtype.kind not in "iu":
         what = type(index).__name__ if idx is None else f"a tensor of dtype {idx.dtype}"
         raise TypeError(f"{op}: index must be an integer tensor, got {what}")

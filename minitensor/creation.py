@@ -47,7 +47,7 @@ def _shape(size: tuple, op: str) -> tuple:
 def tensor(data, dtype=None, requires_grad: bool = False, device=None) -> Tensor:
     """A new leaf tensor holding a copy of `data` (Python numbers/lists, arrays or tensors), on `device`
     (None: the CPU, or the device of a tensor or device array given as data)."""
-    src = data.data if isinstance(data, Tensor) else data
+    src = data._data if isinstance(data, Tensor) else data
     if devices.is_array(src) and not devices.is_host(src):  # a device array: copied where it is
         arr = src.astype(np.dtype(dtype) if dtype is not None else src.dtype, copy=True)
     else:

@@ -249,7 +249,7 @@ def _mixed(tensors, arrays, op):
     if len(others) == 1 and CPU not in others:
         (target,) = others
         tensors = tuple(t.to(target) if d != target else t for t, d in zip(tensors, where))
-        arrays[:] = [t.data for t in tensors]
+        arrays[:] = [t._data for t in tensors]
         return tensors
     first, second = where[0], next(d for d in where if d != where[0])
     name = getattr(op, "__name__", op)
@@ -274,10 +274,10 @@ class DeviceCheck:
         0-d gradient from another device moved (torch's validate_outputs), any other refused. Also the Tensor
         moved differentiably, under create_graph (else None)."""
         if hasattr(gradient, "version_counter") or is_array(gradient):
-            g = gradient.data if hasattr(gradient, "version_counter") else gradient
+            g = gradient._data if hasattr(gradient, "version_counter") else gradient
         else:  # a number or a list: it has no device of its own
-            g = array_module(output.data).asarray(gradient)
-        if type(g) is type(output.data) or device_of(g) == output.device:
+            g = array_module(output._data).asarray(gradient)
+        if type(g) is type(output._data) or device_of(g) == output.device:
             return g, None
         if g.ndim != 0:
             raise RuntimeError(
@@ -286,14 +286,14 @@ class DeviceCheck:
             )
         if create_graph and hasattr(gradient, "version_counter"):
             moved = gradient.to(output.device)  # a differentiable move: the result depends on the gradient
-            return moved.data, moved
+            return moved._data, moved
         return to_device(g, output.device), None
 
     @staticmethod
     def gradient_to(gi, dev, who: str, i: int):
         """A backward's gradient for an input on `dev`: as it is when there; a 0-d one moved, as torch's engine
         moves it (validate_outputs); any other refused, naming both devices."""
-        arr = gi.data if hasattr(gi, "version_counter") else gi
+        arr = gi._data if hasattr(gi, "version_counter") else gi
         if (type(arr) is np.ndarray and dev is CPU) or device_of(arr) == dev:
             return gi
         if arr.ndim != 0:

@@ -47,6 +47,6 @@ def in_memory_format(t, fmt, op: str):
     if t.ndim != rank:
         raise ValueError(f"{op}: memory_format={fmt!r} needs a tensor of {rank} dims (N, C, ...), got shape {t.shape}")
     channels_last_order = (0, *range(2, rank), 1)  # (N, *spatial, C)
-    if t.data.transpose(channels_last_order).flags.c_contiguous:
+    if t._data.transpose(channels_last_order).flags.c_contiguous:
         return t
     return t.permute(*channels_last_order).contiguous().permute(0, rank - 1, *range(1, rank - 1))

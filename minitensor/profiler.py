@@ -28,7 +28,7 @@ def synchronize(*arrays) -> None:
     computes eagerly. A Tensor (what a backward under create_graph hands over) is read through its array;
     non-arrays (None, numbers) are skipped."""
     for a in arrays:
-        a = a.data if is_tensor_like(a) else a
+        a = a._data if is_tensor_like(a) else a
         if not is_array(a) or is_host(a):
             continue
         xp = array_module(a)

@@ -121,7 +121,7 @@ def _flatten(obj, path: list[str], arrays: OrderedDict[str, np.ndarray], depth: 
             "(a container that holds itself?)"
         )
     if is_tensor_like(obj):
-        obj = obj.data
+        obj = obj._data
     if devices.is_array(obj) and not devices.is_host(obj):
         node = _flatten(devices.to_host(obj), path, arrays, depth)
         return {"c": [node["a"], str(devices.device_of(obj))]}

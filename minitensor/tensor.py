@@ -3,9 +3,8 @@
 This file holds the Tensor's state, its Python protocol, its autograd methods (backward, hooks, grad),
 its in-place writers and its dtype conversions. The math methods come from the TensorMath mixin
 (tensor_math.py), which calls ops/ and the torch.* functions (functions/); the device methods from
-devices.py. Deviation from PyTorch, flagged: `.data` is the raw `np.ndarray` (in PyTorch it is a Tensor),
-so optimizers and initialisers write NumPy directly; such writers call `bump_version()`, and `.data`
-itself stays the unchecked escape hatch.
+devices.py. The array itself is the private `_data` inside the engine and `.numpy()` outside it; `.data` is
+torch's: a Tensor sharing the array, outside the graph (see `data` for the one difference, its version counter).
 
 In-place methods (fill_, add_, __setitem__, ...) are not recorded in the graph. With grad mode on they
 refuse a leaf that requires grad (as PyTorch does), a tensor in the graph (PyTorch records that change;
@@ -76,9 +75,35 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
         return self.version_counter.value
 
     def bump_version(self) -> None:
-        """Record an in-place change made through .data (optimizers, nn.init, clip_grad_norm_), so that a
+        """Record an in-place change made to the array directly (optimizers, nn.init, clip_grad_norm_), so that a
         graph which saved this tensor refuses to backpropagate with the changed values."""
         self.version_counter.value += 1
+
+    @property
+    def data(self) -> Tensor:
+        """torch's .data: a Tensor sharing this tensor's array, not requiring grad, with no grad_fn.
+
+        Deviation from PyTorch, flagged: it shares this tensor's version counter too (torch's .data has its own), so
+        an in-place write through it (`p._data.add_(...)`) makes a graph that saved this tensor raise at backward,
+        where torch would return a wrong gradient silently. Outside a live graph such a write works as in torch."""
+        t = Tensor.wrap(self._data)
+        t.version_counter = self.version_counter
+        return t
+
+    @data.setter
+    def data(self, value) -> None:
+        """`t.data = other`: t now shares other's array, whatever its shape or dtype, as torch allows (t keeps its
+        grad, hooks and version; a graph that saved t keeps the array it saved, so its gradient stays right)."""
+        if not isinstance(value, Tensor):
+            kind = type(value).__qualname__
+            kind = kind if type(value).__module__ == "builtins" else f"{type(value).__module__}.{kind}"
+            raise TypeError(f"Variable data has to be a tensor, but got {kind}")
+        if self.requires_grad and value.dtype.kind not in "fc":
+            raise RuntimeError(
+                f"data set to a tensor that requires gradients must be floating point or complex dtype, "
+                f"got {value.dtype}"
+            )
+        self._data = value._data
 
     # ------------------------------------------------------------------ attributes
     @property
@@ -110,6 +135,10 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
         return self.shape[0]
 
     def numpy(self) -> np.ndarray:
+        """The array itself (no copy: writing it changes the tensor), as torch's; one that requires grad is
+        refused, as torch refuses it, since a write there would bypass autograd's checks."""
+        if self.requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if not devices.is_host(self._data):
             raise TypeError(self._not_on_host())
         return self._data
@@ -132,6 +161,8 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
         return self._data.reshape(()).item()
 
     def __array__(self, dtype=None, copy=None):
+        # Deviation from PyTorch, flagged: np.asarray(t) reads a tensor that requires grad too (torch refuses it as
+        # numpy() does), so that NumPy's functions and np.testing take parameters and outputs as they are
         if not devices.is_host(self._data):  # np.asarray(cuda_tensor): refused as torch refuses it
             raise TypeError(self._not_on_host())
         return self._data if dtype is None else self._data.astype(dtype)
@@ -204,7 +235,7 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
     def _check_inplace(self, op: str, *operands) -> None:
         if is_grad_enabled():
             self._check_inplace_in_grad_mode(op, operands)
-        # Deviation from PyTorch, flagged: PyTorch's forward mode follows in-place ops; here they write .data
+        # Deviation from PyTorch, flagged: PyTorch's forward mode follows in-place ops; here they write the array
         # outside every rule, so a dual tensor (or operand) would keep a stale tangent: refused instead.
         if dual_state.level is not None and builtins.any(
             isinstance(o, Tensor) and tangent_of(o) is not None for o in (self, *operands)
@@ -218,7 +249,7 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
         """The in-place changes refused with grad mode on; under no_grad each of them is allowed, as in PyTorch."""
         if self.grad_fn is not None:
             # Deviation from PyTorch, flagged: PyTorch records an in-place op on a non-leaf in the graph (and refuses
-            # one on a view of a leaf); here in-place ops write .data outside the graph, so it is refused
+            # one on a view of a leaf); here in-place ops write the array outside the graph, so it is refused
             raise RuntimeError(
                 f"{op}: in-place change of a tensor in the graph (a non-leaf, made by {self.grad_fn.name()}) with "
                 f"grad mode on: minitensor does not record in-place ops, so the change would not be differentiated. "
@@ -236,7 +267,7 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
                 f"grad (PyTorch forbids it too: it is ambiguous); make the change inside mt.no_grad() as well"
             )
         # Deviation from PyTorch, flagged: PyTorch differentiates an in-place op with respect to a tensor
-        # operand (x[i] = v, x.copy_(v), x.add_(v) send v a gradient); these writes go to .data outside the
+        # operand (x[i] = v, x.copy_(v), x.add_(v) send v a gradient); these writes go to the array outside the
         # graph, so an operand that requires grad is refused rather than silently taken as a constant.
         if builtins.any(isinstance(o, Tensor) and o.requires_grad for o in operands):
             raise RuntimeError(
@@ -323,7 +354,7 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
     def copy_(self, src) -> Tensor:
         """self = src, cast and broadcast; src may live on another device (copied over, as torch's copy_)."""
         self._check_inplace("copy_", src)
-        arr = src.data if isinstance(src, Tensor) else src if devices.is_array(src) else np.asarray(src)
+        arr = src._data if isinstance(src, Tensor) else src if devices.is_array(src) else np.asarray(src)
         arr = devices.to_device(arr, self.device)
         if not np.can_cast(arr.dtype, self.dtype, casting="same_kind"):
             raise ValueError(f"copy_: cannot copy {arr.dtype} {arr.shape} into {self.dtype} {self.shape}")
@@ -472,7 +503,7 @@ class Tensor(CoreTensor, TensorMath, DeviceMethods):
 
     def new_tensor(self, data, dtype=None, requires_grad=False) -> Tensor:
         """A copy of `data` in this tensor's dtype (or `dtype`) on this tensor's device, as torch's new_tensor."""
-        data = data.data if isinstance(data, Tensor) else data
+        data = data._data if isinstance(data, Tensor) else data
         data = devices.to_host(data) if devices.is_array(data) else data
         arr = np.array(data, dtype=self.dtype if dtype is None else np.dtype(dtype))
         return Tensor(devices.to_device(arr, self.device), requires_grad=requires_grad)

@@ -2,7 +2,7 @@
 
 Each calls a primitive of ops/ or a torch.* function of functions/, which validates first. A mixin the
 Tensor (tensor.py) inherits, as tinygrad's tensor takes its math from mixins: written against the
-Tensor's state (`data`, `wrap`, `dtype`, `shape`), so this file sits below tensor.py.
+Tensor's state (`_data`, `wrap`, `dtype`, `shape`), so this file sits below tensor.py.
 """
 
 from __future__ import annotations
@@ -207,7 +207,7 @@ class TensorMath:
         return invert(self)
 
     def logical_not(self):
-        return self.wrap(np.logical_not(self.data))
+        return self.wrap(np.logical_not(self._data))
 
     def all(self, dim=None, keepdim=False):
         return all_any(np.all, self, dim, keepdim)
@@ -216,10 +216,10 @@ class TensorMath:
         return all_any(np.any, self, dim, keepdim)
 
     def isnan(self):
-        return self.wrap(np.isnan(self.data))
+        return self.wrap(np.isnan(self._data))
 
     def isfinite(self):
-        return self.wrap(np.isfinite(self.data))
+        return self.wrap(np.isfinite(self._data))
 
     # ------------------------------------------------------------------ elementwise
     def exp(self):
@@ -370,7 +370,7 @@ class TensorMath:
 
     def __getitem__(self, index):
         try:  # normalize_index too: a device index out of range is NumPy's IndexError, named as on the CPU
-            index, advanced = normalize_index(index, self.data)
+            index, advanced = normalize_index(index, self._data)
             return ops.GetItem.apply(self, index=index, advanced=advanced)
         except IndexError as e:
             raise IndexError(f"__getitem__ on a tensor of shape {self.shape}: {e}") from None

@@ -25,7 +25,7 @@ class TensorType(type):
     def __call__(cls, *args):
         if len(args) == 1 and not isinstance(args[0], numbers.Integral):
             data = args[0]
-            return tensor(data.numpy() if isinstance(data, Tensor) else data, dtype=cls.dtype)
+            return tensor(data._data if isinstance(data, Tensor) else data, dtype=cls.dtype)
         if not all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args):
             raise TypeError(f"{cls.__name__}: expected data (a list, an array) or sizes, got {args!r}")
         return zeros(*args, dtype=cls.dtype) if args else zeros(0, dtype=cls.dtype)

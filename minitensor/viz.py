@@ -56,8 +56,8 @@ def _fmt(a) -> str:
 
 def _values(t) -> str:
     """The value and, when there is one, the gradient of a tensor, as label lines."""
-    text = f"\ndata {_fmt(t.data)}"
-    return text + (f"\ngrad {_fmt(t.grad.data)}" if t.grad is not None else "")
+    text = f"\ndata {_fmt(t._data)}"
+    return text + (f"\ngrad {_fmt(t.grad._data)}" if t.grad is not None else "")
 
 
 def _walk(tensor, params: dict | None, name: str, values: bool):

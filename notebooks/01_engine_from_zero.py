@@ -39,7 +39,7 @@ _ = mt.manual_seed(0)  # (it returns the generator, not needed here)
 # %%
 x = mt.tensor([[1.0, -2.0, 3.0]], requires_grad=True)  # (1, 3)
 print(x)
-print("data is a plain NumPy array:", type(x.data).__name__, x.data.dtype)
+print("its array, x.detach().numpy(), is a plain NumPy array:", type(x.detach().numpy()).__name__, x.dtype)
 print("is a leaf (made by us, not by an op):", x.is_leaf, "| grad so far:", x.grad)
 
 # %% [markdown]
@@ -92,9 +92,9 @@ else:
 h.retain_grad()  # h and y are not leaves: keep their gradients too, to draw them below
 y.retain_grad()
 L.backward(retain_graph=True)  # retain_graph: the graph stays, to be drawn again
-print("dL/dx =", x.grad.data)
-print("dL/dW =\n", W.grad.data)
-print("dL/db =", b.grad.data)
+print("dL/dx =", x.grad.numpy())
+print("dL/dW =\n", W.grad.numpy())
+print("dL/db =", b.grad.numpy())
 
 # %% [markdown]
 # ## The graph with values and gradients
@@ -117,11 +117,11 @@ show(mt.viz.draw(L, params=named, name="L", values=True), "01_graph_values.png")
 # Now compute those formulas with plain NumPy and compare with what `backward` produced.
 
 # %%
-y_np, g_np, x_np, W_np = y.data, g.data, x.data, W.data
+y_np, g_np, x_np, W_np = (t.detach().numpy() for t in (y, g, x, W))
 dh = g_np * (1 - y_np**2)  # (1, 2)
 by_hand = {"x": dh @ W_np.T, "W": x_np.T @ dh, "b": dh.sum(axis=0)}
 for name, tensor in leaves.items():
-    err = np.abs(by_hand[name] - tensor.grad.data).max()
+    err = np.abs(by_hand[name] - tensor.grad.numpy()).max()
     print(f"d L / d {name}: by hand vs backward, max |difference| = {err:.1e}")
     assert err < 1e-6
 
@@ -168,10 +168,10 @@ except mt.autograd.GradcheckError as e:
 # %%
 import torch
 
-xt, Wt, bt = (torch.tensor(t.data, dtype=torch.float64, requires_grad=True) for t in (x, W, b))
-(torch.tanh(xt @ Wt + bt) * torch.tensor(g.data, dtype=torch.float64)).sum().backward()
+xt, Wt, bt = (torch.tensor(t.detach().numpy(), dtype=torch.float64, requires_grad=True) for t in (x, W, b))
+(torch.tanh(xt @ Wt + bt) * torch.tensor(g.numpy(), dtype=torch.float64)).sum().backward()
 for name, ours, theirs in (("x", x, xt), ("W", W, Wt), ("b", b, bt)):
-    err = np.abs(ours.grad.data - theirs.grad.numpy()).max()
+    err = np.abs(ours.grad.numpy() - theirs.grad.numpy()).max()
     print(f"d L / d {name}: minitensor (float32) vs PyTorch (float64), max |difference| = {err:.1e}")
     assert err < 1e-5  # our tensors are float32: agreement to float32 precision
 

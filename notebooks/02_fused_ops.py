@@ -38,7 +38,7 @@ def grads_of(fn, arrays, g):
     leaves = [mt.tensor(a, dtype=mt.float64, requires_grad=True) for a in arrays]
     out = fn(*leaves)
     (out * mt.tensor(g)).sum().backward()
-    return out.data, [t.grad.data for t in leaves]
+    return out.detach().numpy(), [t.grad.numpy() for t in leaves]
 
 
 def torch_grads_of(fn, arrays, g):

@@ -75,7 +75,7 @@ q = k = v = x  # (B, S, D)
 scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, S, S): query i . key j
 print("scores", tuple(scores.shape))
 weights = F.softmax(scores, dim=-1)  # (B, S, S): each row sums to 1
-print("weights", tuple(weights.shape), "row sums", np.round(weights.data.sum(-1), 6))
+print("weights", tuple(weights.shape), "row sums", np.round(weights.detach().numpy().sum(-1), 6))
 out = weights @ v  # (B, S, D): a weighted mix of values per query
 print("out", tuple(out.shape))
 
@@ -104,10 +104,10 @@ pad_id = vocab.index("<pad>")
 keep = padding_mask(ids, pad_id)  # (B, 1, 1, S): broadcast over heads and queries
 print("padding mask", tuple(keep.shape), keep.numpy().astype(int).ravel())
 masked = F.softmax(scores.masked_fill(~keep[:, 0], float("-inf")), dim=-1)  # (B, S, S)
-print("weight on the <pad> key, every query:", masked.data[0, :, -1])
+print("weight on the <pad> key, every query:", masked.detach().numpy()[0, :, -1])
 show(
     plots.plot_attention(
-        masked.data[0],
+        masked.detach().numpy()[0],
         figure_path("03_one_head.png"),
         words,
         words,
@@ -152,7 +152,7 @@ for name, t in (
     print(f"{name:<12} {tuple(t.shape)}")
 
 module_out = mha(x, x, x, keep)
-print("module == step by step:", np.abs(module_out.data - by_hand.data).max() < 1e-6)
+print("module == step by step:", np.abs(module_out.detach().numpy() - by_hand.detach().numpy()).max() < 1e-6)
 show(
     plots.plot_attention_heads(
         mha.attn_weights[0],
@@ -183,7 +183,7 @@ self_scores = y @ y.transpose(-2, -1) / math.sqrt(D)
 self_weights = F.softmax(self_scores.masked_fill(~cm[0], float("-inf")), dim=-1)  # (B, T-1, T-1)
 show(
     plots.plot_attention(
-        self_weights.data[0],
+        self_weights.detach().numpy()[0],
         figure_path("03_decoder_self.png"),
         target[:-1],
         target[:-1],
@@ -211,7 +211,8 @@ for norm_first in (False, True):
     h = layer(x, keep)  # (B, S, D) in, (B, S, D) out
     print(
         f"{'pre' if norm_first else 'post'}-norm layer: {tuple(x.shape)} -> {tuple(h.shape)}; "
-        f"per-token mean {h.data.mean(-1).ravel()[:3].round(3)}, std {h.data.std(-1).ravel()[:3].round(3)}"
+        f"per-token mean {h.detach().numpy().mean(-1).ravel()[:3].round(3)}, "
+        f"std {h.detach().numpy().std(-1).ravel()[:3].round(3)}"
     )
 
 # %% [markdown]
@@ -231,7 +232,7 @@ attn = MultiHeadAttention(D, H, dropout=0.0)
 xs = x[:, :6]  # (B, 6, D)
 out = attn(xs, xs, xs)  # (B, 6, D)
 out_shuffled = attn(xs[:, perm], xs[:, perm], xs[:, perm])
-same = np.allclose(out_shuffled.data, out.data[:, perm], atol=1e-5)
+same = np.allclose(out_shuffled.detach().numpy(), out.detach().numpy()[:, perm], atol=1e-5)
 print("attention(shuffled tokens) == shuffled attention(tokens):", same)
 
 # %% [markdown]
@@ -243,8 +244,11 @@ print("attention(shuffled tokens) == shuffled attention(tokens):", same)
 pe = mt.tensor(sinusoidal_table(6, D).astype(np.float32))  # (6, D): position pos's vector in row pos
 xp, xp_shuffled = xs + pe, xs[:, perm] + pe  # the positions stay where they are; the tokens move
 out_p, out_p_shuffled = attn(xp, xp, xp), attn(xp_shuffled, xp_shuffled, xp_shuffled)
-print("with positions added, still just shuffled:", np.allclose(out_p_shuffled.data, out_p.data[:, perm], atol=1e-5))
-a_rows = xp.data[0, [0, 2, 5]]  # the three 'a's, now different vectors
+print(
+    "with positions added, still just shuffled:",
+    np.allclose(out_p_shuffled.detach().numpy(), out_p.detach().numpy()[:, perm], atol=1e-5),
+)
+a_rows = xp.detach().numpy()[0, [0, 2, 5]]  # the three 'a's, now different vectors
 print("the three 'a's differ by", np.round(np.abs(a_rows - a_rows[0]).max(-1), 3))
 show(plots.plot_positional_encoding(sinusoidal_table(64, 64), figure_path("03_positional.png")))
 

@@ -110,7 +110,9 @@ def train_by_hand(model, optimizer, batches, forget_zero_grad=False):
         loss.backward()  # adds d loss / d p into every p.grad
         optimizer.step()
         losses.append(loss.item())
-        grad_norms.append(float(np.sqrt(sum((p.grad.data.astype(np.float64) ** 2).sum() for p in model.parameters()))))
+        grad_norms.append(
+            float(np.sqrt(sum((p.grad.numpy().astype(np.float64) ** 2).sum() for p in model.parameters())))
+        )
     return losses, grad_norms
 
 

@@ -126,8 +126,8 @@ ys = np.full((len(srcs), 1), BOS_ID)
 worst = 0.0
 with mt.no_grad():
     for t in range(8):
-        cached = model.decode(ys[:, -1:], memory, src_mask, cache=cache).data[:, -1]  # newest token only
-        full = model.decode(ys, memory, src_mask, causal_mask(t + 1)).data[:, -1]  # whole prefix again
+        cached = model.decode(ys[:, -1:], memory, src_mask, cache=cache).numpy()[:, -1]  # newest token only
+        full = model.decode(ys, memory, src_mask, causal_mask(t + 1)).numpy()[:, -1]  # whole prefix again
         worst = max(worst, float(np.abs(cached - full).max() / np.abs(full).max()))
         ys = np.concatenate([ys, full.argmax(-1)[:, None]], axis=1)
 print(f"8 steps: cached vs recomputed logits, max relative difference {worst:.1e} (float32 round-off)")

@@ -50,16 +50,16 @@ torch.set_default_dtype(torch.float64)
 x = mt.tensor([-1.0, 0.0, 0.5, 2.0], requires_grad=True)
 y = x.tanh()
 (dy,) = mt.autograd.grad(y.sum(), [x], create_graph=True)  # the gradient, recorded as a graph
-print("dy/dx         ", dy.data, " grad_fn:", dy.grad_fn)
+print("dy/dx         ", dy.detach().numpy(), " grad_fn:", dy.grad_fn)
 (d2y,) = mt.autograd.grad(dy.sum(), [x])  # differentiate the gradient
-t = np.tanh(x.data)
-print("d2y/dx2       ", d2y.data)
+t = np.tanh(x.detach().numpy())
+print("d2y/dx2       ", d2y.numpy())
 print("-2y(1 - y^2)  ", -2 * t * (1 - t**2))
 
-tx = torch.tensor(x.data, requires_grad=True)
+tx = torch.tensor(x.detach().numpy(), requires_grad=True)
 (tdy,) = torch.autograd.grad(tx.tanh().sum(), [tx], create_graph=True)
 (td2y,) = torch.autograd.grad(tdy.sum(), [tx])
-print("PyTorch d2y/dx2", td2y.numpy(), " max rel error:", f"{error_stats(d2y.data, td2y.numpy())[1]:.1e}")
+print("PyTorch d2y/dx2", td2y.numpy(), " max rel error:", f"{error_stats(d2y.numpy(), td2y.numpy())[1]:.1e}")
 
 # %% [markdown]
 # The same holds for every op of the engine, the fused ones included (softmax, layer norm, cross-entropy):
@@ -77,8 +77,8 @@ x = mt.tensor(rng.standard_normal(5), requires_grad=True)
 v = mt.tensor(rng.standard_normal(5))
 (g,) = mt.autograd.grad((x**3).sum(), [x], create_graph=True)
 (hv,) = mt.autograd.grad((g * v).sum(), [x])
-print("H v by double backward:", hv.data)
-print("6 x v by hand:         ", 6 * x.data * v.data)
+print("H v by double backward:", hv.numpy())
+print("6 x v by hand:         ", 6 * x.detach().numpy() * v.numpy())
 
 # %% [markdown]
 # `mt.autograd.functional` wraps this in PyTorch's functions: `hvp(f, inputs, v)` and `vhp` return
@@ -111,7 +111,7 @@ def mlp_loss(lib, F):
 
 ours = mt.autograd.functional.hessian(mlp_loss(mt, mF), tuple(mt.tensor(a) for a in arrays))
 ref = torch.autograd.functional.hessian(mlp_loss(torch, tF), tuple(torch.tensor(a) for a in arrays))
-worst = max(error_stats(ours[i][j].data, ref[i][j].numpy())[1] for i in range(5) for j in range(5))
+worst = max(error_stats(ours[i][j].detach().numpy(), ref[i][j].numpy())[1] for i in range(5) for j in range(5))
 print(
     f"25 Hessian blocks, {sum(o.numel() for row in ours for o in row)} entries; worst max rel error {worst:.1e} "
     f"(op tolerance in float64: {OP_RTOL['float64']:g})"

@@ -191,7 +191,7 @@ W = mt.tensor(Wa, requires_grad=True)
 with fwAD.dual_level():
     loss = (mt.tensor(xa) @ fwAD.make_dual(W, mt.tensor(vW))).exp().sum()
     (g,) = mt.autograd.grad(loss, [W], create_graph=True)
-    hv = fwAD.unpack_dual(g).tangent.numpy()
+    hv = fwAD.unpack_dual(g).tangent.detach().numpy()
 _, hv_torch = torch.func.jvp(
     torch.func.grad(lambda W: (torch.tensor(xa) @ W).exp().sum()), (torch.tensor(Wa),), (torch.tensor(vW),)
 )
@@ -212,7 +212,7 @@ def distances(a, b):
 
 
 a = mt.tensor(rng.standard_normal((3, 4)), requires_grad=True)
-b = mt.tensor(np.concatenate([rng.standard_normal((2, 4)), a.numpy()[2:]]))  # the planted row: b[2] == a[2]
+b = mt.tensor(np.concatenate([rng.standard_normal((2, 4)), a.detach().numpy()[2:]]))  # the planted row: b[2] == a[2]
 distances(a, b).sum().backward()
 print("gradient rows with NaN:", np.isnan(a.grad.numpy()).any(axis=1))
 

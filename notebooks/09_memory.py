@@ -108,7 +108,7 @@ out = F.scaled_dot_product_attention(*ours, attn_mask=keep)
 ref = torch.nn.functional.scaled_dot_product_attention(*theirs, attn_mask=torch.tensor(keep))
 out.backward(mt.tensor(g))
 ref.backward(torch.tensor(g))
-print("output  max rel error:", f"{error_stats(out.numpy(), ref.detach().numpy())[1]:.1e}")
+print("output  max rel error:", f"{error_stats(out.detach().numpy(), ref.detach().numpy())[1]:.1e}")
 for name, a, b in zip("qkv", ours, theirs):
     print(f"grad {name}  max rel error:", f"{error_stats(a.grad.numpy(), b.grad.numpy())[1]:.1e}")
 

@@ -49,7 +49,7 @@ def tiny_model(seed=0):
 
 
 def grads(model):
-    return {n: p.grad.data.copy() for n, p in model.named_parameters()}
+    return {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
 
 
 # A global batch of 4 sentences; targets of different lengths, so the two halves hold different token counts.

@@ -77,8 +77,8 @@ library = attn(x)
 say(
     "The hand-written attention and the library's agree to {diff:.1e} (float64 round-off). The weights of position "
     "0 are {w0}: it can only see itself.",
-    diff=float(np.abs(by_hand.numpy() - library.numpy()).max()),
-    w0=np.round(weights.numpy()[0, 0, 0], 3).tolist(),
+    diff=float(np.abs(by_hand.detach().numpy() - library.detach().numpy()).max()),
+    w0=np.round(weights.detach().numpy()[0, 0, 0], 3).tolist(),
 )
 
 # %% [markdown]

@@ -28,7 +28,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .placement import host, like
+import minitensor as mt
+
+from .placement import host
 
 
 def _is_torch(model) -> bool:
@@ -44,8 +46,8 @@ def _to_numpy(value) -> np.ndarray:
 
 
 def state_arrays(model) -> dict[str, np.ndarray]:
-    """The model's state dict (torch or minitensor) as NumPy arrays, by name."""
-    return {k: _to_numpy(v) for k, v in model.state_dict().items()}
+    """A copy of the model's state dict (torch or minitensor) as NumPy arrays, by name."""
+    return {k: _to_numpy(v).copy() for k, v in model.state_dict().items()}  # copies: state_dict() values share
 
 
 def _resolve(model, key: str):
@@ -97,9 +99,9 @@ def load_arrays(model, arrays: dict[str, np.ndarray], what: str = "load_arrays",
                 t = _resolve(model, k)
                 t.copy_(torch.as_tensor(np.asarray(v), device=t.device))
     else:
-        for k, v in arrays.items():
-            data = _resolve(model, k).data
-            data[...] = like(v, data)
+        with mt.no_grad():
+            for k, v in arrays.items():
+                _resolve(model, k).copy_(v)  # (onto the model's device)
 
 
 def np_to_torch(np_model, torch_model):

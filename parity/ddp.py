@@ -80,7 +80,7 @@ def _run(comm, steps, batch_size, seed, config):
     torch_ddp = torch.nn.parallel.DistributedDataParallel(torch_model)
     npside, ptside = NpSide(np_model, cfg, train), TorchSide(torch_model, cfg, train)
     rng = np.random.default_rng(seed)
-    rows_per_step, start = [], {k: p.data.copy() for k, p in np_model.named_parameters()}
+    rows_per_step, start = [], {k: p.detach().numpy().copy() for k, p in np_model.named_parameters()}
     same_start = _worst({k: v for k, v in start.items()}, _torch_params(torch_model))[0]
     for step in range(1, steps + 1):
         src, tgt = synthetic_batch(rng, batch_size, 12, 12, cfg.src_vocab_size, cfg.tgt_vocab_size)
@@ -91,13 +91,13 @@ def _run(comm, steps, batch_size, seed, config):
         pt_loss, pt_logits, _ = torch_shard_loss(torch_ddp, src[rows], tgt[rows], n_global, N, train.label_smoothing)
         np_loss.backward()
         pt_loss.backward()
-        np_grads = {k: p.grad.data for k, p in np_model.named_parameters()}
+        np_grads = {k: p.grad.numpy() for k, p in np_model.named_parameters()}
         pt_grads = {k: to_numpy(p.grad) for k, p in torch_model.named_parameters()}
         zero = [k for k in np_grads if structurally_zero_grad(k)]
         row = {
             "step": step,
             "tokens_per_rank": comm.allgather(count_targets(tgt[rows])),
-            "logits": _worst({"logits": np_logits.data}, {"logits": to_numpy(pt_logits)}),
+            "logits": _worst({"logits": np_logits.detach().numpy()}, {"logits": to_numpy(pt_logits)}),
             "loss": _worst(
                 {"loss": np.array(comm.allreduce(np_loss.item()) / N)},
                 {"loss": np.array(comm.allreduce(float(pt_loss.detach())) / N)},
@@ -109,7 +109,7 @@ def _run(comm, steps, batch_size, seed, config):
         }
         npside.step()
         ptside.step()
-        kept = {k: p.data for k, p in np_model.named_parameters() if not structurally_zero_grad(k)}
+        kept = {k: p.detach().numpy() for k, p in np_model.named_parameters() if not structurally_zero_grad(k)}
         row["params"] = _worst(kept, _torch_params(torch_model))
         row["grads_same_on_every_rank"] = _same_on_every_rank(comm, [np_grads[k] for k in sorted(np_grads)])
         rows_per_step.append(_worst_over_ranks(comm, row))

@@ -23,6 +23,7 @@ from torch.utils.checkpoint import noop_context_fn
 
 import minitensor as mt
 from minitensor.testing import PARITY_RTOL, error_stats
+from transformer_np.device import array_of
 
 from .model import Dropout as TorchDropout
 from .placement import host, like
@@ -138,7 +139,7 @@ class SharedDropoutMasks:
         self.replay = None  # while a layer is recomputed: name -> the masks of its first run, in order
 
     def attach(self, np_model, torch_model) -> None:
-        weight = next(iter(np_model.parameters())).data
+        weight = array_of(next(iter(np_model.parameters())))
         self.place = lambda keep: like(keep, weight)
         for name, m in np_model.named_modules():
             if isinstance(m, mt.nn.Dropout):

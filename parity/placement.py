@@ -24,6 +24,7 @@ import torch
 
 import minitensor as mt
 from minitensor import devices
+from transformer_np.device import array_of
 
 DEVICES = ("cpu", "cuda", "auto")  # torch's side (--device)
 NP_DEVICES = ("cpu", "cuda")  # transformer_np's side (--np-device)
@@ -75,7 +76,7 @@ def check_pairing(np_device: str, against: str) -> None:
 
 def host(x) -> np.ndarray:
     """A minitensor Tensor, an array of any library minitensor runs on, or a number, as a NumPy array."""
-    x = x.data if isinstance(x, mt.Tensor) else x
+    x = array_of(x)
     return devices.to_host(x) if devices.is_array(x) else np.asarray(x)
 
 

@@ -52,7 +52,7 @@ from .hooks import (
     to_numpy,
 )
 from .model import Transformer as TorchTransformer
-from .placement import DEVICES, check_pairing, like, np_reference, pairing, resolve_device, resolve_np_device
+from .placement import DEVICES, check_pairing, np_reference, pairing, resolve_device, resolve_np_device
 from .results import KEY_BIAS, Report, group_of, key_projection, structurally_zero_grad
 from .sides import CLIP_NORM_ADJUSTMENT, NpSide, TorchSide
 
@@ -385,7 +385,7 @@ def sync_grads(npside: NpSide, ptside: TorchSide) -> None:
     """Lockstep: give transformer_np torch's gradients (already compared), so both optimizers see the same input."""
     np_params = dict(npside.model.named_parameters())
     for name, p in ptside.model.named_parameters():
-        np_params[name].grad.data[...] = like(to_numpy(p.grad), np_params[name].grad.data)
+        np_params[name].grad.copy_(to_numpy(p.grad))  # (onto the gradient's device)
 
 
 DRIFT_NOTE = "gradient identically 0: exact value = init; each side within Adam's step bound of init"

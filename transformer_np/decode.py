@@ -24,7 +24,7 @@ import minitensor as mt
 from minitensor import fast
 from transformer_np import decoding_cache  # noqa: F401 (registers the cache's and the one-position step's devices)
 from transformer_np.data import BOS_ID, EOS_ID, PAD_ID
-from transformer_np.device import on_device, to_host
+from transformer_np.device import array_of, on_device, to_host
 from transformer_np.masks import causal_mask, padding_mask
 
 
@@ -52,7 +52,7 @@ def _check_int(name: str, value, low: int, high: int | None = None, who: str = "
 
 
 def _raw(x):
-    return x.data if isinstance(x, mt.Tensor) else x
+    return array_of(x)
 
 
 def greedy_decode(
@@ -76,7 +76,7 @@ def greedy_decode(
         if src_mask is None:
             src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         memory = model.encode(src, src_mask)  # (B, S, D)
-        src_mask = on_device(src_mask, memory.data)  # copied to the model's device once, not every step
+        src_mask = on_device(src_mask, array_of(memory))  # copied to the model's device once, not every step
         B = memory.shape[0]
         cache = fast.use.kv_cache(model, max_len) if use_cache else None  # max_len positions at most
         ys = np.full((B, 1), bos_id, dtype=np.int64)  # decoder input so far
@@ -88,7 +88,7 @@ def greedy_decode(
             else:
                 # Causal only (no padding mask on the prefix): the cached path cannot see token ids.
                 logits = model.decode(ys, memory, src_mask, causal_mask(t + 1))  # (B, t + 1, V)
-            next_tok = to_host(logits.data[:, -1].argmax(axis=-1))  # (B,) on the host: one sync a step on a device
+            next_tok = to_host(array_of(logits)[:, -1].argmax(axis=-1))  # (B,) on the host: one sync a step on a device
             next_tok = np.where(finished, pad_id, next_tok)
             out[:, t] = next_tok
             finished |= next_tok == eos_id
@@ -148,10 +148,10 @@ def beam_search(
         B = memory.shape[0]
         # Row i * K + k of every per-beam array is beam k of the i-th sentence still searching.
         rows = np.repeat(np.arange(B), K)
-        memory_k = mt.Tensor.wrap(memory.data[on_device(rows, memory.data).data])  # (B*K, S, D)
-        mask = _raw(on_device(src_mask, memory.data))
+        memory_k = mt.Tensor.wrap(array_of(memory)[array_of(on_device(rows, array_of(memory)))])  # (B*K, S, D)
+        mask = _raw(on_device(src_mask, array_of(memory)))
         per_sentence_mask = mask.ndim == 4 and mask.shape[0] != 1
-        mask_k = mask[on_device(rows, mask).data] if per_sentence_mask else mask  # (B*K, 1, 1, S)
+        mask_k = mask[array_of(on_device(rows, mask))] if per_sentence_mask else mask  # (B*K, 1, 1, S)
         alive = np.arange(B)  # sentence ids still searching
         tokens = np.full((B * K, 1), bos_id, dtype=np.int64)  # (n*K, t + 1), BOS first
         scores = np.full((B, K), -np.inf)  # cumulative log P, float64
@@ -165,7 +165,9 @@ def beam_search(
                 logits = model.decode(tokens[:, -1:], memory_k, mask_k, cache=cache)  # (n*K, 1, V)
             else:
                 logits = model.decode(tokens, memory_k, mask_k, causal_mask(t + 1))  # (n*K, t + 1, V)
-            logp = _log_softmax64(to_host(logits.data[:, -1]))  # (n*K, V), on the host: one sync a step on a device
+            logp = _log_softmax64(
+                to_host(array_of(logits)[:, -1])
+            )  # (n*K, V), on the host: one sync a step on a device
             V = logp.shape[-1]
             cand = (scores[:, :, None] + logp.reshape(n, K, V)).reshape(n, K * V)  # (n, K*V)
             n_cand = min(2 * K, K * V)
@@ -210,8 +212,8 @@ def beam_search(
             shrink = len(keep) < n
             if shrink:
                 # Sentences left the batch: their memory rows go too (within a sentence they are equal).
-                device_rows = on_device(rows, memory_k.data).data
-                memory_k = mt.Tensor.wrap(memory_k.data[device_rows])
+                device_rows = array_of(on_device(rows, array_of(memory_k)))
+                memory_k = mt.Tensor.wrap(array_of(memory_k)[device_rows])
                 if per_sentence_mask:
                     mask_k = mask_k[device_rows]
             if cache is not None:

@@ -21,7 +21,7 @@ import numpy as np
 
 import minitensor as mt
 from minitensor import fast
-from transformer_np.device import on_device
+from transformer_np.device import array_of, on_device
 from transformer_np.model import AttentionCache, KVCache, MultiHeadAttention
 
 EVIDENCE = "docs/decisions/010-cached-decoding.md"
@@ -41,7 +41,7 @@ class PreallocatedAttentionCache(AttentionCache):
     `capacity` positions (grown by doubling when a longer prefix comes); `k`, `v` are Tensors around views of their
     first t positions: the very numbers a concatenation would hold. One write per step replaces a concatenation
     that copies the whole prefix each step (O(t) per step, O(L^2) per sentence). The buffers are plain arrays,
-    written outside the graph as an optimizer writes .data: nothing records under no_grad, and with grad mode on
+    written outside the graph as an optimizer writes weights: nothing records under no_grad, and with grad mode on
     the append is the formula's differentiable `mt.cat` (the buffers then dropped). So the k, v of an earlier step
     are views too, which a later reorder rewrites: read them in their own step.
     """
@@ -71,13 +71,13 @@ class PreallocatedAttentionCache(AttentionCache):
             size = max(stop, self.capacity, 2 * start)
             shape = (k.shape[0], k.shape[1], size, k.shape[3])
             # zeros_like: the array's own module (a device array stays one), shape (B, H, size, Dh)
-            k_buffer, v_buffer = np.zeros_like(k.data, shape=shape), np.zeros_like(v.data, shape=shape)
+            k_buffer, v_buffer = np.zeros_like(array_of(k), shape=shape), np.zeros_like(array_of(v), shape=shape)
             if start:
-                k_buffer[:, :, :start] = self.k.data
-                v_buffer[:, :, :start] = self.v.data
+                k_buffer[:, :, :start] = array_of(self.k)
+                v_buffer[:, :, :start] = array_of(self.v)
             self.k_buffer, self.v_buffer = k_buffer, v_buffer
-        self.k_buffer[:, :, start:stop] = k.data
-        self.v_buffer[:, :, start:stop] = v.data
+        self.k_buffer[:, :, start:stop] = array_of(k)
+        self.v_buffer[:, :, start:stop] = array_of(v)
         return k.wrap(self.k_buffer[:, :, :stop]), v.wrap(self.v_buffer[:, :, :stop])  # (B, H, t + t_new, Dh)
 
     def index_select(self, index: np.ndarray) -> None:
@@ -86,7 +86,11 @@ class PreallocatedAttentionCache(AttentionCache):
             return
         if self.k_buffer is not None and not mt.is_grad_enabled() and len(index) <= self.k_buffer.shape[0]:
             # the selected rows (gathered first: a copy) into the buffers' first len(index) rows
-            n, t, rows = len(index), self.length, on_device(index, self.k_buffer, "AttentionCache.index_select").data
+            n, t, rows = (
+                len(index),
+                self.length,
+                array_of(on_device(index, self.k_buffer, "AttentionCache.index_select")),
+            )
             self.k_buffer[:n, :, :t] = self.k_buffer[rows, :, :t]
             self.v_buffer[:n, :, :t] = self.v_buffer[rows, :, :t]
             self.k_buffer, self.v_buffer = self.k_buffer[:n], self.v_buffer[:n]

@@ -7,6 +7,7 @@ error. What decoding and logging need back on the host comes back through `to_ho
 
     on_device(x, like)   x (NumPy array, list or Tensor) as a Tensor on the device of the array `like`
     to_host(arr)         a NumPy array with arr's values (a copy from a device: one sync)
+    array_of(x)          the array behind a Tensor, where it lives (no copy, no sync)
     device_of(model)     an array of the model, whose device the model's inputs must reach
 """
 
@@ -18,10 +19,17 @@ import minitensor as mt
 from minitensor.devices import array_module, is_host
 
 
+def array_of(x):
+    """The array behind a Tensor (NumPy's, or the device library's), without a copy; x itself if it is not a Tensor.
+    On the host that is `x.detach().numpy()`; a device array has no such public handle (torch's is DLPack), so the
+    model's code that computes outside the graph (masks, decoding, the step's norms) reads the engine's slot, here."""
+    return x._data if isinstance(x, mt.Tensor) else x
+
+
 def to_host(arr) -> np.ndarray:
     """A Tensor's or an array's values as a NumPy array: a host array itself, a device array's copy (one sync);
     anything else (a number, a list) through np.asarray."""
-    arr = arr.data if isinstance(arr, mt.Tensor) else arr
+    arr = array_of(arr)
     if is_host(arr):
         return arr
     return arr.get() if hasattr(arr, "get") and hasattr(arr, "dtype") else np.asarray(arr)
@@ -30,7 +38,7 @@ def to_host(arr) -> np.ndarray:
 def device_of(model):
     """The array of the model's first parameter: what `on_device` copies the model's inputs beside."""
     for p in model.parameters():
-        return p.data
+        return array_of(p)
     return np.empty(0)
 
 
@@ -41,7 +49,7 @@ def _where(arr) -> str:
 def on_device(x, like, who: str = "the model") -> mt.Tensor:
     """x as a Tensor on the device of the array `like`: a host array (or a CPU Tensor) is copied over; a Tensor
     on a device that `like` is not on is refused (no device -> host move happens silently)."""
-    arr = x.data if isinstance(x, mt.Tensor) else x
+    arr = array_of(x)
     if not hasattr(arr, "dtype"):
         arr = np.asarray(arr)
     if array_module(arr) is array_module(like):

@@ -21,14 +21,14 @@ import minitensor as mt
 import minitensor.nn.functional as F
 
 from .data import PAD_ID, shift_targets
-from .device import on_device
+from .device import array_of, on_device
 from .masks import padding_mask, target_mask
 
 
 def sequence_loss(logits: mt.Tensor, labels, label_smoothing: float = 0.0) -> mt.Tensor:
     """Label-smoothed cross-entropy of logits (B, T, V) against labels (B, T), averaged over non-PAD labels."""
     V = logits.shape[-1]
-    labels = on_device(mt.tensor(np.ascontiguousarray(labels).reshape(-1)), logits.data)  # (B*T,) beside logits
+    labels = on_device(mt.tensor(np.ascontiguousarray(labels).reshape(-1)), array_of(logits))  # (B*T,) beside logits
     return F.cross_entropy(logits.reshape(-1, V), labels, ignore_index=PAD_ID, label_smoothing=label_smoothing)
 
 
@@ -40,7 +40,7 @@ def shard_loss(logits: mt.Tensor, labels, n_global: int, world_size: int, label_
     if n_global < 1:
         raise ValueError(f"shard_loss: the global batch has no non-PAD target token (n_global={n_global})")
     V = logits.shape[-1]
-    labels = on_device(mt.tensor(np.ascontiguousarray(labels).reshape(-1)), logits.data)  # (B*T,) beside logits
+    labels = on_device(mt.tensor(np.ascontiguousarray(labels).reshape(-1)), array_of(logits))  # (B*T,) beside logits
     total = F.cross_entropy(
         logits.reshape(-1, V), labels, ignore_index=PAD_ID, label_smoothing=label_smoothing, reduction="sum"
     )

@@ -18,13 +18,14 @@ import numpy as np
 import minitensor as mt
 from minitensor.devices import array_module
 from transformer_np.data import PAD_ID
+from transformer_np.device import array_of
 
 
 def _token_array(tokens, who: str) -> np.ndarray:
     """The raw (B, L) integer array behind `tokens` (an mt.Tensor or a NumPy array), checked. A Tensor's array may
     live on a device: the masks below are then built there, by the array's own library."""
     if isinstance(tokens, mt.Tensor):
-        arr = tokens.data
+        arr = array_of(tokens)
     elif isinstance(tokens, np.ndarray):
         arr = tokens
     else:

@@ -66,7 +66,7 @@ from minitensor.nn.functional import attention_weights
 from minitensor.utils.checkpoint import checkpoint, noop_context_fn
 from transformer_np.config import ModelConfig
 from transformer_np.data import PAD_ID
-from transformer_np.device import device_of, on_device
+from transformer_np.device import array_of, device_of, on_device
 from transformer_np.masks import causal_mask, padding_mask, target_mask
 
 INTEGER_DTYPES = (mt.int64, mt.int32, mt.int16, mt.int8, mt.uint8)  # what token ids may be
@@ -79,7 +79,7 @@ def _raw(x):
     """x as the checks read it, or None when x is neither a Tensor nor an array (minitensor: the array behind a
     Tensor, a device's array too; PyTorch: the tensor, a NumPy array's memory shared)."""
     if isinstance(x, mt.Tensor):
-        return x.data
+        return array_of(x)
     return x if is_array(x) else None
 
 

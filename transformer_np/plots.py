@@ -35,7 +35,7 @@ def _save(fig: Figure, path: str) -> str:
 
 
 def _array(x, ndim: int | tuple, what: str) -> np.ndarray:
-    a = np.asarray(getattr(x, "data", x) if not isinstance(x, np.ndarray) else x)
+    a = np.asarray(x.detach().numpy() if hasattr(x, "detach") else x)  # a Tensor (minitensor's or torch's)
     ndims = (ndim,) if isinstance(ndim, int) else ndim
     if a.ndim not in ndims:
         raise ValueError(f"{what}: expected a {' or '.join(f'{n}-D' for n in ndims)} array, got shape {a.shape}")
@@ -140,7 +140,7 @@ def plot_positional_curves(
 
 def plot_causal_mask(mask, path: str, title: str = "Causal (look-ahead) mask") -> str:
     """The boolean mask (T, T) or any broadcast of it: True (may attend) is dark."""
-    m = np.asarray(getattr(mask, "data", mask))
+    m = np.asarray(mask.detach().numpy() if hasattr(mask, "detach") else mask)
     while m.ndim > 2 and m.shape[0] == 1:
         m = m[0]
     m = _array(m, 2, "plot_causal_mask").astype(float)

@@ -53,9 +53,9 @@ def rng(seed: int = 0) -> np.random.Generator:
 
 def as_array(x) -> np.ndarray:
     """A minitensor Tensor, a torch tensor or an array as a NumPy array."""
-    if hasattr(x, "detach") and hasattr(x, "numpy"):  # torch
+    if hasattr(x, "detach") and hasattr(x, "numpy"):  # a minitensor or torch tensor
         return x.detach().numpy()
-    return np.asarray(x.data if isinstance(x, mt.Tensor) else x)
+    return np.asarray(x)
 
 
 def expect_array(where: str, got, shape: tuple, dtype) -> np.ndarray:

@@ -57,7 +57,7 @@ def compare_module(where: str, ours, twin, inputs: list, call=None, constants=()
         t_y = call(twin, *ts, *(c[1] for c in constants))
         if not isinstance(y, mt.Tensor):
             raise CheckFailed(f"{where}: forward returned {type(y).__name__}, expected a Tensor")
-        expect_array(f"{where}: output", y.data, tuple(t_y.shape), np.float64)
+        expect_array(f"{where}: output", y.detach().numpy(), tuple(t_y.shape), np.float64)
         compare(f"{where}: output", y, t_y, RTOL, "parity/'s torch twin")
         G = rng(5).standard_normal(tuple(t_y.shape))
         y.backward(mt.tensor(G))

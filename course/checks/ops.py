@@ -94,7 +94,7 @@ def op_exercise(
                     name = np.dtype(dtype).name
                     if not isinstance(y, mt.Tensor):
                         raise CheckFailed(f"{where}: {fn_name}.apply returned {type(y).__name__}, expected a Tensor")
-                    expect_array(f"{where}: forward in {name}", y.data, tuple(t_y.shape), dtype)
+                    expect_array(f"{where}: forward in {name}", y.detach().numpy(), tuple(t_y.shape), dtype)
                     compare(f"{where}: forward in {name}", y, t_y)
                     if check_forward_only:
                         continue

@@ -96,7 +96,7 @@ def _check_rope(mod):
                     f"{where}: returned a {type(got).__name__}; expected a Tensor, built from the engine's ops (a "
                     "slice, mt.cat, *, +) so that the gradient flows through it"
                 )
-            expect_array(f"{where}: output", got.data, want.shape, np.float64)
+            expect_array(f"{where}: output", got.detach().numpy(), want.shape, np.float64)
             compare(f"{where}: output", got, want, RTOL, REFERENCE, known=_rotations(a, cos, sin))
             if not got.requires_grad:
                 raise CheckFailed(f"{where}: no gradient reaches x: build the rotation from the engine's ops")
@@ -121,7 +121,7 @@ def _build(mod):
     for name, p in mine.items():
         if p.shape != theirs[name].shape:
             raise CheckFailed(f"GPT: {name} has shape {p.shape}; the project's has {theirs[name].shape}")
-        theirs[name].data[...] = p.data
+        theirs[name].data[...] = p.detach().numpy()
     return ours, ref
 
 
@@ -143,7 +143,7 @@ def _compare_pair(where: str, ours, ref, x: np.ndarray, differentiable: bool, kn
         y, y_ref = ours(xs[0]), ref(xs[1])
         if not isinstance(y, mt.Tensor):
             raise CheckFailed(f"{where}: forward returned {type(y).__name__}, expected a Tensor")
-        expect_array(f"{where}: output", y.data, y_ref.shape, np.float64)
+        expect_array(f"{where}: output", y.detach().numpy(), y_ref.shape, np.float64)
         compare(f"{where}: output", y, y_ref, RTOL, REFERENCE, known=known)
         G = rng(31).standard_normal(y_ref.shape)
         y.backward(mt.tensor(G))
@@ -172,7 +172,7 @@ def _check_gpt(mod):
         _future_leaks(where, attn, mt.tensor(x), mt.tensor(x_changed))
     with mt.no_grad():
         rotary, attn_ref.rotary = attn_ref.rotary, None
-        unrotated = attn_ref(mt.tensor(x)).data  # the project's attention without the rotation
+        unrotated = attn_ref(mt.tensor(x)).detach().numpy()  # the project's attention without the rotation
         attn_ref.rotary = rotary
     no_rope = [(unrotated, "Yours is the project's attention without the rotation: rotate q and k (your apply_rope).")]
     _compare_pair(where, attn, attn_ref, x, True, known=no_rope)
@@ -180,7 +180,7 @@ def _check_gpt(mod):
     block = ref.blocks[0]
     with mt.no_grad():
         h = block.norm1(mt.tensor(x) + block.attn(mt.tensor(x)))
-        post_norm = block.norm2(h + block.mlp(h)).data
+        post_norm = block.norm2(h + block.mlp(h)).detach().numpy()
     post = [(post_norm, "Yours is the post-norm block of rung 6, norm(x + f(x)); GPT's is pre-norm: x + f(norm(x)).")]
     where = "blocks.0 (Block: x + attn(norm1 x), then x + mlp(norm2 x))"
     _compare_pair(where, ours.blocks[0], block, x, True, known=post)

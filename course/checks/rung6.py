@@ -51,7 +51,7 @@ def _check_encoder_layer(mod):
         ours,
         twin,
         [rng(9).standard_normal((B, S, D))],
-        constants=((m, torch.tensor(m.data)),),
+        constants=((m, torch.tensor(m.detach().numpy())),),
     )
 
 
@@ -67,7 +67,7 @@ def _check_decoder_layer(mod):
         ours,
         twin,
         [r.standard_normal((B, T, D)), r.standard_normal((B, S, D))],
-        constants=((sm, torch.tensor(sm.data)), (tm, torch.tensor(tm.data))),
+        constants=((sm, torch.tensor(sm.detach().numpy())), (tm, torch.tensor(tm.detach().numpy()))),
     )
 
 
@@ -143,7 +143,7 @@ def _check_model(mod):
             hooks.remove()
     if not isinstance(logits, mt.Tensor):
         raise CheckFailed(f"{where}: forward returned {type(logits).__name__}, expected a Tensor of logits")
-    expect_array(f"{where}: logits", logits.data, tuple(t_logits.shape), np.float64)
+    expect_array(f"{where}: logits", logits.detach().numpy(), tuple(t_logits.shape), np.float64)
     # Layer by layer, in the order torch ran them: the first that differs is where to look.
     report = Report(meta={"course": "rung 6"})
     for key, t in twin_cap.outputs.items():

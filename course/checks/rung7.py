@@ -4,7 +4,6 @@ the parameters compared after every step within minitensor.testing.OP_RTOL['floa
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 import minitensor as mt
@@ -34,11 +33,11 @@ def _run(where, make_ours, make_torch):
         if result is not None and not isinstance(result, (float, int)):
             raise CheckFailed(f"{where}: step() returned {type(result).__name__}; expected None")
         for i, (p, t) in enumerate(zip(ours, theirs)):
-            if not isinstance(p.data, np.ndarray) or p.data.shape != tuple(t.shape):
+            if not isinstance(p, mt.Tensor) or p.shape != tuple(t.shape):
                 raise CheckFailed(f"{where}: after step {step}, parameter {i} is no longer a {tuple(t.shape)} array")
             compare(
                 f"{where}: after step {step}, parameter {i} {tuple(t.shape)}",
-                p.data,
+                p.detach().numpy(),
                 t.detach(),
                 OP_RTOL["float64"],
                 "torch.optim",

@@ -68,8 +68,8 @@ def _check_step(mod):
             try:
                 compare(
                     f"{where}: parameter {name} after the step",
-                    p.data,
-                    ref_params[name].data,
+                    p.detach().numpy(),
+                    ref_params[name].detach().numpy(),
                     RTOL,
                     "the project's step",
                 )

@@ -57,9 +57,9 @@ def _twins(mod, task):
             f"only the project's {sorted(set(theirs) - set(mine))}"
         )
     for name, p in mine.items():
-        if p.data.shape != theirs[name].data.shape:
-            raise CheckFailed(f"parameter {name}: yours is {p.data.shape}, the project's {theirs[name].data.shape}")
-        theirs[name].data[...] = p.data
+        if p.shape != theirs[name].shape:
+            raise CheckFailed(f"parameter {name}: yours is {p.shape}, the project's {theirs[name].shape}")
+        theirs[name].data[...] = p.detach().numpy()
     return ours, ref
 
 
@@ -82,7 +82,7 @@ def _check_fit(mod):
     ours, ref = _twins(mod, task)
     ref_opt = mt.optim.Adam(ref.parameters(), lr=LR)
     mine, theirs = dict(ours.named_parameters()), dict(ref.named_parameters())
-    start = {name: p.data.copy() for name, p in mine.items()}
+    start = {name: p.detach().numpy().copy() for name, p in mine.items()}
     seen = []
 
     def on_step(step, loss):
@@ -100,12 +100,22 @@ def _check_fit(mod):
         for name, p in mine.items():  # in the model's order: the first tensor that differs is named
             if name.endswith("W_k.bias"):
                 _check_key_bias(
-                    f"{where}: parameter {name} after the step", p.data, theirs[name].data, start[name], step
+                    f"{where}: parameter {name} after the step",
+                    p.detach().numpy(),
+                    theirs[name].detach().numpy(),
+                    start[name],
+                    step,
                 )
                 continue
-            compare(f"{where}: parameter {name} after the step", p.data, theirs[name].data, RTOL, "the project's step")
+            compare(
+                f"{where}: parameter {name} after the step",
+                p.detach().numpy(),
+                theirs[name].detach().numpy(),
+                RTOL,
+                "the project's step",
+            )
         for name, p in mine.items():  # lockstep: the next step starts from the same weights on both sides
-            p.data[...] = theirs[name].data
+            p.data[...] = theirs[name].detach().numpy()
         seen.append(float(loss))
 
     losses = mod.fit(ours, batches, LR, on_step)
@@ -130,7 +140,7 @@ def _reference_decode(model, src, max_len):
     with mt.no_grad():
         for _ in range(max_len):
             logits = model(mt.tensor(src), mt.tensor(ys), padding_mask(src, PAD_ID), target_mask(ys, PAD_ID))
-            nxt = np.where(finished, PAD_ID, logits.data[:, -1].argmax(axis=-1))
+            nxt = np.where(finished, PAD_ID, logits.numpy()[:, -1].argmax(axis=-1))
             ys = np.concatenate([ys, nxt[:, None]], axis=1)
             finished |= nxt == EOS_ID
             if finished.all():
@@ -147,7 +157,7 @@ def _check_decode(mod):
         compute_loss(ref, src, tgt, 0.0)[0].backward()
         ref_opt.step()
     for name, p in ours.named_parameters():
-        p.data[...] = dict(ref.named_parameters())[name].data
+        p.data[...] = dict(ref.named_parameters())[name].detach().numpy()
     src = batches[0][0][:6]
     for max_len in (1, 12):
         where = f"greedy_decode on 6 copy-reverse sources, max_len={max_len}"

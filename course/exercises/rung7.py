@@ -2,9 +2,10 @@
 
 YOUR FILE: fill every `raise NotImplementedError("exercise N.M")`; the checks import it as it is on disk.
 
-A parameter `p` is a minitensor Tensor: `p.data` its NumPy array (update it in place: `p.data -= ...`), and
-`p.grad.data` the gradient the last backward left (`p.grad` is None for a parameter no gradient reached: skip
-it). Check with `python -m course check 7` (against torch.optim over several steps, float64).
+A parameter `p` is a minitensor Tensor: `p.detach().numpy()` is its NumPy array, the parameter's own memory
+(update it in place: `w = p.detach().numpy(); w -= ...`), and `p.grad.numpy()` the gradient the last backward left
+(`p.grad` is None for a parameter no gradient reached: skip it). Check with `python -m course check 7` (against
+torch.optim over several steps, float64).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ class Adam:
         self.params = list(params)
         self.lr, self.betas, self.eps, self.weight_decay = lr, tuple(betas), eps, weight_decay
         self.t = [0] * len(self.params)
-        self.m = [np.zeros_like(p.data) for p in self.params]
-        self.v = [np.zeros_like(p.data) for p in self.params]
+        self.m = [np.zeros_like(p.detach().numpy()) for p in self.params]
+        self.v = [np.zeros_like(p.detach().numpy()) for p in self.params]
 
     def zero_grad(self):
         for p in self.params:

@@ -1,8 +1,9 @@
 """Rung 7, the optimizer: SGD (with momentum and weight decay) and Adam, by hand, as torch.optim computes them.
 
-A parameter `p` is a minitensor Tensor: `p.data` its NumPy array (update it in place: `p.data -= ...`), and
-`p.grad.data` the gradient the last backward left (`p.grad` is None for a parameter no gradient reached: skip
-it). Check with `python -m course check 7` (against torch.optim over several steps, float64).
+A parameter `p` is a minitensor Tensor: `p.detach().numpy()` is its NumPy array, the parameter's own memory
+(update it in place: `w = p.detach().numpy(); w -= ...`), and `p.grad.numpy()` the gradient the last backward left
+(`p.grad` is None for a parameter no gradient reached: skip it). Check with `python -m course check 7` (against
+torch.optim over several steps, float64).
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ class SGD:
         for i, p in enumerate(self.params):
             if p.grad is None:
                 continue
-            g = p.grad.data + self.weight_decay * p.data
+            w = p.detach().numpy()
+            g = p.grad.numpy() + self.weight_decay * w
             if self.momentum:
                 self.buffers[i] = g.copy() if self.buffers[i] is None else self.momentum * self.buffers[i] + g
                 g = self.buffers[i]
-            p.data -= self.lr * g
+            w -= self.lr * g
 
 
 class Adam:
@@ -46,8 +48,8 @@ class Adam:
         self.params = list(params)
         self.lr, self.betas, self.eps, self.weight_decay = lr, tuple(betas), eps, weight_decay
         self.t = [0] * len(self.params)
-        self.m = [np.zeros_like(p.data) for p in self.params]
-        self.v = [np.zeros_like(p.data) for p in self.params]
+        self.m = [np.zeros_like(p.detach().numpy()) for p in self.params]
+        self.v = [np.zeros_like(p.detach().numpy()) for p in self.params]
 
     def zero_grad(self):
         for p in self.params:
@@ -61,9 +63,10 @@ class Adam:
                 continue
             self.t[i] += 1
             t = self.t[i]
-            g = p.grad.data + self.weight_decay * p.data
+            w = p.detach().numpy()
+            g = p.grad.numpy() + self.weight_decay * w
             self.m[i] = b1 * self.m[i] + (1 - b1) * g
             self.v[i] = b2 * self.v[i] + (1 - b2) * g * g
             m_hat = self.m[i] / (1 - b1**t)
             v_hat = self.v[i] / (1 - b2**t)
-            p.data -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+            w -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)

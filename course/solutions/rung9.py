@@ -60,7 +60,7 @@ def greedy_decode(model, src: np.ndarray, max_len: int) -> np.ndarray:
     with mt.no_grad():
         for _ in range(max_len):
             logits = model(src, ys)  # (B, t, V)
-            nxt = np.where(finished, PAD_ID, logits.data[:, -1].argmax(axis=-1))
+            nxt = np.where(finished, PAD_ID, logits.numpy()[:, -1].argmax(axis=-1))
             ys = np.concatenate([ys, nxt[:, None]], axis=1)
             finished |= nxt == EOS_ID
             if finished.all():

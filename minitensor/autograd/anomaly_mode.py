@@ -165,7 +165,7 @@ def check_gradients(node_name: str, grads, inputs, trace) -> None:
     for i, g in enumerate(grads):  # torch's wording for every index: "its 0th output", "its 1th output"
         if g is None:
             continue
-        a = g.data if hasattr(g, "version_counter") else g
+        a = g._data if hasattr(g, "version_counter") else g
         if a.dtype.kind in "fc" and np.isnan(a).any():
             raise RuntimeError(
                 f"Function '{node_name}' returned nan values in its {i}th output (the gradient for "
@@ -177,7 +177,7 @@ def check_gradients(node_name: str, grads, inputs, trace) -> None:
 
 def check_tangent(fn_name: str, tangent) -> None:
     """Raise if a forward-mode rule returned a NaN tangent; the forward call is the running one."""
-    a = tangent.data
+    a = tangent._data
     if a.dtype.kind in "fc" and np.isnan(a).any():
         raise RuntimeError(
             f"Function '{fn_name}' returned nan values in its forward-mode output (the tangent of its output, "

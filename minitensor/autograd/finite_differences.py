@@ -116,9 +116,9 @@ class _Check:
         orig, direction = x.copy(), on_device_of(x, direction)
         with no_grad():
             x += self.eps * direction
-            plus = [host_float64(o.data) for o in self.outputs()]
+            plus = [host_float64(o._data) for o in self.outputs()]
             x[...] = orig - self.eps * direction
-            minus = [host_float64(o.data) for o in self.outputs()]
+            minus = [host_float64(o._data) for o in self.outputs()]
             x[...] = orig
         return [(p - m) / (2 * self.eps) for p, m in zip(plus, minus)]
 
@@ -126,10 +126,10 @@ class _Check:
         """For every element j of input i, the difference along the unit vector e_j (a Jacobian column)."""
         if i not in self.columns:
             cols = []
-            for j in range(x.data.size):
+            for j in range(x._data.size):
                 unit = np.zeros(x.shape)
                 unit.reshape(-1)[j] = 1.0
-                cols.append(self.difference(x.data, unit))
+                cols.append(self.difference(x._data, unit))
             self.columns[i] = cols
         return self.columns[i]
 
@@ -149,7 +149,7 @@ class _Check:
             found = grad(
                 [outs[k] for k in kept],
                 xs,
-                [outs[k].wrap(on_device_of(outs[k].data, self.vs[k].astype(outs[k].dtype))) for k in kept],
+                [outs[k].wrap(on_device_of(outs[k]._data, self.vs[k].astype(outs[k].dtype))) for k in kept],
                 allow_unused=True,
             )
         except RuntimeError as e:
@@ -162,7 +162,7 @@ class _Check:
                 raise GradcheckError(
                     f"gradcheck failed for input {i} (check_grad_dtypes): its gradient is {g.dtype}, expected {x.dtype}"
                 )
-            result.append(np.zeros(x.shape) if g is None else host_float64(g.data))
+            result.append(np.zeros(x.shape) if g is None else host_float64(g._data))
         return result
 
     def backward(self, fast_mode: bool) -> None:
@@ -200,7 +200,7 @@ class _Check:
         """One direction: v^T J u (the backward's v^T J dotted with u) against the difference of v . f along u."""
         u = self.unit_direction(x)
         a = float((analytical * u).sum())
-        n = sum(float((c * v).sum()) for c, v in zip(self.difference(x.data, u), self.vs))
+        n = sum(float((c * v).sum()) for c, v in zip(self.difference(x._data, u), self.vs))
         if not abs(a - n) <= self.atol + self.rtol * abs(n):  # NaN fails too
             try:  # name the worst element: the slow comparison on this input
                 self.backward_slow(i, x, analytical, "backward, fast mode, then slow on this input")
@@ -237,11 +237,11 @@ class _Check:
         xs = [x for _, x in self.diff]
         if not kept:
             return
-        zeros = [outs[k].wrap(np.zeros_like(outs[k].data)) for k in kept]  # (zeros_like: on the output's device)
+        zeros = [outs[k].wrap(np.zeros_like(outs[k]._data)) for k in kept]  # (zeros_like: on the output's device)
         found = self.undefined_backward([outs[k] for k in kept], xs, zeros, "every output's gradient is zero")
         for (i, x), g in zip(self.diff, found):
             # zero up to nondet_tol: a backward allowed that much noise may show it on a zero gradient too
-            g = None if g is None else host_float64(g.data)
+            g = None if g is None else host_float64(g._data)
             bad = None if g is None else ~(np.abs(g) <= self.nondet_tol)  # NaN counts as non-zero
             if bad is not None and bad.any():
                 idx = _index(int(np.argmax(bad)), x.shape)
@@ -254,16 +254,16 @@ class _Check:
         for missing in kept:  # one output's gradient missing at a time: as if it were zero
             outs = self.outputs()
             rest = [k for k in kept if k != missing]
-            cots = {k: outs[k].wrap(on_device_of(outs[k].data, self.vs[k].astype(outs[k].dtype))) for k in kept}
-            cots[missing] = outs[missing].wrap(np.zeros_like(outs[missing].data))
+            cots = {k: outs[k].wrap(on_device_of(outs[k]._data, self.vs[k].astype(outs[k].dtype))) for k in kept}
+            cots[missing] = outs[missing].wrap(np.zeros_like(outs[missing]._data))
             without = self.undefined_backward(
                 [outs[k] for k in rest], xs, [cots[k] for k in rest], f"output {missing}'s gradient is missing"
             )
             outs = self.outputs()
             with_zero = self.undefined_backward([outs[k] for k in kept], xs, [cots[k] for k in kept], "")
             for (i, x), a, b in zip(self.diff, without, with_zero):
-                a = np.zeros(x.shape) if a is None else host_float64(a.data)
-                b = np.zeros(x.shape) if b is None else host_float64(b.data)
+                a = np.zeros(x.shape) if a is None else host_float64(a._data)
+                b = np.zeros(x.shape) if b is None else host_float64(b._data)
                 self.compare(
                     a,
                     b,
@@ -291,7 +291,7 @@ class _Check:
                         (
                             f"a random unit direction u (seed {self.seed})",
                             self.forward_jvp(i, x, u),
-                            self.difference(x.data, u),
+                            self.difference(x._data, u),
                         )
                     ],
                     i,
@@ -316,7 +316,7 @@ class _Check:
             raise RuntimeError("gradcheck(check_forward_ad=True): a forward-mode level is already open; close it first")
         dual_state.level = DualLevel()
         try:
-            set_tangent(x, x.wrap(on_device_of(x.data, direction.astype(x.dtype))))
+            set_tangent(x, x.wrap(on_device_of(x._data, direction.astype(x.dtype))))
             try:
                 outs = self.outputs()
             except RuntimeError as e:
@@ -329,7 +329,7 @@ class _Check:
         finally:
             set_tangent(x, None)
             dual_state.level = None
-        return [np.zeros(o.shape) if t is None else host_float64(t.data) for o, t in zip(outs, tangents)]
+        return [np.zeros(o.shape) if t is None else host_float64(t._data) for o, t in zip(outs, tangents)]
 
     def compare_columns(self, columns: list, i: int, mode: str) -> None:
         """columns: (direction d, forward-mode J d per output, numerical J d per output); the worst one is named."""
@@ -383,7 +383,7 @@ def gradgradcheck(
     outs = [o for o in (outs if isinstance(outs, (tuple, list)) else [outs]) if o.requires_grad]
     if grad_outputs is None:
         rng = np.random.default_rng(seed + 1)
-        grad_outputs = [o.wrap(on_device_of(o.data, rng.standard_normal(o.shape))) for o in outs]  # on o's device
+        grad_outputs = [o.wrap(on_device_of(o._data, rng.standard_normal(o.shape))) for o in outs]  # on o's device
         for g in grad_outputs:
             g.requires_grad = True
     grad_outputs = tuple(grad_outputs)
@@ -398,7 +398,7 @@ def gradgradcheck(
             ys = [y for y in (ys if isinstance(ys, (tuple, list)) else [ys]) if y.requires_grad]
             wrt = [x for x in xs if getattr(x, "requires_grad", False)]
             found = grad(ys, wrt, gs, create_graph=True, allow_unused=True)
-        return tuple(x.wrap(np.zeros_like(x.data)) if d is None else d for d, x in zip(found, wrt))
+        return tuple(x.wrap(np.zeros_like(x._data)) if d is None else d for d, x in zip(found, wrt))
 
     return gradcheck(
         first_derivative,

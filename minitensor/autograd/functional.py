@@ -345,7 +345,7 @@ def _stack_rows(rows: list, out, x):
 
 def _zeros_beside(x, shape: tuple):
     """A Tensor of zeros of `shape` in x's dtype, on x's device (np.zeros_like keeps the array's library)."""
-    return x.wrap(np.zeros_like(x.data, shape=shape))
+    return x.wrap(np.zeros_like(x._data, shape=shape))
 
 
 def _unit_tangents(inputs: tuple):
@@ -353,7 +353,7 @@ def _unit_tangents(inputs: tuple):
     for j, x in enumerate(inputs):
         for e in range(x.numel()):
             unit = _zeros_beside(x, (x.numel(),))
-            unit.data[e] = 1
+            unit._data[e] = 1
             yield j, tuple(unit.reshape(*x.shape) if k == j else None for k in range(len(inputs)))
 
 

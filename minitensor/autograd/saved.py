@@ -128,7 +128,7 @@ def unpack_node(node):
     tuples = {}
     for ((name, j), value), (label, shape, dtype, _) in zip(packed.values, packed.rows):
         t = packed.unpack_hook(value)
-        arr = getattr(t, "data", None)
+        arr = getattr(t, "_data", None)
         if not hasattr(t, "version_counter") or arr.shape != shape or arr.dtype != dtype:
             got = f"a Tensor {arr.dtype} {arr.shape}" if hasattr(t, "version_counter") else type(t).__name__
             raise RuntimeError(

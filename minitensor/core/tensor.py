@@ -22,14 +22,6 @@ class Tensor:
     __slots__ = ("_data", "requires_grad", "_grad", "grad_fn", "version_counter", "_hooks")
     __slots__ += ("_post_hooks", "dual_tangent", "no_grad_view", "__weakref__")
 
-    @property
-    def data(self):
-        return self._data
-
-    @data.setter
-    def data(self, arr) -> None:
-        self._data = arr
-
     shape = property(lambda self: self._data.shape)
     dtype = property(lambda self: self._data.dtype)
 

@@ -44,7 +44,7 @@ PARALLEL_MIN_NUMEL = 1 << 20  # below ~1M entries in a step, thread hand-off cos
 
 
 def _numel(p) -> int:
-    return p.data.size
+    return p._data.size
 
 
 class ThreadPool:
@@ -58,7 +58,7 @@ class ThreadPool:
 
     def run(self, update, params: list, size=None, min_numel: int | None = None) -> None:
         """update(p) for every p of params; on the pool when there are several and their sizes (entries, by
-        `size`, default p.data.size) add up to min_numel (PARALLEL_MIN_NUMEL)."""
+        `size`, default p._data.size) add up to min_numel (PARALLEL_MIN_NUMEL)."""
         size, min_numel = size or _numel, PARALLEL_MIN_NUMEL if min_numel is None else min_numel
         n = num_threads()
         if n <= 1 or len(params) < 2 or sum(size(p) for p in params) < min_numel:

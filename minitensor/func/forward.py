@@ -53,7 +53,7 @@ def forward_call(func, args, kwargs, nums, tangents: dict, has_aux: bool, who: s
         for o in out_leaves:
             primal, tangent = forward_ad.unpack_dual(o)
             primals.append(primal)
-            tangent_out.append(tangent if tangent is not None else o.wrap(np.zeros_like(o.data)))  # on o's device
+            tangent_out.append(tangent if tangent is not None else o.wrap(np.zeros_like(o._data)))  # on o's device
     return primals, tangent_out, out_spec, aux
 
 
@@ -120,7 +120,7 @@ def jacfwd(func, argnums=0, has_aux: bool = False, *, randomness: str = "error",
             for j, x in enumerate(leaves):
                 cols = None
                 for e in range(x.numel()):
-                    unit = np.zeros_like(x.data, shape=(x.numel(),))  # on x's device (zeros_like keeps the module)
+                    unit = np.zeros_like(x._data, shape=(x.numel(),))  # on x's device (zeros_like keeps the module)
                     unit[e] = 1
                     if randomness == "same":
                         set_rng_state(start)

@@ -99,7 +99,7 @@ class ReverseCall:
                 found = tangent_grad(outs, xs, cots, retain_graph=retain_graph, allow_unused=True)
             else:
                 found = autograd_grad(outs, xs, cots, retain_graph=retain_graph, allow_unused=True)
-        found = [x.wrap(np.zeros_like(x.data)) if g is None else g for g, x in zip(found, xs)]  # on x's device
+        found = [x.wrap(np.zeros_like(x._data)) if g is None else g for g, x in zip(found, xs)]  # on x's device
         out, start = [], 0
         for leaves in self.leaves:
             out.append(found[start : start + len(leaves)])
@@ -132,7 +132,7 @@ def grad_and_value(func, argnums=0, has_aux: bool = False, *, _who: str = "grad_
     def wrapper(*args, **kwargs):
         call = ReverseCall(func, args, kwargs, argnums, has_aux, f"{_who}(f)(*args)")
         check_scalar(call.output, call.who)
-        ones = call.output.wrap(np.ones_like(call.output.data, shape=()))  # the seed, on the output's device
+        ones = call.output.wrap(np.ones_like(call.output._data, shape=()))  # the seed, on the output's device
         grads = call.pullback([call.output], [ones], retain_graph=False)
         result = call.arrange([[call.finish(g) for g in gs] for gs in grads])
         value = call.finish(call.output)
@@ -204,7 +204,7 @@ def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
         for o in out_leaves:
             rows = [[[] for _ in leaves] for leaves in call.leaves]  # [argnum][leaf]: d o_flat[k] / d x, per k
             for k in range(o.numel()):
-                onehot = np.zeros_like(o.data, shape=(o.numel(),))  # on o's device
+                onehot = np.zeros_like(o._data, shape=(o.numel(),))  # on o's device
                 onehot[k] = 1
                 cot = o.wrap(onehot.reshape(o.shape))
                 # the function ran once, but the backward runs once per row: a draw there (a custom Function's
@@ -236,7 +236,7 @@ def stack_jacobian(parts: list, out, x, dim: int):
     out.shape + x.shape; zeros where there are none (an empty output or input)."""
     shape = tuple(out.shape) + tuple(x.shape)
     if not parts:
-        return x.wrap(np.zeros_like(x.data, shape=shape))  # on x's device
+        return x.wrap(np.zeros_like(x._data, shape=shape))  # on x's device
     return stack(parts, dim=dim).reshape(*shape)
 
 

@@ -55,8 +55,8 @@ def true_div(a, b):
 
 
 def compare(fn, a, b):
-    x = a.data if is_tensor_like(a) else a
-    y = b.data if is_tensor_like(b) else b
+    x = a._data if is_tensor_like(a) else a
+    y = b._data if is_tensor_like(b) else b
     try:
         with np.errstate(over="ignore"):  # a number beyond float16's range compares as inf there, as in torch
             return (a if is_tensor_like(a) else b).wrap(result_array(fn(x, y)))
@@ -66,9 +66,9 @@ def compare(fn, a, b):
 
 def logical(fn, sym: str, a, b):
     like = a if is_tensor_like(a) else b
-    xp = array_module(like.data)  # a Python bool or int operand joins the tensor's device
-    x = a.data if is_tensor_like(a) else xp.asarray(a)
-    y = b.data if is_tensor_like(b) else xp.asarray(b)
+    xp = array_module(like._data)  # a Python bool or int operand joins the tensor's device
+    x = a._data if is_tensor_like(a) else xp.asarray(a)
+    y = b._data if is_tensor_like(b) else xp.asarray(b)
     if x.dtype != bool_ or y.dtype != bool_:
         if x.dtype.kind in "iu" and y.dtype.kind in "iu":
             op = {"&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor}[sym]
@@ -82,9 +82,9 @@ def logical(fn, sym: str, a, b):
 
 def invert(a):
     if a.dtype == bool_:
-        return a.wrap(np.logical_not(a.data))
+        return a.wrap(np.logical_not(a._data))
     if a.dtype.kind in "iu":
-        return a.wrap(np.invert(a.data))
+        return a.wrap(np.invert(a._data))
     raise TypeError(f"operator ~: expected a bool or integer tensor, got {a.dtype}")
 
 
@@ -110,7 +110,7 @@ def div(a, b, *, rounding_mode=None):
     if rounding_mode not in ("trunc", "floor"):
         raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     x, y = operands(a, b)
-    if x.dtype.kind in "iub" and not np.all(y.data):
+    if x.dtype.kind in "iub" and not np.all(y._data):
         raise ZeroDivisionError(f"div: integer division by zero (rounding_mode={rounding_mode!r})")
     return binary(ops.DivRounded, x, y, rounding_mode=rounding_mode)
 
@@ -124,7 +124,7 @@ def remainder(a, b):
     """a % b = a - floor(a / b) * b, with the sign of b (Python's and torch's rule, not C's fmod);
     da = g, db = -g * floor(a / b). Integer division by zero raises, as torch's."""
     x, y = operands(a, b)
-    if x.dtype.kind in "iub" and not np.all(y.data):
+    if x.dtype.kind in "iub" and not np.all(y._data):
         raise ZeroDivisionError("remainder: integer division by zero")
     return binary(ops.Remainder, x, y)
 
@@ -234,7 +234,7 @@ def where(condition, input, other):
     like = next((v for v in (input, other, condition) if is_tensor_like(v)), None)
     if like is None:
         raise TypeError("where: expected a Tensor among condition, input and other")
-    cond = condition.data if is_tensor_like(condition) else array_module(like.data).asarray(condition)
+    cond = condition._data if is_tensor_like(condition) else array_module(like._data).asarray(condition)
     if cond.dtype != bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {cond.dtype}")
     dt = result_type(input, other)
@@ -252,8 +252,8 @@ def masked_fill(input, mask, value):
     """input with `value` wherever the bool `mask` is True; mask and input broadcast together (as in PyTorch,
     a larger mask gives a larger result; the in-place masked_fill_ cannot grow its tensor and refuses).
     `value` is a number or a 0-d tensor, which gets the gradient summed over the masked positions."""
-    xp = array_module(input.data)  # a host mask (a NumPy array, a list) joins the input's device
-    m = mask.data if is_tensor_like(mask) else xp.asarray(mask)
+    xp = array_module(input._data)  # a host mask (a NumPy array, a list) joins the input's device
+    m = mask._data if is_tensor_like(mask) else xp.asarray(mask)
     if m.dtype != bool_:
         raise TypeError(f"masked_fill: mask must be a bool tensor, got {m.dtype}")
     if not shapes_broadcast(m.shape, input.shape):
@@ -266,7 +266,7 @@ def masked_fill(input, mask, value):
         if value.dtype.kind == "f" and input.dtype.kind == "f":
             value = operand(value, input.dtype, value)  # a differentiable cast: value's gradient in its own dtype
         else:
-            value = input.wrap(value.data.astype(input.dtype))
+            value = input.wrap(value._data.astype(input.dtype))
     elif isinstance(value, numbers.Number):
         check_fill_value(value, input.dtype, "masked_fill")
         with ieee_quiet():  # -inf or NaN into an integer tensor: NumPy's value, no warning
@@ -277,11 +277,11 @@ def masked_fill(input, mask, value):
 
 
 def equal(a, b) -> builtins.bool:
-    return a.shape == b.shape and builtins.bool(np.array_equal(a.data, b.data))
+    return a.shape == b.shape and builtins.bool(np.array_equal(a._data, b._data))
 
 
 def allclose(a, b, rtol=1e-5, atol=1e-8) -> builtins.bool:
-    return builtins.bool(np.allclose(a.data, b.data, rtol=rtol, atol=atol))
+    return builtins.bool(np.allclose(a._data, b._data, rtol=rtol, atol=atol))
 
 
 def numel(t) -> int:

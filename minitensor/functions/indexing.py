@@ -28,7 +28,7 @@ def gather(input, dim: int, index):
     t = check_tensor(input, "gather", "input")
     idx = index_array(index, "gather")
     d = normalize_dim(dim, t.ndim, "gather")
-    xp = array_module(t.data)
+    xp = array_module(t._data)
     if idx.size == 0:
         return t.reshape(-1)[t.wrap(xp.zeros(idx.shape, dtype=int64))]  # picks nothing: gradient 0
     t_shape, idx_shape = t.shape or (1,), idx.shape or (1,)  # a 0-d tensor counts as 1-D
@@ -47,7 +47,7 @@ def _gather(t, d: int, idx):
     """gather for an index known to be in range (checked, or made by sort): the integer-array index that picks
     the same entries, idx along dim d and positions along the others."""
     t_shape, i = t.shape or (1,), idx.reshape(idx.shape or (1,))
-    xp = array_module(t.data)
+    xp = array_module(t._data)
     full = tuple(i if k == d else xp.arange(n).reshape((-1,) + (1,) * (i.ndim - 1 - k)) for k, n in enumerate(i.shape))
     out = ops.GetItem.apply(reshape_to(t, t_shape), index=full, advanced=True)
     return reshape_to(out, idx.shape)
@@ -84,9 +84,9 @@ def sort(input, dim: int = -1, descending: builtins.bool = False, stable: builti
     t = check_tensor(input, "sort", "input")
     d = normalize_dim(dim, t.ndim, "sort")
     if t.ndim == 0:
-        return ValuesIndices(t.clone(), t.wrap(array_module(t.data).zeros((), dtype=int64)))
-    indices = t.wrap(_sort_indices(t.data, d, descending).astype(int64))
-    return ValuesIndices(_gather(t, d, indices.data), indices)
+        return ValuesIndices(t.clone(), t.wrap(array_module(t._data).zeros((), dtype=int64)))
+    indices = t.wrap(_sort_indices(t._data, d, descending).astype(int64))
+    return ValuesIndices(_gather(t, d, indices._data), indices)
 
 
 def argsort(input, dim: int = -1, descending: builtins.bool = False, stable: builtins.bool = False):
@@ -103,17 +103,17 @@ def topk(input, k: int, dim: int = -1, largest: builtins.bool = True, sorted: bu
         raise ValueError(f"topk: k must be an integer in [0, {size}] (the size of dim {d}), got {k!r}")
     if t.ndim == 0:
         return sort(t)
-    order = _sort_indices(t.data, d, descending=largest)
+    order = _sort_indices(t._data, d, descending=largest)
     indices = t.wrap(order[(slice(None),) * d + (slice(0, k),)].astype(int64))  # the first k along d
-    return ValuesIndices(_gather(t, d, indices.data) if k else gather(t, d, indices), indices)
+    return ValuesIndices(_gather(t, d, indices._data) if k else gather(t, d, indices), indices)
 
 
 def nonzero(input, *, as_tuple: builtins.bool = False):
     """The indices of input's nonzero entries, in row-major order: a (count, ndim) int64 tensor, or with as_tuple one
     1-D tensor per dim (a 0-d input counts as 1-D there, as in torch). Not differentiable (indices)."""
     t = check_tensor(input, "nonzero", "input")
-    xp = array_module(t.data)
-    data = t.data if t.ndim else t.data.reshape(1)
+    xp = array_module(t._data)
+    data = t._data if t.ndim else t._data.reshape(1)
     found = xp.nonzero(data)
     if as_tuple:
         return tuple(t.wrap(i.astype(int64)) for i in found)
@@ -147,7 +147,7 @@ def _scatter_check(op: str, t, dim: int, index, src):
 def _scatter_places(t, d: int, idx):
     """The integer-array index of input's entries that idx names: idx along dim d, positions along the others;
     and the mask of those entries."""
-    xp = array_module(t.data)
+    xp = array_module(t._data)
     places = tuple(
         idx if k == d else xp.arange(n).reshape((-1,) + (1,) * (idx.ndim - 1 - k)) for k, n in enumerate(idx.shape)
     )
@@ -183,7 +183,7 @@ def scatter(input, dim: int, index, src=None, *, value=None, reduce=None):
         return _as_1d(scatter, t, dim, index, src, reduce=reduce)
     if reduce is not None and isinstance(src, numbers.Number):  # a number sent to every place the index names
         check_fill_value(src, t.dtype, "scatter")
-        src = t.wrap(array_module(t.data).full(index_array(index, "scatter").shape, src, dtype=t.dtype))
+        src = t.wrap(array_module(t._data).full(index_array(index, "scatter").shape, src, dtype=t.dtype))
     if reduce == "add" and is_tensor_like(src):
         return scatter_add(t, dim, index, src)
     if reduce == "multiply" and is_tensor_like(src):
@@ -214,10 +214,10 @@ def _scatter_multiply(t, dim: int, index, src):
             "scatter: reduce='multiply' has no gradient here; run it under mt.no_grad() or on tensors without grad"
         )
     d, idx = _scatter_check("scatter", t, dim, index, src)
-    out = t.data.copy()
+    out = t._data.copy()
     if idx.size:
         places, _ = _scatter_places(t, d, idx)
-        np.multiply.at(out, places, src.data[tuple(slice(0, n) for n in idx.shape)])
+        np.multiply.at(out, places, src._data[tuple(slice(0, n) for n in idx.shape)])
     return t.wrap(out)
 
 
@@ -252,6 +252,6 @@ def index_fill(input, dim: int, index, value):
         raise IndexError(f"index_fill: index {idx.tolist()} is out of range for dim {d} of size {n}")
     along = np.zeros(n, dtype=bool_)
     along[idx] = True
-    along = array_module(t.data).asarray(along)
+    along = array_module(t._data).asarray(along)
     mask = along.reshape((n,) + (1,) * (t.ndim - 1 - d)) if t.ndim else along.reshape(())
     return masked_fill(t, t.wrap(mask), value)

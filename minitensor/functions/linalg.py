@@ -145,6 +145,6 @@ def _einsum_diagonal(sub: str, x, k: int) -> tuple:
         n = {x.shape[i] for i, ci in enumerate(sub) if ci == c}
         if len(n) > 1:
             raise ValueError(f"einsum: letter {c!r} is repeated in operand {k} ({sub!r}) with sizes {sorted(n)}")
-    xp = array_module(x.data)
+    xp = array_module(x._data)
     index = tuple(xp.arange(x.shape[i]).reshape([-1 if c == ci else 1 for c in letters]) for i, ci in enumerate(sub))
     return letters, ops.GetItem.apply(x, index=index, advanced=True)

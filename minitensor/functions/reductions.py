@@ -55,10 +55,10 @@ def max_min(t, dim, keepdim: bool, mode: str):
     if dim is None:
         return ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode)
     if t.ndim == 0:  # the one element is its own max, at index 0 (keepdim keeps no dim either)
-        zero = array_module(t.data).zeros((), dtype=int64)
+        zero = array_module(t._data).zeros((), dtype=int64)
         return ValuesIndices(ops.MaxMin.apply(t, dim=None, keepdim=False, mode=mode), t.wrap(zero))
     values = ops.MaxMin.apply(t, dim=d, keepdim=keepdim, mode=mode)
-    idx = (np.argmax if mode == "max" else np.argmin)(t.data, axis=d)
+    idx = (np.argmax if mode == "max" else np.argmin)(t._data, axis=d)
     if keepdim:
         idx = np.expand_dims(idx, d)
     return ValuesIndices(values, t.wrap(idx.astype(int64)))
@@ -68,10 +68,10 @@ def arg_reduce(fn, t, dim, keepdim: bool):
     d = None if dim is None else normalize_dim(dim, t.ndim, fn.__name__)
     refuse_empty_reduction(t.shape, d, fn.__name__)
     if dim is None:
-        return t.wrap(result_array(fn(t.data)).astype(int64, copy=False))
+        return t.wrap(result_array(fn(t._data)).astype(int64, copy=False))
     if t.ndim == 0:
-        return t.wrap(array_module(t.data).zeros((), dtype=int64))
-    out = fn(t.data, axis=d)
+        return t.wrap(array_module(t._data).zeros((), dtype=int64))
+    out = fn(t._data, axis=d)
     return t.wrap(result_array(np.expand_dims(out, d) if keepdim else out).astype(int64, copy=False))
 
 
@@ -81,7 +81,7 @@ def reduce(op: str, fn, t, dim, keepdim: bool, **kwargs):
 
 
 def all_any(fn, t, dim, keepdim: bool):
-    return t.wrap(result_array(fn(t.data, axis=normalize_dims(dim, t.ndim, fn.__name__), keepdims=keepdim)))
+    return t.wrap(result_array(fn(t._data, axis=normalize_dims(dim, t.ndim, fn.__name__), keepdims=keepdim)))
 
 
 def sum(t, dim=None, keepdim=False):

@@ -31,7 +31,7 @@ def multinomial(input, num_samples: int, replacement: builtins.bool = False, *, 
         raise ValueError(f"multinomial: input must be 1-D or 2-D (one distribution per row), got shape {t.shape}")
     if not isinstance(num_samples, numbers.Integral) or isinstance(num_samples, builtins.bool) or num_samples <= 0:
         raise ValueError(f"multinomial: num_samples must be a positive int, got {num_samples!r}")
-    p = devices.to_host(t.data).astype(np.float64).reshape(-1, t.shape[-1])
+    p = devices.to_host(t._data).astype(np.float64).reshape(-1, t.shape[-1])
     if p.shape[1] == 0:
         raise ValueError("multinomial: input has no categories (its last dim is 0)")
     if not np.isfinite(p).all() or (p < 0).any():

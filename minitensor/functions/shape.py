@@ -43,12 +43,12 @@ def reshape_to(t, shape: tuple):
     if shape.count(-1) > 1 or builtins.any(s < -1 for s in shape):
         ok = False
     elif -1 in shape:
-        ok = known != 0 and t.data.size % known == 0
+        ok = known != 0 and t._data.size % known == 0
     else:
-        ok = known == t.data.size
+        ok = known == t._data.size
     if not ok:
         raise ValueError(
-            f"reshape: shape {tuple(shape)} is invalid for a tensor of shape {t.shape} ({t.data.size} elements)"
+            f"reshape: shape {tuple(shape)} is invalid for a tensor of shape {t.shape} ({t._data.size} elements)"
         )
     return ops.Reshape.apply(t, shape=shape)
 
@@ -214,7 +214,7 @@ def roll(t, shifts, dims=None):
         d = normalize_dim(dim, t.ndim, "roll")
         n = t.shape[d] if t.ndim else 1
         if n and _int_arg(s, "roll", "shift") % n:
-            source = (array_module(t.data).arange(n) - s) % n  # out[j] = t[(j - shift) mod n], on t's device
+            source = (array_module(t._data).arange(n) - s) % n  # out[j] = t[(j - shift) mod n], on t's device
             out = ops.GetItem.apply(out, index=_along(d, source), advanced=True)
     return out if out is not t else ops.Clone.apply(t)  # a copy, as torch's
 
@@ -260,7 +260,7 @@ def repeat_interleave(t, repeats=None, dim=None, *, output_size=None):
     else:
         d = normalize_dim(dim, t.ndim, "repeat_interleave")
     n = t.shape[d] if t.ndim else 1
-    xp = array_module(t.data)
+    xp = array_module(t._data)
     if isinstance(repeats, (int, np.integer)) and not isinstance(repeats, builtins.bool) and repeats >= 0:
         source = xp.arange(n).repeat(int(repeats))  # made on t's device: no host read
     else:  # counts in a tensor: read on the host (the result's size depends on them, as in torch)
@@ -275,8 +275,8 @@ def repeat_interleave(t, repeats=None, dim=None, *, output_size=None):
 def _repeat_counts(repeats, n: int | None) -> np.ndarray:
     """The counts, one per entry of a dim of size n (an int, or a tensor of 1 or n ints, none negative);
     n None: the tensor's counts, however many."""
-    if hasattr(repeats, "data") and hasattr(repeats, "dtype"):
-        counts = to_host(repeats.data).reshape(-1)
+    if hasattr(repeats, "_data"):
+        counts = to_host(repeats._data).reshape(-1)
         if counts.dtype.kind not in "iu":
             raise TypeError(f"repeat_interleave: repeats must be an integer tensor, got {counts.dtype}")
         if n is not None and counts.size == 1:

@@ -53,7 +53,7 @@ __all__ += ["batch_norm"]  # nn/batch_norm.py
 
 def _array_of(x):
     """The array behind a Tensor, an array of any device as it is, anything else (a list) as a host array."""
-    return x.data if isinstance(x, Tensor) else x if is_array(x) else np.asarray(x)
+    return x._data if isinstance(x, Tensor) else x if is_array(x) else np.asarray(x)
 
 
 # ----------------------------------------------------------------------------- linear
@@ -324,7 +324,7 @@ def _renorm_rows(weight: Tensor, ids, max_norm: float, norm_type: float) -> None
     rows = xp.unique(ids.reshape(-1))
     if rows.size == 0:
         return
-    w = weight.data
+    w = weight._data
     sub = w[rows]
     if norm_type == math.inf:
         norms = xp.abs(sub).max(axis=-1)
@@ -373,12 +373,12 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     if not training or p == 0.0:
         return input
-    xp = array_module(input.data)
+    xp = array_module(input._data)
     if mask is None:
         # drawn on the host, then copied: one mask on every device
         keep = xp.asarray(fast.use.dropout_keep_mask(input.shape, p))
     else:
-        keep = mask.data if isinstance(mask, Tensor) else xp.asarray(mask)
+        keep = mask._data if isinstance(mask, Tensor) else xp.asarray(mask)
         if keep.shape != input.shape or keep.dtype != np.bool_:
             raise ValueError(
                 f"dropout: mask must be a bool array of the input's shape {input.shape}, got {keep.dtype} {keep.shape}"
@@ -591,7 +591,7 @@ def binary_cross_entropy_with_logits(
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 tensor of shape tensor.shape + (num_classes,), 1 at each class index (num_classes=-1: max + 1)."""
-    ids = tensor.data if isinstance(tensor, Tensor) else None
+    ids = tensor._data if isinstance(tensor, Tensor) else None
     if ids is None or ids.dtype.kind not in "iu":
         what = type(tensor).__name__ if ids is None else f"dtype {ids.dtype}"
         raise TypeError(f"one_hot: expected an integer tensor of class indices, got {what}")
@@ -654,7 +654,7 @@ def rotary_embedding(input: Tensor, cos, sin) -> Tensor:
             raise ValueError(
                 f"rotary_embedding: {name} of shape {arr.shape} does not broadcast to the input's shape {input.shape}"
             )
-        tables.append(array_module(input.data).asarray(arr))  # constants, put on the input's device
+        tables.append(array_module(input._data).asarray(arr))  # constants, put on the input's device
     return ops.RotaryEmbedding.apply(input, cos=tables[0], sin=tables[1])
 
 

@@ -1,6 +1,6 @@
 """Parameter initialisation, in place, PyTorch's names and formulas (`torch.nn.init`).
 
-Every function writes into `tensor.data` with numbers drawn from the one seeded generator
+Every function writes into `tensor._data` with numbers drawn from the one seeded generator
 `mt.random.generator(op)`, records no graph, and returns the tensor. The numbers are always drawn on the
 host and then copied to the tensor's device, so one seed gives the same weights on every device.
 The streams differ from PyTorch's (see minitensor/random.py): equal seeds give equal
@@ -43,7 +43,7 @@ __all__ = [
 def _array(fn: str, tensor) -> np.ndarray:
     if not isinstance(tensor, Tensor):
         raise TypeError(f"init.{fn}: expected a Tensor, got {type(tensor).__name__}")
-    return tensor.data
+    return tensor._data
 
 
 def _float_array(fn: str, tensor) -> np.ndarray:
@@ -56,7 +56,7 @@ def _float_array(fn: str, tensor) -> np.ndarray:
 def _set(tensor, values) -> Tensor:
     """tensor's array = values, in place, recorded as an in-place change (its version is bumped).
     A host array of values is cast to the tensor's dtype on the host, then copied to its device."""
-    arr = tensor.data
+    arr = tensor._data
     if isinstance(values, np.ndarray):
         values = array_module(arr).asarray(values.astype(arr.dtype, copy=False))
     arr[...] = values

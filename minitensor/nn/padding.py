@@ -74,7 +74,7 @@ def _filled(t: Tensor, d: int, size: int, value):
     if size <= 0:
         return None
     shape = t.shape[:d] + (size,) + t.shape[d + 1 :]
-    return t.wrap(array_module(t.data).full(shape, value, dtype=t.dtype))
+    return t.wrap(array_module(t._data).full(shape, value, dtype=t.dtype))
 
 
 def _source(mode: str, t: Tensor, d: int, before: int, after: int):
@@ -97,4 +97,4 @@ def _source(mode: str, t: Tensor, d: int, before: int, after: int):
     else:  # circular: torch cuts first, then wraps around what is left
         kept = np.arange(max(-before, 0), n - max(-after, 0))
         i = kept[np.arange(-max(before, 0), kept.size + max(after, 0)) % kept.size]
-    return array_module(t.data).asarray(i)
+    return array_module(t._data).asarray(i)

@@ -22,7 +22,7 @@ class Parameter(Tensor):
         if data is None:
             data = np.empty((0,), dtype=np.dtype(get_default_dtype()))
         if isinstance(data, Tensor):
-            data = data.data
+            data = data._data
         if not is_array(data):  # a NumPy array, or a device array (CuPy's, the fake's)
             raise TypeError(f"Parameter: expected a Tensor or an array, got {type(data).__name__}")
         if requires_grad and data.dtype.kind != "f":

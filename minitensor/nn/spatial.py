@@ -168,7 +168,7 @@ def _max_pool(op, n, input, kernel_size, stride, padding, dilation, ceil_mode, r
     out = out.squeeze(0) if added else out
     if not return_indices:
         return out
-    _, flat = ops.pooling.max_pool_indices(x.data, kernel, stride, pads, dilation)
+    _, flat = ops.pooling.max_pool_indices(x._data, kernel, stride, pads, dilation)
     plane = int(np.prod(x.shape[2:]))
     indices = Tensor(flat % plane)  # torch's indices: a position in each (n, c) plane of the input
     return out, indices.squeeze(0) if added else indices

@@ -234,15 +234,17 @@ class ScaledDotProductAttention(Function):
     @staticmethod
     def jvp(ctx, tq, tk, tv, tbias=None):
         q_t, k_t, v_t, out_t = ctx.saved_arrays  # Tensors (the rule runs on Tensors): their arrays below
-        q, k, v = q_t.data, k_t.data, v_t.data
+        q, k, v = q_t._data, k_t._data, v_t._data
         tiles = ScoreTiles(q, k, v.shape[:-2], ctx.mask, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed)
 
         def spread(t, shape):  # a tangent as the kernel reads its input: in the compute dtype, batch broadcast
-            return None if t is None else np.broadcast_to(t.data.astype(tiles.q.dtype, copy=False), tiles.batch + shape)
+            return (
+                None if t is None else np.broadcast_to(t._data.astype(tiles.q.dtype, copy=False), tiles.batch + shape)
+            )
 
         tangents = spread(tq, q.shape[-2:]), spread(tk, k.shape[-2:]), spread(tv, v.shape[-2:])
         tangents += (spread(tbias, (tiles.t_q, tiles.t_k)),)
-        tangent = tiled_tangent(tiles, v, out_t.data, ctx.lse, *tangents, ctx.block_size).astype(q.dtype, copy=False)
+        tangent = tiled_tangent(tiles, v, out_t._data, ctx.lse, *tangents, ctx.block_size).astype(q.dtype, copy=False)
         given = [t for t in (q_t, k_t, v_t, tq, tk, tv, tbias) if t is not None]
         if is_grad_enabled() and any(t.requires_grad for t in given):
             return _TiledTangent.apply(out_t.wrap(tangent), *given)  # a node whose backward refuses

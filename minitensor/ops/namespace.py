@@ -57,7 +57,7 @@ def _axes(axis, ndim: int):
 def _constant(like, value):
     """`value` (a number or float array) as a Tensor outside the graph, in the dtype and on the device of the
     Tensor `like`."""
-    return like.wrap(array_module(like.data).asarray(value, dtype=like.dtype))
+    return like.wrap(array_module(like._data).asarray(value, dtype=like.dtype))
 
 
 # The one-input functions a backward calls as `xp.<name>(a)`: on arrays a NumPy function, on Tensors the
@@ -131,7 +131,7 @@ class TensorOps:
 
     @staticmethod
     def sign(a):
-        return a.wrap(sign(a.data))  # piecewise constant: its derivative is 0
+        return a.wrap(sign(a._data))  # piecewise constant: its derivative is 0
 
     @staticmethod
     def zero_where(drop, g):
@@ -139,11 +139,11 @@ class TensorOps:
 
     @staticmethod
     def zeros_like(a):
-        return a.wrap(np.zeros_like(a.data))  # np.zeros_like keeps the array's module (its device)
+        return a.wrap(np.zeros_like(a._data))  # np.zeros_like keeps the array's module (its device)
 
     @staticmethod
     def eye_like(n, like):
-        return _constant(like, ArrayOps.eye_like(n, like.data))
+        return _constant(like, ArrayOps.eye_like(n, like._data))
 
     @staticmethod
     def constant(arr, like):
@@ -153,7 +153,7 @@ class TensorOps:
     @staticmethod
     def where(cond, a, b):
         like = a if _is_tensor(a) else b
-        cond = cond.data if _is_tensor(cond) else cond
+        cond = cond._data if _is_tensor(cond) else cond
         a, b = (x if _is_tensor(x) else _constant(like, x) for x in (a, b))
         return Where.apply(a, b, cond=cond)
 

@@ -176,7 +176,7 @@ def _var_grad(ctx, g, a):
     correction); over every element (dim None) with n - correction <= 0, g * (NaN where a equals the mean, else
     +inf), PyTorch's special case. The JVPs sum it with the tangent for g (var_jvp: an empty slice gives 0)."""
     if ctx.dim is None and ctx.denom <= 0:
-        arr = a.data if is_tensor_like(a) else a  # (a Tensor under create_graph: the factor is a constant)
+        arr = a._data if is_tensor_like(a) else a  # (a Tensor under create_graph: the factor is a constant)
         xp = array_module(arr)
         mean = xp.mean(arr) if arr.size else 0.0  # (NumPy warns on the mean of nothing; the factor is empty then)
         factor = xp.where(arr == mean, np.nan, np.inf).astype(opmath_dtype(arr.dtype))

@@ -9,7 +9,7 @@ PyTorch's single-tensor implementation, term for term (t counts this parameter's
     p = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 In one line: p -= lr * m_hat / (sqrt(v_hat) + eps), with the bias corrections placed as torch
 places them (eps is added after dividing sqrt(v) by sqrt(1 - beta2^t)).
-Everything runs in place on `p.data`, in NumPy or, on a device, in the array's own library (np.* dispatch);
+Everything runs in place on `p._data`, in NumPy or, on a device, in the array's own library (np.* dispatch);
 m, v (and vmax) have the parameter's dtype, and
 one scratch array per parameter per step holds the intermediate terms. A large parameter is updated
 block by block (optimizer.update_blocks: the same numbers, read from the cache rather than memory).
@@ -70,7 +70,7 @@ class Adam(Optimizer):
 
     def update_parameter(self, p, group: dict) -> None:
         state = self.state_for(p)
-        w = p.data
+        w = p._data
         if not state:
             state["step"] = 0
             state["exp_avg"] = np.zeros_like(w)
@@ -78,7 +78,7 @@ class Adam(Optimizer):
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = np.zeros_like(w)
         state["step"] += 1
-        arrays = (w, p.grad.data, state["exp_avg"], state["exp_avg_sq"])
+        arrays = (w, p.grad._data, state["exp_avg"], state["exp_avg_sq"])
         if group["amsgrad"]:
             arrays += (state["max_exp_avg_sq"],)
         for block, tmp in fast.use.update_blocks(*arrays):

@@ -7,7 +7,7 @@ weight_decay * p where weight_decay is set; every state array has the parameter'
                d = sqrt(v) + eps;  momentum: buf = momentum * buf + g / d, p -= lr * buf;  else p -= lr * g / d
     Adadelta:  v = rho * v + (1 - rho) * g * g;  delta = sqrt(u + eps) / sqrt(v + eps) * g;
                u = rho * u + (1 - rho) * delta * delta;  p -= lr * delta
-computed in place on `p.data` by the array's own library (np.* dispatch, so on a device too).
+computed in place on `p._data` by the array's own library (np.* dispatch, so on a device too).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ def refuse_unsupported(owner: str, **flags) -> None:
 
 def _gradient(p, group: dict):
     """The step's gradient: negated under maximize, plus weight_decay * p (a new array: .grad is left as it is)."""
-    g = -p.grad.data if group["maximize"] else p.grad.data
-    return g + group["weight_decay"] * p.data if group["weight_decay"] != 0 else g
+    g = -p.grad._data if group["maximize"] else p.grad._data
+    return g + group["weight_decay"] * p._data if group["weight_decay"] != 0 else g
 
 
 class Adagrad(Optimizer):
@@ -81,7 +81,7 @@ class Adagrad(Optimizer):
 
     def update_parameter(self, p, group: dict) -> None:
         state = self.state_for(p)
-        w = p.data
+        w = p._data
         if not state:
             state["step"] = 0
             state["sum"] = np.full_like(w, group["initial_accumulator_value"])
@@ -133,7 +133,7 @@ class RMSprop(Optimizer):
 
     def update_parameter(self, p, group: dict) -> None:
         state = self.state_for(p)
-        w = p.data
+        w = p._data
         if not state:
             state["step"] = 0
             state["square_avg"] = np.zeros_like(w)
@@ -194,7 +194,7 @@ class Adadelta(Optimizer):
 
     def update_parameter(self, p, group: dict) -> None:
         state = self.state_for(p)
-        w = p.data
+        w = p._data
         if not state:
             state["step"] = 0
             state["square_avg"] = np.zeros_like(w)

@@ -1,7 +1,7 @@
 """The optimizer base class: parameter groups, per-parameter state, zero_grad, state_dict.
 
 Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` on the raw
-arrays, updating `p.data` in place: no Tensor is created and no graph is recorded during a step.
+arrays, updating `p._data` in place: no Tensor is created and no graph is recorded during a step.
 `step()` runs it for every parameter with a gradient, on the shared pool (minitensor/pool.py) when the
 step is large and on the host; an update walks its arrays in the blocks `update_blocks` hands out (whole, or
 cache-sized with speed on: fast/optim.py). On a device (a GPU, CuPy) the same formulas run through the arrays' own
@@ -11,9 +11,10 @@ Hyperparameters are read from `self.param_groups[i]` at every step, so a schedul
 changes the learning rate by writing `group['lr']`, exactly as in PyTorch.
 
 state_dict layout (PyTorch's):
-    {'state': {index: {name: array or number}},      # index = position over all groups' params
+    {'state': {index: {name: Tensor or number}},     # index = position over all groups' params
      'param_groups': [{hyperparameters..., 'params': [index, ...]}]}
-Arrays in it are copies, so training after `state_dict()` does not change a saved dict.
+Deviation from PyTorch, flagged: its Tensors are copies (torch's are the live state), so training after
+`state_dict()` does not change a saved dict. `load_state_dict` takes Tensors or NumPy arrays.
 """
 
 from __future__ import annotations
@@ -191,7 +192,7 @@ class Optimizer:
             self._check_grads(params)
         for group, params in groups:
             update = functools.partial(self.update_parameter, group=group)
-            if all(is_host(p.data) for p in params):
+            if all(is_host(p._data) for p in params):
                 update_pool.run(update, params)
             else:  # on a device: one parameter after another (the pool's threads would only queue kernels)
                 for p in params:
@@ -201,7 +202,7 @@ class Optimizer:
         return loss
 
     def _check_grads(self, params: list) -> None:
-        """Every gradient has its parameter's shape and dtype (one set through .grad.data could differ):
+        """Every gradient has its parameter's shape and dtype (one set through .grad._data could differ):
         an update never broadcasts a gradient into a parameter."""
         for p in params:
             if p.grad.shape != p.shape or p.grad.dtype != p.dtype:
@@ -211,7 +212,7 @@ class Optimizer:
                 )
 
     def update_parameter(self, p, group: dict) -> None:
-        """The update rule of one parameter with a gradient (p.data in place): each optimizer's formula."""
+        """The update rule of one parameter with a gradient (p._data in place): each optimizer's formula."""
         raise NotImplementedError
 
     # ---- checkpointing -------------------------------------------------------------------
@@ -228,7 +229,9 @@ class Optimizer:
         state = {}
         for pid, i in index.items():
             if pid in self.state and self.state[pid]:
-                state[i] = {k: (v.copy() if is_array(v) else copy.deepcopy(v)) for k, v in self.state[pid].items()}
+                state[i] = {
+                    k: Tensor.wrap(v.copy()) if is_array(v) else copy.deepcopy(v) for k, v in self.state[pid].items()
+                }
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict: Mapping) -> None:
@@ -260,6 +263,7 @@ class Optimizer:
             p = by_index[idx]
             entry = {}
             for k, v in st.items():
+                v = v._data if isinstance(v, Tensor) else v
                 if is_array(v) and v.ndim > 0:
                     if v.shape != p.shape:
                         raise ValueError(
@@ -271,7 +275,7 @@ class Optimizer:
                             f"{name}.load_state_dict: state[{idx}][{k!r}] has dtype {v.dtype}, "
                             f"the parameter has dtype {p.dtype} (cast it explicitly)"
                         )
-                    moved = to_device(v, device_of(p.data))  # a host checkpoint's state goes to p's device, as torch's
+                    moved = to_device(v, device_of(p._data))  # a host checkpoint's state goes to p's device, as torch's
                     entry[k] = v.copy() if moved is v else moved
                 elif is_array(v):  # a 0-d array (e.g. 'step' after np round trip)
                     entry[k] = v.item()

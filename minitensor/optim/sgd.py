@@ -6,7 +6,7 @@ The update is PyTorch's single-tensor SGD, term for term (so 20 steps agree to r
     buf = momentum * buf + (1 - dampening) * g   afterwards
     g = g + momentum * buf  (nesterov)   or   g = buf
     p = p - lr * g
-computed in place on `p.data` by the array's own library (NumPy, or CuPy on a device); the momentum
+computed in place on `p._data` by the array's own library (NumPy, or CuPy on a device); the momentum
 buffer has the parameter's dtype.
 """
 
@@ -53,8 +53,8 @@ class SGD(Optimizer):
     def update_parameter(self, p, group: dict) -> None:
         momentum, dampening = group["momentum"], group["dampening"]
         wd = group["weight_decay"]
-        w = p.data
-        g = -p.grad.data if group["maximize"] else p.grad.data
+        w = p._data
+        g = -p.grad._data if group["maximize"] else p.grad._data
         if wd != 0:
             g = g + wd * w  # new array: the stored .grad is left untouched, as in torch
         if momentum != 0:

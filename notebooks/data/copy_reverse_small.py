@@ -45,7 +45,7 @@ def main() -> None:
     train_pairs, held_out = task.splits(20000, 100, seed=0)
     model, losses, wall = fit(model_cfg, train_cfg, train_pairs, STEPS)
     metrics = evaluate(model, held_out)
-    arrays = {k: np.asarray(v.data).astype(np.float16) for k, v in model.state_dict().items()}
+    arrays = {k: v.numpy().astype(np.float16) for k, v in model.state_dict().items()}
     meta = {
         "model_config": model_cfg.to_dict(),
         "steps": STEPS,

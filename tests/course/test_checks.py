@@ -403,8 +403,8 @@ DIAGNOSES = {
     ),
     "a decoder that goes on after EOS": (
         "rung9.py",
-        "nxt = np.where(finished, PAD_ID, logits.data[:, -1].argmax(axis=-1))",
-        "nxt = logits.data[:, -1].argmax(axis=-1)",
+        "nxt = np.where(finished, PAD_ID, logits.numpy()[:, -1].argmax(axis=-1))",
+        "nxt = logits.numpy()[:, -1].argmax(axis=-1)",
         "9.2",
         "differs first at step",
     ),

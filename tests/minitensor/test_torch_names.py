@@ -107,11 +107,11 @@ def test_memory_formats_lay_out_the_array_as_torch(fmt):
     x, xt = mt.tensor(a).to(memory_format=getattr(mt, fmt)), torch.tensor(a).to(memory_format=getattr(torch, fmt))
     assert repr(getattr(mt, fmt)) == repr(getattr(torch, fmt)).replace("torch.", "minitensor.")
     for ours, ref in ((x, xt), (x.float(), xt.float()), (x.exp(), xt.exp()), (x.contiguous(), xt.contiguous())):
-        assert tuple(s // ours.data.itemsize for s in ours.data.strides) == ref.stride()
+        assert tuple(s // ours._data.itemsize for s in ours._data.strides) == ref.stride()
         np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=1e-15)  # exp: NumPy's and torch's, to an ulp
     x5 = mt.zeros(2, 3, 4, 5, 6).to(memory_format=mt.channels_last_3d)
     x5t = torch.zeros(2, 3, 4, 5, 6).to(memory_format=torch.channels_last_3d)
-    assert tuple(s // 4 for s in x5.data.strides) == x5t.stride()
+    assert tuple(s // 4 for s in x5._data.strides) == x5t.stride()
 
 
 def test_to_and_the_dtype_methods_take_torch_arguments():
@@ -126,7 +126,7 @@ def test_to_and_the_dtype_methods_take_torch_arguments():
     for method, dtype in (("float", mt.float32), ("double", mt.float64), ("long", mt.int64), ("int", mt.int32)):
         assert getattr(x, method)(memory_format=mt.contiguous_format).dtype == dtype
     b = x.bool(memory_format=mt.channels_last)
-    assert b.dtype == mt.bool and b.data.strides == (60, 1, 15, 3)  # one byte an element: torch's stride()
+    assert b.dtype == mt.bool and b._data.strides == (60, 1, 15, 3)  # one byte an element: torch's stride()
 
 
 @pytest.mark.skipif(HAS_CUPY, reason="CuPy is installed: 'cuda' may be there (tests/minitensor/devices/test_cuda.py)")

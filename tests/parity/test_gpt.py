@@ -56,7 +56,7 @@ def test_logits_and_every_gradient_equal_the_twin(name, dtype):
     idx = tokens(cfg)
     logits, ref = ours(idx), twin(torch.as_tensor(idx))
     assert logits.shape == (3, cfg.block_size, V)
-    assert_close(logits.numpy(), ref.detach().numpy(), PARITY_RTOL[dtype], what=f"{name} logits")
+    assert_close(logits.detach().numpy(), ref.detach().numpy(), PARITY_RTOL[dtype], what=f"{name} logits")
     g = np.random.default_rng(2).standard_normal(logits.shape).astype(dtype) + 0.5  # never all ones
     logits.backward(mt.tensor(g))
     ref.backward(torch.as_tensor(g))
@@ -86,7 +86,7 @@ def test_one_adamw_step_equals_the_twin(name):
         loss_t = torch.nn.functional.cross_entropy(
             twin(torch.as_tensor(idx)).reshape(-1, V), torch.as_tensor(target).reshape(-1)
         )
-        assert_close(loss.numpy(), loss_t.detach().numpy(), PARITY_RTOL["float64"], what=f"{name} loss")
+        assert_close(loss.detach().numpy(), loss_t.detach().numpy(), PARITY_RTOL["float64"], what=f"{name} loss")
         opt.zero_grad()
         opt_t.zero_grad()
         loss.backward()
@@ -104,12 +104,12 @@ def test_the_cache_equals_recomputation_on_both_sides(name):
     ours, twin = build(cfg, "float64")
     ours.eval()
     idx = tokens(cfg, B=2, T=9)
-    full = ours(idx).numpy()
+    full = ours(idx).detach().numpy()
     cache, cache_t, steps, steps_t = ours.init_cache(), twin.init_cache(), [], []
     with mt.no_grad(), torch.no_grad():
         for a, b in ((0, 4), (4, 5), (5, 6), (6, 9)):  # a prefill, single steps, then a chunk
-            steps.append(ours(idx[:, a:b], cache=cache).numpy())
-            steps_t.append(twin(torch.as_tensor(idx[:, a:b]), cache=cache_t).numpy())
+            steps.append(ours(idx[:, a:b], cache=cache).detach().numpy())
+            steps_t.append(twin(torch.as_tensor(idx[:, a:b]), cache=cache_t).detach().numpy())
     assert_close(np.concatenate(steps, axis=1), full, PARITY_RTOL["float64"], what=f"{name} cached logits")
     assert_close(np.concatenate(steps_t, axis=1), full, PARITY_RTOL["float64"], what=f"{name} twin's cached logits")
 
@@ -147,4 +147,4 @@ def test_a_hessian_vector_product_equals_the_twin(name):
     )
     hv_t = torch.autograd.grad(sum((d * torch.as_tensor(w)).sum() for d, w in zip(grads_t, v)), twin_params)
     for (key, _), a, b in zip(ours.named_parameters(), hv, hv_t):
-        assert_close(a.numpy(), b.numpy(), PARITY_RTOL["float64"], what=f"{name} H v for {key}")
+        assert_close(a.detach().numpy(), b.detach().numpy(), PARITY_RTOL["float64"], what=f"{name} H v for {key}")

@@ -120,7 +120,7 @@ def test_logits_every_gradient_and_an_adamw_step_equal_hugging_face(tmp_path, na
     opt_hf = torch.optim.AdamW(hf.parameters(), lr=1e-2, betas=(0.9, 0.99), weight_decay=0.1)
     logits = ours(idx)
     ref = hf(torch.as_tensor(idx)).logits
-    assert_close(logits.numpy(), ref.detach().numpy(), tol, what=f"{name} logits")
+    assert_close(logits.detach().numpy(), ref.detach().numpy(), tol, what=f"{name} logits")
     loss = mt.nn.functional.cross_entropy(logits.reshape(-1, V), target.reshape(-1))
     loss_hf = torch.nn.functional.cross_entropy(ref.reshape(-1, V), torch.as_tensor(target).reshape(-1))
     loss.backward()
@@ -133,7 +133,7 @@ def test_logits_every_gradient_and_an_adamw_step_equal_hugging_face(tmp_path, na
     opt_hf.step()
     after = hf_to_ours({k: p.detach().numpy() for k, p in hf.named_parameters()}, ours.config, kind)
     for k, p in ours.named_parameters():
-        assert_close(p.numpy(), after[k], tol, what=f"{name} {k} after one AdamW step")
+        assert_close(p.detach().numpy(), after[k], tol, what=f"{name} {k} after one AdamW step")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -149,7 +149,7 @@ def test_save_pretrained_is_loaded_by_transformers(tmp_path, name, hf_in_float64
     auto = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "ours"), dtype=torch.float64)
     idx = np.random.default_rng(3).integers(0, V, (2, T))
     assert_close(
-        ours(idx).numpy(),
+        ours(idx).detach().numpy(),
         auto(torch.as_tensor(idx)).logits.detach().numpy(),
         PARITY_RTOL["float64"],
         what=f"{name} ours saved, loaded by transformers",
@@ -167,7 +167,7 @@ def test_a_base_gpt2_model_without_prefix_and_with_mask_buffers_loads(tmp_path):
     ours = GPT.from_pretrained(str(tmp_path))
     idx = np.random.default_rng(4).integers(0, V, (1, T))
     assert_close(
-        ours(idx).numpy(),
+        ours(idx).detach().numpy(),
         hf(torch.as_tensor(idx)).logits.detach().numpy(),
         PARITY_RTOL["float64"],
         what="base GPT-2 logits",
@@ -258,4 +258,4 @@ def test_a_float32_checkpoint_loads_in_its_dtype_or_cast_when_asked(tmp_path):
         model = GPT.from_pretrained(str(tmp_path), dtype=dtype)
         for k, p in model.named_parameters():
             assert p.dtype == np.dtype(dtype or "float32")
-            np.testing.assert_array_equal(p.numpy(), theirs[k].astype(p.dtype), err_msg=k)
+            np.testing.assert_array_equal(p.detach().numpy(), theirs[k].astype(p.dtype), err_msg=k)

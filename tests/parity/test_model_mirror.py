@@ -33,7 +33,7 @@ SPELLING = [
     (r"\ban mt\.", "a torch."),  # the article in a message
     (r"\bmt\.", "torch."),
     (r"\barray_module\(\w+\)", "torch"),  # the array's own library (NumPy or CuPy) stands where torch's functions do
-    (r"(?<!transformer_np)\.data\b", ""),  # the array behind an mt.Tensor (not the module): in torch the tensor itself
+    (r"\barray_of\((\w+)\)", r"\1"),  # the array behind an mt.Tensor (a device's too): in torch the tensor itself
     (r"\btransformer_np\.masks\b", "parity.masks"),  # the masks in the same spelling as the model (parity/masks.py)
 ]
 
@@ -51,7 +51,7 @@ ALLOWED = [
     ("np", "from minitensor.devices import array_module, is_array"),
     ("np", "from minitensor.nn import Dropout"),
     ("np", "from minitensor.nn.functional import attention_weights"),
-    ("np", "from transformer_np.device import device_of, on_device"),
+    ("np", "from transformer_np.device import array_of, device_of, on_device"),
     ("np", "from transformer_np.masks import causal_mask, padding_mask, target_mask"),
     ("torch", "from parity.layers import Dropout, attention_weights"),
     ("torch", "from parity.masks import causal_mask, padding_mask, target_mask"),

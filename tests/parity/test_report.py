@@ -117,8 +117,8 @@ def test_numpy_side_computes_the_training_loss_of_transformer_np(monkeypatch, rn
     la, lb = np_loss(a, labels, 0.1), torch_loss(b, labels, 0.1)
     la.backward()
     lb.backward()
-    assert_close(la.data, lb.detach().numpy(), PARITY_RTOL["float64"], "loss")
-    assert_close(a.grad.data, b.grad.numpy(), PARITY_RTOL["float64"], "grad")
+    assert_close(la.detach().numpy(), lb.detach().numpy(), PARITY_RTOL["float64"], "loss")
+    assert_close(a.grad.numpy(), b.grad.numpy(), PARITY_RTOL["float64"], "grad")
 
 
 def test_report_catches_a_wrong_weight(monkeypatch):
@@ -161,8 +161,8 @@ def test_dropout_masks_are_shared_in_call_order():
     out_np = np_model.pos_encoding.dropout(mt.tensor(x))
     out_pt = pt_model.pos_encoding.dropout(torch.tensor(x))
     masks.finish_step()
-    assert_close(out_np.data, out_pt.numpy(), PARITY_RTOL["float64"], "dropout with a shared mask")
-    assert (out_np.data == 0).any() and (out_np.data != 0).any()
+    assert_close(out_np.detach().numpy(), out_pt.numpy(), PARITY_RTOL["float64"], "dropout with a shared mask")
+    assert (out_np.detach().numpy() == 0).any() and (out_np.detach().numpy() != 0).any()
 
 
 def test_torch_dropout_mask_fn_checks_its_mask():
@@ -228,8 +228,8 @@ def test_fully_masked_query_rows_give_zeros_on_both_sides(rng):
     (out_np * mt.tensor(g)).sum().backward()
     (out_pt * torch.tensor(g)).sum().backward()
     assert np.isfinite(x_pt.grad.numpy()).all()
-    assert_close(out_np.data, out_pt.detach().numpy(), PARITY_RTOL["float64"], "output")
-    assert_close(x_np.grad.data, x_pt.grad.numpy(), PARITY_RTOL["float64"], "grad")
+    assert_close(out_np.detach().numpy(), out_pt.detach().numpy(), PARITY_RTOL["float64"], "output")
+    assert_close(x_np.grad.numpy(), x_pt.grad.numpy(), PARITY_RTOL["float64"], "grad")
 
 
 @pytest.mark.parametrize("use_cache", [True, False], ids=["cache", "no-cache"])
@@ -353,7 +353,7 @@ def test_zero_rule_catches_a_key_bias_gradient_the_old_floor_passed(monkeypatch)
     def with_a_bias_leak(self, src, tgt):
         loss = real_loss(self, src, tgt)
         b = self.model.encoder.layers[0].self_attn.W_k.bias
-        return loss + (b * 1e-11).sum() - float((b.data * 1e-11).sum())  # same value, gradient + 1e-11
+        return loss + (b * 1e-11).sum() - float((b.detach().numpy() * 1e-11).sum())  # same value, gradient + 1e-11
 
     monkeypatch.setattr(parity_report.NpSide, "loss", with_a_bias_leak)
     report = run_report(ReportConfig("copy", "float64", "cpu", steps=2, dropout=0.0, batch_size=2))

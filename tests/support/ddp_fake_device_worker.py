@@ -29,7 +29,7 @@ RANK, N = COMM.Get_rank(), COMM.Get_size()
 def to_fake(module: nn.Module) -> nn.Module:
     """The module's parameters moved onto the fake device in place (until Module.to('cuda') is on this branch)."""
     for p in module.parameters():
-        p.data = fakecuda.asarray(p.data)
+        p.data = mt.Tensor.wrap(fakecuda.asarray(p._data))
     return module
 
 
@@ -42,14 +42,14 @@ def local_grads(model: nn.Module, x: np.ndarray, g: np.ndarray) -> list:
     for p in model.parameters():
         p.grad = None
     model(mt.Tensor.wrap(fakecuda.asarray(x))).backward(mt.Tensor.wrap(fakecuda.asarray(g)))
-    return [fakecuda.asnumpy(p.grad.data) for p in model.parameters()]
+    return [fakecuda.asnumpy(p.grad._data) for p in model.parameters()]
 
 
 def main() -> None:
     ref = mlp(1)  # what rank 0 starts from: every rank's replica after the broadcast
     ddp = DistributedDataParallel(mlp(1 + RANK), bucket_cap_mb=256 / 2**20)  # two buckets, a layer each
     start_equal = all(
-        np.array_equal(fakecuda.asnumpy(a.data), fakecuda.asnumpy(b.data))
+        np.array_equal(fakecuda.asnumpy(a._data), fakecuda.asnumpy(b._data))
         for a, b in zip(ddp.module.parameters(), ref.parameters())
     )
     rng = np.random.default_rng(10 + RANK)
@@ -64,9 +64,9 @@ def main() -> None:
         with fakecuda.count_syncs() as c:
             out.backward(mt.Tensor.wrap(fakecuda.asarray(g)))
         syncs.append(c.count)
-        on_device &= all(type(p.grad.data) is fakecuda.FakeArray for p in ddp.parameters())
+        on_device &= all(type(p.grad._data) is fakecuda.FakeArray for p in ddp.parameters())
         for p, e in zip(ddp.parameters(), expected):
-            worst = max(worst, error_stats(fakecuda.asnumpy(p.grad.data), e)[1])
+            worst = max(worst, error_stats(fakecuda.asnumpy(p.grad._data), e)[1])
     if RANK == 0:
         result = {"start_equal": start_equal, "grad_max_rel": worst, "syncs": syncs, "buckets": buckets}
         print("DDP_FAKE " + json.dumps({**result, "on_device": bool(on_device), "world_size": N}), flush=True)

@@ -27,7 +27,7 @@ class Net(mt.nn.Module):
         super().__init__()
         self.a, self.b = mt.nn.Linear(3, 3), mt.nn.Linear(3, 4 if scenario == "parameter-shape" else 3)
         if scenario == "parameter-dtype":
-            self.b.bias.data = self.b.bias.data.astype(np.float64)
+            self.b.bias.data = self.b.bias.data.double()
         if scenario == "extra-parameter":
             self.c = mt.nn.Linear(3, 3)
         scale = mt.ones(4 if scenario == "buffer-shape" else 3)

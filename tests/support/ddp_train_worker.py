@@ -62,10 +62,10 @@ def key_bias_record(record: dict):
     def recorded(model, optimizer, *args, **kwargs):
         keys = [(n, p) for n, p in model.named_parameters() if is_key_bias(n)]
         if not record["lrs"]:
-            record["init"] = {n: p.data.copy() for n, p in keys}
+            record["init"] = {n: p.detach().numpy().copy() for n, p in keys}
         record["lrs"].append(float(optimizer.param_groups[0]["lr"]))
         out = step(model, optimizer, *args, **kwargs)
-        record["grad_maxes"].append(max(float(np.abs(p.grad.data).max()) for _, p in keys))
+        record["grad_maxes"].append(max(float(np.abs(p.grad.numpy()).max()) for _, p in keys))
         return out
 
     loop.train_step = recorded

@@ -59,7 +59,7 @@ def local_loss(m, src, tgt, n_global: int):
 
 
 def grads(m) -> list:
-    return [p.grad.data.copy() for p in m.parameters()]
+    return [p.grad.numpy().copy() for p in m.parameters()]
 
 
 def max_rel(ours: list, ref: list) -> float:
@@ -94,7 +94,7 @@ def scenario_equal(tgt_lengths, steps: int = 3) -> dict:
         mt.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
         opt.step()
         opt_ref.step()
-    params, params_ref = [p.data for p in ddp.parameters()], [p.data for p in ref.parameters()]
+    params, params_ref = [p.detach().numpy() for p in ddp.parameters()], [p.detach().numpy() for p in ref.parameters()]
     out["param_max_rel"] = max_rel(params, params_ref)
     out["params_same_on_every_rank"] = same_on_every_rank(params)
     return out

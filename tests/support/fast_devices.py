@@ -35,7 +35,7 @@ def outputs_and_grads(fn, inputs, g_seed: int = 1) -> list:
     ts = [mt.tensor(a, requires_grad=True) for a in inputs]
     y = fn(*ts)
     y.backward(mt.tensor(np.random.default_rng(g_seed).standard_normal(y.shape).astype(y.dtype)))
-    return [y.data.copy()] + [t.grad.data.copy() for t in ts]
+    return [y._data.copy()] + [t.grad._data.copy() for t in ts]
 
 
 def formula_and_device_runs(fn, inputs) -> tuple:

@@ -198,7 +198,7 @@ def compare_forward(case: Case, outs_mt: list, outs_t: list, dtype_name: str) ->
         )
         ref = r.detach().numpy()
         if is_float_name(o.dtype.name):
-            assert_close(o.numpy(), ref, case.tol(dtype_name), what=f"{case} [{dtype_name}] forward {i}")
+            assert_close(o.detach().numpy(), ref, case.tol(dtype_name), what=f"{case} [{dtype_name}] forward {i}")
         else:
             np.testing.assert_array_equal(o.numpy(), ref, err_msg=f"{case} [{dtype_name}] forward {i}")
 
@@ -232,13 +232,15 @@ def run_case(case: Case, dtype_name: str) -> tuple[list, list]:
     outs_t = as_list((case.ref or case.fn)(TORCH, *xs_t, **case.kwargs))
     compare_forward(case, outs_mt, outs_t, dtype_name)
     if case.grad and any(r.requires_grad for r in outs_t):
-        before = [o.numpy().copy() for o in outs_mt]
+        before = [o.detach().numpy().copy() for o in outs_mt]
         backward_both(outs_mt, outs_t, case_seed(case.name))
         for i, (o, b) in enumerate(zip(outs_mt, before)):  # a backward must not scribble on saved outputs
-            assert np.array_equal(o.numpy(), b, equal_nan=True), f"{case} [{dtype_name}]: backward changed output {i}"
+            assert np.array_equal(o.detach().numpy(), b, equal_nan=True), (
+                f"{case} [{dtype_name}]: backward changed output {i}"
+            )
         compare_grads(case, xs_mt, xs_t, dtype_name)
     for i, (x, a) in enumerate(zip(xs_mt, arrays)):  # nor forward or backward on inputs
-        assert np.array_equal(x.numpy(), a, equal_nan=a.dtype.kind == "f"), (
+        assert np.array_equal(x.detach().numpy(), a, equal_nan=a.dtype.kind == "f"), (
             f"{case} [{dtype_name}]: input {i} was modified"
         )
     return xs_mt, outs_mt

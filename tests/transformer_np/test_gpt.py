@@ -57,11 +57,11 @@ def test_dropout_acts_in_training_only():
     model = GPT(gpt2_shape(10, **SMALL, dropout=0.5))
     idx = np.arange(8)[None] % 10
     mt.manual_seed(0)
-    a = model(idx).numpy()
-    b = model(idx).numpy()
+    a = model(idx).detach().numpy()
+    b = model(idx).detach().numpy()
     assert not np.allclose(a, b)
     model.eval()
-    np.testing.assert_array_equal(model(idx).numpy(), model(idx).numpy())
+    np.testing.assert_array_equal(model(idx).detach().numpy(), model(idx).detach().numpy())
 
 
 @pytest.mark.parametrize("attention", ["dense", "tiled"])
@@ -167,8 +167,10 @@ def test_on_a_device_the_model_equals_the_cpu(fake_cuda, shape, attention):
     model.to("cuda")
     on_device = model(idx)
     assert on_device.is_cuda
-    assert_close(on_device.cpu().numpy(), logits.numpy(), PARITY_RTOL["float64"], what="logits on the device")
+    assert_close(
+        on_device.cpu().detach().numpy(), logits.detach().numpy(), PARITY_RTOL["float64"], what="logits on the device"
+    )
     on_device.square().sum().backward()
     for k, p in model.named_parameters():
-        assert_close(p.grad.cpu().numpy(), cpu[k], PARITY_RTOL["float64"], what=f"d/d{k} on the device")
+        assert_close(p.grad.cpu().detach().numpy(), cpu[k], PARITY_RTOL["float64"], what=f"d/d{k} on the device")
     np.testing.assert_array_equal(generate(model, idx[:, :2], 10, greedy=True), tokens)

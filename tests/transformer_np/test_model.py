@@ -94,8 +94,8 @@ def test_attention_matches_torch_composite_forward_and_backward(rng, dtype_name)
 
     rtol = PARITY_RTOL[dtype_name]
     assert out.dtype == np.dtype(dtype_name) and w.shape == (B, H, T, S)
-    assert_close(out.numpy(), t_out.detach().numpy(), rtol, "attention output")
-    assert_close(w.numpy(), t_w.detach().numpy(), rtol, "attention weights")
+    assert_close(out.detach().numpy(), t_out.detach().numpy(), rtol, "attention output")
+    assert_close(w.detach().numpy(), t_w.detach().numpy(), rtol, "attention weights")
     for name, ours, ref in (("q", mq, tq), ("k", mk, tk), ("v", mv, tv)):
         assert np.isfinite(ours.grad.numpy()).all(), f"grad {name} not finite"
         assert_close(ours.grad.numpy(), ref.grad.numpy(), rtol, f"grad {name}")
@@ -121,7 +121,7 @@ def test_attention_matches_torch_sdpa_when_every_row_sees_a_key(rng):
     ref = torch.nn.functional.scaled_dot_product_attention(
         torch.tensor(q), torch.tensor(k), torch.tensor(v), attn_mask=torch.tensor(keep)
     )  # bool: True = attend
-    assert_close(out.numpy(), ref.numpy(), PARITY_RTOL["float64"], "attention vs torch sdpa")
+    assert_close(out.detach().numpy(), ref.detach().numpy(), PARITY_RTOL["float64"], "attention vs torch sdpa")
 
 
 def test_attention_rows_sum_to_one_on_allowed_keys_and_empty_rows_are_zero(rng):
@@ -129,16 +129,16 @@ def test_attention_rows_sum_to_one_on_allowed_keys_and_empty_rows_are_zero(rng):
     q, k, v = (mt.tensor(rng.standard_normal(s)) for s in [(B, H, T, Dh), (B, H, S, Dh), (B, H, S, Dh)])
     keep = _attention_mask(rng, B, T, S)
     out, w = scaled_dot_product_attention(q, k, v, mt.tensor(keep))
-    w = w.numpy()
+    w = w.detach().numpy()
     keep_b = np.broadcast_to(keep, w.shape)
     assert (w[~keep_b] == 0).all(), "a masked key got weight"
     has_key = keep_b.any(-1)
     row_sums = w.sum(-1)
     assert_close(row_sums[has_key], np.ones(int(has_key.sum())), OP_RTOL["float64"], "row sums")
-    assert (row_sums[~has_key] == 0).all() and (out.numpy()[0, :, 1] == 0).all()
+    assert (row_sums[~has_key] == 0).all() and (out.detach().numpy()[0, :, 1] == 0).all()
     # no mask: every row is a distribution over all keys
     _, w_all = scaled_dot_product_attention(q, k, v)
-    assert_close(w_all.numpy().sum(-1), np.ones((B, H, T)), OP_RTOL["float64"], "row sums without mask")
+    assert_close(w_all.detach().numpy().sum(-1), np.ones((B, H, T)), OP_RTOL["float64"], "row sums without mask")
 
 
 def test_fully_padded_query_rows_give_zero_and_finite_gradients(rng):
@@ -147,7 +147,7 @@ def test_fully_padded_query_rows_give_zero_and_finite_gradients(rng):
     keep = np.zeros((B, 1, T, S), dtype=bool)  # nothing to attend to at all
     out, w = scaled_dot_product_attention(q, k, v, mt.tensor(keep))
     (out * mt.tensor(rng.standard_normal(out.shape))).sum().backward()
-    assert (out.numpy() == 0).all() and (w.numpy() == 0).all()
+    assert (out.detach().numpy() == 0).all() and (w.detach().numpy() == 0).all()
     for t in (q, k, v):
         assert np.isfinite(t.grad.numpy()).all() and (t.grad.numpy() == 0).all()
 
@@ -167,13 +167,13 @@ def test_attention_dropout_float_and_module(rng):
     q, k, v = (mt.tensor(rng.standard_normal((1, 1, 6, 4))) for _ in range(3))
     _, w0 = scaled_dot_product_attention(q, k, v)
     _, w1 = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    kept = w1.numpy() != 0
+    kept = w1.detach().numpy() != 0
     assert 0 < kept.sum() < kept.size
-    assert_close(w1.numpy()[kept], 2 * w0.numpy()[kept], OP_RTOL["float64"], "kept weights / (1 - p)")
+    assert_close(w1.detach().numpy()[kept], 2 * w0.detach().numpy()[kept], OP_RTOL["float64"], "kept weights / (1 - p)")
     drop = mt.nn.Dropout(0.5)
     drop.eval()
     _, w2 = scaled_dot_product_attention(q, k, v, dropout=drop)  # eval: identity
-    np.testing.assert_array_equal(w2.numpy(), w0.numpy())
+    np.testing.assert_array_equal(w2.detach().numpy(), w0.detach().numpy())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -182,13 +182,21 @@ def test_attention_dropout_float_and_module(rng):
 def _load_mha(t_mha: torch.nn.MultiheadAttention, mha: MultiHeadAttention) -> None:
     with torch.no_grad():
         t_mha.in_proj_weight.copy_(
-            torch.tensor(np.concatenate([mha.W_q.weight.numpy(), mha.W_k.weight.numpy(), mha.W_v.weight.numpy()]))
+            torch.tensor(
+                np.concatenate(
+                    [mha.W_q.weight.detach().numpy(), mha.W_k.weight.detach().numpy(), mha.W_v.weight.detach().numpy()]
+                )
+            )
         )
         t_mha.in_proj_bias.copy_(
-            torch.tensor(np.concatenate([mha.W_q.bias.numpy(), mha.W_k.bias.numpy(), mha.W_v.bias.numpy()]))
+            torch.tensor(
+                np.concatenate(
+                    [mha.W_q.bias.detach().numpy(), mha.W_k.bias.detach().numpy(), mha.W_v.bias.detach().numpy()]
+                )
+            )
         )
-        t_mha.out_proj.weight.copy_(torch.tensor(mha.W_o.weight.numpy()))
-        t_mha.out_proj.bias.copy_(torch.tensor(mha.W_o.bias.numpy()))
+        t_mha.out_proj.weight.copy_(torch.tensor(mha.W_o.weight.detach().numpy()))
+        t_mha.out_proj.bias.copy_(torch.tensor(mha.W_o.bias.detach().numpy()))
 
 
 def _randomize(module, rng):
@@ -229,7 +237,7 @@ def test_mha_matches_torch(rng, dtype_name, float64_default):
     (t_out * torch.tensor(g)).sum().backward()
 
     rtol = PARITY_RTOL[dtype_name]
-    assert_close(out.numpy(), t_out.detach().numpy(), rtol, "MHA output")
+    assert_close(out.detach().numpy(), t_out.detach().numpy(), rtol, "MHA output")
     assert mha.attn_weights.shape == (B, H, T, S) and isinstance(mha.attn_weights, np.ndarray)
     assert_close(mha.attn_weights, t_w.detach().numpy(), rtol, "MHA weights")
     assert_close(mx.grad.numpy(), tx.grad.numpy(), rtol, "grad query")
@@ -247,13 +255,13 @@ def test_feed_forward_formula(rng, activation, float64_default):
     ff = PositionwiseFeedForward(6, 10, activation, dropout=0.0)
     _randomize(ff, rng)
     x = rng.standard_normal((2, 3, 6))
-    h = x @ ff.linear1.weight.numpy().T + ff.linear1.bias.numpy()
+    h = x @ ff.linear1.weight.detach().numpy().T + ff.linear1.bias.detach().numpy()
     if activation == "relu":
         h = np.maximum(h, 0)
     else:
-        h = torch.nn.functional.gelu(torch.tensor(h)).numpy()
-    expected = h @ ff.linear2.weight.numpy().T + ff.linear2.bias.numpy()
-    assert_close(ff(mt.tensor(x)).numpy(), expected, PARITY_RTOL["float64"], "FFN")
+        h = torch.nn.functional.gelu(torch.tensor(h)).detach().numpy()
+    expected = h @ ff.linear2.weight.detach().numpy().T + ff.linear2.bias.detach().numpy()
+    assert_close(ff(mt.tensor(x)).detach().numpy(), expected, PARITY_RTOL["float64"], "FFN")
     with pytest.raises(ValueError, match="activation"):
         PositionwiseFeedForward(6, 10, "tanh")
 
@@ -261,7 +269,7 @@ def test_feed_forward_formula(rng, activation, float64_default):
 def test_positional_encoding_formula_by_direct_loop(float64_default):
     D, max_len = 10, 30
     pe_mod = PositionalEncoding(D, max_len, dropout=0.0)
-    pe = pe_mod.pe.numpy()
+    pe = pe_mod.pe.detach().numpy()
     assert pe.shape == (max_len, D)
     loop = np.zeros((max_len, D))
     for pos in range(max_len):
@@ -271,8 +279,8 @@ def test_positional_encoding_formula_by_direct_loop(float64_default):
             loop[pos, 2 * i + 1] = math.cos(angle)
     assert_close(pe, loop, OP_RTOL["float64"], "sinusoid table")
     x = np.random.default_rng(1).standard_normal((2, 7, D))
-    np.testing.assert_array_equal(pe_mod(mt.tensor(x)).numpy(), x + pe[:7])
-    np.testing.assert_array_equal(pe_mod(mt.tensor(x), offset=5).numpy(), x + pe[5:12])
+    np.testing.assert_array_equal(pe_mod(mt.tensor(x)).detach().numpy(), x + pe[:7])
+    np.testing.assert_array_equal(pe_mod(mt.tensor(x), offset=5).detach().numpy(), x + pe[5:12])
     # a buffer, not a parameter, not saved
     assert "pe" in dict(pe_mod.named_buffers()) and not list(pe_mod.parameters())
     assert "pe" not in pe_mod.state_dict()
@@ -293,11 +301,11 @@ def test_positional_encodings_reject_sequences_past_max_len():
 def _load_ffn_norms(t_layer, layer, n_norms):
     with torch.no_grad():
         for name in ["linear1", "linear2"]:
-            getattr(t_layer, name).weight.copy_(torch.tensor(getattr(layer.feed_forward, name).weight.numpy()))
-            getattr(t_layer, name).bias.copy_(torch.tensor(getattr(layer.feed_forward, name).bias.numpy()))
+            getattr(t_layer, name).weight.copy_(torch.tensor(getattr(layer.feed_forward, name).weight.detach().numpy()))
+            getattr(t_layer, name).bias.copy_(torch.tensor(getattr(layer.feed_forward, name).bias.detach().numpy()))
         for i in range(1, n_norms + 1):
-            getattr(t_layer, f"norm{i}").weight.copy_(torch.tensor(getattr(layer, f"norm{i}").weight.numpy()))
-            getattr(t_layer, f"norm{i}").bias.copy_(torch.tensor(getattr(layer, f"norm{i}").bias.numpy()))
+            getattr(t_layer, f"norm{i}").weight.copy_(torch.tensor(getattr(layer, f"norm{i}").weight.detach().numpy()))
+            getattr(t_layer, f"norm{i}").bias.copy_(torch.tensor(getattr(layer, f"norm{i}").bias.detach().numpy()))
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
@@ -323,7 +331,7 @@ def test_encoder_layer_matches_torch(rng, norm_first, activation, float64_defaul
     (t_out * torch.tensor(g)).sum().backward()
 
     rtol = PARITY_RTOL["float64"]
-    assert_close(out.numpy(), t_out.detach().numpy(), rtol, "encoder layer output")
+    assert_close(out.detach().numpy(), t_out.detach().numpy(), rtol, "encoder layer output")
     assert_close(mx.grad.numpy(), tx.grad.numpy(), rtol, "encoder layer grad x")
     assert_close(
         layer.feed_forward.linear1.weight.grad.numpy(), t_layer.linear1.weight.grad.numpy(), rtol, "grad linear1.weight"
@@ -357,7 +365,7 @@ def test_decoder_layer_matches_torch(rng, norm_first, float64_default):
     (t_out * torch.tensor(g)).sum().backward()
 
     rtol = PARITY_RTOL["float64"]
-    assert_close(out.numpy(), t_out.detach().numpy(), rtol, "decoder layer output")
+    assert_close(out.detach().numpy(), t_out.detach().numpy(), rtol, "decoder layer output")
     assert_close(mx.grad.numpy(), tx.grad.numpy(), rtol, "decoder layer grad x")
     assert_close(mm.grad.numpy(), tm.grad.numpy(), rtol, "decoder layer grad memory")
     assert_close(
@@ -417,12 +425,12 @@ def test_xavier_uniform_init_of_every_matrix():
         if p.ndim > 1:
             fan_out, fan_in = p.shape
             bound = math.sqrt(6.0 / (fan_in + fan_out))
-            a = p.numpy()
+            a = p.detach().numpy()
             assert np.abs(a).max() <= bound, name
             assert np.abs(a).max() > 0.8 * bound, f"{name} does not fill its Xavier range"
             assert abs(a.std() - bound / math.sqrt(3)) < 0.25 * bound / math.sqrt(3), name
         elif name.endswith("norm1.weight"):
-            assert (p.numpy() == 1).all()
+            assert (p.detach().numpy() == 1).all()
 
 
 def test_tied_embeddings_share_one_parameter():
@@ -457,21 +465,21 @@ def test_forward_builds_pad_masks_when_none(rng):
     tgt = rng.integers(1, 13, size=(2, 5))
     src[0, 4:] = 0
     tgt[1, 3:] = 0
-    implicit = model(src, tgt).numpy()
+    implicit = model(src, tgt).detach().numpy()
     from transformer_np.masks import target_mask
 
-    explicit = model(src, tgt, padding_mask(src), target_mask(tgt)).numpy()
+    explicit = model(src, tgt, padding_mask(src), target_mask(tgt)).detach().numpy()
     np.testing.assert_array_equal(implicit, explicit)
     # under the same mask, changing a padded source token changes nothing; changing a real one does
     src2 = src.copy()
     src2[0, 5] = 7
-    np.testing.assert_array_equal(model(src2, tgt, src_mask=padding_mask(src)).numpy(), implicit)
+    np.testing.assert_array_equal(model(src2, tgt, src_mask=padding_mask(src)).detach().numpy(), implicit)
     src2[0, 1] = (src2[0, 1] % 10) + 1
-    assert not np.array_equal(model(src2, tgt).numpy()[0], implicit[0])
+    assert not np.array_equal(model(src2, tgt).detach().numpy()[0], implicit[0])
     # causality: a later target token leaves earlier logits unchanged
     tgt2 = tgt.copy()
     tgt2[0, 4] = (tgt2[0, 4] % 12) + 1
-    out2 = model(src, tgt2).numpy()
+    out2 = model(src, tgt2).detach().numpy()
     np.testing.assert_array_equal(out2[0, :4], implicit[0, :4])
 
 
@@ -482,21 +490,23 @@ def test_an_all_pad_source_row_stays_finite_forward_and_backward(rng):
     tgt = rng.integers(1, 13, size=(2, 4))
     model.store_attention(True)
     logits = model(src, tgt)
-    assert np.isfinite(logits.numpy()).all()
+    assert np.isfinite(logits.detach().numpy()).all()
     assert (model.attention_maps()["decoder_cross"][0][1] == 0).all()
     (logits * mt.tensor(rng.standard_normal(logits.shape).astype(np.float32))).sum().backward()
     assert all(np.isfinite(p.grad.numpy()).all() for p in model.parameters())
     # the other row is unaffected by its neighbour's padding
-    assert_close(model(src[:1], tgt[:1]).numpy(), logits.numpy()[:1], PARITY_RTOL["float32"], "row 0 alone")
+    assert_close(
+        model(src[:1], tgt[:1]).detach().numpy(), logits.detach().numpy()[:1], PARITY_RTOL["float32"], "row 0 alone"
+    )
 
 
 def test_dropout_is_active_in_train_mode_only(rng):
     model = _tiny(dropout=0.3)
     src = rng.integers(1, 11, size=(2, 6))
     tgt = rng.integers(1, 13, size=(2, 5))
-    assert not np.array_equal(model(src, tgt).numpy(), model(src, tgt).numpy())
+    assert not np.array_equal(model(src, tgt).detach().numpy(), model(src, tgt).detach().numpy())
     model.eval()
-    np.testing.assert_array_equal(model(src, tgt).numpy(), model(src, tgt).numpy())
+    np.testing.assert_array_equal(model(src, tgt).detach().numpy(), model(src, tgt).detach().numpy())
 
 
 def test_attention_maps(rng):

@@ -26,7 +26,7 @@ def _loss_and_grads(cfg: ModelConfig, seed: int = 0):
     tgt = rng.integers(3, cfg.tgt_vocab_size, (3, 9))
     logits = model(src, tgt, padding_mask(src), target_mask(tgt))
     (logits * mt.tensor(rng.standard_normal(logits.shape))).sum().backward()  # a random upstream gradient
-    return logits.numpy(), {n: p.grad.numpy() for n, p in model.named_parameters()}
+    return logits.detach().numpy(), {n: p.grad.numpy() for n, p in model.named_parameters()}
 
 
 def test_tiled_model_equals_dense_to_round_off():
@@ -47,9 +47,9 @@ def test_store_attention_gives_weights_on_a_tiled_model():
     mt.manual_seed(0)
     model = Transformer.from_config(cfg).to(mt.float64).eval()
     src = np.random.default_rng(1).integers(3, cfg.src_vocab_size, (2, 7))
-    plain = model(src, src).numpy()
+    plain = model(src, src).detach().numpy()
     model.store_attention(True)
-    stored = model(src, src).numpy()
+    stored = model(src, src).detach().numpy()
     maps = model.attention_maps()
     assert maps["encoder"][0].shape == (2, cfg.num_heads, 7, 7)
     assert_close(stored, plain, PARITY_RTOL["float64"])

@@ -101,7 +101,7 @@ def _our_masks(src_keep, tgt_keep):
 
 # The two sides in one spelling: (tensor from array, array of tensor, tensor maker for masks).
 FRAMEWORKS = {
-    "transformer_np": (lambda a: mt.tensor(a, requires_grad=True), lambda t: t.data, mt.tensor),
+    "transformer_np": (lambda a: mt.tensor(a, requires_grad=True), lambda t: t.detach().numpy(), mt.tensor),
     "parity": (lambda a: torch.tensor(a, requires_grad=True), lambda t: t.detach().numpy(), torch.tensor),
 }
 
@@ -196,7 +196,7 @@ def test_multihead_attention_alone(side, rng, float64_default):
         xq, xkv = mt.tensor(q, requires_grad=True), mt.tensor(kv, requires_grad=True)
         out = mha(xq, xkv, xkv, mt.tensor(mask))
         (out * mt.tensor(upstream)).sum().backward()
-        out, gq, gkv = out.data, xq.grad.data, xkv.grad.data
+        out, gq, gkv = out.detach().numpy(), xq.grad.numpy(), xkv.grad.numpy()
     else:
         mha = TorchMHA(D, H, dropout=0.0).double()
         convert.load_arrays(mha, arrays)
@@ -249,5 +249,5 @@ def test_single_layers_import(norm_first, rng, float64_default):
     with mt.no_grad():
         mem = enc(mt.tensor(x_src), mt.tensor(src_mask))
         out = dec(mt.tensor(x_tgt), mt.tensor(mem_ref.numpy()), mt.tensor(src_mask), mt.tensor(tgt_mask))
-    assert_close(mem.data, mem_ref.numpy(), RTOL, "encoder layer")
-    assert_close(out.data, out_ref.numpy(), RTOL, "decoder layer")
+    assert_close(mem.detach().numpy(), mem_ref.numpy(), RTOL, "encoder layer")
+    assert_close(out.detach().numpy(), out_ref.numpy(), RTOL, "decoder layer")

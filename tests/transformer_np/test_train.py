@@ -34,7 +34,7 @@ def tiny(task="copy-reverse", **train_changes):
 
 
 def _params(model):
-    return {k: np.array(getattr(v, "data", v)) for k, v in model.state_dict().items()}
+    return {k: v.numpy().copy() for k, v in model.state_dict().items()}
 
 
 def _assert_bitwise_equal(a, b):

@@ -40,7 +40,7 @@ def _configs():
 
 
 def _params(res) -> dict:
-    return {k: np.array(getattr(v, "data", v)) for k, v in res.model.state_dict().items()}
+    return {k: v.numpy().copy() for k, v in res.model.state_dict().items()}
 
 
 def _assert_same_run(res, straight):

@@ -46,7 +46,11 @@ def loss_hvp(model, src: np.ndarray, tgt: np.ndarray, label_smoothing: float):
     """
     loss = compute_loss(model, src, tgt, label_smoothing)[0]
     grads, hvp = hessian_vector_products(mt.autograd.grad, loss, list(model.parameters()))
-    return loss.item(), [g.data for g in grads], lambda vs: [h.data for h in hvp([mt.tensor(v) for v in vs])]
+    return (
+        loss.item(),
+        [g.detach().numpy() for g in grads],
+        lambda vs: [h.detach().numpy() for h in hvp([mt.tensor(v) for v in vs])],
+    )
 
 
 def _measure(model, cfg, src, tgt, smoothing, v0, iterations, reference=None) -> tuple[dict, list]:

@@ -57,7 +57,7 @@ def exp_residual(out_dir: str, steps: int = 0, progress: bool = True, d: int = 2
                 out = net(x)
                 g = mt.randn(*out.shape)
                 (out * g).sum().backward()
-                norms.append(float(np.linalg.norm(x.grad.data)))
+                norms.append(float(np.linalg.norm(x.grad.numpy())))
             row[f"depth_{depth}"] = float(np.mean(norms))
         rows.append(row)
     fig = plots.plot_lines(

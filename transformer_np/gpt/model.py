@@ -40,7 +40,7 @@ from minitensor import fast
 from minitensor.nn import Dropout
 from minitensor.utils.checkpoint import checkpoint, noop_context_fn
 from transformer_np import decoding_cache  # noqa: F401 (registers the self-attention cache's speed device)
-from transformer_np.device import device_of, on_device
+from transformer_np.device import array_of, device_of, on_device
 from transformer_np.gpt.config import GPTConfig
 from transformer_np.gpt.hf import CheckpointError, read_checkpoint, write_checkpoint
 from transformer_np.model import AttentionCache, check_tokens
@@ -110,10 +110,12 @@ class CausalSelfAttention(nn.Module):
         k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, Hkv, 1, t_k, Dh): broadcast over the group
         if self.attention == "tiled":
             p = self.attn_dropout.p if self.attn_dropout.training else 0.0
-            keep = None if T == 1 else on_device(causal_keep(T, t_k), q.data).data  # one new query sees every key
+            keep = (
+                None if T == 1 else array_of(on_device(causal_keep(T, t_k), array_of(q)))
+            )  # one new query sees every key
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
         else:
-            keep = on_device(causal_keep(T, t_k), q.data).data  # the mask on the queries' device
+            keep = array_of(on_device(causal_keep(T, t_k), array_of(q)))  # the mask on the queries' device
             weights = F.attention_weights(q, k, keep, scale=1.0 / math.sqrt(Dh))  # (B, Hkv, G, T, t_k)
             y = self.attn_dropout(weights) @ v  # (B, Hkv, H / Hkv, T, Dh)
         y = y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
@@ -226,13 +228,14 @@ class GPT(nn.Module):
         if set(arrays) != set(params) or wrong:
             raise CheckpointError(f"{path}: tensors do not fit the config: {sorted(set(params) ^ set(arrays))} {wrong}")
         for k, a in arrays.items():
-            params[k].data[...] = a.astype(dtype, copy=False)  # an explicit cast only where `dtype` was asked
+            with mt.no_grad():
+                params[k].copy_(a.astype(dtype, copy=False))  # an explicit cast only where `dtype` was asked
         return model
 
     def save_pretrained(self, path: str) -> None:
         """config.json and model.safetensors as Hugging Face's save_pretrained writes them (hf.py), so that
         GPT2LMHeadModel or LlamaForCausalLM.from_pretrained(path) loads this model."""
-        write_checkpoint(path, self.config, {k: p.numpy() for k, p in self.named_parameters()})
+        write_checkpoint(path, self.config, {k: p.detach().numpy() for k, p in self.named_parameters()})
 
     def init_cache(self, capacity: int = 0) -> GPTCache:
         """An empty cache for incremental decoding; capacity: positions to preallocate (at most block_size)."""

@@ -33,7 +33,7 @@ from minitensor.nn.parallel import DistributedDataParallel
 from minitensor.nn.utils import clip_grad_norm_
 from minitensor.random import generator, get_rng_state, set_rng_state
 from transformer_np.cliutil import sigint_deferred
-from transformer_np.device import on_device
+from transformer_np.device import array_of, on_device
 from transformer_np.gpt.config import GPTConfig, gpt2_shape, llama_shape
 from transformer_np.gpt.model import GPT
 from transformer_np.gpt.tokenizer import tokenizer_from_state
@@ -82,7 +82,7 @@ def get_batch(data: np.ndarray, batch_size: int, block_size: int, rng: np.random
 
 def loss_of(model: GPT, x, y) -> mt.Tensor:
     logits = model(x)
-    target = on_device(y.reshape(-1), logits.data)  # the host batch's targets beside the logits
+    target = on_device(y.reshape(-1), array_of(logits))  # the host batch's targets beside the logits
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target)
 
 

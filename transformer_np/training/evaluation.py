@@ -13,7 +13,7 @@ import minitensor as mt
 
 from ..data import BOS_ID, EOS_ID, PAD_ID, make_batches
 from ..decode import greedy_decode
-from ..device import to_host
+from ..device import array_of, to_host
 from ..loss import compute_loss
 
 
@@ -79,7 +79,7 @@ def evaluate(
                 n = int(keep.sum())
                 total_loss += loss.item() * n
                 total_tokens += n
-                correct += int((to_host(logits.data.argmax(-1)) == labels)[keep].sum())  # a read on a device
+                correct += int((to_host(array_of(logits).argmax(-1)) == labels)[keep].sum())  # a read on a device
     finally:
         model.train(was_training)
     out = {"loss": total_loss / total_tokens, "token_acc": correct / total_tokens, "num_examples": len(pairs)}

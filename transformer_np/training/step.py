@@ -23,7 +23,7 @@ import minitensor as mt
 from minitensor.devices import array_module, is_host
 
 from ..config import TrainConfig
-from ..device import to_host
+from ..device import array_of, to_host
 from ..loss import compute_loss
 
 
@@ -108,24 +108,24 @@ def _train_step(model, optimizer, scheduler, params, src, tgt, train_cfg, groups
     if parallel is None:
         loss, _, labels = compute_loss(model, src, tgt, train_cfg.label_smoothing)
         loss.backward()
-        value = loss.data  # read below: on a device together with the norms
+        value = array_of(loss)  # read below: on a device together with the norms
     else:  # the global batch's mean loss (a float, each shard's read once), its gradient averaged over the ranks
         value, labels = parallel.backward(model, src, tgt, train_cfg.label_smoothing)
-    if not is_host(params[0].data):
+    if not is_host(array_of(params[0])):
         value, total, sq = _read_once(value, params, train_cfg, groups)
         return _guard_and_update(model, optimizer, scheduler, value, total, sq, labels, allow_nonfinite, step)
     value = float(value)  # (loss.item())
     sq = (
         {}
         if groups is None
-        else {k: sum(_sq_norm(p.grad.data) for p in ps if p.grad is not None) for k, ps in groups.items()}
+        else {k: sum(_sq_norm(array_of(p.grad)) for p in ps if p.grad is not None) for k, ps in groups.items()}
     )
     if train_cfg.clip_grad_norm > 0:
         total = float(mt.nn.utils.clip_grad_norm_(params, train_cfg.clip_grad_norm))
     elif sq:
         total = math.sqrt(sum(sq.values()))
     else:
-        total = math.sqrt(sum(_sq_norm(p.grad.data) for p in params if p.grad is not None))
+        total = math.sqrt(sum(_sq_norm(array_of(p.grad)) for p in params if p.grad is not None))
     return _guard_and_update(model, optimizer, scheduler, value, total, sq, labels, allow_nonfinite, step)
 
 
@@ -136,15 +136,17 @@ def _read_once(loss, params, train_cfg, groups):
     The same numbers as the host path above: each squared norm is a float32 dot widened to float64 and summed in
     float64 (as float(np.dot) summed in Python floats); the norm without clipping is computed from them on the host,
     after the read, by the same Python expression."""
-    xp = array_module(params[0].data)
+    xp = array_module(array_of(params[0]))
 
     def sq_norm(ps):
-        dots = [xp.dot(g, g).astype(xp.float64) for g in (p.grad.data.reshape(-1) for p in ps if p.grad is not None)]
+        dots = [
+            xp.dot(g, g).astype(xp.float64) for g in (array_of(p.grad).reshape(-1) for p in ps if p.grad is not None)
+        ]
         return sum(dots, xp.zeros((), dtype=xp.float64))
 
     sq_dev = {} if groups is None else {k: sq_norm(ps) for k, ps in groups.items()}
     if train_cfg.clip_grad_norm > 0:
-        norm = mt.nn.utils.clip_grad_norm_(params, train_cfg.clip_grad_norm).data  # a 0-d device array: no read
+        norm = array_of(mt.nn.utils.clip_grad_norm_(params, train_cfg.clip_grad_norm))  # a 0-d device array: no read
     else:
         norm = xp.full((), np.nan) if sq_dev else sq_norm(params)  # (the norm itself comes after the read)
     loss = xp.asarray(loss, dtype=xp.float64)  # (a float is sent over, a transfer, not a sync)

@@ -41,7 +41,7 @@ class Dropout(Module):
         shape = tuple(input.shape)
         keep = self.mask_fn(shape)
         if isinstance(keep, Tensor):
-            keep = keep.data
+            keep = keep._data
         if not is_array(keep) or keep.dtype != np.bool_ or keep.shape != shape:  # a host mask is copied over
             got = (
                 f"{type(keep).__name__} of dtype {keep.dtype} and shape {keep.shape}"

@@ -6,13 +6,11 @@ attribute assignment, traversal (`named_parameters`, `named_modules`, ...), trai
 hooks and pre-hooks. The layers built on it live beside it, one family per file (linear.py, sparse.py,
 normalization.py, dropout.py, activation.py, container.py, loss.py), as in torch.nn.modules.
 
-Deviations from PyTorch, flagged:
-  * `state_dict()` values are NumPy arrays (copies, so later training does not change a saved
-    dict); `keep_vars=True` gives the Parameters/Tensors themselves.
+Deviation from PyTorch, flagged:
   * `load_state_dict` never casts: a value of another dtype raises TypeError naming the key
     and both dtypes. It validates every key before writing any, and copies values into the
     existing arrays (an optimizer holding the parameters keeps working), from whatever device
-    they are on, as torch does.
+    they are on, as torch does. It takes Tensors or NumPy arrays.
 """
 
 from __future__ import annotations
@@ -313,7 +311,7 @@ class Module:
         torch's forms: to(device), to(dtype), to(device, dtype), to(tensor) (its dtype and device), and the
         keywords device=, dtype=, non_blocking= (which changes nothing here). A dtype converts the floating
         tensors only (integer/bool buffers keep theirs, as in torch); a device moves them all. The Parameter
-        objects stay the same (their `.data` array is replaced), so ties survive; build optimizers after.
+        objects stay the same (their array is replaced), so ties survive; build optimizers after.
         """
         dtype, device = kwargs.pop("dtype", None), kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
@@ -346,12 +344,12 @@ class Module:
         for holder in (t, t.grad):
             if holder is None:
                 continue
-            data = holder.data
+            data = holder._data
             if dt is not None and data.dtype.kind == "f" and data.dtype != dt:
                 data = data.astype(dt)
             if device is not None:
                 data = devices.to_device(data, device)
-            holder.data = data
+            holder._data = data
 
     def cuda(self, device=None) -> Module:
         """Every parameter and buffer on a CUDA device (the current one unless named), in place."""
@@ -382,15 +380,16 @@ class Module:
             stack.extend(reversed(kids))
 
     def state_dict(self, destination=None, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
-        """Ordered name -> array copy (Tensor itself if keep_vars).
-        Tied parameters appear under every name, as in torch."""
+        """Ordered name -> the parameter or buffer detached (sharing its array, as torch's: a write into a value,
+        `sd[k].copy_(w)` under no_grad, loads w into the model; copy the dict's values to keep a snapshot), or the
+        Tensor itself if keep_vars. Tied parameters appear under every name, as in torch."""
         out = OrderedDict() if destination is None else destination
         for key, t in self._state_items(prefix):
-            out[key] = t if keep_vars else t.data.copy()
+            out[key] = t if keep_vars else t.detach()
         return out
 
     def load_state_dict(self, state_dict: Mapping, strict: bool = True):
-        """Copy arrays into the existing parameters and buffers, checking everything first.
+        """Copy Tensors (or arrays) into the existing parameters and buffers, checking everything first.
 
         Problems are reported together: missing keys and unexpected keys (when strict), keys
         whose shape differs (always), keys whose dtype differs (always; no silent cast).
@@ -408,14 +407,14 @@ class Module:
                 continue
             v = state_dict[key]
             if isinstance(v, Tensor):
-                v = v.data
+                v = v._data
             if not devices.is_array(v):
                 type_errors.append(f"{key}: expected an np.ndarray or Tensor, got {type(v).__name__}")
                 continue
-            if v.shape != t.data.shape:
-                shape_errors.append(f"{key}: expected shape {t.data.shape}, got {v.shape}")
-            elif v.dtype != t.data.dtype:
-                dtype_errors.append(f"{key}: expected dtype {t.data.dtype}, got {v.dtype}")
+            if v.shape != t._data.shape:
+                shape_errors.append(f"{key}: expected shape {t._data.shape}, got {v.shape}")
+            elif v.dtype != t._data.dtype:
+                dtype_errors.append(f"{key}: expected dtype {t._data.dtype}, got {v.dtype}")
             else:
                 values.append((t, v))
         problems = []
@@ -437,7 +436,7 @@ class Module:
             structural = shape_errors or (strict and (missing or unexpected))
             raise (TypeError if (dtype_errors or type_errors) and not structural else ValueError)(msg)
         for t, v in values:
-            t.data[...] = devices.to_device(v, t.device)  # a value from another device is copied over, as torch's
+            t._data[...] = devices.to_device(v, t.device)  # a value from another device is copied over, as torch's
             t.bump_version()
         return _IncompatibleKeys(missing, unexpected)
 

@@ -63,7 +63,7 @@ class Embedding(Module):
     def reset_parameters(self) -> None:
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight._data[self.padding_idx] = 0
             self.weight.bump_version()
 
     def forward(self, input):

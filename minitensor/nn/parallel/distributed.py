@@ -134,14 +134,14 @@ class _Bucket:
 
     def __init__(self, params: list):
         self.params = params
-        self.buffer = np.zeros(sum(p.data.size for p in params), dtype=params[0].dtype)  # on the host: MPI's
+        self.buffer = np.zeros(sum(p._data.size for p in params), dtype=params[0].dtype)  # on the host: MPI's
         # On a device: the flat buffer there, where the gradients are packed and unpacked; on the host: the same one.
-        xp = array_module(params[0].data)
+        xp = array_module(params[0]._data)
         self.packed = self.buffer if xp is np else xp.zeros(self.buffer.shape, dtype=self.buffer.dtype)
         self.views, offset = [], 0  # each parameter's slice of the packed buffer, in its shape
         for p in params:
-            self.views.append(self.packed[offset : offset + p.data.size].reshape(p.shape))
-            offset += p.data.size
+            self.views.append(self.packed[offset : offset + p._data.size].reshape(p.shape))
+            offset += p._data.size
         self.pending = len(params)  # gradients still to come in this backward
         self.request = None
 
@@ -200,14 +200,14 @@ class DistributedDataParallel(Module):
 
     def _broadcast_from_rank0(self) -> None:
         for t in [*self.module.parameters(), *self.module.buffers()]:
-            if not is_host(t.data):  # on a device: through the host, once, at wrap time
-                staged = t.data.get()
+            if not is_host(t._data):  # on a device: through the host, once, at wrap time
+                staged = t._data.get()
                 self.comm.Bcast(staged, root=0)
-                t.data[...] = array_module(t.data).asarray(staged)  # in place, as below
+                t._data[...] = array_module(t._data).asarray(staged)  # in place, as below
                 continue
-            if not t.data.flags.c_contiguous:
-                t.data = np.ascontiguousarray(t.data)
-            self.comm.Bcast(t.data, root=0)  # in place: an optimizer holding the tensors keeps them
+            if not t._data.flags.c_contiguous:
+                t._data = np.ascontiguousarray(t._data)
+            self.comm.Bcast(t._data, root=0)  # in place: an optimizer holding the tensors keeps them
 
     def _set_buckets(self, params: list) -> None:
         self.buckets = _make_buckets(params, self.cap_bytes)
@@ -258,7 +258,7 @@ class DistributedDataParallel(Module):
 
     def _start(self, b: _Bucket) -> None:
         for p, view in zip(b.params, b.views):
-            np.multiply(p.grad.data, 1.0 / self.world_size, out=view)  # torch's Reducer: 1/N on the way in
+            np.multiply(p.grad._data, 1.0 / self.world_size, out=view)  # torch's Reducer: 1/N on the way in
         if b.packed is not b.buffer:
             b.buffer[...] = b.packed.get()  # device -> host, one transfer for the bucket
         b.request = self.comm.Iallreduce(self.MPI.IN_PLACE, b.buffer, op=self.MPI.SUM)
@@ -278,7 +278,7 @@ class DistributedDataParallel(Module):
             if b.packed is not b.buffer:
                 b.packed[...] = array_module(b.packed).asarray(b.buffer)  # host -> device, one transfer
             for p, view in zip(b.params, b.views):
-                p.grad.data = view.copy()  # a fresh array: the bucket buffer is reused next step
+                p.grad._data = view.copy()  # a fresh array: the bucket buffer is reused next step
         self.expect_hooks = False
         if not self.rebuilt:
             self._rebuild_buckets()
@@ -317,7 +317,7 @@ def _make_buckets(params: list, cap_bytes: int) -> list:
     """Consecutive runs of `params` of one dtype, each closed once it holds at least cap_bytes."""
     buckets, current = [], []
     for p in params:
-        if current and (p.dtype != current[0].dtype or sum(q.data.nbytes for q in current) >= cap_bytes):
+        if current and (p.dtype != current[0].dtype or sum(q._data.nbytes for q in current) >= cap_bytes):
             buckets.append(_Bucket(current))
             current = []
         current.append(p)

@@ -1,7 +1,7 @@
 """Gradient utilities: clip_grad_norm_, clip_grad_value_, parameters_to_vector, vector_to_parameters;
 and rnn.py (pad_sequence), as torch.nn.utils.rnn.
 
-All work on the raw arrays (`p.grad.data`, `p.data`) in place and record no graph.
+All work on the raw arrays (`p.grad._data`, `p._data`) in place and record no graph.
 
     clip_grad_norm_:  total = ||(||g_1||, ..., ||g_n||)||_p  (= the p-norm of all gradients joined);
                       if max_norm / (total + 1e-6) < 1, every g_i *= max_norm / (total + 1e-6)
@@ -86,7 +86,7 @@ def clip_grad_norm_(
     if not norm_type > 0:
         raise ValueError(f"clip_grad_norm_: norm_type must be positive (or inf), got {norm_type}")
     with_grad = [p for p in params if p.grad is not None]
-    grads = [p.grad.data for p in with_grad]
+    grads = [p.grad._data for p in with_grad]
     if not grads:
         return Tensor.wrap(np.zeros((), dtype=get_default_dtype()))
     if not is_host(grads[0]):
@@ -99,7 +99,7 @@ def clip_grad_norm_(
 
         def square_of(p):
             with ieee_quiet():  # squares beyond the dtype's range: inf, silently, as PyTorch's norm
-                squares[id(p)] = _sum_of_squares(p.grad.data)
+                squares[id(p)] = _sum_of_squares(p.grad._data)
 
         update_pool.run(square_of, with_grad)
         norms = np.array([math.sqrt(squares[id(p)]) for p in with_grad])
@@ -115,7 +115,7 @@ def clip_grad_norm_(
     if clip_coef < 1.0:
 
         def rescale(p):
-            p.grad.data *= clip_coef
+            p.grad._data *= clip_coef
 
         update_pool.run(rescale, with_grad)
         for p in with_grad:  # in this thread: two gradients may share a version counter
@@ -157,7 +157,7 @@ def _clip_on_device(with_grad: list, max_norm: float, norm_type: float, error_if
     a factor of exactly 1 leaves a gradient bitwise as it was, so this equals the CPU's `if clip_coef < 1`.
     Deviation from torch, flagged: torch's clamp gives NaN gradients for a NaN norm; here, as on the CPU, the
     factor is then 1 and the gradients stay as they were (the training step's guard reports the NaN)."""
-    total = total_norm_on_device([p.grad.data for p in with_grad], norm_type)
+    total = total_norm_on_device([p.grad._data for p in with_grad], norm_type)
     xp = array_module(total)
     if error_if_nonfinite:
         value = float(total)  # the one host read of this call, asked for by error_if_nonfinite
@@ -167,7 +167,7 @@ def _clip_on_device(with_grad: list, max_norm: float, norm_type: float, error_if
         clip_coef = max_norm / (total + 1e-6)
         clip_coef = xp.where(clip_coef < 1.0, clip_coef, 1.0)
         for p in with_grad:  # (quiet: inf * 0 is NaN silently, as on a GPU)
-            p.grad.data *= clip_coef.astype(p.grad.dtype)  # in the gradient's dtype, as the CPU's Python float
+            p.grad._data *= clip_coef.astype(p.grad.dtype)  # in the gradient's dtype, as the CPU's Python float
             p.grad.bump_version()
     dtype = functools.reduce(xp.promote_types, [p.grad.dtype for p in with_grad])
     with ieee_quiet():  # the norm in the gradients' dtype, as on the CPU (and as torch's)
@@ -184,7 +184,7 @@ def zero_grad_(parameters, set_to_none: bool = True) -> None:
         if set_to_none:
             p.grad = None
         else:
-            p.grad.data[...] = 0
+            p.grad._data[...] = 0
             p.grad.bump_version()
 
 
@@ -195,7 +195,7 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
         raise ValueError(f"clip_grad_value_: clip_value must be a non-negative number, got {clip_value!r}")
     for p in params:
         if p.grad is not None:
-            np.clip(p.grad.data, -clip_value, clip_value, out=p.grad.data)
+            np.clip(p.grad._data, -clip_value, clip_value, out=p.grad._data)
             p.grad.bump_version()
 
 
@@ -204,29 +204,31 @@ def parameters_to_vector(parameters) -> Tensor:
     params = _param_list("parameters_to_vector", parameters)
     if not params:
         raise ValueError("parameters_to_vector: got no parameters")
-    dtypes = {p.data.dtype for p in params}
+    dtypes = {p._data.dtype for p in params}
     if len(dtypes) != 1:
         raise TypeError(f"parameters_to_vector: parameters have mixed dtypes {sorted(map(str, dtypes))}")
-    return Tensor.wrap(np.concatenate([p.data.ravel() for p in params]))
+    return Tensor.wrap(np.concatenate([p._data.ravel() for p in params]))
 
 
 def vector_to_parameters(vec, parameters) -> None:
     """Copy slices of the 1-D `vec` back into the parameters, in order (inverse of parameters_to_vector)."""
     params = _param_list("vector_to_parameters", parameters)
-    v = vec.data if isinstance(vec, Tensor) else vec
+    v = vec._data if isinstance(vec, Tensor) else vec
     if not is_array(v) or v.ndim != 1:
         raise TypeError(
             f"vector_to_parameters: expected a 1-D Tensor, got {type(vec).__name__} "
             f"of shape {getattr(v, 'shape', None)}"
         )
-    total = sum(p.data.size for p in params)
+    total = sum(p._data.size for p in params)
     if v.size != total:
         raise ValueError(f"vector_to_parameters: vector has {v.size} elements, the parameters need {total}")
     i = 0
     for p in params:
-        n = p.data.size
-        if v.dtype != p.data.dtype:
-            raise TypeError(f"vector_to_parameters: vector dtype {v.dtype} differs from parameter dtype {p.data.dtype}")
-        p.data[...] = v[i : i + n].reshape(p.data.shape)
+        n = p._data.size
+        if v.dtype != p._data.dtype:
+            raise TypeError(
+                f"vector_to_parameters: vector dtype {v.dtype} differs from parameter dtype {p._data.dtype}"
+            )
+        p._data[...] = v[i : i + n].reshape(p._data.shape)
         p.bump_version()
         i += n

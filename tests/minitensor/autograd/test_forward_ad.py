@@ -77,7 +77,7 @@ def forward_mt(case, xs, tangents) -> tuple[list, list]:
         duals = [x if v is None else fw.make_dual(x, mt.tensor(v.copy())) for x, v in zip(xs, tangents)]
         outs = as_list(case.fn(MT, *duals, **case.kwargs))
         unpacked = [fw.unpack_dual(o) for o in outs]
-        return [p for p, _ in unpacked], [None if t is None else t.numpy().copy() for _, t in unpacked]
+        return [p for p, _ in unpacked], [None if t is None else t.detach().numpy().copy() for _, t in unpacked]
 
 
 def forward_torch(case, xs, tangents) -> tuple[list, list]:
@@ -159,7 +159,7 @@ class Side:
         self.is_float, self.to_array = is_float, to_array
 
 
-MT_SIDE = Side(MT, fw, mt.tensor, mt.autograd, lambda o: o.dtype.kind == "f", lambda t: t.numpy().copy())
+MT_SIDE = Side(MT, fw, mt.tensor, mt.autograd, lambda o: o.dtype.kind == "f", lambda t: t.detach().numpy().copy())
 
 
 def torch_array(t) -> np.ndarray:
@@ -438,7 +438,7 @@ def test_forward_over_reverse_matches_torch(fn):
         grads, name = blocked(lambda: mt.autograd.grad(fn(mt, xm, wm), (xm, wm), create_graph=True))
         if name:
             xfail_no_rule_yet(name)
-        got = [fw.unpack_dual(g).tangent.numpy().copy() for g in grads]
+        got = [fw.unpack_dual(g).tangent.detach().numpy().copy() for g in grads]
     with tfw.dual_level():
         xt = tfw.make_dual(torch.tensor(x, requires_grad=True), torch.tensor(v))
         wt = tfw.make_dual(torch.tensor(w, requires_grad=True), torch.tensor(u))

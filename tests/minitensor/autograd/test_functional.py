@@ -26,7 +26,7 @@ RTOL = OP_RTOL["float64"]
 
 
 def _np(x):
-    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x.data)
+    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x.detach().numpy())
 
 
 def _assert_same(ours, ref, rtol, what="result"):
@@ -210,9 +210,11 @@ def test_create_graph_results_differentiate_again_into_the_callers_graph(mlp, rn
     for i in np.ndindex(*x.shape):
         step = np.zeros(tuple(x.shape))
         step[i] = eps
-        along = [float((MF.hvp(s, mt.tensor(x.data + sign * step), v)[1].data * w).sum()) for sign in (1, -1)]
+        along = [
+            float((MF.hvp(s, mt.tensor(x.data + sign * step), v)[1].detach().numpy() * w).sum()) for sign in (1, -1)
+        ]
         numerical[i] = (along[0] - along[1]) / (2 * eps)
-    np.testing.assert_allclose(results[0].data, numerical, rtol=GRADCHECK["rtol"], atol=GRADCHECK["atol"])
+    np.testing.assert_allclose(results[0].detach().numpy(), numerical, rtol=GRADCHECK["rtol"], atol=GRADCHECK["atol"])
 
 
 def test_an_unused_input_gives_zeros_or_a_strict_error_as_in_torch(mlp):

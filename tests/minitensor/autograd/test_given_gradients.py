@@ -57,7 +57,7 @@ def full(device: str) -> str:
 # ----------------------------------------------------------------------------- the root gradient
 ROOT_CALLS = {
     "backward": lambda x, y, g: y.backward(g),
-    "backward_array": lambda x, y, g: y.backward(g.data),
+    "backward_array": lambda x, y, g: y.backward(g._data),
     "autograd.backward": lambda x, y, g: mt.autograd.backward([y], [g]),
     "grad": lambda x, y, g: mt.autograd.grad(y, x, g),
     "grad_create_graph": lambda x, y, g: mt.autograd.grad(y, x, g, create_graph=True),
@@ -119,9 +119,9 @@ def test_a_0d_root_gradient_moves_to_the_outputs_device_as_in_torch(out_dev, g_d
     scale = mt.tensor(0.37, dtype=mt.float64, device=g_dev)
     (gx,) = mt.autograd.grad(y, x, scale, create_graph=create_graph)
     assert gx.device == x.device
-    tx = torch.tensor(devices.to_host(x.data), requires_grad=True)
+    tx = torch.tensor(devices.to_host(x._data), requires_grad=True)
     (ref,) = torch.autograd.grad((tx * tx).sum(), tx, torch.tensor(0.37, dtype=torch.float64))
-    assert_close(devices.to_host(gx.data), ref.numpy(), OP_RTOL["float64"])
+    assert_close(devices.to_host(gx._data), ref.numpy(), OP_RTOL["float64"])
 
 
 # ----------------------------------------------------------------------------- transforms' cotangents and tangents
@@ -175,7 +175,7 @@ def test_a_hook_that_changes_the_gradients_dtype_or_device_is_refused(kind, on_l
     with pytest.raises(RuntimeError, match="has changed the type of value"):
         (h * 2).sum().backward()
     assert x.grad is None
-    tx = torch.tensor(devices.to_host(x.data), requires_grad=True)
+    tx = torch.tensor(devices.to_host(x._data), requires_grad=True)
     th = tx if on_leaf else tx * 1
     th.register_hook(lambda g: g.float())
     with pytest.raises(RuntimeError, match="has changed the type of value"):
@@ -232,4 +232,4 @@ def test_assigning_a_grad_of_another_device_shape_or_dtype_is_refused(device):
             x.grad = bad
         assert x.grad is None
     x.grad = upstream(device)
-    assert type(x.grad.data) is (fakecuda.FakeArray if device == "cuda" else np.ndarray)
+    assert type(x.grad._data) is (fakecuda.FakeArray if device == "cuda" else np.ndarray)

@@ -149,12 +149,12 @@ def test_two_models_trained_in_two_threads_match_one_after_the_other(fast_switch
         model, batches = _mlp_and_data(seed)
         losses = []
         _train(model, batches, losses)
-        serial[name] = ([p.numpy().copy() for p in model.parameters()], losses)
+        serial[name] = ([p.detach().numpy().copy() for p in model.parameters()], losses)
     built = {name: _mlp_and_data(seed) for name, seed in (("a", 1), ("b", 2))}  # drawn in the main thread
     logs = {"a": [], "b": []}
     _run_threads(*(lambda n=n: _train(*built[n], logs[n]) for n in ("a", "b")))
     for name in ("a", "b"):
-        threaded[name] = ([p.numpy() for p in built[name][0].parameters()], logs[name])
+        threaded[name] = ([p.detach().numpy() for p in built[name][0].parameters()], logs[name])
         assert threaded[name][1] == serial[name][1], f"model {name}: losses differ when trained beside another"
         for p_thread, p_serial in zip(threaded[name][0], serial[name][0]):
             np.testing.assert_array_equal(p_thread, p_serial)
@@ -191,14 +191,14 @@ def test_two_transformers_trained_in_two_threads_match_one_after_the_other(fast_
         model, src, tgt = build(seed)
         losses = []
         train(model, src, tgt, losses)
-        serial[seed] = ([p.numpy().copy() for p in model.parameters()], losses)
+        serial[seed] = ([p.detach().numpy().copy() for p in model.parameters()], losses)
     built = {seed: build(seed) for seed in (3, 4)}
     logs = {3: [], 4: []}
     _run_threads(*(lambda s=s: train(*built[s], logs[s]) for s in (3, 4)))
     for seed in (3, 4):
         assert logs[seed] == serial[seed][1]
         for p, q in zip(built[seed][0].parameters(), serial[seed][0]):
-            np.testing.assert_array_equal(p.numpy(), q)
+            np.testing.assert_array_equal(p.detach().numpy(), q)
 
 
 def test_a_profile_records_only_its_own_thread_and_overlapping_profiles_restore():

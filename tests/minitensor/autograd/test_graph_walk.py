@@ -48,7 +48,7 @@ def test_grad_accumulates_across_backward_calls(rng):
         (x * lib.tensor(g1)).sum().backward()
         (x * x).sum().backward()
     assert_close(xm.grad.numpy(), xt.grad.numpy(), RTOL, "accumulated grad")
-    assert_close(xm.grad.numpy(), g1 + 2 * xm.numpy(), RTOL, "g1 + 2x")
+    assert_close(xm.grad.numpy(), g1 + 2 * xm.detach().numpy(), RTOL, "g1 + 2x")
 
 
 def test_retain_graph_allows_second_backward(rng):
@@ -58,7 +58,7 @@ def test_retain_graph_allows_second_backward(rng):
         loss.backward(retain_graph=True)
         loss.backward()
     assert_close(xm.grad.numpy(), xt.grad.numpy(), RTOL, "twice-accumulated grad")
-    assert_close(xm.grad.numpy(), 2 * np.exp(xm.numpy()) * (1 + xm.numpy()), RTOL, "2 * d/dx x e^x")
+    assert_close(xm.grad.numpy(), 2 * np.exp(xm.detach().numpy()) * (1 + xm.detach().numpy()), RTOL, "2 * d/dx x e^x")
 
 
 def test_second_backward_without_retain_graph_raises(rng):
@@ -104,7 +104,7 @@ ALIAS_GRAPHS = {
 def test_leaf_grads_never_alias(name, rng):
     """Each leaf's .grad is an array it owns: not the caller's gradient, another leaf's grad or any data.
 
-    Optimizers update p.grad.data and p.data in place; a shared array would silently corrupt another
+    Optimizers update p.grad._data and p._data in place; a shared array would silently corrupt another
     parameter."""
     x = mt.tensor(rng.standard_normal((2, 3)), requires_grad=True)
     z = mt.tensor(rng.standard_normal((2, 3)), requires_grad=True)
@@ -115,16 +115,16 @@ def test_leaf_grads_never_alias(name, rng):
         "x.grad": x.grad.numpy(),
         "z.grad": z.grad.numpy(),
         "g": g.numpy(),
-        "x": x.numpy(),
-        "z": z.numpy(),
-        "y": y.numpy(),
+        "x": x.detach().numpy(),
+        "z": z.detach().numpy(),
+        "y": y.detach().numpy(),
     }
     for a in ("x.grad", "z.grad"):
         for b, arr in arrays.items():
             if a != b:
                 assert not np.shares_memory(arrays[a], arr), f"{name}: {a} shares memory with {b}"
     before = z.grad.numpy().copy()
-    x.grad.data *= 100.0  # an optimizer-style in-place update on one leaf's grad
+    x.grad.mul_(100.0)  # an optimizer-style in-place update on one leaf's grad
     np.testing.assert_array_equal(z.grad.numpy(), before)
 
 
@@ -225,7 +225,7 @@ def test_custom_function_matches_torch(rng):
     g = rng.standard_normal((2, 3))
     out.backward(mt.tensor(g))
     ref.backward(torch.tensor(g))
-    assert_close(out.numpy(), ref.detach().numpy(), RTOL, "forward")
+    assert_close(out.detach().numpy(), ref.detach().numpy(), RTOL, "forward")
     assert_close(am.grad.numpy(), at.grad.numpy(), RTOL, "grad a")
     assert_close(cm.grad.numpy(), ct.grad.numpy(), RTOL, "grad c (broadcast, reduced by the engine)")
     assert bm.grad is None
@@ -260,7 +260,7 @@ def test_custom_backward_none_means_no_gradient(rng):
     a, b = mt.tensor(rng.standard_normal(3), requires_grad=True), mt.tensor(rng.standard_normal(3), requires_grad=True)
     fn = _function(lambda ctx, g: (g * ctx.saved_arrays[1], None))
     fn.apply(a, b).sum().backward()
-    np.testing.assert_array_equal(a.grad.numpy(), b.numpy())
+    np.testing.assert_array_equal(a.grad.numpy(), b.detach().numpy())
     assert b.grad is None
 
 
@@ -307,7 +307,7 @@ def test_inplace_on_leaf_requiring_grad_refused_outside_no_grad():
         x.zero_()
     with mt.no_grad():
         x.fill_(3.0)
-    np.testing.assert_array_equal(x.numpy(), [3.0, 3.0])
+    np.testing.assert_array_equal(x.detach().numpy(), [3.0, 3.0])
 
 
 # ----------------------------------------------------------------------------- grad modes, detach
@@ -348,10 +348,88 @@ def test_detach_shares_memory_and_cuts_graph():
     y = x * 2
     d = y.detach()
     assert not d.requires_grad and d.grad_fn is None and d.is_leaf
-    assert np.shares_memory(d.numpy(), y.numpy())  # like torch: same storage
+    assert np.shares_memory(d.detach().numpy(), y.detach().numpy())  # like torch: same storage
     loss = (y * d).sum()
     loss.backward()
     assert_close(x.grad.numpy(), 2 * d.numpy(), RTOL, "d is a constant")
+
+
+@pytest.mark.parametrize("make", ["leaf", "non-leaf"])
+def test_data_is_torchs_a_tensor_sharing_the_array_outside_the_graph(make):
+    """t.data, as torch's: a Tensor on the same memory, not requiring grad, a leaf, and each call a new object."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 3))
+    sides = {}
+    for lib in (mt, torch):
+        x = lib.tensor(a.copy(), requires_grad=True)
+        sides[lib] = x if make == "leaf" else x * 2
+    for lib, t in sides.items():
+        d = t.data
+        assert isinstance(d, type(t)) or lib is mt and isinstance(d, mt.Tensor)
+        assert (d.requires_grad, d.grad_fn, d.is_leaf, tuple(d.shape), d.dtype == t.dtype) == (
+            False,
+            None,
+            True,
+            (2, 3),
+            True,
+        ), lib.__name__
+        assert t.data is not t.data and t.data is not t
+    ours, theirs = sides[mt], sides[torch]
+    assert np.shares_memory(ours.data.numpy(), ours.detach().numpy())  # torch's .data shares the storage too
+    with mt.no_grad(), torch.no_grad():
+        ours.data[0, 1] = 5.0
+        theirs.data[0, 1] = 5.0
+    assert_close(ours.detach().numpy(), theirs.detach().numpy(), RTOL, "a write through .data reaches the tensor")
+    e, te = ours.data[0, 1], theirs.data[0, 1]  # one element of .data: a 0-d Tensor
+    assert isinstance(e, mt.Tensor) and e.shape == () and tuple(te.shape) == () and e.item() == te.item() == 5.0
+    assert isinstance(ours.data[0], mt.Tensor) and ours.data[0].shape == tuple(theirs.data[0].shape) == (3,)
+
+
+def test_data_assignment_follows_torchs_rules():
+    """t.data = other: any shape or dtype (float for a tensor that requires grad), only a Tensor; t keeps its
+    identity, requires_grad and version, and shares other's array."""
+    for lib in (mt, torch):
+        x = lib.ones(3, requires_grad=True)
+        new = lib.zeros(5, dtype=lib.float64)
+        x.data = new
+        assert tuple(x.shape) == (5,) and x.dtype == lib.float64 and x.requires_grad and x.is_leaf
+        assert x._version == 0
+        with pytest.raises(RuntimeError, match="must be floating point"):
+            x.data = lib.zeros(3, dtype=lib.int64)
+        with pytest.raises(TypeError, match="has to be a tensor, but got numpy.ndarray"):
+            x.data = np.zeros(3)
+        with pytest.raises(TypeError, match="has to be a tensor, but got float"):
+            x.data = 3.0
+        y = lib.ones(3)
+        y.data = lib.zeros(2, dtype=lib.int64)  # a tensor that does not require grad takes any dtype
+        assert y.tolist() == [0, 0]
+    x, new = mt.ones(3, requires_grad=True), mt.arange(3.0)
+    x.data = new
+    assert np.shares_memory(x.detach().numpy(), new.numpy())
+
+
+def test_data_assignment_keeps_a_recorded_gradient_right():
+    """A graph that saved t keeps the array it saved: t.data = other after the forward leaves the gradient that of
+    the recorded forward (torch's backward reads the new values instead)."""
+    w0, x0 = np.array([1.0, -2.0, 3.0]), np.array([0.5, 0.25, -1.0])
+    w, x = mt.tensor(w0, requires_grad=True), mt.tensor(x0, requires_grad=True)
+    y = (w * x).sum()
+    x.data = mt.zeros(3, dtype=mt.float64)
+    y.backward()
+    assert_close(w.grad.numpy(), x0, RTOL, "dy/dw = x as the forward saw it")
+    assert_close(x.grad.numpy(), w0, RTOL, "dy/dx = w")
+
+
+def test_numpy_refuses_a_tensor_that_requires_grad_as_torch_does():
+    for lib in (mt, torch):
+        x = lib.ones(2, requires_grad=True)
+        with pytest.raises(RuntimeError, match=r"Can't call numpy\(\) on Tensor that requires grad"):
+            x.numpy()
+        with pytest.raises(RuntimeError, match=r"Can't call numpy\(\) on Tensor that requires grad"):
+            (x * 2).numpy()
+        assert x.detach().numpy().tolist() == x.data.numpy().tolist() == [1.0, 1.0]
+    with mt.no_grad():
+        assert (mt.ones(2, requires_grad=True) * 2).numpy().tolist() == [2.0, 2.0]  # no graph: no grad required
 
 
 def test_requires_grad_on_int_tensor_refused():
@@ -471,7 +549,7 @@ def _step(w, x, saved_refs=None):
     h = (x @ w).tanh()  # intermediates referenced only by the graph
     loss = (h * h).mean()
     if saved_refs is not None:
-        saved_refs.append(weakref.ref(h.data))  # h's array: Mul saved it for its backward
+        saved_refs.append(weakref.ref(h._data))  # h's array: Mul saved it for its backward
     return loss
 
 
@@ -492,9 +570,9 @@ def test_an_activation_no_backward_reads_is_freed_during_the_forward(rng):
     w = mt.tensor(rng.standard_normal((4, 3)), requires_grad=True)
     x = mt.tensor(rng.standard_normal((5, 4)))
     pre = x @ w
-    kept = (weakref.ref(pre.data),)
+    kept = (weakref.ref(pre._data),)
     act = mt.relu(pre)  # relu keeps a boolean mask, not its input
-    kept += (weakref.ref(act.data),)
+    kept += (weakref.ref(act._data),)
     out = mt.nn.functional.dropout(act, 0.5, training=True)  # dropout keeps its boolean mask only
     del pre, act
     gc.collect()

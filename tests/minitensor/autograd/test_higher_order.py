@@ -51,7 +51,7 @@ def _grad(lib, outputs, inputs, grad_outputs=None, create_graph=False):
 
 
 def _as_numpy(t) -> np.ndarray:
-    return t.detach().numpy(force=True) if isinstance(t, torch.Tensor) else t.numpy()
+    return t.detach().numpy(force=True) if isinstance(t, torch.Tensor) else t.detach().numpy()
 
 
 def derivatives(case, dtype_name: str, order: int):
@@ -279,9 +279,9 @@ def test_grad_results_own_their_arrays():
     g = np.array([1.0, -1.0], dtype=np.float32)
     gx, gy = mt.autograd.grad(x + y, [x, y], g)  # Add hands the same array to both
     (gs,) = mt.autograd.grad(x.sum(), x)  # Sum's gradient is a broadcast view
-    gx.data *= 2
+    gx.mul_(2)
     assert gy.numpy().tolist() == [1.0, -1.0] and g.tolist() == [1.0, -1.0]
-    assert gs.data.flags.writeable
+    assert gs._data.flags.writeable
 
 
 def test_allow_unused_gives_none():
@@ -359,7 +359,7 @@ def test_a_custom_function_with_a_numpy_backward_refuses_create_graph():
 
         @staticmethod
         def backward(ctx, g):
-            return (np.asarray(g.data if isinstance(g, mt.Tensor) else g) * ctx.out,)
+            return (np.asarray(g.numpy() if isinstance(g, mt.Tensor) else g) * ctx.out,)
 
     x = mt.tensor([0.5], requires_grad=True)
     NumpyExp.apply(x).sum().backward()  # first order: fine

@@ -23,7 +23,7 @@ def _leaf(lib, arr):
 
 
 def _np(t):
-    return t.detach().numpy() if isinstance(t, torch.Tensor) else t.numpy()
+    return t.detach().numpy() if isinstance(t, torch.Tensor) else t.detach().numpy()
 
 
 def _both(script, rng):
@@ -271,7 +271,7 @@ def _retaining_step(w, x, c, refs=None):
     h.retain_grad()
     loss = h.tanh().sum()  # Tanh saves its output
     if refs is not None:
-        refs += [weakref.ref(b.data), weakref.ref(b.grad_fn), weakref.ref(loss.grad_fn)]
+        refs += [weakref.ref(b._data), weakref.ref(b.grad_fn), weakref.ref(loss.grad_fn)]
     return h, loss
 
 
@@ -292,7 +292,7 @@ def test_after_backward_a_retained_tensor_keeps_only_its_gradient(rng):
         ht.tanh().sum().backward()
         assert_close(h.grad.numpy(), ht.grad.numpy(), RTOL, "retained gradient")
         assert_close(w.grad.numpy(), wt.grad.numpy(), RTOL, "leaf gradient")
-        data, node = weakref.ref(h.data), weakref.ref(h.grad_fn)
+        data, node = weakref.ref(h._data), weakref.ref(h.grad_fn)
         del h
         assert data() is None and node() is None, "the retained tensor and its node live on in a cycle"
         assert refs[1]() is None and refs[2]() is None, "nodes of the step outlived it"
@@ -336,7 +336,7 @@ def test_retain_grad_of_a_dropped_tensor_is_harmless(rng):
     y = h.exp().sum()
     del h
     y.backward()  # the retained tensor is gone: nothing to keep, no error
-    assert_close(x.grad.numpy(), 2 * np.exp(2 * x.numpy()), RTOL, "x.grad")
+    assert_close(x.grad.numpy(), 2 * np.exp(2 * x.detach().numpy()), RTOL, "x.grad")
 
 
 # ----------------------------------------------------------------------------- nodes name their op

@@ -3,7 +3,8 @@
 Every tensor has a version counter that each in-place change bumps (the in-place methods, the
 optimizers' updates, clip_grad_norm_, nn.init, load_state_dict); a view shares its base's counter.
 A node records the versions of what it saved, and backward raises PyTorch's error when one changed.
-Changing a tensor the graph does not need is fine, and `.data` stays the unchecked escape hatch.
+Changing a tensor the graph does not need is fine. A write through `.data` bumps the same counter (torch's `.data` has
+a counter of its own, so torch skips the check there and can return a wrong gradient: a deviation, tested here).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import torch
 
 import minitensor as mt
 import minitensor.nn.functional as F
+from minitensor.testing import OP_RTOL, assert_close
 
 MODIFIED = r"modified by an inplace operation"
 
@@ -132,12 +134,57 @@ def test_changing_a_tensor_the_graph_does_not_need_is_fine():
     np.testing.assert_allclose(w.grad.numpy(), 1 + other.numpy())
 
 
-def test_data_is_the_unchecked_escape_hatch():
-    w, x = _t(3, grad=True), _t(3, seed=1)
-    y = (w * x).sum()
-    x.data[...] = 2.0  # documented: .data writes are not tracked
-    y.backward()
-    np.testing.assert_array_equal(w.grad.numpy(), np.full(3, 2.0))
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda t: t.data.add_(1.0),
+        lambda t: t.data.mul_(2.0),
+        lambda t: t.data.copy_(t.data * 0 + 2.0),
+        lambda t: t.data.fill_(2.0),
+        lambda t: t.data.__setitem__(0, 2.0),
+        lambda t: t.data[1:].zero_(),  # through a view of .data: the view shares the counter too
+    ],
+    ids=["add_", "mul_", "copy_", "fill_", "setitem", "view-zero_"],
+)
+@pytest.mark.parametrize("changed", ["leaf-that-requires-grad", "input-that-does-not"])
+def test_a_write_through_data_to_a_saved_tensor_raises_where_torch_is_silently_wrong(write, changed):
+    """Deviation from PyTorch: the write bumps the shared version counter, so backward raises; torch's .data has
+    its own counter, and torch's backward reads the changed values (its gradient is then wrong, checked here)."""
+    rng = np.random.default_rng(3)
+    w0, x0 = rng.standard_normal(3), rng.standard_normal(3)
+
+    def run(lib):
+        w = lib.tensor(w0, requires_grad=True)
+        x = lib.tensor(x0, requires_grad=changed == "leaf-that-requires-grad")
+        y = (w * x).sum()  # Mul saves both: d/dw needs x, d/dx needs w
+        target, other = (w, x) if changed == "leaf-that-requires-grad" else (x, w)
+        write(target)
+        return y, other, target
+
+    y, other, _ = run(torch)
+    y.backward()  # torch: no error
+    right = w0 if changed == "leaf-that-requires-grad" else x0  # the recorded forward's gradient of `other`
+    assert not np.allclose(other.grad.numpy(), right)  # ... and a wrong gradient
+    y, _, target = run(mt)
+    assert target._version == 1
+    _raises_modified(y.backward, "MulBackward")
+
+
+def test_optimizer_style_updates_through_data_work_outside_a_live_graph():
+    """p.data.add_(...) after backward (the graph freed) and before the next forward: as in torch."""
+    rng = np.random.default_rng(4)
+    x0, w0 = rng.standard_normal((5, 3)), rng.standard_normal(3)
+    sides = {lib: (lib.tensor(w0, requires_grad=True), lib.tensor(x0)) for lib in (mt, torch)}
+    for _ in range(3):
+        for w, x in sides.values():
+            loss = (x @ w).tanh().sum()
+            loss.backward()
+            w.data.add_(w.grad.data, alpha=-0.1)  # a hand-written SGD step, torch style
+            w.data[0] = w.data[0] * 0.5  # and an index write through .data
+            w.grad = None
+    assert_close(sides[mt][0].detach().numpy(), sides[torch][0].detach().numpy(), OP_RTOL["float64"], "weights")
+    w = sides[mt][0]
+    assert w.requires_grad and w.is_leaf and w._version > 0
 
 
 def test_retain_graph_then_change_then_second_backward_raises():
@@ -324,7 +371,7 @@ def test_each_refusals_advice_works():
     with mt.no_grad():
         x.mul_(2)
     assert x.requires_grad and x.grad_fn is None
-    np.testing.assert_array_equal(x.numpy(), [1.0, -2.0, 4.0])
+    np.testing.assert_array_equal(x.detach().numpy(), [1.0, -2.0, 4.0])
     # a tensor in the graph: the out-of-place form is differentiated as torch's in-place op is ...
     grads = []
     for T, out_of_place in ((mt, True), (torch, False)):
@@ -338,17 +385,17 @@ def test_each_refusals_advice_works():
     h = _nonleaf(mt)
     with mt.no_grad():
         h.mul_(2)
-    np.testing.assert_allclose(h.numpy(), [1.5, -3.0, 6.0])
+    np.testing.assert_allclose(h.detach().numpy(), [1.5, -3.0, 6.0])
     # a view made under no_grad: the change inside mt.no_grad() as well
     x = _leaf(mt)
     v = _no_grad_view(mt, x)
     with mt.no_grad():
         v.mul_(2)
-    np.testing.assert_array_equal(x.numpy(), [1.0, -2.0, 2.0])
+    np.testing.assert_array_equal(x.detach().numpy(), [1.0, -2.0, 2.0])
     # an operand that requires grad: the out-of-place form, or operand.detach() as a constant
     w = _leaf(mt)
     z = mt.zeros(3).copy_(w.detach())
-    np.testing.assert_array_equal(z.numpy(), w.numpy())
+    np.testing.assert_array_equal(z.detach().numpy(), w.detach().numpy())
     z = mt.where(mt.tensor([True, False, True]), w, mt.zeros(3))
     z.sum().backward()
     np.testing.assert_array_equal(w.grad.numpy(), [1.0, 0.0, 1.0])

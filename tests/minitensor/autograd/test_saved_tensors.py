@@ -60,7 +60,9 @@ def test_hooks_see_every_saved_array_and_change_nothing(case, how):
 
     def pack(t):
         packed.append((t.shape, t.dtype))
-        return t if how == "identity" else np.array(t.data, order="K")  # a copy in the same layout (same BLAS path)
+        return (
+            t if how == "identity" else np.array(t.detach().numpy(), order="K")
+        )  # a copy in the same layout (same BLAS path)
 
     def unpack(p):
         return p if how == "identity" else mt.from_numpy(p)
@@ -79,7 +81,7 @@ def test_hooks_see_every_saved_array_and_change_nothing(case, how):
         held = [n for n, v in vars(node.ctx).items() if _arrays_in(v)]
         assert not held and all(arr is None for _, _, arr, _ in node.saved), f"{case}: {node.name()} kept {held}"
     for o, o0 in zip(outs, outs0):
-        assert np.array_equal(o.numpy(), o0.numpy(), equal_nan=True)
+        assert np.array_equal(o.detach().numpy(), o0.detach().numpy(), equal_nan=True)
     _backward(case, outs)
     for x, x0 in zip(xs, xs0):
         if x0.grad is not None:
@@ -144,7 +146,7 @@ def test_unpack_must_give_back_a_tensor_of_the_same_shape_and_dtype():
         y = x.exp()
     with pytest.raises(RuntimeError, match=r"unpack_hook returned a Tensor float32 \(4,\) for output of ExpBackward"):
         y.sum().backward()
-    with saved_tensors_hooks(lambda t: t, lambda t: t.data):
+    with saved_tensors_hooks(lambda t: t, lambda t: t.detach().numpy()):
         y = x.exp()
     with pytest.raises(RuntimeError, match="returned ndarray"):
         y.sum().backward()
@@ -155,7 +157,7 @@ def test_unpack_must_give_back_a_tensor_of_the_same_shape_and_dtype():
 def test_version_check_and_create_graph_under_hooks():
     x = mt.randn(5, dtype=mt.float64, requires_grad=True)
     a = mt.randn(5, dtype=mt.float64)
-    with saved_tensors_hooks(lambda t: t.data.copy(), mt.tensor):
+    with saved_tensors_hooks(lambda t: t.detach().numpy().copy(), mt.tensor):
         y = (x * 1.0).exp()
         z = x * a  # saves a, whose version is checked in the backward
     a.add_(1.0)
@@ -163,7 +165,7 @@ def test_version_check_and_create_graph_under_hooks():
         z.sum().backward()
     (g,) = mt.autograd.grad(y.sum(), x, create_graph=True)
     (gg,) = mt.autograd.grad(g.sum(), x)
-    np.testing.assert_array_equal(gg.numpy(), np.exp(x.numpy()))
+    np.testing.assert_array_equal(gg.detach().numpy(), np.exp(x.detach().numpy()))
 
 
 def test_viz_labels_each_node_with_what_it_keeps():
@@ -181,9 +183,9 @@ def test_viz_labels_each_node_with_what_it_keeps():
 def test_an_array_saved_twice_keeps_both_paths_under_create_graph():
     """x * x saves x twice: with copying hooks each copy is still x's, so d2/dx2 sum(x * x) = 2."""
     x = mt.randn(4, dtype=mt.float64, requires_grad=True)
-    with saved_tensors_hooks(lambda t: np.array(t.data), mt.from_numpy):
+    with saved_tensors_hooks(lambda t: np.array(t.detach().numpy()), mt.from_numpy):
         y = (x * x).sum()
     (g,) = mt.autograd.grad(y, x, create_graph=True)
     (gg,) = mt.autograd.grad(g.sum(), x)
-    np.testing.assert_array_equal(g.numpy(), 2 * x.numpy())
+    np.testing.assert_array_equal(g.detach().numpy(), 2 * x.detach().numpy())
     np.testing.assert_array_equal(gg.numpy(), np.full(4, 2.0))

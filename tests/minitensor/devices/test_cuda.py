@@ -240,7 +240,7 @@ def test_against_np_cpu_needs_a_device_subject():
 # tests/minitensor/devices/test_device_api.py), once more on CuPy: its own kernels (cuBLAS, CUB reductions) sum in other
 # orders than NumPy, which the fake cannot show.
 def _cupy_array(t) -> bool:
-    return type(t.data).__module__.startswith("cupy")
+    return type(t._data).__module__.startswith("cupy")
 
 
 @on_gpu
@@ -297,8 +297,9 @@ def test_a_checkpoint_written_on_cuda_loads_on_the_cpu_and_resumes_on_cuda(real_
     train(model_cfg, train_cfg, str(tmp_path / "cut"), resume=True, progress=False, device="cuda")
     whole, cut = load_checkpoint(str(tmp_path / "whole")), load_checkpoint(str(tmp_path / "cut"))
     for (name, a), (_, b) in zip(whole.model.state_dict().items(), cut.model.state_dict().items()):
-        assert type(a) is np.ndarray, name
-        np.testing.assert_array_equal(a, b, err_msg=name)  # resumed on the GPU: bitwise the uninterrupted run
+        assert type(a._data) is np.ndarray, name
+        # resumed on the GPU: bitwise the uninterrupted run
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
 
 
 @on_gpu

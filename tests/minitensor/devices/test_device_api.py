@@ -27,7 +27,7 @@ def fake():
 
 
 def on_fake(t) -> bool:
-    return type(t.data) is fakecuda.FakeArray
+    return type(t._data) is fakecuda.FakeArray
 
 
 # ----------------------------------------------------------------------------- devices and mt.cuda
@@ -81,14 +81,14 @@ def test_device_is_read_from_the_array():
     assert x.device == "cpu" and not x.is_cuda
     assert y.device == "cuda:0" and y.is_cuda and repr(y.device) == "device(type='cuda', index=0)"
     assert y.device == mt.device("cuda", 0) and y.device.type == "cuda" and y.device.index == 0
-    y.data = devices.to_host(y.data)  # the device follows the array: no field beside it to drift
+    y.data = y.cpu()  # the device follows the array: no field beside it to drift
     assert y.device == "cpu"
 
 
 def test_to_forms_and_already_there_returns_itself():
     x = mt.randn(2, 3, dtype=mt.float32)
     y = x.to("cuda")
-    assert on_fake(y) and np.array_equal(devices.to_host(y.data), x.numpy())
+    assert on_fake(y) and np.array_equal(devices.to_host(y._data), x.numpy())
     assert y.to("cuda") is y and y.to("cuda:0") is y and y.cuda() is y and y.to(y.device) is y
     assert x.cpu() is x and x.to("cpu") is x
     z = x.to("cuda", mt.float64)
@@ -117,7 +117,7 @@ def test_to_is_differentiable_both_ways_and_twice():
     # a device leaf gets a device gradient
     d = mt.tensor(a, device="cuda", requires_grad=True)
     (d.cpu() * 2.0).backward(mt.tensor(g))
-    assert on_fake(d.grad) and np.array_equal(devices.to_host(d.grad.data), 2.0 * g)
+    assert on_fake(d.grad) and np.array_equal(devices.to_host(d.grad._data), 2.0 * g)
     # twice: the gradient of the gradient goes through the copies too
     x2, ref2 = mt.tensor(a, requires_grad=True), mt.tensor(a, requires_grad=True)
     (gx,) = mt.autograd.grad((x2.cuda() * x2.cuda() * x2.cuda()).cpu().sum(), x2, create_graph=True)
@@ -137,7 +137,7 @@ def test_forward_mode_moves_the_tangent():
         y = x.cuda()
         primal, tangent = fwAD.unpack_dual(y)
         assert on_fake(primal) and on_fake(tangent)
-        np.testing.assert_array_equal(devices.to_host(tangent.data), t)
+        np.testing.assert_array_equal(devices.to_host(tangent._data), t)
 
 
 def test_host_reads_of_a_device_tensor():
@@ -173,16 +173,16 @@ def test_in_place_writers_across_devices():
     y = mt.zeros(2, 3, device="cuda")
     y.fill_(2.5)
     y.copy_(mt.ones(2, 3))  # copy_ takes its source from any device, as torch's
-    assert on_fake(y) and np.array_equal(devices.to_host(y.data), np.ones((2, 3)))
+    assert on_fake(y) and np.array_equal(devices.to_host(y._data), np.ones((2, 3)))
     y[0] = mt.tensor([7.0, 8.0, 9.0], device="cuda")
     y[1, 0] = mt.tensor(5.0)  # a 0-d CPU tensor: a scalar, allowed as in torch
     y[1, 1:] = 4.0
-    assert devices.to_host(y.data).tolist() == [[7.0, 8.0, 9.0], [5.0, 4.0, 4.0]]
+    assert devices.to_host(y._data).tolist() == [[7.0, 8.0, 9.0], [5.0, 4.0, 4.0]]
     y.add_(mt.ones(2, 3, device="cuda"))
     y.mul_(mt.tensor(2.0))
-    assert devices.to_host(y.data).tolist() == [[16.0, 18.0, 20.0], [12.0, 10.0, 10.0]]
+    assert devices.to_host(y._data).tolist() == [[16.0, 18.0, 20.0], [12.0, 10.0, 10.0]]
     y.masked_fill_(mt.tensor([[True, False, False], [False, False, True]], device="cuda"), 0.0)
-    assert devices.to_host(y.data).tolist() == [[0.0, 18.0, 20.0], [12.0, 10.0, 0.0]]
+    assert devices.to_host(y._data).tolist() == [[0.0, 18.0, 20.0], [12.0, 10.0, 0.0]]
     y.uniform_(0.0, 1.0)
     y.normal_()
     assert on_fake(y)
@@ -195,7 +195,7 @@ def test_in_place_writers_across_devices():
     assert x.device == "cpu" and x.numpy().tolist() == [1.0, 1.0, 1.0]
     x.fill_(mt.tensor(4.0, device="cuda"))  # a 0-d value from any device, as torch's fill_
     y.fill_(mt.tensor(3.0))
-    assert x.numpy().tolist() == [4.0] * 3 and devices.to_host(y.data).tolist() == [[3.0] * 3] * 2
+    assert x.numpy().tolist() == [4.0] * 3 and devices.to_host(y._data).tolist() == [[3.0] * 3] * 2
 
 
 def test_new_factories_keep_the_device():
@@ -232,7 +232,7 @@ def test_every_factory_takes_device_and_gives_the_cpu_numbers(name):
     dev = FACTORIES[name](device="cuda")
     assert cpu.device == "cpu" and dev.device == "cuda:0" and on_fake(dev)
     assert dev.dtype == cpu.dtype and dev.shape == cpu.shape
-    np.testing.assert_array_equal(devices.to_host(dev.data), cpu.numpy())
+    np.testing.assert_array_equal(devices.to_host(dev._data), cpu.numpy())
     assert FACTORIES[name](device="cpu").device == "cpu"
 
 
@@ -249,7 +249,7 @@ def test_like_factories_keep_the_input_device_unless_given(name):
 def test_tensor_of_a_device_tensor_stays_there_and_copies():
     y = mt.arange(3.0, device="cuda")
     z = mt.tensor(y)
-    assert on_fake(z) and z.data is not y.data
+    assert on_fake(z) and z._data is not y._data
     assert mt.as_tensor(y) is y and on_fake(mt.as_tensor(y, dtype=mt.float64))
     assert mt.tensor(y, device="cpu").device == "cpu"
 
@@ -273,10 +273,10 @@ def test_python_numbers_and_0d_cpu_tensors_mix_with_device_tensors():
     s = mt.tensor(2.0, dtype=mt.float64)  # 0-d, CPU: allowed beside CUDA tensors, as in torch
     out = y * s + 1.5 - 2
     assert on_fake(out)
-    np.testing.assert_array_equal(devices.to_host(out.data), a * 2.0 - 0.5)
+    np.testing.assert_array_equal(devices.to_host(out._data), a * 2.0 - 0.5)
     out.cpu().backward(mt.tensor([0.5, 1.0, -1.0], dtype=mt.float64))
     assert on_fake(y.grad)
-    np.testing.assert_array_equal(devices.to_host(y.grad.data), [1.0, 2.0, -2.0])
+    np.testing.assert_array_equal(devices.to_host(y.grad._data), [1.0, 2.0, -2.0])
 
 
 def test_a_0d_cpu_tensor_that_requires_grad_gets_its_gradient_on_the_cpu():
@@ -292,13 +292,13 @@ def test_same_device_is_a_type_comparison_on_the_common_path():
     """Function.apply's check: arrays of one type give back the very tuple (no device lookup); a NumPy scalar
     beside an array is the CPU twice, not a mix."""
     x, y = mt.randn(3), mt.randn(3)
-    tensors, arrays = (x, y), [x.data, y.data]
+    tensors, arrays = (x, y), [x._data, y._data]
     assert devices.same_device(tensors, arrays, "Add") is tensors
     s = mt.Tensor.wrap(np.float64(2.0))
-    assert devices.same_device((x, s), [x.data, s.data], "Mul") == (x, s)
+    assert devices.same_device((x, s), [x._data, s._data], "Mul") == (x, s)
     d = mt.randn(3, device="cuda")
     with pytest.raises(RuntimeError, match=r"cpu and cuda:0! \(the operands of Add"):
-        devices.same_device((x, d), [x.data, d.data], mt.ops.Add)
+        devices.same_device((x, d), [x._data, d._data], mt.ops.Add)
 
 
 def test_a_0d_device_tensor_beside_a_cpu_tensor_is_refused():
@@ -330,11 +330,11 @@ def test_a_device_index_accumulates_repeated_indices():
     out = xd[mt.tensor(idx, device="cuda")]
     assert on_fake(out)
     out.backward(mt.tensor(g, device="cuda"))
-    np.testing.assert_array_equal(devices.to_host(xd.grad.data), x.grad.numpy())
+    np.testing.assert_array_equal(devices.to_host(xd.grad._data), x.grad.numpy())
     # a CPU index tensor may index a device tensor (as in torch), with the same gradient
     xc = mt.tensor(a, device="cuda", requires_grad=True)
     xc[mt.tensor(idx), 1:].backward(mt.tensor(g[:, 1:], device="cuda"))
-    np.testing.assert_array_equal(devices.to_host(xc.grad.data)[:, 1:], x.grad.numpy()[:, 1:])
+    np.testing.assert_array_equal(devices.to_host(xc.grad._data)[:, 1:], x.grad.numpy()[:, 1:])
 
 
 def test_device_index_out_of_range_is_the_cpus_error():
@@ -369,13 +369,13 @@ def test_module_to_moves_parameters_buffers_and_grads_in_place():
     model = mt.nn.Sequential(mt.nn.Linear(3, 4), mt.nn.LayerNorm(4))
     model.register_buffer("steps", mt.tensor([3]))
     params = list(model.parameters())
-    before = [p.numpy().copy() for p in params]
+    before = [p.detach().numpy().copy() for p in params]
     params[0].grad = mt.ones_like(params[0])
     assert model.cuda() is model
     assert [id(p) for p in model.parameters()] == [id(p) for p in params]  # the same Parameter objects
     assert all(on_fake(p) for p in model.parameters()) and on_fake(model.steps) and on_fake(params[0].grad)
     for p, b in zip(params, before):
-        np.testing.assert_array_equal(devices.to_host(p.data), b)
+        np.testing.assert_array_equal(devices.to_host(p._data), b)
     assert model.to("cuda", mt.float64) is model and params[0].dtype == mt.float64 and model.steps.dtype == mt.int64
     model.cpu()
     assert all(p.device == "cpu" for p in model.parameters()) and model.steps.device == "cpu"
@@ -391,11 +391,11 @@ def test_module_state_dict_loads_across_devices():
     dst = mt.nn.Linear(3, 2)
     dst.load_state_dict(src.state_dict())  # device arrays into CPU parameters: copied, as torch's
     assert all(p.device == "cpu" for p in dst.parameters())
-    np.testing.assert_array_equal(dst.weight.numpy(), devices.to_host(src.weight.data))
+    np.testing.assert_array_equal(dst.weight.detach().numpy(), devices.to_host(src.weight._data))
     back = mt.nn.Linear(3, 2).cuda()
     back.load_state_dict(dst.state_dict())
     assert on_fake(back.weight)
-    np.testing.assert_array_equal(devices.to_host(back.weight.data), dst.weight.numpy())
+    np.testing.assert_array_equal(devices.to_host(back.weight._data), dst.weight.detach().numpy())
 
 
 # ----------------------------------------------------------------------------- save and load
@@ -406,15 +406,15 @@ def test_a_checkpoint_from_the_device_loads_on_the_cpu_and_back_bitwise(tmp_path
     path = tmp_path / "ckpt.npz"
     mt.save(state, path)
     with np.load(path) as raw:  # host .npz always: NumPy reads it without minitensor
-        assert np.array_equal(raw["model/weight"], devices.to_host(model.weight.data))
+        assert np.array_equal(raw["model/weight"], devices.to_host(model.weight._data))
     back = mt.load(path)  # default: each array where it was saved
     assert type(back["model"]["weight"]) is fakecuda.FakeArray and type(back["host"]) is np.ndarray
     assert back["step"] == 7 and type(back["lr"][0]) is fakecuda.FakeArray
     cpu = mt.load(path, map_location="cpu")
     assert all(type(v) is np.ndarray for v in cpu["model"].values())
     for k, v in cpu["model"].items():
-        np.testing.assert_array_equal(v, devices.to_host(model.state_dict()[k]))
-        assert v.dtype == devices.to_host(model.state_dict()[k]).dtype
+        np.testing.assert_array_equal(v, model.state_dict()[k].cpu().numpy())
+        assert v.dtype == model.state_dict()[k].cpu().numpy().dtype
     # CPU -> save -> device: bitwise again
     cpu_model = mt.nn.Linear(4, 3)
     cpu_model.load_state_dict(cpu["model"])
@@ -422,7 +422,7 @@ def test_a_checkpoint_from_the_device_loads_on_the_cpu_and_back_bitwise(tmp_path
     on_device = mt.load(tmp_path / "cpu.npz", map_location="cuda")
     assert all(type(v) is fakecuda.FakeArray for v in on_device.values())
     for k, v in on_device.items():
-        assert devices.to_host(v).tobytes() == devices.to_host(model.state_dict()[k]).tobytes()
+        assert devices.to_host(v).tobytes() == model.state_dict()[k].cpu().numpy().tobytes()
     remapped = mt.load(path, map_location={"cuda:0": "cpu"})
     assert type(remapped["model"]["bias"]) is np.ndarray
     assert type(mt.load(path, map_location=mt.device("cpu"))["lr"][0]) is np.ndarray

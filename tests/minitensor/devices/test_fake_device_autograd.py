@@ -51,7 +51,7 @@ def on_host(arr, requires_grad: bool = False):
 
 def host_copy(x):
     """The host array of a Tensor or array on either device; a FakeArray's copy counts as one sync."""
-    a = x.data if isinstance(x, mt.Tensor) else x
+    a = x._data if isinstance(x, mt.Tensor) else x
     return fakecuda.asnumpy(a)
 
 
@@ -60,8 +60,8 @@ def assert_same(dev, cpu, what: str = "value") -> None:
     if dev is None or cpu is None:
         assert dev is None and cpu is None, f"{what}: {dev!r} beside {cpu!r}"
         return
-    d = dev.data if isinstance(dev, mt.Tensor) else dev
-    c = cpu.data if isinstance(cpu, mt.Tensor) else cpu
+    d = dev._data if isinstance(dev, mt.Tensor) else dev
+    c = cpu._data if isinstance(cpu, mt.Tensor) else cpu
     assert type(d) is fakecuda.FakeArray, f"{what}: a {type(d).__name__} on the device side, expected a FakeArray"
     h = host_copy(d)
     assert h.shape == np.shape(c) and h.dtype == np.asarray(c).dtype, f"{what}: {h.shape} {h.dtype} vs {c}"
@@ -392,14 +392,14 @@ def test_saved_tensor_hooks_see_device_tensors():
         kinds = []
 
         def pack(t, kinds=kinds):
-            kinds.append(type(t.data))
+            kinds.append(type(t._data))
             return t * 1.0  # a copy, on t's device
 
         with mt.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             y = F.softmax(a.exp(), -1)
             listing = mt.autograd.graph.saved_tensors(y)
         (y * y).sum().backward()
-        assert len(listing) and set(kinds) == {type(a.data)}
+        assert len(listing) and set(kinds) == {type(a._data)}
         res.append(a.grad)
     assert_same(res[1], res[0])
 
@@ -506,5 +506,5 @@ def test_backward_across_to_cuda_returns_each_gradient_to_its_leafs_device():
     finally:
         devices.use_fake_cuda(previous)
     for leaf, ref in ((a, a_ref), (m, m_ref)):
-        assert type(leaf.grad.data) is np.ndarray
-        assert np.array_equal(leaf.grad.data, ref.grad.data)
+        assert type(leaf.grad._data) is np.ndarray
+        assert np.array_equal(leaf.grad._data, ref.grad._data)

@@ -94,7 +94,7 @@ def host(t) -> np.ndarray | None:
     """A Tensor's values on the host (None stays None)."""
     if t is None:
         return None
-    return fakecuda.asnumpy(t.data) if type(t.data) is fakecuda.FakeArray else np.asarray(t.data)
+    return fakecuda.asnumpy(t._data) if type(t._data) is fakecuda.FakeArray else np.asarray(t._data)
 
 
 def upstream(outs, seed: int) -> list:
@@ -120,7 +120,7 @@ def run(case, dtype_name: str, make):
 def assert_on_device(what: str, tensors) -> None:
     for i, t in enumerate(tensors):
         if t is not None:
-            assert type(t.data) is fakecuda.FakeArray, f"{what} {i} is on the host ({type(t.data).__name__})"
+            assert type(t._data) is fakecuda.FakeArray, f"{what} {i} is on the host ({type(t._data).__name__})"
 
 
 def assert_equal(what: str, ours: list, plain: list, default: list, rtol: float) -> None:
@@ -198,7 +198,7 @@ def test_second_derivative_on_the_fake_device_equals_the_cpu(case, dtype_name):
         plain = [d for d, _ in second_order(case, dtype_name, on_cpu)]
     default = [d for d, _ in second_order(case, dtype_name, on_cpu)]
     for i, (d, wrt) in enumerate(ours):  # each derivative where the tensor it is taken for lives
-        assert d is None or type(d.data) is type(wrt.data), f"{case} [{dtype_name}] derivative {i}: on {d.device}"
+        assert d is None or type(d._data) is type(wrt._data), f"{case} [{dtype_name}] derivative {i}: on {d.device}"
     ours = [d for d, _ in ours]
     assert_equal(f"{case} [{dtype_name}] derivative", ours, plain, default, case.tol(dtype_name))
 

@@ -22,7 +22,7 @@ def _run(
             g = rng.standard_normal(shape).astype(dtype)
             p.grad = mt.tensor(g.T if transposed else g)
             opt.step()
-    return p.data.copy(), {k: v.copy() for k, v in opt.state[p].items() if isinstance(v, np.ndarray)}
+    return p._data.copy(), {k: v.copy() for k, v in opt.state[p].items() if isinstance(v, np.ndarray)}
 
 
 @pytest.mark.parametrize(
@@ -66,7 +66,7 @@ def test_the_pool_runs_in_larger_blocks_and_says_so(monkeypatch):
     params = [mt.nn.Parameter(mt.tensor(np.zeros(1 << 20, np.float32))) for _ in range(2)]
 
     def record(p):
-        sizes[id(p)] = (pool.update_pool.threaded, [b[0].size for b, _ in blocks.in_blocks(p.data)][0])
+        sizes[id(p)] = (pool.update_pool.threaded, [b[0].size for b, _ in blocks.in_blocks(p._data)][0])
 
     pool.update_pool.run(record, params)
     assert set(sizes.values()) == {(True, blocks.THREADED_BLOCK_NUMEL)} and not pool.update_pool.threaded

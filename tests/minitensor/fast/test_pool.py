@@ -23,12 +23,12 @@ def test_the_pool_is_the_device_of_for_each_and_runs_every_piece_once(monkeypatc
 
     def add_one(p):
         threaded.append(pieces.update_pool.threaded)
-        np.add(p.data, 1, out=p.data)
+        np.add(p._data, 1, out=p._data)
 
     pieces.update_pool.run(add_one, params)
-    assert all((p.data == 1).all() for p in params) and threaded == [True] * 4
+    assert all((p._data == 1).all() for p in params) and threaded == [True] * 4
     pieces.for_each(add_one, params)  # the formula: in the calling thread
-    assert all((p.data == 2).all() for p in params) and threaded[4:] == [False] * 4
+    assert all((p._data == 2).all() for p in params) and threaded[4:] == [False] * 4
 
 
 def test_pool_workers_run_under_the_callers_floating_point_settings(monkeypatch):
@@ -46,7 +46,7 @@ def test_update_pool_shares_hold_every_parameter_once_and_balance():
     params = [mt.tensor(np.zeros(n, np.float32)) for n in sizes]
     shares = pool._balanced_shares(params, 2)
     assert sorted(id(p) for s in shares for p in s) == sorted(id(p) for p in params)
-    loads = [sum(p.data.size for p in s) for s in shares]
+    loads = [sum(p._data.size for p in s) for s in shares]
     assert len(shares) == 2 and max(loads) - min(loads) <= max(sizes) and max(loads) <= 1300
     assert len(pool._balanced_shares(params[:1], 4)) == 1  # no empty share
 
@@ -67,7 +67,7 @@ def _clip(threads, monkeypatch):
     for p in params:
         p.grad = mt.tensor(rng.standard_normal(p.shape).astype(np.float32))
     total = mt.nn.utils.clip_grad_norm_(params, 1.0)
-    return total, [p.grad.data.copy() for p in params]
+    return total, [p.grad._data.copy() for p in params]
 
 
 def test_clip_grad_norm_on_the_pool_is_bitwise_the_serial_one(monkeypatch):
@@ -89,7 +89,7 @@ def test_the_pool_runs_in_larger_blocks_and_says_so(monkeypatch):
     params = [mt.nn.Parameter(mt.tensor(np.zeros(1 << 20, np.float32))) for _ in range(2)]
 
     def record(p):
-        sizes[id(p)] = (pieces.update_pool.threaded, [b[0].size for b, _ in optmod.in_blocks(p.data)][0])
+        sizes[id(p)] = (pieces.update_pool.threaded, [b[0].size for b, _ in optmod.in_blocks(p._data)][0])
 
     pieces.update_pool.run(record, params)
     assert set(sizes.values()) == {(True, optmod.THREADED_BLOCK_NUMEL)} and not pieces.update_pool.threaded
@@ -108,7 +108,7 @@ def test_a_forked_child_runs_the_pool_with_threads_of_its_own(monkeypatch):
     params = [mt.tensor(np.zeros(pool.PARALLEL_MIN_NUMEL, np.float32)) for _ in range(4)]
 
     def add_one(p):
-        np.add(p.data, 1, out=p.data)
+        np.add(p._data, 1, out=p._data)
 
     pieces.update_pool.run(add_one, params)  # the parent's pool now has its threads
     assert pool.thread_pool.executor is not None
@@ -116,7 +116,7 @@ def test_a_forked_child_runs_the_pool_with_threads_of_its_own(monkeypatch):
     if pid == 0:  # the child: the same run, then out at once
         try:
             pieces.update_pool.run(add_one, params)
-            os._exit(0 if all((p.data == 2).all() for p in params) else 1)
+            os._exit(0 if all((p._data == 2).all() for p in params) else 1)
         finally:
             os._exit(2)
     deadline = time.monotonic() + 30

@@ -37,7 +37,7 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
         qt, kt = mt.tensor(q, requires_grad=True), mt.tensor(k, requires_grad=True)
         w = mt.nn.functional.attention_weights(qt, kt, None if keep is None else mt.tensor(keep), scale=0.3)
         w.backward(g)
-        return [w.data, qt.grad.data, kt.grad.data]
+        return [w._data, qt.grad._data, kt.grad._data]
 
     assert len(softmax.score_blocks(np.empty((2, 3, 24, 40), np.float32))) == 1
     monkeypatch.setattr(softmax, "SCORE_BLOCK_NUMEL", 100)
@@ -84,7 +84,7 @@ def test_attention_blocks_on_the_pool_are_bitwise_the_one_thread_ones(monkeypatc
         qt, kt = mt.tensor(q, requires_grad=True), mt.tensor(k, requires_grad=True)
         w = mt.nn.functional.attention_weights(qt, kt, mt.tensor(keep))
         w.backward(g)
-        return [w.data, qt.grad.data, kt.grad.data]
+        return [w._data, qt.grad._data, kt.grad._data]
 
     one = run(1)
     assert seen == {False}

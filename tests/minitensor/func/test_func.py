@@ -21,7 +21,7 @@ MF, TF = mt.autograd.functional, torch.autograd.functional
 
 
 def _np(x):
-    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x.data)
+    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x.detach().numpy())
 
 
 def same(ours, ref, what="result", rtol=RTOL):

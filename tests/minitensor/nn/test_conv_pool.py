@@ -26,7 +26,7 @@ def compare(ours, theirs, x, dtype_name, seed=0):
     rtol = OP_RTOL[dtype_name]
     xm, xt = mt.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
     out_m, out_t = ours(xm), theirs(xt)
-    assert_close(out_m.numpy(), out_t.detach().numpy(), rtol, "output")
+    assert_close(out_m.detach().numpy(), out_t.detach().numpy(), rtol, "output")
     g = np.random.default_rng(seed).standard_normal(tuple(out_t.shape)).astype(x.dtype)
     out_m.backward(mt.tensor(g))
     out_t.backward(torch.tensor(g))
@@ -93,10 +93,10 @@ def test_state_dict_moves_from_torch_and_init_bounds():
     ours = nn.Conv2d(3, 8, (3, 5), dtype=np.float64)
     ours.load_state_dict({k: v.detach().numpy().copy() for k, v in theirs.state_dict().items()})
     x = np.random.default_rng(3).standard_normal((2, 3, 7, 9))
-    assert_close(ours(mt.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), OP_RTOL["float64"])
+    assert_close(ours(mt.tensor(x)).detach().numpy(), theirs(torch.tensor(x)).detach().numpy(), OP_RTOL["float64"])
     bound = 1 / math.sqrt(3 * 3 * 5)  # kaiming_uniform_(a=sqrt(5)) and the bias: both U(-1/sqrt(fan_in), ...)
     fresh = nn.Conv2d(3, 64, (3, 5))
-    for p in (fresh.weight.numpy(), fresh.bias.numpy()):
+    for p in (fresh.weight.detach().numpy(), fresh.bias.detach().numpy()):
         assert np.abs(p).max() <= bound and np.abs(p).max() > 0.8 * bound
 
 
@@ -155,7 +155,7 @@ def test_an_empty_batch_and_groups_give_torchs_values_and_gradients(f, x_shape, 
     ty.backward(torch.tensor(g))
     for a, b in ((y, ty), (x.grad, tx.grad), (w.grad, tw.grad)):
         assert a.shape == tuple(b.shape)
-        assert_close(a.numpy(), b.detach().numpy(), OP_RTOL["float64"])
+        assert_close(a.detach().numpy(), b.detach().numpy(), OP_RTOL["float64"])
 
 
 def test_a_one_tuple_stands_for_every_spatial_dim_as_in_torch():

@@ -117,13 +117,13 @@ def test_post_accumulate_grad_hook_fires_once_the_leaf_gradient_is_complete():
     x = mt.randn(2, 3, dtype=mt.float64)
     seen = []
     for name, w in (("w1", w1), ("w2", w2)):
-        w.register_post_accumulate_grad_hook(lambda t, name=name: seen.append((name, t.grad.data.copy())))
+        w.register_post_accumulate_grad_hook(lambda t, name=name: seen.append((name, t.grad.numpy().copy())))
     h = (x @ w1).tanh()
     loss = ((h @ w2) * (h @ w2)).sum() + (x @ w1).sum()  # w1 feeds two nodes, w2 two as well
     loss.backward()
     assert [n for n, _ in seen] == ["w2", "w1"]
-    np.testing.assert_array_equal(seen[0][1], w2.grad.data)
-    np.testing.assert_array_equal(seen[1][1], w1.grad.data)
+    np.testing.assert_array_equal(seen[0][1], w2.grad.numpy())
+    np.testing.assert_array_equal(seen[1][1], w1.grad.numpy())
 
 
 def test_leaves_one_node_completes_together_arrive_in_input_order_not_address_order():
@@ -170,8 +170,8 @@ def test_one_rank_ddp_is_the_module_itself():
     code = (
         "import minitensor as mt, numpy as np\n"
         "m = mt.nn.Linear(3, 2).double(); d = mt.nn.parallel.DistributedDataParallel(m)\n"
-        "x = mt.randn(4, 3, dtype=mt.float64); d(x).sum().backward(); g = m.weight.grad.data.copy()\n"
-        "m.zero_grad(); m(x).sum().backward(); assert np.array_equal(g, m.weight.grad.data)\n"
+        "x = mt.randn(4, 3, dtype=mt.float64); d(x).sum().backward(); g = m.weight.grad.numpy().copy()\n"
+        "m.zero_grad(); m(x).sum().backward(); assert np.array_equal(g, m.weight.grad.numpy())\n"
         "assert d.module is m and list(d.state_dict()) == ['module.weight', 'module.bias']\n"
         "print('ok')\n"
     )
@@ -203,10 +203,10 @@ def test_an_early_leaf_gradient_never_shares_an_array_still_flowing():
     before x's node has run. Scaling w.grad in place in the hook must not change what flows on to v."""
     v = mt.randn(3, dtype=mt.float64, requires_grad=True)
     w = mt.randn(3, dtype=mt.float64, requires_grad=True)
-    w.register_post_accumulate_grad_hook(lambda t: t.grad.data.__imul__(0.0))  # a hook that scales in place
+    w.register_post_accumulate_grad_hook(lambda t: t.grad.numpy().__imul__(0.0))  # a hook that scales in place
     c = mt.tensor([1.0, 2.0, 3.0], dtype=mt.float64)
     (((v * 2) + w) * c).sum().backward()  # the add's gradient, c, is one owned array sent to both inputs
-    np.testing.assert_array_equal(v.grad.data, 2 * c.data)
+    np.testing.assert_array_equal(v.grad.numpy(), 2 * c.detach().numpy())
 
 
 # ---- ranks that disagree: refused at wrap time, or stopped together ----------------------------------------------

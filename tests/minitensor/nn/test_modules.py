@@ -30,7 +30,7 @@ def _build(make_ours, make_torch, dtype_name):
     ours, theirs = make_ours(), make_torch().to(t_dt)
     sd = ours.state_dict()
     assert list(sd) == list(theirs.state_dict()), "state_dict keys must match torch's names and order"
-    theirs.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in sd.items()})
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in sd.items()})
     return ours, theirs
 
 
@@ -43,23 +43,23 @@ def _check(ours, theirs, x, dtype_name, rng, randomize=True):
             for (name, p), (tname, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
                 assert name == tname
                 p.data[...] = rng.standard_normal(p.shape).astype(np_dt)
-                tp.copy_(torch.from_numpy(p.data.copy()))
+                tp.copy_(torch.from_numpy(p.detach().numpy().copy()))
     floating = x.dtype.kind == "f"
     xo = mt.tensor(x, requires_grad=floating)
     xt = torch.tensor(x, requires_grad=floating)
     out = ours(xo)
     tout = theirs(xt)
     assert out.dtype == np.dtype(np_dt)
-    assert_close(out.data, tout.detach().numpy(), rtol, "forward")
+    assert_close(out.detach().numpy(), tout.detach().numpy(), rtol, "forward")
     g = rng.standard_normal(out.shape).astype(np_dt)
     out.backward(mt.tensor(g))
     tout.backward(torch.from_numpy(g))
     if floating:
-        assert_close(xo.grad.data, xt.grad.numpy(), rtol, "input grad")
+        assert_close(xo.grad.numpy(), xt.grad.numpy(), rtol, "input grad")
     for (name, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
         assert p.grad is not None, name
         assert p.grad.dtype == p.dtype, name
-        assert_close(p.grad.data, tp.grad.numpy(), rtol, f"grad of {name}")
+        assert_close(p.grad.numpy(), tp.grad.numpy(), rtol, f"grad of {name}")
     return xo, out
 
 
@@ -83,14 +83,14 @@ def test_embedding(dtype_name, rng, padding_idx):
     _check(ours, theirs, ids, dtype_name, rng, randomize=False)
     if padding_idx is not None:
         row = padding_idx % 10
-        assert np.all(ours.weight.grad.data[row] == 0), "no gradient may reach the padding row"
-        assert np.all(ours.weight.data[row] == 0), "the padding row starts at zero"
-    assert np.all(ours.weight.grad.data[[4, 6, 7, 8]] == 0)  # rows never looked up
+        assert np.all(ours.weight.grad.numpy()[row] == 0), "no gradient may reach the padding row"
+        assert np.all(ours.weight.detach().numpy()[row] == 0), "the padding row starts at zero"
+    assert np.all(ours.weight.grad.numpy()[[4, 6, 7, 8]] == 0)  # rows never looked up
 
 
 def test_embedding_padding_row_initialised_to_zero():
     e = nn.Embedding(5, 3, padding_idx=2)
-    assert np.all(e.weight.data[2] == 0) and np.all(e.weight.data[[0, 1, 3, 4]] != 0)
+    assert np.all(e.weight.detach().numpy()[2] == 0) and np.all(e.weight.detach().numpy()[[0, 1, 3, 4]] != 0)
 
 
 @pytest.mark.parametrize("shape", [6, (3, 6)])
@@ -163,12 +163,12 @@ def test_dropout_mask_fn_equals_masked_scaling(dtype_name, rng):
     assert calls == [(2, 3, 5)]
     xt = torch.tensor(x_np, requires_grad=True)
     yt = xt * torch.from_numpy(keep) / (1 - p)  # what torch's dropout does with this mask
-    assert_close(y.data, yt.detach().numpy(), OP_RTOL[dtype_name], "dropout forward")
+    assert_close(y.detach().numpy(), yt.detach().numpy(), OP_RTOL[dtype_name], "dropout forward")
     g = rng.standard_normal(y.shape).astype(np_dt)
     y.backward(mt.tensor(g))
     yt.backward(torch.from_numpy(g))
-    assert_close(x.grad.data, xt.grad.numpy(), OP_RTOL[dtype_name], "dropout grad")
-    assert np.all(y.data[~keep] == 0) and np.all(x.grad.data[~keep] == 0)
+    assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL[dtype_name], "dropout grad")
+    assert np.all(y.detach().numpy()[~keep] == 0) and np.all(x.grad.numpy()[~keep] == 0)
 
 
 def test_dropout_mask_fn_is_validated():
@@ -183,11 +183,11 @@ def test_dropout_mask_fn_is_validated():
 
 def test_dropout_random_mask_statistics():
     d = nn.Dropout(0.25)
-    y = d(mt.ones(200, 200)).data
+    y = d(mt.ones(200, 200)).detach().numpy()
     kept = y != 0
     assert abs(kept.mean() - 0.75) < 0.02
     np.testing.assert_allclose(y[kept], 1 / 0.75, rtol=1e-6)
-    assert np.all(nn.Dropout(1.0)(mt.ones(3, 3)).data == 0)
+    assert np.all(nn.Dropout(1.0)(mt.ones(3, 3)).detach().numpy() == 0)
 
 
 def test_dropout_keep_mask_keeps_1_minus_p_from_32_bits_per_entry():
@@ -288,24 +288,24 @@ def test_names_and_order_match_torch():
     assert ours.head.weight is ours.embed.weight
 
 
-def test_state_dict_is_a_copy_and_round_trips(rng):
+def test_state_dict_shares_storage_and_round_trips(rng):
     a, b = Net(), Net()
     sd = a.state_dict()
-    assert all(isinstance(v, np.ndarray) for v in sd.values())
-    before = sd["blocks.0.proj.weight"].copy()
-    a.blocks[0].proj.weight.data += 1.0  # training after state_dict()
-    np.testing.assert_array_equal(sd["blocks.0.proj.weight"], before)
-    sd = a.state_dict()
+    assert all(isinstance(v, mt.Tensor) and not v.requires_grad and v.grad_fn is None for v in sd.values())
+    before = sd["blocks.0.proj.weight"].numpy().copy()
+    with mt.no_grad():
+        a.blocks[0].proj.weight.add_(1.0)  # training after state_dict(): the dict sees it, as torch's
+    np.testing.assert_array_equal(sd["blocks.0.proj.weight"].numpy(), before + 1.0)
     weight_obj = b.blocks[1].proj.weight
-    arr = weight_obj.data
+    arr = weight_obj.detach().numpy()
     res = b.load_state_dict(sd)
     assert res.missing_keys == [] and res.unexpected_keys == []
-    assert b.blocks[1].proj.weight is weight_obj and b.blocks[1].proj.weight.data is arr  # copied in place
+    assert b.blocks[1].proj.weight is weight_obj and b.blocks[1].proj.weight.detach().numpy() is arr  # copied in place
     for k, v in b.state_dict().items():
         np.testing.assert_array_equal(v, sd[k])
     a.eval(), b.eval()
     ids = mt.tensor([[1, 2, 0, 6]])
-    np.testing.assert_array_equal(a(ids).data, b(ids).data)
+    np.testing.assert_array_equal(a(ids).detach().numpy(), b(ids).detach().numpy())
     kv = a.state_dict(keep_vars=True)
     assert kv["embed.weight"] is a.embed.weight
 
@@ -316,7 +316,7 @@ def test_load_state_dict_reports_all_problems_at_once():
     del sd["blocks.0.norm.bias"]
     sd["blocks.5.proj.weight"] = np.zeros((4, 4), dtype=np.float32)
     sd["blocks.1.proj.weight"] = np.zeros((4, 5), dtype=np.float32)
-    before = m.blocks[0].proj.weight.data.copy()
+    before = m.blocks[0].proj.weight.detach().numpy().copy()
     sd["blocks.0.proj.weight"] = before + 1
     with pytest.raises(ValueError) as e:
         m.load_state_dict(sd)
@@ -324,7 +324,7 @@ def test_load_state_dict_reports_all_problems_at_once():
     assert "missing keys: blocks.0.norm.bias" in msg
     assert "unexpected keys: blocks.5.proj.weight" in msg
     assert "blocks.1.proj.weight: expected shape (4, 4), got (4, 5)" in msg
-    np.testing.assert_array_equal(m.blocks[0].proj.weight.data, before)  # nothing written
+    np.testing.assert_array_equal(m.blocks[0].proj.weight.detach().numpy(), before)  # nothing written
 
 
 def test_load_state_dict_non_strict_and_dtype():
@@ -335,11 +335,11 @@ def test_load_state_dict_non_strict_and_dtype():
     res = m.load_state_dict(sd, strict=False)
     assert res.missing_keys == ["head.weight"] and res.unexpected_keys == ["extra"]
     sd = m.state_dict()
-    sd["blocks.0.proj.bias"] = sd["blocks.0.proj.bias"].astype(np.float64)
+    sd["blocks.0.proj.bias"] = sd["blocks.0.proj.bias"].double()
     with pytest.raises(TypeError, match=r"blocks\.0\.proj\.bias: expected dtype float32, got float64"):
         m.load_state_dict(sd)
     sd = m.state_dict()
-    sd["blocks.0.counts"] = sd["blocks.0.counts"].astype(np.int32)
+    sd["blocks.0.counts"] = sd["blocks.0.counts"].numpy().astype(np.int32)  # an array: accepted too
     with pytest.raises(TypeError, match="int64"):
         m.load_state_dict(sd)
     with pytest.raises(TypeError, match="list"):
@@ -372,11 +372,11 @@ def test_forward_hooks():
     y = m(x)
     assert len(seen) == 1 and seen[0][0] is m and seen[0][1][0] is x and seen[0][2] is y
     h2 = m.register_forward_hook(lambda mod, inputs, out: out * 0)
-    assert np.all(m(x).data == 0)
+    assert np.all(m(x).detach().numpy() == 0)
     h1.remove(), h2.remove()
     m(x)
     assert len(seen) == 2
-    assert np.any(m(x).data != 0)
+    assert np.any(m(x).detach().numpy() != 0)
 
 
 def test_forward_pre_hooks_as_torch():
@@ -451,7 +451,7 @@ def test_apply_visits_children_then_self():
             nn.init.zeros_(mod.bias)
 
     m.apply(init_linear)
-    assert np.all(m.blocks[0].proj.bias.data == 0)
+    assert np.all(m.blocks[0].proj.bias.detach().numpy() == 0)
 
 
 def test_double_and_float_convert_parameters_and_float_buffers():
@@ -477,7 +477,7 @@ def test_zero_grad_and_requires_grad():
     m = nn.Linear(3, 2)
     m(mt.randn(2, 3)).sum().backward()
     m.zero_grad(set_to_none=False)
-    assert np.all(m.weight.grad.data == 0)
+    assert np.all(m.weight.grad.numpy() == 0)
     m.zero_grad()
     assert m.weight.grad is None
     m.requires_grad_(False)
@@ -535,31 +535,33 @@ def test_default_init_ranges_and_dtype(float64_default):
     lin = nn.Linear(100, 50)
     bound = 1 / math.sqrt(100)
     assert lin.weight.dtype == np.float64 and lin.weight.shape == (50, 100)
-    assert np.abs(lin.weight.data).max() <= bound and np.abs(lin.weight.data).max() > 0.9 * bound
-    assert np.abs(lin.bias.data).max() <= bound
+    assert (
+        np.abs(lin.weight.detach().numpy()).max() <= bound and np.abs(lin.weight.detach().numpy()).max() > 0.9 * bound
+    )
+    assert np.abs(lin.bias.detach().numpy()).max() <= bound
     ln = nn.LayerNorm(8)
-    assert np.all(ln.weight.data == 1) and np.all(ln.bias.data == 0)
+    assert np.all(ln.weight.detach().numpy() == 1) and np.all(ln.bias.detach().numpy() == 0)
     emb = nn.Embedding(1000, 64)
-    assert abs(emb.weight.data.std() - 1) < 0.02 and abs(emb.weight.data.mean()) < 0.02
+    assert abs(emb.weight.detach().numpy().std() - 1) < 0.02 and abs(emb.weight.detach().numpy().mean()) < 0.02
 
 
 def test_init_functions():
     w = nn.Parameter(np.empty((300, 200), dtype=np.float32))
     a = math.sqrt(6 / 500)
     assert nn.init.xavier_uniform_(w) is w
-    assert np.abs(w.data).max() <= a and np.abs(w.data).max() > 0.95 * a
+    assert np.abs(w.detach().numpy()).max() <= a and np.abs(w.detach().numpy()).max() > 0.95 * a
     nn.init.xavier_normal_(w, gain=2.0)
-    assert abs(w.data.std() - 2 * math.sqrt(2 / 500)) < 0.01
+    assert abs(w.detach().numpy().std() - 2 * math.sqrt(2 / 500)) < 0.01
     nn.init.kaiming_normal_(w, nonlinearity="relu")
-    assert abs(w.data.std() - math.sqrt(2 / 200)) < 0.01
+    assert abs(w.detach().numpy().std() - math.sqrt(2 / 200)) < 0.01
     nn.init.normal_(w, 3.0, 0.5)
-    assert abs(w.data.mean() - 3) < 0.01 and abs(w.data.std() - 0.5) < 0.01
+    assert abs(w.detach().numpy().mean() - 3) < 0.01 and abs(w.detach().numpy().std() - 0.5) < 0.01
     nn.init.uniform_(w, -2, -1)
-    assert w.data.min() >= -2 and w.data.max() <= -1
+    assert w.detach().numpy().min() >= -2 and w.detach().numpy().max() <= -1
     nn.init.constant_(w, 0.25)
-    assert np.all(w.data == 0.25) and w.dtype == np.float32
+    assert np.all(w.detach().numpy() == 0.25) and w.dtype == np.float32
     nn.init.ones_(w), nn.init.zeros_(w)
-    assert np.all(w.data == 0)
+    assert np.all(w.detach().numpy() == 0)
     with pytest.raises(ValueError, match="fewer than 2 dimensions"):
         nn.init.xavier_uniform_(nn.Parameter(np.empty(5, dtype=np.float32)))
     with pytest.raises(TypeError, match="Tensor"):
@@ -571,9 +573,9 @@ def test_init_functions():
 
 def test_init_is_reproducible_under_manual_seed():
     mt.manual_seed(123)
-    a = nn.Linear(5, 5).weight.data.copy()
+    a = nn.Linear(5, 5).weight.detach().numpy().copy()
     mt.manual_seed(123)
-    b = nn.Linear(5, 5).weight.data.copy()
+    b = nn.Linear(5, 5).weight.detach().numpy().copy()
     np.testing.assert_array_equal(a, b)
 
 
@@ -584,7 +586,7 @@ def test_init_is_reproducible_under_manual_seed():
 def test_clip_grad_norm_matches_torch(rng, max_norm, norm_type):
     shapes = [(3, 4), (4,), (2, 2, 2)]
     ours = [nn.Parameter(rng.standard_normal(s)) for s in shapes]
-    theirs = [torch.nn.Parameter(torch.from_numpy(p.data.copy())) for p in ours]
+    theirs = [torch.nn.Parameter(torch.from_numpy(p.detach().numpy().copy())) for p in ours]
     for p, tp in zip(ours, theirs):
         g = rng.standard_normal(p.shape)
         p.grad = mt.tensor(g)
@@ -595,7 +597,7 @@ def test_clip_grad_norm_matches_torch(rng, max_norm, norm_type):
     assert isinstance(total, mt.Tensor) and total.shape == () and total.dtype == mt.float64  # torch's 0-d tensor
     assert_close(total.numpy(), ttotal.numpy(), OP_RTOL["float64"], "total norm")
     for p, tp in zip(ours, theirs):
-        assert_close(p.grad.data, tp.grad.numpy(), OP_RTOL["float64"], "clipped grad")
+        assert_close(p.grad.numpy(), tp.grad.numpy(), OP_RTOL["float64"], "clipped grad")
     assert extra.grad is None
 
 
@@ -621,7 +623,7 @@ def test_parameters_to_vector_round_trip(rng):
     assert vec.shape == (3 * 4 + 4 + 4 * 2 + 2,)
     new = rng.standard_normal(vec.shape).astype(np.float32)
     nn.utils.vector_to_parameters(mt.tensor(new), m.parameters())
-    np.testing.assert_array_equal(nn.utils.parameters_to_vector(m.parameters()).data, new)
+    np.testing.assert_array_equal(nn.utils.parameters_to_vector(m.parameters()).detach().numpy(), new)
     with pytest.raises(ValueError, match="elements"):
         nn.utils.vector_to_parameters(mt.tensor(new[:-1]), m.parameters())
 
@@ -639,3 +641,81 @@ def test_an_op_on_a_parameter_gives_a_plain_tensor_that_a_module_does_not_regist
     m = mt.nn.Module()
     m.h = h
     assert list(dict(m.named_parameters())) == []
+
+
+# ----------------------------------------------------------------------------- state_dict values write through
+def test_a_write_into_a_state_dict_value_loads_the_weight_as_torchs():
+    """sd[k].copy_(w) under no_grad changes the parameter, and the model's output, on both sides alike; the write
+    bumps the parameter's version, so a graph recorded before it refuses to backpropagate on both sides."""
+    rng = np.random.default_rng(11)
+    w, b, x = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal((4, 3))
+    outs = {}
+    for lib in (mt, torch):
+        m = lib.nn.Linear(3, 2).double()
+        before = m(lib.tensor(x, requires_grad=True)).sum()  # recorded with the old weight (saved for d/dx)
+        sd, version = m.state_dict(), m.weight._version
+        assert not sd["weight"].requires_grad and sd["weight"].grad_fn is None
+        with lib.no_grad():
+            sd["weight"].copy_(lib.tensor(w))
+            sd["bias"].copy_(lib.tensor(b))
+        assert m.weight.requires_grad and m.weight._version == version + 1
+        assert np.array_equal(m.weight.detach().numpy(), w) and np.array_equal(m.bias.detach().numpy(), b)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            before.backward()
+        outs[lib] = m(lib.tensor(x)).detach().numpy()
+    assert_close(outs[mt], x @ w.T + b, OP_RTOL["float64"], "the loaded weight's output")
+    assert_close(outs[mt], outs[torch], OP_RTOL["float64"], "against torch")
+
+
+def _tiny_gpt(lib, V=11, D=8, T=5):
+    """A GPT-shaped model (token and position embeddings, one MLP, a final norm, a head) with a causal-mask buffer,
+    in torch's or minitensor's nn: the same source for both."""
+
+    class TinyGPT(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = lib.nn.Embedding(V, D), lib.nn.Embedding(T, D)
+            self.c_fc, self.c_proj = lib.nn.Linear(D, 4 * D), lib.nn.Linear(4 * D, D)
+            self.ln_f = lib.nn.LayerNorm(D)
+            self.lm_head = lib.nn.Linear(D, V, bias=False)
+            self.register_buffer("bias", lib.tril(lib.ones(T, T)))  # a mask, not a weight: no checkpoint has it
+
+        def forward(self, idx):  # (B, T) -> (B, T, V)
+            h = self.wte(idx) + self.wpe(lib.arange(idx.shape[1]))
+            h = h + self.c_proj(lib.nn.functional.gelu(self.c_fc(h)))
+            return self.lm_head(self.ln_f(h))
+
+    return TinyGPT().double()
+
+
+def _from_pretrained(lib, model, checkpoint: dict):
+    """Load a checkpoint whose projection matrices are stored transposed (GPT-2's Conv1D layout) by writing into
+    the model's state_dict() values, checking key sets and shapes first."""
+    sd = model.state_dict()
+    keys = [k for k in sd if k != "bias"]
+    assert sorted(keys) == sorted(checkpoint), f"keys differ: {sorted(set(keys) ^ set(checkpoint))}"
+    transposed = ("c_fc.weight", "c_proj.weight")
+    for k in keys:
+        w = checkpoint[k].t() if k in transposed else checkpoint[k]
+        assert tuple(w.shape) == tuple(sd[k].shape), f"{k}: {tuple(w.shape)} vs {tuple(sd[k].shape)}"
+        with lib.no_grad():
+            sd[k].copy_(w)
+    return model
+
+
+def test_a_from_pretrained_written_for_torch_loads_the_same_weights_on_minitensor():
+    rng = np.random.default_rng(12)
+    shapes = _tiny_gpt(torch).state_dict()
+    arrays = {k: rng.standard_normal(tuple(v.shape)[::-1] if k in ("c_fc.weight", "c_proj.weight") else v.shape)
+              for k, v in shapes.items() if k != "bias"}  # fmt: skip
+    idx = rng.integers(0, 11, size=(2, 5))
+    g = rng.standard_normal((2, 5, 11))
+    results = {}
+    for lib in (mt, torch):
+        model = _from_pretrained(lib, _tiny_gpt(lib), {k: lib.tensor(a) for k, a in arrays.items()})
+        out = model(lib.tensor(idx))
+        out.backward(lib.tensor(g))
+        results[lib] = out.detach().numpy(), model.c_fc.weight.grad.numpy(), model.c_fc.weight.detach().numpy()
+    assert np.array_equal(results[mt][2], arrays["c_fc.weight"].T)  # loaded, transposed
+    for what, ours, theirs in zip(("logits", "d c_fc.weight", "c_fc.weight"), results[mt], results[torch]):
+        assert_close(ours, theirs, OP_RTOL["float64"], what)

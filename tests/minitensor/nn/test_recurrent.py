@@ -34,7 +34,7 @@ def as_arrays(out) -> list:
     """The outputs of either library as a flat list of NumPy arrays."""
     if isinstance(out, (tuple, list)):
         return [a for o in out for a in as_arrays(o)]
-    return [out.detach().numpy() if isinstance(out, torch.Tensor) else out.numpy()]
+    return [out.detach().numpy() if isinstance(out, torch.Tensor) else out.detach().numpy()]
 
 
 def flat(out) -> list:
@@ -127,8 +127,8 @@ def test_state_dict_moves_from_torch():
     x = np.random.default_rng(5).standard_normal((6, 2, 3))
     out, (h, c) = ours(mt.tensor(x))
     ref, (h_t, c_t) = theirs(torch.tensor(x))
-    assert_close(out.numpy(), ref.detach().numpy(), OP_RTOL["float64"])
-    assert_close(c.numpy(), c_t.detach().numpy(), OP_RTOL["float64"])
+    assert_close(out.detach().numpy(), ref.detach().numpy(), OP_RTOL["float64"])
+    assert_close(c.detach().numpy(), c_t.detach().numpy(), OP_RTOL["float64"])
 
 
 def test_dropout_between_layers_only_while_training():
@@ -137,9 +137,9 @@ def test_dropout_between_layers_only_while_training():
     x = mt.randn(5, 2, 3)
     lstm.eval()
     a, b = lstm(x)[0], lstm(x)[0]
-    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
     lstm.train()
-    assert not np.array_equal(lstm(x)[0].numpy(), a.numpy())
+    assert not np.array_equal(lstm(x)[0].detach().numpy(), a.detach().numpy())
 
 
 @pytest.mark.parametrize(
@@ -172,8 +172,8 @@ def test_the_hand_written_step_backwards_of_docs_backprop_equal_the_engine():
     hbar, cbar = rng.standard_normal((N, H)), rng.standard_normal((N, H))  # arriving at h' and c'
 
     lstm = nn.LSTMCell(I, H, dtype=np.float64)
-    W_ih, W_hh = lstm.weight_ih.numpy(), lstm.weight_hh.numpy()
-    a = x @ W_ih.T + lstm.bias_ih.numpy() + h @ W_hh.T + lstm.bias_hh.numpy()
+    W_ih, W_hh = lstm.weight_ih.detach().numpy(), lstm.weight_hh.detach().numpy()
+    a = x @ W_ih.T + lstm.bias_ih.detach().numpy() + h @ W_hh.T + lstm.bias_hh.detach().numpy()
     i, f, u, o = sigmoid(a[:, :H]), sigmoid(a[:, H : 2 * H]), np.tanh(a[:, 2 * H : 3 * H]), sigmoid(a[:, 3 * H :])
     c1 = f * c + i * u
     obar = hbar * np.tanh(c1)
@@ -190,7 +190,7 @@ def test_the_hand_written_step_backwards_of_docs_backprop_equal_the_engine():
         assert_close(engine[k], hand[k], OP_RTOL["float64"], f"LSTM {k}")
 
     gru = nn.GRUCell(I, H, dtype=np.float64)
-    W_ih, W_hh, b_ih, b_hh = (p.numpy() for p in (gru.weight_ih, gru.weight_hh, gru.bias_ih, gru.bias_hh))
+    W_ih, W_hh, b_ih, b_hh = (p.detach().numpy() for p in (gru.weight_ih, gru.weight_hh, gru.bias_ih, gru.bias_hh))
     ax, ah = x @ W_ih.T + b_ih, h @ W_hh.T + b_hh
     r, z = sigmoid(ax[:, :H] + ah[:, :H]), sigmoid(ax[:, H : 2 * H] + ah[:, H : 2 * H])
     h_n = ah[:, 2 * H :]
@@ -224,6 +224,11 @@ def test_second_derivatives_equal_torch(kind):
         out = layer(xt)[0]
         (gx,) = lib.autograd.grad((out * lib.tensor(g)).sum(), [xt], create_graph=True)
         (ggx,) = lib.autograd.grad((gx * lib.tensor(v)).sum(), [xt])
-        results.append([gx.detach().numpy() if lib is torch else gx.numpy(), ggx.numpy() if lib is mt else ggx.numpy()])
+        results.append(
+            [
+                gx.detach().numpy() if lib is torch else gx.detach().numpy(),
+                ggx.detach().numpy() if lib is mt else ggx.detach().numpy(),
+            ]
+        )
     for a, b, what in zip(results[0], results[1], ("gradient", "second derivative")):
         assert_close(a, b, OP_RTOL["float64"], what)

@@ -39,7 +39,7 @@ def check_against_torch(q_shape, k_shape, v_shape, dtype="float64", mask=None, s
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kwargs)
     ref = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=m_t, **kwargs)
     assert out.shape == tuple(ref.shape)
-    assert_close(out.numpy(), ref.detach().numpy(), OP_RTOL[dtype], what="output")
+    assert_close(out.detach().numpy(), ref.detach().numpy(), OP_RTOL[dtype], what="output")
     g = rng.standard_normal(out.shape).astype(dtype)
     out.backward(mt.tensor(g))
     ref.backward(torch.tensor(g))
@@ -94,7 +94,7 @@ def test_rows_with_no_key_give_zero_as_torch(small_tiles):
     keep = np.ones((1, 1, 37, 45), dtype=bool)
     keep[..., [0, 17, 36], :] = False
     out, (q, _, _) = check_against_torch((2, 2, 37, 8), (2, 2, 45, 8), (2, 2, 45, 8), mask=keep)
-    assert not out.numpy()[..., [0, 17, 36], :].any() and not q.grad.numpy()[..., [0, 17, 36], :].any()
+    assert not out.detach().numpy()[..., [0, 17, 36], :].any() and not q.grad.numpy()[..., [0, 17, 36], :].any()
     add = np.where(keep, 0.0, -np.inf)
     check_against_torch((2, 2, 37, 8), (2, 2, 45, 8), (2, 2, 45, 8), mask=add)
 
@@ -127,7 +127,7 @@ def test_dropout_forward_and_backward_use_one_mask(small_tiles):
     seed = int(mt.random.generator().bit_generator.random_raw())  # the one draw the call made
     keep = torch.tensor(_full_keep(seed, (2, 3, 37, 45), p))
     ref = ((tq @ tk.transpose(-1, -2)) / np.sqrt(8)).softmax(-1) * keep / (1 - p) @ tv
-    assert_close(out.numpy(), ref.detach().numpy(), OP_RTOL["float64"], what="output")
+    assert_close(out.detach().numpy(), ref.detach().numpy(), OP_RTOL["float64"], what="output")
     g = rng.standard_normal(out.shape)
     out.backward(mt.tensor(g))
     ref.backward(torch.tensor(g))
@@ -360,7 +360,7 @@ def test_a_bias_alone_requiring_grad_gets_its_gradient(small_tiles):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=b)
     assert out.requires_grad
     out.sum().backward()
-    tb = torch.tensor(b.numpy(), requires_grad=True)
+    tb = torch.tensor(b.detach().numpy(), requires_grad=True)
     torch.nn.functional.scaled_dot_product_attention(
         *(torch.tensor(x.numpy()) for x in (q, k, v)), attn_mask=tb
     ).sum().backward()

@@ -181,7 +181,7 @@ def compare_with_torch(op: str, dtype: str, kind: str, seed: int) -> None:
         warnings.simplefilter("ignore", UserWarning)  # torch: "degrees of freedom is <= 0" (correction 2 on 4)
         y, yt = OPS[op](MT, x), OPS[op](TORCH, xt)
     assert y.dtype.name == dtype, f"{op}: result dtype {y.dtype}, expected {dtype} (PyTorch's)"
-    assert_close(*_same_scale(y.numpy(), yt.detach().numpy(), kind), OP_RTOL[dtype], what=f"{op} forward")
+    assert_close(*_same_scale(y.detach().numpy(), yt.detach().numpy(), kind), OP_RTOL[dtype], what=f"{op} forward")
     g = (rng.standard_normal(tuple(yt.shape)) + 0.5).astype(dtype)  # off zero mean: sums do not cancel
     y.backward(mt.tensor(g.copy()))
     yt.backward(torch.tensor(g.copy()))
@@ -205,8 +205,8 @@ def test_layer_norm_variance_overflow_is_nan(dtype):
     the normalized row (its statistics overflow as well)."""
     big = 2 * math.sqrt(np.finfo(dtype).max)
     a = np.array([[big, -big, big / 2, 0.0], [1.0, 2.0, 3.0, 4.0]], dtype=dtype)
-    y = F.layer_norm(mt.tensor(a), (4,)).numpy()
-    yt = torch.nn.functional.layer_norm(torch.tensor(a), (4,)).numpy()
+    y = F.layer_norm(mt.tensor(a), (4,)).detach().numpy()
+    yt = torch.nn.functional.layer_norm(torch.tensor(a), (4,)).detach().numpy()
     assert np.isnan(y[0]).all()
     assert not np.isfinite(yt[0]).all() or (yt[0] == 0).all()
     assert_close(y[1], yt[1], OP_RTOL[dtype])
@@ -218,7 +218,7 @@ def test_std_of_float32_values_whose_squares_overflow():
     x, xt = mt.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
     s, st = x.std(), xt.std()
     assert np.isfinite(s.item()) and np.isinf(x.var().item()) and np.isinf(xt.var().item())
-    assert_close(s.numpy(), st.detach().numpy(), OP_RTOL["float32"])
+    assert_close(s.detach().numpy(), st.detach().numpy(), OP_RTOL["float32"])
     s.backward(mt.tensor(np.float32(0.7)))
     st.backward(torch.tensor(0.7))
     assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL["float32"], what="gradient")
@@ -238,7 +238,7 @@ def test_float16_norms_are_float32_norms_rounded(op, kind):
     y.backward(mt.tensor(g))
     yt.backward(torch.tensor(g.astype(np.float32)))
     assert y.dtype == x.grad.dtype == mt.float16
-    assert_close(y.numpy(), yt.detach().numpy().astype(np.float16), OP_RTOL["float16"], what=f"{op} forward")
+    assert_close(y.detach().numpy(), yt.detach().numpy().astype(np.float16), OP_RTOL["float16"], what=f"{op} forward")
     # the gradient rounded twice (ours: each factor computed in float32, rounded at the end; the reference: its
     # float32 result rounded) may differ by one float16 step, or where it falls below float16's normal range
     ref = xt.grad.numpy().astype(np.float16)
@@ -262,7 +262,7 @@ def test_negative_p_norm_gradient_at_large_values_is_exact(dtype):
 def test_float16_std_and_layer_norm_of_a_few_hundred():
     a = np.array([[300.0, -200.0, 500.0, 100.0]], np.float16)
     assert np.isfinite(mt.tensor(a).std().item())
-    assert np.isfinite(F.layer_norm(mt.tensor(a), (4,)).numpy()).all()
+    assert np.isfinite(F.layer_norm(mt.tensor(a), (4,)).detach().numpy()).all()
 
 
 def test_float16_sum_accumulates_in_float32_and_float32_sum_stays_float32():
@@ -285,12 +285,12 @@ def test_var_in_float64_agrees_with_the_plain_formula_where_both_are_finite(dtyp
         (a.size if dim is None else a.shape[dim]) - 1
     )
     for ours, reference in ((mt.tensor(a).var(dim), plain), (mt.tensor(a).std(dim), np.sqrt(plain))):
-        assert_close(ours.numpy(), np.asarray(reference).astype(dtype), OP_RTOL[dtype])
+        assert_close(ours.detach().numpy(), np.asarray(reference).astype(dtype), OP_RTOL[dtype])
 
 
 def test_float16_sum_in_float32_agrees_with_the_plain_float16_sum_where_finite():
     a = np.random.default_rng(2).standard_normal((6, 40)).astype(np.float16)
-    assert_close(mt.tensor(a).sum(1).numpy(), a.sum(1), OP_RTOL["float16"])
+    assert_close(mt.tensor(a).sum(1).detach().numpy(), a.sum(1), OP_RTOL["float16"])
 
 
 # ---------------------------------------------------------------------------------- var and std: torch's forms
@@ -333,7 +333,7 @@ def test_var_std_forms_as_torch(op, form):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # torch: "degrees of freedom is <= 0"
         y, yt = VAR_FORMS[form](MT, op, x), VAR_FORMS[form](TORCH, op, xt)
-    assert_close(y.numpy(), yt.detach().numpy(), OP_RTOL["float64"])
+    assert_close(y.detach().numpy(), yt.detach().numpy(), OP_RTOL["float64"])
     g = np.random.default_rng(3).standard_normal(tuple(yt.shape)) + 0.5
     y.backward(mt.tensor(g))
     yt.backward(torch.tensor(g))
@@ -368,7 +368,7 @@ def test_clip_grad_norm_at_the_edge_of_its_dtype(dtype, kind, norm_type):
         total = mt.nn.utils.clip_grad_norm_(ours, 1.0, norm_type)
     total_t = torch.nn.utils.clip_grad_norm_(ref, 1.0, norm_type)
     # ours is a Python float (flagged in nn/utils.py), torch's rounded to the dtype
-    assert_close(np.asarray(total, dtype=dtype), total_t.numpy(), OP_RTOL[dtype], what="total norm")
+    assert_close(np.asarray(total, dtype=dtype), total_t.detach().numpy(), OP_RTOL[dtype], what="total norm")
     for p, pt in zip(ours, ref):
         assert_close(p.grad.numpy(), pt.grad.numpy(), OP_RTOL[dtype], what="clipped gradient")
 

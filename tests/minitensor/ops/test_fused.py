@@ -125,7 +125,7 @@ def _inputs(rng, dtype_name, *shapes):
 
 
 def _fresh(xs):
-    return [mt.tensor(x.numpy().copy(), requires_grad=True) for x in xs]
+    return [mt.tensor(x.detach().numpy().copy(), requires_grad=True) for x in xs]
 
 
 def check_fused(fused, composite, xs, dtype_name, rng, what):
@@ -134,7 +134,7 @@ def check_fused(fused, composite, xs, dtype_name, rng, what):
     a_in, b_in = _fresh(xs), _fresh(xs)
     a, b = fused(*a_in), composite(*b_in)
     assert a.shape == b.shape and a.dtype == b.dtype, f"{what}: {a.shape}/{a.dtype} vs {b.shape}/{b.dtype}"
-    assert_close(a.numpy(), b.numpy(), rtol, f"{what} [{dtype_name}] forward")
+    assert_close(a.detach().numpy(), b.detach().numpy(), rtol, f"{what} [{dtype_name}] forward")
     g = np.asarray(rng.standard_normal(a.shape) + 0.5, dtype=dtype_name)
     a.backward(mt.tensor(g.copy()))
     b.backward(mt.tensor(g.copy()))
@@ -311,7 +311,7 @@ def test_cross_entropy_probs_zero_probability_at_minus_inf_logit_is_the_limit():
     finite = mt.tensor(x_np[1:]), mt.tensor(p_np[1:])
     logp = np.log(np.exp(x_np[0, [0, 2]]) / np.exp(x_np[0, [0, 2]]).sum())
     expected = (-(logp * p_np[0, [0, 2]] * [1.0, 0.5]).sum() + F.cross_entropy(*finite, weight=w).item()) / 2
-    assert_close(loss.numpy(), np.array(expected), OP_RTOL["float64"], "loss with a -inf logit")
+    assert_close(loss.detach().numpy(), np.array(expected), OP_RTOL["float64"], "loss with a -inf logit")
     assert np.isfinite(x.grad.numpy()).all() and np.isfinite(w.grad.numpy()).all()
     assert x.grad.numpy()[0, 1] == 0.0  # its probability is 0, its target 0
     assert p.grad.numpy()[0, 1] == np.inf  # d loss / d p = -w log p: a positive probability there costs +inf
@@ -330,7 +330,7 @@ def test_bce_with_logits_equals_composite(dtype_name, reduction, weights, rng):
         + [(4,)] * (weights in ("pos_weight", "both"))
     )
     xs = _inputs(rng, dtype_name, *shapes)
-    xs[0] = mt.tensor(xs[0].numpy() * 4, requires_grad=True)  # logits well into both tails
+    xs[0] = mt.tensor(xs[0].detach().numpy() * 4, requires_grad=True)  # logits well into both tails
 
     def split(x, y, *w):
         weight = w[0] if weights in ("weight", "both") else None
@@ -503,7 +503,7 @@ def test_loss_modules_keep_weight_as_a_buffer_as_in_torch(module):
     w = np.array([0.5, 1.0, 2.0])
     ours, ref = getattr(mt.nn, module)(weight=mt.tensor(w)), getattr(torch.nn, module)(weight=torch.tensor(w))
     assert list(ours.state_dict()) == list(ref.state_dict()) == ["weight"]
-    assert list(ours.parameters()) == [] and np.array_equal(np.asarray(ours.state_dict()["weight"]), w)
+    assert list(ours.parameters()) == [] and np.array_equal(ours.state_dict()["weight"].numpy(), w)
     assert list(getattr(mt.nn, module)().state_dict()) == list(getattr(torch.nn, module)().state_dict()) == []
 
 

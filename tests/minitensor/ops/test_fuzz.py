@@ -292,7 +292,7 @@ class Program:
 
     def check_leaves_unmodified(self) -> None:
         for n in self.nodes:
-            if n.leaf is not None and not np.array_equal(n.ours.numpy(), n.leaf, equal_nan=True):
+            if n.leaf is not None and not np.array_equal(n.ours.detach().numpy(), n.leaf, equal_nan=True):
                 raise Finding(f"leaf {n.name} was modified in place by the program")
 
 
@@ -365,7 +365,7 @@ def _compare_value(what: str, ours, ref: torch.Tensor) -> None:
     if ours.dtype.name != ref_dtype:
         raise Finding(f"{what}: dtype {ours.dtype.name}, torch {ref_dtype}")
     if ref.dtype.is_floating_point:
-        assert_close(ours.numpy(), ref.detach().numpy(), OP_RTOL[ref_dtype], what=what)
+        assert_close(ours.detach().numpy(), ref.detach().numpy(), OP_RTOL[ref_dtype], what=what)
     elif not np.array_equal(ours.numpy(), ref.numpy()):
         raise Finding(f"{what}: values differ: ours {ours.numpy()!r}, torch {ref.numpy()!r}")
 

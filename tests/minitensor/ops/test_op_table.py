@@ -122,7 +122,7 @@ def _compare_quietly(name, fn, x, xt, g):
         warnings.simplefilter("ignore")  # torch warns on std with n <= correction
         yt = fn(torch, xt)
         yt.backward(torch.tensor(g[: yt.numel()].reshape(yt.shape)))
-    assert_close(y.numpy(), yt.detach().numpy(), OP_RTOL["float64"], f"{name} forward")
+    assert_close(y.detach().numpy(), yt.detach().numpy(), OP_RTOL["float64"], f"{name} forward")
     assert_close(x.grad.numpy(), xt.grad.numpy(), OP_RTOL["float64"], f"{name} grad")
 
 
@@ -167,10 +167,10 @@ def test_dropout_random_mask(dtype_name):
     x = mt.tensor(np.random.default_rng(1).uniform(0.5, 2.0, n).astype(dtype_name), requires_grad=True)
     y = F.dropout(x, p=p, training=True)
     assert y.dtype == x.dtype
-    kept = y.numpy() != 0
+    kept = y.detach().numpy() != 0
     # survivors are x / (1 - p) computed in the input's dtype, exactly as torch does
-    expected = x.numpy()[kept] * x.dtype.type(1 / (1 - p))
-    assert_close(y.numpy()[kept], expected, OP_RTOL[dtype_name], "dropout survivors")
+    expected = x.detach().numpy()[kept] * x.dtype.type(1 / (1 - p))
+    assert_close(y.detach().numpy()[kept], expected, OP_RTOL[dtype_name], "dropout survivors")
     rate, sigma = 1 - kept.mean(), np.sqrt(p * (1 - p) / n)
     assert abs(rate - p) < 6 * sigma, f"drop rate {rate:.4f} vs p={p}"
     g = np.random.default_rng(2).standard_normal(n).astype(dtype_name)
@@ -194,7 +194,7 @@ def test_dropout_p1_and_eval_match_torch():
     for kw in (dict(p=1.0, training=True), dict(p=0.5, training=False)):
         x, xt = mt.tensor(z, requires_grad=True), torch.tensor(z, requires_grad=True)
         y, yt = F.dropout(x, **kw), torch.nn.functional.dropout(xt, **kw)
-        assert_close(y.numpy(), yt.detach().numpy(), OP_RTOL["float64"], f"dropout {kw}")
+        assert_close(y.detach().numpy(), yt.detach().numpy(), OP_RTOL["float64"], f"dropout {kw}")
         g = np.random.default_rng(4).standard_normal((3, 4))
         y.backward(mt.tensor(g))
         yt.backward(torch.tensor(g))

@@ -52,7 +52,7 @@ def test_binary_broadcasting(shapes, op, seed):
     (am, at), (bm, bt) = _pair(a), _pair(b)
     out_m, out_t = BINARY[op](am, bm), BINARY[op](at, bt)
     assert out_m.shape == tuple(out_t.shape) == shapes.result_shape
-    assert_close(out_m.numpy(), out_t.detach().numpy(), RTOL, f"{op} {sa} {sb} forward")
+    assert_close(out_m.detach().numpy(), out_t.detach().numpy(), RTOL, f"{op} {sa} {sb} forward")
     g = rng.standard_normal(shapes.result_shape)
     out_m.backward(mt.tensor(g.copy()))
     out_t.backward(torch.tensor(g.copy()))
@@ -113,7 +113,7 @@ def test_reductions(sd, keepdim, name, seed):
     if name == "argmax":
         np.testing.assert_array_equal(out_m.numpy(), out_t.numpy(), err_msg=what)
         return
-    assert_close(out_m.numpy(), out_t.detach().numpy(), RTOL, what)
+    assert_close(out_m.detach().numpy(), out_t.detach().numpy(), RTOL, what)
     g = rng.standard_normal(out_t.shape)
     out_m.backward(mt.tensor(np.asarray(g).copy()))
     out_t.backward(torch.tensor(np.asarray(g).copy()))
@@ -143,9 +143,9 @@ def test_reshape_permute_round_trip(shape, data):
     assert y.shape == tuple(shape[p] for p in perm)
     z = y.permute(*inv).reshape(*new_shape).reshape(*shape)
     assert z.shape == shape
-    np.testing.assert_array_equal(z.numpy(), x)
+    np.testing.assert_array_equal(z.detach().numpy(), x)
     # the permuted view must read the same elements as NumPy's transpose
-    np.testing.assert_array_equal(y.numpy(), np.transpose(x, perm))
+    np.testing.assert_array_equal(y.detach().numpy(), np.transpose(x, perm))
     g = rng.standard_normal(shape)
     z.backward(mt.tensor(g.copy()))
     np.testing.assert_array_equal(xm.grad.numpy(), g)  # a round trip moves the gradient unchanged
@@ -164,7 +164,7 @@ def test_matmul_shapes(shapes, seed):
     out_m, out_t = am @ bm, at @ bt
     what = f"matmul {sa} @ {sb}"
     assert out_m.shape == tuple(out_t.shape) == shapes.result_shape, what
-    assert_close(out_m.numpy(), out_t.detach().numpy(), RTOL, f"{what} forward")
+    assert_close(out_m.detach().numpy(), out_t.detach().numpy(), RTOL, f"{what} forward")
     g = np.asarray(rng.standard_normal(shapes.result_shape))
     out_m.backward(mt.tensor(g.copy()))
     out_t.backward(torch.tensor(g.copy()))
@@ -207,7 +207,7 @@ def _check_index(shape, idx, mt_index=None):
     y = xm[idx if mt_index is None else mt_index]
     ref = x[idx]
     assert y.shape == ref.shape, f"{idx}: {y.shape} vs NumPy {ref.shape}"
-    np.testing.assert_array_equal(y.numpy(), ref)
+    np.testing.assert_array_equal(y.detach().numpy(), ref)
     g = rng.standard_normal(ref.shape)
     y.backward(mt.tensor(np.asarray(g).copy()))
     expected = np.zeros(shape)

@@ -26,7 +26,7 @@ def test_steps_match_torch(name, config, maximize, dtype):
     kwargs = dict(CONFIGS[name][config], maximize=bool(maximize))
     shapes = [(3, 4), (5,)]
     ours = [mt.nn.Parameter(rng.standard_normal(s).astype(dtype)) for s in shapes]
-    theirs = [torch.nn.Parameter(torch.tensor(p.numpy().copy())) for p in ours]
+    theirs = [torch.nn.Parameter(torch.tensor(p.detach().numpy().copy())) for p in ours]
     opt = getattr(mt.optim, name)(ours, **kwargs)
     topt = getattr(torch.optim, name)(theirs, foreach=False, **kwargs)
     for _ in range(6):
@@ -37,7 +37,7 @@ def test_steps_match_torch(name, config, maximize, dtype):
         topt.step()
     for p, tp in zip(ours, theirs):
         assert p.dtype == np.dtype(dtype)
-        assert_close(p.numpy(), tp.detach().numpy(), OP_RTOL[dtype], what=f"{name} {kwargs} [{dtype}]")
+        assert_close(p.detach().numpy(), tp.detach().numpy(), OP_RTOL[dtype], what=f"{name} {kwargs} [{dtype}]")
 
 
 @pytest.mark.parametrize("name", ["Adagrad", "RMSprop", "Adadelta", "Adam", "AdamW"])

@@ -53,7 +53,7 @@ def make_pair(seed=0):
     for p in ours.parameters():  # LayerNorm off its ones/zeros so its gradients matter
         p.data[...] = rng.standard_normal(p.shape) * 0.5
     theirs = mlp_torch()
-    theirs.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in ours.state_dict().items()})
     return ours, theirs
 
 
@@ -186,7 +186,7 @@ def test_training_matches_torch(opt_name, sched_name):
     assert any(n > MAX_NORM for n in tnorms), "the test must exercise clipping"
     assert_close(np.array(norms[:1]), np.array(tnorms[:1]), OP_RTOL["float64"], "first grad norm")
     for (name, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
-        diff = np.abs(p.data - tp.detach().numpy()).max()
+        diff = np.abs(p.detach().numpy() - tp.detach().numpy()).max()
         assert diff <= TRAINING_ATOL_FLOAT64, (
             f"{opt_name}/{sched_name}: {name} differs by {diff:.3e} after {STEPS} steps"
         )
@@ -214,7 +214,7 @@ def test_param_groups_match_torch():
     train_torch(theirs, topt, tsched, data)
     assert sched.get_last_lr() == pytest.approx(tsched.get_last_lr(), rel=1e-15)
     for (name, p), (_, tp) in zip(ours.named_parameters(), theirs.named_parameters()):
-        assert np.abs(p.data - tp.detach().numpy()).max() <= TRAINING_ATOL_FLOAT64, name
+        assert np.abs(p.detach().numpy() - tp.detach().numpy()).max() <= TRAINING_ATOL_FLOAT64, name
 
 
 @pytest.mark.parametrize(
@@ -255,7 +255,7 @@ def test_state_dict_round_trip_resumes_exactly(tmp_path, opt_name, sched_name):
     more, _, _ = train_ours(model2, opt2, sched2, data[10:])
     assert losses + more == ref_losses
     for p, q in zip(model2.parameters(), ref.parameters()):
-        np.testing.assert_array_equal(p.data, q.data)
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
     if sched2:
         assert sched2.get_last_lr() == ref_sched.get_last_lr() and sched2.last_epoch == ref_sched.last_epoch
 
@@ -270,9 +270,11 @@ def test_state_dict_layout_follows_torch():
     assert list(sd["state"]) == list(tsd["state"])
     assert set(sd["state"][0]) == set(tsd["state"][0])
     assert sd["param_groups"][0]["params"] == tsd["param_groups"][0]["params"]
+    assert isinstance(sd["state"][0]["exp_avg"], mt.Tensor) and isinstance(tsd["state"][0]["exp_avg"], torch.Tensor)
     exp_avg = opt.state[ours[0].weight]["exp_avg"]
-    assert exp_avg is not sd["state"][0]["exp_avg"]  # a copy
-    np.testing.assert_array_equal(exp_avg, sd["state"][0]["exp_avg"])
+    assert not np.shares_memory(exp_avg, sd["state"][0]["exp_avg"].numpy())  # a copy (torch's: the live state)
+    np.testing.assert_array_equal(exp_avg, sd["state"][0]["exp_avg"].numpy())
+    Adam(ours.parameters()).load_state_dict(sd)  # Tensors load, as arrays do
 
 
 def test_load_state_dict_validates():
@@ -283,7 +285,7 @@ def test_load_state_dict_validates():
     other = Adam(list(ours.parameters())[:2])
     with pytest.raises(ValueError, match="parameters"):
         other.load_state_dict(sd)
-    sd["state"][0]["exp_avg"] = sd["state"][0]["exp_avg"].astype(np.float32)
+    sd["state"][0]["exp_avg"] = sd["state"][0]["exp_avg"].float()
     with pytest.raises(TypeError, match="dtype float32"):
         Adam(ours.parameters()).load_state_dict(sd)
     sd["state"][0]["exp_avg"] = np.zeros((2, 2))
@@ -325,12 +327,12 @@ def test_warmup_schedule_shape():
 def test_params_without_grad_are_skipped(rng):
     a = nn.Parameter(rng.standard_normal(3))
     b = nn.Parameter(rng.standard_normal(3))
-    b_before = b.data.copy()
+    b_before = b.detach().numpy().copy()
     for opt in (SGD([a, b], lr=0.1, momentum=0.9), Adam([a, b]), AdamW([a, b])):
         a.grad = mt.tensor(rng.standard_normal(3))
         b.grad = None
         opt.step()
-        np.testing.assert_array_equal(b.data, b_before)
+        np.testing.assert_array_equal(b.detach().numpy(), b_before)
         assert b not in opt.state and a in opt.state
 
 
@@ -341,13 +343,13 @@ def test_updates_are_in_place_and_keep_dtype(rng):
         lambda ps: AdamW(ps, amsgrad=True),
     ):
         p = nn.Parameter(rng.standard_normal((4, 3)).astype(np.float32))
-        arr = p.data
+        arr = p.detach().numpy()
         p.grad = mt.tensor(rng.standard_normal((4, 3)).astype(np.float32))
-        g_before = p.grad.data.copy()
+        g_before = p.grad.numpy().copy()
         opt = make([p])
         opt.step()
-        assert p.data is arr and p.dtype == np.float32
-        np.testing.assert_array_equal(p.grad.data, g_before)  # the gradient is never modified
+        assert p._data is arr and p.dtype == np.float32
+        np.testing.assert_array_equal(p.grad._data, g_before)  # the gradient is never modified
         for v in opt.state[p].values():
             if isinstance(v, np.ndarray):
                 assert v.dtype == np.float32
@@ -358,7 +360,7 @@ def test_zero_grad():
     opt = SGD([p], lr=0.1)
     p.grad = mt.tensor(np.ones(2))
     opt.zero_grad(set_to_none=False)
-    assert np.all(p.grad.data == 0)
+    assert np.all(p.grad.numpy() == 0)
     opt.zero_grad()
     assert p.grad is None
 
@@ -370,9 +372,9 @@ def test_scheduler_writes_lr_read_by_optimizer():
     seen = []
     for _ in range(5):
         p.grad = mt.tensor(np.ones(1))
-        before = p.data.copy()
+        before = p.detach().numpy().copy()
         opt.step()
-        seen.append(float(before[0] - p.data[0]))
+        seen.append(float(before[0] - p.detach().numpy()[0]))
         s.step()
     assert seen == pytest.approx([1.0, 1.0, 0.1, 0.1, 0.01])
 
@@ -470,7 +472,7 @@ def test_hyperparameters_are_checked_in_every_group_and_at_every_step(opt_name):
     opt.param_groups[0]["lr"] = math.nan
     with pytest.raises(ValueError, match="Invalid learning rate: nan"):
         opt.step()
-    assert np.array_equal(a.data, np.zeros(2))  # no parameter was touched
+    assert np.array_equal(a.detach().numpy(), np.zeros(2))  # no parameter was touched
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0])
@@ -543,13 +545,13 @@ def test_training_does_not_grow_memory():
 )
 def test_maximize_matches_torch(rng, ours_cls, torch_cls, kw):
     p = nn.Parameter(rng.standard_normal((3, 4)))
-    tp = torch.nn.Parameter(torch.from_numpy(p.data.copy()))
+    tp = torch.nn.Parameter(torch.from_numpy(p.detach().numpy().copy()))
     opt, topt = ours_cls([p], maximize=True, **kw), torch_cls([tp], maximize=True, foreach=False, **kw)
     for _ in range(3):
         g = rng.standard_normal((3, 4))
         p.grad, tp.grad = mt.tensor(g), torch.from_numpy(g.copy())
         opt.step(), topt.step()
-    assert np.abs(p.data - tp.detach().numpy()).max() <= TRAINING_ATOL_FLOAT64
+    assert np.abs(p.detach().numpy() - tp.detach().numpy()).max() <= TRAINING_ATOL_FLOAT64
 
 
 @pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
@@ -557,14 +559,14 @@ def test_float32_steps_match_torch(rng, opt_name):
     """float32 end to end: state in float32, three updates equal torch's to float32 precision."""
     make_opt, make_topt = OPTIMIZERS[opt_name]
     p = nn.Parameter(rng.standard_normal((5, 4)).astype(np.float32))
-    tp = torch.nn.Parameter(torch.from_numpy(p.data.copy()))
+    tp = torch.nn.Parameter(torch.from_numpy(p.detach().numpy().copy()))
     opt, topt = make_opt([p]), make_topt([tp])
     for _ in range(3):
         g = rng.standard_normal((5, 4)).astype(np.float32)
         p.grad, tp.grad = mt.tensor(g), torch.from_numpy(g.copy())
         opt.step(), topt.step()
     assert p.dtype == np.float32
-    assert_close(p.data, tp.detach().numpy(), OP_RTOL["float32"], f"{opt_name} float32 parameters")
+    assert_close(p.detach().numpy(), tp.detach().numpy(), OP_RTOL["float32"], f"{opt_name} float32 parameters")
 
 
 def test_adam_threaded_update_is_bitwise_the_sequential_one(monkeypatch):
@@ -582,7 +584,7 @@ def test_adam_threaded_update_is_bitwise_the_sequential_one(monkeypatch):
             for p in params:
                 p.grad = mt.tensor(rng.standard_normal(p.shape).astype(np.float32))
             opt.step()
-        return [p.data.copy() for p in params]
+        return [p.detach().numpy().copy() for p in params]
 
     assert sum(np.prod(s) for s in [(700, 1000), (600, 900)]) >= pool.PARALLEL_MIN_NUMEL
     for a, b in zip(run(1), run(2)):

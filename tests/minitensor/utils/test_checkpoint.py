@@ -92,7 +92,7 @@ def test_checkpoint_under_create_graph_matches_the_plain_double_backward():
         loss = F.cross_entropy(h, target)
         (g,) = mt.autograd.grad(loss, x, create_graph=True)
         (gg,) = mt.autograd.grad((g * g).sum(), x)
-        return g.numpy(), gg.numpy()
+        return g.detach().numpy(), gg.detach().numpy()
 
     g0, gg0 = second(False)
     g1, gg1 = second(True)
@@ -115,7 +115,7 @@ def test_forward_mode_through_a_checkpoint_matches_the_plain_run():
             loss = F.cross_entropy(h, target)
             jv = fw.unpack_dual(loss).tangent.item()
             (g,) = mt.autograd.grad(loss, xd, create_graph=True)
-            hv = fw.unpack_dual(g).tangent.numpy()
+            hv = fw.unpack_dual(g).tangent.detach().numpy()
         return jv, hv
 
     jv0, hv0 = jv_and_hv(False)
@@ -261,7 +261,7 @@ def test_a_segment_returning_no_tensor_passes_through_as_torch():
     kept = []
     assert checkpoint(lambda x: kept.append(x.exp()), x) is None  # a tensor leaving by a side channel
     kept[0].sum().backward()  # recomputes the segment for Exp's saved output
-    np.testing.assert_allclose(x.grad.numpy(), np.exp(x.numpy()), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(x.detach().numpy()), rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------- the model
@@ -275,7 +275,7 @@ def _tiny(**model_changes):
 
 
 def _params(model):
-    return {k: np.array(getattr(v, "data", v)) for k, v in model.state_dict().items()}
+    return {k: v.numpy().copy() for k, v in model.state_dict().items()}
 
 
 def _same_history(a: dict, b: dict):

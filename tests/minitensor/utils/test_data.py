@@ -274,7 +274,7 @@ def test_pad_sequence_values_and_gradients_as_torch(batch_first, side):
     ref = [torch.tensor(a, requires_grad=True) for a in arrays]
     out = pad_sequence(ours, batch_first=batch_first, padding_value=-2.5, padding_side=side)
     out_t = torch.nn.utils.rnn.pad_sequence(ref, batch_first=batch_first, padding_value=-2.5, padding_side=side)
-    np.testing.assert_array_equal(out.numpy(), out_t.detach().numpy())
+    np.testing.assert_array_equal(out.detach().numpy(), out_t.detach().numpy())
     g = rng.standard_normal(out.shape)
     out.backward(mt.tensor(g))
     out_t.backward(torch.tensor(g))
