@@ -182,7 +182,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, dtype=None, requires_gra
     for t in tensors:
         if t.dtype.kind != "f":
             raise TypeError(f"normal: a mean or std tensor must be floating, got {t.dtype}")
-    m, s = (devices.to_host(t.data) if isinstance(t, Tensor) else float(t) for t in (mean, std))
+    m, s = (devices.to_host(t._data) if isinstance(t, Tensor) else float(t) for t in (mean, std))
     if np.any(np.asarray(s) < 0) or np.isnan(s).any():
         raise ValueError("normal: std must be non-negative")
     try:

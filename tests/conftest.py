@@ -62,7 +62,10 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _seed_everything():
-    """Seed every generator before each test, and restore minitensor's default dtype after it."""
+    """Seed every generator before each test; after it, restore minitensor's default dtype and Python's SIGINT
+    handler (a command's Ctrl-C path ignores further SIGINTs in its process: a test calling main() in process must
+    not pass that on to the tests after it in the same worker)."""
+    sigint = signal.getsignal(signal.SIGINT)
     np.random.seed(SEED)
     if torch is not None:
         torch.manual_seed(SEED)
@@ -72,6 +75,8 @@ def _seed_everything():
     yield
     if default is not None:
         mt.set_default_dtype(default)
+    if signal.getsignal(signal.SIGINT) is not sigint:
+        signal.signal(signal.SIGINT, sigint)
 
 
 @pytest.fixture

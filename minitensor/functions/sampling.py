@@ -66,14 +66,14 @@ def bernoulli(input, p=None, *, generator=None):
     t = check_tensor(input, "bernoulli", "input")
     if t.dtype.kind != "f":
         raise TypeError(f"bernoulli: input must be a floating-point tensor (probabilities), got {t.dtype}")
-    probs = devices.to_host(t.data) if p is None else bernoulli_probability("bernoulli", p)
+    probs = devices.to_host(t._data) if p is None else bernoulli_probability("bernoulli", p)
     return t.wrap(draw_bernoulli("bernoulli", probs, t.shape, t.dtype, t.device, generator))
 
 
 def bernoulli_probability(op: str, p):
     """p as the probabilities to draw with: a number, or a Tensor's host array, each in [0, 1]."""
     if isinstance(p, builtins.bool) or not isinstance(p, numbers.Real):
-        p = devices.to_host(check_tensor(p, op, "p").data)
+        p = devices.to_host(check_tensor(p, op, "p")._data)
     return p
 
 

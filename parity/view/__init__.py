@@ -50,11 +50,11 @@ class ViewConfig:
 
 
 def primitive_names() -> set:
-    """The names of every primitive (Function subclass) the engine has."""
+    """The names of every primitive (Function subclass) the engine has (not those a program or a test defines)."""
     names, stack = set(), [Function]
     while stack:
         for sub in stack.pop().__subclasses__():
-            if not sub.__name__.startswith("_"):
+            if not sub.__name__.startswith("_") and sub.__module__.startswith("minitensor."):
                 names.add(sub.__name__)
             stack.append(sub)
     return names

@@ -169,12 +169,6 @@ def test_seq2seq_trained_from_a_dataloader_matches_torch(dtype):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="minitensor's state_dict() values are NumPy arrays, not Tensors writing through: sd[k].copy_(w) has no "
-    "copy_ until state_dict() returns torch's Tensors",
-)
 def test_state_dict_surgery_copies_renamed_and_transposed_weights_as_torch():
     ours_mod, theirs_mod = program("surgery")
     torch.manual_seed(0)

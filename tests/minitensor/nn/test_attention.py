@@ -163,8 +163,8 @@ def test_is_causal_is_a_hint_that_needs_the_causal_mask():
         m(x, x, x, is_causal=True)
     causal = mt.nn.Transformer.generate_square_subsequent_mask(L) if hasattr(mt.nn, "Transformer") else None
     if causal is not None:
-        a = m(x, x, x, attn_mask=causal, is_causal=True)[0].numpy()
-        assert np.array_equal(a, m(x, x, x, attn_mask=causal)[0].numpy())
+        a = m(x, x, x, attn_mask=causal, is_causal=True)[0].detach().numpy()
+        assert np.array_equal(a, m(x, x, x, attn_mask=causal)[0].detach().numpy())
 
 
 def test_a_query_with_no_key_gets_zero_weights():
