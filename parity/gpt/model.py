@@ -28,12 +28,17 @@ def rotate_half(x):
 
 
 class RotaryEmbedding(nn.Module):
-    def __init__(self, head_dim: int, theta: float = 10000.0):
+    def __init__(self, head_dim: int, theta: float = 10000.0, max_positions: int = 0):
         super().__init__()
         self.head_dim, self.theta = head_dim, theta
+        self.cos, self.sin = rope_tables(head_dim, np.arange(max_positions), theta)
 
     def forward(self, x, offset: int = 0):
-        cos, sin = rope_tables(self.head_dim, np.arange(offset, offset + x.shape[-2]), self.theta)
+        stop = offset + x.shape[-2]
+        if stop <= len(self.cos):
+            cos, sin = self.cos[offset:stop], self.sin[offset:stop]
+        else:
+            cos, sin = rope_tables(self.head_dim, np.arange(offset, stop), self.theta)
         cos, sin = (torch.as_tensor(a, dtype=x.dtype, device=x.device) for a in (cos, sin))
         return x * cos + rotate_half(x) * sin  # (B, H, T, Dh)
 
@@ -61,7 +66,8 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = nn.Linear(D, Hkv * Dh, bias=config.bias)
         self.v_proj = nn.Linear(D, Hkv * Dh, bias=config.bias)
         self.o_proj = nn.Linear(H * Dh, D, bias=config.bias)
-        self.rotary = RotaryEmbedding(Dh, config.rope_theta) if config.positions == "rope" else None
+        rope = config.positions == "rope"
+        self.rotary = RotaryEmbedding(Dh, config.rope_theta, config.block_size) if rope else None
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
 
@@ -79,9 +85,11 @@ class CausalSelfAttention(nn.Module):
         t_k = k.shape[2]
         q = q.reshape(B, Hkv, H // Hkv, T, Dh)
         k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, Hkv, 1, t_k, Dh)
-        keep = torch.as_tensor(causal_keep(T, t_k), device=x.device)
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(Dh))
-        weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)  # (B, Hkv, G, T, t_k)
+        if T > 1:  # one new query sees every key (a cached step)
+            keep = torch.as_tensor(causal_keep(T, t_k), device=x.device)
+            scores = scores.masked_fill(~keep, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # (B, Hkv, G, T, t_k)
         y = self.attn_dropout(weights) @ v
         y = y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
         return self.resid_dropout(self.o_proj(y))

@@ -62,14 +62,23 @@ def rope_tables(head_dim: int, positions: np.ndarray, theta: float) -> tuple[np.
 
 
 class RotaryEmbedding(nn.Module):
-    """Rotates queries or keys (B, H, T, Dh) by their positions offset .. offset + T - 1 (RoPE, rotate-half)."""
+    """Rotates queries or keys (B, H, T, Dh) by their positions offset .. offset + T - 1 (RoPE, rotate-half).
 
-    def __init__(self, head_dim: int, theta: float = 10000.0):
+    The angle tables of positions 0 .. max_positions - 1 (the model's context) are made once: each call, a cached
+    generation step above all, reads its rows (the same numbers: each entry is computed alone). Positions past them
+    are computed when asked."""
+
+    def __init__(self, head_dim: int, theta: float = 10000.0, max_positions: int = 0):
         super().__init__()
         self.head_dim, self.theta = head_dim, theta
+        self.cos, self.sin = rope_tables(head_dim, np.arange(max_positions), theta)  # (max_positions, Dh) each
 
     def forward(self, x, offset: int = 0):
-        cos, sin = rope_tables(self.head_dim, np.arange(offset, offset + x.shape[-2]), self.theta)
+        stop = offset + x.shape[-2]
+        if stop <= len(self.cos):
+            cos, sin = self.cos[offset:stop], self.sin[offset:stop]
+        else:
+            cos, sin = rope_tables(self.head_dim, np.arange(offset, stop), self.theta)
         return F.rotary_embedding(x, cos.astype(x.dtype), sin.astype(x.dtype))  # (B, H, T, Dh)
 
 
@@ -88,7 +97,8 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = nn.Linear(D, Hkv * Dh, bias=config.bias)
         self.v_proj = nn.Linear(D, Hkv * Dh, bias=config.bias)
         self.o_proj = nn.Linear(H * Dh, D, bias=config.bias)
-        self.rotary = RotaryEmbedding(Dh, config.rope_theta) if config.positions == "rope" else None
+        rope = config.positions == "rope"
+        self.rotary = RotaryEmbedding(Dh, config.rope_theta, config.block_size) if rope else None
         self.attn_dropout = Dropout(config.dropout)
         self.resid_dropout = Dropout(config.dropout)
         self.attention = config.attention
@@ -108,12 +118,12 @@ class CausalSelfAttention(nn.Module):
         t_k = k.shape[2]
         q = q.reshape(B, Hkv, H // Hkv, T, Dh)  # the query heads in groups, one per key/value head
         k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, Hkv, 1, t_k, Dh): broadcast over the group
+        # the mask on the queries' device; none for one new query, which sees every key (a cached step)
+        keep = None if T == 1 else on_device(causal_keep(T, t_k), q.data).data
         if self.attention == "tiled":
             p = self.attn_dropout.p if self.attn_dropout.training else 0.0
-            keep = None if T == 1 else on_device(causal_keep(T, t_k), q.data).data  # one new query sees every key
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
         else:
-            keep = on_device(causal_keep(T, t_k), q.data).data  # the mask on the queries' device
             weights = F.attention_weights(q, k, keep, scale=1.0 / math.sqrt(Dh))  # (B, Hkv, G, T, t_k)
             y = self.attn_dropout(weights) @ v  # (B, Hkv, H / Hkv, T, Dh)
         y = y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
