@@ -149,7 +149,7 @@ def recipe_markdown(res: dict) -> list[str]:
         "",
         "| | minitensor | PyTorch twin | difference | target |",
         "|---|---:|---:|---:|---|",
-        f"| validation loss, whole split | {loss['numpy']:.4f} | {loss['torch']:.4f} | {res['difference']:+.4f} | "
+        f"| validation loss, whole split | {loss['numpy']:.4f} | {loss['torch']:.4f} | {res['difference']:+.1e} | "
         f"within {res['tolerance']:g}: {verdict} |",
         f"| training, s (with the loss estimates) | {t['numpy']:.1f} | {t['torch']:.1f} | "
         f"ratio {t['numpy'] / t['torch']:.2f} | |",

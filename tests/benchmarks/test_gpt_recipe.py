@@ -98,7 +98,7 @@ def test_the_recipe_section_is_rewritten_and_the_runs_keep_it(tmp_path):
     results_page.write_recipe(res, str(page))
     text = page.read_text()
     assert text.startswith("# Benchmark results") and "Command: `python -m benchmarks run`" in text
-    assert "| validation loss, whole split | 1.4821 | 1.4790 | +0.0031 | within 0.02: met |" in text
+    assert "| validation loss, whole split | 1.4821 | 1.4790 | +3.1e-03 | within 0.02: met |" in text
     assert "```text\nTo be\n```" in text
     results_page.write_recipe({**res, "sample": "Not to be"}, str(page))  # the section replaced, not appended
     assert page.read_text().count(results_page.RECIPE_HEADING) == 1 and "Not to be" in page.read_text()
