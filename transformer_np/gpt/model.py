@@ -73,12 +73,15 @@ class RotaryEmbedding(nn.Module):
         self.head_dim, self.theta = head_dim, theta
         self.cos, self.sin = rope_tables(head_dim, np.arange(max_positions), theta)  # (max_positions, Dh) each
 
-    def forward(self, x, offset: int = 0):
-        stop = offset + x.shape[-2]
+    def rows(self, offset: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, sin), each (length, Dh) float64, of positions offset .. offset + length - 1."""
+        stop = offset + length
         if stop <= len(self.cos):
-            cos, sin = self.cos[offset:stop], self.sin[offset:stop]
-        else:
-            cos, sin = rope_tables(self.head_dim, np.arange(offset, stop), self.theta)
+            return self.cos[offset:stop], self.sin[offset:stop]
+        return rope_tables(self.head_dim, np.arange(offset, stop), self.theta)
+
+    def forward(self, x, offset: int = 0):
+        cos, sin = self.rows(offset, x.shape[-2])
         return F.rotary_embedding(x, cos.astype(x.dtype), sin.astype(x.dtype))  # (B, H, T, Dh)
 
 
@@ -105,12 +108,19 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, cache: AttentionCache | None = None):
         """x (B, T, D) -> (B, T, D). cache: this block's keys and values so far, extended by the T new ones."""
-        B, T, _ = x.shape
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, H Dh), (B, T, Hkv Dh) twice
+        y = fast.use.gpt_attend(self, q, k, v, cache)  # (B, T, H Dh); a cached step's device: gpt/decoding.py
+        return self.resid_dropout(self.o_proj(y))  # (B, T, D)
+
+    def attend(self, q, k, v, cache: AttentionCache | None = None):
+        """The heads of q (B, T, H Dh) and k, v (B, T, Hkv Dh) split, rotated, appended to the cache, attended
+        (causal), merged: (B, T, H Dh)."""
+        B, T, _ = q.shape
         H, Hkv, Dh = self.n_head, self.n_kv_head, self.head_dim
         offset = 0 if cache is None or cache.k is None else cache.k.shape[2]
-        q = self.q_proj(x).reshape(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
-        k = self.k_proj(x).reshape(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
-        v = self.v_proj(x).reshape(B, T, Hkv, Dh).transpose(1, 2)
+        q = q.reshape(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+        k = k.reshape(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
+        v = v.reshape(B, T, Hkv, Dh).transpose(1, 2)
         if self.rotary is not None:
             q, k = self.rotary(q, offset), self.rotary(k, offset)
         if cache is not None:
@@ -126,8 +136,10 @@ class CausalSelfAttention(nn.Module):
         else:
             weights = F.attention_weights(q, k, keep, scale=1.0 / math.sqrt(Dh))  # (B, Hkv, G, T, t_k)
             y = self.attn_dropout(weights) @ v  # (B, Hkv, H / Hkv, T, Dh)
-        y = y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
-        return self.resid_dropout(self.o_proj(y))  # (B, T, D)
+        return y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
+
+
+fast.formula("gpt_attend", CausalSelfAttention.attend)
 
 
 class MLP(nn.Module):
