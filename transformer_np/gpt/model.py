@@ -182,8 +182,15 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x, cache: AttentionCache | None = None):
+        return fast.use.gpt_block(self, x, cache)  # a cached step's device: gpt/decoding.py
+
+    def step(self, x, cache: AttentionCache | None = None):
+        """The block's formula: x (B, T, D) -> (B, T, D)."""
         x = x + self.attn(self.norm1(x), cache)
         return x + self.mlp(self.norm2(x))  # (B, T, D)
+
+
+fast.formula("gpt_block", Block.step)
 
 
 class GPTCache:

@@ -11,8 +11,8 @@ import minitensor as mt
 from minitensor.testing import OP_RTOL, assert_close
 from transformer_np.decoding_cache import PreallocatedAttentionCache
 from transformer_np.gpt import gpt2_shape, llama_shape
-from transformer_np.gpt.decoding import attend_one_position
-from transformer_np.gpt.model import CausalSelfAttention
+from transformer_np.gpt.decoding import attend_one_position, block_one_position
+from transformer_np.gpt.model import Block, CausalSelfAttention
 
 SIZES = dict(n_layer=1, n_head=4, n_embd=32, block_size=16)
 
@@ -67,3 +67,36 @@ def test_what_the_device_does_not_compute_goes_to_the_formula():
             want = CausalSelfAttention.attend(attn, q, k, v, cache_of())
         assert got.requires_grad == grad
         np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+
+
+@pytest.mark.parametrize("shape", [gpt2_shape, llama_shape])  # LayerNorm, GELU, biases; RMSNorm, SwiGLU, rotary
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_block_device_equals_the_formula_step_by_step(shape, dtype):
+    """block_one_position against Block.step: a prefix of 5 positions, then one position a step, each with a cache
+    of its own, the outputs equal to the dtype's tolerance (and so the keys and values cached by each)."""
+    mt.set_default_dtype(dtype)
+    try:
+        mt.manual_seed(0)
+        block = Block(shape(11, **SIZES))
+        with mt.no_grad():  # norms and biases away from their initial ones and zeros
+            for p in block.parameters():
+                p.add_(mt.tensor(0.1 * np.random.default_rng(p.numel()).standard_normal(p.shape).astype(dtype)))
+    finally:
+        mt.set_default_dtype(np.float32)
+    block.eval()
+    rng = np.random.default_rng(0)
+    ours, plain = PreallocatedAttentionCache(16), PreallocatedAttentionCache(16)
+    with mt.no_grad():
+        for step, length in enumerate([5, 1, 1, 1, 1]):
+            x = mt.tensor(rng.standard_normal((2, length, 32)).astype(dtype))
+            got, want = block_one_position(block, x, ours), Block.step(block, x, plain)
+            assert got.dtype == want.dtype == dtype and got.shape == want.shape == (2, length, 32)
+            assert_close(got.numpy(), want.numpy(), OP_RTOL[np.dtype(dtype).name], f"step {step}")
+    mt.manual_seed(0)
+    drawing = Block(shape(11, **SIZES, dropout=0.5))  # train mode, dropout drawing: the formula's own path
+    x = mt.tensor(rng.standard_normal((1, 1, 32)).astype(np.float32))
+    with mt.no_grad():
+        mt.manual_seed(1)
+        got = block_one_position(drawing, x, PreallocatedAttentionCache(16))
+        mt.manual_seed(1)
+        np.testing.assert_array_equal(got.numpy(), Block.step(drawing, x, PreallocatedAttentionCache(16)).numpy())
