@@ -12,6 +12,7 @@ import argparse
 from benchmarks.attention import LENGTHS as ATTENTION_LENGTHS
 from benchmarks.attention import MEMORY_GIB, QUICK_LENGTHS
 from benchmarks.env import WAIT_POLICIES
+from benchmarks.gpt_recipe import add_parser as add_recipe_parser
 from benchmarks.gpu import add_parser as add_gpu_parser
 from benchmarks.results_page import DEFAULT_IN as DEFAULT_RESULTS_IN
 from benchmarks.results_page import DEFAULT_OUT as DEFAULT_RESULTS_OUT
@@ -20,7 +21,8 @@ from transformer_np.cli import OneLineParser
 from transformer_np.cliutil import THREADS_MAX, integer, number
 from transformer_np.config import PRESETS
 
-FULL_CONFIGS = ["copy", "copy-reverse", "base", "long"]
+GPT_CONFIGS = ["gpt2-baby", "llama-baby"]  # decoder-only (benchmarks/gpt_workloads.py)
+FULL_CONFIGS = ["copy", "copy-reverse", "base", "long", *GPT_CONFIGS]
 QUICK_CONFIGS = ["copy", "copy-reverse"]
 # "nn": the torch.nn.Transformer side (benchmarks/nn_side.py); "decode": greedy and beam decoding
 SKIPPABLE = ["memory", "scaling", "ops", "profile", "decode", "hvp", "attention", "gpu", "perop", "nn"]
@@ -48,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks",
         description="transformer_np (NumPy) vs PyTorch benchmarks, each framework timed in its own process",
     )
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,results,ranks,gpu}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{run,results,ranks,gpu,gpt-recipe}")
     r = sub.add_parser(
         "run",
         help="run the benchmarks and write results.md / results.json / PNGs",
@@ -198,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_results_parser(sub)
     _add_ranks_parser(sub)
     add_gpu_parser(sub)  # `gpu`: the GPU section alone (benchmarks/gpu.py)
+    add_recipe_parser(sub)  # `gpt-recipe`: the baby GPT recipe on both sides (benchmarks/gpt_recipe.py)
     return ap
 
 
@@ -211,9 +214,10 @@ def _add_results_parser(sub) -> None:
     k.add_argument(
         "--in",
         dest="input",
-        default=DEFAULT_RESULTS_IN,
+        nargs="+",
+        default=[DEFAULT_RESULTS_IN],
         metavar="PATH",
-        help="the results.json a run wrote (default: %(default)s)",
+        help=f"the results.json a run wrote, or several (each under its command) (default: {DEFAULT_RESULTS_IN})",
     )
     k.add_argument(
         "--out", dest="output", default=DEFAULT_RESULTS_OUT, metavar="PATH", help="the page (default: %(default)s)"

@@ -20,14 +20,20 @@ Padded positions and masked attention entries count: both sides compute them. Em
 softmax, layer norm and the optimizer are not matrix products and are left out, so the fraction
 of the GEMM rate a step reaches is an upper bound on how much of its time is spent in GEMMs.
 The copy-reverse preset (3+3 layers, D 128, B 32, S 12, T 22, V 20) comes to 4.63 GFLOP a
-training step; the base preset (6+6, D 512, F 2048, V 10,000, B 16, S 25, T 20) to 106 GFLOP.
+training step; the base preset (6+6, D 512, F 2048, V 10,000, B 16, S 25, T 20) to 106 GFLOP. The decoder-only
+configs are counted by benchmarks/gpt_workloads.py (forward_flops, dominant_gemm).
 """
 
 from __future__ import annotations
 
+from benchmarks import gpt_workloads
+from benchmarks.gpt_workloads import GptBenchConfig
+
 
 def forward_flops(cfg) -> int:
-    """Matrix-product FLOPs of one forward pass of `cfg` (a benchmarks.workloads.BenchConfig)."""
+    """Matrix-product FLOPs of one forward pass of `cfg` (a benchmarks.workloads.BenchConfig or GptBenchConfig)."""
+    if isinstance(cfg, GptBenchConfig):
+        return gpt_workloads.forward_flops(cfg)
     m = cfg.model
     B, S, T, D, F, V = cfg.batch_size, cfg.src_len, cfg.tgt_len, m.d_model, m.d_ff, m.tgt_vocab_size
     Ns, Nt = B * S, B * T
@@ -47,6 +53,8 @@ def workload_flops(cfg, workload: str) -> int | None:
 
 def dominant_gemm(cfg) -> tuple[int, int, int]:
     """(M, K, N) of the product shape that carries the most FLOPs: the feed-forward's first linear or the generator."""
+    if isinstance(cfg, GptBenchConfig):
+        return gpt_workloads.dominant_gemm(cfg)
     m = cfg.model
     Ns, Nt = cfg.batch_size * cfg.src_len, cfg.batch_size * cfg.tgt_len
     ffn = 4 * m.d_model * m.d_ff * (m.num_encoder_layers * Ns + m.num_decoder_layers * Nt)

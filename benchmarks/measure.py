@@ -11,6 +11,7 @@ benchmarks/run.py calls them in order; benchmarks/report.py renders what they re
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 
 from benchmarks import flops, profiling
@@ -47,7 +48,7 @@ def time_workload(timed: dict, spec: dict, workload: str, settings: dict) -> dic
     allows, between the minimum and `repeats`, and a single call per round when one call alone
     eats a large part of the budget.
     """
-    timed = {s: w for s, w in timed.items() if W.has_workload(s, workload)}
+    timed = {s: w for s, w in timed.items() if W.has_workload(s, workload, spec["name"])}
     req = {"op": "time", "config": spec, "workload": workload}
     probe = alternate(timed, {**req, "calls": 1, "warmup": settings["warmup"]}, 1, settings["settle_s"])
     call_s = sum(r[0]["samples_ms"][0] for r in probe.values()) / 1e3 + settings["settle_s"] * len(timed)
@@ -111,7 +112,7 @@ def interference_summary(check: dict) -> dict:
 
 def tokens(cfg, key: str) -> int:
     if key.startswith(("greedy", "beam")):
-        return cfg.batch_size * cfg.decode_tokens
+        return (1 if W.is_gpt(cfg) else cfg.batch_size) * cfg.decode_tokens  # a decoder-only model samples one row
     return cfg.batch_size * (cfg.src_len + cfg.tgt_len)
 
 
@@ -144,7 +145,7 @@ def bench_config(name: str, timed: dict, both, settings: dict, log) -> dict:
     log(f"    float32 GEMM {rate['shape']}: NumPy {rate['numpy']:.0f} GFLOP/s, PyTorch {rate['torch']:.0f} GFLOP/s")
     res = {
         "description": cfg.description,
-        "model": cfg.model.to_dict(),
+        "model": dataclasses.asdict(cfg.model),
         "decode_tokens": cfg.decode_tokens,
         "batch": {
             "batch_size": cfg.batch_size,
@@ -162,6 +163,8 @@ def bench_config(name: str, timed: dict, both, settings: dict, log) -> dict:
     }
     for key in MEASUREMENTS:
         if key.startswith(("greedy", "beam")) and "decode" in settings["skip"]:
+            continue
+        if not W.has_workload("numpy", key, name):  # a decoder-only config has no beam search nor uncached decode
             continue
         log(f"  {name}: {key} ...")
         m = time_workload(timed, spec, key, settings)
@@ -267,6 +270,8 @@ def bench_jacobians(timed: dict, settings: dict, log) -> dict:
 def bench_memory(settings: dict, threads: int, log) -> dict:
     out = {}
     for name in settings["configs"]:
+        if W.is_gpt(W.get_config(name)):  # the memory children build encoder-decoder models only
+            continue
         log(f"  memory {name} ...")
         m = measure(name, settings["memory_steps"], threads)
         a, b = m["numpy"], m["torch"]

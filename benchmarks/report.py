@@ -60,19 +60,31 @@ def _tps(x) -> str:
     return "n/a" if x is None else f"{x:,.0f}"
 
 
+def shape_text(res: dict) -> str:
+    """The model and batch of a config's results, as one sentence."""
+    b, m = res["batch"], res["model"]
+    if "n_embd" in m:  # a decoder-only config (benchmarks/gpt_workloads.py)
+        kv = m["n_kv_head"] or m["n_head"]
+        return (
+            f"B={b['batch_size']}, T={b['tgt_len']}, D={m['n_embd']}, H={m['n_head']} (key/value heads {kv}), "
+            f"{m['n_layer']} layers, {m['positions']} positions, {m['norm']} norm, {m['mlp']}, V={m['vocab_size']}; "
+            f"generate {res['decode_tokens']} tokens at batch 1. "
+        )
+    return (
+        f"B={b['batch_size']}, S={b['src_len']}, T={b['tgt_len']}, D={m['d_model']}, H={m['num_heads']}, layers "
+        f"{m['num_encoder_layers']}+{m['num_decoder_layers']}, d_ff={m['d_ff']}, V={m['src_vocab_size']}/"
+        f"{m['tgt_vocab_size']}; decode {res['decode_tokens']} tokens. "
+    )
+
+
 def config_markdown(name: str, res: dict) -> str:
     """One config's table: workload, both medians (IQR), ratio with spread, GEMM fractions, tokens/s (+ CUDA)."""
-    b = res["batch"]
     rate = res.get("gemm_rate", {})
     lines = [
         f"#### {name}",
         "",
         f"{res.get('description', '')}  ",
-        f"B={b['batch_size']}, S={b['src_len']}, T={b['tgt_len']}, D={res['model']['d_model']}, "
-        f"H={res['model']['num_heads']}, layers {res['model']['num_encoder_layers']}+"
-        f"{res['model']['num_decoder_layers']}, d_ff={res['model']['d_ff']}, V={res['model']['src_vocab_size']}/"
-        f"{res['model']['tgt_vocab_size']}; decode {res['decode_tokens']} tokens. "
-        f"Eval logits agree: max rel err {res['parity']['max_rel']:.1e} "
+        shape_text(res) + f"Eval logits agree: max rel err {res['parity']['max_rel']:.1e} "
         f"({'ok' if res['parity']['ok'] else 'MISMATCH'} at PARITY_RTOL float32)"
         + (
             f"; nn.Transformer's max rel err {res['parity_nn']['max_rel']:.1e} "

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 
-from benchmarks import gpu, perop, ranks, report, results_page
+from benchmarks import gpt_recipe, gpu, perop, ranks, report, results_page
 from benchmarks.attention import bench_attention
 from benchmarks.cli import build_parser, resolve_settings
 from benchmarks.measure import bench_config, bench_hvp, bench_jacobians, bench_memory, bench_scaling, gemm_rate
@@ -167,6 +167,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.command == "gpu":  # the GPU section alone: benchmarks/gpu.py
         sys.exit(gpu.main(args))
+    if args.command == "gpt-recipe":  # the baby GPT recipe, both sides: benchmarks/gpt_recipe.py
+        sys.exit(gpt_recipe.main(args))
     if args.command == "results":  # the committed headline page from a results.json: benchmarks/results_page.py
         sys.exit(results_page.main(args))
     if args.command == "ranks":  # data parallelism over MPI: benchmarks/ranks.py

@@ -50,6 +50,7 @@ import time
 import numpy as np
 
 from benchmarks import flops, nn_side, profiling
+from benchmarks import gpt_workloads as G
 from benchmarks import workloads as W
 from benchmarks.op_cases import case_runner
 from benchmarks.timing import calibrate
@@ -84,6 +85,8 @@ class _Host:
             return self.sides
         self.sides, self.key = {}, None
         self.cfg = W.config_from_spec(spec)
+        if W.is_gpt(self.cfg):
+            return self._load_gpt(key)
         self.batch = W.make_batch(self.cfg)
         np_model = W.build_numpy_model(self.cfg)
         for s in self.hosted:
@@ -96,6 +99,20 @@ class _Host:
                 device = "cuda" if s == "torch-cuda" else "cpu"
                 t_model = W.copy_to_torch(np_model, self.cfg, device)
                 self.sides[s] = W.torch_side(self.cfg, t_model, self.batch, device=device)
+        self.key = key
+        return self.sides
+
+    def _load_gpt(self, key: str):
+        """The decoder-only config's sides (benchmarks/gpt_workloads.py): no torch.nn.Transformer side."""
+        self.batch = G.make_batch(self.cfg)
+        np_model = G.build_numpy_model(self.cfg)
+        for s in self.hosted:
+            if s == "numpy":
+                self.sides[s] = W.gpt_side(G.numpy_parts(self.cfg, np_model, self.batch))
+            elif s != "torch-nn":
+                device = "cuda" if s == "torch-cuda" else "cpu"
+                twin = G.copy_to_torch(np_model, device)
+                self.sides[s] = W.gpt_side(G.torch_parts(self.cfg, twin, self.batch, device))
         self.key = key
         return self.sides
 
@@ -194,8 +211,11 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
     sides = host.load(spec)
     a, b = sides["numpy"], sides["torch"]
     # The EOS column is left out: its -1e4 bias would set the error measure's floor (relative to
-    # max |logit|) so high that any real disagreement elsewhere would pass unnoticed.
-    keep = [v for v in range(host.cfg.model.tgt_vocab_size) if v != W.EOS]
+    # max |logit|) so high that any real disagreement elsewhere would pass unnoticed. A decoder-only model has none.
+    if W.is_gpt(host.cfg):
+        keep = list(range(host.cfg.model.vocab_size))
+    else:
+        keep = [v for v in range(host.cfg.model.tgt_vocab_size) if v != W.EOS]
     ours = a.eval_logits()[..., keep]
     _, max_rel = error_stats(ours, b.eval_logits()[..., keep])
     out = {"parity": {"max_rel": max_rel, "ok": bool(max_rel <= PARITY_RTOL["float32"])}}
@@ -204,6 +224,8 @@ def _check(host: _Host, spec: dict, calls: int) -> dict:
         out["parity_nn"] = {"max_rel": nn_rel, "ok": bool(nn_rel <= PARITY_RTOL["float32"])}
     if a.greedy_nocache is not None and b.greedy_nocache is not None:
         out["decode_agreement"] = W.decode_agreement(a.greedy_nocache(), b.greedy_nocache())
+    elif a.greedy_cache is not None and b.greedy_cache is not None:  # a decoder-only config: the cached tokens
+        out["decode_agreement"] = W.decode_agreement(a.greedy_cache(), b.greedy_cache())
     for _ in range(2):  # warm-up of both steps
         a.train()
         b.train()

@@ -25,6 +25,9 @@ workloads, identical on both sides:
                 (16 inputs, 256 outputs) and a wide one (256 inputs, 16 outputs), beside one gradient of the
                 sum of its outputs (jac_*_grad, their unit)
 
+The decoder-only configs (gpt2-baby, llama-baby) and their workloads are benchmarks/gpt_workloads.py's; they are
+in CONFIGS beside the presets, and gpt_side makes their closures a Side.
+
 PyTorch has two sides. 'torch' is parity's twin (parity/model.py, line for line with transformer_np);
 'torch-nn' is the same configuration on torch.nn.Transformer (parity/nn_transformer.py), the model a
 PyTorch user would write, with the same weights (parity/convert.py, np_to_nn_transformer). The
@@ -45,6 +48,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 import minitensor as mt
+from benchmarks import gpt_workloads
+from benchmarks.gpt_workloads import GptBenchConfig
 from transformer_np import decode as np_decode
 from transformer_np.config import PRESETS, ModelConfig
 from transformer_np.hessian import hessian_vector_products
@@ -117,6 +122,7 @@ CONFIGS["tiny"] = BenchConfig(
     decode_tokens=6,
     description="benchmark smoke test (tests/benchmarks/test_harness.py)",
 )
+CONFIGS.update(gpt_workloads.CONFIGS)
 
 
 def get_config(name: str) -> BenchConfig:
@@ -154,6 +160,8 @@ def config_from_spec(spec: dict) -> BenchConfig:
     rebuild the very same config.
     """
     cfg = get_config(spec["name"])
+    if is_gpt(cfg) and (spec.get("seq_len") is not None or spec.get("d_model") is not None):
+        raise ValueError(f"benchmarks: {cfg.name} has no scaling series (the encoder-decoder's configs have)")
     if spec.get("seq_len") is not None:
         cfg = scaled_config(cfg, seq_len=spec["seq_len"])
     if spec.get("d_model") is not None:
@@ -212,8 +220,16 @@ def build_numpy_model(cfg: BenchConfig, seed: int = 0):
     return model
 
 
-def has_workload(side: str, workload: str) -> bool:
-    """Whether side `side` ('numpy', 'torch', 'torch-nn', 'torch-cuda') times `workload`."""
+def is_gpt(cfg) -> bool:
+    """Whether `cfg` is a decoder-only config (benchmarks/gpt_workloads.py)."""
+    return isinstance(cfg, GptBenchConfig)
+
+
+def has_workload(side: str, workload: str, config: str | None = None) -> bool:
+    """Whether side `side` ('numpy', 'torch', 'torch-nn', 'torch-cuda') times `workload` on `config` (a name; None:
+    an encoder-decoder config). A decoder-only config has no torch.nn.Transformer side."""
+    if config is not None and is_gpt(get_config(config)):
+        return side != "torch-nn" and gpt_workloads.has_workload(workload)
     return side != "torch-nn" or workload in NN_WORKLOADS
 
 
@@ -252,6 +268,28 @@ class Side:
     hvp_retained: Callable[[], object] | None = None
     jacobians: dict | None = None  # jac_tall_fwd, jac_tall_rev, jac_tall_grad, and the same for wide
     beam_cache: Callable[[], object] | None = None
+
+
+def gpt_side(parts: dict) -> Side:
+    """A decoder-only config's Side from the closures of benchmarks/gpt_workloads.py (numpy_parts, torch_parts)."""
+    zero_grad, loss_fn, clip, step = parts["phases"]
+
+    def phases():
+        parts["model"].train()
+        return _phased(zero_grad, loss_fn, clip, step, parts["sync"])()
+
+    return Side(
+        parts["name"],
+        parts["forward"],
+        parts["fwd_bwd"],
+        parts["train"],
+        None,
+        parts["greedy_cache"],
+        parts["eval_logits"],
+        parts["model"],
+        parts["sync"],
+        train_phases=phases,
+    )
 
 
 def workload_of(side: Side, name: str):

@@ -28,12 +28,19 @@ def rotate_half(x):
 
 
 class RotaryEmbedding(nn.Module):
-    def __init__(self, head_dim: int, theta: float = 10000.0):
+    def __init__(self, head_dim: int, theta: float = 10000.0, max_positions: int = 0):
         super().__init__()
         self.head_dim, self.theta = head_dim, theta
+        self.cos, self.sin = rope_tables(head_dim, np.arange(max_positions), theta)
+
+    def rows(self, offset: int, length: int):
+        stop = offset + length
+        if stop <= len(self.cos):
+            return self.cos[offset:stop], self.sin[offset:stop]
+        return rope_tables(self.head_dim, np.arange(offset, stop), self.theta)
 
     def forward(self, x, offset: int = 0):
-        cos, sin = rope_tables(self.head_dim, np.arange(offset, offset + x.shape[-2]), self.theta)
+        cos, sin = self.rows(offset, x.shape[-2])
         cos, sin = (torch.as_tensor(a, dtype=x.dtype, device=x.device) for a in (cos, sin))
         return x * cos + rotate_half(x) * sin  # (B, H, T, Dh)
 
@@ -61,17 +68,23 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = nn.Linear(D, Hkv * Dh, bias=config.bias)
         self.v_proj = nn.Linear(D, Hkv * Dh, bias=config.bias)
         self.o_proj = nn.Linear(H * Dh, D, bias=config.bias)
-        self.rotary = RotaryEmbedding(Dh, config.rope_theta) if config.positions == "rope" else None
+        rope = config.positions == "rope"
+        self.rotary = RotaryEmbedding(Dh, config.rope_theta, config.block_size) if rope else None
         self.attn_dropout = nn.Dropout(config.dropout)
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x, cache: KVCache | None = None):
-        B, T, _ = x.shape
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        y = self.attend(q, k, v, cache)
+        return self.resid_dropout(self.o_proj(y))
+
+    def attend(self, q, k, v, cache: KVCache | None = None):
+        B, T, _ = q.shape
         H, Hkv, Dh = self.n_head, self.n_kv_head, self.head_dim
         offset = cache.length if cache is not None else 0
-        q = self.q_proj(x).reshape(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
-        k = self.k_proj(x).reshape(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
-        v = self.v_proj(x).reshape(B, T, Hkv, Dh).transpose(1, 2)
+        q = q.reshape(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+        k = k.reshape(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
+        v = v.reshape(B, T, Hkv, Dh).transpose(1, 2)
         if self.rotary is not None:
             q, k = self.rotary(q, offset), self.rotary(k, offset)
         if cache is not None:
@@ -79,12 +92,13 @@ class CausalSelfAttention(nn.Module):
         t_k = k.shape[2]
         q = q.reshape(B, Hkv, H // Hkv, T, Dh)
         k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, Hkv, 1, t_k, Dh)
-        keep = torch.as_tensor(causal_keep(T, t_k), device=x.device)
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(Dh))
-        weights = torch.softmax(scores.masked_fill(~keep, float("-inf")), dim=-1)  # (B, Hkv, G, T, t_k)
+        if T > 1:  # one new query sees every key (a cached step)
+            keep = torch.as_tensor(causal_keep(T, t_k), device=q.device)
+            scores = scores.masked_fill(~keep, float("-inf"))
+        weights = torch.softmax(scores, dim=-1)  # (B, Hkv, G, T, t_k)
         y = self.attn_dropout(weights) @ v
-        y = y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
-        return self.resid_dropout(self.o_proj(y))
+        return y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
 
 
 class MLP(nn.Module):

@@ -53,6 +53,22 @@ def test_input_ids_are_checked_before_any_work():
         model(np.zeros((1, 9), dtype=np.int64))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_rotary_tables_made_once_give_the_numbers_computed_afresh(dtype):
+    """RotaryEmbedding reads the rows of its context's tables (made once); the same rotation, bit for bit, as the
+    tables of the call's positions made afresh: inside the context, at its end, and past it (computed then)."""
+    from transformer_np.gpt.model import RotaryEmbedding, rope_tables
+
+    x = mt.tensor(np.random.default_rng(0).standard_normal((2, 3, 5, 8)).astype(dtype))
+    tabled = RotaryEmbedding(8, 500.0, max_positions=16)
+    assert tabled.cos.shape == (16, 8)
+    for offset in (0, 7, 11, 14, 40):  # 11 + 5 = 16: the table's last rows; then 14 and 40 go past it
+        cos, sin = rope_tables(8, np.arange(offset, offset + 5), 500.0)
+        want = mt.nn.functional.rotary_embedding(x, cos.astype(dtype), sin.astype(dtype))
+        np.testing.assert_array_equal(tabled(x, offset).numpy(), want.numpy())
+        np.testing.assert_array_equal(RotaryEmbedding(8, 500.0)(x, offset).numpy(), want.numpy())
+
+
 def test_dropout_acts_in_training_only():
     model = GPT(gpt2_shape(10, **SMALL, dropout=0.5))
     idx = np.arange(8)[None] % 10

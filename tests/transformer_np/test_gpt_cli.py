@@ -231,3 +231,50 @@ def test_train_resume_and_sample_on_a_device(tmp_path, text, capsys):
         assert run([*sample, "--device", "cuda"], capsys) == run(sample, capsys)
     finally:
         mt.devices.use_fake_cuda(previous)
+
+
+def _break_folder(path, how: str) -> None:
+    """A save_pretrained folder made unusable one way: another architecture, a field the family lacks, a tensor
+    missing or of the wrong shape, a damaged safetensors file."""
+    config_file = path / "config.json"
+    config = json.loads(config_file.read_text())
+    if how == "damaged":
+        weights = path / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:-100])
+        return
+    config.update(
+        {
+            "architecture": {"model_type": "bert", "architectures": ["BertModel"]},
+            "field": {"activation_function": "relu"},
+            "missing": {"n_layer": 2},
+            "mismatched": {"n_embd": 32},
+        }[how]
+    )
+    config_file.write_text(json.dumps(config))
+
+
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        ("architecture", "a checkpoint of architecture 'bert'"),
+        ("field", "unsupported config field activation_function='relu'"),
+        ("missing", "missing ['transformer.h.1."),
+        ("mismatched", "tensors do not fit the config"),
+        ("damaged", "not a readable safetensors file"),
+    ],
+)
+def test_a_bad_init_from_folder_is_one_line_and_nothing_is_overwritten(tmp_path, text, capsys, how, message):
+    """--init-from a folder that cannot be read: one line, exit 2, before any work; neither the run it would have
+    replaced (--overwrite) nor the folder itself is changed."""
+    pytest.importorskip("safetensors")
+    out = str(tmp_path / "run")
+    assert run(["gpt", "train", "--text", text, "--out", out, "--iters", "2", *SMALL], capsys)[0] == 0
+    hf = tmp_path / "hf"
+    mt.manual_seed(0)
+    GPT(gpt2_shape(len(set(TEXT)), n_layer=1, n_embd=16, n_head=2, block_size=12)).save_pretrained(str(hf))
+    _break_folder(hf, how)
+    files = lambda folder: {f: open(os.path.join(folder, f), "rb").read() for f in sorted(os.listdir(folder))}
+    run_before, hf_before = files(out), files(hf)
+    argv = ["gpt", "train", "--text", text, "--out", out, "--overwrite", "--init-from", str(hf), *SMALL]
+    refused(argv, capsys, message)
+    assert files(out) == run_before and files(hf) == hf_before

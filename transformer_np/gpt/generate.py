@@ -93,7 +93,9 @@ def generate(
     was_training, bs = model.training, cfg.block_size
     model.eval()
     try:
-        with mt.no_grad():
+        # one quiet block around the whole generation: each op finds NumPy's error state quiet and leaves it so
+        # (fast/quiet.py), as transformer_np.decode does
+        with mt.no_grad(), mt.autograd.ieee_quiet():
             cache = None
             for _ in range(max_new_tokens):
                 if not use_cache:

@@ -62,14 +62,26 @@ def rope_tables(head_dim: int, positions: np.ndarray, theta: float) -> tuple[np.
 
 
 class RotaryEmbedding(nn.Module):
-    """Rotates queries or keys (B, H, T, Dh) by their positions offset .. offset + T - 1 (RoPE, rotate-half)."""
+    """Rotates queries or keys (B, H, T, Dh) by their positions offset .. offset + T - 1 (RoPE, rotate-half).
 
-    def __init__(self, head_dim: int, theta: float = 10000.0):
+    The angle tables of positions 0 .. max_positions - 1 (the model's context) are made once: each call, a cached
+    generation step above all, reads its rows (the same numbers: each entry is computed alone). Positions past them
+    are computed when asked."""
+
+    def __init__(self, head_dim: int, theta: float = 10000.0, max_positions: int = 0):
         super().__init__()
         self.head_dim, self.theta = head_dim, theta
+        self.cos, self.sin = rope_tables(head_dim, np.arange(max_positions), theta)  # (max_positions, Dh) each
+
+    def rows(self, offset: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, sin), each (length, Dh) float64, of positions offset .. offset + length - 1."""
+        stop = offset + length
+        if stop <= len(self.cos):
+            return self.cos[offset:stop], self.sin[offset:stop]
+        return rope_tables(self.head_dim, np.arange(offset, stop), self.theta)
 
     def forward(self, x, offset: int = 0):
-        cos, sin = rope_tables(self.head_dim, np.arange(offset, offset + x.shape[-2]), self.theta)
+        cos, sin = self.rows(offset, x.shape[-2])
         return F.rotary_embedding(x, cos.astype(x.dtype), sin.astype(x.dtype))  # (B, H, T, Dh)
 
 
@@ -88,19 +100,27 @@ class CausalSelfAttention(nn.Module):
         self.k_proj = nn.Linear(D, Hkv * Dh, bias=config.bias)
         self.v_proj = nn.Linear(D, Hkv * Dh, bias=config.bias)
         self.o_proj = nn.Linear(H * Dh, D, bias=config.bias)
-        self.rotary = RotaryEmbedding(Dh, config.rope_theta) if config.positions == "rope" else None
+        rope = config.positions == "rope"
+        self.rotary = RotaryEmbedding(Dh, config.rope_theta, config.block_size) if rope else None
         self.attn_dropout = Dropout(config.dropout)
         self.resid_dropout = Dropout(config.dropout)
         self.attention = config.attention
 
     def forward(self, x, cache: AttentionCache | None = None):
         """x (B, T, D) -> (B, T, D). cache: this block's keys and values so far, extended by the T new ones."""
-        B, T, _ = x.shape
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, H Dh), (B, T, Hkv Dh) twice
+        y = fast.use.gpt_attend(self, q, k, v, cache)  # (B, T, H Dh); a cached step's device: gpt/decoding.py
+        return self.resid_dropout(self.o_proj(y))  # (B, T, D)
+
+    def attend(self, q, k, v, cache: AttentionCache | None = None):
+        """The heads of q (B, T, H Dh) and k, v (B, T, Hkv Dh) split, rotated, appended to the cache, attended
+        (causal), merged: (B, T, H Dh)."""
+        B, T, _ = q.shape
         H, Hkv, Dh = self.n_head, self.n_kv_head, self.head_dim
         offset = 0 if cache is None or cache.k is None else cache.k.shape[2]
-        q = self.q_proj(x).reshape(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
-        k = self.k_proj(x).reshape(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
-        v = self.v_proj(x).reshape(B, T, Hkv, Dh).transpose(1, 2)
+        q = q.reshape(B, T, H, Dh).transpose(1, 2)  # (B, H, T, Dh)
+        k = k.reshape(B, T, Hkv, Dh).transpose(1, 2)  # (B, Hkv, T, Dh)
+        v = v.reshape(B, T, Hkv, Dh).transpose(1, 2)
         if self.rotary is not None:
             q, k = self.rotary(q, offset), self.rotary(k, offset)
         if cache is not None:
@@ -108,18 +128,18 @@ class CausalSelfAttention(nn.Module):
         t_k = k.shape[2]
         q = q.reshape(B, Hkv, H // Hkv, T, Dh)  # the query heads in groups, one per key/value head
         k, v = k.unsqueeze(2), v.unsqueeze(2)  # (B, Hkv, 1, t_k, Dh): broadcast over the group
+        # the mask on the queries' device; none for one new query, which sees every key (a cached step)
+        keep = None if T == 1 else array_of(on_device(causal_keep(T, t_k), array_of(q)))
         if self.attention == "tiled":
             p = self.attn_dropout.p if self.attn_dropout.training else 0.0
-            keep = (
-                None if T == 1 else array_of(on_device(causal_keep(T, t_k), array_of(q)))
-            )  # one new query sees every key
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
         else:
-            keep = array_of(on_device(causal_keep(T, t_k), array_of(q)))  # the mask on the queries' device
             weights = F.attention_weights(q, k, keep, scale=1.0 / math.sqrt(Dh))  # (B, Hkv, G, T, t_k)
             y = self.attn_dropout(weights) @ v  # (B, Hkv, H / Hkv, T, Dh)
-        y = y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
-        return self.resid_dropout(self.o_proj(y))  # (B, T, D)
+        return y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
+
+
+fast.formula("gpt_attend", CausalSelfAttention.attend)
 
 
 class MLP(nn.Module):
@@ -162,8 +182,15 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x, cache: AttentionCache | None = None):
+        return fast.use.gpt_block(self, x, cache)  # a cached step's device: gpt/decoding.py
+
+    def step(self, x, cache: AttentionCache | None = None):
+        """The block's formula: x (B, T, D) -> (B, T, D)."""
         x = x + self.attn(self.norm1(x), cache)
         return x + self.mlp(self.norm2(x))  # (B, T, D)
+
+
+fast.formula("gpt_block", Block.step)
 
 
 class GPTCache:
