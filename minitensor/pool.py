@@ -22,10 +22,7 @@ fast.formula("for_each", for_each)
 
 
 class UpdatePool:
-    """`update_pool.run(work, pieces)` runs fast.use.for_each; `threaded` is True while a run is spread over threads
-    (the thread pool sets it; fast/optim.in_blocks then takes larger blocks)."""
-
-    threaded = False
+    """`update_pool.run(work, pieces)` runs fast.use.for_each."""
 
     def run(self, work, pieces, size=None, min_numel=None) -> None:
         fast.use.for_each(work, pieces, size, min_numel)

@@ -49,8 +49,7 @@ def _numel(p) -> int:
 
 class ThreadPool:
     """Runs work(p) for every parameter p (or any piece of work), on a thread pool when there are several and
-    they are large; while it does, pool.update_pool.threaded is True (optimizer.in_blocks then takes larger
-    blocks)."""
+    they are large."""
 
     def __init__(self):
         self.threads = 0
@@ -71,14 +70,10 @@ class ThreadPool:
             self.threads = n
         shares = _balanced_shares(params, n, size)
         errors = np.geterr()  # the caller's floating-point error settings, for the workers too
-        pool.update_pool.threaded = True
-        try:
-            futures = [self.executor.submit(_update_all, update, share, errors) for share in shares[1:]]
-            _update_all(update, shares[0], errors)  # the calling thread takes a share too: one hand-off fewer
-            for f in futures:
-                f.result()
-        finally:
-            pool.update_pool.threaded = False
+        futures = [self.executor.submit(_update_all, update, share, errors) for share in shares[1:]]
+        _update_all(update, shares[0], errors)  # the calling thread takes a share too: one hand-off fewer
+        for f in futures:
+            f.result()
 
 
 def _update_all(update, params: list, errors: dict) -> None:
@@ -106,7 +101,7 @@ fast.device("for_each", thread_pool.run, evidence="docs/decisions/005-second-cor
 def _forget_threads_after_fork() -> None:
     """In a forked child the pool's threads do not exist (fork copies only the calling thread): a run there would
     wait for ever on work that no thread takes. The child starts a pool of its own when it needs one."""
-    thread_pool.executor, thread_pool.threads, pool.update_pool.threaded = None, 0, False
+    thread_pool.executor, thread_pool.threads = None, 0
 
 
 os.register_at_fork(after_in_child=_forget_threads_after_fork)

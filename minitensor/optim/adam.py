@@ -11,8 +11,7 @@ In one line: p -= lr * m_hat / (sqrt(v_hat) + eps), with the bias corrections pl
 places them (eps is added after dividing sqrt(v) by sqrt(1 - beta2^t)).
 Everything runs in place on `p._data`, in NumPy or, on a device, in the array's own library (np.* dispatch);
 m, v (and vmax) have the parameter's dtype, and
-one scratch array per parameter per step holds the intermediate terms. A large parameter is updated
-block by block (optimizer.update_blocks: the same numbers, read from the cache rather than memory).
+one scratch array per parameter per step holds the intermediate terms.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import math
 
 import numpy as np
 
-from .. import fast
 from .adaptive import check_kernel_choice, refuse_unsupported
 from .optimizer import Optimizer, check_hyperparameter
 
@@ -81,11 +79,11 @@ class Adam(Optimizer):
         arrays = (w, p.grad._data, state["exp_avg"], state["exp_avg_sq"])
         if group["amsgrad"]:
             arrays += (state["max_exp_avg_sq"],)
-        for block, tmp in fast.use.update_blocks(*arrays):
-            self._update_block(*block, tmp=tmp, t=state["step"], group=group)
+        self._update_arrays(*arrays, tmp=np.empty_like(w), t=state["step"], group=group)
 
-    def _update_block(self, w, g, m, v, vmax=None, *, tmp, t: int, group: dict) -> None:
-        """The update of one block of a parameter (update_blocks): w, m, v (and vmax) in place; tmp the scratch."""
+    def _update_arrays(self, w, g, m, v, vmax=None, *, tmp, t: int, group: dict) -> None:
+        """The update of one parameter: w, m, v (and vmax) in place; tmp the scratch for intermediate terms (beside
+        the arrays, on their device)."""
         lr = group["lr"]
         beta1, beta2 = group["betas"]
         eps = group["eps"]

@@ -3,9 +3,8 @@
 Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` on the raw
 arrays, updating `p._data` in place: no Tensor is created and no graph is recorded during a step.
 `step()` runs it for every parameter with a gradient, on the shared pool (minitensor/pool.py) when the
-step is large and on the host; an update walks its arrays in the blocks `update_blocks` hands out (whole, or
-cache-sized with speed on: fast/optim.py). On a device (a GPU, CuPy) the same formulas run through the arrays' own
-library (NumPy's functions dispatch to CuPy's), whole arrays at a time: the pool and the blocks are CPU speed devices.
+step is large and on the host, each parameter's update in whole-array passes. On a device (a GPU, CuPy) the same
+formulas run through the arrays' own library (NumPy's functions dispatch to CuPy's): the pool is a CPU speed device.
 A step reads nothing back to the host.
 Hyperparameters are read from `self.param_groups[i]` at every step, so a scheduler
 changes the learning rate by writing `group['lr']`, exactly as in PyTorch.
@@ -25,9 +24,6 @@ import math
 import numbers
 from collections.abc import Iterable, Mapping
 
-import numpy as np
-
-from .. import fast
 from ..autograd import enable_grad
 from ..devices import device_of, is_array, is_host, to_device
 from ..nn.utils import zero_grad_
@@ -51,15 +47,6 @@ def check_hyperparameter(owner: str, message: str, value, *, low: float = 0.0, h
     bounds = f"{low} <= x < {high}" if high is not None else f">= {low}"
     if not math.isfinite(value) or value < low or (high is not None and value >= high):
         raise ValueError(f"{owner}: {message}: {value} (expected a finite number {bounds})")
-
-
-def update_blocks(*arrays):
-    """The arrays of an elementwise update as one block, with a scratch array of their shape for intermediate
-    terms: [(arrays, scratch)]. The formula; fast/optim.py has its device (cache-sized blocks, the same numbers)."""
-    return [(arrays, np.empty_like(arrays[0]))]  # np.empty_like: the scratch beside the arrays, on their device
-
-
-fast.formula("update_blocks", update_blocks)
 
 
 class _Required:

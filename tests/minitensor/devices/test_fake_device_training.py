@@ -101,7 +101,7 @@ def test_dropout_same_seed_same_mask():
 
 # ----------------------------------------------------------------------------- optimizers on device parameters
 
-# one parameter larger than fast.optim.BLOCK_NUMEL: the CPU updates it block by block, the device whole
+# parameters of several sizes, one of them large
 SHAPES = [(300, 200), (17,), (3, 4)]
 
 

@@ -3,13 +3,14 @@ numbers bit for bit, each piece under the caller's floating-point settings, and 
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 import minitensor as mt
 from minitensor import fast
 from minitensor import pool as pieces
-from minitensor.fast import optim as optmod
 from minitensor.fast import pool
 from tests.support.fast_devices import devices_on  # noqa: F401 (the devices in their slots)
 
@@ -19,16 +20,16 @@ def test_the_pool_is_the_device_of_for_each_and_runs_every_piece_once(monkeypatc
     assert fast.use.for_each == pool.thread_pool.run and fast.registered()["for_each"].formula is pieces.for_each
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     params = [mt.tensor(np.zeros(n, np.float32)) for n in (1 << 20, 3, 1 << 19, 7)]
-    threaded = []
+    on_pool = []
 
     def add_one(p):
-        threaded.append(pieces.update_pool.threaded)
+        on_pool.append(threading.current_thread().name.startswith("minitensor-pool"))
         np.add(p._data, 1, out=p._data)
 
     pieces.update_pool.run(add_one, params)
-    assert all((p._data == 1).all() for p in params) and threaded == [True] * 4
+    assert all((p._data == 1).all() for p in params) and len(on_pool) == 4 and any(on_pool)
     pieces.for_each(add_one, params)  # the formula: in the calling thread
-    assert all((p._data == 2).all() for p in params) and threaded[4:] == [False] * 4
+    assert all((p._data == 2).all() for p in params) and on_pool[4:] == [False] * 4
 
 
 def test_pool_workers_run_under_the_callers_floating_point_settings(monkeypatch):
@@ -80,21 +81,6 @@ def test_clip_grad_norm_on_the_pool_is_bitwise_the_serial_one(monkeypatch):
     assert t1 == t2
     for a, b in zip(g1, g2):
         np.testing.assert_array_equal(a, b)
-
-
-def test_the_pool_runs_in_larger_blocks_and_says_so(monkeypatch):
-    """While a run is spread over threads, in_blocks hands out THREADED_BLOCK_NUMEL-sized blocks."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    sizes = {}
-    params = [mt.nn.Parameter(mt.tensor(np.zeros(1 << 20, np.float32))) for _ in range(2)]
-
-    def record(p):
-        sizes[id(p)] = (pieces.update_pool.threaded, [b[0].size for b, _ in optmod.in_blocks(p._data)][0])
-
-    pieces.update_pool.run(record, params)
-    assert set(sizes.values()) == {(True, optmod.THREADED_BLOCK_NUMEL)} and not pieces.update_pool.threaded
-    record(params[0])
-    assert sizes[id(params[0])] == (False, optmod.BLOCK_NUMEL)
 
 
 def test_a_forked_child_runs_the_pool_with_threads_of_its_own(monkeypatch):
