@@ -12,6 +12,7 @@ from . import (  # noqa: F401 (they register)
     optim,
     pool,
     quiet,
+    recurrent,
     rowwise,
     selection,
     softmax,

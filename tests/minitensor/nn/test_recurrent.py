@@ -227,3 +227,22 @@ def test_second_derivatives_equal_torch(kind):
         results.append([gx.detach().numpy() if lib is torch else gx.numpy(), ggx.numpy() if lib is mt else ggx.numpy()])
     for a, b, what in zip(results[0], results[1], ("gradient", "second derivative")):
         assert_close(a, b, OP_RTOL["float64"], what)
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+def test_the_graph_and_the_backward_do_not_grow_with_the_length(kind):
+    """One node for each layer's time loop: the graph has as many nodes for 32 steps as for 4, and no node of the
+    backward writes a gradient of the input projection's size per step (as a composite's per-step slices would: a
+    backward quadratic in the length)."""
+    from minitensor.core import topological_order
+
+    mt.manual_seed(0)
+    layer = getattr(nn, kind)(3, 4, num_layers=2, bidirectional=True, dtype=np.float64)
+
+    def nodes(T):
+        out, _ = layer(mt.tensor(np.random.default_rng(T).standard_normal((T, 2, 3))))
+        return [type(n).__name__ for n in topological_order(out.grad_fn)]
+
+    short, long = nodes(4), nodes(32)
+    assert len(short) == len(long), (len(short), len(long))
+    assert sum(name.endswith("LayerBackward") for name in long) == 4  # 2 layers x 2 directions
