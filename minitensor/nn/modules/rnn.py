@@ -181,6 +181,10 @@ class RNNBase(Module):
             raise ValueError(
                 f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, got {input.shape[-1]}"
             )
+        if input.shape[1 if self.batch_first and input.ndim == 3 else 0] == 0:
+            raise ValueError(
+                f"{name}: expected sequence length to be larger than 0, got an input of shape {input.shape}"
+            )
         if input.dtype != self.weight_ih_l0.dtype:
             raise TypeError(f"{name}: input {input.dtype} and weights {self.weight_ih_l0.dtype} must share one dtype")
         unbatched = input.ndim == 2

@@ -152,6 +152,9 @@ def test_dropout_between_layers_only_while_training():
         (lambda: nn.GRU(3, 4)(mt.randn(5, 2, 3), mt.randn(2, 2, 4)), "expected h_0 of shape \\(1, 2, 4\\)"),
         (lambda: nn.LSTM(3, 4)(mt.randn(5, 2, 3), mt.randn(1, 2, 4)), "hx must be a tuple"),
         (lambda: nn.RNN(3, 4)([1, 2, 3]), "PackedSequence is not supported"),
+        (lambda: nn.LSTM(3, 4)(mt.zeros((0, 2, 3))), "expected sequence length to be larger than 0"),
+        (lambda: nn.GRU(3, 4, batch_first=True)(mt.zeros((2, 0, 3))), "sequence length to be larger than 0"),
+        (lambda: nn.RNN(3, 4)(mt.zeros((0, 3))), "sequence length to be larger than 0"),
     ],
 )
 def test_refusals(make, match):
