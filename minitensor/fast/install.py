@@ -3,6 +3,7 @@ last, once the formulas' modules are loaded)."""
 
 from . import (  # noqa: F401 (they register)
     allocator,
+    convolution,
     dropout,
     elementwise,
     indexing,

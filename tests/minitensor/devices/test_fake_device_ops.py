@@ -7,11 +7,11 @@ and gradient must live on the device, and the forward values and the gradients o
 upstream gradient, must EQUAL the CPU's:
   - bitwise (NaN where the CPU has NaN) against the CPU running the same formulas: the fake device is NumPy
     underneath. The CPU speed devices that a device bypasses on these cases, rowwise.last_sum's np.einsum row
-    sums (fast/rowwise.py: a device sums by np.sum) and the LSTM's in-place time loop (fast/recurrent.py), are turned
-    off for that CPU run (`plain_cpu`);
+    sums (fast/rowwise.py: a device sums by np.sum), the LSTM's in-place time loop (fast/recurrent.py) and the
+    convolution's folded products (fast/convolution.py), are turned off for that CPU run (`plain_cpu`);
   - to the op table's tolerance (minitensor/testing.py) against the CPU as it runs by default, einsum row sums and
     all: they round differently (the cases are the softmax, log_softmax, layer norm, attention-weight, var/std over
-    the last dim and einsum cases, whose forward or backward sums rows, and the LSTM's).
+    the last dim and einsum cases, whose forward or backward sums rows, the LSTM's and the convolutions).
 The second-order table does the same for the backward of the backward (create_graph=True): the gradient b(x, g) for
 a random g, then the gradient of <b, v> for a random v, with respect to x and g; and forward mode for the primal and
 tangent of every case, random tangents beside the inputs. Below the tables: the repeated-index scatter-add on the
@@ -55,14 +55,15 @@ def fake_cuda():
     devices.use_fake_cuda(previous)
 
 
-# host-only speed devices that a device array steps around to their formulas (fast/recurrent.py: the LSTM's time loop)
-HOST_LOOPS = ("lstm_steps", "lstm_backward")
+# host-only speed devices that a device array steps around to their formulas (fast/recurrent.py: the LSTM's time loop;
+# fast/convolution.py: the convolution's products over all samples at once)
+HOST_LOOPS = ("lstm_steps", "lstm_backward", "conv_products", "conv_grads")
 
 
 @contextlib.contextmanager
 def plain_cpu():
     """The CPU without the row-sum speed device (rowwise.last_sum sums every row by np.sum, as a device does) and
-    with the LSTM's time loop on its formulas, as on a device."""
+    with the LSTM's time loop and the convolution's products on their formulas, as on a device."""
     previous, rowwise.SUM_ROW = rowwise.SUM_ROW, 0
     loops = [fast.registered()[name] for name in HOST_LOOPS]
     for entry in loops:
