@@ -3,9 +3,9 @@ matrix product per group.
 
 The formulas lay the windows out per sample, cols (N, G, Cg K, L), and multiply per sample: N products of L columns.
 These lay them out channels first, (G, Cg K, N L), so that each product is one GEMM over every sample's windows at
-once, the shape the BLAS splits best over its threads; the price is a transposition of the output and of its
-gradient, each fused into a pass that the formula makes anyway (the bias add; the padding's copy of x and the crop of
-dx). The same numbers to round-off (tests/minitensor/fast/test_convolution.py); the gain:
+once, the shape the BLAS splits best over its threads; the price is moving the samples' axis: x's inside the
+padding's copy, the output's inside the bias add, dx's inside the crop (passes the formula makes anyway), and one copy
+of the upstream gradient. The same numbers to round-off (tests/minitensor/fast/test_convolution.py); the gain:
 docs/decisions/031-lstm-time-loop.md.
 """
 
