@@ -152,9 +152,10 @@ BARE = {
 }
 
 
-def bare_runner(name: str, arrays: list, upstream):
-    """(forward, forward+backward, forward output) closures of op `name` on these inputs, as op_cases' runners."""
-    fwd, bwd = BARE[name]
+def bare_runner(name: str, arrays: list, upstream, table: dict = BARE):
+    """(forward, forward+backward, forward output) closures of op `name` of `table` (BARE, or bare_layers'
+    BARE_LAYERS) on these inputs, as op_cases' runners."""
+    fwd, bwd = table[name]
 
     def forward():
         return fwd(*arrays)[0]

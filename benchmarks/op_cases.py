@@ -18,7 +18,8 @@ import numpy as np
 
 import minitensor
 import minitensor.nn.functional as mt_functional
-from benchmarks.bare_ops import bare_runner
+from benchmarks.bare_layers import BARE_LAYERS
+from benchmarks.bare_ops import BARE, bare_runner
 from transformer_np.model import scaled_dot_product_attention as np_scaled_dot_product_attention
 
 
@@ -38,10 +39,19 @@ class Mask:
 
 
 @dataclass(frozen=True)
+class Weight:
+    """A float input of `shape` (requires grad) drawn as standard normal times `scale`: a layer's weights at the
+    size of torch's initialisation, so that its gates and activations are not saturated."""
+
+    shape: tuple
+    scale: float
+
+
+@dataclass(frozen=True)
 class OpCase:
     name: str
-    size: str  # 'small' or 'large'
-    inputs: tuple  # float shapes (require grad), Index or Mask
+    size: str  # 'small', 'large' or 'layer' (benchmarks/layer_floor.py's, not in the op table)
+    inputs: tuple  # float shapes or Weight (require grad), Index or Mask
     fn: Callable  # fn(L, F, *inputs) with L = minitensor or torch, F = its functional
 
 
@@ -66,6 +76,19 @@ def _heads(x, B, T, H, Dh):
     """(B, T, D) -> (B*H, T, Dh): the split-heads copy every attention layer makes (a real copy on both sides)."""
     return x.reshape(B, T, H, Dh).transpose(1, 2).reshape(B * H, T, Dh)
 
+
+def _lstm(L, F, x, *weights):
+    """nn.LSTM(256, 256, num_layers=2) of the library on x (T, N, 256) with these weights (torch.func's
+    functional_call, the same on both sides): the output (T, N, 256)."""
+    if L.__name__ not in _LSTMS:
+        _LSTMS[L.__name__] = L.nn.LSTM(256, 256, num_layers=2)
+    module = _LSTMS[L.__name__]
+    names = [name for name, _ in module.named_parameters()]
+    return L.func.functional_call(module, dict(zip(names, weights)), (x,))[0]
+
+
+_LSTMS: dict = {}  # library name -> its nn.LSTM, built once: the weights are the case's inputs
+_LSTM_LAYER = tuple(Weight(shape, 1 / 16) for shape in ((1024, 256), (1024, 256), (1024,), (1024,)))
 
 # Large shapes are the base model's: B 16, T 32, D 512, H 8, Dh 64, d_ff 2048, V 10000.
 CASES: list[OpCase] = [
@@ -111,6 +134,15 @@ CASES: list[OpCase] = [
     OpCase("attention (composite)", "large", ((16, 8, 32, 64),) * 3 + (Mask((16, 1, 32, 32)),), _attention),
     OpCase("attention (model's)", "small", ((2, 2, 4, 8),) * 3 + (Mask((2, 1, 4, 4)),), _model_attention),
     OpCase("attention (model's)", "large", ((16, 8, 32, 64),) * 3 + (Mask((16, 1, 32, 32)),), _model_attention),
+    # the layers of benchmarks/layer_floor.py: LSTM 2 layers, hidden 256, sequence 64, batch 32; Conv2d(32, 32, 3,
+    # padding=1) on (64, 32, 28, 28). Weights at torch's initial scale (1 / sqrt(fan-in) order).
+    OpCase("lstm", "layer", ((64, 32, 256), *_LSTM_LAYER, *_LSTM_LAYER), _lstm),
+    OpCase(
+        "conv2d",
+        "layer",
+        ((64, 32, 28, 28), Weight((32, 32, 3, 3), 1 / 17), Weight((32,), 1 / 17)),
+        lambda L, F, x, w, b: F.conv2d(x, w, b, padding=1),
+    ),
 ]
 
 
@@ -123,6 +155,8 @@ def _arrays(case: OpCase, rng: np.random.Generator) -> list[np.ndarray]:
             m = rng.random(spec.shape) < 0.8
             m[0] = True  # row 0 fully visible so no row is ever empty by chance alone
             out.append(m)
+        elif isinstance(spec, Weight):
+            out.append((rng.standard_normal(spec.shape) * spec.scale).astype(np.float32))
         else:
             out.append(rng.standard_normal(spec).astype(np.float32))
     return out
@@ -177,7 +211,7 @@ def torch_from_numpy(a: np.ndarray):
 
 def case_runner(lib: str, index: int):
     """(forward, forward+backward, forward output as NumPy) of CASES[index] for 'numpy', 'torch' or 'bare' (the fused
-    ops only: benchmarks/bare_ops.py).
+    ops and the layers only: benchmarks/bare_ops.py, benchmarks/bare_layers.py).
 
     Inputs and the random upstream gradient come from a generator seeded by the case's index, so
     the two sides, each in its own process, draw the very same arrays.
@@ -188,8 +222,8 @@ def case_runner(lib: str, index: int):
     out = _make_runner("numpy" if lib == "bare" else lib, case, arrays, None)[2]()
     # A random upstream gradient of the output's shape (a 0-d array for scalar losses).
     upstream = np.asarray(rng.standard_normal(out.shape), dtype=np.float32)
-    if lib == "bare":  # the same op on bare arrays (benchmarks/bare_ops.py), the same inputs
-        return bare_runner(case.name, arrays, upstream)
+    if lib == "bare":  # the same op on bare arrays (benchmarks/bare_ops.py, bare_layers.py), the same inputs
+        return bare_runner(case.name, arrays, upstream, BARE_LAYERS if case.size == "layer" else BARE)
     return _make_runner(lib, case, arrays, upstream)
 
 

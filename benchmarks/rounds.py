@@ -1,6 +1,6 @@
-"""The frame the round-by-round tools share (budget.py, hvp_floor.py, fused_floor.py): their workers started and
-always stopped, a median [IQR] cell, the flags every one of them takes, and a main that prints the table (or JSON)
-and turns a worker's failure or Ctrl-C into one line."""
+"""The frame the round-by-round tools share (budget.py, hvp_floor.py, fused_floor.py, layer_floor.py): their workers
+started and always stopped, a median [IQR] cell, the flags every one of them takes, and a main that prints the table
+(or JSON) and turns a worker's failure or Ctrl-C into one line."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ last, once the formulas' modules are loaded)."""
 
 from . import (  # noqa: F401 (they register)
     allocator,
+    convolution,
     dropout,
     elementwise,
     indexing,
@@ -11,6 +12,7 @@ from . import (  # noqa: F401 (they register)
     matmul,
     pool,
     quiet,
+    recurrent,
     rowwise,
     selection,
     softmax,

@@ -24,6 +24,7 @@ writes into `g` or into a saved array.
     attention.py     ScaledDotProductAttention: FlashAttention-2's tiled attention in O(T) memory
     convolution.py   Conv (conv1d, conv2d) on im2col, and its linear pair Unfold, Fold
     pooling.py       MaxPool (argmax routing), AvgPool
+    recurrent.py     LSTMLayer: an LSTM layer's whole time loop, backpropagation through time derived by hand
     rms_norm.py      RMSNorm, fused, derived by hand
     rotary.py        RotaryEmbedding: the rotary position embedding (rotate-half layout), a rotation
     device.py        ToDevice: a copy to another device (Tensor.to, .cuda(), .cpu())
@@ -47,6 +48,7 @@ from . import (
     losses,
     matmul,
     pooling,
+    recurrent,
     reductions,
     rms_norm,
     rotary,
@@ -73,7 +75,7 @@ def defined_primitives(*modules) -> dict:
 PRIMITIVES = defined_primitives(
     elementwise, selection, matmul, reductions, shape, indexing, fused, layer_norm, losses, attention, device
 )
-PRIMITIVES.update(defined_primitives(convolution, pooling, rms_norm, rotary, scan, batch_norm))
+PRIMITIVES.update(defined_primitives(convolution, pooling, recurrent, rms_norm, rotary, scan, batch_norm))
 globals().update(PRIMITIVES)  # ops.Add, ops.Exp, ...: each primitive under its class name
 __all__ = sorted(PRIMITIVES)
 

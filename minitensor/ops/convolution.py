@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from .. import fast
 from ..autograd import Function, tangent_sum
 from ..devices import array_module
 from .namespace import TENSORS
@@ -137,10 +138,45 @@ class Fold(Function):
         return (cols.reshape(N, C * K, L),)
 
 
+def conv_products(x, weight, bias, geometry: dict, groups: int):
+    """The forward on arrays: (y (N, O, *out) with the bias added, cols as the backward reads them (N, G, Cg K, L)):
+    im2col, then one product per sample."""
+    N, C = x.shape[:2]
+    cols = im2col(x, **geometry)  # (N, C, K, L)
+    cols = cols.reshape(N, groups, C // groups * cols.shape[2], cols.shape[-1])  # (N, G, Cg*K, L): grouped
+    out = (_weight_rows(weight, groups) @ cols).reshape(N, weight.shape[0], *_out(x.shape[2:], geometry))
+    if bias is not None:
+        out += bias.reshape(-1, *(1,) * (x.ndim - 2))  # in place on a fresh array
+    return out, cols
+
+
+def conv_grads(xp, g, x, weight, cols, geometry: dict, groups: int, need_x: bool, need_w: bool):
+    """(dx, dW) for g (None where not needed): dcols = W^T g per sample, then col2im; dW = sum_n g cols^T. `cols` is
+    what conv_products kept, or None: recomputed from x (on Tensors, under create_graph, it is differentiable)."""
+    N, C = x.shape[:2]
+    g4 = g.reshape(N, groups, weight.shape[0] // groups, math.prod(g.shape[2:]))  # (N, G, Og, L)
+    gx = gw = None
+    if need_x:
+        gcols = xp.swapaxes(_weight_rows(weight, groups), -1, -2) @ g4  # (N, G, Cg*K, L)
+        K = math.prod(geometry["kernel_size"])
+        gx = fold(xp, gcols.reshape(N, C, K, g4.shape[-1]), x.shape[2:], **geometry)
+    if need_w:
+        if cols is None or cols.ndim != 4:  # none kept, or kept in a speed device's layout (fast/convolution.py)
+            cols = _grouped_cols(xp, x, geometry, groups)
+        gw = xp.sum(g4 @ xp.swapaxes(cols, -1, -2), axis=0).reshape(weight.shape)  # (G, Og, Cg*K) summed over n
+    return gx, gw
+
+
+fast.formula("conv_products", conv_products)
+fast.formula("conv_grads", conv_grads)
+
+
 class Conv(Function):
     """y = W * x + b, the cross-correlation of torch's conv1d/conv2d (any number of spatial dims), groups G:
     y[n, g, o, l] = sum_j W[g, o, j] cols[n, g, j, l] + b[g, o], cols = im2col(x) with its channels in G groups;
-    dx = col2im(W^T g), dW = sum_n g cols^T, db = sum g;  ẏ = conv(ẋ, W) + conv(x, Ẇ) + ḃ"""
+    dx = col2im(W^T g), dW = sum_n g cols^T, db = sum g;  ẏ = conv(ẋ, W) + conv(x, Ẇ) + ḃ
+    (the products are slots, `fast.use.conv_products` and `conv_grads`: fast/convolution.py folds the samples into
+    one product)"""
 
     max_inputs = 3  # x, weight, bias; bias optional
 
@@ -148,35 +184,18 @@ class Conv(Function):
     def forward(ctx, x, weight, bias=None, stride=(1,), padding=((0, 0),), dilation=(1,), groups=1):
         geometry = dict(kernel_size=weight.shape[2:], stride=stride, padding=padding, dilation=dilation)
         ctx.geometry, ctx.groups = geometry, groups
-        N, C = x.shape[:2]
-        cols = im2col(x, **geometry)  # (N, C, K, L)
-        cols = cols.reshape(N, groups, C // groups * cols.shape[2], cols.shape[-1])  # (N, G, Cg*K, L): grouped
-        out = _weight_rows(weight, groups) @ cols  # (N, G, Og, L)
+        out, cols = fast.use.conv_products(x, weight, bias, geometry, groups)
         ctx.save_for_backward(x, weight)
         ctx.save(cols=cols)
-        out = out.reshape(N, weight.shape[0], *_out(x.shape[2:], geometry))
-        if bias is not None:
-            out += bias.reshape(-1, *(1,) * (x.ndim - 2))  # in place on a fresh array
         return out
 
     @staticmethod
     def backward(ctx, g):
         x, weight = ctx.saved_arrays
         need_x, need_w, need_b = ctx.needs_input_grad
-        xp, groups = ctx.xp, ctx.groups
-        N, C = x.shape[:2]
-        g4 = g.reshape(N, groups, weight.shape[0] // groups, math.prod(g.shape[2:]))  # (N, G, Og, L)
-        gx = gw = gb = None
-        if need_x:
-            gcols = xp.swapaxes(_weight_rows(weight, groups), -1, -2) @ g4  # (N, G, Cg*K, L)
-            K = math.prod(ctx.geometry["kernel_size"])
-            gx = fold(xp, gcols.reshape(N, C, K, g4.shape[-1]), x.shape[2:], **ctx.geometry)
-        if need_w:
-            cols = ctx.intermediate(ctx.cols, _grouped_cols, x, ctx.geometry, groups)
-            gw = xp.sum(g4 @ xp.swapaxes(cols, -1, -2), axis=0).reshape(weight.shape)  # (G, Og, Cg*K) summed over n
-        if need_b:
-            gb = xp.sum(g, axis=(0, *range(2, g.ndim)))
-        return gx, gw, gb
+        cols = None if ctx.create_graph else ctx.cols  # on Tensors: recomputed, differentiable
+        grads = fast.use.conv_grads(ctx.xp, g, x, weight, cols, ctx.geometry, ctx.groups, need_x, need_w)
+        return (*grads, ctx.xp.sum(g, axis=(0, *range(2, g.ndim))) if need_b else None)
 
     @staticmethod
     def jvp(ctx, tx, tw, tb=None):

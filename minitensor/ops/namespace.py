@@ -30,9 +30,11 @@ from .elementwise import (
     Exp,
     Log,
     LogSigmoid,
+    Relu,
     Sigmoid,
     Sin,
     Sqrt,
+    Tanh,
     erf,
     log_sigmoid,
     stable_sigmoid,
@@ -43,7 +45,7 @@ from .reductions import Mean, Sum
 from .rowwise import mean_, sum_
 from .scan import CumProd, CumSum, cumprod, cumsum
 from .selection import Where
-from .shape import Expand, Permute, Reshape, Transpose, Tril, Triu
+from .shape import Cat, Expand, Permute, Reshape, Stack, Transpose, Tril, Triu
 
 
 def _axes(axis, ndim: int):
@@ -66,6 +68,8 @@ ELEMENTWISE = {
     "exp": (np.exp, Exp),
     "log": (np.log, Log),
     "sqrt": (np.sqrt, Sqrt),
+    "tanh": (np.tanh, Tanh),
+    "relu": (lambda a: np.maximum(a.dtype.type(0), a), Relu),  # Relu's forward: relu(-0.0) = -0.0, as torch
     "sigmoid": (stable_sigmoid, Sigmoid),
     "log_sigmoid": (log_sigmoid, LogSigmoid),
     "erf": (erf, Erf),
@@ -104,6 +108,7 @@ class ArrayOps:
     moveaxis, broadcast_to = staticmethod(np.moveaxis), staticmethod(np.broadcast_to)
     tril, triu, sum, mean = staticmethod(np.tril), staticmethod(np.triu), staticmethod(sum_), staticmethod(mean_)
     split, unstack = staticmethod(np.split), staticmethod(unstack)
+    stack, concatenate = staticmethod(np.stack), staticmethod(np.concatenate)
     log_softmax, index_put = staticmethod(log_softmax), staticmethod(index_put)
     cumsum, cumprod = staticmethod(cumsum), staticmethod(cumprod)
 
@@ -212,6 +217,14 @@ class TensorOps:
     def unstack(a, axis=0):
         lead = (slice(None),) * (axis % a.ndim)
         return tuple(GetItem.apply(a, index=lead + (i,), advanced=False) for i in range(a.shape[axis]))
+
+    @staticmethod
+    def stack(arrays, axis=0):
+        return Stack.apply(*arrays, dim=axis % (arrays[0].ndim + 1))
+
+    @staticmethod
+    def concatenate(arrays, axis=0):
+        return Cat.apply(*arrays, dim=axis % arrays[0].ndim)
 
     @staticmethod
     def log_softmax(a, axis):

@@ -1350,6 +1350,68 @@ CASES += [
     C("F.fold", lambda t, x: t.F.fold(x, (5, 6), 2, padding=1, stride=(2, 1)), [(2, 8, 21)]),
 ]
 
+
+# -------- the recurrent layers' time loops (ops/recurrent.py: LSTMLayer, GRULayer, RNNLayer) through nn.LSTM, nn.GRU
+# and nn.RNN with the case's weights (functional_call, by torch's parameter names in order): the output and the final
+# states in one vector, so that every one gets a gradient
+def recurrent_outputs(t, kind, x, *state_and_weights, **kw):
+    module = getattr(t.nn, kind)(3, 4, dtype=x.dtype, **kw)
+    names = [name for name, _ in module.named_parameters()]
+    state, weights = state_and_weights[: -len(names)], state_and_weights[-len(names) :]
+    y, final = t.func.functional_call(module, dict(zip(names, weights)), (x, state if kind == "LSTM" else state[0]))
+    return t.cat([y.reshape(-1), *(s.reshape(-1) for s in (final if kind == "LSTM" else (final,)))])
+
+
+def recurrent_outputs_native(t, *args, **kw):
+    """recurrent_outputs on torch with oneDNN off: its float32 LSTM (mkldnn_rnn_layer) has no forward-mode AD."""
+    with torch.backends.mkldnn.flags(enabled=False):
+        return recurrent_outputs(t, *args, **kw)
+
+
+_NATIVE = "torch's float32 LSTM runs oneDNN, which has no forward-mode AD: the reference runs torch's native kernel"
+
+
+def _layer(G, width, bias=True):
+    """One layer and direction's weight_ih, weight_hh (and bias_ih, bias_hh) shapes, G gates of 4 units."""
+    return [(G * 4, width), (G * 4, 4), *([(G * 4,)] * 2 if bias else [])]
+
+
+CASES += [
+    C(
+        "nn.LSTM",
+        lambda t, *a: recurrent_outputs(t, "LSTM", *a),
+        [(5, 2, 3), (1, 2, 4), (1, 2, 4), *_layer(4, 3)],
+        ref=lambda t, *a: recurrent_outputs_native(t, "LSTM", *a),
+        why=_NATIVE,
+    ),
+    C(
+        "nn.LSTM_two_layers_bidirectional_batch_first",
+        lambda t, *a: recurrent_outputs(t, "LSTM", *a, num_layers=2, bidirectional=True, batch_first=True),
+        [(2, 4, 3), (4, 2, 4), (4, 2, 4), *_layer(4, 3) * 2, *_layer(4, 8) * 2],
+        ref=lambda t, *a: recurrent_outputs_native(t, "LSTM", *a, num_layers=2, bidirectional=True, batch_first=True),
+        why=_NATIVE,
+    ),
+    C(
+        "nn.LSTM_no_bias",
+        lambda t, *a: recurrent_outputs(t, "LSTM", *a, bias=False),
+        [(4, 2, 3), (1, 2, 4), (1, 2, 4), *_layer(4, 3, False)],
+        ref=lambda t, *a: recurrent_outputs_native(t, "LSTM", *a, bias=False),
+        why=_NATIVE,
+    ),
+    C("nn.GRU", lambda t, *a: recurrent_outputs(t, "GRU", *a), [(5, 2, 3), (1, 2, 4), *_layer(3, 3)]),
+    C(
+        "nn.GRU_two_layers_bidirectional_no_bias",
+        lambda t, *a: recurrent_outputs(t, "GRU", *a, num_layers=2, bidirectional=True, bias=False),
+        [(4, 2, 3), (4, 2, 4), *_layer(3, 3, False) * 2, *_layer(3, 8, False) * 2],
+    ),
+    C("nn.RNN", lambda t, *a: recurrent_outputs(t, "RNN", *a), [(5, 2, 3), (1, 2, 4), *_layer(1, 3)]),
+    C(
+        "nn.RNN_relu_bidirectional",
+        lambda t, *a: recurrent_outputs(t, "RNN", *a, nonlinearity="relu", bidirectional=True),
+        [(5, 2, 3), (2, 2, 4), *_layer(1, 3) * 2],
+    ),
+]
+
 # The decoder-only models' primitives: RMSNorm (torch's F.rms_norm) and the rotary embedding in Hugging Face Llama's
 # rotate-half layout (torch has no function: `ref` writes transformers' apply_rotary_pos_emb). Angle tables for
 # positions 0..4 of a head of width 6, as the models build them (each half's angles repeated).

@@ -10,11 +10,13 @@ z, n). One step, with a_x = x W_ih^T + b_ih and a_h = h W_hh^T + b_hh:
           c' = f c + i g,  h' = o tanh(c')
     GRU   r, z = sigmoid of the first two slices of a_x + a_h;  n = tanh(a_x[n] + r a_h[n]);  h' = (1 - z) n + z h
 
-The layers are composites of recorded primitives (the input projection of every step in one linear, then per step
-one linear and the gates' elementwise ops), so their gradients, forward-mode tangents and second derivatives are
-the engine's own (docs/backprop.md, "Recurrent layers", writes the step's backward out by hand). Between layers,
-dropout while training (not after the last). Not supported, each refused by name: PackedSequence inputs,
-LSTM's proj_size.
+Each layer and direction runs as the input projection of every step (one linear) and one fused node for the time
+loop (ops/recurrent.py: LSTMLayer, GRULayer, RNNLayer), whose backward through time is derived by hand
+(docs/backprop.md, "Recurrent layers") and writes each step's gradient once; as a composite of per-step primitives,
+each step's slice of the projection would write a gradient of the projection's full size (a backward quadratic in
+the length). The cells (RNNCell, LSTMCell, GRUCell) are one step: composites of rnn_step, lstm_step, gru_step.
+Between layers, dropout while training (not after the last). Not supported, each refused by name: PackedSequence
+inputs, LSTM's proj_size.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 
 from ...creation import zeros
 from ...functions.shape import cat, stack
+from ...ops.recurrent import GRULayer, LSTMLayer, RNNLayer
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
@@ -140,13 +143,6 @@ class RNNBase(Module):
     def flatten_parameters(self) -> None:
         """torch's cuDNN weight-layout call: nothing to do here."""
 
-    def _step(self, x_proj, state, w_hh, b_hh):
-        if self.mode == "LSTM":
-            return lstm_step(x_proj, state, w_hh, b_hh)
-        if self.mode == "GRU":
-            return gru_step(x_proj, state, w_hh, b_hh)
-        return rnn_step(x_proj, state, w_hh, b_hh, "tanh" if self.mode == "RNN_TANH" else "relu")
-
     def _initial_state(self, hx, x, D: int):
         """The initial state(s), (L D, N, H) each, checked: zeros when hx is None."""
         name, shape = type(self).__name__, (self.num_layers * D, x.shape[1], self.hidden_size)
@@ -185,6 +181,10 @@ class RNNBase(Module):
             raise ValueError(
                 f"{name}: input.size(-1) must be equal to input_size. Expected {self.input_size}, got {input.shape[-1]}"
             )
+        if input.shape[1 if self.batch_first and input.ndim == 3 else 0] == 0:
+            raise ValueError(
+                f"{name}: expected sequence length to be larger than 0, got an input of shape {input.shape}"
+            )
         if input.dtype != self.weight_ih_l0.dtype:
             raise TypeError(f"{name}: input {input.dtype} and weights {self.weight_ih_l0.dtype} must share one dtype")
         unbatched = input.ndim == 2
@@ -219,13 +219,26 @@ class RNNBase(Module):
         """One layer in one direction over x (T, N, in): the outputs (T, N, H) in time order, and the last state."""
         w_ih, w_hh = getattr(self, f"weight_ih_{tag}"), getattr(self, f"weight_hh_{tag}")
         b_ih, b_hh = (getattr(self, f"bias_ih_{tag}"), getattr(self, f"bias_hh_{tag}")) if self.bias else (None, None)
-        x_proj = F.linear(x, w_ih, b_ih)  # (T, N, G H): every step's input projection in one product
-        steps = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
-        outs = [None] * x.shape[0]
-        for t in steps:
-            state = self._step(x_proj[t], state, w_hh, b_hh)
-            outs[t] = state[0] if self.mode == "LSTM" else state
-        return stack(outs, 0), state
+        if reverse:  # the steps run from the last to the first: the sequence flipped, the outputs flipped back
+            out, state = self._run_layer(x.flip(0), state, w_ih, w_hh, b_ih, b_hh)
+            return out.flip(0), state
+        return self._run_layer(x, state, w_ih, w_hh, b_ih, b_hh)
+
+    def _run_layer(self, x, state, w_ih, w_hh, b_ih, b_hh):
+        """One layer in one direction over x (T, N, in), the steps in x's order, as the input projection of every step
+        in one linear and one fused node for the time loop (ops/recurrent.py: its backward through time writes each
+        step's gradient once): the outputs (T, N, H) and the last state."""
+        if self.mode == "LSTM":
+            bias = None if b_ih is None else b_ih + b_hh  # both biases go into the input projection
+            y = LSTMLayer.apply(F.linear(x, w_ih, bias), *state, w_hh)  # (T + 1, N, H): h_1 ... h_T, then c_T
+            out = y[:-1]
+            return out, (out[-1], y[-1])
+        if self.mode == "GRU":  # b_hh stays apart: its n block is inside r's product
+            out = GRULayer.apply(F.linear(x, w_ih, b_ih), state, w_hh, *(() if b_hh is None else (b_hh,)))
+            return out, out[-1]
+        bias = None if b_ih is None else b_ih + b_hh
+        out = RNNLayer.apply(F.linear(x, w_ih, bias), state, w_hh, relu=self.mode == "RNN_RELU")
+        return out, out[-1]
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"

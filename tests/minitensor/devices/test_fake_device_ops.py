@@ -6,11 +6,12 @@ any NumPy array beside them: an op that makes a host array where device data mee
 and gradient must live on the device, and the forward values and the gradients of every input, for the same random
 upstream gradient, must EQUAL the CPU's:
   - bitwise (NaN where the CPU has NaN) against the CPU running the same formulas: the fake device is NumPy
-    underneath. The one CPU speed device that a device bypasses on these cases, rowwise.last_sum's np.einsum row
-    sums (fast/rowwise.py: a device sums by np.sum), is turned off for that CPU run (`plain_cpu`);
+    underneath. The CPU speed devices that a device bypasses on these cases, rowwise.last_sum's np.einsum row
+    sums (fast/rowwise.py: a device sums by np.sum), the LSTM's in-place time loop (fast/recurrent.py) and the
+    convolution's folded products (fast/convolution.py), are turned off for that CPU run (`plain_cpu`);
   - to the op table's tolerance (minitensor/testing.py) against the CPU as it runs by default, einsum row sums and
     all: they round differently (the cases are the softmax, log_softmax, layer norm, attention-weight, var/std over
-    the last dim and einsum cases, whose forward or backward sums rows).
+    the last dim and einsum cases, whose forward or backward sums rows, the LSTM's and the convolutions).
 The second-order table does the same for the backward of the backward (create_graph=True): the gradient b(x, g) for
 a random g, then the gradient of <b, v> for a random v, with respect to x and g; and forward mode for the primal and
 tangent of every case, random tangents beside the inputs. Below the tables: the repeated-index scatter-add on the
@@ -28,7 +29,7 @@ import numpy as np
 import pytest
 
 import minitensor as mt
-from minitensor import devices, fakecuda
+from minitensor import devices, fakecuda, fast
 from minitensor.autograd import forward_ad as fw
 from minitensor.fast import rowwise
 from minitensor.testing import assert_close
@@ -54,14 +55,25 @@ def fake_cuda():
     devices.use_fake_cuda(previous)
 
 
+# host-only speed devices that a device array steps around to their formulas (fast/recurrent.py: the LSTM's time loop;
+# fast/convolution.py: the convolution's products over all samples at once)
+HOST_LOOPS = ("lstm_steps", "lstm_backward", "conv_products", "conv_grads")
+
+
 @contextlib.contextmanager
 def plain_cpu():
-    """The CPU without the row-sum speed device (rowwise.last_sum sums every row by np.sum, as a device does)."""
+    """The CPU without the row-sum speed device (rowwise.last_sum sums every row by np.sum, as a device does) and
+    with the LSTM's time loop and the convolution's products on their formulas, as on a device."""
     previous, rowwise.SUM_ROW = rowwise.SUM_ROW, 0
+    loops = [fast.registered()[name] for name in HOST_LOOPS]
+    for entry in loops:
+        entry.install(False)
     try:
         yield
     finally:
         rowwise.SUM_ROW = previous
+        for entry in loops:
+            entry.install(fast.enabled())
 
 
 def on_device(a: np.ndarray, requires_grad: bool = False):

@@ -152,6 +152,9 @@ def test_dropout_between_layers_only_while_training():
         (lambda: nn.GRU(3, 4)(mt.randn(5, 2, 3), mt.randn(2, 2, 4)), "expected h_0 of shape \\(1, 2, 4\\)"),
         (lambda: nn.LSTM(3, 4)(mt.randn(5, 2, 3), mt.randn(1, 2, 4)), "hx must be a tuple"),
         (lambda: nn.RNN(3, 4)([1, 2, 3]), "PackedSequence is not supported"),
+        (lambda: nn.LSTM(3, 4)(mt.zeros((0, 2, 3))), "expected sequence length to be larger than 0"),
+        (lambda: nn.GRU(3, 4, batch_first=True)(mt.zeros((2, 0, 3))), "sequence length to be larger than 0"),
+        (lambda: nn.RNN(3, 4)(mt.zeros((0, 3))), "sequence length to be larger than 0"),
     ],
 )
 def test_refusals(make, match):
@@ -232,3 +235,22 @@ def test_second_derivatives_equal_torch(kind):
         )
     for a, b, what in zip(results[0], results[1], ("gradient", "second derivative")):
         assert_close(a, b, OP_RTOL["float64"], what)
+
+
+@pytest.mark.parametrize("kind", ["RNN", "LSTM", "GRU"])
+def test_the_graph_and_the_backward_do_not_grow_with_the_length(kind):
+    """One node for each layer's time loop: the graph has as many nodes for 32 steps as for 4, and no node of the
+    backward writes a gradient of the input projection's size per step (as a composite's per-step slices would: a
+    backward quadratic in the length)."""
+    from minitensor.core import topological_order
+
+    mt.manual_seed(0)
+    layer = getattr(nn, kind)(3, 4, num_layers=2, bidirectional=True, dtype=np.float64)
+
+    def nodes(T):
+        out, _ = layer(mt.tensor(np.random.default_rng(T).standard_normal((T, 2, 3))))
+        return [type(n).__name__ for n in topological_order(out.grad_fn)]
+
+    short, long = nodes(4), nodes(32)
+    assert len(short) == len(long), (len(short), len(long))
+    assert sum(name.endswith("LayerBackward") for name in long) == 4  # 2 layers x 2 directions
