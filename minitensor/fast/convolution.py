@@ -18,7 +18,7 @@ import numpy as np
 from .. import fast
 from ..devices import is_host
 from ..ops import convolution
-from ..ops.convolution import _windows, output_size
+from ..ops.convolution import output_size, windows
 
 
 def _inside(size, padding):
@@ -37,7 +37,7 @@ def conv_products_folded(x, weight, bias, geometry: dict, groups: int):
     xt[(slice(None), slice(None), *_inside(size, padding))] = x.swapaxes(0, 1)  # padded, channels first
     K = math.prod(kernel)
     cols = np.empty((C, K, N, *out_size), x.dtype)
-    for k, window in enumerate(_windows(kernel, stride, dilation, out_size)):
+    for k, window in enumerate(windows(kernel, stride, dilation, out_size)):
         cols[:, k] = xt[(slice(None), slice(None), *window)]
     cols = cols.reshape(groups, C // groups * K, N * math.prod(out_size))
     y = convolution._weight_rows(weight, groups) @ cols  # (G, Og, N L)
@@ -66,7 +66,7 @@ def conv_grads_folded(xp, g, x, weight, cols, geometry: dict, groups: int, need_
         gcols = convolution._weight_rows(weight, groups).swapaxes(-1, -2) @ g2  # (G, Cg K, N L)
         gcols = gcols.reshape(C, math.prod(kernel), N, *out_size)
         gxt = np.zeros((C, N, *(n + lo + hi for n, (lo, hi) in zip(size, padding))), g.dtype)
-        for k, window in enumerate(_windows(kernel, stride, dilation, out_size)):
+        for k, window in enumerate(windows(kernel, stride, dilation, out_size)):
             gxt[(slice(None), slice(None), *window)] += gcols[:, k]
         gx = np.ascontiguousarray(gxt[(slice(None), slice(None), *_inside(size, padding))].swapaxes(0, 1))
     return gx, gw

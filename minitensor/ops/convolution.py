@@ -37,7 +37,7 @@ def output_size(size, kernel_size, stride, padding, dilation) -> tuple:
     )
 
 
-def _windows(kernel_size, stride, dilation, out):
+def windows(kernel_size, stride, dilation, out):
     """For each kernel position (in C order), the slices of the padded input that it reads for every window."""
     for pos in itertools.product(*(range(k) for k in kernel_size)):
         yield tuple(slice(p * d, p * d + s * (o - 1) + 1, s) for p, s, d, o in zip(pos, stride, dilation, out))
@@ -50,7 +50,7 @@ def im2col(x, kernel_size, stride, padding, dilation, fill=0):
         x = _padded(x, padding, fill)
     N, C = x.shape[:2]
     cols = array_module(x).empty((N, C, math.prod(kernel_size), *out), dtype=x.dtype)
-    for k, window in enumerate(_windows(kernel_size, stride, dilation, out)):
+    for k, window in enumerate(windows(kernel_size, stride, dilation, out)):
         cols[:, :, k] = x[(slice(None), slice(None), *window)]  # one strided copy per kernel position
     return cols.reshape(N, C, cols.shape[2], math.prod(out))
 
@@ -63,7 +63,7 @@ def col2im(cols, size, kernel_size, stride, padding, dilation):
     padded_size = tuple(n + lo + hi for n, (lo, hi) in zip(size, padding))
     x = array_module(cols).zeros((N, C, *padded_size), dtype=cols.dtype)
     cols = cols.reshape(N, C, cols.shape[2], *out)
-    for k, window in enumerate(_windows(kernel_size, stride, dilation, out)):
+    for k, window in enumerate(windows(kernel_size, stride, dilation, out)):
         x[(slice(None), slice(None), *window)] += cols[:, :, k]
     if not any(lo or hi for lo, hi in padding):
         return x
