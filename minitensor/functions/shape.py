@@ -103,17 +103,17 @@ def cat(tensors, dim: int = 0):
         if x.shape == (0,) and ref != (0,):
             continue
         if x.ndim != len(ref) or x.shape[:d] + x.shape[d + 1 :] != ref[:d] + ref[d + 1 :]:
-            raise ValueError(f"cat: tensor {i} has shape {x.shape}, incompatible with {ref} outside dim {d}")
+            raise RuntimeError(f"cat: tensor {i} has shape {x.shape}, incompatible with {ref} outside dim {d}")
     return ops.Cat.apply(*[operand(x, dt, x) for x in tensors], dim=d)
 
 
 def stack(tensors, dim: int = 0):
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack: expected a non-empty sequence of tensors")
+        raise RuntimeError("stack: expected a non-empty sequence of tensors")  # torch's classes, here and below
     for i, x in enumerate(tensors):
         if x.shape != tensors[0].shape:
-            raise ValueError(f"stack: tensor {i} has shape {x.shape}, expected {tensors[0].shape} like tensor 0")
+            raise RuntimeError(f"stack: tensor {i} has shape {x.shape}, expected {tensors[0].shape} like tensor 0")
     n = tensors[0].ndim + 1
     if not -n <= dim < n:
         raise IndexError(f"stack: dim {dim} out of range for a result of {n} dimensions")
