@@ -34,12 +34,9 @@ def layer_norm_in_place(xp, x, weight, bias, axes: tuple, eps: float):
     weight and a bias: in_place_ok)."""
     if not in_place_ok(x, weight, bias):
         return layer_norm.layer_norm(xp, x, weight, bias, axes, eps)
-    first = tuple(slice(0, 1) if d in axes or d - x.ndim in axes else slice(None) for d in range(x.ndim))
-    x0 = x[first]
-    out = np.subtract(x, x0)  # layer_norm.row_mean, its x - x0 in the output's buffer
-    mean = x0 + xp.mean(out, axis=axes, keepdims=True)
+    mean = xp.mean(x, axis=axes, keepdims=True)
     xc = x - mean
-    np.multiply(xc, xc, out=out)
+    out = np.multiply(xc, xc)
     rstd = layer_norm.rstd_of(xp, xp.mean(out, axis=axes, keepdims=True), eps)
     xhat = np.multiply(xc, rstd, out=xc)
     np.multiply(xhat, weight, out=out)

@@ -126,20 +126,11 @@ def normalized_size(a, axes: tuple) -> int:
 
 def normalized(xp, x, axes: tuple, eps: float):
     """(xhat, mean, rstd): xhat = (x - mean) * rstd, rstd = (var + eps)^-1/2 over axes (biased variance)."""
-    mean = row_mean(xp, x, axes)
+    mean = xp.mean(x, axis=axes, keepdims=True)
     xc = x - mean
     var = xp.mean(xc * xc, axis=axes, keepdims=True)
     rstd = rstd_of(xp, var, eps)
     return xc * rstd, mean, rstd
-
-
-def row_mean(xp, x, axes: tuple):
-    """The mean over axes, kept as size-1 dims, taken about each row's first entry: x0 + mean(x - x0). A row of equal
-    numbers then has exactly their value as its mean, and xhat = 0, as PyTorch gives (a plain mean of n equal
-    numbers can be an ulp off, which rstd = eps^-1/2 would multiply into the output)."""
-    first = tuple(slice(0, 1) if d in axes or d - x.ndim in axes else slice(None) for d in range(x.ndim))
-    x0 = x[first]
-    return x0 + xp.mean(x - x0, axis=axes, keepdims=True)
 
 
 def rstd_of(xp, var, eps: float):
