@@ -549,3 +549,19 @@ def test_layer_norm_float16_gradient_is_closer_to_the_exact_value_than_torchs():
     assert_close(exact, grad(torch, np.float64), OP_RTOL["float64"], what="float64 gradient")
     ours, theirs = np.abs(grad(mt, np.float16) - exact).max(), np.abs(grad(torch, np.float16) - exact).max()
     assert ours <= 1e-3 < theirs and ours < theirs / 3, (ours, theirs)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fast", [True, False], ids=["device", "formula"])
+def test_a_row_of_equal_numbers_normalizes_to_its_means_round_off_times_rstd(dtype, fast):
+    """Deviation from torch, bounded: NumPy's mean of equal numbers can be an ulp off (torch's is exact, giving 0), and
+    rstd = eps^-1/2 multiplies that into the output: at most a few ulps of the value times rstd, times the weight."""
+    x = np.full((4, 3), 1.45769255, dtype)
+    x[1], x[2] = 0.1, 3.3
+    w, b = np.linspace(0.5, 1.5, 3).astype(dtype), np.zeros(3, dtype)
+    with mt.fast.speed(fast):
+        out = mt.nn.functional.layer_norm(mt.tensor(x), (3,), mt.tensor(w), mt.tensor(b)).numpy()
+    ref = torch.nn.functional.layer_norm(torch.tensor(x), (3,), torch.tensor(w), torch.tensor(b)).numpy()
+    assert not ref.any()  # torch: exactly 0
+    bound = 4 * np.finfo(dtype).eps * np.abs(x) * (1e-5**-0.5) * w.max()
+    assert (np.abs(out) <= bound).all(), np.abs(out).max()

@@ -815,10 +815,10 @@ def _pure_cancellation(p: Program, n: int) -> bool:
 
 
 def _spread_is_round_off(p: Program, row: np.ndarray) -> bool:
-    """Whether a row is constant up to round-off: its spread (max - min) within 64 eps of its largest value. An
-    exactly constant row centers to exactly 0 on both sides (tests/minitensor/ops/test_edge_values.py checks it), but
-    its rstd is eps^-1/2 (316 at eps 1e-5): a gradient that sums the row's input gradient (a leaf broadcast along it)
-    is then a cancellation of terms of size rstd, whose round-off (1e-13 in float64) each library makes differently."""
+    """Whether a row is constant up to round-off: its spread (max - min) within 64 eps of its largest value. Even an
+    exactly constant row: its rstd is eps^-1/2 (316 at eps 1e-5), which multiplies the round-off of its mean (an ulp
+    here, none in torch: a deviation bounded in tests/minitensor/ops/test_edge_values.py) into the output, and a
+    gradient summing the row's input gradient is a cancellation of terms of size rstd."""
     row = row[np.isfinite(row)].astype(np.float64)
     if row.size == 0:
         return False
