@@ -38,6 +38,8 @@ def batch_norm(
     op = "batch_norm"
     if not isinstance(input, Tensor) or input.dtype.kind != "f":
         raise TypeError(f"{op}: expected a floating Tensor, got {getattr(input, 'dtype', type(input).__name__)}")
+    if input.numel() == 0:  # an empty batch, of any dims: an empty result, no statistics moved (as torch)
+        return input.clone()
     if input.ndim < 2:
         raise ValueError(f"{op}: expected an input of at least 2 dims (N, C, ...), got shape {input.shape}")
     C = input.shape[1]

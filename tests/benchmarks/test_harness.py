@@ -338,7 +338,7 @@ def test_json_is_well_formed(tiny_run):
             "attention (model's)",
         }
         assert all(r["size"] == "small" and r["ratio_fb"] > 0 and r["fwd_ok"] for r in section["ops"])
-        assert len(section["targets"]) == 20
+        assert len(section["targets"]) == 24  # 20, and per GPT config its training step and cached generation
         perop = section["perop"]["frameworks"]  # benchmarks/perop.py: the engine's cost per op, torch beside it
         assert all(perop[f][mode]["median_us"] > 0 for f in ("minitensor", "torch") for mode in ("recorded", "fwd_bwd"))
         hvp = section["hvp"]["tiny"]

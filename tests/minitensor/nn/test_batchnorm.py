@@ -97,3 +97,20 @@ def test_refusals(make, x_shape, error, match):
 def test_functional_needs_running_statistics_in_evaluation():
     with pytest.raises(ValueError, match="running_mean and running_var must be given when not training"):
         mt.nn.functional.batch_norm(mt.randn(4, 3), None, None)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 3), (0, 3, 4)])
+def test_an_empty_batch_gives_an_empty_result_as_torchs(shape):
+    x, xt = (
+        mt.zeros(shape, dtype=mt.float64, requires_grad=True),
+        torch.zeros(shape, dtype=torch.float64, requires_grad=True),
+    )
+    C = shape[1] if len(shape) > 1 else 0
+    rm, rv = mt.zeros(C, dtype=mt.float64), mt.ones(C, dtype=mt.float64)
+    y = mt.nn.functional.batch_norm(x, rm, rv, training=True)
+    yt = torch.nn.functional.batch_norm(
+        xt, torch.zeros(C, dtype=torch.float64), torch.ones(C, dtype=torch.float64), training=True
+    )
+    assert y.shape == tuple(yt.shape)
+    y.sum().backward()
+    assert x.grad.shape == x.shape and rm.numpy().tolist() == [0.0] * C

@@ -81,6 +81,7 @@ LEFT_OUT = {
     "rand_like": "random values",
     "randint": "random values",
     "multinomial": "random values (tests/minitensor/functions/test_sampling.py checks the distribution)",
+    "bernoulli": "random values (tests/minitensor/test_random.py checks its forms against torch's)",
     "floor_divide": "torch has no derivative for it; minitensor's is 0, div(rounding_mode='floor')'s, against which "
     "the op table checks it",
     "empty": "uninitialised values",
