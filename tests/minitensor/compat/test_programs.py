@@ -33,7 +33,7 @@ _LOADED = {}
 
 
 def program(name: str):
-    """(module on minitensor, module on torch) of tests/support/programs/<name>.py, loaded once per session."""
+    """(module on minitensor, module on torch) of tests/support/programs/<name>.py, loaded once per test run."""
     if name not in _LOADED:
         _LOADED[name] = load_twice(os.path.join(PROGRAMS, name + ".py"))
     return _LOADED[name]
