@@ -109,7 +109,7 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x, cache: AttentionCache | None = None):
         """x (B, T, D) -> (B, T, D). cache: this block's keys and values so far, extended by the T new ones."""
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, H Dh), (B, T, Hkv Dh) twice
-        y = fast.use.gpt_attend(self, q, k, v, cache)  # (B, T, H Dh); a cached step's device: gpt/decoding.py
+        y = self.attend(q, k, v, cache)  # (B, T, H Dh)
         return self.resid_dropout(self.o_proj(y))  # (B, T, D)
 
     def attend(self, q, k, v, cache: AttentionCache | None = None):
@@ -138,8 +138,6 @@ class CausalSelfAttention(nn.Module):
             y = self.attn_dropout(weights) @ v  # (B, Hkv, H / Hkv, T, Dh)
         return y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
 
-
-fast.formula("gpt_attend", CausalSelfAttention.attend)
 
 
 class MLP(nn.Module):
@@ -182,15 +180,9 @@ class Block(nn.Module):
         self.mlp = MLP(config)
 
     def forward(self, x, cache: AttentionCache | None = None):
-        return fast.use.gpt_block(self, x, cache)  # a cached step's device: gpt/decoding.py
-
-    def step(self, x, cache: AttentionCache | None = None):
-        """The block's formula: x (B, T, D) -> (B, T, D)."""
+        """x (B, T, D) -> (B, T, D)."""
         x = x + self.attn(self.norm1(x), cache)
-        return x + self.mlp(self.norm2(x))  # (B, T, D)
-
-
-fast.formula("gpt_block", Block.step)
+        return x + self.mlp(self.norm2(x))
 
 
 class GPTCache:
@@ -273,6 +265,11 @@ class GPT(nn.Module):
         offset = cache.length if cache is not None else 0
         idx = check_tokens(idx, self.config.vocab_size, self.config.block_size, "GPT", offset=offset)
         idx = on_device(idx, device_of(self), "GPT")  # checked where they are, then moved to the model's device
+        return fast.use.gpt_step(self, idx, cache)  # one cached position's device: gpt/decoding.py
+
+    def step(self, idx, cache: GPTCache | None = None):
+        """The model's formula on checked ids (B, T), on its device: logits (B, T, V)."""
+        offset = cache.length if cache is not None else 0
         T = idx.shape[1]
         x = self.tok_emb(idx)  # (B, T, D)
         if self.pos_emb is not None:
@@ -285,3 +282,6 @@ class GPT(nn.Module):
             else:
                 x = block(x, layer_cache)
         return self.lm_head(self.norm_f(x))  # (B, T, V)
+
+
+fast.formula("gpt_step", GPT.step)

@@ -1,6 +1,5 @@
-"""transformer_np/gpt/decoding.py: the cached step's attention on arrays (attend_one_position) against its formula
-(CausalSelfAttention.attend) in both shapes and dtypes, step by step past a prefix, and the cases it hands to the
-formula."""
+"""transformer_np/gpt/decoding.py: the cached step on arrays (step_one_position) against its formula (GPT.step) in
+both shapes and dtypes, step by step past a prefix, and the cases it hands to the formula."""
 
 from __future__ import annotations
 
@@ -9,94 +8,113 @@ import pytest
 
 import minitensor as mt
 from minitensor.testing import OP_RTOL, assert_close
-from transformer_np.decoding_cache import PreallocatedAttentionCache
 from transformer_np.gpt import gpt2_shape, llama_shape
-from transformer_np.gpt.decoding import attend_one_position, block_one_position
-from transformer_np.gpt.model import Block, CausalSelfAttention
+from transformer_np.gpt.decoding import step_one_position
+from transformer_np.gpt.model import GPT
 
-SIZES = dict(n_layer=1, n_head=4, n_embd=32, block_size=16)
-
-
-def _projections(attn, x):
-    return attn.q_proj(x), attn.k_proj(x), attn.v_proj(x)
+SIZES = dict(n_layer=2, n_head=4, n_embd=32, block_size=16)
 
 
-@pytest.mark.parametrize("shape", [gpt2_shape, llama_shape])  # llama: rotary positions, 2 key/value heads
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_device_equals_the_formula_step_by_step(shape, dtype):
-    """A prefix of 5 positions (the formula, both ways), then one position a step: the device's output, and the
-    keys and values it leaves in the cache, equal the formula's to the dtype's tolerance."""
+def _model(shape, dtype, **changes):
+    """A model whose norms and biases are away from their initial ones and zeros, in eval mode."""
     mt.set_default_dtype(dtype)
     try:
         mt.manual_seed(0)
-        attn = CausalSelfAttention(shape(11, **SIZES))
-    finally:
-        mt.set_default_dtype(np.float32)
-    attn.eval()
-    rng = np.random.default_rng(0)
-    ours, plain = PreallocatedAttentionCache(16), PreallocatedAttentionCache(16)
-    rtol = OP_RTOL[np.dtype(dtype).name]
-    with mt.no_grad():
-        for step, length in enumerate([5, 1, 1, 1, 1]):
-            x = mt.tensor(rng.standard_normal((2, length, 32)).astype(dtype))
-            q, k, v = _projections(attn, x)
-            got = attend_one_position(attn, q, k, v, ours)
-            want = CausalSelfAttention.attend(attn, q, k, v, plain)
-            assert got.dtype == want.dtype == dtype and got.shape == want.shape == (2, length, 32)
-            assert_close(got.numpy(), want.numpy(), rtol, f"step {step}")
-            assert_close(ours.k.numpy(), plain.k.numpy(), rtol, f"keys after step {step}")
-            assert_close(ours.v.numpy(), plain.v.numpy(), rtol, f"values after step {step}")
-    assert ours.length == plain.length == 9
-
-
-def test_what_the_device_does_not_compute_goes_to_the_formula():
-    """Grad mode on (a gradient must reach q, k, v), tiled attention, and a cache that concatenates: the formula's
-    own result, bit for bit."""
-    mt.manual_seed(0)
-    config = llama_shape(11, **SIZES)
-    rng = np.random.default_rng(1)
-    for attn, cache_of, grad in (
-        (CausalSelfAttention(config), lambda: PreallocatedAttentionCache(16), True),
-        (CausalSelfAttention(config.replace(attention="tiled")), lambda: PreallocatedAttentionCache(16), False),
-        (CausalSelfAttention(config), lambda: None, False),
-    ):
-        x = mt.tensor(rng.standard_normal((1, 1, 32)).astype(np.float32), requires_grad=grad)
-        with mt.set_grad_enabled(grad):
-            q, k, v = _projections(attn, x)
-            got = attend_one_position(attn, q, k, v, cache_of())
-            want = CausalSelfAttention.attend(attn, q, k, v, cache_of())
-        assert got.requires_grad == grad
-        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
-
-
-@pytest.mark.parametrize("shape", [gpt2_shape, llama_shape])  # LayerNorm, GELU, biases; RMSNorm, SwiGLU, rotary
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_block_device_equals_the_formula_step_by_step(shape, dtype):
-    """block_one_position against Block.step: a prefix of 5 positions, then one position a step, each with a cache
-    of its own, the outputs equal to the dtype's tolerance (and so the keys and values cached by each)."""
-    mt.set_default_dtype(dtype)
-    try:
-        mt.manual_seed(0)
-        block = Block(shape(11, **SIZES))
-        with mt.no_grad():  # norms and biases away from their initial ones and zeros
-            for p in block.parameters():
+        model = GPT(shape(11, **SIZES, **changes))
+        with mt.no_grad():
+            for p in model.parameters():
                 p.add_(mt.tensor(0.1 * np.random.default_rng(p.numel()).standard_normal(p.shape).astype(dtype)))
     finally:
         mt.set_default_dtype(np.float32)
-    block.eval()
+    return model.eval()
+
+
+def _ids(rng, length, batch=2):
+    return mt.tensor(rng.integers(0, 11, (batch, length)))
+
+
+@pytest.mark.parametrize("shape", [gpt2_shape, llama_shape])  # LayerNorm, GELU, biases; RMSNorm, SwiGLU, rotary, GQA
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_device_equals_the_formula_step_by_step(shape, dtype):
+    """A prefix of 5 positions (the formula, both ways), then one position a step, each side with a cache of its own:
+    the logits, and the keys and values each leaves in its cache, equal to the dtype's tolerance."""
+    model = _model(shape, dtype)
     rng = np.random.default_rng(0)
-    ours, plain = PreallocatedAttentionCache(16), PreallocatedAttentionCache(16)
+    ours, plain = model.init_cache(16), model.init_cache(16)
+    rtol = OP_RTOL[np.dtype(dtype).name]
     with mt.no_grad():
         for step, length in enumerate([5, 1, 1, 1, 1]):
-            x = mt.tensor(rng.standard_normal((2, length, 32)).astype(dtype))
-            got, want = block_one_position(block, x, ours), Block.step(block, x, plain)
-            assert got.dtype == want.dtype == dtype and got.shape == want.shape == (2, length, 32)
-            assert_close(got.numpy(), want.numpy(), OP_RTOL[np.dtype(dtype).name], f"step {step}")
-    mt.manual_seed(0)
-    drawing = Block(shape(11, **SIZES, dropout=0.5))  # train mode, dropout drawing: the formula's own path
-    x = mt.tensor(rng.standard_normal((1, 1, 32)).astype(np.float32))
+            idx = _ids(rng, length)
+            got, want = step_one_position(model, idx, ours), GPT.step(model, idx, plain)
+            assert got.dtype == want.dtype == dtype and got.shape == want.shape == (2, length, 11)
+            assert_close(got.numpy(), want.numpy(), rtol, f"step {step}")
+            for i, (a, b) in enumerate(zip(ours.layers, plain.layers)):
+                assert_close(a.k.numpy(), b.k.numpy(), rtol, f"block {i}'s keys after step {step}")
+                assert_close(a.v.numpy(), b.v.numpy(), rtol, f"block {i}'s values after step {step}")
+    assert ours.length == plain.length == 9
+
+
+def test_the_model_takes_the_device_and_a_new_cache_reads_the_weights_again():
+    """model(idx, cache) goes through the slot; an in-place change of a weight shows at once; after a parameter is
+    given a new array, a new cache reads it."""
+    model = _model(gpt2_shape, np.float64)
+    idx = mt.tensor(np.array([[3]]))
     with mt.no_grad():
-        mt.manual_seed(1)
-        got = block_one_position(drawing, x, PreallocatedAttentionCache(16))
-        mt.manual_seed(1)
-        np.testing.assert_array_equal(got.numpy(), Block.step(drawing, x, PreallocatedAttentionCache(16)).numpy())
+        cache = model.init_cache(16)
+        model(mt.tensor(np.array([[1, 2]])), cache=cache)
+        before = model(idx, cache=cache).numpy().copy()
+        assert_close(before, GPT.step(model, idx, _prefilled(model, [1, 2])).numpy(), OP_RTOL["float64"], "slot")
+        for p in (model.norm_f.weight, model.norm_f.bias):  # in place: the device's arrays are the parameters' own
+            p.mul_(2.0)
+        cache = model.init_cache(16)
+        model(mt.tensor(np.array([[1, 2]])), cache=cache)
+        np.testing.assert_allclose(model(idx, cache=cache).numpy(), 2 * before, rtol=1e-12)
+        for name in ("weight", "bias"):  # new arrays: a new cache sees them
+            setattr(model.norm_f, name, mt.nn.Parameter(getattr(model.norm_f, name).detach() * 3.0))
+        cache = model.init_cache(16)
+        model(mt.tensor(np.array([[1, 2]])), cache=cache)
+        np.testing.assert_allclose(model(idx, cache=cache).numpy(), 6 * before, rtol=1e-12, atol=1e-14)
+
+
+def _prefilled(model, ids):
+    cache = model.init_cache(16)
+    GPT.step(model, mt.tensor(np.array([ids])), cache)
+    return cache
+
+
+def test_what_the_device_does_not_compute_goes_to_the_formula():
+    """Grad mode on, tiled attention, a cache that concatenates (no preallocation), dropout drawing, and mixed
+    dtypes: the formula's own result, bit for bit."""
+    rng = np.random.default_rng(1)
+    plain = _model(llama_shape, np.float32)
+    tiled = _model(llama_shape, np.float32, attention="tiled")
+    drawing = _model(gpt2_shape, np.float32, dropout=0.5).train()
+    mixed = _model(gpt2_shape, np.float32)
+    mixed.blocks[1].mlp.fc.weight = mt.nn.Parameter(mixed.blocks[1].mlp.fc.weight.detach().double())
+    cases = [(plain, True, plain.init_cache), (tiled, False, tiled.init_cache), (drawing, False, drawing.init_cache)]
+    cases += [(plain, False, lambda: _concatenating(plain)), (mixed, False, mixed.init_cache)]
+    for model, grad, cache_of in cases:
+        prefix, idx = _ids(rng, 3, batch=1), _ids(rng, 1, batch=1)
+        results = []
+        for fn in (step_one_position, GPT.step):
+            cache = cache_of()
+            mt.manual_seed(1)
+            with mt.set_grad_enabled(grad):
+                try:
+                    GPT.step(model, prefix, cache)
+                    results.append(fn(model, idx, cache).detach().numpy())
+                except Exception as e:  # mixed dtypes: the formula's own refusal, on both ways
+                    results.append(type(e).__name__ + str(e))
+        if isinstance(results[0], str):
+            assert results[0] == results[1]
+        else:
+            np.testing.assert_array_equal(results[0], results[1])
+
+
+def _concatenating(model):
+    from transformer_np.gpt.model import GPTCache
+    from transformer_np.model import AttentionCache
+
+    cache = GPTCache(model.config.n_layer)
+    cache.layers = [AttentionCache(static=False) for _ in cache.layers]
+    return cache
