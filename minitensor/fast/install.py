@@ -5,7 +5,6 @@ from . import (  # noqa: F401 (they register)
     allocator,
     convolution,
     dropout,
-    elementwise,
     indexing,
     layer_norm,
     linear,

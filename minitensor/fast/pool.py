@@ -9,9 +9,7 @@ Each piece is computed alone and the same way whichever thread runs it: results 
 a serial loop.
 
 Registered as the device of `for_each` (minitensor/pool.py, a loop over the pieces), which the optimizers' step,
-clip_grad_norm_ and the score blocks of attention (fast/softmax.py) call through `pool.update_pool.run`; and
-`in_row_blocks` below, which the row-blocked devices (fast/softmax.py, fast/elementwise.py) use: one block of whole
-rows per piece, small enough that its passes stay in the cache.
+clip_grad_norm_ and the score blocks of attention (fast/softmax.py) call through `pool.update_pool.run`.
 
 Why NumPy's loops on this pool and not numexpr or numba: their wheels on the package mirror (no VML, no SVML) call
 a scalar exp and tanh per entry, slower than NumPy's SIMD loops (see docs/decisions/002-no-numexpr-no-numba.md).
@@ -27,8 +25,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from .. import fast, pool
-from ..devices import is_host
-from ..ops.rowwise import is_last
 
 
 def num_threads() -> int:
@@ -105,46 +101,3 @@ def _forget_threads_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_threads_after_fork)
-
-ROW_BLOCK_NUMEL = 1 << 17  # 512 KiB of float32: a block and a temporary of its passes stay in L2 (1 MiB a core)
-ROWS_PARALLEL_MIN_NUMEL = PARALLEL_MIN_NUMEL  # a layer norm of 2^18 entries lost 3x on two threads (hand-offs)
-
-
-def row_blocks(rows: int, row_numel: int, block_numel: int | None = None) -> list:
-    """Slices of whole rows of a (rows, row_numel) array, each about block_numel (ROW_BLOCK_NUMEL) entries, at
-    least one row."""
-    per = max(1, (block_numel or ROW_BLOCK_NUMEL) // max(row_numel, 1))
-    return [slice(start, min(start + per, rows)) for start in range(0, rows, per)]
-
-
-# Below 1M entries the plain formula: blocks bought nothing for a softmax or layer norm of 2^18 entries (4 MiB
-# with its temporaries: the L2 and L3 already hold it; docs/decisions/015-optimizer-blocks.md)
-ROW_DEVICE_MIN_NUMEL = 1 << 20
-
-
-def in_row_blocks_ok(a, dim=-1, *others) -> bool:
-    """Whether a (and each of `others`, of a's shape) may take a row-blocked speed device along `dim`: host
-    arrays (not Tensors; on a device, the plain formula: the blocks serve the CPU's cache), float32 or float64,
-    C-contiguous (so that a block of rows is a plain slice), at least ROW_DEVICE_MIN_NUMEL entries, `dim` the
-    last axis."""
-    return (
-        is_host(a)
-        and a.dtype in (np.float32, np.float64)
-        and a.size >= ROW_DEVICE_MIN_NUMEL
-        and is_last(dim, a.ndim)
-        and all(is_host(o) and o.shape == a.shape and o.dtype == a.dtype for o in others)
-        and all(t.flags.c_contiguous for t in (a, *others))
-    )
-
-
-def in_row_blocks(fn, rows: int, row_numel: int, block_numel: int | None = None) -> None:
-    """fn(block) for every slice of row_blocks(rows, row_numel, block_numel), on the pool when the whole holds at
-    least ROWS_PARALLEL_MIN_NUMEL entries. Each block's passes read and write numbers still in the cache instead
-    of making each pass over the whole array in memory; fn must make a block's numbers from its own rows only,
-    so that they are the same whichever thread runs it (tests/minitensor/fast/test_pool.py)."""
-    blocks = row_blocks(rows, row_numel, block_numel)
-
-    def size(block):
-        return (block.stop - block.start) * row_numel
-
-    pool.update_pool.run(fn, blocks, size=size, min_numel=ROWS_PARALLEL_MIN_NUMEL)

@@ -12,7 +12,6 @@ import math
 
 import numpy as np
 
-from .. import fast
 from ..autograd import Function
 from ..devices import is_host
 
@@ -525,24 +524,22 @@ class Gelu(Function):
     def forward(ctx, a, approximate="none"):
         ctx.save_for_backward(a)
         ctx.approximate = approximate
-        xp, each = ctx.xp, fast.use.elementwise  # each(xp, f, *arrays) = f(xp, *arrays)
         if approximate == "tanh":
-            s, rest = each(xp, _gelu_tanh_halves, a, outputs=2)
+            s, rest = _gelu_tanh_halves(ctx.xp, a)
             ctx.save(halves=(s, rest))
-            return each(xp, _times, a, s)
-        cdf = each(xp, _gelu_cdf, a)
+            return a * s
+        cdf = _gelu_cdf(ctx.xp, a)
         ctx.save(cdf=cdf)
-        return each(xp, _times, a, cdf)
+        return a * cdf
 
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_arrays
-        xp, each = ctx.xp, fast.use.elementwise
         if ctx.approximate == "tanh":
             halves = ctx.intermediate(ctx.halves, _gelu_tanh_halves, a)
-            return (each(xp, _gelu_tanh_grad, g, a, *halves),)
+            return (_gelu_tanh_grad(ctx.xp, g, a, *halves),)
         cdf = ctx.intermediate(ctx.cdf, _gelu_cdf, a)
-        return (each(xp, _gelu_grad, g, a, cdf),)
+        return (_gelu_grad(ctx.xp, g, a, cdf),)
 
 
 def _gelu_grad(xp, g, a, cdf):
@@ -557,19 +554,6 @@ def _gelu_tanh_grad(xp, g, a, s, rest):
     dt = a.dtype.type
     du = dt(_SQRT_2_OVER_PI) * (1 + dt(3 * _GELU_TANH_C) * a * a)
     return g * (s + 2 * a * s * rest * du)
-
-
-def _times(xp, a, b):
-    return a * b
-
-
-def elementwise(xp, formula, *arrays, outputs: int = 1):
-    """formula(xp, *arrays): an elementwise formula of `outputs` results, in one call over the whole arrays (its
-    speed device, fast/elementwise.py, evaluates it a block of entries at a time on the thread pool)."""
-    return formula(xp, *arrays)
-
-
-fast.formula("elementwise", elementwise)
 
 
 # ----------------------------------------------------------------------------- dtype and memory

@@ -52,13 +52,6 @@ def test_update_pool_shares_hold_every_parameter_once_and_balance():
     assert len(pool._balanced_shares(params[:1], 4)) == 1  # no empty share
 
 
-def test_row_blocks_cover_every_row_once():
-    for rows, numel, block in [(1031, 1019, None), (7, 3, 5), (1, 10**6, 100), (0, 5, None), (10, 0, None)]:
-        blocks = pool.row_blocks(rows, numel, block)
-        covered = [r for b in blocks for r in range(b.start, b.stop)]
-        assert covered == list(range(rows))
-
-
 def _clip(threads, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
     rng = np.random.default_rng(0)

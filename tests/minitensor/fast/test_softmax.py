@@ -15,7 +15,7 @@ from minitensor.ops import fused
 from minitensor.ops.namespace import ARRAYS
 from tests.support.fast_devices import assert_bitwise, devices_on  # noqa: F401 (devices_on: the devices in slots)
 
-BIG = (1031, 1019)  # odd sizes, past ROW_DEVICE_MIN_NUMEL entries: the row devices engage as they are
+BIG = (1031, 1019)  # odd sizes, past 1M entries: several score blocks
 
 
 def big(rng, dtype, scale=3.0):
