@@ -200,6 +200,13 @@ def tiled_tangent(tiles: ScoreTiles, v, out, lse, dq_, dk_, dv_, db_, block_size
 # ----------------------------------------------------------------------------- the primitive
 
 
+_ONCE_ONLY = (
+    "scaled_dot_product_attention: the tiled kernel is differentiable once only; create_graph=True "
+    "(a second derivative) is refused. Use dense attention for higher order: "
+    "attention_weights(q, k, mask) @ v, the model's attention='dense'"
+)
+
+
 class ScaledDotProductAttention(Function):
     """out = softmax(q kᵀ scale + mask) v, tiled;  dS = P (dP - rowsum(dO out)),  dq = dS k scale,  dk = dSᵀ q scale,
     dv = Pᵀ dO;  ȯ = (P Ṡ) v + P v̇ - rowsum(P Ṡ) out (docs/backprop.md, "Tiled attention": masks, bias, dropout)"""
@@ -221,11 +228,7 @@ class ScaledDotProductAttention(Function):
     @staticmethod
     def backward(ctx, g):
         if ctx.create_graph:
-            raise RuntimeError(
-                "scaled_dot_product_attention: the tiled kernel is differentiable once only; create_graph=True "
-                "(a second derivative) is refused. Use dense attention for higher order: "
-                "attention_weights(q, k, mask) @ v, the model's attention='dense'"
-            )
+            raise RuntimeError(_ONCE_ONLY)
         q, k, v, out = ctx.saved_arrays
         tiles = ScoreTiles(q, k, v.shape[:-2], ctx.mask, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed)
         grads = tiled_backward(tiles, v, out, ctx.lse, g, ctx.needs_input_grad[3], ctx.block_size)
@@ -236,19 +239,18 @@ class ScaledDotProductAttention(Function):
         q_t, k_t, v_t, out_t = ctx.saved_arrays  # Tensors (the rule runs on Tensors): their arrays below
         q, k, v = q_t._data, k_t._data, v_t._data
         tiles = ScoreTiles(q, k, v.shape[:-2], ctx.mask, ctx.is_causal, ctx.scale, ctx.dropout_p, ctx.seed)
-
-        def spread(t, shape):  # a tangent as the kernel reads its input: in the compute dtype, batch broadcast
-            return (
-                None if t is None else np.broadcast_to(t._data.astype(tiles.q.dtype, copy=False), tiles.batch + shape)
-            )
-
-        tangents = spread(tq, q.shape[-2:]), spread(tk, k.shape[-2:]), spread(tv, v.shape[-2:])
-        tangents += (spread(tbias, (tiles.t_q, tiles.t_k)),)
+        shapes = q.shape[-2:], k.shape[-2:], v.shape[-2:], (tiles.t_q, tiles.t_k)
+        tangents = [_spread(tiles, t, shape) for t, shape in zip((tq, tk, tv, tbias), shapes)]
         tangent = tiled_tangent(tiles, v, out_t._data, ctx.lse, *tangents, ctx.block_size).astype(q.dtype, copy=False)
         given = [t for t in (q_t, k_t, v_t, tq, tk, tv, tbias) if t is not None]
         if is_grad_enabled() and any(t.requires_grad for t in given):
             return _TiledTangent.apply(out_t.wrap(tangent), *given)  # a node whose backward refuses
         return out_t.wrap(tangent)
+
+
+def _spread(tiles, t, shape: tuple):
+    """A tangent Tensor as the kernel reads its input: its array in the compute dtype, the batch broadcast."""
+    return None if t is None else np.broadcast_to(t._data.astype(tiles.q.dtype, copy=False), tiles.batch + shape)
 
 
 class _TiledTangent(Function):

@@ -222,14 +222,9 @@ class Dropout(Function):
 
 
 class AttentionWeights(Function):
-    """w = softmax(q k^T * scale) over the keys where `keep` is True; a row with no such key is all 0.
-    dS = w * (g - sum_k g * w);  dq = dS k * scale,  dk = dS^T q * scale
-    Ṡ = (q̇ k^T + q k̇^T) * scale;  ẇ = w * (Ṡ - sum_k w * Ṡ)  (softmax's JVP: 0 at a masked key and in an
-    empty row, where w = 0, as the derivative of a constant is)
-
-    q (..., T_q, Dh), k (..., T_k, Dh), keep: bool, broadcastable to (..., T_q, T_k), or None. One score-sized
-    buffer, masked with the dtype's lowest finite value (not -inf: an empty row stays finite until it is zeroed):
-    docs/backprop.md, "Masked attention weights"."""
+    """w = softmax(q k^T * scale) over the keys where `keep` is True (a row with no such key is all 0);
+    dS = w * (g - sum_k g * w),  dq = dS k * scale,  dk = dS^T q * scale;  ẇ = w * (Ṡ - sum_k w * Ṡ),
+    Ṡ = (q̇ k^T + q k̇^T) * scale  (shapes, the masked value: docs/backprop.md, "Masked attention weights")"""
 
     @staticmethod
     def forward(ctx, q, k, keep=None, scale=1.0):
@@ -241,12 +236,7 @@ class AttentionWeights(Function):
         w = np.matmul(q * sc, np.swapaxes(k, -1, -2))  # (B, H, T_q, T_k)
         keep_full = None if keep is None else np.broadcast_to(keep, w.shape)  # a view: no copy
         fast.use.attention_softmax(w, keep_full)
-        if keep is not None:
-            row_has_key = keep.any(axis=-1, keepdims=True)  # (.., T_q, 1)
-            # empty rows: uniform -> 0. Multiplying by True is exact, so skipping it when every row has a key is
-            # only a saving, taken on the host: on a device, asking .all() would wait for it (a host sync)
-            if not is_host(w) or not row_has_key.all():
-                w *= row_has_key
+        _zero_empty_rows_(w, keep)
         w = w.astype(dtype, copy=False)
         ctx.save_for_backward(*ctx.saved_arrays, w)
         ctx.scale = sc
@@ -257,7 +247,6 @@ class AttentionWeights(Function):
         xp, dtype = ctx.xp, ctx.saved_arrays[0].dtype
         q, k, w, g = (in_opmath(xp, t) for t in ctx.saved_arrays + (g,))
         need_q, need_k = ctx.needs_input_grad
-        # dS = w * (g - sum_k g * w)
         ds = fast.use.attention_softmax_grad(xp, g, w)
         dq = (ds @ k) * ctx.scale if need_q else None  # (B, H, T_q, Dh)
         dk = (xp.swapaxes(ds, -1, -2) @ q) * ctx.scale if need_k else None  # (B, H, T_k, Dh)
@@ -272,6 +261,17 @@ class AttentionWeights(Function):
             q @ xp.swapaxes(tk, -1, -2) if tk is not None else None,
         )
         return to_dtype(xp, softmax_jvp(xp, ds * ctx.scale, w), dtype)
+
+
+def _zero_empty_rows_(w, keep) -> None:
+    """Set to 0, in place, the rows of the weights w that keep no key (the softmax left them uniform)."""
+    if keep is None:
+        return
+    row_has_key = keep.any(axis=-1, keepdims=True)  # (.., T_q, 1)
+    # Multiplying by True is exact, so skipping it when every row has a key is only a saving, taken on the host:
+    # on a device, asking .all() would wait for it (a host sync)
+    if not is_host(w) or not row_has_key.all():
+        w *= row_has_key
 
 
 def masked_softmax_(w, keep):

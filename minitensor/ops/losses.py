@@ -134,9 +134,8 @@ def _class_dim_removed(shape: tuple) -> tuple:
 
 
 class CrossEntropy(Function):
-    """loss_n = -sum_c w_c q_nc log p_nc,  q_n = (1 - e) onehot(t_n) + e / C,  p_n = softmax(x_n), w a constant
-    dx_n = (s_n p_n - w * q_n) g_n,  s_n = sum_c w_c q_nc;  loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc
-    (rows with t_n = ignore_index: 0; 'mean' divides by the sum of w_{t_n} over the other rows)"""
+    """loss_n = -sum_c w_c q_nc log p_nc,  q_n = (1 - e) onehot(t_n) + e / C,  p_n = softmax(x_n),  w a constant;
+    dx_n = (s_n p_n - w * q_n) g_n,  s_n = sum_c w_c q_nc  (ignore_index, 'mean', the JVP: docs/backprop.md §3)"""
 
     max_inputs = 3  # x, target, weight; weight optional
 
@@ -146,16 +145,11 @@ class CrossEntropy(Function):
         tv, valid = _valid_targets(target, C, ignore_index, "cross_entropy")
         logp = _row_log_softmax(ctx.xp, x)  # (R, C)
         e = float(label_smoothing)  # a Python number: e / C is formed in double (C beyond float16's range)
-        nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]  # -log p_{n, t_n}
         w_t, denominator = _row_weights(weight, tv, valid)
-        if weight is None:
-            losses = (1 - e) * nll - e / C * logp.sum(axis=1) if label_smoothing else nll
-        else:
-            losses = (1 - e) * w_t * nll - e / C * (logp @ weight) if label_smoothing else w_t * nll
-            ctx.save(s=((1 - e) * w_t + e / C * weight.sum()).reshape(-1, 1))  # s_n = sum_c w_c q_nc, (R, 1)
+        losses, s = _index_losses(logp, tv, e, weight, w_t)
         losses = np.where(valid, losses, x.dtype.type(0))
         out, scale = _reduce(losses, reduction, target.shape, denominator)
-        ctx.save(logp=logp, tv=tv, valid=valid)
+        ctx.save(s=s, logp=logp, tv=tv, valid=valid)
         ctx.e, ctx.scale, ctx.reduction = e, scale, reduction
         ctx.save_for_backward(x, *(() if weight is None else (weight,)))  # weight: its version is checked, as torch
         return out
@@ -163,13 +157,9 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, g):
         xp = ctx.xp
-        x, w = (ctx.saved_arrays + (None,))[:2]
-        if ctx.create_graph and w is not None:  # a constant, as torch's: no gradient reaches the weight
-            w = w.detach()
-        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
-        R, C = logp.shape
-        g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(R, 1)  # ignored: 0
-        dx = cross_entropy_grad(xp, logp, g_rows, ctx.tv, ctx.e, x.dtype, w, getattr(ctx, "s", None))
+        x, w, logp = _index_saved(ctx, tensors=ctx.create_graph)
+        g_rows = xp.where(ctx.valid, _per_row_grad(g, ctx.reduction, ctx.scale), 0).reshape(-1, 1)  # ignored: 0
+        dx = cross_entropy_grad(xp, logp, g_rows, ctx.tv, ctx.e, x.dtype, w, ctx.s)
         return _unrows(xp, dx, x.shape), None, None  # target, weight: no gradient
 
     @staticmethod
@@ -178,12 +168,30 @@ class CrossEntropy(Function):
         if tx is None:
             return None
         xp = ctx.xp
-        x, w = (ctx.saved_arrays + (None,))[:2]
-        w = None if w is None else w.detach()  # a constant: no gradient of this tangent reaches the weight
-        logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
-        d_logits = cross_entropy_grad(xp, logp, 1, ctx.tv, ctx.e, x.dtype, w, getattr(ctx, "s", None))  # g_n = 1
+        x, w, logp = _index_saved(ctx, tensors=True)  # the rule runs on Tensors
+        d_logits = cross_entropy_grad(xp, logp, 1, ctx.tv, ctx.e, x.dtype, w, ctx.s)  # g_n = 1
         per_row = xp.where(ctx.valid, xp.sum(d_logits * _rows(xp, tx), axis=1), 0)
         return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
+
+
+def _index_losses(logp, tv: np.ndarray, e: float, weight, w_t):
+    """CrossEntropy's (loss_n (R,), s_n (R, 1)): loss_n = -sum_c w_c q_nc log p_nc and s_n = sum_c w_c q_nc,
+    None without weight (s_n = 1 there)."""
+    C = logp.shape[1]
+    nll = -np.take_along_axis(logp, tv[:, None], axis=1)[:, 0]  # -log p_{n, t_n}
+    if weight is None:
+        return ((1 - e) * nll - e / C * logp.sum(axis=1) if e else nll), None
+    losses = (1 - e) * w_t * nll - e / C * (logp @ weight) if e else w_t * nll
+    return losses, ((1 - e) * w_t + e / C * weight.sum()).reshape(-1, 1)
+
+
+def _index_saved(ctx, tensors: bool):
+    """CrossEntropy's (x, weight, logp) for its backward and its JVP: logp saved, or recomputed under create_graph.
+    On Tensors the weight is detached: a constant, as torch's, so no gradient reaches it."""
+    x, w = (ctx.saved_arrays + (None,))[:2]
+    if tensors and w is not None:
+        w = w.detach()
+    return x, w, ctx.intermediate(ctx.logp, _row_log_softmax, x)
 
 
 def cross_entropy_grad(xp, logp, g_rows, tv, e, dtype, w=None, s=None):
@@ -213,19 +221,16 @@ def _soft_q(xp, target, weight, e, C: int):
 
 
 class CrossEntropyProbs(Function):
-    """loss_n = -sum_c w_c q_nc log p_nc,  q_n = (1 - e) P_n + e / C (P_n any row),  p_n = softmax(x_n)
-    dx_n = (s_n p_n - w * q_n) g_n, s_n = sum_c w_c q_nc;  dP_n = -(1 - e) w log p_n g_n;  dw = -sum_n q_n log p_n g_n
-    loṡs_n = sum_c (s_n p_nc - w_c q_nc) ẋ_nc - (1 - e) sum_c Ṗ_nc w_c log p_nc - sum_c ẇ_c q_nc log p_nc
-    ('mean' divides by the number of rows, PyTorch's rule for probabilities)"""
+    """loss_n = -sum_c w_c q_nc log p_nc,  q_n = (1 - e) P_n + e / C,  p_n = softmax(x_n)  (docs/backprop.md §3);
+    dx_n = (s_n p_n - w * q_n) g_n,  dP_n = -(1 - e) w log p_n g_n,  dw = -sum_n q_n log p_n g_n"""
 
     max_inputs = 3  # x, target, weight; weight optional
 
     @staticmethod
     def forward(ctx, x, target, weight=None, reduction="mean", label_smoothing=0.0):
-        C = x.shape[0 if x.ndim == 1 else 1]
         e = float(label_smoothing)  # a Python number: e / C is formed in double (C beyond float16's range)
         logp = _row_log_softmax(ctx.xp, x)  # (R, C)
-        q, wq = _soft_q(ctx.xp, target, weight, e, C)
+        q, wq = _soft_q(ctx.xp, target, weight, e, logp.shape[1])
         losses = -_times_log(ctx.xp, wq, logp).sum(axis=1)  # (R,)
         out, scale = _reduce(losses, reduction, _class_dim_removed(x.shape), logp.shape[0])
         ctx.save(logp=logp, q=q, wq=wq)
@@ -235,37 +240,27 @@ class CrossEntropyProbs(Function):
 
     @staticmethod
     def backward(ctx, g):
-        xp, e = ctx.xp, ctx.e
+        xp = ctx.xp
         x, target, weight, logp, q, wq = _probs_saved(ctx)
         need_x, need_t, need_w = ctx.needs_input_grad
         per_row = _per_row_grad(g, ctx.reduction, ctx.scale).reshape(-1, 1)  # (R, 1), or (1, 1) if reduced
-        gx = gt = gw = None
-        if need_x:
-            p, s = xp.exp(logp), xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
-            gx = _unrows(xp, (s * p - wq) * per_row, x.shape)
-        if need_t:  # d(w q)/dP = (1 - e) w; a class of weight 0 has no say, even where log p = -inf
-            dq = (-logp if weight is None else -_times_log(xp, weight, logp)) * per_row
-            gt = _unrows(xp, dq * (1 - e) if e else dq, target.shape)
-        if need_w:  # 0 log 0 = 0 here too, as in the forward
-            gw = xp.sum(-_times_log(xp, q, logp) * per_row, axis=0)
+        gx = _unrows(xp, _probs_dlogits(xp, logp, wq) * per_row, x.shape) if need_x else None
+        # d(w q)/dP = (1 - e) w; a class of weight 0 has no say, even where log p = -inf
+        gt = _unrows(xp, _through_q(-_w_logp(xp, weight, logp) * per_row, ctx.e), target.shape) if need_t else None
+        gw = xp.sum(-_times_log(xp, q, logp) * per_row, axis=0) if need_w else None  # 0 log 0 = 0, as in the forward
         return gx, gt, gw
 
     @staticmethod
     def jvp(ctx, tx, tt, tw=None):
-        xp, e = ctx.xp, ctx.e
+        xp = ctx.xp
         x, target, weight, logp, q, wq = _probs_saved(ctx)
-        dx = dt = dw = None
-        if tx is not None:
-            s = xp.sum(wq, axis=1, keepdims=True)  # s_n = sum_c w_c q_nc, (R, 1)
-            dx = xp.sum((s * xp.exp(logp) - wq) * _rows(xp, tx), axis=1)
+        dx = xp.sum(_probs_dlogits(xp, logp, wq) * _rows(xp, tx), axis=1) if tx is not None else None
+        dt = None
         if tt is not None:
-            w_logp = logp if weight is None else _times_log(xp, weight, logp)
-            dt = -xp.sum(_times_log(xp, _rows(xp, tt), w_logp), axis=1)
-            dt = dt * (1 - e) if e else dt
-        if tw is not None:
-            dw = -xp.sum(_times_log(xp, tw, _times_log(xp, q, logp)), axis=1)
-        per_row = tangent_sum(dx, dt, dw)
-        return _reduced_tangent(xp, per_row, ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
+            dt = -xp.sum(_times_log(xp, _rows(xp, tt), _w_logp(xp, weight, logp)), axis=1)
+            dt = _through_q(dt, ctx.e)
+        dw = -xp.sum(_times_log(xp, tw, _times_log(xp, q, logp)), axis=1) if tw is not None else None
+        return _reduced_tangent(xp, tangent_sum(dx, dt, dw), ctx.reduction, ctx.scale, _class_dim_removed(x.shape))
 
 
 def _probs_saved(ctx):
@@ -275,6 +270,22 @@ def _probs_saved(ctx):
     logp = ctx.intermediate(ctx.logp, _row_log_softmax, x)
     q, wq = ctx.intermediate((ctx.q, ctx.wq), _soft_q, target, weight, ctx.e, logp.shape[1])
     return x, target, weight, logp, q, wq
+
+
+def _probs_dlogits(xp, logp, wq):
+    """s * p - w * q, (R, C): CrossEntropyProbs' gradient of the logits for g_n = 1, with s_n = sum_c w_c q_nc."""
+    s = xp.sum(wq, axis=1, keepdims=True)  # (R, 1)
+    return s * xp.exp(logp) - wq
+
+
+def _w_logp(xp, weight, logp):
+    """w * log p (log p without weight), 0 log 0 = 0: the loss's derivative in q, negated."""
+    return logp if weight is None else _times_log(xp, weight, logp)
+
+
+def _through_q(v, e: float):
+    """v * (1 - e): a derivative in q carried to P through q = (1 - e) P + e / C (v itself without smoothing)."""
+    return v * (1 - e) if e else v
 
 
 class NLLLoss(Function):

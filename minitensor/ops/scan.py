@@ -46,23 +46,16 @@ class CumSum(Function):
 
 
 class CumProd(Function):
-    """out[i] = prod_{j <= i} a[j] along dim;  da = cumsum_from_end(g * out) / a where no zero came before.
-    With a zero in the line, at its first position z: da[k] for k < z as above (every later out is 0), da[z] =
-    cumsum_from_end(g * out')[z] where out' is the product with a[z] taken as 1, and da[k] = 0 for k > z (each
-    product through k has the factor a[z] = 0 besides a[k]), as PyTorch's cumprod_backward. Differentiable again
-    (create_graph) where the input has no zero; with one, that refuses."""
+    """out[i] = prod_{j <= i} a[j] along dim;  da = cumsum_from_end(g * out) / a,  ẏ = out * cumsum(ȧ / a)
+    where the line has no zero (a zero, and a second derivative through it: docs/backprop.md, "CumProd")"""
 
     @staticmethod
     def forward(ctx, a, dim):
         out = cumprod(a, dim)
         ctx.save_for_backward(a, out)
         ctx.dim = dim
-        zero = a == 0
-        if zero.any():
-            seen = np.cumsum(zero, axis=dim)  # the zeros met so far along the line
-            ctx.save(before=seen == 0, at_first_zero=zero & (seen == 1))
-        else:
-            ctx.save(before=None, at_first_zero=None)
+        before, at_first_zero = _zero_masks(a, dim)
+        ctx.save(before=before, at_first_zero=at_first_zero)
         return out
 
     @staticmethod
@@ -84,7 +77,6 @@ class CumProd(Function):
 
     @staticmethod
     def jvp(ctx, ta):
-        """ẏ = out * cumsum(ȧ / a) before the first zero; from it on, ȧ[z] * out' (out' as in the backward)"""
         a, out = ctx.saved_arrays
         xp, dim = ctx.xp, ctx.dim
         if ctx.before is None:
@@ -93,3 +85,12 @@ class CumProd(Function):
         head = out * xp.cumsum(xp.where(before, ta / xp.where(before, a, 1), 0), dim)
         tail = xp.sum(xp.where(at_z, ta, 0), axis=dim, keepdims=True) * xp.cumprod(xp.where(at_z, 1, a), dim)
         return xp.where(before, head, tail)
+
+
+def _zero_masks(a, dim: int):
+    """(before, at_first_zero) along dim: where no zero has come yet, and the first zero; (None, None) without one."""
+    zero = a == 0
+    if not zero.any():
+        return None, None
+    seen = np.cumsum(zero, axis=dim)  # the zeros met so far along the line
+    return seen == 0, zero & (seen == 1)

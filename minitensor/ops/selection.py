@@ -19,8 +19,7 @@ class Clamp(Function):
 
     @staticmethod
     def forward(ctx, a, *bounds, has_min, has_max, number_bounds=False):
-        lo = bounds[0] if has_min else None
-        hi = bounds[-1] if has_max else None
+        lo, hi = _lo_hi(bounds, has_min, has_max)
         ctx.save_for_backward(a, *bounds)
         ctx.has_min, ctx.has_max, ctx.number_bounds = has_min, has_max, number_bounds
         out = a if lo is None else np.maximum(lo, a)  # a on a tie (-0.0 stays), as PyTorch
@@ -29,16 +28,9 @@ class Clamp(Function):
     @staticmethod
     def backward(ctx, g):
         a, *bounds = ctx.saved_arrays
-        lo = bounds[0] if ctx.has_min else None
-        hi = bounds[-1] if ctx.has_max else None
+        lo, hi = _lo_hi(bounds, ctx.has_min, ctx.has_max)
         xp, need = ctx.xp, ctx.needs_input_grad
-        if lo is not None and hi is not None:
-            inside = (a >= lo) & (a <= hi)
-            to_lo, to_hi = (a < lo) & (lo < hi), (a > hi) | (hi < lo)
-        elif lo is not None:
-            inside, to_lo, to_hi = a >= lo, a < lo, None
-        else:
-            inside, to_lo, to_hi = a <= hi, None, a > hi
+        inside, to_lo, to_hi = _clamp_masks(a, lo, hi)
         grads = [xp.where(inside, g, 0) if need[0] else None]
         if lo is not None:
             grads.append(xp.where(to_lo, g, 0) if need[1] else None)
@@ -50,15 +42,28 @@ class Clamp(Function):
     def jvp(ctx, ta, *t_bounds):
         a, *bounds = ctx.saved_arrays
         xp, zero = ctx.xp, ctx.xp.zeros_like(a)  # the tangent of an input without one
-        lo, t_lo = (bounds[0], t_bounds[0]) if ctx.has_min else (None, None)
-        hi, t_hi = (bounds[-1], t_bounds[-1]) if ctx.has_max else (None, None)
+        lo, hi = _lo_hi(bounds, ctx.has_min, ctx.has_max)
+        t_lo, t_hi = _lo_hi(t_bounds, ctx.has_min, ctx.has_max)
         ta, t_lo, t_hi = (zero if t is None else t for t in (ta, t_lo, t_hi))
         if ctx.number_bounds:  # the bounds carry no tangent
-            inside = a >= lo if hi is None else a <= hi if lo is None else (a >= lo) & (a <= hi)
-            return xp.where(inside, ta, 0)
+            return xp.where(_clamp_masks(a, lo, hi)[0], ta, 0)
         if lo is not None and hi is not None:
             return xp.where(lo > hi, t_hi, xp.where(a < lo, t_lo, xp.where(a > hi, t_hi, ta)))
         return xp.where(a > lo, ta, t_lo) if lo is not None else xp.where(a < hi, ta, t_hi)
+
+
+def _lo_hi(bounds, has_min: bool, has_max: bool) -> tuple:
+    """(lo, hi) from Clamp's bounds (or their tangents), given in that order; None for a bound not given."""
+    return (bounds[0] if has_min else None), (bounds[-1] if has_max else None)
+
+
+def _clamp_masks(a, lo, hi) -> tuple:
+    """(inside, to_lo, to_hi): where clamp's output is a (on a tie too), lo and hi; None for a bound not given."""
+    if lo is not None and hi is not None:
+        return (a >= lo) & (a <= hi), (a < lo) & (lo < hi), (a > hi) | (hi < lo)
+    if lo is not None:
+        return a >= lo, a < lo, None
+    return a <= hi, None, a > hi
 
 
 def _to_larger(xp, g, a, b):
