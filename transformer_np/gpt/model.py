@@ -139,7 +139,6 @@ class CausalSelfAttention(nn.Module):
         return y.reshape(B, H, T, Dh).transpose(1, 2).reshape(B, T, H * Dh)
 
 
-
 class MLP(nn.Module):
     """GELU: proj(gelu_tanh(fc x)) (GPT-2);  SwiGLU: down(silu(gate x) * up x) (Llama); then dropout."""
 
