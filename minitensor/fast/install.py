@@ -9,7 +9,6 @@ from . import (  # noqa: F401 (they register)
     layer_norm,
     linear,
     matmul,
-    pool,
     quiet,
     recurrent,
     rowwise,

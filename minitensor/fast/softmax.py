@@ -3,7 +3,7 @@ scores at a time.
 
 A softmax makes five or six passes over its rows (max, subtract, exp, sum, divide). Over a large array each pass
 reads the whole array from memory; a block small enough to stay in the cache is read once from memory and then from
-the cache, and the blocks, which share nothing, run on the thread pool (fast/pool.py). Each block applies the
+the cache. Each block applies the
 formula's ufuncs to its own rows in the formula's order, so the numbers are the formula's bit for bit
 (tests/minitensor/fast/test_softmax.py). Where a device does not apply (a Tensor under create_graph, a device
 array), it runs the formula itself. The scores (..., T_q, T_k) go in blocks along the leading axes (score_blocks,
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import fast, pool
+from .. import fast
 from ..devices import is_host
 from ..ops import fused
 from ..ops.rowwise import is_last
@@ -48,12 +48,9 @@ def score_blocks(w):
 
 def in_score_blocks(fn, scores, *others) -> None:
     """fn(scores[block], *(a[block] for a in others)) for every block of score_blocks(scores) (a None in others
-    passes through as None), on the thread pool (pool.update_pool) when there are several and they are large."""
-
-    def run(block):
+    passes through as None)."""
+    for block in score_blocks(scores):
         fn(scores[block], *(None if a is None else a[block] for a in others))
-
-    pool.update_pool.run(run, score_blocks(scores), size=lambda block: scores[block].size)
 
 
 def masked_softmax_in_score_blocks_(w, keep):

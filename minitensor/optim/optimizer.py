@@ -2,10 +2,9 @@
 
 Subclasses (SGD in sgd.py, Adam/AdamW in adam.py) implement `update_parameter(p, group)` on the raw
 arrays, updating `p._data` in place: no Tensor is created and no graph is recorded during a step.
-`step()` runs it for every parameter with a gradient, on the shared pool (minitensor/pool.py) when the
-step is large and on the host, each parameter's update in whole-array passes. On a device (a GPU, CuPy) the same
-formulas run through the arrays' own library (NumPy's functions dispatch to CuPy's): the pool is a CPU speed device.
-A step reads nothing back to the host.
+`step()` runs it for every parameter with a gradient, one after another, each parameter's update in whole-array
+passes. On a device (a GPU, CuPy) the same formulas run through the arrays' own library (NumPy's functions dispatch
+to CuPy's). A step reads nothing back to the host.
 Hyperparameters are read from `self.param_groups[i]` at every step, so a scheduler
 changes the learning rate by writing `group['lr']`, exactly as in PyTorch.
 
@@ -25,9 +24,8 @@ import numbers
 from collections.abc import Iterable, Mapping
 
 from ..autograd import enable_grad
-from ..devices import device_of, is_array, is_host, to_device
+from ..devices import device_of, is_array, to_device
 from ..nn.utils import zero_grad_
-from ..pool import update_pool
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required", "check_hyperparameter"]
@@ -179,12 +177,8 @@ class Optimizer:
             self._check_grads(params)
         for group, params in groups:
             update = functools.partial(self.update_parameter, group=group)
-            if all(is_host(p._data) for p in params):
-                update_pool.run(update, params)
-            else:  # on a device: one parameter after another (the pool's threads would only queue kernels)
-                for p in params:
-                    update(p)
             for p in params:
+                update(p)
                 p.bump_version()  # a graph that saved p now refuses to backpropagate
         return loss
 

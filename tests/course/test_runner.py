@@ -213,8 +213,8 @@ def test_the_command_reports_every_exercise_after_a_hostile_one(tmp_path, capsys
 
 
 def test_children_do_not_hang_on_the_threads_the_parent_started(tmp_path):
-    """fork copies only the calling thread: the OpenMP threads torch started in the parent (and the engine's pool)
-    are gone in a child, and a check that waited for them hung. The runner's children compute on one thread."""
+    """fork copies only the calling thread: the OpenMP threads torch started in the parent are gone in a child,
+    and a check that waited for them hung. The runner's children compute on one thread."""
     import torch
 
     before = torch.get_num_threads()

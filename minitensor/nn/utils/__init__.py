@@ -19,7 +19,6 @@ from ...autograd import ieee_quiet
 from ...devices import array_module, is_array, is_host
 from ...dtypes import get_default_dtype
 from ...ops.reductions import opmath_dtype
-from ...pool import update_pool
 from ...tensor import Tensor
 from . import rnn
 
@@ -94,15 +93,9 @@ def clip_grad_norm_(
     if norm_type == math.inf:
         total = max(float(np.max(np.abs(g))) if g.size else 0.0 for g in grads)
     elif norm_type == 2.0:
-        # per-array norms, then the norm of those (torch's order); each array's on the pool
-        squares = {}
-
-        def square_of(p):
-            with ieee_quiet():  # squares beyond the dtype's range: inf, silently, as PyTorch's norm
-                squares[id(p)] = _sum_of_squares(p.grad._data)
-
-        update_pool.run(square_of, with_grad)
-        norms = np.array([math.sqrt(squares[id(p)]) for p in with_grad])
+        # per-array norms, then the norm of those (torch's order)
+        with ieee_quiet():  # squares beyond the dtype's range: inf, silently, as PyTorch's norm
+            norms = np.array([math.sqrt(_sum_of_squares(g)) for g in grads])
         total = float(np.sqrt(np.dot(norms, norms)))
     else:
         grads = [g.astype(opmath_dtype(g.dtype), copy=False) for g in grads]  # float16 in float32, as PyTorch
@@ -113,12 +106,8 @@ def clip_grad_norm_(
         _refuse_nonfinite(norm_type, total)
     clip_coef = float(max_norm) / (total + 1e-6)
     if clip_coef < 1.0:
-
-        def rescale(p):
+        for p in with_grad:
             p.grad._data *= clip_coef
-
-        update_pool.run(rescale, with_grad)
-        for p in with_grad:  # in this thread: two gradients may share a version counter
             p.grad.bump_version()
     with ieee_quiet():  # a norm beyond float16's range: inf, as torch's in that dtype
         return Tensor.wrap(np.asarray(total, dtype=functools.reduce(np.promote_types, [g.dtype for g in grads])))
@@ -134,7 +123,7 @@ def _refuse_nonfinite(norm_type: float, total: float):
 def total_norm_on_device(grads: list, norm_type: float = 2.0):
     """The p-norm of all gradient arrays joined, as a 0-d float64 array on their device: no host read.
 
-    The plain formulas of the CPU path above without its speed devices (blocked einsum dots, the thread pool):
+    The plain formulas of the CPU path above without its speed device (blocked einsum dots):
     each array's squares are summed in float64, so the norm equals the CPU's to round-off (inf and general p:
     the same formulas, bitwise). Also the training step's per-group norms (transformer_np/training/step.py)."""
     xp = array_module(grads[0])

@@ -452,7 +452,7 @@ def test_second_derivatives_of_the_fused_ops(op):
 
 
 def test_score_blocks_on_the_host_equal_one_pass_on_the_device(monkeypatch):
-    """AttentionWeights' speed devices (score blocks on the thread pool, the skipped empty-row product) run on the
+    """AttentionWeights' speed devices (score blocks, the skipped empty-row product) run on the
     host only; the device takes the plain formula in one pass. The two give the same bits."""
     monkeypatch.setattr(softmax, "SCORE_BLOCK_NUMEL", 16)  # several blocks on the host side
     q, k = randn(2, 3, 6, 4, dtype=np.float32), randn(2, 3, 5, 4, dtype=np.float32)

@@ -1,16 +1,14 @@
 """The attention softmax's speed devices (minitensor/fast/softmax.py) against their formulas (ops/fused.py): blocks
-of attention scores, at one and two threads, bit for bit."""
+of attention scores, bit for bit."""
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 import pytest
 
 import minitensor as mt
 from minitensor import fast
-from minitensor.fast import pool, softmax
+from minitensor.fast import softmax
 from minitensor.ops import fused
 from minitensor.ops.namespace import ARRAYS
 from tests.support.fast_devices import assert_bitwise, devices_on  # noqa: F401 (devices_on: the devices in slots)
@@ -64,37 +62,6 @@ def test_attention_in_score_blocks_is_bitwise_the_whole_array(monkeypatch, keep_
     assert_bitwise([by_blocks], [by_formula], "the masked softmax in place")
 
 
-def test_attention_blocks_on_the_pool_are_bitwise_the_one_thread_ones(monkeypatch):
-    """At two threads the score blocks of the attention softmax and of its backward run on the shared pool
-    (in_score_blocks): the weights and gradients are the one-thread ones, bit for bit, and the work really
-    was spread over threads."""
-
-    rng = np.random.default_rng(1)
-    q = rng.standard_normal((2, 4, 300, 16), dtype=np.float32)
-    k = rng.standard_normal((2, 4, 500, 16), dtype=np.float32)
-    keep = rng.random((2, 1, 300, 500)) > 0.2
-    keep[0, 0, 7] = False  # a row with no key: zero weights and gradients on any thread
-    g = rng.standard_normal((2, 4, 300, 500), dtype=np.float32)
-    assert g.size >= pool.PARALLEL_MIN_NUMEL and len(softmax.score_blocks(g)) > 2
-    seen = set()
-    softmax_block = fused.masked_softmax_
-    monkeypatch.setattr(fused, "masked_softmax_", lambda *a: (seen.add(_on_pool()), softmax_block(*a)))
-
-    def run(threads):
-        monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
-        qt, kt = mt.tensor(q, requires_grad=True), mt.tensor(k, requires_grad=True)
-        w = mt.nn.functional.attention_weights(qt, kt, mt.tensor(keep))
-        w.backward(g)
-        return [w._data, qt.grad._data, kt.grad._data]
-
-    one = run(1)
-    assert seen == {False}
-    two = run(2)
-    assert seen == {False, True}
-    assert_bitwise(two, one, "two threads against one")
-    assert not two[0][0, :, 7].any()
-
-
 def test_attention_devices_hand_a_device_array_and_tensors_to_the_formula():
     """On Tensors (create_graph) and on a device array the score devices run the formula whole."""
     from minitensor import fakecuda
@@ -112,8 +79,3 @@ def test_attention_devices_hand_a_device_array_and_tensors_to_the_formula():
     got = softmax.softmax_grad_in_score_blocks(TENSORS, gt, wt)
     assert isinstance(got, mt.Tensor)
     np.testing.assert_array_equal(got.numpy(), fused.softmax_grad(TENSORS, gt, wt).numpy())
-
-
-def _on_pool() -> bool:
-    """Whether the calling thread is one of the pool's workers."""
-    return threading.current_thread().name.startswith("minitensor-pool")

@@ -19,7 +19,6 @@ import torch
 
 import minitensor as mt
 from minitensor import nn
-from minitensor.fast import pool
 from minitensor.nn import functional as F
 from minitensor.optim import SGD, Adam, AdamW, lr_scheduler
 from minitensor.testing import OP_RTOL, TRAINING_ATOL_FLOAT64, assert_close
@@ -567,25 +566,3 @@ def test_float32_steps_match_torch(rng, opt_name):
         opt.step(), topt.step()
     assert p.dtype == np.float32
     assert_close(p.detach().numpy(), tp.detach().numpy(), OP_RTOL["float32"], f"{opt_name} float32 parameters")
-
-
-def test_adam_threaded_update_is_bitwise_the_sequential_one(monkeypatch):
-    """Large steps update parameters on a thread pool (optimizer.update_pool); order must not matter."""
-
-    def run(threads):
-        monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
-        rng = np.random.default_rng(0)
-        params = [
-            mt.nn.Parameter(mt.tensor(rng.standard_normal(s).astype(np.float32)))
-            for s in [(700, 1000), (600, 900), (7,)]
-        ]
-        opt = mt.optim.Adam(params, lr=1e-3, weight_decay=0.01)
-        for _ in range(3):
-            for p in params:
-                p.grad = mt.tensor(rng.standard_normal(p.shape).astype(np.float32))
-            opt.step()
-        return [p.detach().numpy().copy() for p in params]
-
-    assert sum(np.prod(s) for s in [(700, 1000), (600, 900)]) >= pool.PARALLEL_MIN_NUMEL
-    for a, b in zip(run(1), run(2)):
-        assert np.array_equal(a, b)
