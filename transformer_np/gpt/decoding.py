@@ -86,14 +86,17 @@ class _Plan:
     """The model's parameters as arrays, read once for a cache (step_one_position)."""
 
     def __init__(self, model: GPT):
+        params = list(model.parameters())
         self.dtype = model.tok_emb.weight.dtype
+        self.usable = all(p.dtype == self.dtype and not p.is_cuda for p in params)
+        if not self.usable:  # the formula runs (and says why, where it refuses)
+            return
         self.tok = _array(model.tok_emb.weight)
         self.pos = _array(model.pos_emb.weight) if model.pos_emb is not None else None
         self.blocks = [_Block(block, self.dtype) for block in model.blocks]
         self.norm_f = _norm_arrays(model.norm_f)
         self.head = _array(model.lm_head.weight).T
         self.dropouts = [m for m in model.modules() if isinstance(m, mt.nn.Dropout)]
-        self.same_dtype = all(p.dtype == self.dtype for p in model.parameters())
 
 
 def _plan(model: GPT, cache: GPTCache) -> _Plan:
@@ -106,9 +109,8 @@ def _plan(model: GPT, cache: GPTCache) -> _Plan:
 def _on_arrays(model: GPT, idx, cache, plan: _Plan) -> bool:
     """Whether the step is one the device computes: else the formula runs."""
     return (
-        plan.same_dtype
+        plan.usable
         and plan.dtype in (np.float32, np.float64)
-        and not idx.is_cuda
         and not any(d.training and d.p > 0 for d in plan.dropouts)
         and all(isinstance(layer, PreallocatedAttentionCache) for layer in cache.layers)
         and all(block.attn.attention == "dense" for block in model.blocks)
@@ -177,7 +179,7 @@ def _mlp(b: _Block, x):
 
 def step_one_position(model: GPT, idx, cache=None):
     """GPT.step(model, idx, cache) for one new position: ids (B, 1) -> logits (B, 1, V)."""
-    if idx.shape[1] != 1 or not isinstance(cache, GPTCache) or mt.is_grad_enabled():
+    if idx.shape[1] != 1 or not isinstance(cache, GPTCache) or mt.is_grad_enabled() or idx.is_cuda:
         return GPT.step(model, idx, cache)
     plan = _plan(model, cache)
     if not _on_arrays(model, idx, cache, plan):
