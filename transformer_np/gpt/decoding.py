@@ -5,21 +5,21 @@
               linear layers, heads split, rotated, cached,    no_grad, the same steps on the arrays (a few NumPy
               attended and merged, activation, residuals,     calls a layer), the keys and values written into
               then the final norm and the head: about 35      the preallocated cache (decoding_cache.py), the
-              engine ops a block                              weights read once per cache
+              engine ops a block                              weights' arrays kept with the cache
 
 A generation step feeds one token: each of the engine's ops then does a few microseconds of arithmetic and costs
 more in bookkeeping (recording nothing under no_grad, yet checking, wrapping and dispatching), so the step spends
 most of its time outside NumPy. The device computes the formulas of the ops in the same order: the norms as
-ops/layer_norm.py's and ops/rms_norm.py's forward, a linear layer as ops/fused.py's Linear (the query, key and
-value projections as one product of their weights side by side, as SwiGLU's gate and up), GELU's tanh form from
+ops/layer_norm.py's and ops/rms_norm.py's forward, a linear layer as ops/fused.py's Linear, GELU's tanh form from
 the same sigmoid halves as ops/elementwise.py's Gelu, SiLU as x sigmoid(x), the rotation as ops/rotary.py's
 forward, the weights as AttentionWeights without a mask (one query sees every key); the same numbers to round-off
 (tests/transformer_np/gpt/test_decoding.py). Anything else (several positions, grad mode on, dropout drawing, a
 cache that concatenates, tiled attention, a device array, float16, parameters of mixed dtypes) runs the formula.
 
-The parameters are read as arrays at a cache's first one-position step and kept with that cache (a generation
-makes a new one, and so does each slide of its window): an in-place change of a parameter shows (the arrays are
-its own), a parameter given a new array while a cache is being filled does not; start a new cache after that.
+The parameters' arrays (views: the parameters' own) are read at a cache's first one-position step and kept with
+that cache, with what they were read from; each later step checks, in a few microseconds, that every parameter is
+still its module's, with the same array and version, and reads them again where one is not (an in-place change, a
+new array, a new Parameter assigned): the step always computes with the model as it is, as the formula does.
 Measured: docs/decisions/031-gpt-cached-generation-step.md.
 """
 
@@ -35,85 +35,109 @@ from minitensor import fast
 from minitensor.ops.elementwise import sigmoid_pair, stable_sigmoid
 from minitensor.ops.rotary import signed_sin, swap
 from transformer_np.decoding_cache import PreallocatedAttentionCache
+from transformer_np.device import array_of
 from transformer_np.gpt.model import GPT, GPTCache
 
 EVIDENCE = "docs/decisions/031-gpt-cached-generation-step.md"
 GELU_SCALE = 2 * math.sqrt(2.0 / math.pi)  # tanh(u) = 2 sigmoid(2u) - 1, u = sqrt(2/pi) (a + 0.044715 a^3)
 GELU_CUBE = 0.044715
 
-_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # GPTCache -> (model, its arrays)
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # GPTCache -> the _Plan kept with it
 
 
-def _array(p):
-    return None if p is None else p.detach().numpy()
+class _Plan:
+    """The model's parameters as arrays for step_one_position, and what they were read from, so that a step can tell
+    whether they are still the model's (current): every (table, name, child module) of the module tree, each
+    (table, name, parameter, its version, its array) read, and each (module, setting, value) read (eps, head counts,
+    rotary tables). The tables are `module._modules` and `module._parameters`, torch's too: assigning a module or a
+    parameter writes there."""
 
+    def __init__(self, model: GPT):
+        params = list(model.parameters())
+        self.model, self.read, self.settings = model, [], []
+        self.children = [(m._modules, name, child) for m in model.modules() for name, child in m._modules.items()]
+        self.dtype = model.tok_emb.weight.dtype
+        self.usable = all(p.dtype == self.dtype and not p.is_cuda for p in params)
+        if not self.usable:  # the formula runs (and says why, where it refuses)
+            return
+        self.tok = self.array(model.tok_emb, "weight")
+        self.pos = self.array(model.pos_emb, "weight") if model.pos_emb is not None else None
+        self.blocks = [_Block(self, block) for block in model.blocks]
+        self.norm_f = self.norm(model.norm_f)
+        self.head = self.array(model.lm_head, "weight").T
+        self.dropouts = [m for m in model.modules() if isinstance(m, mt.nn.Dropout)]
+        self.attention = [self.setting(block.attn, "attention") for block in model.blocks]
 
-def _norm_arrays(norm):
-    """("rms" | "layer", eps, weight, bias) of a norm module."""
-    if isinstance(norm, mt.nn.RMSNorm):
-        return "rms", norm.eps, _array(norm.weight), None
-    return "layer", norm.eps, _array(norm.weight), _array(norm.bias)
+    def setting(self, module, name: str):
+        """module.name, a plain attribute, noted as read."""
+        value = getattr(module, name)
+        self.settings.append((module, name, value))
+        return value
 
+    def array(self, module, name: str):
+        """The array of module's parameter `name` (None where it has none), noted as read."""
+        p = getattr(module, name)
+        if p is None:
+            return None
+        self.read.append((module._parameters, name, p, p._version, array_of(p)))
+        return array_of(p)
 
-def _side_by_side(layers):
-    """The linear layers' weights transposed and side by side (D, sum of outputs), their biases likewise (or None):
-    one product for layers that read the same input."""
-    weight = np.concatenate([_array(layer.weight).T for layer in layers], axis=1)
-    biases = [_array(layer.bias) for layer in layers]
-    return weight, None if biases[0] is None else np.concatenate(biases)
+    def current(self) -> bool:
+        """Whether every module is still its parent's, every parameter read still its module's, with the same
+        array and no in-place change since, and every setting read the same."""
+        return (
+            all(table.get(name) is child for table, name, child in self.children)
+            and all(
+                table.get(name) is p and p._version == version and array_of(p) is arr
+                for table, name, p, version, arr in self.read
+            )
+            and all(getattr(module, name) is value for module, name, value in self.settings)
+        )
+
+    def norm(self, norm):
+        """("rms" | "layer", eps, weight, bias) of a norm module."""
+        if isinstance(norm, mt.nn.RMSNorm):
+            return "rms", self.setting(norm, "eps"), self.array(norm, "weight"), None
+        return "layer", self.setting(norm, "eps"), self.array(norm, "weight"), self.array(norm, "bias")
+
+    def linear(self, layer):
+        """(W^T, bias) of a linear layer: views of its parameters."""
+        return self.array(layer, "weight").T, self.array(layer, "bias")
 
 
 class _Block:
     """One block's parameters as arrays, and the sizes its step needs."""
 
-    def __init__(self, block, dtype):
+    def __init__(self, plan: _Plan, block):
         attn, mlp = block.attn, block.mlp
-        self.norm1, self.norm2 = _norm_arrays(block.norm1), _norm_arrays(block.norm2)
-        self.qkv = _side_by_side([attn.q_proj, attn.k_proj, attn.v_proj])
-        self.o = _array(attn.o_proj.weight).T, _array(attn.o_proj.bias)
-        self.H, self.Hkv, self.Dh = attn.n_head, attn.n_kv_head, attn.head_dim
+        self.norm1, self.norm2 = plan.norm(block.norm1), plan.norm(block.norm2)
+        self.q, self.k, self.v, self.o = (plan.linear(m) for m in (attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj))
+        self.H, self.Hkv, self.Dh = (plan.setting(attn, name) for name in ("n_head", "n_kv_head", "head_dim"))
         self.rotary = None
         if attn.rotary is not None:  # ops/rotary.py's tables: cos and the signed sin, in the model's dtype
-            self.rotary = attn.rotary.cos.astype(dtype), signed_sin(attn.rotary.sin.astype(dtype))
-        self.gelu = mlp.kind == "gelu"
-        if self.gelu:
-            self.ff_in, self.ff_out = _side_by_side([mlp.fc]), (_array(mlp.proj.weight).T, _array(mlp.proj.bias))
-        else:  # SwiGLU: gate and up side by side
-            self.ff_in, self.ff_out = _side_by_side([mlp.gate, mlp.up]), (_array(mlp.down.weight).T, None)
-
-
-class _Plan:
-    """The model's parameters as arrays, read once for a cache (step_one_position)."""
-
-    def __init__(self, model: GPT):
-        params = list(model.parameters())
-        self.dtype = model.tok_emb.weight.dtype
-        self.usable = all(p.dtype == self.dtype and not p.is_cuda for p in params)
-        if not self.usable:  # the formula runs (and says why, where it refuses)
-            return
-        self.tok = _array(model.tok_emb.weight)
-        self.pos = _array(model.pos_emb.weight) if model.pos_emb is not None else None
-        self.blocks = [_Block(block, self.dtype) for block in model.blocks]
-        self.norm_f = _norm_arrays(model.norm_f)
-        self.head = _array(model.lm_head.weight).T
-        self.dropouts = [m for m in model.modules() if isinstance(m, mt.nn.Dropout)]
+            cos, sin = plan.setting(attn.rotary, "cos"), plan.setting(attn.rotary, "sin")
+            self.rotary = cos.astype(plan.dtype), signed_sin(sin.astype(plan.dtype))
+        self.gelu = plan.setting(mlp, "kind") == "gelu"
+        layers = (mlp.fc, mlp.proj) if self.gelu else (mlp.gate, mlp.up, mlp.down)
+        self.mlp = [plan.linear(m) for m in layers]
 
 
 def _plan(model: GPT, cache: GPTCache) -> _Plan:
-    held = _PLANS.get(cache)
-    if held is None or held[0] is not model:
-        held = _PLANS[cache] = (model, _Plan(model))
-    return held[1]
+    """The plan kept with this cache, made anew when the model or any parameter it read has changed."""
+    plan = _PLANS.get(cache)
+    if plan is None or plan.model is not model or not plan.current():
+        plan = _PLANS[cache] = _Plan(model)
+    return plan
 
 
-def _on_arrays(model: GPT, idx, cache, plan: _Plan) -> bool:
+def _on_arrays(cache: GPTCache, plan: _Plan) -> bool:
     """Whether the step is one the device computes: else the formula runs."""
     return (
         plan.usable
         and plan.dtype in (np.float32, np.float64)
         and not any(d.training and d.p > 0 for d in plan.dropouts)
         and all(isinstance(layer, PreallocatedAttentionCache) for layer in cache.layers)
-        and all(block.attn.attention == "dense" for block in model.blocks)
+        and all(kind == "dense" for kind in plan.attention)
     )
 
 
@@ -145,11 +169,11 @@ def _norm(x, norm):
     return out
 
 
-def _attend(b: _Block, qkv, layer: PreallocatedAttentionCache, like):
-    """The projections side by side (B, (H + 2 Hkv) Dh) -> (B, H Dh): one position's heads split, rotated, appended
-    to the cache, attended (every key) and merged."""
-    B, H, Hkv, Dh = qkv.shape[0], b.H, b.Hkv, b.Dh
-    q, k, v = np.split(qkv, [H * Dh, (H + Hkv) * Dh], axis=1)
+def _attend(b: _Block, h, layer: PreallocatedAttentionCache, like):
+    """The normed input (B, D) -> (B, H Dh): one position's projections, heads split, rotated, appended to the
+    cache, attended (every key) and merged."""
+    B, H, Hkv, Dh = h.shape[0], b.H, b.Hkv, b.Dh
+    q, k, v = _linear(h, b.q), _linear(h, b.k), _linear(h, b.v)
     # one position: (B, H Dh) -> (B, H, 1, Dh) is a reshape (the transpose of one position moves no number)
     q, k, v = q.reshape(B, H, 1, Dh), k.reshape(B, Hkv, 1, Dh), v.reshape(B, Hkv, 1, Dh)
     if b.rotary is not None:  # ops/rotary.py's forward: x cos + swap(x) ssin
@@ -168,13 +192,15 @@ def _attend(b: _Block, qkv, layer: PreallocatedAttentionCache, like):
 
 def _mlp(b: _Block, x):
     """GELU (tanh form: a s, s = sigmoid(2u), the first of ops/elementwise.py's sigmoid halves) or SwiGLU."""
-    a = _linear(x, b.ff_in)
     if b.gelu:
+        fc, proj = b.mlp
+        a = _linear(x, fc)
         dt = a.dtype.type
         s, _ = sigmoid_pair(dt(GELU_SCALE) * (a + dt(GELU_CUBE) * a * a * a))
-        return _linear(a * s, b.ff_out)
-    gate, up = np.split(a, 2, axis=1)
-    return _linear(gate * stable_sigmoid(gate) * up, b.ff_out)
+        return _linear(a * s, proj)
+    gate, up, down = b.mlp
+    g = _linear(x, gate)
+    return _linear(g * stable_sigmoid(g) * _linear(x, up), down)
 
 
 def step_one_position(model: GPT, idx, cache=None):
@@ -182,14 +208,13 @@ def step_one_position(model: GPT, idx, cache=None):
     if idx.shape[1] != 1 or not isinstance(cache, GPTCache) or mt.is_grad_enabled() or idx.is_cuda:
         return GPT.step(model, idx, cache)
     plan = _plan(model, cache)
-    if not _on_arrays(model, idx, cache, plan):
+    if not _on_arrays(cache, plan):
         return GPT.step(model, idx, cache)
     x = plan.tok[idx.numpy()[:, 0]]  # (B, D): the embedding's rows
     if plan.pos is not None:
         x = x + plan.pos[cache.length]
     for b, layer in zip(plan.blocks, cache.layers):
-        h = _norm(x, b.norm1)
-        x = x + _linear(_attend(b, _linear(h, b.qkv), layer, idx), b.o)
+        x = x + _linear(_attend(b, _norm(x, b.norm1), layer, idx), b.o)
         x = x + _mlp(b, _norm(x, b.norm2))
     return idx.wrap((_norm(x, plan.norm_f) @ plan.head)[:, None])  # (B, 1, V)
 

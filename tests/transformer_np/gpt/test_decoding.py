@@ -54,26 +54,43 @@ def test_the_device_equals_the_formula_step_by_step(shape, dtype):
     assert ours.length == plain.length == 9
 
 
-def test_the_model_takes_the_device_and_a_new_cache_reads_the_weights_again():
-    """model(idx, cache) goes through the slot; an in-place change of a weight shows at once; after a parameter is
-    given a new array, a new cache reads it."""
+def test_the_model_takes_the_device_and_sees_every_change_of_a_parameter_between_steps():
+    """model(idx, cache) goes through the slot; between two steps on one cache a parameter changed in place or given a
+    new array (`.data =`), a layer replaced by a new one, or a norm's eps changed changes the next step's logits as it
+    changes the formula's."""
     model = _model(gpt2_shape, np.float64)
-    idx = mt.tensor(np.array([[3]]))
+    rtol = OP_RTOL["float64"]
+
+    def changes():
+        yield lambda: model.norm_f.weight.mul_(2.0)  # in place (a version bump)
+        yield lambda: setattr(model.blocks[1].attn.k_proj.weight, "data", model.blocks[1].attn.k_proj.weight * 3.0)
+        yield lambda: setattr(model.blocks[0].mlp, "fc", _new_linear(model.blocks[0].mlp.fc))
+        yield lambda: setattr(model, "lm_head", _new_linear(model.lm_head))
+        yield lambda: setattr(model.blocks[0].norm2, "eps", 0.5)  # a setting
+
     with mt.no_grad():
-        cache = model.init_cache(16)
-        model(mt.tensor(np.array([[1, 2]])), cache=cache)
-        before = model(idx, cache=cache).numpy().copy()
-        assert_close(before, GPT.step(model, idx, _prefilled(model, [1, 2])).numpy(), OP_RTOL["float64"], "slot")
-        for p in (model.norm_f.weight, model.norm_f.bias):  # in place: the device's arrays are the parameters' own
-            p.mul_(2.0)
-        cache = model.init_cache(16)
-        model(mt.tensor(np.array([[1, 2]])), cache=cache)
-        np.testing.assert_allclose(model(idx, cache=cache).numpy(), 2 * before, rtol=1e-12)
-        for name in ("weight", "bias"):  # new arrays: a new cache sees them
-            setattr(model.norm_f, name, mt.nn.Parameter(getattr(model.norm_f, name).detach() * 3.0))
-        cache = model.init_cache(16)
-        model(mt.tensor(np.array([[1, 2]])), cache=cache)
-        np.testing.assert_allclose(model(idx, cache=cache).numpy(), 6 * before, rtol=1e-12, atol=1e-14)
+        cache, plain = model.init_cache(16), model.init_cache(16)
+        ids = mt.tensor(np.array([[1, 2]]))
+        model(ids, cache=cache), GPT.step(model, ids, plain)
+        for step, change in enumerate(changes()):
+            idx = mt.tensor(np.array([[3 + step]]))
+            before = model(idx, cache=cache).numpy().copy()
+            assert_close(before, GPT.step(model, idx, plain).numpy(), rtol, f"step {step}")
+            change()
+            idx = mt.tensor(np.array([[5 + step]]))
+            got, want = model(idx, cache=cache).numpy(), GPT.step(model, idx, plain).numpy()
+            assert_close(got, want, rtol, f"after change {step}")
+
+
+def _new_linear(layer):
+    """A new Linear of the same shape, its weight the old one's plus noise."""
+    out_f, in_f = layer.weight.shape
+    new = mt.nn.Linear(in_f, out_f, bias=layer.bias is not None, dtype=layer.weight.dtype)
+    with mt.no_grad():
+        new.weight.copy_(layer.weight + 0.5 * mt.randn(out_f, in_f, dtype=layer.weight.dtype))
+        if layer.bias is not None:
+            new.bias.copy_(layer.bias)
+    return new
 
 
 def _prefilled(model, ids):
