@@ -3,12 +3,12 @@ scores at a time.
 
 A softmax makes five or six passes over its rows (max, subtract, exp, sum, divide). Over a large array each pass
 reads the whole array from memory; a block small enough to stay in the cache is read once from memory and then from
-the cache. Each block applies the
-formula's ufuncs to its own rows in the formula's order, so the numbers are the formula's bit for bit
-(tests/minitensor/fast/test_softmax.py). Where a device does not apply (a Tensor under create_graph, a device
-array), it runs the formula itself. The scores (..., T_q, T_k) go in blocks along the leading axes (score_blocks,
-docs/decisions/012-row-wise-devices.md). Softmax, log_softmax and the cross-entropy gradient have no device: row
-blocks of them gain nothing measurable on the benchmark configurations (docs/decisions/030).
+the cache. Each block applies the formula's ufuncs to its own rows in the formula's order, so the numbers are the
+formula's bit for bit (tests/minitensor/fast/test_softmax.py). Where a device does not apply (a Tensor under
+create_graph, a device array), it runs the formula itself. The scores (..., T_q, T_k) go in blocks along the
+leading axes (score_blocks, docs/decisions/012-row-wise-devices.md). Softmax, log_softmax and the cross-entropy
+gradient have no device: row blocks of them gain nothing measurable on the benchmark configurations
+(docs/decisions/030).
 """
 
 from __future__ import annotations

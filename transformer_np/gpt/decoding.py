@@ -182,7 +182,8 @@ def _attend(b: _Block, h, layer: PreallocatedAttentionCache, like):
     keys, values = layer.update(like.wrap(k), like.wrap(v))  # (B, Hkv, t_k, Dh): views of the cache's buffers
     keys, values = keys.numpy()[:, :, None], values.numpy()[:, :, None]  # (B, Hkv, 1, t_k, Dh)
     qg = q.reshape(B, Hkv, H // Hkv, 1, Dh)  # the query heads in groups, one per key/value head
-    # AttentionWeights.forward without a mask: the scale on q, then softmax over the keys, in place
+    # AttentionWeights.forward without a mask: the scale on q, then softmax over the keys, in place (ops/fused.py's
+    # masked_softmax_ spelled out: its row-reduction slots cost more than rows of at most block_size keys)
     w = np.matmul(qg * q.dtype.type(1.0 / math.sqrt(Dh)), np.swapaxes(keys, -1, -2))  # (B, Hkv, G, 1, t_k)
     w -= w.max(axis=-1, keepdims=True)
     np.exp(w, out=w)
